@@ -1,0 +1,380 @@
+/*
+ * sublinear.h — the public interface of the sublinear library.
+ *
+ * sublinear trains sequential deep networks (chains of layers and of
+ * composite blocks such as residual or inception blocks) in C. A network
+ * built with sl_sequential() keeps every activation; the same network built
+ * with sl_sublinear() keeps only the tensors at segment boundaries and
+ * re-runs each segment's forward during backward, with gradients equal bit
+ * for bit to the plain run.
+ *
+ * Conventions, for every function below:
+ *  - Functions that can fail return an sl_status; on failure
+ *    sl_last_error() returns a message a person can read, and the objects
+ *    passed in are left as they were.
+ *  - Every *_create / constructor has a matching *_free that accepts NULL.
+ *  - Tensors are float32, NCHW, contiguous, in host memory owned by the
+ *    caller unless a comment says otherwise.
+ *  - Handles are not safe to use from two threads at once; different
+ *    handles may be used from different threads.
+ */
+#ifndef SUBLINEAR_H
+#define SUBLINEAR_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define SL_VERSION_MAJOR 0
+#define SL_VERSION_MINOR 1
+#define SL_VERSION_PATCH 0
+
+/* ------------------------------------------------------------------ */
+/* Status and errors                                                   */
+/* ------------------------------------------------------------------ */
+
+typedef enum sl_status {
+    SL_OK = 0,
+    SL_ERR_INVALID_ARG,  /* a NULL handle, a negative size, an unknown name */
+    SL_ERR_SHAPE,        /* a tensor shape a layer cannot take */
+    SL_ERR_NOMEM,        /* an allocation failed */
+    SL_ERR_IO,           /* a file could not be read or written */
+    SL_ERR_FORMAT,       /* a file is truncated, foreign or inconsistent */
+    SL_ERR_NOT_FOUND,    /* a named tensor or model does not exist */
+    SL_ERR_BUDGET,       /* a memory budget that no schedule can meet */
+    SL_ERR_STATE,        /* the call is not valid in the object's state */
+    SL_ERR_BACKEND,      /* the compute backend (e.g. CUDA) reported a failure */
+    SL_ERR_UNSUPPORTED   /* valid request, not implemented in this build */
+} sl_status;
+
+/* The message of the last failed call on this thread. Never NULL; the
+ * string stays valid until the next failing call on this thread. */
+const char *sl_last_error(void);
+
+/* A short constant name for a status ("SL_ERR_SHAPE"). Never NULL. */
+const char *sl_status_name(sl_status status);
+
+/* ------------------------------------------------------------------ */
+/* Shapes                                                              */
+/* ------------------------------------------------------------------ */
+
+/* A 4-d NCHW shape. Feature vectors (after Flatten or Linear) are
+ * {n, features, 1, 1}. */
+typedef struct sl_shape {
+    int n, c, h, w;
+} sl_shape;
+
+/* ------------------------------------------------------------------ */
+/* Context: device, threads, seed                                      */
+/* ------------------------------------------------------------------ */
+
+typedef enum sl_device { SL_DEVICE_CPU = 0, SL_DEVICE_CUDA = 1 } sl_device;
+
+typedef struct sl_context_options {
+    sl_device device; /* SL_DEVICE_CPU (default) */
+    int threads;      /* CPU threads for kernels; 0 = all cores */
+    uint64_t seed;    /* seeds weight initialisation and dropout */
+} sl_context_options;
+
+typedef struct sl_context sl_context;
+
+/* Defaults: CPU, all cores, seed 0. */
+sl_context_options sl_context_defaults(void);
+
+/* Creates a context. opts may be NULL for the defaults. On success *out
+ * owns a new context; free it with sl_context_free() after every network
+ * made from it. */
+sl_status sl_context_create(const sl_context_options *opts, sl_context **out);
+void sl_context_free(sl_context *ctx);
+
+/* ------------------------------------------------------------------ */
+/* Layers                                                              */
+/* ------------------------------------------------------------------ */
+
+/* A layer specification. Constructors return a new layer, or NULL with
+ * sl_last_error() set when an argument is invalid. A layer is owned by the
+ * caller until sl_net_add() takes it (sl_net_add always takes ownership,
+ * also when it fails); free an unused layer with sl_layer_free(). */
+typedef struct sl_layer sl_layer;
+
+typedef struct sl_conv2d_options {
+    int in_channels, out_channels;
+    int kernel_h, kernel_w;
+    int stride_h, stride_w;     /* >= 1 */
+    int pad_h, pad_w;           /* >= 0, zero padding */
+    int dilation_h, dilation_w; /* >= 1 */
+    int groups;                 /* divides both channel counts */
+    int bias;                   /* nonzero: add a learned bias */
+} sl_conv2d_options;
+
+/* Square kernel, no dilation, one group, no bias: the convolution of
+ * residual networks. */
+sl_layer *sl_conv2d(int in_channels, int out_channels, int kernel, int stride, int pad);
+/* Every option of Conv2d. */
+sl_layer *sl_conv2d_ex(const sl_conv2d_options *opts);
+
+/* BatchNorm2d with PyTorch's defaults: momentum 0.1, eps 1e-5. In training
+ * it normalises with the batch statistics and updates the running mean and
+ * (unbiased) variance; in evaluation it uses the running statistics. */
+sl_layer *sl_batchnorm2d(int channels);
+sl_layer *sl_batchnorm2d_ex(int channels, float momentum, float eps);
+
+sl_layer *sl_relu(void);
+
+/* Pooling over kernel x kernel windows. Average pooling divides by the
+ * window size including padding (PyTorch's count_include_pad=True). */
+sl_layer *sl_maxpool2d(int kernel, int stride, int pad);
+sl_layer *sl_avgpool2d(int kernel, int stride, int pad);
+/* Pooling with ceil_mode: the output size rounds up (GoogLeNet's pools). */
+sl_layer *sl_maxpool2d_ceil(int kernel, int stride, int pad);
+
+/* Mean over H and W: {n, c, h, w} -> {n, c, 1, 1}. */
+sl_layer *sl_global_avgpool(void);
+
+/* {n, c, h, w} -> {n, c*h*w, 1, 1}; no copy. */
+sl_layer *sl_flatten(void);
+
+/* y = x W^T + b over the flattened input; in_features must equal c*h*w. */
+sl_layer *sl_linear(int in_features, int out_features, int bias);
+
+/* Dropout with drop probability p in [0, 1). Masks are drawn with
+ * Philox4x32-10 keyed by (context seed, counter): a mask is a pure
+ * function of the counter saved at forward time. */
+sl_layer *sl_dropout(float p);
+
+/* Residual blocks of torchvision's ResNet. A projection shortcut
+ * (1x1 conv + BN, named "downsample.0" / "downsample.1") is added when the
+ * stride is not 1 or the channel counts differ. */
+sl_layer *sl_basic_block(int in_channels, int out_channels, int stride);
+/* Bottleneck: 1x1 (width) -> 3x3 (width, stride) -> 1x1 (4 * width). */
+sl_layer *sl_bottleneck(int in_channels, int width, int stride);
+/* GoogLeNet's inception block (torchvision's naming: branch1, branch2.0,
+ * branch2.1, branch3.0, branch3.1, branch4.1; each a conv + BN + ReLU; the
+ * third branch uses a 3x3 conv where the paper has 5x5, as torchvision
+ * does). Output channels: c1 + c3 + c5 + pool_proj. */
+sl_layer *sl_inception(int in_channels, int c1, int c3_reduce, int c3,
+                       int c5_reduce, int c5, int pool_proj);
+
+/* "conv + BN + ReLU" as one block (torchvision's BasicConv2d: children
+ * "conv" and "bn"; the conv has no bias, BN eps 1e-3). */
+sl_layer *sl_conv_bn_relu(int in_channels, int out_channels, int kernel, int stride, int pad);
+
+/* Frees a layer that was not added to a network. Accepts NULL. */
+void sl_layer_free(sl_layer *layer);
+
+/* ------------------------------------------------------------------ */
+/* Schedules                                                           */
+/* ------------------------------------------------------------------ */
+
+typedef enum sl_schedule_kind {
+    SL_SCHEDULE_NONE = 0, /* keep every activation (the baseline) */
+    SL_SCHEDULE_SQRT,     /* ceil(sqrt(N)) segments over the top-level chain */
+    SL_SCHEDULE_SEGMENTS, /* k segments balancing kept bytes */
+    SL_SCHEDULE_BUDGET    /* least recompute whose planned peak fits a budget */
+} sl_schedule_kind;
+
+typedef struct sl_schedule {
+    sl_schedule_kind kind;
+    int segments;          /* for SL_SCHEDULE_SEGMENTS */
+    uint64_t budget_bytes; /* for SL_SCHEDULE_BUDGET */
+} sl_schedule;
+
+#define SL_CKPT_NONE ((sl_schedule){SL_SCHEDULE_NONE, 0, 0})
+#define SL_CKPT_SQRT ((sl_schedule){SL_SCHEDULE_SQRT, 0, 0})
+#define SL_CKPT_SEGMENTS(k) ((sl_schedule){SL_SCHEDULE_SEGMENTS, (k), 0})
+#define SL_CKPT_BUDGET(bytes) ((sl_schedule){SL_SCHEDULE_BUDGET, 0, (uint64_t)(bytes)})
+
+/* ------------------------------------------------------------------ */
+/* Networks                                                            */
+/* ------------------------------------------------------------------ */
+
+typedef struct sl_net sl_net;
+
+/* A plain network: every activation kept for backward. in_channels is the
+ * channel count of the input images. The network refers to ctx, which
+ * must outlive it. On success *out owns the network (sl_net_free). */
+sl_status sl_sequential(sl_context *ctx, int in_channels, sl_net **out);
+
+/* The same network trained in sublinear memory under the given schedule
+ * (SL_CKPT_SQRT is memonger's rule). Gradients equal those of
+ * sl_sequential bit for bit on the CPU. */
+sl_status sl_sublinear(sl_context *ctx, int in_channels, sl_schedule schedule, sl_net **out);
+
+void sl_net_free(sl_net *net);
+
+/* Appends a layer under a name (its parameters become "name.weight" ...;
+ * NULL names it by its index, as torch.nn.Sequential does). Takes
+ * ownership of layer, also on failure. Fails when layer is NULL (with the
+ * constructor's message), when its input channels differ from the
+ * current output channels, or after the network has been run. */
+sl_status sl_net_add(sl_net *net, const char *name, sl_layer *layer);
+
+/* Number of layers added at the top level. */
+int sl_net_layer_count(const sl_net *net);
+
+/* The output shape for an input shape, or SL_ERR_SHAPE naming the first
+ * layer that cannot take its input. */
+sl_status sl_net_output_shape(sl_net *net, sl_shape input, sl_shape *output);
+
+/* Changes the schedule; the next step plans anew. */
+sl_status sl_net_set_schedule(sl_net *net, sl_schedule schedule);
+
+/* ------------------------------------------------------------------ */
+/* Parameters                                                          */
+/* ------------------------------------------------------------------ */
+
+typedef struct sl_param_info {
+    const char *name; /* torchvision-style name, owned by the network */
+    int ndim;
+    int dims[4];
+    size_t count;     /* number of floats */
+    float *data;      /* owned by the network; writable */
+    float *grad;      /* gradient after the last backward; NULL for
+                         running statistics and in inference mode */
+    int trainable;    /* 0 for BatchNorm running statistics */
+} sl_param_info;
+
+/* Number of named tensors (parameters and running statistics). Finalises
+ * the network: layers cannot be added afterwards. */
+int sl_net_param_count(sl_net *net);
+/* The i-th named tensor, in the order layers were added. */
+sl_status sl_net_param(sl_net *net, int index, sl_param_info *out);
+/* The tensor with this exact name, or SL_ERR_NOT_FOUND. */
+sl_status sl_net_find_param(sl_net *net, const char *name, sl_param_info *out);
+
+/* ------------------------------------------------------------------ */
+/* Optimizers                                                          */
+/* ------------------------------------------------------------------ */
+
+typedef enum sl_optimizer_kind { SL_OPT_SGD = 0, SL_OPT_ADAM = 1 } sl_optimizer_kind;
+
+typedef struct sl_optimizer_options {
+    sl_optimizer_kind kind;
+    float lr;
+    float momentum;     /* SGD */
+    int nesterov;       /* SGD */
+    float weight_decay; /* L2, added to the gradient (PyTorch's rule) */
+    float beta1, beta2, eps; /* Adam */
+} sl_optimizer_options;
+
+/* SGD as torch.optim.SGD (dampening 0). */
+sl_optimizer_options sl_sgd(float lr, float momentum, float weight_decay, int nesterov);
+/* Adam as torch.optim.Adam (bias-corrected, L2 weight decay). */
+sl_optimizer_options sl_adam(float lr, float beta1, float beta2, float eps, float weight_decay);
+
+/* Sets the optimizer; its state (momentum, moments) starts at zero. */
+sl_status sl_net_set_optimizer(sl_net *net, const sl_optimizer_options *opts);
+/* Changes the learning rate, keeping the optimizer state. */
+sl_status sl_net_set_lr(sl_net *net, float lr);
+
+/* ------------------------------------------------------------------ */
+/* Running                                                             */
+/* ------------------------------------------------------------------ */
+
+typedef struct sl_step_result {
+    float loss;   /* mean softmax cross-entropy over the batch */
+    int correct;  /* samples whose arg-max logit equals the label */
+} sl_step_result;
+
+/* Forward in evaluation mode (running BN statistics, no dropout). x holds
+ * shape.n images; logits receives the output (n x output features),
+ * caller-allocated. */
+sl_status sl_net_predict(sl_net *net, const float *x, sl_shape shape, float *logits);
+
+/* Forward in training mode, softmax cross-entropy against labels (each in
+ * [0, classes)), and backward: afterwards every parameter's grad holds
+ * d(loss)/d(param). Updates BN running statistics as a training forward
+ * does. Does not change the weights. result may be NULL. */
+sl_status sl_net_compute_gradients(sl_net *net, const float *x, sl_shape shape,
+                                   const int *labels, sl_step_result *result);
+
+/* One optimizer step from the current gradients. */
+sl_status sl_net_update(sl_net *net);
+
+/* For losses other than softmax cross-entropy: forward in training mode,
+ * then backward from the caller's gradient dy of the network output
+ * (n x output features). output (may be NULL) receives the forward output;
+ * dx (may be NULL) receives the gradient with respect to the input (same
+ * size as x). Parameter gradients are set as by sl_net_compute_gradients. */
+sl_status sl_net_forward_backward(sl_net *net, const float *x, sl_shape shape, const float *dy,
+                                  float *output, float *dx);
+
+/* sl_net_compute_gradients followed by sl_net_update. */
+sl_status sl_net_train_step(sl_net *net, const float *x, sl_shape shape,
+                            const int *labels, sl_step_result *result);
+
+/* Number of optimizer steps taken. */
+int64_t sl_net_step_count(const sl_net *net);
+
+/* ------------------------------------------------------------------ */
+/* Memory                                                              */
+/* ------------------------------------------------------------------ */
+
+typedef enum sl_mode { SL_MODE_TRAIN = 0, SL_MODE_INFER = 1 } sl_mode;
+
+typedef struct sl_memory_report {
+    /* planned bytes by category */
+    uint64_t outputs;     /* activations (forward outputs) */
+    uint64_t grad_inputs; /* gradients with respect to activations */
+    uint64_t buffers;     /* workspaces and state saved for backward */
+    uint64_t params;      /* parameters and running statistics */
+    uint64_t param_grads;
+    uint64_t optimizer;   /* momentum / Adam moments */
+    uint64_t total;       /* arena peak + params + grads + optimizer */
+    uint64_t arena_bytes; /* the planned activation arena (peak of the
+                             first three categories together) */
+    uint64_t arena_measured; /* high-water mark the executor touched in the
+                                arena during the last run; 0 if none ran */
+    double recompute_fraction; /* recomputed FLOPs / FLOPs of one plain step */
+} sl_memory_report;
+
+/* The planned memory of one step at this input shape in this mode. Needs
+ * no kernel to run. The category figures are the bytes of the largest
+ * simultaneous set of live tensors of that category (so categories can sum
+ * to more than arena_bytes, never less). */
+sl_status sl_net_memory_report(sl_net *net, sl_shape input, sl_mode mode,
+                               sl_memory_report *out);
+
+/* ------------------------------------------------------------------ */
+/* Models                                                              */
+/* ------------------------------------------------------------------ */
+
+/* Appends a model's layers to an empty network with 3 input channels.
+ * Names: "resnet18", "resnet34", "resnet50", "resnet101", "resnet152"
+ * (ImageNet stem), "resnet20", "resnet56", "resnet110" (CIFAR), "vgg-a",
+ * "alexnet", "googlenet". res is the input resolution the classifier is
+ * sized for (224 for ImageNet models, 32 for CIFAR). */
+sl_status sl_model_build(sl_net *net, const char *model, int num_classes, int res);
+
+/* NULL-terminated list of the model names above. */
+const char *const *sl_model_names(void);
+
+/* ------------------------------------------------------------------ */
+/* Built-in dataset                                                    */
+/* ------------------------------------------------------------------ */
+
+/* A seeded synthetic image-classification dataset that needs no download:
+ * each class is a smooth random pattern; a sample is its class pattern,
+ * randomly shifted and scaled, plus noise. Learnable, not noise. Samples
+ * are a pure function of (seed, split, index). */
+typedef struct sl_dataset sl_dataset;
+
+typedef enum sl_split { SL_SPLIT_TRAIN = 0, SL_SPLIT_TEST = 1 } sl_split;
+
+sl_status sl_dataset_synthetic(int num_classes, int channels, int height, int width,
+                               uint64_t seed, sl_dataset **out);
+void sl_dataset_free(sl_dataset *ds);
+
+/* Fills x (n x channels x height x width floats) and labels (n ints) with
+ * samples index .. index + n - 1 of a split. */
+sl_status sl_dataset_batch(const sl_dataset *ds, sl_split split, int64_t index, int n,
+                           float *x, int *labels);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* SUBLINEAR_H */

@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# Installs the Debian packages the build, the tests and the PyTorch
+# comparisons need (run as root, or with sudo available).
+set -euo pipefail
+SUDO=""
+[ "$(id -u)" = 0 ] || SUDO=sudo
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -q
+$SUDO apt-get install -y -q --no-install-recommends \
+  build-essential cmake pkg-config check libopenblas-dev libcjson-dev \
+  python3 python3-torch python3-numpy graphviz libxml2-utils

@@ -1,0 +1,123 @@
+/*
+ * executor.c — runs a planned program (run stage): each step's values are
+ * pointers into the one arena at their planned offsets; layers call the
+ * backend's kernels on them. Nothing is allocated here.
+ */
+#include <string.h>
+
+#include "checkpoint/pipeline.h"
+
+typedef struct runner {
+    const sl_program *p;
+    const sl_plan *pl;
+    char *arena;
+    const float *input;
+    size_t touched;
+} runner;
+
+static void *ptr(runner *r, int v)
+{
+    if (v < 0)
+        return NULL;
+    int root = r->pl->alias[v];
+    while (r->pl->alias[root] != root)
+        root = r->pl->alias[root];
+    if (r->p->values[root].external)
+        return (void *)r->input;
+    size_t end = r->pl->offset[v] + r->p->values[v].bytes;
+    if (end > r->touched)
+        r->touched = end;
+    return r->arena + r->pl->offset[v];
+}
+
+static void zero_param_grads(const sl_graph *g, const sl_exec *ex)
+{
+    for (int i = 0; i < g->n_nodes; i++) {
+        sl_layer *l = g->nodes[i].layer;
+        for (int k = 0; k < l->n_params; k++)
+            if (l->params[k].trainable && l->params[k].grad)
+                ex->be->fill(ex, l->params[k].count, 0.0f, l->params[k].grad);
+    }
+}
+
+static void run_forward(runner *r, const sl_graph *g, const sl_shapes *sh, const sl_step *st,
+                        sl_context *ctx, const sl_exec *ex)
+{
+    const sl_graph_node *nd = &g->nodes[st->node];
+    sl_fwd_args a;
+    memset(&a, 0, sizeof a);
+    a.pass = st->pass;
+    a.n_in = nd->n_in;
+    for (int k = 0; k < nd->n_in; k++) {
+        a.x[k] = ptr(r, st->x[k]);
+        a.in[k] = sh->tensor[nd->in[k]];
+    }
+    a.y = ptr(r, st->y);
+    a.out = sh->tensor[nd->out];
+    a.saved = ptr(r, st->saved);
+    a.ws = ptr(r, st->ws);
+    a.ctx = ctx;
+    a.bn_rescale_momentum = st->bn_rescale;
+    nd->layer->ops->forward(nd->layer, ex, &a);
+}
+
+static void run_backward(runner *r, const sl_graph *g, const sl_shapes *sh, const sl_step *st,
+                         sl_context *ctx, const sl_exec *ex)
+{
+    const sl_graph_node *nd = &g->nodes[st->node];
+    sl_bwd_args a;
+    memset(&a, 0, sizeof a);
+    a.n_in = nd->n_in;
+    for (int k = 0; k < nd->n_in; k++) {
+        a.x[k] = ptr(r, st->x[k]);
+        a.in[k] = sh->tensor[nd->in[k]];
+        a.dx[k] = ptr(r, st->dx[k]);
+        a.accumulate[k] = st->accumulate[k];
+    }
+    a.y = ptr(r, st->y);
+    a.out = sh->tensor[nd->out];
+    a.dy = ptr(r, st->dy);
+    a.saved = ptr(r, st->saved);
+    a.ws = ptr(r, st->ws);
+    a.ctx = ctx;
+    nd->layer->ops->backward(nd->layer, ex, &a);
+}
+
+void sl_execute(const sl_graph *g, const sl_shapes *sh, const sl_program *p, const sl_plan *pl,
+                char *arena, sl_context *ctx, const sl_exec *ex, sl_run_io *io)
+{
+    runner r = {p, pl, arena, io->input, 0};
+    int grads_zeroed = 0;
+    for (int s = 0; s < p->n_steps; s++) {
+        const sl_step *st = &p->steps[s];
+        switch (st->kind) {
+        case SL_STEP_FWD:
+        case SL_STEP_REFWD:
+            run_forward(&r, g, sh, st, ctx, ex);
+            break;
+        case SL_STEP_LOSS: {
+            sl_shape ls = sh->tensor[g->n_nodes];
+            if (io->logits_out)
+                memcpy(io->logits_out, ptr(&r, st->y), p->values[st->y].bytes);
+            if (io->dy_in)
+                ex->be->copy(ex, sl_shape_count(ls), io->dy_in, ptr(&r, st->dy), 0);
+            else
+                ex->be->softmax_xent(ex, ls.n, ls.c * ls.h * ls.w, ptr(&r, st->y), io->labels,
+                                     ptr(&r, st->dy), &io->loss, &io->correct);
+            break;
+        }
+        case SL_STEP_BWD:
+            if (!grads_zeroed) {
+                zero_param_grads(g, ex);
+                grads_zeroed = 1;
+            }
+            run_backward(&r, g, sh, st, ctx, ex);
+            break;
+        }
+    }
+    if (io->logits_out && p->mode == SL_MODE_INFER)
+        memcpy(io->logits_out, ptr(&r, p->logits), p->values[p->logits].bytes);
+    if (io->dx_out && p->input_grad >= 0)
+        memcpy(io->dx_out, ptr(&r, p->input_grad), p->values[p->input_grad].bytes);
+    io->arena_touched = r.touched;
+}

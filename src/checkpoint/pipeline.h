@@ -1,0 +1,175 @@
+/*
+ * pipeline.h — the stages between a network and its kernels:
+ *
+ *   graph     the network flattened to primitive nodes (composites emitted)
+ *   shapes    every tensor's shape, bytes and every node's cost for one
+ *             input shape (no kernel runs)
+ *   schedule  which top-level segments are re-forwarded during backward
+ *   program   one step as a flat list of FWD / REFWD / LOSS / BWD steps
+ *             over SSA "values" (each production of a tensor is a value)
+ *   plan      liveness of every value, in-place aliases, one offset each in
+ *             a single arena; the peak is known before any kernel runs
+ *   execute   runs a program at its planned offsets
+ */
+#ifndef SL_PIPELINE_H
+#define SL_PIPELINE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "layers/layer.h"
+
+/* ---------------- graph ---------------- */
+
+typedef struct sl_graph_node {
+    sl_layer *layer;
+    int n_in;
+    int in[SL_MAX_INPUTS]; /* tensor ids */
+    int out;               /* tensor id produced (= node index + 1) */
+    int top;               /* index of the top-level layer it belongs to */
+} sl_graph_node;
+
+/* Tensor 0 is the network input; tensor i + 1 is node i's output. */
+struct sl_graph {
+    int n_nodes, cap_nodes;
+    sl_graph_node *nodes;
+    int n_top;
+    int *top_first_node; /* [n_top + 1]: nodes of top layer t are [first[t], first[t+1]) */
+    int *top_output;     /* [n_top]: tensor at the end of top layer t */
+    int current_top;     /* while emitting */
+};
+
+/* Builds the graph of a chain of top-level layers. */
+sl_status sl_graph_build(sl_layer *const *top, int n_top, sl_graph *out);
+void sl_graph_release(sl_graph *g);
+/* Adds a primitive node reading tensors in[0..n_in); returns its output
+ * tensor id or -1 (composites call this from their emit function). */
+int sl_graph_add_node(sl_graph *g, sl_layer *layer, int n_in, const int *in);
+/* Emits a layer (primitive or composite) reading tensor `input`. */
+int sl_graph_emit(sl_graph *g, sl_layer *layer, int input);
+
+typedef struct sl_shapes {
+    int n_tensors, n_nodes;
+    sl_shape *tensor;    /* [n_tensors] */
+    size_t *bytes;       /* [n_tensors] */
+    sl_layer_cost *cost; /* [n_nodes], TRAIN pass costs (saved_bytes 0 in eval) */
+    uint64_t fwd_flops, bwd_flops; /* totals */
+} sl_shapes;
+
+/* Shape pass. On failure the message names the layer and the shapes. */
+sl_status sl_shapes_compute(const sl_graph *g, const sl_backend *be, sl_shape input,
+                            sl_shapes *out);
+void sl_shapes_release(sl_shapes *s);
+
+/* ---------------- schedule ---------------- */
+
+/* Segments over the top-level chain: segment j covers top layers
+ * [start[j], start[j+1]); recompute[j] says whether its interior is
+ * dropped after forward and re-forwarded during backward. */
+typedef struct sl_segments {
+    int n;
+    int *start;     /* [n + 1], start[n] = n_top */
+    int *recompute; /* [n] */
+} sl_segments;
+
+/* Every top-level layer kept (one segment, no recompute). */
+sl_status sl_segments_keep_all(int n_top, sl_segments *out);
+void sl_segments_release(sl_segments *s);
+
+/* ---------------- program ---------------- */
+
+typedef enum sl_step_kind {
+    SL_STEP_FWD = 0, /* forward (TRAIN or EVAL pass) */
+    SL_STEP_REFWD,   /* re-forward during backward */
+    SL_STEP_LOSS,    /* softmax cross-entropy + gradient of the logits */
+    SL_STEP_BWD
+} sl_step_kind;
+
+typedef enum sl_value_kind {
+    SL_VALUE_OUTPUT = 0, /* an activation */
+    SL_VALUE_GRAD,       /* a gradient w.r.t. an activation */
+    SL_VALUE_SAVED,      /* state kept from forward to backward */
+    SL_VALUE_WORKSPACE,  /* scratch of one step */
+    SL_VALUE_KIND_COUNT
+} sl_value_kind;
+
+typedef struct sl_value {
+    sl_value_kind kind;
+    int tensor;   /* tensor id (outputs, grads), node id (saved, workspace) */
+    size_t bytes;
+    int external; /* the caller's input: not in the arena */
+} sl_value;
+
+typedef struct sl_step {
+    sl_step_kind kind;
+    int node;                  /* FWD / REFWD / BWD */
+    sl_pass pass;              /* FWD / REFWD */
+    int n_in;
+    int x[SL_MAX_INPUTS];      /* input values (FWD, REFWD; BWD if it needs them) */
+    int y;                     /* output value (FWD, REFWD; BWD if it needs it; LOSS reads) */
+    int saved;                 /* saved-state value or -1 */
+    int saved_written;         /* FWD/REFWD writes `saved` (else reads it) */
+    int ws;                    /* workspace value or -1 */
+    int dy;                    /* BWD reads; LOSS writes */
+    int dx[SL_MAX_INPUTS];     /* BWD writes, -1 for no gradient */
+    int accumulate[SL_MAX_INPUTS];
+    int bn_rescale;            /* memonger momentum rescale for this step */
+} sl_step;
+
+typedef struct sl_program {
+    sl_mode mode;
+    int n_steps, cap_steps;
+    sl_step *steps;
+    int n_values, cap_values;
+    sl_value *values;
+    int logits;          /* value holding the network output at the end */
+    int input_grad;      /* value of the input's gradient, or -1 */
+    uint64_t fwd_flops;  /* one plain forward */
+    uint64_t bwd_flops;  /* one backward */
+    uint64_t refwd_flops;/* re-forward FLOPs added by the schedule */
+} sl_program;
+
+/* The program of one training step (mode TRAIN: forward, loss, backward
+ * with the segments' recomputation) or of an inference forward. */
+sl_status sl_program_build(const sl_graph *g, const sl_shapes *sh, const sl_segments *seg,
+                           sl_mode mode, int bn_rescale, int input_grad, sl_program *out);
+void sl_program_release(sl_program *p);
+
+/* ---------------- plan ---------------- */
+
+typedef struct sl_plan {
+    int n_values;
+    int *alias;       /* [n_values]: value whose storage it shares (itself if none) */
+    int *first, *last;/* [n_values]: live interval in steps, of the storage root */
+    size_t *offset;   /* [n_values]: byte offset in the arena */
+    size_t arena_bytes;
+    size_t category_peak[SL_VALUE_KIND_COUNT]; /* max over steps of live bytes by kind */
+    size_t live_peak; /* max over steps of live bytes (<= arena_bytes) */
+    int reuse;        /* 0: planned without sharing (the "before" of optnet) */
+} sl_plan;
+
+/* Plans memory: in-place aliases where the layer allows it and nothing
+ * later reads the overwritten value, then greedy-by-size offsets. With
+ * reuse == 0 every value gets storage of its own. */
+sl_status sl_plan_build(const sl_graph *g, const sl_program *p, int reuse, sl_plan *out);
+void sl_plan_release(sl_plan *pl);
+
+/* ---------------- execute ---------------- */
+
+typedef struct sl_run_io {
+    const float *input; /* caller's input (external value) */
+    const int *labels;  /* LOSS: softmax cross-entropy against labels, or */
+    const float *dy_in; /* LOSS: the caller's gradient of the output */
+    float *logits_out;  /* copied out at the end when not NULL */
+    float *dx_out;      /* the input's gradient, when the program has it */
+    float loss;
+    int correct;
+    size_t arena_touched; /* high-water mark of arena bytes the run used */
+} sl_run_io;
+
+/* Runs program p planned by pl with the arena `arena` (pl->arena_bytes).
+ * Zeroes parameter gradients before the first BWD step. */
+void sl_execute(const sl_graph *g, const sl_shapes *sh, const sl_program *p, const sl_plan *pl,
+                char *arena, sl_context *ctx, const sl_exec *ex, sl_run_io *io);
+
+#endif

@@ -1,0 +1,157 @@
+/*
+ * backend.h — the one interface of compute kernels (the "run" stage).
+ *
+ * Layers (src/layers) call these functions through sl_backend; src/cpu
+ * implements them with OpenBLAS, src/cuda with cuDNN / cuBLAS / cuRAND.
+ * Kernels are plain functions over raw pointers into planned memory: they
+ * never allocate. Where a kernel writes a gradient with respect to an
+ * activation it takes `accumulate`: 0 overwrites, 1 adds (a tensor read by
+ * several layers gets the sum of their gradients). Gradients with respect
+ * to parameters are always added to (the executor zeroes them first).
+ *
+ * Every kernel must be deterministic: the same inputs give the same bits,
+ * which is what makes re-forward exact.
+ */
+#ifndef SL_BACKEND_H
+#define SL_BACKEND_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Convolution geometry: input n x c x h x w, output n x k x oh x ow. */
+typedef struct sl_conv_desc {
+    int n, c, h, w;
+    int k, oh, ow;
+    int kh, kw, sh, sw, ph, pw, dh, dw;
+    int groups;
+} sl_conv_desc;
+
+typedef enum sl_conv_pass { SL_CONV_FWD = 0, SL_CONV_BWD_DATA = 1, SL_CONV_BWD_FILTER = 2 } sl_conv_pass;
+
+/* Pooling geometry: input n x c x h x w, output n x c x oh x ow. */
+typedef struct sl_pool_desc {
+    int n, c, h, w, oh, ow;
+    int kh, kw, sh, sw, ph, pw;
+} sl_pool_desc;
+
+typedef struct sl_exec sl_exec; /* per-run state handed to kernels */
+
+typedef struct sl_backend {
+    const char *name;
+
+    /* y[M x N] = alpha * op(A) op(B) + beta * y, row-major. */
+    void (*gemm)(const sl_exec *ex, int trans_a, int trans_b, int m, int n, int k,
+                 float alpha, const float *a, int lda, const float *b, int ldb,
+                 float beta, float *c, int ldc);
+
+    /* Workspace bytes a convolution pass needs. */
+    size_t (*conv2d_workspace_bytes)(const sl_conv_desc *d, sl_conv_pass pass);
+    /* y = conv(x, w) + bias (bias may be NULL). w: k x c/groups x kh x kw. */
+    void (*conv2d_forward)(const sl_exec *ex, const sl_conv_desc *d, const float *x,
+                           const float *w, const float *bias, float *y, void *ws);
+    /* dx (+)= conv_transpose(dy, w). */
+    void (*conv2d_backward_data)(const sl_exec *ex, const sl_conv_desc *d, const float *w,
+                                 const float *dy, float *dx, int accumulate, void *ws);
+    /* dw += corr(x, dy); dbias += sum(dy) over n, oh, ow (dbias may be NULL). */
+    void (*conv2d_backward_filter)(const sl_exec *ex, const sl_conv_desc *d, const float *x,
+                                   const float *dy, float *dw, float *dbias, void *ws);
+
+    /* Training BatchNorm over n x c x hw: batch mean and 1/sqrt(var+eps)
+     * (biased var) into save_mean / save_invstd, y = normalised * gamma +
+     * beta. When running_mean is not NULL the running statistics are
+     * updated with momentum (unbiased variance), as PyTorch does. */
+    void (*batchnorm_forward_train)(const sl_exec *ex, int n, int c, int hw, const float *x,
+                                    const float *gamma, const float *beta, float *y,
+                                    float *save_mean, float *save_invstd,
+                                    float *running_mean, float *running_var,
+                                    float momentum, float eps);
+    /* y = (x - mean) * invstd * gamma + beta with given statistics (eval
+     * mode with running stats turned into invstd by the layer, or
+     * re-forward with the saved batch statistics). */
+    void (*batchnorm_forward_apply)(const sl_exec *ex, int n, int c, int hw, const float *x,
+                                    const float *gamma, const float *beta, const float *mean,
+                                    const float *invstd, float *y);
+    /* Evaluation: y = (x - running_mean) / sqrt(running_var + eps) * gamma
+     * + beta, with invstd computed as 1.0f / sqrtf(var + eps) in float. */
+    void (*batchnorm_forward_infer)(const sl_exec *ex, int n, int c, int hw, const float *x,
+                                    const float *gamma, const float *beta,
+                                    const float *running_mean, const float *running_var,
+                                    float eps, float *y);
+    /* Backward of the training forward: dx (+)= ..., dgamma += ..., dbeta
+     * += ...; dx may be NULL (parameter gradients only) or alias dy. */
+    void (*batchnorm_backward)(const sl_exec *ex, int n, int c, int hw, const float *x,
+                               const float *dy, const float *gamma, const float *save_mean,
+                               const float *save_invstd, float *dx, int accumulate,
+                               float *dgamma, float *dbeta);
+
+    /* Max pooling; argmax (may be NULL in eval) gets the flat h*w index of
+     * each window's maximum (first maximum on ties). Padding never wins. */
+    void (*maxpool_forward)(const sl_exec *ex, const sl_pool_desc *d, const float *x, float *y,
+                            int32_t *argmax);
+    void (*maxpool_backward)(const sl_exec *ex, const sl_pool_desc *d, const int32_t *argmax,
+                             const float *dy, float *dx, int accumulate);
+    /* Average pooling dividing by kh*kw (padding counted). */
+    void (*avgpool_forward)(const sl_exec *ex, const sl_pool_desc *d, const float *x, float *y);
+    void (*avgpool_backward)(const sl_exec *ex, const sl_pool_desc *d, const float *dy, float *dx,
+                             int accumulate);
+
+    /* y = max(x, 0); x and y may alias. */
+    void (*relu_forward)(const sl_exec *ex, size_t count, const float *x, float *y);
+    /* dx (+)= dy * (y > 0); dx and dy may alias when accumulate is 0. */
+    void (*relu_backward)(const sl_exec *ex, size_t count, const float *y, const float *dy,
+                          float *dx, int accumulate);
+
+    /* y = x * keep / (1 - p), keep drawn by Philox4x32-10 keyed by seed at
+     * counter blocks starting at `counter` (element i uses block
+     * counter + i / 4, word i % 4; kept iff word >= p * 2^32). */
+    void (*dropout_forward)(const sl_exec *ex, size_t count, const float *x, float *y, float p,
+                            uint64_t seed, uint64_t counter);
+    void (*dropout_backward)(const sl_exec *ex, size_t count, const float *dy, float *dx,
+                             float p, uint64_t seed, uint64_t counter, int accumulate);
+
+    /* y = a + b (any may alias). */
+    void (*add)(const sl_exec *ex, size_t count, const float *a, const float *b, float *y);
+    /* dst (+)= src (may alias when accumulate is 0). */
+    void (*copy)(const sl_exec *ex, size_t count, const float *src, float *dst, int accumulate);
+    void (*fill)(const sl_exec *ex, size_t count, float value, float *dst);
+
+    /* Channel slices for concatenation: for each of n images, dst channels
+     * [dst_off, dst_off + c_src) (+)= src channels [src_off, src_off +
+     * c_src); both hold hw values per channel. */
+    void (*copy_channels)(const sl_exec *ex, int n, int hw, int c_count, const float *src,
+                          int src_c, int src_off, float *dst, int dst_c, int dst_off,
+                          int accumulate);
+
+    /* Global average pool: y[n*c] = mean of hw values; backward spreads. */
+    void (*global_avgpool_forward)(const sl_exec *ex, int nc, int hw, const float *x, float *y);
+    void (*global_avgpool_backward)(const sl_exec *ex, int nc, int hw, const float *dy, float *dx,
+                                    int accumulate);
+
+    /* y[n x out] += bias broadcast; dbias[out] += column sums of dy. */
+    void (*bias_add)(const sl_exec *ex, int rows, int cols, const float *bias, float *y);
+    void (*bias_backward)(const sl_exec *ex, int rows, int cols, const float *dy, float *dbias);
+
+    /* Mean softmax cross-entropy of n rows of `classes` logits; writes
+     * dlogits = (softmax - onehot) / n, the loss and the count of correct
+     * arg-max predictions. */
+    void (*softmax_xent)(const sl_exec *ex, int n, int classes, const float *logits,
+                         const int *labels, float *dlogits, float *loss, int *correct);
+
+    /* Optimizer updates over count parameters (PyTorch's rules). */
+    void (*sgd_update)(const sl_exec *ex, size_t count, float *w, const float *g, float *mom,
+                       float lr, float momentum, float weight_decay, int nesterov, int first);
+    void (*adam_update)(const sl_exec *ex, size_t count, float *w, const float *g, float *m,
+                        float *v, float lr, float beta1, float beta2, float eps,
+                        float weight_decay, int64_t step);
+} sl_backend;
+
+/* Per-run state: which backend, how many threads. */
+struct sl_exec {
+    const sl_backend *be;
+    int threads;
+};
+
+/* The CPU backend (always present). */
+const sl_backend *sl_cpu_backend(void);
+
+#endif

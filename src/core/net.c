@@ -1,0 +1,307 @@
+/*
+ * net.c — building a network (network stage): the public constructors,
+ * appending layers with channel checks and torchvision-style names, and
+ * finalising: one block for parameters (initialised from the context's
+ * seed), one for their gradients, and the flattened graph.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/net.h"
+
+static sl_status net_new(sl_context *ctx, int in_channels, sl_schedule schedule, const char *fn,
+                         sl_net **out)
+{
+    if (!out)
+        return sl_fail(SL_ERR_INVALID_ARG, "%s: out is NULL", fn);
+    if (!ctx)
+        return sl_fail(SL_ERR_INVALID_ARG, "%s: context is NULL", fn);
+    if (in_channels < 1)
+        return sl_fail(SL_ERR_INVALID_ARG, "%s: in_channels is %d, must be >= 1", fn, in_channels);
+    if (schedule.kind < SL_SCHEDULE_NONE || schedule.kind > SL_SCHEDULE_BUDGET)
+        return sl_fail(SL_ERR_INVALID_ARG, "%s: unknown schedule kind %d", fn, (int)schedule.kind);
+    if (schedule.kind == SL_SCHEDULE_SEGMENTS && schedule.segments < 1)
+        return sl_fail(SL_ERR_INVALID_ARG, "%s: segments must be >= 1, got %d", fn,
+                       schedule.segments);
+    sl_net *net = sl_zalloc(sizeof *net, "a network");
+    if (!net)
+        return SL_ERR_NOMEM;
+    net->ctx = ctx;
+    net->in_channels = in_channels;
+    net->out_channels = in_channels;
+    net->schedule = schedule;
+    *out = net;
+    return SL_OK;
+}
+
+sl_status sl_sequential(sl_context *ctx, int in_channels, sl_net **out)
+{
+    return net_new(ctx, in_channels, SL_CKPT_NONE, "sl_sequential", out);
+}
+
+sl_status sl_sublinear(sl_context *ctx, int in_channels, sl_schedule schedule, sl_net **out)
+{
+    return net_new(ctx, in_channels, schedule, "sl_sublinear", out);
+}
+
+static void release_caches(sl_net *net)
+{
+    for (int m = 0; m < 2; m++) {
+        sl_run_cache *c = &net->cache[m];
+        sl_plan_release(&c->plan);
+        sl_program_release(&c->prog);
+        sl_segments_release(&c->seg);
+        sl_shapes_release(&c->sh);
+        c->valid = 0;
+    }
+}
+
+void sl_net_free(sl_net *net)
+{
+    if (!net)
+        return;
+    release_caches(net);
+    sl_aligned_free(net->arena);
+    sl_graph_release(&net->graph);
+    for (int i = 0; i < net->n_top; i++)
+        sl_layer_free(net->top[i]);
+    free(net->top);
+    free(net->params);
+    sl_aligned_free(net->param_block);
+    sl_aligned_free(net->grad_block);
+    sl_aligned_free(net->opt_block);
+    free(net);
+}
+
+/* Full names, depth first: parent.name + "." + child.local. */
+static void assign_names(sl_layer *l)
+{
+    for (int i = 0; i < l->n_children; i++) {
+        sl_layer *c = l->children[i];
+        sl_join_name(c->name, sizeof c->name, l->name, c->local);
+        assign_names(c);
+    }
+}
+
+static int name_taken(const sl_net *net, const char *name)
+{
+    for (int i = 0; i < net->n_top; i++)
+        if (strcmp(net->top[i]->name, name) == 0)
+            return 1;
+    return 0;
+}
+
+sl_status sl_net_add(sl_net *net, const char *name, sl_layer *layer)
+{
+    sl_status st = SL_OK;
+    char auto_name[16];
+    if (!net) {
+        st = sl_fail(SL_ERR_INVALID_ARG, "sl_net_add: network is NULL");
+    } else if (!layer) {
+        st = sl_fail(SL_ERR_INVALID_ARG, "sl_net_add: layer is NULL (its constructor failed: %s)",
+                     sl_error_message());
+    } else if (net->finalized) {
+        st = sl_fail(SL_ERR_STATE,
+                     "sl_net_add: the network has been used (parameters allocated); add every "
+                     "layer before the first run or parameter access");
+    } else {
+        if (!name) {
+            snprintf(auto_name, sizeof auto_name, "%d", net->n_top);
+            name = auto_name;
+        }
+        if (!name[0] || strlen(name) >= SL_LOCAL_NAME_MAX * 2)
+            st = sl_fail(SL_ERR_INVALID_ARG, "sl_net_add: name '%s' must have 1 to %d characters",
+                         name, SL_LOCAL_NAME_MAX * 2 - 1);
+        else if (name_taken(net, name))
+            st = sl_fail(SL_ERR_INVALID_ARG, "sl_net_add: a layer named '%s' already exists", name);
+    }
+    if (st != SL_OK) {
+        sl_layer_free(layer);
+        return st;
+    }
+    snprintf(layer->name, sizeof layer->name, "%s", name);
+    int out_c = layer->ops->out_channels(layer, net->out_channels);
+    if (out_c < 0) {
+        st = sl_fail(SL_ERR_SHAPE, "sl_net_add: %s", sl_error_message());
+        sl_layer_free(layer);
+        return st;
+    }
+    if (net->n_top == net->cap_top) {
+        int cap = net->cap_top ? 2 * net->cap_top : 16;
+        sl_layer **top = realloc(net->top, (size_t)cap * sizeof *top);
+        if (!top) {
+            sl_layer_free(layer);
+            return sl_fail(SL_ERR_NOMEM, "sl_net_add: out of memory");
+        }
+        net->top = top;
+        net->cap_top = cap;
+    }
+    assign_names(layer);
+    net->top[net->n_top++] = layer;
+    net->out_channels = out_c;
+    return SL_OK;
+}
+
+int sl_net_layer_count(const sl_net *net) { return net ? net->n_top : 0; }
+
+/* ---- finalising: parameters ---- */
+
+static int count_params(const sl_layer *l)
+{
+    int n = l->n_params;
+    for (int i = 0; i < l->n_children; i++)
+        n += count_params(l->children[i]);
+    return n;
+}
+
+static void collect_params(sl_net *net, sl_layer *l, int *k)
+{
+    for (int p = 0; p < l->n_params; p++) {
+        sl_net_entry *np = &net->params[(*k)++];
+        sl_join_name(np->name, sizeof np->name, l->name, l->params[p].local);
+        np->spec = &l->params[p];
+    }
+    for (int i = 0; i < l->n_children; i++)
+        collect_params(net, l->children[i], k);
+}
+
+static void init_param(sl_param_spec *p, uint64_t seed, uint64_t stream)
+{
+    switch (p->init) {
+    case SL_INIT_ZEROS:
+        memset(p->data, 0, p->count * sizeof(float));
+        break;
+    case SL_INIT_ONES:
+        for (size_t i = 0; i < p->count; i++)
+            p->data[i] = 1.0f;
+        break;
+    case SL_INIT_KAIMING_NORMAL_FAN_OUT: {
+        float std = sqrtf(2.0f / (float)p->fan);
+        for (size_t i = 0; i < p->count; i++)
+            p->data[i] = std * sl_random_normal(seed, stream, i);
+        break;
+    }
+    case SL_INIT_UNIFORM_FAN_IN: {
+        float bound = 1.0f / sqrtf((float)p->fan);
+        for (size_t i = 0; i < p->count; i++)
+            p->data[i] = bound * (2.0f * sl_random_uniform(seed, stream, i) - 1.0f);
+        break;
+    }
+    }
+}
+
+static sl_status finalize_params(sl_net *net)
+{
+    int n = 0;
+    for (int i = 0; i < net->n_top; i++)
+        n += count_params(net->top[i]);
+    net->params = calloc((size_t)n + 1, sizeof *net->params);
+    if (!net->params)
+        return sl_fail(SL_ERR_NOMEM, "out of memory listing parameters");
+    int k = 0;
+    for (int i = 0; i < net->n_top; i++)
+        collect_params(net, net->top[i], &k);
+    net->n_params = n;
+    size_t pf = 0, gf = 0;
+    for (int i = 0; i < n; i++) {
+        pf += sl_align_up(net->params[i].spec->count * sizeof(float)) / sizeof(float);
+        if (net->params[i].spec->trainable)
+            gf += sl_align_up(net->params[i].spec->count * sizeof(float)) / sizeof(float);
+    }
+    net->param_block = sl_aligned_zalloc(pf * sizeof(float), "parameters");
+    net->grad_block = sl_aligned_zalloc(gf * sizeof(float), "parameter gradients");
+    if (!net->param_block || !net->grad_block)
+        return SL_ERR_NOMEM;
+    net->param_floats = pf;
+    net->grad_floats = gf;
+    size_t po = 0, go = 0;
+    for (int i = 0; i < n; i++) {
+        sl_param_spec *p = net->params[i].spec;
+        size_t step = sl_align_up(p->count * sizeof(float)) / sizeof(float);
+        p->data = net->param_block + po;
+        po += step;
+        if (p->trainable) {
+            p->grad = net->grad_block + go;
+            go += step;
+        }
+        init_param(p, net->ctx->seed, (uint64_t)i);
+    }
+    return SL_OK;
+}
+
+sl_status sl_net_finalize(sl_net *net)
+{
+    if (net->finalized)
+        return SL_OK;
+    if (net->n_top == 0)
+        return sl_fail(SL_ERR_STATE, "the network has no layers");
+    sl_status st = finalize_params(net);
+    if (st == SL_OK)
+        st = sl_graph_build(net->top, net->n_top, &net->graph);
+    if (st != SL_OK) {
+        for (int i = 0; i < net->n_params; i++)
+            net->params[i].spec->data = net->params[i].spec->grad = NULL;
+        free(net->params);
+        net->params = NULL;
+        net->n_params = 0;
+        sl_aligned_free(net->param_block);
+        sl_aligned_free(net->grad_block);
+        net->param_block = net->grad_block = NULL;
+        return st;
+    }
+    net->finalized = 1;
+    return SL_OK;
+}
+
+/* ---- parameter access ---- */
+
+int sl_net_param_count(sl_net *net)
+{
+    if (!net || sl_net_finalize(net) != SL_OK)
+        return 0;
+    return net->n_params;
+}
+
+static void fill_info(const sl_net_entry *np, sl_param_info *out)
+{
+    const sl_param_spec *p = np->spec;
+    out->name = np->name;
+    out->ndim = p->ndim;
+    for (int d = 0; d < 4; d++)
+        out->dims[d] = d < p->ndim ? p->dims[d] : 1;
+    out->count = p->count;
+    out->data = p->data;
+    out->grad = p->grad;
+    out->trainable = p->trainable;
+}
+
+sl_status sl_net_param(sl_net *net, int index, sl_param_info *out)
+{
+    if (!net || !out)
+        return sl_fail(SL_ERR_INVALID_ARG, "sl_net_param: network or out is NULL");
+    sl_status st = sl_net_finalize(net);
+    if (st != SL_OK)
+        return st;
+    if (index < 0 || index >= net->n_params)
+        return sl_fail(SL_ERR_INVALID_ARG, "sl_net_param: index %d out of range [0, %d)", index,
+                       net->n_params);
+    fill_info(&net->params[index], out);
+    return SL_OK;
+}
+
+sl_status sl_net_find_param(sl_net *net, const char *name, sl_param_info *out)
+{
+    if (!net || !name || !out)
+        return sl_fail(SL_ERR_INVALID_ARG, "sl_net_find_param: an argument is NULL");
+    sl_status st = sl_net_finalize(net);
+    if (st != SL_OK)
+        return st;
+    for (int i = 0; i < net->n_params; i++)
+        if (strcmp(net->params[i].name, name) == 0) {
+            fill_info(&net->params[i], out);
+            return SL_OK;
+        }
+    return sl_fail(SL_ERR_NOT_FOUND, "sl_net_find_param: no tensor named '%s'", name);
+}

@@ -1,0 +1,68 @@
+/*
+ * net.h — the network object behind sl_net (internal): its top-level
+ * chain, its parameters in one block, its optimizer state, and the cached
+ * plan for the last input shape of each mode.
+ */
+#ifndef SL_NET_H
+#define SL_NET_H
+
+#include "checkpoint/pipeline.h"
+
+typedef struct sl_run_cache {
+    int valid;
+    sl_shape shape;
+    int input_grad;
+    sl_shapes sh;
+    sl_segments seg;
+    sl_program prog;
+    sl_plan plan;
+} sl_run_cache;
+
+typedef struct sl_net_entry {
+    char name[SL_NAME_MAX];
+    sl_param_spec *spec; /* inside its layer */
+} sl_net_entry;
+
+struct sl_net {
+    sl_context *ctx;
+    int in_channels;
+    int out_channels; /* of the chain so far; 0 when unknown (after Flatten) */
+    sl_schedule schedule;
+    int bn_rescale;
+
+    int n_top, cap_top;
+    sl_layer **top;
+
+    int finalized;
+    sl_graph graph;
+    int n_params;
+    sl_net_entry *params;
+    float *param_block, *grad_block, *opt_block;
+    size_t param_floats, grad_floats, opt_floats;
+
+    int has_optimizer;
+    sl_optimizer_options opt;
+    int64_t steps;
+    int has_grads;
+
+    sl_run_cache cache[2]; /* indexed by sl_mode */
+    char *arena;
+    size_t arena_capacity;
+    size_t arena_touched;
+};
+
+/* Allocates and initialises parameters and builds the graph, once. */
+sl_status sl_net_finalize(sl_net *net);
+
+/* Plans (or reuses the cached plan for) one input shape in one mode. */
+sl_status sl_net_prepare(sl_net *net, sl_shape input, sl_mode mode, int input_grad,
+                         sl_run_cache **out);
+
+/* The context a network uses (for tests: they reset its dropout counter). */
+sl_context *sl_net_context(sl_net *net);
+
+/* Segments for a schedule over the network's top-level chain. */
+sl_status sl_schedule_segments(const sl_net *net, const sl_shapes *sh, sl_schedule schedule,
+                               sl_segments *out);
+
+#endif

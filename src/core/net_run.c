@@ -1,0 +1,348 @@
+/*
+ * net_run.c — running a network: planning per input shape and mode
+ * (cached), a training step (forward, loss, backward at planned offsets),
+ * prediction, the optimizer update and the planned memory report.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/net.h"
+
+static sl_status check_input(const sl_net *net, sl_shape s, const char *fn)
+{
+    if (s.n < 1 || s.h < 1 || s.w < 1)
+        return sl_fail(SL_ERR_SHAPE, "%s: input shape %dx%dx%dx%d must have batch, height and width >= 1",
+                       fn, s.n, s.c, s.h, s.w);
+    if (s.c != net->in_channels)
+        return sl_fail(SL_ERR_SHAPE, "%s: input has %d channels, the network takes %d", fn, s.c,
+                       net->in_channels);
+    return SL_OK;
+}
+
+static void cache_release(sl_run_cache *c)
+{
+    sl_plan_release(&c->plan);
+    sl_program_release(&c->prog);
+    sl_segments_release(&c->seg);
+    sl_shapes_release(&c->sh);
+    c->valid = 0;
+}
+
+sl_status sl_net_prepare(sl_net *net, sl_shape input, sl_mode mode, int input_grad,
+                         sl_run_cache **out)
+{
+    sl_status st = sl_net_finalize(net);
+    if (st != SL_OK)
+        return st;
+    sl_run_cache *c = &net->cache[mode];
+    if (c->valid && sl_shape_equal(c->shape, input) && c->input_grad == input_grad) {
+        *out = c;
+        return SL_OK;
+    }
+    sl_run_cache fresh;
+    memset(&fresh, 0, sizeof fresh);
+    fresh.shape = input;
+    fresh.input_grad = input_grad;
+    st = sl_shapes_compute(&net->graph, net->ctx->backend, input, &fresh.sh);
+    if (st == SL_OK) {
+        if (mode == SL_MODE_TRAIN)
+            st = sl_schedule_segments(net, &fresh.sh, net->schedule, &fresh.seg);
+        else
+            st = sl_segments_keep_all(net->n_top, &fresh.seg);
+    }
+    if (st == SL_OK)
+        st = sl_program_build(&net->graph, &fresh.sh, &fresh.seg, mode, net->bn_rescale, input_grad,
+                              &fresh.prog);
+    if (st == SL_OK)
+        st = sl_plan_build(&net->graph, &fresh.prog, getenv("SL_NOREUSE") ? 0 : 1, &fresh.plan);
+    if (st != SL_OK) {
+        cache_release(&fresh);
+        return st;
+    }
+    cache_release(c);
+    *c = fresh;
+    c->valid = 1;
+    *out = c;
+    return SL_OK;
+}
+
+/* Grows the arena to the plan's size (never shrinks while the net lives). */
+static sl_status ensure_arena(sl_net *net, size_t bytes)
+{
+    if (bytes <= net->arena_capacity && net->arena)
+        return SL_OK;
+    char *a = sl_aligned_zalloc(bytes, "the activation arena");
+    if (!a)
+        return SL_ERR_NOMEM;
+    sl_aligned_free(net->arena);
+    net->arena = a;
+    net->arena_capacity = bytes;
+    return SL_OK;
+}
+
+static sl_exec make_exec(const sl_net *net)
+{
+    sl_exec ex = {net->ctx->backend, sl_context_threads(net->ctx)};
+    return ex;
+}
+
+/* Plans if needed and runs one program; io carries the caller's buffers. */
+static sl_status run(sl_net *net, const float *x, sl_shape shape, sl_mode mode, sl_run_io *io,
+                     sl_step_result *result, const char *fn)
+{
+    if (!net || !x)
+        return sl_fail(SL_ERR_INVALID_ARG, "%s: network or input is NULL", fn);
+    sl_status st = check_input(net, shape, fn);
+    if (st != SL_OK)
+        return st;
+    sl_run_cache *c;
+    st = sl_net_prepare(net, shape, mode, io->dx_out != NULL, &c);
+    if (st != SL_OK)
+        return st;
+    sl_shape out = c->sh.tensor[net->graph.n_nodes];
+    int classes = out.c * out.h * out.w;
+    if (io->labels)
+        for (int i = 0; i < shape.n; i++)
+            if (io->labels[i] < 0 || io->labels[i] >= classes)
+                return sl_fail(SL_ERR_INVALID_ARG, "%s: label %d of sample %d is outside [0, %d)",
+                               fn, io->labels[i], i, classes);
+    st = ensure_arena(net, c->plan.arena_bytes);
+    if (st != SL_OK)
+        return st;
+    sl_exec ex = make_exec(net);
+    io->input = x;
+    sl_execute(&net->graph, &c->sh, &c->prog, &c->plan, net->arena, net->ctx, &ex, io);
+    net->arena_touched = io->arena_touched;
+    if (mode == SL_MODE_TRAIN)
+        net->has_grads = 1;
+    if (result) {
+        result->loss = io->loss;
+        result->correct = io->correct;
+    }
+    return SL_OK;
+}
+
+sl_status sl_net_predict(sl_net *net, const float *x, sl_shape shape, float *logits)
+{
+    if (!logits)
+        return sl_fail(SL_ERR_INVALID_ARG, "sl_net_predict: logits is NULL");
+    sl_run_io io;
+    memset(&io, 0, sizeof io);
+    io.logits_out = logits;
+    return run(net, x, shape, SL_MODE_INFER, &io, NULL, "sl_net_predict");
+}
+
+sl_status sl_net_compute_gradients(sl_net *net, const float *x, sl_shape shape, const int *labels,
+                                   sl_step_result *result)
+{
+    if (!labels)
+        return sl_fail(SL_ERR_INVALID_ARG, "sl_net_compute_gradients: labels is NULL");
+    sl_run_io io;
+    memset(&io, 0, sizeof io);
+    io.labels = labels;
+    return run(net, x, shape, SL_MODE_TRAIN, &io, result, "sl_net_compute_gradients");
+}
+
+sl_status sl_net_forward_backward(sl_net *net, const float *x, sl_shape shape, const float *dy,
+                                  float *output, float *dx)
+{
+    if (!dy)
+        return sl_fail(SL_ERR_INVALID_ARG, "sl_net_forward_backward: dy is NULL");
+    sl_run_io io;
+    memset(&io, 0, sizeof io);
+    io.dy_in = dy;
+    io.logits_out = output;
+    io.dx_out = dx;
+    return run(net, x, shape, SL_MODE_TRAIN, &io, NULL, "sl_net_forward_backward");
+}
+
+sl_status sl_net_output_shape(sl_net *net, sl_shape input, sl_shape *output)
+{
+    if (!net || !output)
+        return sl_fail(SL_ERR_INVALID_ARG, "sl_net_output_shape: network or output is NULL");
+    sl_status st = check_input(net, input, "sl_net_output_shape");
+    if (st != SL_OK)
+        return st;
+    st = sl_net_finalize(net);
+    if (st != SL_OK)
+        return st;
+    sl_shapes sh;
+    st = sl_shapes_compute(&net->graph, net->ctx->backend, input, &sh);
+    if (st != SL_OK)
+        return st;
+    *output = sh.tensor[net->graph.n_nodes];
+    sl_shapes_release(&sh);
+    return SL_OK;
+}
+
+sl_status sl_net_set_schedule(sl_net *net, sl_schedule schedule)
+{
+    if (!net)
+        return sl_fail(SL_ERR_INVALID_ARG, "sl_net_set_schedule: network is NULL");
+    if (schedule.kind < SL_SCHEDULE_NONE || schedule.kind > SL_SCHEDULE_BUDGET)
+        return sl_fail(SL_ERR_INVALID_ARG, "sl_net_set_schedule: unknown schedule kind %d",
+                       (int)schedule.kind);
+    if (schedule.kind == SL_SCHEDULE_SEGMENTS && schedule.segments < 1)
+        return sl_fail(SL_ERR_INVALID_ARG, "sl_net_set_schedule: segments must be >= 1, got %d",
+                       schedule.segments);
+    net->schedule = schedule;
+    cache_release(&net->cache[SL_MODE_TRAIN]);
+    return SL_OK;
+}
+
+/* ---- optimizer ---- */
+
+sl_optimizer_options sl_sgd(float lr, float momentum, float weight_decay, int nesterov)
+{
+    sl_optimizer_options o = {SL_OPT_SGD, lr, momentum, nesterov, weight_decay, 0.9f, 0.999f, 1e-8f};
+    return o;
+}
+
+sl_optimizer_options sl_adam(float lr, float beta1, float beta2, float eps, float weight_decay)
+{
+    sl_optimizer_options o = {SL_OPT_ADAM, lr, 0.0f, 0, weight_decay, beta1, beta2, eps};
+    return o;
+}
+
+static sl_status check_optimizer(const sl_optimizer_options *o)
+{
+    if (o->kind != SL_OPT_SGD && o->kind != SL_OPT_ADAM)
+        return sl_fail(SL_ERR_INVALID_ARG, "sl_net_set_optimizer: unknown optimizer kind %d",
+                       (int)o->kind);
+    if (!(o->lr >= 0.0f) || !(o->weight_decay >= 0.0f) || !isfinite(o->lr))
+        return sl_fail(SL_ERR_INVALID_ARG,
+                       "sl_net_set_optimizer: lr %g and weight_decay %g must be finite and >= 0",
+                       o->lr, o->weight_decay);
+    if (o->kind == SL_OPT_SGD && (!(o->momentum >= 0.0f) || (o->nesterov && o->momentum == 0.0f)))
+        return sl_fail(SL_ERR_INVALID_ARG,
+                       "sl_net_set_optimizer: momentum %g must be >= 0 (and > 0 for Nesterov)",
+                       o->momentum);
+    if (o->kind == SL_OPT_ADAM &&
+        !(o->beta1 >= 0.0f && o->beta1 < 1.0f && o->beta2 >= 0.0f && o->beta2 < 1.0f && o->eps > 0.0f))
+        return sl_fail(SL_ERR_INVALID_ARG,
+                       "sl_net_set_optimizer: Adam needs betas in [0, 1) and eps > 0 (got %g, %g, %g)",
+                       o->beta1, o->beta2, o->eps);
+    return SL_OK;
+}
+
+/* Floats of optimizer state per parameter float. */
+static int state_per_float(const sl_optimizer_options *o)
+{
+    if (o->kind == SL_OPT_ADAM)
+        return 2;
+    return o->momentum != 0.0f ? 1 : 0;
+}
+
+sl_status sl_net_set_optimizer(sl_net *net, const sl_optimizer_options *opts)
+{
+    if (!net || !opts)
+        return sl_fail(SL_ERR_INVALID_ARG, "sl_net_set_optimizer: network or options are NULL");
+    sl_status st = check_optimizer(opts);
+    if (st == SL_OK)
+        st = sl_net_finalize(net);
+    if (st != SL_OK)
+        return st;
+    size_t floats = net->grad_floats * (size_t)state_per_float(opts);
+    float *state = NULL;
+    if (floats) {
+        state = sl_aligned_zalloc(floats * sizeof(float), "optimizer state");
+        if (!state)
+            return SL_ERR_NOMEM;
+    }
+    sl_aligned_free(net->opt_block);
+    net->opt_block = state;
+    net->opt_floats = floats;
+    net->opt = *opts;
+    net->has_optimizer = 1;
+    net->steps = 0;
+    return SL_OK;
+}
+
+sl_status sl_net_set_lr(sl_net *net, float lr)
+{
+    if (!net)
+        return sl_fail(SL_ERR_INVALID_ARG, "sl_net_set_lr: network is NULL");
+    if (!net->has_optimizer)
+        return sl_fail(SL_ERR_STATE, "sl_net_set_lr: no optimizer set (call sl_net_set_optimizer)");
+    if (!(lr >= 0.0f) || !isfinite(lr))
+        return sl_fail(SL_ERR_INVALID_ARG, "sl_net_set_lr: lr %g must be finite and >= 0", lr);
+    net->opt.lr = lr;
+    return SL_OK;
+}
+
+sl_status sl_net_update(sl_net *net)
+{
+    if (!net)
+        return sl_fail(SL_ERR_INVALID_ARG, "sl_net_update: network is NULL");
+    if (!net->has_optimizer)
+        return sl_fail(SL_ERR_STATE, "sl_net_update: no optimizer set (call sl_net_set_optimizer)");
+    if (!net->has_grads)
+        return sl_fail(SL_ERR_STATE, "sl_net_update: no gradients (call sl_net_compute_gradients)");
+    sl_exec ex = make_exec(net);
+    const sl_optimizer_options *o = &net->opt;
+    int per = state_per_float(o);
+    size_t so = 0;
+    int64_t step = net->steps + 1;
+    for (int i = 0; i < net->n_params; i++) {
+        sl_param_spec *p = net->params[i].spec;
+        if (!p->trainable)
+            continue;
+        size_t stride = sl_align_up(p->count * sizeof(float)) / sizeof(float);
+        float *s0 = per ? net->opt_block + so : NULL;
+        if (o->kind == SL_OPT_SGD)
+            ex.be->sgd_update(&ex, p->count, p->data, p->grad, s0, o->lr, o->momentum,
+                              o->weight_decay, o->nesterov, net->steps == 0);
+        else
+            ex.be->adam_update(&ex, p->count, p->data, p->grad, s0, s0 + stride, o->lr, o->beta1,
+                               o->beta2, o->eps, o->weight_decay, step);
+        so += stride * (size_t)per;
+    }
+    net->steps = step;
+    return SL_OK;
+}
+
+sl_status sl_net_train_step(sl_net *net, const float *x, sl_shape shape, const int *labels,
+                            sl_step_result *result)
+{
+    if (net && !net->has_optimizer)
+        return sl_fail(SL_ERR_STATE, "sl_net_train_step: no optimizer set (call sl_net_set_optimizer)");
+    sl_status st = sl_net_compute_gradients(net, x, shape, labels, result);
+    return st == SL_OK ? sl_net_update(net) : st;
+}
+
+int64_t sl_net_step_count(const sl_net *net) { return net ? net->steps : 0; }
+
+/* ---- memory report ---- */
+
+sl_status sl_net_memory_report(sl_net *net, sl_shape input, sl_mode mode, sl_memory_report *out)
+{
+    if (!net || !out)
+        return sl_fail(SL_ERR_INVALID_ARG, "sl_net_memory_report: network or out is NULL");
+    if (mode != SL_MODE_TRAIN && mode != SL_MODE_INFER)
+        return sl_fail(SL_ERR_INVALID_ARG, "sl_net_memory_report: unknown mode %d", (int)mode);
+    sl_status st = check_input(net, input, "sl_net_memory_report");
+    if (st != SL_OK)
+        return st;
+    sl_run_cache *c;
+    st = sl_net_prepare(net, input, mode, 0, &c);
+    if (st != SL_OK)
+        return st;
+    memset(out, 0, sizeof *out);
+    const sl_plan *pl = &c->plan;
+    out->outputs = pl->category_peak[SL_VALUE_OUTPUT];
+    out->grad_inputs = pl->category_peak[SL_VALUE_GRAD];
+    out->buffers = pl->category_peak[SL_VALUE_SAVED] + pl->category_peak[SL_VALUE_WORKSPACE];
+    out->params = net->param_floats * sizeof(float);
+    out->param_grads = mode == SL_MODE_TRAIN ? net->grad_floats * sizeof(float) : 0;
+    out->optimizer = mode == SL_MODE_TRAIN ? net->opt_floats * sizeof(float) : 0;
+    out->arena_bytes = pl->arena_bytes;
+    out->total = out->arena_bytes + out->params + out->param_grads + out->optimizer;
+    out->arena_measured = net->arena_touched;
+    uint64_t plain = c->prog.fwd_flops + (mode == SL_MODE_TRAIN ? c->prog.bwd_flops : 0);
+    out->recompute_fraction = plain ? (double)c->prog.refwd_flops / (double)plain : 0.0;
+    return SL_OK;
+}
+
+/* For tests and tools inside the project: the context a network uses. */
+sl_context *sl_net_context(sl_net *net) { return net ? net->ctx : NULL; }

@@ -1,0 +1,182 @@
+/*
+ * cpu_batchnorm.c — BatchNorm2d kernels on the CPU (run stage): training
+ * forward with batch statistics, forward with given statistics (eval, or
+ * re-forward of a checkpointed segment) and backward.
+ *
+ * Each channel is handled by one thread; its sums are accumulated in double
+ * over a fixed set of 8 partial sums, so the statistics are the same bits on
+ * every call. The training forward and the apply forward share
+ * bn_normalise_channel, so a re-forward with the saved statistics
+ * reproduces the training output exactly.
+ */
+#include <math.h>
+
+#include "cpu/cpu.h"
+
+#define BN_LANES 8
+
+/* Sum and sum of squares of len floats, in double, lane j % 8 then lanes in
+ * order: a fixed order that the compiler can still vectorise. */
+static void bn_sums(const float *x, size_t len, double lane_s[BN_LANES],
+                    double lane_q[BN_LANES])
+{
+    size_t j = 0;
+    for (; j + BN_LANES <= len; j += BN_LANES) {
+        for (int u = 0; u < BN_LANES; u++) {
+            double v = x[j + u];
+            lane_s[u] += v;
+            lane_q[u] += v * v;
+        }
+    }
+    for (int u = 0; j < len; j++, u++) {
+        double v = x[j];
+        lane_s[u] += v;
+        lane_q[u] += v * v;
+    }
+}
+
+/* sum(dy) and sum(dy * (x - mean)) of len values, in double. */
+static void bn_grad_sums(const float *x, const float *dy, size_t len, double mean,
+                         double lane_s[BN_LANES], double lane_p[BN_LANES])
+{
+    size_t j = 0;
+    for (; j + BN_LANES <= len; j += BN_LANES) {
+        for (int u = 0; u < BN_LANES; u++) {
+            double g = dy[j + u];
+            lane_s[u] += g;
+            lane_p[u] += g * ((double)x[j + u] - mean);
+        }
+    }
+    for (int u = 0; j < len; j++, u++) {
+        double g = dy[j];
+        lane_s[u] += g;
+        lane_p[u] += g * ((double)x[j] - mean);
+    }
+}
+
+static double bn_lanes_total(const double lane[BN_LANES])
+{
+    double t = 0.0;
+    for (int u = 0; u < BN_LANES; u++)
+        t += lane[u];
+    return t;
+}
+
+/* y = (x - mean) * invstd * gamma + beta over channel ch of every image.
+ * The one place this arithmetic is written: train and apply must agree. */
+static void bn_normalise_channel(int n, int c, size_t hw, int ch, const float *x,
+                                 const float *gamma, const float *beta, float mean,
+                                 float invstd, float *y)
+{
+    float gm = gamma ? gamma[ch] : 1.0f;
+    float bt = beta ? beta[ch] : 0.0f;
+    for (int i = 0; i < n; i++) {
+        size_t base = ((size_t)i * c + ch) * hw;
+        const float *xp = x + base;
+        float *yp = y + base;
+        for (size_t j = 0; j < hw; j++) {
+            float xhat = (xp[j] - mean) * invstd;
+            yp[j] = xhat * gm + bt;
+        }
+    }
+}
+
+void cpu_batchnorm_forward_train(const sl_exec *ex, int n, int c, int hw, const float *x,
+                                 const float *gamma, const float *beta, float *y,
+                                 float *save_mean, float *save_invstd, float *running_mean,
+                                 float *running_var, float momentum, float eps)
+{
+    size_t count = (size_t)n * (size_t)hw;
+    int par = (double)count * c >= CPU_PAR_MIN;
+#pragma omp parallel for num_threads(cpu_threads(ex)) schedule(static) if (par)
+    for (int ch = 0; ch < c; ch++) {
+        double ls[BN_LANES] = {0}, lq[BN_LANES] = {0};
+        for (int i = 0; i < n; i++)
+            bn_sums(x + ((size_t)i * c + ch) * hw, (size_t)hw, ls, lq);
+        double mean = bn_lanes_total(ls) / (double)count;
+        double var = bn_lanes_total(lq) / (double)count - mean * mean;
+        if (var < 0.0)
+            var = 0.0;
+        float m = (float)mean;
+        float invstd = (float)(1.0 / sqrt(var + (double)eps));
+        save_mean[ch] = m;
+        save_invstd[ch] = invstd;
+        if (running_mean) {
+            double unbiased = count > 1 ? var * (double)count / (double)(count - 1) : var;
+            running_mean[ch] = (1.0f - momentum) * running_mean[ch] + momentum * m;
+            running_var[ch] = (1.0f - momentum) * running_var[ch] + momentum * (float)unbiased;
+        }
+        bn_normalise_channel(n, c, (size_t)hw, ch, x, gamma, beta, m, invstd, y);
+    }
+}
+
+void cpu_batchnorm_forward_apply(const sl_exec *ex, int n, int c, int hw, const float *x,
+                                 const float *gamma, const float *beta, const float *mean,
+                                 const float *invstd, float *y)
+{
+    int par = (double)n * hw * c >= CPU_PAR_MIN;
+#pragma omp parallel for num_threads(cpu_threads(ex)) schedule(static) if (par)
+    for (int ch = 0; ch < c; ch++)
+        bn_normalise_channel(n, c, (size_t)hw, ch, x, gamma, beta, mean[ch], invstd[ch], y);
+}
+
+void cpu_batchnorm_forward_infer(const sl_exec *ex, int n, int c, int hw, const float *x,
+                                 const float *gamma, const float *beta, const float *running_mean,
+                                 const float *running_var, float eps, float *y)
+{
+    int par = (double)n * hw * c >= CPU_PAR_MIN;
+#pragma omp parallel for num_threads(cpu_threads(ex)) schedule(static) if (par)
+    for (int ch = 0; ch < c; ch++)
+        bn_normalise_channel(n, c, (size_t)hw, ch, x, gamma, beta, running_mean[ch],
+                             1.0f / sqrtf(running_var[ch] + eps), y);
+}
+
+/* With xhat = (x - mean) * invstd and M = n * hw:
+ *   dbeta += sum(dy), dgamma += sum(dy * xhat),
+ *   dx = gamma * invstd * (dy - sum(dy) / M - xhat * sum(dy * xhat) / M).
+ * The sums come first, so dx may alias dy (each dy read before its dx is
+ * written). */
+void cpu_batchnorm_backward(const sl_exec *ex, int n, int c, int hw, const float *x,
+                            const float *dy, const float *gamma, const float *save_mean,
+                            const float *save_invstd, float *dx, int accumulate, float *dgamma,
+                            float *dbeta)
+{
+    size_t count = (size_t)n * (size_t)hw;
+    int par = (double)count * c >= CPU_PAR_MIN;
+#pragma omp parallel for num_threads(cpu_threads(ex)) schedule(static) if (par)
+    for (int ch = 0; ch < c; ch++) {
+        float mean = save_mean[ch], invstd = save_invstd[ch];
+        double ls[BN_LANES] = {0}, lp[BN_LANES] = {0};
+        for (int i = 0; i < n; i++) {
+            size_t base = ((size_t)i * c + ch) * hw;
+            bn_grad_sums(x + base, dy + base, (size_t)hw, (double)mean, ls, lp);
+        }
+        double sum_dy = bn_lanes_total(ls);
+        double sum_dy_xhat = bn_lanes_total(lp) * (double)invstd;
+        if (dbeta)
+            dbeta[ch] += (float)sum_dy;
+        if (dgamma)
+            dgamma[ch] += (float)sum_dy_xhat;
+        if (!dx)
+            continue; /* parameter gradients only */
+        float scale = (gamma ? gamma[ch] : 1.0f) * invstd;
+        float mean_dy = (float)(sum_dy / (double)count);
+        float mean_dy_xhat = (float)(sum_dy_xhat / (double)count);
+        for (int i = 0; i < n; i++) {
+            size_t base = ((size_t)i * c + ch) * hw;
+            const float *xp = x + base, *gp = dy + base;
+            float *dp = dx + base;
+            if (accumulate) {
+                for (int j = 0; j < hw; j++) {
+                    float xhat = (xp[j] - mean) * invstd;
+                    dp[j] += scale * (gp[j] - mean_dy - xhat * mean_dy_xhat);
+                }
+            } else {
+                for (int j = 0; j < hw; j++) {
+                    float xhat = (xp[j] - mean) * invstd;
+                    dp[j] = scale * (gp[j] - mean_dy - xhat * mean_dy_xhat);
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,124 @@
+/*
+ * batchnorm2d.c — BatchNorm2d (network stage).
+ *
+ * TRAIN normalises with the batch statistics, saves the batch mean and
+ * inverse std (the saved state, 2C floats) and updates the running
+ * statistics. REFORWARD (recompute during backward) applies the saved
+ * statistics with the same arithmetic, so its output equals the TRAIN
+ * output bit for bit, and leaves the running statistics alone: exact, and
+ * the default. With bn_rescale (memonger's option) TRAIN and REFORWARD both
+ * recompute the batch statistics and both update the running statistics
+ * with momentum m' = 1 - sqrt(1 - m): two updates with m' decay the old
+ * value by (1 - m')^2 = 1 - m, as one update with m does.
+ */
+#include <math.h>
+#include <stdlib.h>
+
+#include "layers/layer.h"
+
+typedef struct batchnorm2d {
+    sl_layer base;
+    int channels;
+    float momentum, eps;
+} batchnorm2d;
+
+enum { BN_WEIGHT, BN_BIAS, BN_RUNNING_MEAN, BN_RUNNING_VAR };
+
+static sl_status bn_infer(const sl_layer *l, const sl_backend *be, int n_in, const sl_shape *in,
+                          sl_shape *out, sl_layer_cost *cost)
+{
+    const batchnorm2d *bn = (const batchnorm2d *)l;
+    (void)be;
+    (void)n_in;
+    if (sl_check_channels(l, bn->channels, in[0].c))
+        return SL_ERR_SHAPE;
+    *out = in[0];
+    uint64_t count = sl_shape_count(in[0]);
+    cost->fwd_flops = 5 * count;
+    cost->bwd_flops = 8 * count;
+    cost->ws_fwd_bytes = 0;
+    cost->ws_bwd_bytes = 0;
+    cost->saved_bytes = 2 * (size_t)bn->channels * sizeof(float);
+    return SL_OK;
+}
+
+/* memonger's momentum for a layer that runs twice per step. */
+float sl_bn_rescaled_momentum(float m) { return 1.0f - sqrtf(1.0f - m); }
+
+static void bn_forward(sl_layer *l, const sl_exec *ex, const sl_fwd_args *a)
+{
+    batchnorm2d *bn = (batchnorm2d *)l;
+    sl_shape s = a->in[0];
+    int hw = s.h * s.w;
+    float *gamma = l->params[BN_WEIGHT].data, *beta = l->params[BN_BIAS].data;
+    float *rmean = l->params[BN_RUNNING_MEAN].data, *rvar = l->params[BN_RUNNING_VAR].data;
+    float *mean = a->saved, *invstd = mean ? mean + bn->channels : NULL;
+
+    if (a->pass == SL_PASS_EVAL) {
+        ex->be->batchnorm_forward_infer(ex, s.n, s.c, hw, a->x[0], gamma, beta, rmean, rvar,
+                                        bn->eps, a->y);
+        return;
+    }
+    if (a->bn_rescale_momentum) {
+        ex->be->batchnorm_forward_train(ex, s.n, s.c, hw, a->x[0], gamma, beta, a->y, mean, invstd,
+                                        rmean, rvar, sl_bn_rescaled_momentum(bn->momentum),
+                                        bn->eps);
+        return;
+    }
+    if (a->pass == SL_PASS_REFORWARD) {
+        ex->be->batchnorm_forward_apply(ex, s.n, s.c, hw, a->x[0], gamma, beta, mean, invstd, a->y);
+        return;
+    }
+    ex->be->batchnorm_forward_train(ex, s.n, s.c, hw, a->x[0], gamma, beta, a->y, mean, invstd,
+                                    rmean, rvar, bn->momentum, bn->eps);
+}
+
+static void bn_backward(sl_layer *l, const sl_exec *ex, const sl_bwd_args *a)
+{
+    batchnorm2d *bn = (batchnorm2d *)l;
+    sl_shape s = a->in[0];
+    const float *mean = a->saved, *invstd = mean + bn->channels;
+    ex->be->batchnorm_backward(ex, s.n, s.c, s.h * s.w, a->x[0], a->dy, l->params[BN_WEIGHT].data,
+                               mean, invstd, a->dx[0], a->accumulate[0],
+                               l->params[BN_WEIGHT].grad, l->params[BN_BIAS].grad);
+}
+
+static int bn_out_channels(const sl_layer *l, int in_c)
+{
+    const batchnorm2d *bn = (const batchnorm2d *)l;
+    return sl_check_channels(l, bn->channels, in_c) ? -1 : bn->channels;
+}
+
+const sl_layer_ops sl_batchnorm2d_ops = {
+    .type = "BatchNorm2d",
+    .flags = SL_LAYER_NEEDS_INPUT | SL_LAYER_BWD_INPLACE | SL_LAYER_SAVED_KEPT,
+    .infer = bn_infer,
+    .forward = bn_forward,
+    .backward = bn_backward,
+    .out_channels = bn_out_channels,
+};
+
+sl_layer *sl_batchnorm2d_ex(int channels, float momentum, float eps)
+{
+    if (channels < 1 || !(momentum >= 0.0f && momentum <= 1.0f) || !(eps > 0.0f)) {
+        sl_fail(SL_ERR_INVALID_ARG,
+                "sl_batchnorm2d: channels %d must be >= 1, momentum %g in [0, 1], eps %g > 0",
+                channels, momentum, eps);
+        return NULL;
+    }
+    batchnorm2d *bn = sl_alloc(sizeof *bn, "a BatchNorm2d layer");
+    if (!bn)
+        return NULL;
+    sl_layer_init(&bn->base, &sl_batchnorm2d_ops);
+    bn->channels = channels;
+    bn->momentum = momentum;
+    bn->eps = eps;
+    int d[1] = {channels};
+    sl_layer_add_param(&bn->base, "weight", 1, d, SL_INIT_ONES, channels, 1);
+    sl_layer_add_param(&bn->base, "bias", 1, d, SL_INIT_ZEROS, channels, 1);
+    sl_layer_add_param(&bn->base, "running_mean", 1, d, SL_INIT_ZEROS, channels, 0);
+    sl_layer_add_param(&bn->base, "running_var", 1, d, SL_INIT_ONES, channels, 0);
+    return &bn->base;
+}
+
+sl_layer *sl_batchnorm2d(int channels) { return sl_batchnorm2d_ex(channels, 0.1f, 1e-5f); }

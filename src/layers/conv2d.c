@@ -1,0 +1,134 @@
+/*
+ * conv2d.c — Conv2d (network stage): stride, padding, dilation, groups,
+ * optional bias. Kernels come from the backend (im2col + sgemm on the CPU,
+ * cuDNN on CUDA); the workspace each pass needs is declared here so the
+ * planner can share it between steps.
+ */
+#include <stdlib.h>
+
+#include "layers/layer.h"
+
+typedef struct conv2d {
+    sl_layer base;
+    sl_conv2d_options o;
+} conv2d;
+
+static sl_conv_desc conv_desc(const conv2d *cv, sl_shape in, sl_shape out)
+{
+    sl_conv_desc d = {in.n, in.c, in.h, in.w, out.c, out.h, out.w,
+                      cv->o.kernel_h, cv->o.kernel_w, cv->o.stride_h, cv->o.stride_w,
+                      cv->o.pad_h, cv->o.pad_w, cv->o.dilation_h, cv->o.dilation_w,
+                      cv->o.groups};
+    return d;
+}
+
+static sl_status conv_infer(const sl_layer *l, const sl_backend *be, int n_in,
+                            const sl_shape *in, sl_shape *out, sl_layer_cost *cost)
+{
+    const conv2d *cv = (const conv2d *)l;
+    (void)n_in;
+    if (sl_check_channels(l, cv->o.in_channels, in[0].c))
+        return SL_ERR_SHAPE;
+    int oh = sl_window_out(in[0].h, cv->o.kernel_h, cv->o.stride_h, cv->o.pad_h, cv->o.dilation_h, 0);
+    int ow = sl_window_out(in[0].w, cv->o.kernel_w, cv->o.stride_w, cv->o.pad_w, cv->o.dilation_w, 0);
+    if (oh < 1 || ow < 1)
+        return sl_fail(SL_ERR_SHAPE,
+                       "Conv2d '%s': input %dx%d is smaller than its %dx%d kernel (dilation %d, "
+                       "padding %d)",
+                       sl_layer_label(l), in[0].h, in[0].w, cv->o.kernel_h, cv->o.kernel_w,
+                       cv->o.dilation_h, cv->o.pad_h);
+    *out = (sl_shape){in[0].n, cv->o.out_channels, oh, ow};
+    sl_conv_desc d = conv_desc(cv, in[0], *out);
+    uint64_t macs = (uint64_t)out->n * out->c * oh * ow *
+                    (uint64_t)(cv->o.in_channels / cv->o.groups) * cv->o.kernel_h * cv->o.kernel_w;
+    cost->fwd_flops = 2 * macs;
+    cost->bwd_flops = 4 * macs;
+    cost->ws_fwd_bytes = be->conv2d_workspace_bytes(&d, SL_CONV_FWD);
+    size_t a = be->conv2d_workspace_bytes(&d, SL_CONV_BWD_DATA);
+    size_t b = be->conv2d_workspace_bytes(&d, SL_CONV_BWD_FILTER);
+    cost->ws_bwd_bytes = a > b ? a : b;
+    cost->saved_bytes = 0;
+    return SL_OK;
+}
+
+static void conv_forward(sl_layer *l, const sl_exec *ex, const sl_fwd_args *a)
+{
+    conv2d *cv = (conv2d *)l;
+    sl_conv_desc d = conv_desc(cv, a->in[0], a->out);
+    ex->be->conv2d_forward(ex, &d, a->x[0], l->params[0].data,
+                           cv->o.bias ? l->params[1].data : NULL, a->y, a->ws);
+}
+
+static void conv_backward(sl_layer *l, const sl_exec *ex, const sl_bwd_args *a)
+{
+    conv2d *cv = (conv2d *)l;
+    sl_conv_desc d = conv_desc(cv, a->in[0], a->out);
+    ex->be->conv2d_backward_filter(ex, &d, a->x[0], a->dy, l->params[0].grad,
+                                   cv->o.bias ? l->params[1].grad : NULL, a->ws);
+    if (a->dx[0])
+        ex->be->conv2d_backward_data(ex, &d, l->params[0].data, a->dy, a->dx[0], a->accumulate[0],
+                                     a->ws);
+}
+
+static int conv_out_channels(const sl_layer *l, int in_c)
+{
+    const conv2d *cv = (const conv2d *)l;
+    return sl_check_channels(l, cv->o.in_channels, in_c) ? -1 : cv->o.out_channels;
+}
+
+static const sl_layer_ops conv_ops = {
+    .type = "Conv2d",
+    .flags = SL_LAYER_NEEDS_INPUT,
+    .infer = conv_infer,
+    .forward = conv_forward,
+    .backward = conv_backward,
+    .out_channels = conv_out_channels,
+};
+
+sl_layer *sl_conv2d_ex(const sl_conv2d_options *o)
+{
+    if (!o) {
+        sl_fail(SL_ERR_INVALID_ARG, "sl_conv2d_ex: options are NULL");
+        return NULL;
+    }
+    if (o->in_channels < 1 || o->out_channels < 1 || o->kernel_h < 1 || o->kernel_w < 1 ||
+        o->stride_h < 1 || o->stride_w < 1 || o->pad_h < 0 || o->pad_w < 0 ||
+        o->dilation_h < 1 || o->dilation_w < 1 || o->groups < 1) {
+        sl_fail(SL_ERR_INVALID_ARG,
+                "sl_conv2d: invalid options (in %d, out %d, kernel %dx%d, stride %dx%d, padding "
+                "%dx%d, dilation %dx%d, groups %d): channels, kernel, stride, dilation and groups "
+                "must be >= 1, padding >= 0",
+                o->in_channels, o->out_channels, o->kernel_h, o->kernel_w, o->stride_h,
+                o->stride_w, o->pad_h, o->pad_w, o->dilation_h, o->dilation_w, o->groups);
+        return NULL;
+    }
+    if (o->in_channels % o->groups || o->out_channels % o->groups) {
+        sl_fail(SL_ERR_INVALID_ARG, "sl_conv2d: groups %d must divide in_channels %d and out_channels %d",
+                o->groups, o->in_channels, o->out_channels);
+        return NULL;
+    }
+    conv2d *cv = sl_alloc(sizeof *cv, "a Conv2d layer");
+    if (!cv)
+        return NULL;
+    sl_layer_init(&cv->base, &conv_ops);
+    cv->o = *o;
+    int cin = o->in_channels / o->groups;
+    int dims[4] = {o->out_channels, cin, o->kernel_h, o->kernel_w};
+    int fan_in = cin * o->kernel_h * o->kernel_w;
+    /* torchvision's ResNet init: kaiming_normal_(mode="fan_out") uses
+     * out_channels * kh * kw (groups ignored, as torch computes fan_out). */
+    sl_layer_add_param(&cv->base, "weight", 4, dims, SL_INIT_KAIMING_NORMAL_FAN_OUT,
+                       o->out_channels * o->kernel_h * o->kernel_w, 1);
+    if (o->bias) {
+        int bd[1] = {o->out_channels};
+        sl_layer_add_param(&cv->base, "bias", 1, bd, SL_INIT_ZEROS, fan_in, 1);
+    }
+    return &cv->base;
+}
+
+sl_layer *sl_conv2d(int in_channels, int out_channels, int kernel, int stride, int pad)
+{
+    sl_conv2d_options o = {in_channels, out_channels, kernel, kernel, stride, stride,
+                           pad, pad, 1, 1, 1, 0};
+    return sl_conv2d_ex(&o);
+}

@@ -1,0 +1,87 @@
+/*
+ * dropout.c — Dropout (network stage). A TRAIN forward takes a fresh
+ * Philox counter range from the context and remembers the counter in the
+ * layer (host memory, 8 bytes, whatever the device); a REFORWARD and the
+ * backward redraw the identical mask from it, so no mask is ever stored
+ * and recomputation is exact. A layer runs one TRAIN forward per step, so
+ * one counter per layer suffices.
+ */
+#include "layers/layer.h"
+
+typedef struct dropout {
+    sl_layer base;
+    float p;
+    uint64_t counter; /* of the last TRAIN forward */
+} dropout;
+
+static sl_status dropout_infer(const sl_layer *l, const sl_backend *be, int n_in,
+                               const sl_shape *in, sl_shape *out, sl_layer_cost *cost)
+{
+    (void)l;
+    (void)be;
+    (void)n_in;
+    *out = in[0];
+    cost->fwd_flops = sl_shape_count(in[0]);
+    cost->bwd_flops = sl_shape_count(in[0]);
+    return SL_OK;
+}
+
+static void dropout_forward(sl_layer *l, const sl_exec *ex, const sl_fwd_args *a)
+{
+    dropout *d = (dropout *)l;
+    size_t count = sl_shape_count(a->out);
+    if (a->pass == SL_PASS_EVAL || d->p == 0.0f) {
+        if (a->y != a->x[0])
+            ex->be->copy(ex, count, a->x[0], a->y, 0);
+        return;
+    }
+    if (a->pass == SL_PASS_TRAIN) {
+        d->counter = a->ctx->dropout_counter;
+        a->ctx->dropout_counter += (count + 3) / 4; /* one Philox block per 4 elements */
+    }
+    ex->be->dropout_forward(ex, count, a->x[0], a->y, d->p, a->ctx->seed, d->counter);
+}
+
+static void dropout_backward(sl_layer *l, const sl_exec *ex, const sl_bwd_args *a)
+{
+    dropout *d = (dropout *)l;
+    if (!a->dx[0])
+        return;
+    size_t count = sl_shape_count(a->out);
+    if (d->p == 0.0f) {
+        ex->be->copy(ex, count, a->dy, a->dx[0], a->accumulate[0]);
+        return;
+    }
+    ex->be->dropout_backward(ex, count, a->dy, a->dx[0], d->p, a->ctx->seed, d->counter,
+                             a->accumulate[0]);
+}
+
+static int same_channels(const sl_layer *l, int in_c)
+{
+    (void)l;
+    return in_c;
+}
+
+static const sl_layer_ops dropout_ops = {
+    .type = "Dropout",
+    .flags = SL_LAYER_FWD_INPLACE | SL_LAYER_BWD_INPLACE,
+    .infer = dropout_infer,
+    .forward = dropout_forward,
+    .backward = dropout_backward,
+    .out_channels = same_channels,
+};
+
+sl_layer *sl_dropout(float p)
+{
+    if (!(p >= 0.0f && p < 1.0f)) {
+        sl_fail(SL_ERR_INVALID_ARG, "sl_dropout: probability %g must be in [0, 1)", p);
+        return NULL;
+    }
+    dropout *d = sl_alloc(sizeof *d, "a Dropout layer");
+    if (!d)
+        return NULL;
+    sl_layer_init(&d->base, &dropout_ops);
+    d->p = p;
+    d->counter = 0;
+    return &d->base;
+}

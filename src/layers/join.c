@@ -1,0 +1,117 @@
+/*
+ * join.c — the joins composites use to stay chains at the top level:
+ * Add (residual sum of two tensors of one shape) and Concat (channel
+ * concatenation, inception). No parameters; their backward reads only dy.
+ */
+#include "layers/layer.h"
+
+static int same_channels(const sl_layer *l, int in_c)
+{
+    (void)l;
+    return in_c;
+}
+
+static sl_status add_infer(const sl_layer *l, const sl_backend *be, int n_in, const sl_shape *in,
+                           sl_shape *out, sl_layer_cost *cost)
+{
+    (void)be;
+    if (n_in != 2 || !sl_shape_equal(in[0], in[1]))
+        return sl_fail(SL_ERR_SHAPE,
+                       "residual add '%s': branch shapes differ (%dx%dx%dx%d vs %dx%dx%dx%d)",
+                       sl_layer_label(l), in[0].n, in[0].c, in[0].h, in[0].w, in[1].n, in[1].c,
+                       in[1].h, in[1].w);
+    *out = in[0];
+    cost->fwd_flops = sl_shape_count(in[0]);
+    cost->bwd_flops = 0;
+    return SL_OK;
+}
+
+static void add_forward(sl_layer *l, const sl_exec *ex, const sl_fwd_args *a)
+{
+    (void)l;
+    ex->be->add(ex, sl_shape_count(a->out), a->x[0], a->x[1], a->y);
+}
+
+static void add_backward(sl_layer *l, const sl_exec *ex, const sl_bwd_args *a)
+{
+    (void)l;
+    size_t count = sl_shape_count(a->out);
+    for (int i = 0; i < 2; i++)
+        if (a->dx[i] && (a->dx[i] != a->dy || a->accumulate[i]))
+            ex->be->copy(ex, count, a->dy, a->dx[i], a->accumulate[i]);
+}
+
+static const sl_layer_ops add_ops = {
+    .type = "Add",
+    .flags = SL_LAYER_FWD_INPLACE | SL_LAYER_BWD_INPLACE,
+    .infer = add_infer,
+    .forward = add_forward,
+    .backward = add_backward,
+    .out_channels = same_channels,
+};
+
+sl_layer *sl_add_join(void)
+{
+    sl_layer *l = sl_alloc(sizeof *l, "a residual add");
+    if (l)
+        sl_layer_init(l, &add_ops);
+    return l;
+}
+
+static sl_status concat_infer(const sl_layer *l, const sl_backend *be, int n_in,
+                              const sl_shape *in, sl_shape *out, sl_layer_cost *cost)
+{
+    (void)be;
+    *out = in[0];
+    for (int i = 1; i < n_in; i++) {
+        if (in[i].n != in[0].n || in[i].h != in[0].h || in[i].w != in[0].w)
+            return sl_fail(SL_ERR_SHAPE,
+                           "concat '%s': branch %d is %dx%dx%d, branch 0 is %dx%dx%d (batch and "
+                           "spatial sizes must match)",
+                           sl_layer_label(l), i, in[i].n, in[i].h, in[i].w, in[0].n, in[0].h,
+                           in[0].w);
+        out->c += in[i].c;
+    }
+    cost->fwd_flops = sl_shape_count(*out);
+    cost->bwd_flops = sl_shape_count(*out);
+    return SL_OK;
+}
+
+static void concat_forward(sl_layer *l, const sl_exec *ex, const sl_fwd_args *a)
+{
+    (void)l;
+    int off = 0, hw = a->out.h * a->out.w;
+    for (int i = 0; i < a->n_in; i++) {
+        ex->be->copy_channels(ex, a->out.n, hw, a->in[i].c, a->x[i], a->in[i].c, 0, a->y, a->out.c,
+                              off, 0);
+        off += a->in[i].c;
+    }
+}
+
+static void concat_backward(sl_layer *l, const sl_exec *ex, const sl_bwd_args *a)
+{
+    (void)l;
+    int off = 0, hw = a->out.h * a->out.w;
+    for (int i = 0; i < a->n_in; i++) {
+        if (a->dx[i])
+            ex->be->copy_channels(ex, a->out.n, hw, a->in[i].c, a->dy, a->out.c, off, a->dx[i],
+                                  a->in[i].c, 0, a->accumulate[i]);
+        off += a->in[i].c;
+    }
+}
+
+static const sl_layer_ops concat_ops = {
+    .type = "Concat",
+    .infer = concat_infer,
+    .forward = concat_forward,
+    .backward = concat_backward,
+    .out_channels = same_channels,
+};
+
+sl_layer *sl_concat_join(void)
+{
+    sl_layer *l = sl_alloc(sizeof *l, "a concatenation");
+    if (l)
+        sl_layer_init(l, &concat_ops);
+    return l;
+}

@@ -1,0 +1,94 @@
+/*
+ * layer.c — what every layer type shares: the common header, parameter
+ * declarations, children of composites, freeing, and window arithmetic.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "layers/layer.h"
+
+void sl_layer_init(sl_layer *l, const sl_layer_ops *ops)
+{
+    memset(l, 0, sizeof *l);
+    l->ops = ops;
+}
+
+int sl_layer_add_param(sl_layer *l, const char *local, int ndim, const int *dims, sl_init init,
+                       int fan, int trainable)
+{
+    sl_param_spec *p = &l->params[l->n_params];
+    memset(p, 0, sizeof *p);
+    snprintf(p->local, sizeof p->local, "%s", local);
+    p->ndim = ndim;
+    p->count = 1;
+    for (int i = 0; i < ndim; i++) {
+        p->dims[i] = dims[i];
+        p->count *= (size_t)dims[i];
+    }
+    p->init = init;
+    p->fan = fan;
+    p->trainable = trainable;
+    return l->n_params++;
+}
+
+int sl_layer_add_child(sl_layer *parent, const char *local, sl_layer *child)
+{
+    if (!child)
+        return -1; /* the constructor's message stays */
+    sl_layer **c = realloc(parent->children, (size_t)(parent->n_children + 1) * sizeof *c);
+    if (!c) {
+        sl_layer_free(child);
+        sl_fail(SL_ERR_NOMEM, "out of memory building a %s block", parent->ops->type);
+        return -1;
+    }
+    parent->children = c;
+    snprintf(child->local, sizeof child->local, "%s", local);
+    c[parent->n_children++] = child;
+    return 0;
+}
+
+void sl_layer_free(sl_layer *l)
+{
+    if (!l)
+        return;
+    for (int i = 0; i < l->n_children; i++)
+        sl_layer_free(l->children[i]);
+    free(l->children);
+    if (l->ops && l->ops->destroy)
+        l->ops->destroy(l);
+    free(l);
+}
+
+int sl_check_channels(const sl_layer *l, int expected, int in_c)
+{
+    if (in_c == 0 || expected == in_c) /* 0: not known before a shape pass (after Flatten) */
+        return 0;
+    sl_fail(SL_ERR_SHAPE, "%s '%s' expects %d input channels but receives %d", l->ops->type,
+            l->name[0] ? l->name : l->local, expected, in_c);
+    return -1;
+}
+
+int sl_window_out(int in, int kernel, int stride, int pad, int dilation, int ceil_mode)
+{
+    long span = (long)dilation * (kernel - 1) + 1;
+    long room = (long)in + 2L * pad - span;
+    if (room < 0)
+        return -1;
+    long out = (ceil_mode ? (room + stride - 1) / stride : room / stride) + 1;
+    /* PyTorch: with ceil_mode the last window must start inside the input
+     * or left padding. */
+    if (ceil_mode && (out - 1) * stride >= (long)in + pad)
+        out--;
+    return (int)out;
+}
+
+/* Name for messages: the full name once added, else the local name. */
+const char *sl_layer_label(const sl_layer *l)
+{
+    if (l->name[0])
+        return l->name;
+    if (l->local[0])
+        return l->local;
+    return l->ops->type;
+}

@@ -1,0 +1,159 @@
+/*
+ * layer.h — the layer contract (network stage).
+ *
+ * A layer type is a table of functions (sl_layer_ops) plus a struct of its
+ * own that starts with sl_layer. A primitive layer declares, for an input
+ * shape: its output shape, its FLOPs, its workspace, the state it keeps
+ * from a training forward for its backward, and through flags what else
+ * its backward reads (its input? its output?) and whether it may run in
+ * place. It never allocates activation memory: the executor hands it
+ * pointers into the planned arena.
+ *
+ * A composite layer (residual block, inception block) has children and an
+ * `emit` function that adds its children and the joins (add, concat) to
+ * the graph, so the top level stays a chain while the planner sees every
+ * primitive tensor.
+ */
+#ifndef SL_LAYER_H
+#define SL_LAYER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/backend.h"
+#include "core/core.h"
+
+#define SL_MAX_INPUTS 8
+#define SL_MAX_PARAMS 4
+#define SL_LOCAL_NAME_MAX 32
+
+typedef enum sl_pass {
+    SL_PASS_TRAIN = 0, /* training forward: batch statistics, fresh dropout masks */
+    SL_PASS_EVAL,      /* evaluation: running statistics, no dropout */
+    SL_PASS_REFORWARD  /* recompute during backward: same bits as TRAIN, no side effects */
+} sl_pass;
+
+/* Flags of a layer type. */
+enum {
+    SL_LAYER_NEEDS_INPUT = 1u << 0,  /* backward reads the forward input(s) */
+    SL_LAYER_NEEDS_OUTPUT = 1u << 1, /* backward reads the forward output */
+    SL_LAYER_FWD_INPLACE = 1u << 2,  /* output may overwrite input 0 */
+    SL_LAYER_BWD_INPLACE = 1u << 3,  /* dx[0] may overwrite dy */
+    SL_LAYER_VIEW = 1u << 4,         /* output is input 0 reinterpreted (no kernel) */
+    SL_LAYER_SAVED_KEPT = 1u << 5    /* saved state must survive from the TRAIN forward
+                                        to backward; a REFORWARD reads it instead of
+                                        writing it (BatchNorm's batch statistics) */
+};
+
+typedef enum sl_init {
+    SL_INIT_ZEROS = 0,
+    SL_INIT_ONES,
+    SL_INIT_KAIMING_NORMAL_FAN_OUT, /* N(0, 2 / fan_out): torchvision ResNet convs */
+    SL_INIT_UNIFORM_FAN_IN          /* U(-1/sqrt(fan_in), 1/sqrt(fan_in)): PyTorch's default */
+} sl_init;
+
+typedef struct sl_param_spec {
+    char local[SL_LOCAL_NAME_MAX]; /* "weight", "running_mean" */
+    int ndim;
+    int dims[4];
+    size_t count;
+    sl_init init;
+    int fan; /* fan_in or fan_out for the initialiser */
+    int trainable;
+    float *data; /* set when the network is finalised */
+    float *grad;
+} sl_param_spec;
+
+typedef struct sl_layer_cost {
+    uint64_t fwd_flops;
+    uint64_t bwd_flops;
+    size_t ws_fwd_bytes;
+    size_t ws_bwd_bytes;
+    size_t saved_bytes; /* kept from a TRAIN forward until backward */
+} sl_layer_cost;
+
+struct sl_net;
+
+typedef struct sl_fwd_args {
+    sl_pass pass;
+    int n_in;
+    const float *x[SL_MAX_INPUTS];
+    sl_shape in[SL_MAX_INPUTS];
+    float *y;
+    sl_shape out;
+    void *saved; /* saved_bytes; NULL in SL_PASS_EVAL */
+    void *ws;    /* ws_fwd_bytes */
+    sl_context *ctx;
+    int bn_rescale_momentum; /* memonger's m' = 1 - sqrt(1 - m), see batchnorm2d.c */
+} sl_fwd_args;
+
+typedef struct sl_bwd_args {
+    int n_in;
+    const float *x[SL_MAX_INPUTS]; /* valid when SL_LAYER_NEEDS_INPUT */
+    sl_shape in[SL_MAX_INPUTS];
+    const float *y;                /* valid when SL_LAYER_NEEDS_OUTPUT */
+    sl_shape out;
+    const float *dy;
+    float *dx[SL_MAX_INPUTS];      /* NULL: no gradient wanted for that input */
+    int accumulate[SL_MAX_INPUTS]; /* 1: add into dx[i] */
+    void *saved;
+    void *ws; /* ws_bwd_bytes */
+    sl_context *ctx;
+} sl_bwd_args;
+
+typedef struct sl_layer sl_layer;
+typedef struct sl_graph sl_graph;
+
+typedef struct sl_layer_ops {
+    const char *type; /* "Conv2d" */
+    unsigned flags;
+    /* Output shape and cost for n_in input shapes; SL_ERR_SHAPE with a
+     * message when the layer cannot take them. `be` answers workspace
+     * sizes. Primitive layers only. */
+    sl_status (*infer)(const sl_layer *l, const sl_backend *be, int n_in, const sl_shape *in,
+                       sl_shape *out, sl_layer_cost *cost);
+    void (*forward)(sl_layer *l, const sl_exec *ex, const sl_fwd_args *a);
+    void (*backward)(sl_layer *l, const sl_exec *ex, const sl_bwd_args *a);
+    /* Composite layers: add nodes for this layer to g, reading tensor
+     * `input`; return the output tensor id, or -1 on failure. */
+    int (*emit)(sl_layer *l, sl_graph *g, int input);
+    /* Output channels for in_c input channels, or -1 with an error set. */
+    int (*out_channels)(const sl_layer *l, int in_c);
+    void (*destroy)(sl_layer *l); /* frees the type's own fields; may be NULL */
+} sl_layer_ops;
+
+struct sl_layer {
+    const sl_layer_ops *ops;
+    char local[SL_LOCAL_NAME_MAX]; /* name inside its parent ("conv1") */
+    char name[SL_NAME_MAX];        /* full name once added ("layer1.0.conv1") */
+    int n_params;
+    sl_param_spec params[SL_MAX_PARAMS];
+    int n_children;
+    sl_layer **children; /* owned */
+};
+
+/* Initialises the common header of a new layer. */
+void sl_layer_init(sl_layer *l, const sl_layer_ops *ops);
+/* Declares a parameter; returns its index. */
+int sl_layer_add_param(sl_layer *l, const char *local, int ndim, const int *dims, sl_init init,
+                       int fan, int trainable);
+/* Adds a child to a composite under a local name; takes ownership of
+ * child (freed on failure). Returns 0, or -1 with an error set (a NULL
+ * child keeps the constructor's message). */
+int sl_layer_add_child(sl_layer *parent, const char *local, sl_layer *child);
+/* Checks a layer's declared input channels against in_c. */
+int sl_check_channels(const sl_layer *l, int expected, int in_c);
+
+/* Primitive joins used by composites (no parameters). */
+sl_layer *sl_add_join(void);    /* y = x0 + x1 */
+sl_layer *sl_concat_join(void); /* channel concatenation of all inputs */
+
+/* memonger's BatchNorm momentum for a layer run twice a step. */
+float sl_bn_rescaled_momentum(float m);
+
+/* Integer geometry helper: output size of a window op; -1 if it does not fit. */
+int sl_window_out(int in, int kernel, int stride, int pad, int dilation, int ceil_mode);
+/* The layer's name for messages. */
+const char *sl_layer_label(const sl_layer *l);
+
+#endif

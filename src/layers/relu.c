@@ -1,0 +1,54 @@
+/*
+ * relu.c — ReLU (network stage). Runs in place when nothing later reads its
+ * input (ReLU after BatchNorm: BN's backward reads BN's input, not its
+ * output); its backward reads only its own output, and dx may overwrite dy.
+ */
+#include "layers/layer.h"
+
+static sl_status relu_infer(const sl_layer *l, const sl_backend *be, int n_in, const sl_shape *in,
+                            sl_shape *out, sl_layer_cost *cost)
+{
+    (void)l;
+    (void)be;
+    (void)n_in;
+    *out = in[0];
+    cost->fwd_flops = sl_shape_count(in[0]);
+    cost->bwd_flops = sl_shape_count(in[0]);
+    return SL_OK;
+}
+
+static void relu_forward(sl_layer *l, const sl_exec *ex, const sl_fwd_args *a)
+{
+    (void)l;
+    ex->be->relu_forward(ex, sl_shape_count(a->out), a->x[0], a->y);
+}
+
+static void relu_backward(sl_layer *l, const sl_exec *ex, const sl_bwd_args *a)
+{
+    (void)l;
+    if (a->dx[0])
+        ex->be->relu_backward(ex, sl_shape_count(a->out), a->y, a->dy, a->dx[0], a->accumulate[0]);
+}
+
+static int same_channels(const sl_layer *l, int in_c)
+{
+    (void)l;
+    return in_c;
+}
+
+static const sl_layer_ops relu_ops = {
+    .type = "ReLU",
+    .flags = SL_LAYER_NEEDS_OUTPUT | SL_LAYER_FWD_INPLACE | SL_LAYER_BWD_INPLACE,
+    .infer = relu_infer,
+    .forward = relu_forward,
+    .backward = relu_backward,
+    .out_channels = same_channels,
+};
+
+sl_layer *sl_relu(void)
+{
+    sl_layer *l = sl_alloc(sizeof *l, "a ReLU layer");
+    if (l)
+        sl_layer_init(l, &relu_ops);
+    return l;
+}

@@ -1,0 +1,167 @@
+/*
+ * harness.c — see harness.h.
+ */
+#include "harness.h"
+
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/net.h"
+
+sl_context *th_context(uint64_t seed)
+{
+    sl_context_options o = sl_context_defaults();
+    o.threads = 2;
+    o.seed = seed;
+    sl_context *ctx = NULL;
+    ck_assert_msg(sl_context_create(&o, &ctx) == SL_OK, "%s", sl_last_error());
+    return ctx;
+}
+
+void th_fill_normal(float *x, size_t n, uint64_t seed, float scale)
+{
+    for (size_t i = 0; i < n; i++)
+        x[i] = scale * sl_random_normal(seed, 0x7e57, i);
+}
+
+void th_push_from_zero(float *x, size_t n, float gap)
+{
+    for (size_t i = 0; i < n; i++)
+        x[i] = x[i] >= 0 ? x[i] + gap : x[i] - gap;
+}
+
+void th_fill_distinct(float *x, size_t n, uint64_t seed, float step)
+{
+    for (size_t i = 0; i < n; i++)
+        x[i] = step * ((float)i - (float)n / 2);
+    for (size_t i = n; i > 1; i--) { /* Fisher-Yates with the seeded stream */
+        size_t j = (size_t)(sl_random_uniform(seed, 0x5bff, i) * (float)i);
+        if (j >= i)
+            j = i - 1;
+        float t = x[i - 1];
+        x[i - 1] = x[j];
+        x[j] = t;
+    }
+}
+
+typedef struct gc {
+    sl_net *net;
+    sl_context *ctx;
+    sl_shape in, out;
+    size_t n_in, n_out;
+    float *x, *r, *y, *dy_scratch;
+} gc;
+
+static double loss_at(gc *g)
+{
+    /* Same dropout masks every evaluation: restart the counter. */
+    g->ctx->dropout_counter = 0;
+    ck_assert_msg(sl_net_forward_backward(g->net, g->x, g->in, g->r, g->y, NULL) == SL_OK, "%s",
+                  sl_last_error());
+    double l = 0;
+    for (size_t i = 0; i < g->n_out; i++)
+        l += (double)g->y[i] * (double)g->r[i];
+    return l;
+}
+
+/* Central difference of the loss in coordinate *p with step eps (the
+ * steps actually taken in float). */
+static double central_difference(gc *g, float *p, float eps)
+{
+    float saved = *p, up = saved + eps, down = saved - eps;
+    *p = up;
+    double lp = loss_at(g);
+    *p = down;
+    double lm = loss_at(g);
+    *p = saved;
+    return (lp - lm) / ((double)up - (double)down);
+}
+
+static void check_coord(gc *g, float *p, double analytic, float eps, double rtol, double atol,
+                        const char *what, size_t idx, th_gradcheck_result *res)
+{
+    double fd = central_difference(g, p, eps);
+    double fd_half = central_difference(g, p, eps / 2);
+    res->candidates++;
+    /* A kink (a ReLU input crossing 0, a max-pool tie) within eps makes the
+     * two step sizes disagree far beyond their O(eps^2) difference; such a
+     * point has no derivative to compare with. */
+    if (fabs(fd - fd_half) > 0.5 * (atol + rtol * fmax(fabs(fd), fabs(fd_half)))) {
+        res->skipped_kinks++;
+        return;
+    }
+    double err = fabs(fd - analytic) / (atol + rtol * fmax(fabs(fd), fabs(analytic)));
+    res->checked++;
+    if (err > res->worst_error) {
+        res->worst_error = err;
+        snprintf(res->worst, sizeof res->worst, "%s[%zu]: fd %.6g analytic %.6g", what, idx, fd,
+                 analytic);
+    }
+}
+
+void th_gradcheck(sl_net *net, const float *x, sl_shape in, int check_input, int coords,
+                  float eps, double rtol, double atol, th_gradcheck_result *res)
+{
+    memset(res, 0, sizeof *res);
+    gc g;
+    memset(&g, 0, sizeof g);
+    g.net = net;
+    g.in = in;
+    ck_assert_msg(sl_net_output_shape(net, in, &g.out) == SL_OK, "%s", sl_last_error());
+    g.n_in = (size_t)in.n * in.c * in.h * in.w;
+    g.n_out = (size_t)g.out.n * g.out.c * g.out.h * g.out.w;
+    g.x = malloc(g.n_in * sizeof(float));
+    g.r = malloc(g.n_out * sizeof(float));
+    g.y = malloc(g.n_out * sizeof(float));
+    float *dx = malloc(g.n_in * sizeof(float));
+    ck_assert(g.x && g.r && g.y && dx);
+    memcpy(g.x, x, g.n_in * sizeof(float));
+    th_fill_normal(g.r, g.n_out, 0xd1, 1.0f);
+
+    g.ctx = sl_net_context(net);
+
+    /* Analytic gradients. */
+    g.ctx->dropout_counter = 0;
+    ck_assert_msg(sl_net_forward_backward(net, g.x, in, g.r, g.y, dx) == SL_OK, "%s",
+                  sl_last_error());
+    int np = sl_net_param_count(net);
+    float **grads = calloc((size_t)np + 1, sizeof *grads);
+    ck_assert(grads);
+    for (int i = 0; i < np; i++) {
+        sl_param_info pi;
+        ck_assert(sl_net_param(net, i, &pi) == SL_OK);
+        if (!pi.trainable)
+            continue;
+        grads[i] = malloc(pi.count * sizeof(float));
+        ck_assert(grads[i]);
+        memcpy(grads[i], pi.grad, pi.count * sizeof(float));
+    }
+    if (check_input)
+        for (int k = 0; k < coords; k++) {
+            size_t idx = (size_t)(sl_random_uniform(0xc0, 1, (uint64_t)k) * (float)g.n_in) % g.n_in;
+            check_coord(&g, &g.x[idx], dx[idx], eps, rtol, atol, "input", idx, res);
+        }
+    for (int i = 0; i < np; i++) {
+        sl_param_info pi;
+        ck_assert(sl_net_param(net, i, &pi) == SL_OK);
+        if (!pi.trainable)
+            continue;
+        int n = coords < (int)pi.count ? coords : (int)pi.count;
+        for (int k = 0; k < n; k++) {
+            size_t idx = n == (int)pi.count
+                             ? (size_t)k
+                             : (size_t)(sl_random_uniform(0xc1, (uint64_t)i, (uint64_t)k) *
+                                        (float)pi.count) % pi.count;
+            check_coord(&g, &pi.data[idx], grads[i][idx], eps, rtol, atol, pi.name, idx, res);
+        }
+        free(grads[i]);
+    }
+    free(grads);
+    free(dx);
+    free(g.x);
+    free(g.r);
+    free(g.y);
+}

@@ -1,0 +1,43 @@
+/*
+ * harness.h — shared test helpers: seeded random tensors, contexts, and a
+ * finite-difference gradient check of any network (a single layer, a
+ * block or a whole model) through sl_net_forward_backward with the loss
+ * L = sum(output * r) for a fixed random r.
+ */
+#ifndef SL_TEST_HARNESS_H
+#define SL_TEST_HARNESS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "sublinear.h"
+
+/* A CPU context with 2 threads and the given seed; aborts the test on failure. */
+sl_context *th_context(uint64_t seed);
+
+/* x[i] = scale * N(0, 1), seeded. */
+void th_fill_normal(float *x, size_t n, uint64_t seed, float scale);
+
+/* Moves every value at least `gap` away from zero (for ReLU kinks). */
+void th_push_from_zero(float *x, size_t n, float gap);
+
+/* Fills x with a shuffled, evenly spaced ramp (distinct values `step`
+ * apart), so max pooling has no near-ties. */
+void th_fill_distinct(float *x, size_t n, uint64_t seed, float step);
+
+typedef struct th_gradcheck_result {
+    int candidates;     /* coordinates drawn */
+    int checked;        /* coordinates compared */
+    int skipped_kinks;  /* coordinates where the loss is not smooth at +-eps */
+    double worst_error; /* max |fd - analytic| / (atol + rtol * max(|fd|, |analytic|)) */
+    char worst[160];    /* which coordinate */
+} th_gradcheck_result;
+
+/* Compares analytic gradients of L = sum(out * r) with respect to the
+ * input (when check_input) and every trainable parameter with central
+ * differences at `coords` random coordinates of each tensor. Passing means
+ * worst_error <= 1. The input x (shape in) is not modified. */
+void th_gradcheck(sl_net *net, const float *x, sl_shape in, int check_input, int coords,
+                  float eps, double rtol, double atol, th_gradcheck_result *res);
+
+#endif

@@ -1,0 +1,214 @@
+/*
+ * test_errors.c — bad input returns an error with a message a person can
+ * act on, and leaves the network usable: NULL handles, zero batch, a shape
+ * a layer cannot take, mismatched channels when appending, invalid layer
+ * options, duplicate names, labels out of range, use before an optimizer.
+ */
+#include <check.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+
+static void assert_error(sl_status st, sl_status want, const char *fragment)
+{
+    ck_assert_msg(st == want, "status %s, wanted %s (%s)", sl_status_name(st), sl_status_name(want),
+                  sl_last_error());
+    ck_assert_msg(strstr(sl_last_error(), fragment) != NULL, "message '%s' lacks '%s'",
+                  sl_last_error(), fragment);
+}
+
+/* A small working network: conv -> relu -> gap -> fc. */
+static sl_net *small_net(sl_context *ctx)
+{
+    sl_net *net = NULL;
+    ck_assert(sl_sequential(ctx, 3, &net) == SL_OK);
+    ck_assert(sl_net_add(net, "conv", sl_conv2d(3, 4, 3, 1, 1)) == SL_OK);
+    ck_assert(sl_net_add(net, "relu", sl_relu()) == SL_OK);
+    ck_assert(sl_net_add(net, "pool", sl_global_avgpool()) == SL_OK);
+    ck_assert(sl_net_add(net, "fc", sl_linear(4, 3, 1)) == SL_OK);
+    return net;
+}
+
+/* The network still trains after the errors. */
+static void assert_usable(sl_net *net)
+{
+    float x[2 * 3 * 6 * 6];
+    int labels[2] = {0, 2};
+    th_fill_normal(x, sizeof x / sizeof *x, 1, 1.0f);
+    sl_optimizer_options o = sl_sgd(0.1f, 0.9f, 0.0f, 0);
+    ck_assert_msg(sl_net_set_optimizer(net, &o) == SL_OK, "%s", sl_last_error());
+    sl_step_result r;
+    ck_assert_msg(sl_net_train_step(net, x, (sl_shape){2, 3, 6, 6}, labels, &r) == SL_OK, "%s",
+                  sl_last_error());
+    ck_assert(r.loss > 0.0f);
+}
+
+START_TEST(test_null_handles)
+{
+    assert_error(sl_sequential(NULL, 3, NULL), SL_ERR_INVALID_ARG, "out is NULL");
+    sl_net *net = NULL;
+    assert_error(sl_sequential(NULL, 3, &net), SL_ERR_INVALID_ARG, "context is NULL");
+    ck_assert_ptr_null(net);
+    assert_error(sl_net_add(NULL, "x", sl_relu()), SL_ERR_INVALID_ARG, "network is NULL");
+    assert_error(sl_net_predict(NULL, NULL, (sl_shape){1, 1, 1, 1}, NULL), SL_ERR_INVALID_ARG,
+                 "NULL");
+    assert_error(sl_context_create(NULL, NULL), SL_ERR_INVALID_ARG, "out is NULL");
+    sl_net_free(NULL);
+    sl_context_free(NULL);
+    sl_layer_free(NULL);
+    sl_dataset_free(NULL);
+}
+END_TEST
+
+START_TEST(test_zero_batch_and_wrong_input)
+{
+    sl_context *ctx = th_context(1);
+    sl_net *net = small_net(ctx);
+    float x[3 * 6 * 6] = {0};
+    float logits[3];
+    assert_error(sl_net_predict(net, x, (sl_shape){0, 3, 6, 6}, logits), SL_ERR_SHAPE, "batch");
+    assert_error(sl_net_predict(net, x, (sl_shape){1, 4, 6, 6}, logits), SL_ERR_SHAPE,
+                 "4 channels");
+    assert_usable(net);
+    sl_net_free(net);
+    sl_context_free(ctx);
+}
+END_TEST
+
+START_TEST(test_shape_a_layer_cannot_take)
+{
+    sl_context *ctx = th_context(1);
+    sl_net *net = NULL;
+    ck_assert(sl_sequential(ctx, 3, &net) == SL_OK);
+    ck_assert(sl_net_add(net, "conv", sl_conv2d(3, 4, 5, 1, 0)) == SL_OK);
+    ck_assert(sl_net_add(net, "flatten", sl_flatten()) == SL_OK);
+    ck_assert(sl_net_add(net, "fc", sl_linear(16, 2, 1)) == SL_OK);
+    float x[3 * 3 * 3] = {0}, logits[2];
+    /* 3x3 input, 5x5 kernel */
+    assert_error(sl_net_predict(net, x, (sl_shape){1, 3, 3, 3}, logits), SL_ERR_SHAPE,
+                 "smaller than its 5x5 kernel");
+    /* 6x6 input gives 4 x 2 x 2 = 16 features: fine; 7x7 gives 36 */
+    float y[3 * 7 * 7] = {0};
+    assert_error(sl_net_predict(net, y, (sl_shape){1, 3, 7, 7}, logits), SL_ERR_SHAPE,
+                 "expects 16 input features but receives 36");
+    float z[3 * 6 * 6] = {0};
+    ck_assert_msg(sl_net_predict(net, z, (sl_shape){1, 3, 6, 6}, logits) == SL_OK, "%s",
+                  sl_last_error());
+    sl_net_free(net);
+    sl_context_free(ctx);
+}
+END_TEST
+
+START_TEST(test_mismatched_channels_on_append)
+{
+    sl_context *ctx = th_context(1);
+    sl_net *net = NULL;
+    ck_assert(sl_sequential(ctx, 3, &net) == SL_OK);
+    assert_error(sl_net_add(net, "conv", sl_conv2d(4, 8, 3, 1, 1)), SL_ERR_SHAPE,
+                 "expects 4 input channels but receives 3");
+    ck_assert_int_eq(sl_net_layer_count(net), 0);
+    ck_assert(sl_net_add(net, "conv", sl_conv2d(3, 8, 3, 1, 1)) == SL_OK);
+    assert_error(sl_net_add(net, "bn", sl_batchnorm2d(4)), SL_ERR_SHAPE, "expects 4 input channels");
+    assert_error(sl_net_add(net, "block", sl_basic_block(16, 16, 1)), SL_ERR_SHAPE, "16");
+    assert_error(sl_net_add(net, "conv", sl_relu()), SL_ERR_INVALID_ARG, "already exists");
+    ck_assert_int_eq(sl_net_layer_count(net), 1);
+    ck_assert(sl_net_add(net, "relu", sl_relu()) == SL_OK);
+    ck_assert(sl_net_add(net, "pool", sl_global_avgpool()) == SL_OK);
+    ck_assert(sl_net_add(net, "fc", sl_linear(8, 3, 1)) == SL_OK);
+    assert_usable(net);
+    assert_error(sl_net_add(net, "late", sl_relu()), SL_ERR_STATE, "before the first run");
+    sl_net_free(net);
+    sl_context_free(ctx);
+}
+END_TEST
+
+START_TEST(test_invalid_layer_options)
+{
+    ck_assert_ptr_null(sl_conv2d(3, 4, 0, 1, 0));
+    ck_assert_msg(strstr(sl_last_error(), "sl_conv2d") != NULL, "%s", sl_last_error());
+    sl_conv2d_options o = {4, 6, 3, 3, 1, 1, 1, 1, 1, 1, 4, 0};
+    ck_assert_ptr_null(sl_conv2d_ex(&o));
+    ck_assert_msg(strstr(sl_last_error(), "groups 4 must divide") != NULL, "%s", sl_last_error());
+    ck_assert_ptr_null(sl_dropout(1.0f));
+    ck_assert_ptr_null(sl_batchnorm2d(0));
+    ck_assert_ptr_null(sl_maxpool2d(2, 0, 0));
+    ck_assert_ptr_null(sl_linear(0, 3, 1));
+    ck_assert_ptr_null(sl_inception(4, 0, 1, 1, 1, 1, 1));
+    /* The constructor's message survives into sl_net_add's. */
+    sl_context *ctx = th_context(1);
+    sl_net *net = NULL;
+    ck_assert(sl_sequential(ctx, 3, &net) == SL_OK);
+    assert_error(sl_net_add(net, "d", sl_dropout(-0.5f)), SL_ERR_INVALID_ARG,
+                 "constructor failed: sl_dropout: probability -0.5");
+    sl_net_free(net);
+    sl_context_free(ctx);
+}
+END_TEST
+
+START_TEST(test_labels_and_state)
+{
+    sl_context *ctx = th_context(1);
+    sl_net *net = small_net(ctx);
+    float x[2 * 3 * 6 * 6] = {0};
+    int bad[2] = {0, 3};
+    sl_shape s = {2, 3, 6, 6};
+    assert_error(sl_net_update(net), SL_ERR_STATE, "no optimizer");
+    assert_error(sl_net_train_step(net, x, s, bad, NULL), SL_ERR_STATE, "no optimizer");
+    assert_error(sl_net_compute_gradients(net, x, s, bad, NULL), SL_ERR_INVALID_ARG,
+                 "label 3 of sample 1 is outside [0, 3)");
+    assert_error(sl_net_compute_gradients(net, x, s, NULL, NULL), SL_ERR_INVALID_ARG,
+                 "labels is NULL");
+    sl_optimizer_options o = sl_sgd(-1.0f, 0.0f, 0.0f, 0);
+    assert_error(sl_net_set_optimizer(net, &o), SL_ERR_INVALID_ARG, "lr -1");
+    o = sl_adam(0.1f, 1.5f, 0.9f, 1e-8f, 0.0f);
+    assert_error(sl_net_set_optimizer(net, &o), SL_ERR_INVALID_ARG, "betas");
+    sl_param_info pi;
+    assert_error(sl_net_find_param(net, "conv.nothing", &pi), SL_ERR_NOT_FOUND, "conv.nothing");
+    assert_error(sl_net_param(net, 99, &pi), SL_ERR_INVALID_ARG, "out of range");
+    assert_usable(net);
+    sl_net_free(net);
+    sl_context_free(ctx);
+}
+END_TEST
+
+START_TEST(test_models_and_dataset_arguments)
+{
+    sl_context *ctx = th_context(1);
+    sl_net *net = NULL;
+    ck_assert(sl_sequential(ctx, 3, &net) == SL_OK);
+    assert_error(sl_model_build(net, "resnet9000", 10, 32), SL_ERR_NOT_FOUND, "resnet20");
+    assert_error(sl_model_build(net, "resnet20", 0, 32), SL_ERR_INVALID_ARG, "");
+    ck_assert_int_eq(sl_net_layer_count(net), 0);
+    ck_assert_msg(sl_model_build(net, "resnet20", 10, 32) == SL_OK, "%s", sl_last_error());
+    sl_net_free(net);
+    sl_dataset *ds = NULL;
+    assert_error(sl_dataset_synthetic(1, 3, 8, 8, 0, &ds), SL_ERR_INVALID_ARG, "");
+    ck_assert(sl_dataset_synthetic(4, 3, 8, 8, 0, &ds) == SL_OK);
+    float x[3 * 8 * 8];
+    int y;
+    assert_error(sl_dataset_batch(ds, SL_SPLIT_TRAIN, -1, 1, x, &y), SL_ERR_INVALID_ARG, "");
+    assert_error(sl_dataset_batch(ds, SL_SPLIT_TRAIN, 0, 0, x, &y), SL_ERR_INVALID_ARG, "");
+    sl_dataset_free(ds);
+    sl_context_free(ctx);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("errors");
+    TCase *tc = tcase_create("errors");
+    tcase_add_test(tc, test_null_handles);
+    tcase_add_test(tc, test_zero_batch_and_wrong_input);
+    tcase_add_test(tc, test_shape_a_layer_cannot_take);
+    tcase_add_test(tc, test_mismatched_channels_on_append);
+    tcase_add_test(tc, test_invalid_layer_options);
+    tcase_add_test(tc, test_labels_and_state);
+    tcase_add_test(tc, test_models_and_dataset_arguments);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
