@@ -222,6 +222,16 @@ sl_status sl_net_output_shape(sl_net *net, sl_shape input, sl_shape *output);
 /* Changes the schedule; the next step plans anew. */
 sl_status sl_net_set_schedule(sl_net *net, sl_schedule schedule);
 
+/* BatchNorm under re-forward. By default (0) a re-forward normalises with
+ * the batch statistics saved by the first forward and leaves the running
+ * statistics alone: exact, the running statistics equal the plain run's.
+ * With 1, memonger's behaviour: every BatchNorm layer the schedule
+ * re-forwards computes its batch statistics in both passes and updates
+ * its running statistics in both, with momentum m' = 1 - sqrt(1 - m), so
+ * the two updates together decay the old value as one update with m does.
+ * Layers that are not re-forwarded keep momentum m. */
+sl_status sl_net_set_bn_momentum_rescale(sl_net *net, int enabled);
+
 /* ------------------------------------------------------------------ */
 /* Parameters                                                          */
 /* ------------------------------------------------------------------ */
@@ -326,8 +336,9 @@ typedef struct sl_memory_report {
     uint64_t total;       /* arena peak + params + grads + optimizer */
     uint64_t arena_bytes; /* the planned activation arena (peak of the
                              first three categories together) */
-    uint64_t arena_measured; /* high-water mark the executor touched in the
-                                arena during the last run; 0 if none ran */
+    uint64_t arena_measured; /* high-water mark of the arena the executor
+                                used in the last run of this mode at this
+                                shape; 0 if none ran */
     double recompute_fraction; /* recomputed FLOPs / FLOPs of one plain step */
 } sl_memory_report;
 

@@ -24,7 +24,7 @@ static void *ptr(runner *r, int v)
         root = r->pl->alias[root];
     if (r->p->values[root].external)
         return (void *)r->input;
-    size_t end = r->pl->offset[v] + r->p->values[v].bytes;
+    size_t end = r->pl->offset[v] + sl_align_up(r->p->values[v].bytes);
     if (end > r->touched)
         r->touched = end;
     return r->arena + r->pl->offset[v];
@@ -83,11 +83,22 @@ static void run_backward(runner *r, const sl_graph *g, const sl_shapes *sh, cons
     nd->layer->ops->backward(nd->layer, ex, &a);
 }
 
+/* Debug: fills every storage whose life ended at `step` with NaN, so a
+ * read the plan did not foresee sees garbage instead of a stale value. */
+static void poison_dead(const sl_program *p, const sl_plan *pl, char *arena, int step)
+{
+    for (int v = 0; v < p->n_values; v++)
+        if (pl->alias[v] == v && !p->values[v].external && pl->last[v] == step)
+            memset(arena + pl->offset[v], 0xff, sl_align_up(p->values[v].bytes));
+}
+
 void sl_execute(const sl_graph *g, const sl_shapes *sh, const sl_program *p, const sl_plan *pl,
                 char *arena, sl_context *ctx, const sl_exec *ex, sl_run_io *io)
 {
     runner r = {p, pl, arena, io->input, 0};
     int grads_zeroed = 0;
+    if (io->poison)
+        memset(arena, 0xff, pl->arena_bytes);
     for (int s = 0; s < p->n_steps; s++) {
         const sl_step *st = &p->steps[s];
         switch (st->kind) {
@@ -114,6 +125,8 @@ void sl_execute(const sl_graph *g, const sl_shapes *sh, const sl_program *p, con
             run_backward(&r, g, sh, st, ctx, ex);
             break;
         }
+        if (io->poison)
+            poison_dead(p, pl, arena, s);
     }
     if (io->logits_out && p->mode == SL_MODE_INFER)
         memcpy(io->logits_out, ptr(&r, p->logits), p->values[p->logits].bytes);

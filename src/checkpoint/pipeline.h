@@ -164,6 +164,7 @@ typedef struct sl_run_io {
     float *dx_out;      /* the input's gradient, when the program has it */
     float loss;
     int correct;
+    int poison;         /* debug: NaN-fill storage as soon as it dies */
     size_t arena_touched; /* high-water mark of arena bytes the run used */
 } sl_run_io;
 

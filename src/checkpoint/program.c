@@ -241,24 +241,3 @@ void sl_program_release(sl_program *p)
     free(p->values);
     memset(p, 0, sizeof *p);
 }
-
-sl_status sl_segments_keep_all(int n_top, sl_segments *out)
-{
-    out->n = 1;
-    out->start = malloc(2 * sizeof(int));
-    out->recompute = calloc(1, sizeof(int));
-    if (!out->start || !out->recompute) {
-        sl_segments_release(out);
-        return sl_fail(SL_ERR_NOMEM, "out of memory building a schedule");
-    }
-    out->start[0] = 0;
-    out->start[1] = n_top;
-    return SL_OK;
-}
-
-void sl_segments_release(sl_segments *s)
-{
-    free(s->start);
-    free(s->recompute);
-    memset(s, 0, sizeof *s);
-}

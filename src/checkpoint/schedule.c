@@ -1,49 +1,152 @@
 /*
- * schedule.c — which segments of the top-level chain are re-forwarded
- * (schedule stage). SL_CKPT_NONE keeps everything; SQRT splits the chain
- * into ceil(sqrt(N)) segments of near-equal layer count (memonger's rule);
- * every segment but the last is recomputed (the last is needed right after
- * the loss, so recomputing it would only cost time).
+ * schedule.c — which segments of the top-level chain are kept and which
+ * are re-forwarded during backward (schedule stage).
+ *
+ * The unit of scheduling is a top-level layer: a plain layer or a whole
+ * composite block (a block's interior is a small DAG whose tensors all die
+ * within the block, so a boundary inside it would keep several tensors
+ * alive, not one). The cheap-layer rule of Chen et al. falls out of the
+ * costs: a boundary after a ReLU or pooling layer costs its output bytes,
+ * after a conv the conv's, and the search picks whichever is cheaper.
+ *
+ *   NONE          one segment, nothing recomputed
+ *   SEGMENTS(k)   k segments whose stored bytes are as equal as possible
+ *                 (minimise the largest segment: the backward of the
+ *                 largest segment sets the peak)
+ *   SQRT          SEGMENTS(ceil(sqrt(N))), memonger's count; memonger cuts
+ *                 equal layer counts, we cut equal bytes
+ *   BUDGET(b)     see budget.c
+ *
+ * Every segment but the last is recomputed: the last is needed right
+ * after the loss, so recomputing it would only cost time.
  */
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
-#include "core/net.h"
+#include "checkpoint/schedule.h"
 
-static sl_status equal_segments(int n_top, int k, sl_segments *out)
+sl_status sl_unit_costs_compute(const sl_graph *g, const sl_shapes *sh, sl_unit_costs *out)
 {
-    if (k > n_top)
-        k = n_top;
-    if (k < 1)
-        k = 1;
-    out->n = k;
-    out->start = malloc(((size_t)k + 1) * sizeof(int));
-    out->recompute = calloc((size_t)k, sizeof(int));
+    int n = g->n_top;
+    memset(out, 0, sizeof *out);
+    out->n = n;
+    out->out_bytes = calloc((size_t)n, sizeof(uint64_t));
+    out->stored_bytes = calloc((size_t)n, sizeof(uint64_t));
+    out->fwd_flops = calloc((size_t)n, sizeof(uint64_t));
+    out->redo_flops = calloc((size_t)n, sizeof(uint64_t));
+    if (!out->out_bytes || !out->stored_bytes || !out->fwd_flops || !out->redo_flops) {
+        sl_unit_costs_release(out);
+        return sl_fail(SL_ERR_NOMEM, "out of memory costing the schedule");
+    }
+    for (int t = 0; t < n; t++) {
+        int boundary = g->top_output[t];
+        out->out_bytes[t] = sh->bytes[boundary];
+        for (int i = g->top_first_node[t]; i < g->top_first_node[t + 1]; i++) {
+            const sl_graph_node *nd = &g->nodes[i];
+            unsigned flags = nd->layer->ops->flags;
+            const sl_layer_cost *c = &sh->cost[i];
+            out->fwd_flops[t] += c->fwd_flops;
+            if (nd->out != boundary)
+                out->redo_flops[t] += c->fwd_flops;
+            /* Storage a kept unit holds until backward: outputs that do not
+             * alias their input, and saved state. */
+            if (!(flags & (SL_LAYER_FWD_INPLACE | SL_LAYER_VIEW)))
+                out->stored_bytes[t] += sh->bytes[nd->out];
+            out->stored_bytes[t] += c->saved_bytes;
+        }
+    }
+    return SL_OK;
+}
+
+void sl_unit_costs_release(sl_unit_costs *u)
+{
+    free(u->out_bytes);
+    free(u->stored_bytes);
+    free(u->fwd_flops);
+    free(u->redo_flops);
+    memset(u, 0, sizeof *u);
+}
+
+sl_status sl_segments_alloc(int n_segments, sl_segments *out)
+{
+    memset(out, 0, sizeof *out);
+    out->n = n_segments;
+    out->start = calloc((size_t)n_segments + 1, sizeof(int));
+    out->recompute = calloc((size_t)n_segments, sizeof(int));
     if (!out->start || !out->recompute) {
         sl_segments_release(out);
         return sl_fail(SL_ERR_NOMEM, "out of memory building a schedule");
     }
-    for (int j = 0; j <= k; j++)
-        out->start[j] = (int)(((long)n_top * j) / k);
-    for (int j = 0; j + 1 < k; j++)
-        out->recompute[j] = 1;
     return SL_OK;
 }
 
-sl_status sl_schedule_segments(const sl_net *net, const sl_shapes *sh, sl_schedule schedule,
-                               sl_segments *out)
+sl_status sl_segments_keep_all(int n_top, sl_segments *out)
 {
-    (void)sh;
-    int n = net->n_top;
-    switch (schedule.kind) {
-    case SL_SCHEDULE_NONE:
-        return sl_segments_keep_all(n, out);
-    case SL_SCHEDULE_SQRT:
-        return equal_segments(n, (int)ceil(sqrt((double)n)), out);
-    case SL_SCHEDULE_SEGMENTS:
-        return equal_segments(n, schedule.segments, out);
-    case SL_SCHEDULE_BUDGET:
-        break;
-    }
-    return sl_fail(SL_ERR_UNSUPPORTED, "budget schedules are not implemented yet");
+    sl_status st = sl_segments_alloc(1, out);
+    if (st == SL_OK)
+        out->start[1] = n_top;
+    return st;
 }
+
+void sl_segments_release(sl_segments *s)
+{
+    free(s->start);
+    free(s->recompute);
+    memset(s, 0, sizeof *s);
+}
+
+/* Linear partition: k contiguous segments minimising the largest sum of
+ * stored bytes (O(k N^2) dynamic programming; N is at most a few hundred). */
+sl_status sl_segments_balanced(const sl_unit_costs *u, int k, sl_segments *out)
+{
+    int n = u->n;
+    if (k > n)
+        k = n;
+    if (k < 1)
+        k = 1;
+    uint64_t *prefix = calloc((size_t)n + 1, sizeof *prefix);
+    uint64_t *best = malloc((size_t)(k + 1) * (n + 1) * sizeof *best);
+    int *cut = malloc((size_t)(k + 1) * (n + 1) * sizeof *cut);
+    sl_status st = (prefix && best && cut) ? sl_segments_alloc(k, out)
+                                           : sl_fail(SL_ERR_NOMEM, "out of memory building a schedule");
+    if (st != SL_OK) {
+        free(prefix);
+        free(best);
+        free(cut);
+        return st;
+    }
+    for (int i = 0; i < n; i++)
+        prefix[i + 1] = prefix[i] + u->stored_bytes[i];
+#define AT(a, b) ((size_t)(a) * (n + 1) + (b))
+    for (int q = 0; q <= n; q++)
+        best[AT(1, q)] = prefix[q];
+    for (int j = 2; j <= k; j++)
+        for (int q = 0; q <= n; q++) {
+            best[AT(j, q)] = UINT64_MAX;
+            cut[AT(j, q)] = 0;
+            for (int p = j - 1; p < q; p++) {
+                uint64_t seg = prefix[q] - prefix[p];
+                uint64_t worst = best[AT(j - 1, p)] > seg ? best[AT(j - 1, p)] : seg;
+                if (worst < best[AT(j, q)]) {
+                    best[AT(j, q)] = worst;
+                    cut[AT(j, q)] = p;
+                }
+            }
+        }
+    int q = n;
+    for (int j = k; j >= 1; j--) {
+        out->start[j] = q;
+        q = j > 1 ? cut[AT(j, q)] : 0;
+    }
+    out->start[0] = 0;
+#undef AT
+    for (int j = 0; j + 1 < k; j++)
+        out->recompute[j] = 1;
+    free(prefix);
+    free(best);
+    free(cut);
+    return SL_OK;
+}
+
+int sl_sqrt_segments(int n_top) { return (int)ceil(sqrt((double)n_top)); }

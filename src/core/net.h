@@ -12,6 +12,7 @@ typedef struct sl_run_cache {
     int valid;
     sl_shape shape;
     int input_grad;
+    size_t arena_touched; /* measured in the last run of this plan */
     sl_shapes sh;
     sl_segments seg;
     sl_program prog;
@@ -46,9 +47,9 @@ struct sl_net {
     int has_grads;
 
     sl_run_cache cache[2]; /* indexed by sl_mode */
+    int debug_poison; /* tests: NaN-fill dead storage during runs */
     char *arena;
     size_t arena_capacity;
-    size_t arena_touched;
 };
 
 /* Allocates and initialises parameters and builds the graph, once. */

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "checkpoint/schedule.h"
 #include "core/net.h"
 
 static sl_status check_input(const sl_net *net, sl_shape s, const char *fn)
@@ -27,6 +28,32 @@ static void cache_release(sl_run_cache *c)
     sl_segments_release(&c->seg);
     sl_shapes_release(&c->sh);
     c->valid = 0;
+}
+
+/* Bytes outside the arena in training: parameters, gradients, optimizer. */
+static uint64_t fixed_train_bytes(const sl_net *net)
+{
+    return (uint64_t)(net->param_floats + net->grad_floats + net->opt_floats) * sizeof(float);
+}
+
+sl_status sl_schedule_segments(const sl_net *net, const sl_shapes *sh, sl_schedule schedule,
+                               sl_segments *out)
+{
+    const sl_graph *g = &net->graph;
+    if (schedule.kind == SL_SCHEDULE_NONE)
+        return sl_segments_keep_all(g->n_top, out);
+    if (schedule.kind == SL_SCHEDULE_BUDGET) {
+        sl_budget_query q = {g, sh, schedule.budget_bytes, fixed_train_bytes(net), net->bn_rescale};
+        return sl_segments_for_budget(&q, out);
+    }
+    sl_unit_costs u;
+    sl_status st = sl_unit_costs_compute(g, sh, &u);
+    if (st != SL_OK)
+        return st;
+    int k = schedule.kind == SL_SCHEDULE_SQRT ? sl_sqrt_segments(g->n_top) : schedule.segments;
+    st = sl_segments_balanced(&u, k, out);
+    sl_unit_costs_release(&u);
+    return st;
 }
 
 sl_status sl_net_prepare(sl_net *net, sl_shape input, sl_mode mode, int input_grad,
@@ -112,8 +139,9 @@ static sl_status run(sl_net *net, const float *x, sl_shape shape, sl_mode mode, 
         return st;
     sl_exec ex = make_exec(net);
     io->input = x;
+    io->poison = net->debug_poison;
     sl_execute(&net->graph, &c->sh, &c->prog, &c->plan, net->arena, net->ctx, &ex, io);
-    net->arena_touched = io->arena_touched;
+    c->arena_touched = io->arena_touched;
     if (mode == SL_MODE_TRAIN)
         net->has_grads = 1;
     if (result) {
@@ -173,6 +201,15 @@ sl_status sl_net_output_shape(sl_net *net, sl_shape input, sl_shape *output)
         return st;
     *output = sh.tensor[net->graph.n_nodes];
     sl_shapes_release(&sh);
+    return SL_OK;
+}
+
+sl_status sl_net_set_bn_momentum_rescale(sl_net *net, int enabled)
+{
+    if (!net)
+        return sl_fail(SL_ERR_INVALID_ARG, "sl_net_set_bn_momentum_rescale: network is NULL");
+    net->bn_rescale = enabled != 0;
+    cache_release(&net->cache[SL_MODE_TRAIN]);
     return SL_OK;
 }
 
@@ -255,6 +292,8 @@ sl_status sl_net_set_optimizer(sl_net *net, const sl_optimizer_options *opts)
     net->opt_floats = floats;
     net->opt = *opts;
     net->has_optimizer = 1;
+    /* Budget schedules count optimizer state: plan again. */
+    cache_release(&net->cache[SL_MODE_TRAIN]);
     net->steps = 0;
     return SL_OK;
 }
@@ -338,7 +377,7 @@ sl_status sl_net_memory_report(sl_net *net, sl_shape input, sl_mode mode, sl_mem
     out->optimizer = mode == SL_MODE_TRAIN ? net->opt_floats * sizeof(float) : 0;
     out->arena_bytes = pl->arena_bytes;
     out->total = out->arena_bytes + out->params + out->param_grads + out->optimizer;
-    out->arena_measured = net->arena_touched;
+    out->arena_measured = c->arena_touched;
     uint64_t plain = c->prog.fwd_flops + (mode == SL_MODE_TRAIN ? c->prog.bwd_flops : 0);
     out->recompute_fraction = plain ? (double)c->prog.refwd_flops / (double)plain : 0.0;
     return SL_OK;

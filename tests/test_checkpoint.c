@@ -1,0 +1,211 @@
+/*
+ * test_checkpoint.c — sublinear training is exact: under every schedule
+ * (sqrt, k = 2, k = 5, several budgets) the loss, parameter gradients,
+ * parameters and BatchNorm running statistics after 3 optimizer steps are
+ * bit-identical to keep-everything, for ResNet-20, a CIFAR ResNet-56 with
+ * dropout, VGG-A and GoogLeNet at small resolution; and the arena
+ * high-water mark the executor measures equals the planned peak.
+ */
+#include <check.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+
+#define STEPS 3
+
+typedef struct snapshot {
+    int n;
+    float **data, **grad;
+    size_t *count;
+    float loss[STEPS];
+} snapshot;
+
+/* CIFAR ResNet-56 with dropout after each stage and before the classifier. */
+static void build_resnet56_dropout(sl_net *net)
+{
+    ck_assert(sl_net_add(net, "conv1", sl_conv2d(3, 16, 3, 1, 1)) == SL_OK);
+    ck_assert(sl_net_add(net, "bn1", sl_batchnorm2d(16)) == SL_OK);
+    ck_assert(sl_net_add(net, "relu", sl_relu()) == SL_OK);
+    int width[3] = {16, 32, 64}, in = 16;
+    for (int s = 0; s < 3; s++) {
+        for (int b = 0; b < 9; b++) {
+            char name[32];
+            snprintf(name, sizeof name, "layer%d.%d", s + 1, b);
+            ck_assert_msg(sl_net_add(net, name, sl_basic_block(in, width[s], b == 0 && s > 0 ? 2 : 1)) ==
+                              SL_OK, "%s", sl_last_error());
+            in = width[s];
+        }
+        char name[32];
+        snprintf(name, sizeof name, "dropout%d", s + 1);
+        ck_assert(sl_net_add(net, name, sl_dropout(0.2f)) == SL_OK);
+    }
+    ck_assert(sl_net_add(net, "avgpool", sl_global_avgpool()) == SL_OK);
+    ck_assert(sl_net_add(net, "flatten", sl_flatten()) == SL_OK);
+    ck_assert(sl_net_add(net, "dropout", sl_dropout(0.3f)) == SL_OK);
+    ck_assert(sl_net_add(net, "fc", sl_linear(64, 10, 1)) == SL_OK);
+}
+
+static sl_net *build(sl_context *ctx, const char *model, int res, sl_schedule schedule)
+{
+    sl_net *net = NULL;
+    ck_assert(sl_sublinear(ctx, 3, schedule, &net) == SL_OK);
+    if (strcmp(model, "resnet56-dropout") == 0)
+        build_resnet56_dropout(net);
+    else
+        ck_assert_msg(sl_model_build(net, model, 10, res) == SL_OK, "%s", sl_last_error());
+    sl_optimizer_options o = sl_sgd(0.01f, 0.9f, 1e-4f, 0);
+    ck_assert(sl_net_set_optimizer(net, &o) == SL_OK);
+    return net;
+}
+
+/* Three training steps; records losses, then copies every tensor and the
+ * last gradients. Checks the measured arena peak against the plan. */
+static void train(const char *model, int res, int batch, sl_schedule schedule, snapshot *out,
+                  uint64_t *planned_total)
+{
+    sl_context *ctx = th_context(42);
+    sl_net *net = build(ctx, model, res, schedule);
+    sl_shape shape = {batch, 3, res, res};
+    size_t n = (size_t)batch * 3 * res * res;
+    float *x = malloc(n * sizeof(float));
+    int *labels = malloc((size_t)batch * sizeof(int));
+    ck_assert(x && labels);
+    for (int step = 0; step < STEPS; step++) {
+        th_fill_normal(x, n, (uint64_t)step + 100, 1.0f);
+        for (int b = 0; b < batch; b++)
+            labels[b] = (b * 7 + step) % 10;
+        sl_step_result r;
+        ck_assert_msg(sl_net_train_step(net, x, shape, labels, &r) == SL_OK, "%s", sl_last_error());
+        out->loss[step] = r.loss;
+    }
+    sl_memory_report rep;
+    ck_assert(sl_net_memory_report(net, shape, SL_MODE_TRAIN, &rep) == SL_OK);
+    ck_assert_msg(rep.arena_measured == rep.arena_bytes, "%s: measured %" PRIu64 " planned %" PRIu64,
+                  model, rep.arena_measured, rep.arena_bytes);
+    if (planned_total)
+        *planned_total = rep.total;
+    out->n = sl_net_param_count(net);
+    out->data = calloc((size_t)out->n, sizeof(float *));
+    out->grad = calloc((size_t)out->n, sizeof(float *));
+    out->count = calloc((size_t)out->n, sizeof(size_t));
+    for (int i = 0; i < out->n; i++) {
+        sl_param_info p;
+        ck_assert(sl_net_param(net, i, &p) == SL_OK);
+        out->count[i] = p.count;
+        out->data[i] = malloc(p.count * sizeof(float));
+        memcpy(out->data[i], p.data, p.count * sizeof(float));
+        if (p.grad) {
+            out->grad[i] = malloc(p.count * sizeof(float));
+            memcpy(out->grad[i], p.grad, p.count * sizeof(float));
+        }
+    }
+    free(x);
+    free(labels);
+    sl_net_free(net);
+    sl_context_free(ctx);
+}
+
+static void snapshot_free(snapshot *s)
+{
+    for (int i = 0; i < s->n; i++) {
+        free(s->data[i]);
+        free(s->grad[i]);
+    }
+    free(s->data);
+    free(s->grad);
+    free(s->count);
+}
+
+static void assert_identical(const snapshot *a, const snapshot *b, const char *what)
+{
+    ck_assert_int_eq(a->n, b->n);
+    ck_assert_msg(memcmp(a->loss, b->loss, sizeof a->loss) == 0, "%s: losses differ", what);
+    for (int i = 0; i < a->n; i++) {
+        ck_assert_msg(memcmp(a->data[i], b->data[i], a->count[i] * sizeof(float)) == 0,
+                      "%s: tensor %d (parameter or running statistic) differs", what, i);
+        if (a->grad[i])
+            ck_assert_msg(memcmp(a->grad[i], b->grad[i], a->count[i] * sizeof(float)) == 0,
+                          "%s: gradient of tensor %d differs", what, i);
+    }
+}
+
+/* The smallest feasible budget, read from the error a 1-byte budget gives. */
+static uint64_t least_budget(const char *model, int res, int batch)
+{
+    sl_context *ctx = th_context(42);
+    sl_net *net = build(ctx, model, res, SL_CKPT_BUDGET(1));
+    sl_memory_report rep;
+    ck_assert(sl_net_memory_report(net, (sl_shape){batch, 3, res, res}, SL_MODE_TRAIN, &rep) ==
+              SL_ERR_BUDGET);
+    const char *at = strstr(sl_last_error(), "smallest planned peak is ");
+    ck_assert_msg(at != NULL, "%s", sl_last_error());
+    uint64_t least = strtoull(at + strlen("smallest planned peak is "), NULL, 10);
+    sl_net_free(net);
+    sl_context_free(ctx);
+    return least;
+}
+
+static void check_model(const char *model, int res, int batch)
+{
+    snapshot plain, other;
+    uint64_t plain_total, total;
+    train(model, res, batch, SL_CKPT_NONE, &plain, &plain_total);
+    sl_schedule fixed[3] = {SL_CKPT_SQRT, SL_CKPT_SEGMENTS(2), SL_CKPT_SEGMENTS(5)};
+    const char *names[3] = {"sqrt", "k=2", "k=5"};
+    for (int i = 0; i < 3; i++) {
+        train(model, res, batch, fixed[i], &other, &total);
+        char what[64];
+        snprintf(what, sizeof what, "%s %s", model, names[i]);
+        assert_identical(&plain, &other, what);
+        ck_assert_msg(total < plain_total, "%s: planned %" PRIu64 " not below plain %" PRIu64, what,
+                      total, plain_total);
+        snapshot_free(&other);
+    }
+    uint64_t least = least_budget(model, res, batch);
+    uint64_t budgets[3] = {least, least + (plain_total - least) / 2, plain_total};
+    for (int i = 0; i < 3; i++) {
+        train(model, res, batch, SL_CKPT_BUDGET(budgets[i]), &other, &total);
+        char what[96];
+        snprintf(what, sizeof what, "%s budget %" PRIu64, model, budgets[i]);
+        assert_identical(&plain, &other, what);
+        ck_assert_msg(total <= budgets[i], "%s: planned %" PRIu64 " over budget", what, total);
+        snapshot_free(&other);
+    }
+    printf("%-18s bit-identical under sqrt, k=2, k=5 and budgets %.1f / %.1f / %.1f MiB "
+           "(plain %.1f MiB)\n",
+           model, budgets[0] / 1048576.0, budgets[1] / 1048576.0, budgets[2] / 1048576.0,
+           plain_total / 1048576.0);
+    snapshot_free(&plain);
+}
+
+START_TEST(test_checkpoint_bit_identical_resnet20) { check_model("resnet20", 32, 8); }
+END_TEST
+
+START_TEST(test_checkpoint_bit_identical_resnet56_dropout) { check_model("resnet56-dropout", 32, 4); }
+END_TEST
+
+START_TEST(test_checkpoint_bit_identical_vgg_a) { check_model("vgg-a", 32, 4); }
+END_TEST
+
+START_TEST(test_checkpoint_bit_identical_googlenet) { check_model("googlenet", 32, 4); }
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("checkpoint");
+    TCase *tc = tcase_create("bit-identical");
+    tcase_set_timeout(tc, 900);
+    tcase_add_test(tc, test_checkpoint_bit_identical_resnet20);
+    tcase_add_test(tc, test_checkpoint_bit_identical_resnet56_dropout);
+    tcase_add_test(tc, test_checkpoint_bit_identical_vgg_a);
+    tcase_add_test(tc, test_checkpoint_bit_identical_googlenet);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
