@@ -179,12 +179,16 @@ static void init_param(sl_param_spec *p, uint64_t seed, uint64_t stream)
         break;
     case SL_INIT_KAIMING_NORMAL_FAN_OUT: {
         float std = sqrtf(2.0f / (float)p->fan);
+        /* Each element is a pure function of (seed, stream, i): threads
+         * cannot change the result. */
+#pragma omp parallel for schedule(static) if (p->count > 65536)
         for (size_t i = 0; i < p->count; i++)
             p->data[i] = std * sl_random_normal(seed, stream, i);
         break;
     }
     case SL_INIT_UNIFORM_FAN_IN: {
         float bound = 1.0f / sqrtf((float)p->fan);
+#pragma omp parallel for schedule(static) if (p->count > 65536)
         for (size_t i = 0; i < p->count; i++)
             p->data[i] = bound * (2.0f * sl_random_uniform(seed, stream, i) - 1.0f);
         break;
@@ -192,7 +196,8 @@ static void init_param(sl_param_spec *p, uint64_t seed, uint64_t stream)
     }
 }
 
-static sl_status finalize_params(sl_net *net)
+/* Names and sizes of every parameter (no memory for their values yet). */
+static sl_status list_params(sl_net *net)
 {
     int n = 0;
     for (int i = 0; i < net->n_top; i++)
@@ -210,12 +215,24 @@ static sl_status finalize_params(sl_net *net)
         if (net->params[i].spec->trainable)
             gf += sl_align_up(net->params[i].spec->count * sizeof(float)) / sizeof(float);
     }
-    net->param_block = sl_aligned_zalloc(pf * sizeof(float), "parameters");
-    net->grad_block = sl_aligned_zalloc(gf * sizeof(float), "parameter gradients");
-    if (!net->param_block || !net->grad_block)
-        return SL_ERR_NOMEM;
     net->param_floats = pf;
     net->grad_floats = gf;
+    return SL_OK;
+}
+
+/* One block for parameters, one for gradients; values initialised from
+ * the context's seed, stream = parameter index. */
+static sl_status allocate_params(sl_net *net)
+{
+    int n = net->n_params;
+    net->param_block = sl_aligned_zalloc(net->param_floats * sizeof(float), "parameters");
+    net->grad_block = sl_aligned_zalloc(net->grad_floats * sizeof(float), "parameter gradients");
+    if (!net->param_block || !net->grad_block) {
+        sl_aligned_free(net->param_block);
+        sl_aligned_free(net->grad_block);
+        net->param_block = net->grad_block = NULL;
+        return SL_ERR_NOMEM;
+    }
     size_t po = 0, go = 0;
     for (int i = 0; i < n; i++) {
         sl_param_spec *p = net->params[i].spec;
@@ -237,29 +254,33 @@ sl_status sl_net_finalize(sl_net *net)
         return SL_OK;
     if (net->n_top == 0)
         return sl_fail(SL_ERR_STATE, "the network has no layers");
-    sl_status st = finalize_params(net);
+    sl_status st = list_params(net);
     if (st == SL_OK)
         st = sl_graph_build(net->top, net->n_top, &net->graph);
     if (st != SL_OK) {
-        for (int i = 0; i < net->n_params; i++)
-            net->params[i].spec->data = net->params[i].spec->grad = NULL;
         free(net->params);
         net->params = NULL;
         net->n_params = 0;
-        sl_aligned_free(net->param_block);
-        sl_aligned_free(net->grad_block);
-        net->param_block = net->grad_block = NULL;
+        net->param_floats = net->grad_floats = 0;
         return st;
     }
     net->finalized = 1;
     return SL_OK;
 }
 
+sl_status sl_net_materialize(sl_net *net)
+{
+    sl_status st = sl_net_finalize(net);
+    if (st != SL_OK || net->param_block)
+        return st;
+    return allocate_params(net);
+}
+
 /* ---- parameter access ---- */
 
 int sl_net_param_count(sl_net *net)
 {
-    if (!net || sl_net_finalize(net) != SL_OK)
+    if (!net || sl_net_materialize(net) != SL_OK)
         return 0;
     return net->n_params;
 }
@@ -281,7 +302,7 @@ sl_status sl_net_param(sl_net *net, int index, sl_param_info *out)
 {
     if (!net || !out)
         return sl_fail(SL_ERR_INVALID_ARG, "sl_net_param: network or out is NULL");
-    sl_status st = sl_net_finalize(net);
+    sl_status st = sl_net_materialize(net);
     if (st != SL_OK)
         return st;
     if (index < 0 || index >= net->n_params)
@@ -295,7 +316,7 @@ sl_status sl_net_find_param(sl_net *net, const char *name, sl_param_info *out)
 {
     if (!net || !name || !out)
         return sl_fail(SL_ERR_INVALID_ARG, "sl_net_find_param: an argument is NULL");
-    sl_status st = sl_net_finalize(net);
+    sl_status st = sl_net_materialize(net);
     if (st != SL_OK)
         return st;
     for (int i = 0; i < net->n_params; i++)

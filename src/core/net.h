@@ -52,8 +52,11 @@ struct sl_net {
     size_t arena_capacity;
 };
 
-/* Allocates and initialises parameters and builds the graph, once. */
+/* Lists parameters (names, sizes) and builds the graph, once; layers can
+ * no longer be added. Allocates no parameter memory (planning needs none). */
 sl_status sl_net_finalize(sl_net *net);
+/* sl_net_finalize, then allocates and initialises the parameters, once. */
+sl_status sl_net_materialize(sl_net *net);
 
 /* Plans (or reuses the cached plan for) one input shape in one mode. */
 sl_status sl_net_prepare(sl_net *net, sl_shape input, sl_mode mode, int input_grad,

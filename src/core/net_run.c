@@ -121,6 +121,8 @@ static sl_status run(sl_net *net, const float *x, sl_shape shape, sl_mode mode, 
     if (!net || !x)
         return sl_fail(SL_ERR_INVALID_ARG, "%s: network or input is NULL", fn);
     sl_status st = check_input(net, shape, fn);
+    if (st == SL_OK)
+        st = sl_net_materialize(net);
     if (st != SL_OK)
         return st;
     sl_run_cache *c;

@@ -1,0 +1,204 @@
+/*
+ * test_schedule.c — schedules: sqrt uses ceil(sqrt(N)) segments, budget
+ * schedules fit their budget and pick less recompute for more memory, an
+ * infeasible budget names the least feasible one, the reported recompute
+ * fraction equals a FLOP count of the program, and memonger's BatchNorm
+ * momentum rescale changes running statistics as 1 - sqrt(1 - m) predicts.
+ */
+#include <check.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/net.h"
+#include "harness.h"
+
+static sl_net *resnet(sl_context *ctx, const char *model, sl_schedule s)
+{
+    sl_net *net = NULL;
+    ck_assert(sl_sublinear(ctx, 3, s, &net) == SL_OK);
+    ck_assert_msg(sl_model_build(net, model, 10, 32) == SL_OK, "%s", sl_last_error());
+    return net;
+}
+
+START_TEST(test_sqrt_schedule_segment_count)
+{
+    sl_context *ctx = th_context(1);
+    sl_net *net = resnet(ctx, "resnet56", SL_CKPT_SQRT);
+    sl_memory_report r;
+    ck_assert(sl_net_memory_report(net, (sl_shape){8, 3, 32, 32}, SL_MODE_TRAIN, &r) == SL_OK);
+    const sl_segments *seg = &net->cache[SL_MODE_TRAIN].seg;
+    int n = sl_net_layer_count(net); /* 3 + 27 blocks + 3 = 33 -> 6 segments */
+    ck_assert_int_eq(n, 33);
+    ck_assert_int_eq(seg->n, 6);
+    ck_assert_int_eq(seg->start[0], 0);
+    ck_assert_int_eq(seg->start[seg->n], n);
+    for (int j = 0; j < seg->n; j++) {
+        ck_assert_int_lt(seg->start[j], seg->start[j + 1]);
+        ck_assert_int_eq(seg->recompute[j], j + 1 < seg->n);
+    }
+    sl_net_free(net);
+    sl_context_free(ctx);
+}
+END_TEST
+
+/* Sum of forward FLOPs of the re-forwarded nodes, from the segments alone. */
+static uint64_t expected_refwd_flops(const sl_net *net, const sl_run_cache *c)
+{
+    const sl_graph *g = &net->graph;
+    uint64_t f = 0;
+    for (int j = 0; j < c->seg.n; j++) {
+        if (!c->seg.recompute[j])
+            continue;
+        int boundary = g->top_output[c->seg.start[j + 1] - 1];
+        for (int i = g->top_first_node[c->seg.start[j]]; i < g->top_first_node[c->seg.start[j + 1]]; i++)
+            if (g->nodes[i].out != boundary)
+                f += c->sh.cost[i].fwd_flops;
+    }
+    return f;
+}
+
+START_TEST(test_recompute_fraction_matches_flop_count)
+{
+    sl_context *ctx = th_context(1);
+    sl_schedule s[4] = {SL_CKPT_NONE, SL_CKPT_SQRT, SL_CKPT_SEGMENTS(3), SL_CKPT_SEGMENTS(9)};
+    for (int i = 0; i < 4; i++) {
+        sl_net *net = resnet(ctx, "resnet20", s[i]);
+        sl_memory_report r;
+        ck_assert(sl_net_memory_report(net, (sl_shape){4, 3, 32, 32}, SL_MODE_TRAIN, &r) == SL_OK);
+        const sl_run_cache *c = &net->cache[SL_MODE_TRAIN];
+        uint64_t fwd = 0, bwd = 0;
+        for (int n = 0; n < net->graph.n_nodes; n++) {
+            fwd += c->sh.cost[n].fwd_flops;
+            bwd += c->sh.cost[n].bwd_flops;
+        }
+        double want = (double)expected_refwd_flops(net, c) / (double)(fwd + bwd);
+        ck_assert_msg(fabs(r.recompute_fraction - want) < 1e-12, "schedule %d: %g vs %g", i,
+                      r.recompute_fraction, want);
+        if (i == 0)
+            ck_assert(r.recompute_fraction == 0.0);
+        else
+            ck_assert(r.recompute_fraction > 0.0 && r.recompute_fraction < 0.34);
+        sl_net_free(net);
+    }
+    sl_context_free(ctx);
+}
+END_TEST
+
+static int report(sl_context *ctx, sl_schedule s, sl_memory_report *r)
+{
+    sl_net *net = resnet(ctx, "resnet56", s);
+    sl_optimizer_options o = sl_sgd(0.1f, 0.9f, 0.0f, 0);
+    ck_assert(sl_net_set_optimizer(net, &o) == SL_OK);
+    int st = sl_net_memory_report(net, (sl_shape){16, 3, 32, 32}, SL_MODE_TRAIN, r);
+    sl_net_free(net);
+    return st;
+}
+
+START_TEST(test_budget_schedules_fit_and_trade_memory_for_time)
+{
+    sl_context *ctx = th_context(1);
+    sl_memory_report plain, sqrt_r, r;
+    ck_assert(report(ctx, SL_CKPT_NONE, &plain) == SL_OK);
+    ck_assert(report(ctx, SL_CKPT_SQRT, &sqrt_r) == SL_OK);
+    ck_assert(report(ctx, SL_CKPT_BUDGET(1), &r) == SL_ERR_BUDGET);
+    const char *at = strstr(sl_last_error(), "smallest planned peak is ");
+    ck_assert_msg(at != NULL, "%s", sl_last_error());
+    uint64_t least = strtoull(at + strlen("smallest planned peak is "), NULL, 10);
+    ck_assert_msg(least <= sqrt_r.total, "least %" PRIu64 " above sqrt's %" PRIu64, least,
+                  sqrt_r.total);
+    ck_assert(report(ctx, SL_CKPT_BUDGET(least - 1), &r) == SL_ERR_BUDGET);
+    double last_fraction = 2.0;
+    for (int k = 0; k <= 4; k++) {
+        uint64_t budget = least + (plain.total - least) * (uint64_t)k / 4;
+        ck_assert_msg(report(ctx, SL_CKPT_BUDGET(budget), &r) == SL_OK, "%s", sl_last_error());
+        ck_assert_msg(r.total <= budget, "planned %" PRIu64 " over budget %" PRIu64, r.total, budget);
+        ck_assert_msg(r.recompute_fraction <= last_fraction, "more memory, more recompute");
+        last_fraction = r.recompute_fraction;
+        printf("budget %7.2f MiB: planned %7.2f MiB, recompute %5.1f%%\n", budget / 1048576.0,
+               r.total / 1048576.0, 100 * r.recompute_fraction);
+    }
+    ck_assert(last_fraction == 0.0); /* the keep-everything budget needs no recompute */
+    /* At sqrt's own memory the budget search recomputes no more than sqrt. */
+    ck_assert(report(ctx, SL_CKPT_BUDGET(sqrt_r.total), &r) == SL_OK);
+    ck_assert(r.recompute_fraction <= sqrt_r.recompute_fraction);
+    sl_context_free(ctx);
+}
+END_TEST
+
+/* One BN layer inside a re-forwarded segment and one in the kept last
+ * segment: with the rescale on, the first sees two updates with
+ * m' = 1 - sqrt(1 - m), the second one update with m. */
+START_TEST(test_bn_momentum_rescale_formula)
+{
+    const float m = 0.1f;
+    const float mr = 1.0f - sqrtf(1.0f - m);
+    for (int rescale = 0; rescale <= 1; rescale++) {
+        sl_context *ctx = th_context(3);
+        sl_net *net = NULL;
+        ck_assert(sl_sublinear(ctx, 2, SL_CKPT_SEGMENTS(2), &net) == SL_OK);
+        ck_assert(sl_net_add(net, "bn_a", sl_batchnorm2d_ex(2, m, 1e-5f)) == SL_OK);
+        ck_assert(sl_net_add(net, "conv", sl_conv2d(2, 2, 1, 1, 0)) == SL_OK);
+        ck_assert(sl_net_add(net, "bn_b", sl_batchnorm2d_ex(2, m, 1e-5f)) == SL_OK);
+        ck_assert(sl_net_add(net, "pool", sl_global_avgpool()) == SL_OK);
+        ck_assert(sl_net_add(net, "fc", sl_linear(2, 2, 1)) == SL_OK);
+        ck_assert(sl_net_set_bn_momentum_rescale(net, rescale) == SL_OK);
+        float x[4 * 2 * 3 * 3];
+        th_fill_normal(x, 72, 5, 2.0f);
+        for (int i = 0; i < 72; i++)
+            x[i] += (i / 9) % 2 ? 1.5f : -0.5f; /* channel means away from 0 */
+        int labels[4] = {0, 1, 1, 0};
+        ck_assert(sl_net_compute_gradients(net, x, (sl_shape){4, 2, 3, 3}, labels, NULL) == SL_OK);
+        const sl_segments *seg = &net->cache[SL_MODE_TRAIN].seg;
+        ck_assert_int_eq(seg->n, 2);
+        ck_assert_msg(seg->start[1] >= 1 && seg->start[1] <= 3, "bn_a must be re-forwarded");
+        sl_param_info rm, rv;
+        ck_assert(sl_net_find_param(net, "bn_a.running_mean", &rm) == SL_OK);
+        ck_assert(sl_net_find_param(net, "bn_a.running_var", &rv) == SL_OK);
+        for (int c = 0; c < 2; c++) {
+            double mean = 0, sq = 0;
+            for (int n = 0; n < 4; n++)
+                for (int j = 0; j < 9; j++)
+                    mean += x[(n * 2 + c) * 9 + j];
+            mean /= 36;
+            for (int n = 0; n < 4; n++)
+                for (int j = 0; j < 9; j++)
+                    sq += pow(x[(n * 2 + c) * 9 + j] - mean, 2);
+            double var_unbiased = sq / 35;
+            /* Running mean starts at 0, running variance at 1. */
+            double want_mean = rescale ? (1 - mr) * (mr * mean) + mr * mean : m * mean;
+            double want_var = rescale ? (1 - mr) * ((1 - mr) + mr * var_unbiased) + mr * var_unbiased
+                                      : (1 - m) + m * var_unbiased;
+            ck_assert_msg(fabs(rm.data[c] - want_mean) <= 1e-5 * fabs(want_mean) + 1e-6,
+                          "rescale %d channel %d: running mean %g, want %g", rescale, c, rm.data[c],
+                          want_mean);
+            ck_assert_msg(fabs(rv.data[c] - want_var) <= 1e-5 * fabs(want_var),
+                          "rescale %d channel %d: running var %g, want %g", rescale, c, rv.data[c],
+                          want_var);
+            /* Two updates with m' decay the old value as one with m. */
+            ck_assert(fabs((1 - mr) * (1 - mr) - (1 - m)) < 1e-6);
+        }
+        sl_net_free(net);
+        sl_context_free(ctx);
+    }
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("schedule");
+    TCase *tc = tcase_create("schedule");
+    tcase_set_timeout(tc, 300);
+    tcase_add_test(tc, test_sqrt_schedule_segment_count);
+    tcase_add_test(tc, test_recompute_fraction_matches_flop_count);
+    tcase_add_test(tc, test_budget_schedules_fit_and_trade_memory_for_time);
+    tcase_add_test(tc, test_bn_momentum_rescale_formula);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
