@@ -339,6 +339,9 @@ typedef struct sl_memory_report {
     uint64_t arena_measured; /* high-water mark of the arena the executor
                                 used in the last run of this mode at this
                                 shape; 0 if none ran */
+    /* measured: bytes the library holds now for each of these */
+    uint64_t measured_params, measured_param_grads, measured_optimizer;
+    uint64_t measured_total; /* arena_measured + the three above */
     double recompute_fraction; /* recomputed FLOPs / FLOPs of one plain step */
 } sl_memory_report;
 
@@ -348,6 +351,53 @@ typedef struct sl_memory_report {
  * to more than arena_bytes, never less). */
 sl_status sl_net_memory_report(sl_net *net, sl_shape input, sl_mode mode,
                                sl_memory_report *out);
+
+/* Writes a report as one JSON object (keys: outputs, grad_inputs, buffers,
+ * params, param_grads, optimizer, arena, total, arena_measured,
+ * measured_total, recompute_fraction) into buf of size n, NUL-terminated.
+ * Returns SL_ERR_INVALID_ARG when it does not fit. */
+sl_status sl_memory_report_json(const sl_memory_report *r, char *buf, size_t n);
+
+/* Inference mode (optnet's removal of gradients): frees the parameter
+ * gradients; sl_net_predict keeps working, training calls fail with
+ * SL_ERR_STATE. Optimizer state stays (it is needed to resume exactly) but
+ * is not counted in an inference plan. Switching back to SL_MODE_TRAIN
+ * allocates the gradients again: training then continues bit-identically
+ * to a network that never switched. New networks start in training mode. */
+sl_status sl_net_set_mode(sl_net *net, sl_mode mode);
+sl_mode sl_net_mode(const sl_net *net);
+
+/* Memory sharing in plans (default on). Off gives optnet's "before": every
+ * output, gradient and workspace in storage of its own, nothing in place,
+ * as a plain framework would run. Results are identical either way. */
+sl_status sl_net_set_memory_reuse(sl_net *net, int enabled);
+
+/* Live bytes per program step of one planned step, by category. */
+typedef struct sl_memory_timeline {
+    int steps;          /* program steps (forward, re-forward, loss, backward) */
+    uint64_t *outputs;  /* [steps] */
+    uint64_t *grad_inputs;
+    uint64_t *buffers;
+    uint64_t arena_bytes;
+    char **step_names;  /* [steps] "fwd layer1.0.conv1", "bwd fc", ... */
+} sl_memory_timeline;
+
+/* Fills *out for this input shape and mode under the network's schedule;
+ * free with sl_memory_timeline_free. No kernel runs. */
+sl_status sl_net_memory_timeline(sl_net *net, sl_shape input, sl_mode mode,
+                                 sl_memory_timeline *out);
+void sl_memory_timeline_free(sl_memory_timeline *t);
+
+/* Writes n timelines on shared axes as a self-contained SVG (total live
+ * bytes per step, one series per timeline, labelled). */
+sl_status sl_memory_timeline_svg(const char *path, const sl_memory_timeline *const *series,
+                                 const char *const *labels, int n);
+
+/* Writes the network as a Graphviz DOT graph: one node per layer with its
+ * output shape and size; nodes whose outputs share arena storage have the
+ * same fill colour (with reuse off every node has its own colour).
+ * Composite blocks are drawn as clusters. */
+sl_status sl_net_write_dot(sl_net *net, sl_shape input, sl_mode mode, const char *path);
 
 /* ------------------------------------------------------------------ */
 /* Models                                                              */
@@ -383,6 +433,109 @@ void sl_dataset_free(sl_dataset *ds);
  * samples index .. index + n - 1 of a split. */
 sl_status sl_dataset_batch(const sl_dataset *ds, sl_split split, int64_t index, int n,
                            float *x, int *labels);
+
+/* ------------------------------------------------------------------ */
+/* Saving and loading                                                  */
+/* ------------------------------------------------------------------ */
+
+/* Files are .safetensors: an 8-byte little-endian header length, a JSON
+ * header naming each tensor's dtype, shape and data_offsets, then the raw
+ * little-endian data. Tensor names are torchvision's ("layer1.0.conv1.weight",
+ * "bn1.running_mean"), so PyTorch's load_state_dict reads a model file and
+ * a file written from a torchvision state_dict loads here.
+ *
+ * Every write is atomic: the file is written to a temporary file in the
+ * target's directory, synced, and renamed over the target. A write that
+ * fails (a missing or read-only directory, a full disk) returns SL_ERR_IO,
+ * removes the temporary file and leaves a previous file at path intact.
+ *
+ * Every load validates the whole file and stages it before it changes the
+ * network: on any failure the network's tensors (and, for snapshots, its
+ * optimizer and step count) are as they were. Errors name the tensor and
+ * the problem:
+ *   SL_ERR_IO         the file cannot be opened or read
+ *   SL_ERR_FORMAT     truncated or not safetensors: a header length beyond
+ *                     the file, malformed JSON, an unknown dtype, offsets out
+ *                     of range, overlapping, leaving holes or not matching
+ *                     the shape; also a dtype other than F32 for a tensor
+ *   SL_ERR_NOT_FOUND  a tensor of the network is missing from the file, or
+ *                     the file has a tensor the network does not (strict)
+ *   SL_ERR_SHAPE      a tensor's shape differs from the network's (strict)
+ */
+
+/* What a load found wrong with one tensor. */
+typedef enum sl_load_issue {
+    SL_LOAD_MISSING = 0, /* the network has it, the file does not */
+    SL_LOAD_UNEXPECTED,  /* the file has it, the network does not */
+    SL_LOAD_MISMATCHED   /* both have it, with a different shape or dtype */
+} sl_load_issue;
+
+/* Called once per tensor with an issue, in both modes, before the load
+ * succeeds or fails. name and detail (e.g. "shape [10, 64] in the file,
+ * [5, 64] in the network") are valid during the call only. */
+typedef void (*sl_load_issue_fn)(void *user, const char *name, sl_load_issue issue,
+                                 const char *detail);
+
+typedef struct sl_load_options {
+    /* 1 (default): any issue fails the load, which changes nothing.
+     * 0: the tensors that match are loaded, the others are reported and
+     * keep their values. */
+    int strict;
+    sl_load_issue_fn on_issue; /* may be NULL */
+    void *user;                /* passed to on_issue */
+} sl_load_options;
+
+/* Counts of one load; filled also when a strict load fails on issues. */
+typedef struct sl_load_report {
+    int loaded;     /* tensors copied into the network */
+    int ignored;    /* "*.num_batches_tracked" entries (see sl_load_model) */
+    int missing, unexpected, mismatched;
+} sl_load_report;
+
+/* Strict, no callback. */
+sl_load_options sl_load_defaults(void);
+
+/* Saves the parameters and BatchNorm running statistics (F32), never
+ * gradients, activations, workspaces or optimizer state, so a model file
+ * is as large as its parameters plus a header. After each BatchNorm's
+ * running statistics it writes "<bn>.num_batches_tracked" as an I64
+ * scalar holding sl_net_step_count(), as PyTorch's state_dict has it, so
+ * load_state_dict(strict=True) accepts the file. __metadata__ is
+ * {"format": "pt", "producer": "sublinear"}. path is written atomically
+ * (see above). Finalises the network as sl_net_param_count does. */
+sl_status sl_save_model(sl_net *net, const char *path);
+
+/* Loads a model file into a built network with the same tensor names.
+ * opts may be NULL for sl_load_defaults(); report may be NULL. Entries
+ * named "*.num_batches_tracked" (PyTorch's BatchNorm counters, which this
+ * library does not use) are accepted and ignored in both modes. Errors:
+ * see above; on failure the network is unchanged. */
+sl_status sl_load_model(sl_net *net, const char *path, const sl_load_options *opts,
+                        sl_load_report *report);
+
+/* sl_load_model from a file's bytes in memory (data, bytes; the caller
+ * keeps ownership, nothing is kept after the call). */
+sl_status sl_load_model_memory(sl_net *net, const void *data, size_t bytes,
+                               const sl_load_options *opts, sl_load_report *report);
+
+/* Saves everything needed to resume training exactly: the model file's
+ * tensors; the optimizer's state as "optimizer.<param>.momentum_buffer"
+ * (SGD with momentum) or "optimizer.<param>.exp_avg" and ".exp_avg_sq"
+ * (Adam), F32; and, as strings in __metadata__ ("format":
+ * "sublinear-snapshot"), the optimizer kind and hyperparameters, the step
+ * count, and the context's seed and dropout counter. SL_ERR_STATE when no
+ * optimizer is set. Written atomically. */
+sl_status sl_save_snapshot(sl_net *net, const char *path);
+
+/* Resumes from a snapshot: loads it (always strictly) into a network of
+ * the same architecture, sets the file's optimizer (replacing any the
+ * network has, or setting one where it has none) with its state and step
+ * count, and sets the seed and dropout counter of the network's context
+ * (shared with every network of that context). Training on from here
+ * gives bit for bit the parameters of never having stopped. SL_ERR_FORMAT
+ * for a file that is not a snapshot; otherwise errors as sl_load_model;
+ * on failure the network and its context are unchanged. */
+sl_status sl_load_snapshot(sl_net *net, const char *path);
 
 #ifdef __cplusplus
 }

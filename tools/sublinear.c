@@ -5,6 +5,8 @@
  *
  *   sublinear train [--model resnet20] [--steps 300] [--batch 32] [--schedule sqrt] ...
  *   sublinear plan --model resnet152 --batch 16 --res 224 --schedule sqrt [--json]
+ *   sublinear dot --model resnet20 --res 32 --batch 8 -o net.dot [--no-reuse]
+ *   sublinear memplot --model resnet152 --schedules none,sqrt -o timeline.svg
  *
  * Bad arguments print a usage message and exit with status 2.
  */
@@ -26,6 +28,10 @@ typedef struct options {
     sl_schedule schedule;
     char schedule_text[64];
     sl_mode mode;
+    int no_reuse;
+    const char *output;
+    const char *schedules;
+    const char *optimizer;
 } options;
 
 static void usage(FILE *f, const char *cmd)
@@ -40,9 +46,21 @@ static void usage(FILE *f, const char *cmd)
     if (!cmd || strcmp(cmd, "plan") == 0)
         fprintf(f,
                 "usage: sublinear plan --model NAME [--batch N] [--res N] [--classes N]\n"
-                "                      [--schedule S] [--mode train|infer] [--json]\n"
+                "                      [--schedule S] [--mode train|infer] [--no-reuse]\n"
+                "                      [--optimizer sgd|adam|none] [--json]\n"
                 "  Prints the planned memory of one step, by category, and the recomputed\n"
-                "  fraction of FLOPs. No kernel runs.\n");
+                "  fraction of FLOPs. No kernel runs. --no-reuse plans every tensor in\n"
+                "  storage of its own (what a plain framework does).\n");
+    if (!cmd || strcmp(cmd, "dot") == 0)
+        fprintf(f,
+                "usage: sublinear dot --model NAME -o FILE.dot [--batch N] [--res N]\n"
+                "                     [--schedule S] [--mode train|infer] [--no-reuse]\n"
+                "  Writes the network as a Graphviz graph; equal colour = shared storage.\n");
+    if (!cmd || strcmp(cmd, "memplot") == 0)
+        fprintf(f,
+                "usage: sublinear memplot --model NAME -o FILE.svg [--schedules S1,S2,...]\n"
+                "                         [--batch N] [--res N] [--mode train|infer] [--json]\n"
+                "  Draws live memory per program step for each schedule on one SVG.\n");
     if (!cmd)
         fprintf(f, "\nschedules: none, sqrt, segments:K, budget:SIZE (bytes or with KiB/MiB/GiB)\n"
                    "models:");
@@ -116,6 +134,9 @@ static int parse_args(const char *cmd, int argc, char **argv, options *o)
         } else if (strcmp(a, "--json") == 0) {
             o->json = 1;
             continue;
+        } else if (strcmp(a, "--no-reuse") == 0) {
+            o->no_reuse = 1;
+            continue;
         }
         if (!v) {
             fprintf(stderr, "sublinear %s: %s needs a value\n", cmd, a);
@@ -147,6 +168,13 @@ static int parse_args(const char *cmd, int argc, char **argv, options *o)
         } else if (strcmp(a, "--schedule") == 0) {
             bad = parse_schedule(v, &o->schedule);
             snprintf(o->schedule_text, sizeof o->schedule_text, "%s", v);
+        } else if (strcmp(a, "-o") == 0 || strcmp(a, "--output") == 0) {
+            o->output = v;
+        } else if (strcmp(a, "--schedules") == 0) {
+            o->schedules = v;
+        } else if (strcmp(a, "--optimizer") == 0) {
+            o->optimizer = v;
+            bad = strcmp(v, "sgd") && strcmp(v, "adam") && strcmp(v, "none");
         } else if (strcmp(a, "--mode") == 0) {
             if (strcmp(v, "train") == 0)
                 o->mode = SL_MODE_TRAIN;
@@ -186,6 +214,15 @@ static int build(const options *o, sl_context **ctx, sl_net **net)
         return fail("creating the network");
     if (sl_model_build(*net, o->model, o->classes, o->res) != SL_OK)
         return fail("building the model");
+    if (o->no_reuse && sl_net_set_memory_reuse(*net, 0) != SL_OK)
+        return fail("turning memory reuse off");
+    if (o->optimizer && strcmp(o->optimizer, "none") != 0) {
+        sl_optimizer_options opt = strcmp(o->optimizer, "adam") == 0
+                                       ? sl_adam(1e-3f, 0.9f, 0.999f, 1e-8f, 0.0f)
+                                       : sl_sgd(o->lr, 0.9f, 5e-4f, 0);
+        if (sl_net_set_optimizer(*net, &opt) != SL_OK)
+            return fail("setting the optimizer");
+    }
     return 0;
 }
 
@@ -205,12 +242,75 @@ static void print_report(const sl_memory_report *r)
 
 static void json_report(const sl_memory_report *r)
 {
-    printf("{\"outputs\":%llu,\"grad_inputs\":%llu,\"buffers\":%llu,\"params\":%llu,"
-           "\"param_grads\":%llu,\"optimizer\":%llu,\"arena\":%llu,\"total\":%llu}",
-           (unsigned long long)r->outputs, (unsigned long long)r->grad_inputs,
-           (unsigned long long)r->buffers, (unsigned long long)r->params,
-           (unsigned long long)r->param_grads, (unsigned long long)r->optimizer,
-           (unsigned long long)r->arena_bytes, (unsigned long long)r->total);
+    char buf[1024];
+    if (sl_memory_report_json(r, buf, sizeof buf) == SL_OK)
+        fputs(buf, stdout);
+}
+
+static int cmd_dot(options *o)
+{
+    sl_context *ctx = NULL;
+    sl_net *net = NULL;
+    int rc = build(o, &ctx, &net);
+    sl_shape in = {o->batch, 3, o->res, o->res};
+    if (!rc && sl_net_write_dot(net, in, o->mode, o->output) != SL_OK)
+        rc = fail("writing the graph");
+    if (!rc)
+        printf("wrote %s (%s plan, %s)\n", o->output, o->mode == SL_MODE_TRAIN ? "training" : "inference",
+               o->no_reuse ? "no reuse" : "memory reuse on");
+    sl_net_free(net);
+    sl_context_free(ctx);
+    return rc;
+}
+
+static int cmd_memplot(options *o)
+{
+    char list[512];
+    snprintf(list, sizeof list, "%s", o->schedules ? o->schedules : "none,sqrt");
+    sl_memory_timeline tl[8];
+    const sl_memory_timeline *series[8];
+    const char *labels[8];
+    int n = 0, rc = 0;
+    sl_context *ctx = NULL;
+    sl_net *net = NULL;
+    rc = build(o, &ctx, &net);
+    sl_shape in = {o->batch, 3, o->res, o->res};
+    for (char *tok = strtok(list, ","); !rc && tok; tok = strtok(NULL, ",")) {
+        sl_schedule s;
+        if (n == 8 || parse_schedule(tok, &s) != 0) {
+            fprintf(stderr, "sublinear memplot: bad schedule '%s' (at most 8)\n", tok);
+            usage(stderr, "memplot");
+            rc = 2;
+            break;
+        }
+        if (sl_net_set_schedule(net, s) != SL_OK ||
+            sl_net_memory_timeline(net, in, o->mode, &tl[n]) != SL_OK) {
+            rc = fail("planning");
+            break;
+        }
+        series[n] = &tl[n];
+        labels[n] = tok;
+        n++;
+    }
+    if (!rc && sl_memory_timeline_svg(o->output, series, labels, n) != SL_OK)
+        rc = fail("writing the plot");
+    if (!rc && o->json) {
+        printf("{\"output\":\"%s\",\"series\":[", o->output);
+        for (int i = 0; i < n; i++)
+            printf("%s{\"schedule\":\"%s\",\"steps\":%d,\"arena\":%llu}", i ? "," : "", labels[i],
+                   tl[i].steps, (unsigned long long)tl[i].arena_bytes);
+        printf("]}\n");
+    } else if (!rc) {
+        for (int i = 0; i < n; i++)
+            printf("%-20s %5d steps, arena %.2f MiB\n", labels[i], tl[i].steps,
+                   mib(tl[i].arena_bytes));
+        printf("wrote %s\n", o->output);
+    }
+    for (int i = 0; i < n; i++)
+        sl_memory_timeline_free(&tl[i]);
+    sl_net_free(net);
+    sl_context_free(ctx);
+    return rc;
 }
 
 static int cmd_plan(options *o)
@@ -224,11 +324,15 @@ static int cmd_plan(options *o)
         rc = fail("planning");
     if (!rc && o->json) {
         printf("{\"model\":\"%s\",\"batch\":%d,\"res\":%d,\"mode\":\"%s\",\"schedule\":\"%s\","
-               "\"planned_bytes\":",
+               "\"reuse\":%s,\"planned_bytes\":{\"outputs\":%llu,\"grad_inputs\":%llu,"
+               "\"buffers\":%llu,\"params\":%llu,\"param_grads\":%llu,\"optimizer\":%llu,"
+               "\"total\":%llu,\"arena\":%llu},\"recompute_fraction\":%.6f}\n",
                o->model, o->batch, o->res, o->mode == SL_MODE_TRAIN ? "train" : "infer",
-               o->schedule_text);
-        json_report(&r);
-        printf(",\"recompute_fraction\":%.6f}\n", r.recompute_fraction);
+               o->schedule_text, o->no_reuse ? "false" : "true", (unsigned long long)r.outputs,
+               (unsigned long long)r.grad_inputs, (unsigned long long)r.buffers,
+               (unsigned long long)r.params, (unsigned long long)r.param_grads,
+               (unsigned long long)r.optimizer, (unsigned long long)r.total,
+               (unsigned long long)r.arena_bytes, r.recompute_fraction);
     } else if (!rc) {
         printf("%s, batch %d, %dx%d, %s, schedule %s\n", o->model, o->batch, o->res, o->res,
                o->mode == SL_MODE_TRAIN ? "training" : "inference", o->schedule_text);
@@ -359,18 +463,21 @@ int main(int argc, char **argv)
         return argc < 2 ? 2 : 0;
     }
     options o = {"resnet20", 300, 32, 32, 10, 0, 0, 1000, 0.05f, 1, SL_CKPT_SQRT, "sqrt",
-                 SL_MODE_TRAIN};
+                 SL_MODE_TRAIN, 0, NULL, NULL, NULL};
     const char *cmd = argv[1];
-    if (strcmp(cmd, "train") != 0 && strcmp(cmd, "plan") != 0) {
+    int is_plan = strcmp(cmd, "plan") == 0, is_dot = strcmp(cmd, "dot") == 0,
+        is_memplot = strcmp(cmd, "memplot") == 0;
+    if (strcmp(cmd, "train") != 0 && !is_plan && !is_dot && !is_memplot) {
         fprintf(stderr, "sublinear: unknown command '%s'\n", cmd);
         usage(stderr, NULL);
         return 2;
     }
-    if (strcmp(cmd, "plan") == 0) {
+    if (is_plan || is_dot || is_memplot) {
         o.model = NULL;
         o.batch = 16;
         o.res = 224;
         o.classes = 1000;
+        o.optimizer = "sgd";
     }
     int rc = parse_args(cmd, argc - 2, argv + 2, &o);
     if (rc)
@@ -380,5 +487,16 @@ int main(int argc, char **argv)
         usage(stderr, cmd);
         return 2;
     }
-    return strcmp(cmd, "plan") == 0 ? cmd_plan(&o) : cmd_train(&o);
+    if ((is_dot || is_memplot) && !o.output) {
+        fprintf(stderr, "sublinear %s: -o FILE is required\n", cmd);
+        usage(stderr, cmd);
+        return 2;
+    }
+    if (is_plan)
+        return cmd_plan(&o);
+    if (is_dot)
+        return cmd_dot(&o);
+    if (is_memplot)
+        return cmd_memplot(&o);
+    return cmd_train(&o);
 }

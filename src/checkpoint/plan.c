@@ -175,9 +175,17 @@ static sl_status assign_offsets(const sl_program *p, sl_plan *pl)
     return SL_OK;
 }
 
-/* Live bytes per step by kind, over storages. */
+/* Live bytes per step by kind, over storages. Without reuse nothing is
+ * shared or freed within the step: each kind holds all its storages. */
 static void compute_peaks(const sl_program *p, sl_plan *pl)
 {
+    if (!pl->reuse) {
+        for (int v = 0; v < p->n_values; v++)
+            if (pl->alias[v] == v && !p->values[v].external && pl->first[v] >= 0)
+                pl->category_peak[p->values[v].kind] += sl_align_up(p->values[v].bytes);
+        pl->live_peak = pl->arena_bytes;
+        return;
+    }
     int steps = p->n_steps + 1;
     size_t *live = calloc((size_t)steps * SL_VALUE_KIND_COUNT, sizeof *live);
     if (!live)

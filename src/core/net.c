@@ -220,29 +220,18 @@ static sl_status list_params(sl_net *net)
     return SL_OK;
 }
 
-/* One block for parameters, one for gradients; values initialised from
- * the context's seed, stream = parameter index. */
+/* One block for parameters, values initialised from the context's seed,
+ * stream = parameter index. */
 static sl_status allocate_params(sl_net *net)
 {
-    int n = net->n_params;
     net->param_block = sl_aligned_zalloc(net->param_floats * sizeof(float), "parameters");
-    net->grad_block = sl_aligned_zalloc(net->grad_floats * sizeof(float), "parameter gradients");
-    if (!net->param_block || !net->grad_block) {
-        sl_aligned_free(net->param_block);
-        sl_aligned_free(net->grad_block);
-        net->param_block = net->grad_block = NULL;
+    if (!net->param_block)
         return SL_ERR_NOMEM;
-    }
-    size_t po = 0, go = 0;
-    for (int i = 0; i < n; i++) {
+    size_t po = 0;
+    for (int i = 0; i < net->n_params; i++) {
         sl_param_spec *p = net->params[i].spec;
-        size_t step = sl_align_up(p->count * sizeof(float)) / sizeof(float);
         p->data = net->param_block + po;
-        po += step;
-        if (p->trainable) {
-            p->grad = net->grad_block + go;
-            go += step;
-        }
+        po += sl_align_up(p->count * sizeof(float)) / sizeof(float);
         init_param(p, net->ctx->seed, (uint64_t)i);
     }
     return SL_OK;
@@ -273,7 +262,43 @@ sl_status sl_net_materialize(sl_net *net)
     sl_status st = sl_net_finalize(net);
     if (st != SL_OK || net->param_block)
         return st;
-    return allocate_params(net);
+    st = allocate_params(net);
+    if (st == SL_OK && net->mode == SL_MODE_TRAIN)
+        st = sl_net_restore_gradients(net);
+    if (st != SL_OK) {
+        sl_aligned_free(net->param_block);
+        net->param_block = NULL;
+    }
+    return st;
+}
+
+/* Gradients are overwritten by every backward (zeroed first), so freeing
+ * them and allocating them again changes no later result. */
+sl_status sl_net_drop_gradients(sl_net *net)
+{
+    for (int i = 0; i < net->n_params; i++)
+        net->params[i].spec->grad = NULL;
+    sl_aligned_free(net->grad_block);
+    net->grad_block = NULL;
+    return SL_OK;
+}
+
+sl_status sl_net_restore_gradients(sl_net *net)
+{
+    if (!net->param_block || net->grad_block)
+        return SL_OK; /* not materialised yet: allocated with the parameters */
+    net->grad_block = sl_aligned_zalloc(net->grad_floats * sizeof(float), "parameter gradients");
+    if (!net->grad_block)
+        return SL_ERR_NOMEM;
+    size_t go = 0;
+    for (int i = 0; i < net->n_params; i++) {
+        sl_param_spec *p = net->params[i].spec;
+        if (p->trainable) {
+            p->grad = net->grad_block + go;
+            go += sl_align_up(p->count * sizeof(float)) / sizeof(float);
+        }
+    }
+    return SL_OK;
 }
 
 /* ---- parameter access ---- */

@@ -48,6 +48,8 @@ struct sl_net {
 
     sl_run_cache cache[2]; /* indexed by sl_mode */
     int debug_poison; /* tests: NaN-fill dead storage during runs */
+    int no_reuse;     /* plan every value in storage of its own */
+    sl_mode mode;     /* SL_MODE_INFER: gradients freed */
     char *arena;
     size_t arena_capacity;
 };
@@ -61,6 +63,10 @@ sl_status sl_net_materialize(sl_net *net);
 /* Plans (or reuses the cached plan for) one input shape in one mode. */
 sl_status sl_net_prepare(sl_net *net, sl_shape input, sl_mode mode, int input_grad,
                          sl_run_cache **out);
+
+/* Frees the gradient block (inference mode) / allocates it again, zeroed. */
+sl_status sl_net_drop_gradients(sl_net *net);
+sl_status sl_net_restore_gradients(sl_net *net);
 
 /* The context a network uses (for tests: they reset its dropout counter). */
 sl_context *sl_net_context(sl_net *net);

@@ -4,6 +4,7 @@
  * prediction, the optimizer update and the planned memory report.
  */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -82,7 +83,7 @@ sl_status sl_net_prepare(sl_net *net, sl_shape input, sl_mode mode, int input_gr
         st = sl_program_build(&net->graph, &fresh.sh, &fresh.seg, mode, net->bn_rescale, input_grad,
                               &fresh.prog);
     if (st == SL_OK)
-        st = sl_plan_build(&net->graph, &fresh.prog, getenv("SL_NOREUSE") ? 0 : 1, &fresh.plan);
+        st = sl_plan_build(&net->graph, &fresh.prog, !net->no_reuse, &fresh.plan);
     if (st != SL_OK) {
         cache_release(&fresh);
         return st;
@@ -163,9 +164,19 @@ sl_status sl_net_predict(sl_net *net, const float *x, sl_shape shape, float *log
     return run(net, x, shape, SL_MODE_INFER, &io, NULL, "sl_net_predict");
 }
 
+static sl_status check_training(const sl_net *net, const char *fn)
+{
+    if (net && net->mode == SL_MODE_INFER)
+        return sl_fail(SL_ERR_STATE, "%s: the network is in inference mode (gradients freed); "
+                                     "call sl_net_set_mode(net, SL_MODE_TRAIN) first", fn);
+    return SL_OK;
+}
+
 sl_status sl_net_compute_gradients(sl_net *net, const float *x, sl_shape shape, const int *labels,
                                    sl_step_result *result)
 {
+    if (check_training(net, "sl_net_compute_gradients") != SL_OK)
+        return SL_ERR_STATE;
     if (!labels)
         return sl_fail(SL_ERR_INVALID_ARG, "sl_net_compute_gradients: labels is NULL");
     sl_run_io io;
@@ -177,6 +188,8 @@ sl_status sl_net_compute_gradients(sl_net *net, const float *x, sl_shape shape, 
 sl_status sl_net_forward_backward(sl_net *net, const float *x, sl_shape shape, const float *dy,
                                   float *output, float *dx)
 {
+    if (check_training(net, "sl_net_forward_backward") != SL_OK)
+        return SL_ERR_STATE;
     if (!dy)
         return sl_fail(SL_ERR_INVALID_ARG, "sl_net_forward_backward: dy is NULL");
     sl_run_io io;
@@ -318,6 +331,8 @@ sl_status sl_net_update(sl_net *net)
         return sl_fail(SL_ERR_INVALID_ARG, "sl_net_update: network is NULL");
     if (!net->has_optimizer)
         return sl_fail(SL_ERR_STATE, "sl_net_update: no optimizer set (call sl_net_set_optimizer)");
+    if (check_training(net, "sl_net_update") != SL_OK)
+        return SL_ERR_STATE;
     if (!net->has_grads)
         return sl_fail(SL_ERR_STATE, "sl_net_update: no gradients (call sl_net_compute_gradients)");
     sl_exec ex = make_exec(net);
@@ -380,6 +395,11 @@ sl_status sl_net_memory_report(sl_net *net, sl_shape input, sl_mode mode, sl_mem
     out->arena_bytes = pl->arena_bytes;
     out->total = out->arena_bytes + out->params + out->param_grads + out->optimizer;
     out->arena_measured = c->arena_touched;
+    out->measured_params = net->param_block ? net->param_floats * sizeof(float) : 0;
+    out->measured_param_grads = net->grad_block ? net->grad_floats * sizeof(float) : 0;
+    out->measured_optimizer = net->opt_block ? net->opt_floats * sizeof(float) : 0;
+    out->measured_total = out->arena_measured + out->measured_params + out->measured_param_grads +
+                          out->measured_optimizer;
     uint64_t plain = c->prog.fwd_flops + (mode == SL_MODE_TRAIN ? c->prog.bwd_flops : 0);
     out->recompute_fraction = plain ? (double)c->prog.refwd_flops / (double)plain : 0.0;
     return SL_OK;
@@ -387,3 +407,50 @@ sl_status sl_net_memory_report(sl_net *net, sl_shape input, sl_mode mode, sl_mem
 
 /* For tests and tools inside the project: the context a network uses. */
 sl_context *sl_net_context(sl_net *net) { return net ? net->ctx : NULL; }
+
+sl_status sl_memory_report_json(const sl_memory_report *r, char *buf, size_t n)
+{
+    if (!r || !buf)
+        return sl_fail(SL_ERR_INVALID_ARG, "sl_memory_report_json: report or buffer is NULL");
+    int len = snprintf(buf, n,
+                       "{\"outputs\":%llu,\"grad_inputs\":%llu,\"buffers\":%llu,\"params\":%llu,"
+                       "\"param_grads\":%llu,\"optimizer\":%llu,\"arena\":%llu,\"total\":%llu,"
+                       "\"arena_measured\":%llu,\"measured_total\":%llu,\"recompute_fraction\":%.6f}",
+                       (unsigned long long)r->outputs, (unsigned long long)r->grad_inputs,
+                       (unsigned long long)r->buffers, (unsigned long long)r->params,
+                       (unsigned long long)r->param_grads, (unsigned long long)r->optimizer,
+                       (unsigned long long)r->arena_bytes, (unsigned long long)r->total,
+                       (unsigned long long)r->arena_measured, (unsigned long long)r->measured_total,
+                       r->recompute_fraction);
+    if (len < 0 || (size_t)len >= n)
+        return sl_fail(SL_ERR_INVALID_ARG, "sl_memory_report_json: buffer of %zu bytes is too small", n);
+    return SL_OK;
+}
+
+sl_status sl_net_set_memory_reuse(sl_net *net, int enabled)
+{
+    if (!net)
+        return sl_fail(SL_ERR_INVALID_ARG, "sl_net_set_memory_reuse: network is NULL");
+    net->no_reuse = !enabled;
+    cache_release(&net->cache[SL_MODE_TRAIN]);
+    cache_release(&net->cache[SL_MODE_INFER]);
+    return SL_OK;
+}
+
+sl_mode sl_net_mode(const sl_net *net) { return net ? net->mode : SL_MODE_TRAIN; }
+
+sl_status sl_net_set_mode(sl_net *net, sl_mode mode)
+{
+    if (!net)
+        return sl_fail(SL_ERR_INVALID_ARG, "sl_net_set_mode: network is NULL");
+    if (mode != SL_MODE_TRAIN && mode != SL_MODE_INFER)
+        return sl_fail(SL_ERR_INVALID_ARG, "sl_net_set_mode: unknown mode %d", (int)mode);
+    if (mode == net->mode)
+        return SL_OK;
+    sl_status st = mode == SL_MODE_INFER ? sl_net_drop_gradients(net) : sl_net_restore_gradients(net);
+    if (st == SL_OK) {
+        net->mode = mode;
+        net->has_grads = 0;
+    }
+    return st;
+}

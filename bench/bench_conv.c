@@ -1,0 +1,344 @@
+/*
+ * bench_conv.c — times the convolutions of torchvision's ResNet-50 (v1.5:
+ * stride on the 3x3 conv of a bottleneck) through the CPU backend's
+ * kernels: forward, backward-data and backward-filter of every distinct
+ * conv shape, at batch 8 and 224x224 input by default.
+ *
+ * Each shape is listed once with its multiplicity (how many convs of the
+ * network have that geometry); totals weight each shape by it, so they are
+ * the conv time of one training step of the whole network. bench_conv_torch.py
+ * times the same shapes with PyTorch; conv.sh runs both and compares.
+ *
+ *   bench_conv [--threads N] [--batch N] [--reps N] [--json]
+ *
+ * Each pass is run once to warm up, then --reps times; the median is kept.
+ * GFLOP/s counts 2 * multiply-adds per pass (n * k * oh * ow * c * kh * kw).
+ */
+#define _POSIX_C_SOURCE 200809L /* clock_gettime */
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core/backend.h"
+#include "cpu/cpu.h"
+
+typedef struct conv_shape {
+    char name[32]; /* the first conv of the network with this geometry */
+    int c, k, hw, kern, stride, pad, ohw;
+    int count;
+    double ms[3]; /* median per pass: fwd, bwd-data, bwd-filter */
+} conv_shape;
+
+#define MAX_SHAPES 64
+
+static conv_shape g_shapes[MAX_SHAPES];
+static int g_nshapes;
+
+static void add_conv(const char *name, int c, int k, int hw, int kern, int stride, int pad)
+{
+    int ohw = (hw + 2 * pad - kern) / stride + 1;
+    for (int i = 0; i < g_nshapes; i++) {
+        conv_shape *s = &g_shapes[i];
+        if (s->c == c && s->k == k && s->hw == hw && s->kern == kern && s->stride == stride &&
+            s->pad == pad) {
+            s->count++;
+            return;
+        }
+    }
+    if (g_nshapes == MAX_SHAPES) {
+        fprintf(stderr, "too many shapes\n");
+        exit(1);
+    }
+    conv_shape *s = &g_shapes[g_nshapes++];
+    memset(s, 0, sizeof *s);
+    snprintf(s->name, sizeof s->name, "%s", name);
+    s->c = c;
+    s->k = k;
+    s->hw = hw;
+    s->kern = kern;
+    s->stride = stride;
+    s->pad = pad;
+    s->ohw = ohw;
+    s->count = 1;
+}
+
+/* torchvision resnet50: stem 7x7/2, max pool 3x3/2, then [3, 4, 6, 3]
+ * bottlenecks of widths 64..512 (expansion 4); the first block of layers
+ * 2-4 has stride 2 on its 3x3 conv and a 1x1 stride-2 downsample. */
+static void resnet50_shapes(int image)
+{
+    static const int blocks[4] = {3, 4, 6, 3};
+    char name[32];
+    int hw = (image + 2 * 3 - 7) / 2 + 1;
+    add_conv("conv1", 3, 64, image, 7, 2, 3);
+    hw = (hw + 2 * 1 - 3) / 2 + 1; /* max pool */
+    int in = 64;
+    for (int l = 0; l < 4; l++) {
+        int width = 64 << l, out = width * 4;
+        for (int b = 0; b < blocks[l]; b++) {
+            int stride = (b == 0 && l > 0) ? 2 : 1;
+            int ohw = (hw - 1) / stride + 1;
+            snprintf(name, sizeof name, "layer%d.%d.conv1", l + 1, b);
+            add_conv(name, in, width, hw, 1, 1, 0);
+            snprintf(name, sizeof name, "layer%d.%d.conv2", l + 1, b);
+            add_conv(name, width, width, hw, 3, stride, 1);
+            snprintf(name, sizeof name, "layer%d.%d.conv3", l + 1, b);
+            add_conv(name, width, out, ohw, 1, 1, 0);
+            if (b == 0) {
+                snprintf(name, sizeof name, "layer%d.%d.downsample.0", l + 1, b);
+                add_conv(name, in, out, hw, 1, stride, 0);
+            }
+            in = out;
+            hw = ohw;
+        }
+    }
+}
+
+static sl_conv_desc desc_of(const conv_shape *s, int batch)
+{
+    sl_conv_desc d;
+    memset(&d, 0, sizeof d);
+    d.n = batch;
+    d.c = s->c;
+    d.h = d.w = s->hw;
+    d.k = s->k;
+    d.oh = d.ow = s->ohw;
+    d.kh = d.kw = s->kern;
+    d.sh = d.sw = s->stride;
+    d.ph = d.pw = s->pad;
+    d.dh = d.dw = 1;
+    d.groups = 1;
+    return d;
+}
+
+static double macs_of(const conv_shape *s, int batch)
+{
+    return (double)batch * s->k * s->ohw * s->ohw * (double)s->c * s->kern * s->kern;
+}
+
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
+}
+
+/* Busy CPU time of the whole machine in seconds (all cores; /proc/stat),
+ * or -1 where it cannot be read. */
+static double machine_busy_s(void)
+{
+    FILE *f = fopen("/proc/stat", "r");
+    unsigned long long v[10] = {0};
+    if (!f)
+        return -1.0;
+    int got = fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2],
+                     &v[3], &v[4], &v[5], &v[6], &v[7]);
+    fclose(f);
+    if (got < 8)
+        return -1.0;
+    unsigned long long busy = v[0] + v[1] + v[2] + v[5] + v[6] + v[7]; /* not idle, iowait */
+    return (double)busy / (double)sysconf(_SC_CLK_TCK);
+}
+
+static double own_cpu_s(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return ru.ru_utime.tv_sec + ru.ru_stime.tv_sec +
+           1e-6 * (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec);
+}
+
+static float *alloc_floats(size_t count)
+{
+    size_t bytes = (count * sizeof(float) + 63) / 64 * 64;
+    if (bytes == 0)
+        bytes = 64;
+    float *p = aligned_alloc(64, bytes);
+    if (!p) {
+        fprintf(stderr, "out of memory (%zu bytes)\n", bytes);
+        exit(1);
+    }
+    return p;
+}
+
+static void fill_random(float *p, size_t count, uint64_t seed)
+{
+    uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;
+    for (size_t i = 0; i < count; i++) {
+        s = s * 6364136223846793005ull + 1442695040888963407ull;
+        p[i] = (float)((double)(s >> 40) / (double)(1 << 24) * 2.0 - 1.0);
+    }
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+typedef struct bufs {
+    float *x, *w, *y, *dy, *dx, *dw;
+    void *ws;
+} bufs;
+
+static void run_pass(const sl_exec *ex, const sl_conv_desc *d, int pass, bufs *b)
+{
+    const sl_backend *be = ex->be;
+    if (pass == SL_CONV_FWD)
+        be->conv2d_forward(ex, d, b->x, b->w, NULL, b->y, b->ws);
+    else if (pass == SL_CONV_BWD_DATA)
+        be->conv2d_backward_data(ex, d, b->w, b->dy, b->dx, 0, b->ws);
+    else
+        be->conv2d_backward_filter(ex, d, b->x, b->dy, b->dw, NULL, b->ws);
+}
+
+static void usage(const char *argv0)
+{
+    fprintf(stderr, "usage: %s [--threads N] [--batch N] [--reps N] [--image N] [--json]\n",
+            argv0);
+    exit(2);
+}
+
+int main(int argc, char **argv)
+{
+    int threads = 2, batch = 8, reps = 5, image = 224, json = 0;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--threads") && i + 1 < argc)
+            threads = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--batch") && i + 1 < argc)
+            batch = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--reps") && i + 1 < argc)
+            reps = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--image") && i + 1 < argc)
+            image = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--json"))
+            json = 1;
+        else
+            usage(argv[0]);
+    }
+    if (threads < 1 || batch < 1 || reps < 1 || image < 32)
+        usage(argv[0]);
+
+    sl_cpu_set_blas_threads(1); /* the kernels split their GEMMs themselves */
+    resnet50_shapes(image);
+    sl_exec ex = {sl_cpu_backend(), threads};
+
+    /* One set of buffers sized for the largest shape. */
+    size_t max_x = 0, max_y = 0, max_w = 0, max_ws = 0;
+    for (int i = 0; i < g_nshapes; i++) {
+        const conv_shape *s = &g_shapes[i];
+        sl_conv_desc d = desc_of(s, batch);
+        size_t nx = (size_t)batch * s->c * s->hw * s->hw;
+        size_t ny = (size_t)batch * s->k * s->ohw * s->ohw;
+        size_t nw = (size_t)s->k * s->c * s->kern * s->kern;
+        max_x = nx > max_x ? nx : max_x;
+        max_y = ny > max_y ? ny : max_y;
+        max_w = nw > max_w ? nw : max_w;
+        for (int p = 0; p < 3; p++) {
+            size_t b = ex.be->conv2d_workspace_bytes(&d, (sl_conv_pass)p);
+            max_ws = b > max_ws ? b : max_ws;
+        }
+    }
+    bufs b;
+    b.x = alloc_floats(max_x);
+    b.dx = alloc_floats(max_x);
+    b.y = alloc_floats(max_y);
+    b.dy = alloc_floats(max_y);
+    b.w = alloc_floats(max_w);
+    b.dw = alloc_floats(max_w);
+    b.ws = alloc_floats(max_ws / sizeof(float) + 1);
+    fill_random(b.x, max_x, 1);
+    fill_random(b.dy, max_y, 2);
+    fill_random(b.w, max_w, 3);
+    for (size_t i = 0; i < max_w; i++)
+        b.w[i] *= 0.05f;
+    memset(b.dw, 0, max_w * sizeof(float));
+    memset(b.dx, 0, max_x * sizeof(float));
+    memset(b.y, 0, max_y * sizeof(float));
+
+    double *t = malloc((size_t)reps * sizeof(double));
+    if (!t)
+        return 1;
+    /* Other processes' share of the cores while we timed: noise indicator. */
+    double wall0 = now_ms(), busy0 = machine_busy_s(), own0 = own_cpu_s();
+    for (int i = 0; i < g_nshapes; i++) {
+        conv_shape *s = &g_shapes[i];
+        sl_conv_desc d = desc_of(s, batch);
+        for (int p = 0; p < 3; p++) {
+            run_pass(&ex, &d, p, &b); /* warm-up */
+            for (int r = 0; r < reps; r++) {
+                double t0 = now_ms();
+                run_pass(&ex, &d, p, &b);
+                t[r] = now_ms() - t0;
+            }
+            qsort(t, (size_t)reps, sizeof(double), cmp_double);
+            s->ms[p] = reps % 2 ? t[reps / 2] : 0.5 * (t[reps / 2 - 1] + t[reps / 2]);
+        }
+    }
+    free(t);
+    double wall_s = (now_ms() - wall0) * 1e-3, busy1 = machine_busy_s();
+    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    double foreign = -1.0;
+    if (busy0 >= 0.0 && busy1 >= 0.0 && ncpu > 0 && wall_s > 0.0) {
+        foreign = 100.0 * ((busy1 - busy0) - (own_cpu_s() - own0)) / (wall_s * ncpu);
+        foreign = foreign < 0.0 ? 0.0 : foreign;
+    }
+
+    double tot_ms[3] = {0, 0, 0}, tot_macs = 0;
+    int convs = 0;
+    for (int i = 0; i < g_nshapes; i++) {
+        const conv_shape *s = &g_shapes[i];
+        for (int p = 0; p < 3; p++)
+            tot_ms[p] += s->count * s->ms[p];
+        tot_macs += s->count * macs_of(s, batch);
+        convs += s->count;
+    }
+    double all_ms = tot_ms[0] + tot_ms[1] + tot_ms[2];
+
+    if (json) {
+        printf("{\"impl\": \"sublinear\", \"threads\": %d, \"batch\": %d, \"image\": %d, "
+               "\"reps\": %d, \"shapes\": [\n",
+               threads, batch, image, reps);
+        for (int i = 0; i < g_nshapes; i++) {
+            const conv_shape *s = &g_shapes[i];
+            printf("  {\"name\": \"%s\", \"c\": %d, \"k\": %d, \"hw\": %d, \"kernel\": %d, "
+                   "\"stride\": %d, \"pad\": %d, \"ohw\": %d, \"count\": %d, \"macs\": %.0f, "
+                   "\"fwd_ms\": %.4f, \"bwd_data_ms\": %.4f, \"bwd_filter_ms\": %.4f}%s\n",
+                   s->name, s->c, s->k, s->hw, s->kern, s->stride, s->pad, s->ohw, s->count,
+                   macs_of(s, batch), s->ms[0], s->ms[1], s->ms[2],
+                   i + 1 < g_nshapes ? "," : "");
+        }
+        printf("], \"total\": {\"convs\": %d, \"macs\": %.0f, \"fwd_ms\": %.4f, "
+               "\"bwd_data_ms\": %.4f, \"bwd_filter_ms\": %.4f, \"ms\": %.4f}, "
+               "\"foreign_cpu_pct\": %.1f}\n",
+               convs, tot_macs, tot_ms[0], tot_ms[1], tot_ms[2], all_ms, foreign);
+        return 0;
+    }
+
+    printf("sublinear CPU conv, ResNet-50 shapes: batch %d, %dx%d, %d threads, median of %d\n",
+           batch, image, image, threads, reps);
+    printf("%-26s %-24s %3s %9s %9s %9s %7s %7s %7s\n", "first conv", "c->k kxk/s hw->ohw", "n",
+           "fwd ms", "bwdD ms", "bwdW ms", "fwd GF", "bwdD GF", "bwdW GF");
+    for (int i = 0; i < g_nshapes; i++) {
+        const conv_shape *s = &g_shapes[i];
+        char geo[64];
+        snprintf(geo, sizeof geo, "%d->%d %dx%d/%d %d->%d", s->c, s->k, s->kern, s->kern,
+                 s->stride, s->hw, s->ohw);
+        double gf = 2.0 * macs_of(s, batch) * 1e-6;
+        printf("%-26s %-24s %3d %9.2f %9.2f %9.2f %7.1f %7.1f %7.1f\n", s->name, geo, s->count,
+               s->ms[0], s->ms[1], s->ms[2], gf / s->ms[0], gf / s->ms[1], gf / s->ms[2]);
+    }
+    double gf = 2.0 * tot_macs * 1e-6;
+    printf("total (%d convs, weighted) %24s %9.1f %9.1f %9.1f %7.1f %7.1f %7.1f\n", convs, "",
+           tot_ms[0], tot_ms[1], tot_ms[2], gf / tot_ms[0], gf / tot_ms[1], gf / tot_ms[2]);
+    printf("fwd + bwd: %.1f ms, %.1f GFLOP/s (%.1f GFLOP)\n", all_ms, 3.0 * gf / all_ms,
+           3.0 * gf * 1e-3);
+    if (foreign >= 0.0)
+        printf("other processes used %.1f%% of the cores meanwhile\n", foreign);
+    return 0;
+}

@@ -1,0 +1,173 @@
+/*
+ * timeline.c — pictures of a plan (plan stage, for people): live bytes per
+ * program step by category, drawn as a self-contained SVG for one or more
+ * schedules on the same axes.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/net.h"
+
+static const char *step_verb(sl_step_kind k)
+{
+    switch (k) {
+    case SL_STEP_FWD: return "fwd";
+    case SL_STEP_REFWD: return "refwd";
+    case SL_STEP_LOSS: return "loss";
+    case SL_STEP_BWD: return "bwd";
+    }
+    return "?";
+}
+
+void sl_memory_timeline_free(sl_memory_timeline *t)
+{
+    if (!t)
+        return;
+    if (t->step_names)
+        for (int s = 0; s < t->steps; s++)
+            free(t->step_names[s]);
+    free(t->step_names);
+    free(t->outputs);
+    free(t->grad_inputs);
+    free(t->buffers);
+    memset(t, 0, sizeof *t);
+}
+
+sl_status sl_net_memory_timeline(sl_net *net, sl_shape input, sl_mode mode, sl_memory_timeline *out)
+{
+    if (!net || !out)
+        return sl_fail(SL_ERR_INVALID_ARG, "sl_net_memory_timeline: network or out is NULL");
+    if (mode != SL_MODE_TRAIN && mode != SL_MODE_INFER)
+        return sl_fail(SL_ERR_INVALID_ARG, "sl_net_memory_timeline: unknown mode %d", (int)mode);
+    if (input.n < 1 || input.c != net->in_channels || input.h < 1 || input.w < 1)
+        return sl_fail(SL_ERR_SHAPE, "sl_net_memory_timeline: input %dx%dx%dx%d does not fit a "
+                                     "network of %d input channels",
+                       input.n, input.c, input.h, input.w, net->in_channels);
+    sl_run_cache *c;
+    sl_status st = sl_net_prepare(net, input, mode, 0, &c);
+    if (st != SL_OK)
+        return st;
+    const sl_program *p = &c->prog;
+    const sl_plan *pl = &c->plan;
+    sl_memory_timeline t;
+    memset(&t, 0, sizeof t);
+    t.steps = p->n_steps;
+    t.arena_bytes = pl->arena_bytes;
+    t.outputs = calloc((size_t)t.steps + 1, sizeof(uint64_t));
+    t.grad_inputs = calloc((size_t)t.steps + 1, sizeof(uint64_t));
+    t.buffers = calloc((size_t)t.steps + 1, sizeof(uint64_t));
+    t.step_names = calloc((size_t)t.steps + 1, sizeof(char *));
+    if (!t.outputs || !t.grad_inputs || !t.buffers || !t.step_names) {
+        sl_memory_timeline_free(&t);
+        return sl_fail(SL_ERR_NOMEM, "out of memory building a memory timeline");
+    }
+    for (int v = 0; v < p->n_values; v++) {
+        if (pl->alias[v] != v || p->values[v].external || pl->first[v] < 0)
+            continue;
+        uint64_t *series = p->values[v].kind == SL_VALUE_OUTPUT ? t.outputs
+                           : p->values[v].kind == SL_VALUE_GRAD ? t.grad_inputs
+                                                                 : t.buffers;
+        int last = pl->last[v] < t.steps ? pl->last[v] : t.steps - 1;
+        for (int s = pl->first[v]; s <= last; s++)
+            series[s] += sl_align_up(p->values[v].bytes);
+    }
+    for (int s = 0; s < t.steps; s++) {
+        const sl_step *st_ = &p->steps[s];
+        const char *who = st_->kind == SL_STEP_LOSS ? "" : net->graph.nodes[st_->node].layer->name;
+        size_t len = strlen(who) + 8;
+        t.step_names[s] = malloc(len);
+        if (!t.step_names[s]) {
+            sl_memory_timeline_free(&t);
+            return sl_fail(SL_ERR_NOMEM, "out of memory building a memory timeline");
+        }
+        snprintf(t.step_names[s], len, "%s%s%s", step_verb(st_->kind), who[0] ? " " : "", who);
+    }
+    *out = t;
+    return SL_OK;
+}
+
+/* Escapes &, <, > and quotes for SVG text. */
+static void put_text(FILE *f, const char *s)
+{
+    for (; *s; s++) {
+        switch (*s) {
+        case '&': fputs("&amp;", f); break;
+        case '<': fputs("&lt;", f); break;
+        case '>': fputs("&gt;", f); break;
+        case '"': fputs("&quot;", f); break;
+        default: fputc(*s, f);
+        }
+    }
+}
+
+static const char *const palette[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e",
+                                      "#9467bd", "#8c564b", "#e377c2", "#17becf"};
+
+sl_status sl_memory_timeline_svg(const char *path, const sl_memory_timeline *const *series,
+                                 const char *const *labels, int n)
+{
+    if (!path || !series || !labels || n < 1)
+        return sl_fail(SL_ERR_INVALID_ARG, "sl_memory_timeline_svg: path, series or labels missing");
+    int max_steps = 1;
+    uint64_t max_bytes = 1;
+    for (int i = 0; i < n; i++) {
+        if (!series[i] || !labels[i])
+            return sl_fail(SL_ERR_INVALID_ARG, "sl_memory_timeline_svg: series %d is NULL", i);
+        if (series[i]->steps > max_steps)
+            max_steps = series[i]->steps;
+        for (int s = 0; s < series[i]->steps; s++) {
+            uint64_t tot = series[i]->outputs[s] + series[i]->grad_inputs[s] + series[i]->buffers[s];
+            if (tot > max_bytes)
+                max_bytes = tot;
+        }
+    }
+    FILE *f = fopen(path, "w");
+    if (!f)
+        return sl_fail(SL_ERR_IO, "sl_memory_timeline_svg: cannot write '%s'", path);
+    const double W = 920, H = 420, L = 90, R = 20, T = 40, B = 50;
+    double pw = W - L - R, ph = H - T - B, mib = (double)max_bytes / 1048576.0;
+    fprintf(f, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+               "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" "
+               "font-family=\"sans-serif\" font-size=\"12\">\n"
+               "<title>Live memory per program step</title>\n"
+               "<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n"
+               "<text x=\"%.0f\" y=\"22\" font-size=\"15\">Live activation memory per step "
+               "(outputs + gradInputs + buffers)</text>\n",
+            W, H, L);
+    fprintf(f, "<g stroke=\"#888\" stroke-width=\"1\">\n<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" "
+               "y2=\"%.1f\"/>\n<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"/>\n</g>\n",
+            L, T + ph, L + pw, T + ph, L, T, L, T + ph);
+    for (int k = 0; k <= 4; k++) {
+        double y = T + ph - ph * k / 4.0;
+        fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">%.1f MiB</text>\n", L - 6,
+                y + 4, mib * k / 4.0);
+        fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%d</text>\n",
+                L + pw * k / 4.0, T + ph + 18, (max_steps - 1) * k / 4);
+    }
+    fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">program step</text>\n",
+            L + pw / 2, H - 10);
+    for (int i = 0; i < n; i++) {
+        const sl_memory_timeline *t = series[i];
+        const char *color = palette[i % (int)(sizeof palette / sizeof *palette)];
+        fprintf(f, "<g class=\"series\" id=\"series-%d\">\n<title>", i);
+        put_text(f, labels[i]);
+        fprintf(f, "</title>\n<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"1.5\" points=\"",
+                color);
+        for (int s = 0; s < t->steps; s++) {
+            uint64_t tot = t->outputs[s] + t->grad_inputs[s] + t->buffers[s];
+            double x = L + (max_steps > 1 ? pw * s / (max_steps - 1) : 0);
+            double y = T + ph - ph * (double)tot / (double)max_bytes;
+            fprintf(f, "%.1f,%.1f ", x, y);
+        }
+        fprintf(f, "\"/>\n<rect x=\"%.1f\" y=\"%.1f\" width=\"12\" height=\"12\" fill=\"%s\"/>\n"
+                   "<text x=\"%.1f\" y=\"%.1f\">",
+                L + 10, T + 6 + 18.0 * i, color, L + 28, T + 16 + 18.0 * i);
+        put_text(f, labels[i]);
+        fprintf(f, " (arena %.1f MiB)</text>\n</g>\n", t->arena_bytes / 1048576.0);
+    }
+    fprintf(f, "</svg>\n");
+    if (fclose(f) != 0)
+        return sl_fail(SL_ERR_IO, "sl_memory_timeline_svg: error writing '%s'", path);
+    return SL_OK;
+}
