@@ -74,19 +74,24 @@ typedef struct sl_shape {
 typedef enum sl_device { SL_DEVICE_CPU = 0, SL_DEVICE_CUDA = 1 } sl_device;
 
 typedef struct sl_context_options {
-    sl_device device; /* SL_DEVICE_CPU (default) */
-    int threads;      /* CPU threads for kernels; 0 = all cores */
-    uint64_t seed;    /* seeds weight initialisation and dropout */
+    sl_device device;  /* SL_DEVICE_CPU (default) or SL_DEVICE_CUDA */
+    int threads;       /* CPU threads for kernels; 0 = all cores */
+    uint64_t seed;     /* seeds weight initialisation and dropout */
+    int deterministic; /* CUDA: deterministic cuDNN algorithms only (default
+                          1): checkpointed and plain gradients then match bit
+                          for bit, as they always do on the CPU */
 } sl_context_options;
 
 typedef struct sl_context sl_context;
 
-/* Defaults: CPU, all cores, seed 0. */
+/* Defaults: CPU, all cores, seed 0, deterministic. */
 sl_context_options sl_context_defaults(void);
 
 /* Creates a context. opts may be NULL for the defaults. On success *out
  * owns a new context; free it with sl_context_free() after every network
- * made from it. */
+ * made from it. SL_DEVICE_CUDA fails with SL_ERR_UNSUPPORTED when this
+ * build has no CUDA backend or no device is usable (the message says
+ * which). */
 sl_status sl_context_create(const sl_context_options *opts, sl_context **out);
 void sl_context_free(sl_context *ctx);
 
@@ -241,7 +246,8 @@ typedef struct sl_param_info {
     int ndim;
     int dims[4];
     size_t count;     /* number of floats */
-    float *data;      /* owned by the network; writable */
+    float *data;      /* owned by the network; writable. Device memory on a
+                         CUDA context: use sl_net_param_read / _write */
     float *grad;      /* gradient after the last backward; NULL for
                          running statistics and in inference mode */
     int trainable;    /* 0 for BatchNorm running statistics */
@@ -254,6 +260,13 @@ int sl_net_param_count(sl_net *net);
 sl_status sl_net_param(sl_net *net, int index, sl_param_info *out);
 /* The tensor with this exact name, or SL_ERR_NOT_FOUND. */
 sl_status sl_net_find_param(sl_net *net, const char *name, sl_param_info *out);
+
+/* Copies tensor `index` (count floats) to / from the caller's host memory,
+ * on any device. read_grad copies its gradient (SL_ERR_STATE when it has
+ * none: running statistics, inference mode). */
+sl_status sl_net_param_read(sl_net *net, int index, float *dst);
+sl_status sl_net_param_write(sl_net *net, int index, const float *src);
+sl_status sl_net_param_read_grad(sl_net *net, int index, float *dst);
 
 /* ------------------------------------------------------------------ */
 /* Optimizers                                                          */
@@ -342,6 +355,9 @@ typedef struct sl_memory_report {
     /* measured: bytes the library holds now for each of these */
     uint64_t measured_params, measured_param_grads, measured_optimizer;
     uint64_t measured_total; /* arena_measured + the three above */
+    uint64_t device_used;    /* CUDA: drop of the device's free memory since the
+                                context was created (all of this process's
+                                use, as cudaMemGetInfo sees it); 0 on the CPU */
     double recompute_fraction; /* recomputed FLOPs / FLOPs of one plain step */
 } sl_memory_report;
 

@@ -173,7 +173,8 @@ static sl_status add_candidate(const sl_budget_query *q, candidate *c, int *n, s
         }
     sl_program prog;
     sl_plan plan;
-    sl_status st = sl_program_build(q->g, q->sh, &seg, SL_MODE_TRAIN, q->bn_rescale, 0, &prog);
+    sl_status st = sl_program_build(q->g, q->sh, &seg, SL_MODE_TRAIN, q->bn_rescale, 0,
+                                    q->input_in_arena, &prog);
     if (st != SL_OK) {
         sl_segments_release(&seg);
         return st;

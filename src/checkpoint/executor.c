@@ -97,8 +97,12 @@ void sl_execute(const sl_graph *g, const sl_shapes *sh, const sl_program *p, con
 {
     runner r = {p, pl, arena, io->input, 0};
     int grads_zeroed = 0;
-    if (io->poison)
+    int poison = io->poison && ex->be->host_memory;
+    if (poison)
         memset(arena, 0xff, pl->arena_bytes);
+    /* Value 0 is the input: on a device backend it lives in the arena. */
+    if (!p->values[0].external)
+        ex->be->upload(ex, ptr(&r, 0), io->input, p->values[0].bytes);
     for (int s = 0; s < p->n_steps; s++) {
         const sl_step *st = &p->steps[s];
         switch (st->kind) {
@@ -109,9 +113,9 @@ void sl_execute(const sl_graph *g, const sl_shapes *sh, const sl_program *p, con
         case SL_STEP_LOSS: {
             sl_shape ls = sh->tensor[g->n_nodes];
             if (io->logits_out)
-                memcpy(io->logits_out, ptr(&r, st->y), p->values[st->y].bytes);
+                ex->be->download(ex, io->logits_out, ptr(&r, st->y), p->values[st->y].bytes);
             if (io->dy_in)
-                ex->be->copy(ex, sl_shape_count(ls), io->dy_in, ptr(&r, st->dy), 0);
+                ex->be->upload(ex, ptr(&r, st->dy), io->dy_in, sl_shape_count(ls) * sizeof(float));
             else
                 ex->be->softmax_xent(ex, ls.n, ls.c * ls.h * ls.w, ptr(&r, st->y), io->labels,
                                      ptr(&r, st->dy), &io->loss, &io->correct);
@@ -125,12 +129,12 @@ void sl_execute(const sl_graph *g, const sl_shapes *sh, const sl_program *p, con
             run_backward(&r, g, sh, st, ctx, ex);
             break;
         }
-        if (io->poison)
+        if (poison)
             poison_dead(p, pl, arena, s);
     }
     if (io->logits_out && p->mode == SL_MODE_INFER)
-        memcpy(io->logits_out, ptr(&r, p->logits), p->values[p->logits].bytes);
+        ex->be->download(ex, io->logits_out, ptr(&r, p->logits), p->values[p->logits].bytes);
     if (io->dx_out && p->input_grad >= 0)
-        memcpy(io->dx_out, ptr(&r, p->input_grad), p->values[p->input_grad].bytes);
+        ex->be->download(ex, io->dx_out, ptr(&r, p->input_grad), p->values[p->input_grad].bytes);
     io->arena_touched = r.touched;
 }

@@ -130,9 +130,12 @@ typedef struct sl_program {
 } sl_program;
 
 /* The program of one training step (mode TRAIN: forward, loss, backward
- * with the segments' recomputation) or of an inference forward. */
+ * with the segments' recomputation) or of an inference forward.
+ * input_grad: compute the input's gradient. input_in_arena: the input is
+ * copied into the arena (a device backend) instead of read in place. */
 sl_status sl_program_build(const sl_graph *g, const sl_shapes *sh, const sl_segments *seg,
-                           sl_mode mode, int bn_rescale, int input_grad, sl_program *out);
+                           sl_mode mode, int bn_rescale, int input_grad, int input_in_arena,
+                           sl_program *out);
 void sl_program_release(sl_program *p);
 
 /* ---------------- plan ---------------- */

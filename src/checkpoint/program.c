@@ -191,7 +191,8 @@ static void build_train(builder *b, const sl_segments *seg, int bn_rescale)
 }
 
 sl_status sl_program_build(const sl_graph *g, const sl_shapes *sh, const sl_segments *seg,
-                           sl_mode mode, int bn_rescale, int input_grad, sl_program *out)
+                           sl_mode mode, int bn_rescale, int input_grad, int input_in_arena,
+                           sl_program *out)
 {
     sl_program p;
     memset(&p, 0, sizeof p);
@@ -212,7 +213,7 @@ sl_status sl_program_build(const sl_graph *g, const sl_shapes *sh, const sl_segm
             b.cur[t] = b.grad[t] = b.saved[t] = -1;
         int input = new_value(&b, SL_VALUE_OUTPUT, 0, sh->bytes[0]);
         if (!b.failed) {
-            p.values[input].external = 1;
+            p.values[input].external = !input_in_arena;
             b.cur[0] = input;
         }
         if (mode == SL_MODE_TRAIN)

@@ -30,6 +30,7 @@ typedef struct sl_budget_query {
     uint64_t budget_bytes;  /* for the whole step */
     uint64_t fixed_bytes;   /* parameters, gradients, optimizer state */
     int bn_rescale;
+    int input_in_arena;
 } sl_budget_query;
 
 /* The schedule with the least recomputed FLOPs whose planned peak (arena +

@@ -18,6 +18,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "sublinear.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* Convolution geometry: input n x c x h x w, output n x k x oh x ow. */
 typedef struct sl_conv_desc {
     int n, c, h, w;
@@ -38,6 +44,23 @@ typedef struct sl_exec sl_exec; /* per-run state handed to kernels */
 
 typedef struct sl_backend {
     const char *name;
+    /* 1 when the backend's memory is host memory (the CPU): pointers the
+     * library hands out can be read and written directly. */
+    int host_memory;
+
+    /* Memory of the backend's device, 64-byte aligned and zeroed; NULL on
+     * failure (with the error recorded). free accepts NULL. */
+    void *(*alloc)(size_t bytes, const char *what);
+    void (*free)(void *p);
+    /* Copies between the caller's host memory and device memory. */
+    void (*upload)(const sl_exec *ex, void *dst, const void *src, size_t bytes);
+    void (*download)(const sl_exec *ex, void *dst, const void *src, size_t bytes);
+    /* Waits for queued work; returns SL_OK, or the first failure since the
+     * previous call with sl_last_error() set (kernels return nothing: a
+     * failing kernel records its error here). */
+    sl_status (*sync)(const sl_exec *ex);
+    /* Free bytes on the device now (NULL on the CPU). */
+    size_t (*device_free_bytes)(void);
 
     /* y[M x N] = alpha * op(A) op(B) + beta * y, row-major. */
     void (*gemm)(const sl_exec *ex, int trans_a, int trans_b, int m, int n, int k,
@@ -133,7 +156,7 @@ typedef struct sl_backend {
 
     /* Mean softmax cross-entropy of n rows of `classes` logits; writes
      * dlogits = (softmax - onehot) / n, the loss and the count of correct
-     * arg-max predictions. */
+     * arg-max predictions. labels, loss and correct are host memory. */
     void (*softmax_xent)(const sl_exec *ex, int n, int classes, const float *logits,
                          const int *labels, float *dlogits, float *loss, int *correct);
 
@@ -153,5 +176,14 @@ struct sl_exec {
 
 /* The CPU backend (always present). */
 const sl_backend *sl_cpu_backend(void);
+
+/* The CUDA backend, or NULL with an error set when this build has none or
+ * no device can be used. deterministic selects deterministic cuDNN
+ * algorithms only. */
+const sl_backend *sl_cuda_backend(int deterministic);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -12,7 +12,7 @@
 
 sl_context_options sl_context_defaults(void)
 {
-    sl_context_options o = {SL_DEVICE_CPU, 0, 0};
+    sl_context_options o = {SL_DEVICE_CPU, 0, 0, 1};
     return o;
 }
 
@@ -24,18 +24,21 @@ sl_status sl_context_create(const sl_context_options *opts, sl_context **out)
     if (o.threads < 0)
         return sl_fail(SL_ERR_INVALID_ARG, "sl_context_create: threads is %d (use 0 for all cores)",
                        o.threads);
-    if (o.device == SL_DEVICE_CUDA)
-        return sl_fail(SL_ERR_UNSUPPORTED,
-                       "sl_context_create: this build has no CUDA backend (CPU only)");
-    if (o.device != SL_DEVICE_CPU)
+    if (o.device != SL_DEVICE_CPU && o.device != SL_DEVICE_CUDA)
         return sl_fail(SL_ERR_INVALID_ARG, "sl_context_create: unknown device %d", (int)o.device);
+    const sl_backend *be = sl_cpu_backend();
+    if (o.device == SL_DEVICE_CUDA && !(be = sl_cuda_backend(o.deterministic)))
+        return sl_fail(SL_ERR_UNSUPPORTED, "sl_context_create: %s", sl_error_message());
     sl_context *ctx = sl_zalloc(sizeof *ctx, "a context");
     if (!ctx)
         return SL_ERR_NOMEM;
     ctx->device = o.device;
     ctx->threads = o.threads;
     ctx->seed = o.seed;
-    ctx->backend = sl_cpu_backend();
+    ctx->deterministic = o.deterministic != 0;
+    ctx->backend = be;
+    if (be->device_free_bytes)
+        ctx->device_free_at_start = be->device_free_bytes();
     /* Kernels split GEMMs over the OpenMP team themselves; OpenBLAS's own
      * threads would compete with it for the cores. */
     sl_cpu_set_blas_threads(1);

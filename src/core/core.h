@@ -10,6 +10,10 @@
 
 #include "sublinear.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* Records a formatted message for sl_last_error() and returns status. */
 sl_status sl_fail(sl_status status, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
@@ -24,7 +28,9 @@ struct sl_context {
     int threads;
     uint64_t seed;
     uint64_t dropout_counter; /* next free Philox counter block for dropout */
+    int deterministic;
     const struct sl_backend *backend;
+    size_t device_free_at_start; /* CUDA: free device bytes at creation */
 };
 
 /* ---- Philox4x32-10 (Salmon et al., SC'11) ---- */
@@ -66,5 +72,9 @@ static inline size_t sl_align_up(size_t n) { return (n + SL_ALIGN - 1) & ~(size_
 
 /* dst = a + "." + b, truncated to fit n bytes. */
 void sl_join_name(char *dst, size_t n, const char *a, const char *b);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -63,15 +63,16 @@ void sl_net_free(sl_net *net)
     if (!net)
         return;
     release_caches(net);
-    sl_aligned_free(net->arena);
+    const sl_backend *be = net->ctx->backend;
+    be->free(net->arena);
     sl_graph_release(&net->graph);
     for (int i = 0; i < net->n_top; i++)
         sl_layer_free(net->top[i]);
     free(net->top);
     free(net->params);
-    sl_aligned_free(net->param_block);
-    sl_aligned_free(net->grad_block);
-    sl_aligned_free(net->opt_block);
+    be->free(net->param_block);
+    be->free(net->grad_block);
+    be->free(net->opt_block);
     free(net);
 }
 
@@ -220,19 +221,40 @@ static sl_status list_params(sl_net *net)
     return SL_OK;
 }
 
-/* One block for parameters, values initialised from the context's seed,
- * stream = parameter index. */
+/* One block for parameters on the context's device, values initialised
+ * from the context's seed, stream = parameter index (on a device through a
+ * host staging copy). */
 static sl_status allocate_params(sl_net *net)
 {
-    net->param_block = sl_aligned_zalloc(net->param_floats * sizeof(float), "parameters");
+    const sl_backend *be = net->ctx->backend;
+    size_t bytes = net->param_floats * sizeof(float);
+    net->param_block = be->alloc(bytes, "parameters");
     if (!net->param_block)
         return SL_ERR_NOMEM;
+    float *host = be->host_memory ? net->param_block : sl_aligned_zalloc(bytes, "parameter staging");
+    if (!host) {
+        be->free(net->param_block);
+        net->param_block = NULL;
+        return SL_ERR_NOMEM;
+    }
     size_t po = 0;
     for (int i = 0; i < net->n_params; i++) {
         sl_param_spec *p = net->params[i].spec;
+        p->data = host + po;
+        init_param(p, net->ctx->seed, (uint64_t)i);
         p->data = net->param_block + po;
         po += sl_align_up(p->count * sizeof(float)) / sizeof(float);
-        init_param(p, net->ctx->seed, (uint64_t)i);
+    }
+    if (!be->host_memory) {
+        sl_exec ex = {be, sl_context_threads(net->ctx)};
+        be->upload(&ex, net->param_block, host, bytes);
+        sl_aligned_free(host);
+        sl_status st = be->sync(&ex);
+        if (st != SL_OK) {
+            be->free(net->param_block);
+            net->param_block = NULL;
+            return st;
+        }
     }
     return SL_OK;
 }
@@ -266,7 +288,7 @@ sl_status sl_net_materialize(sl_net *net)
     if (st == SL_OK && net->mode == SL_MODE_TRAIN)
         st = sl_net_restore_gradients(net);
     if (st != SL_OK) {
-        sl_aligned_free(net->param_block);
+        net->ctx->backend->free(net->param_block);
         net->param_block = NULL;
     }
     return st;
@@ -278,7 +300,7 @@ sl_status sl_net_drop_gradients(sl_net *net)
 {
     for (int i = 0; i < net->n_params; i++)
         net->params[i].spec->grad = NULL;
-    sl_aligned_free(net->grad_block);
+    net->ctx->backend->free(net->grad_block);
     net->grad_block = NULL;
     return SL_OK;
 }
@@ -287,7 +309,7 @@ sl_status sl_net_restore_gradients(sl_net *net)
 {
     if (!net->param_block || net->grad_block)
         return SL_OK; /* not materialised yet: allocated with the parameters */
-    net->grad_block = sl_aligned_zalloc(net->grad_floats * sizeof(float), "parameter gradients");
+    net->grad_block = net->ctx->backend->alloc(net->grad_floats * sizeof(float), "parameter gradients");
     if (!net->grad_block)
         return SL_ERR_NOMEM;
     size_t go = 0;
@@ -350,4 +372,46 @@ sl_status sl_net_find_param(sl_net *net, const char *name, sl_param_info *out)
             return SL_OK;
         }
     return sl_fail(SL_ERR_NOT_FOUND, "sl_net_find_param: no tensor named '%s'", name);
+}
+
+/* ---- copies to and from the caller's memory, on any device ---- */
+
+static sl_status param_copy(sl_net *net, int index, float *dst, const float *src, int grad,
+                            const char *fn)
+{
+    if (!net || (!dst && !src))
+        return sl_fail(SL_ERR_INVALID_ARG, "%s: network or buffer is NULL", fn);
+    sl_status st = sl_net_materialize(net);
+    if (st != SL_OK)
+        return st;
+    if (index < 0 || index >= net->n_params)
+        return sl_fail(SL_ERR_INVALID_ARG, "%s: index %d out of range [0, %d)", fn, index,
+                       net->n_params);
+    sl_param_spec *p = net->params[index].spec;
+    float *dev = grad ? p->grad : p->data;
+    if (!dev)
+        return sl_fail(SL_ERR_STATE, "%s: '%s' has no gradient (running statistic, or inference "
+                                     "mode)", fn, net->params[index].name);
+    const sl_backend *be = net->ctx->backend;
+    sl_exec ex = {be, sl_context_threads(net->ctx)};
+    if (dst)
+        be->download(&ex, dst, dev, p->count * sizeof(float));
+    else
+        be->upload(&ex, dev, src, p->count * sizeof(float));
+    return be->sync(&ex);
+}
+
+sl_status sl_net_param_read(sl_net *net, int index, float *dst)
+{
+    return param_copy(net, index, dst, NULL, 0, "sl_net_param_read");
+}
+
+sl_status sl_net_param_write(sl_net *net, int index, const float *src)
+{
+    return param_copy(net, index, NULL, src, 0, "sl_net_param_write");
+}
+
+sl_status sl_net_param_read_grad(sl_net *net, int index, float *dst)
+{
+    return param_copy(net, index, dst, NULL, 1, "sl_net_param_read_grad");
 }

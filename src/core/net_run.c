@@ -44,7 +44,8 @@ sl_status sl_schedule_segments(const sl_net *net, const sl_shapes *sh, sl_schedu
     if (schedule.kind == SL_SCHEDULE_NONE)
         return sl_segments_keep_all(g->n_top, out);
     if (schedule.kind == SL_SCHEDULE_BUDGET) {
-        sl_budget_query q = {g, sh, schedule.budget_bytes, fixed_train_bytes(net), net->bn_rescale};
+        sl_budget_query q = {g, sh, schedule.budget_bytes, fixed_train_bytes(net), net->bn_rescale,
+                             !net->ctx->backend->host_memory};
         return sl_segments_for_budget(&q, out);
     }
     sl_unit_costs u;
@@ -81,7 +82,7 @@ sl_status sl_net_prepare(sl_net *net, sl_shape input, sl_mode mode, int input_gr
     }
     if (st == SL_OK)
         st = sl_program_build(&net->graph, &fresh.sh, &fresh.seg, mode, net->bn_rescale, input_grad,
-                              &fresh.prog);
+                              !net->ctx->backend->host_memory, &fresh.prog);
     if (st == SL_OK)
         st = sl_plan_build(&net->graph, &fresh.prog, !net->no_reuse, &fresh.plan);
     if (st != SL_OK) {
@@ -100,10 +101,13 @@ static sl_status ensure_arena(sl_net *net, size_t bytes)
 {
     if (bytes <= net->arena_capacity && net->arena)
         return SL_OK;
-    char *a = sl_aligned_zalloc(bytes, "the activation arena");
+    const sl_backend *be = net->ctx->backend;
+    be->free(net->arena); /* first: the old and new arena need not fit together */
+    net->arena = NULL;
+    net->arena_capacity = 0;
+    char *a = be->alloc(bytes, "the activation arena");
     if (!a)
         return SL_ERR_NOMEM;
-    sl_aligned_free(net->arena);
     net->arena = a;
     net->arena_capacity = bytes;
     return SL_OK;
@@ -144,6 +148,9 @@ static sl_status run(sl_net *net, const float *x, sl_shape shape, sl_mode mode, 
     io->input = x;
     io->poison = net->debug_poison;
     sl_execute(&net->graph, &c->sh, &c->prog, &c->plan, net->arena, net->ctx, &ex, io);
+    st = ex.be->sync(&ex);
+    if (st != SL_OK)
+        return st;
     c->arena_touched = io->arena_touched;
     if (mode == SL_MODE_TRAIN)
         net->has_grads = 1;
@@ -297,12 +304,13 @@ sl_status sl_net_set_optimizer(sl_net *net, const sl_optimizer_options *opts)
         return st;
     size_t floats = net->grad_floats * (size_t)state_per_float(opts);
     float *state = NULL;
+    const sl_backend *be = net->ctx->backend;
     if (floats) {
-        state = sl_aligned_zalloc(floats * sizeof(float), "optimizer state");
+        state = be->alloc(floats * sizeof(float), "optimizer state");
         if (!state)
             return SL_ERR_NOMEM;
     }
-    sl_aligned_free(net->opt_block);
+    be->free(net->opt_block);
     net->opt_block = state;
     net->opt_floats = floats;
     net->opt = *opts;
@@ -354,6 +362,9 @@ sl_status sl_net_update(sl_net *net)
                                o->beta2, o->eps, o->weight_decay, step);
         so += stride * (size_t)per;
     }
+    sl_status st = ex.be->sync(&ex);
+    if (st != SL_OK)
+        return st;
     net->steps = step;
     return SL_OK;
 }
@@ -398,6 +409,10 @@ sl_status sl_net_memory_report(sl_net *net, sl_shape input, sl_mode mode, sl_mem
     out->measured_params = net->param_block ? net->param_floats * sizeof(float) : 0;
     out->measured_param_grads = net->grad_block ? net->grad_floats * sizeof(float) : 0;
     out->measured_optimizer = net->opt_block ? net->opt_floats * sizeof(float) : 0;
+    if (net->ctx->backend->device_free_bytes) {
+        size_t now = net->ctx->backend->device_free_bytes();
+        out->device_used = now < net->ctx->device_free_at_start ? net->ctx->device_free_at_start - now : 0;
+    }
     out->measured_total = out->arena_measured + out->measured_params + out->measured_param_grads +
                           out->measured_optimizer;
     uint64_t plain = c->prog.fwd_flops + (mode == SL_MODE_TRAIN ? c->prog.bwd_flops : 0);

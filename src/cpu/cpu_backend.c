@@ -6,6 +6,7 @@
  */
 #include <string.h>
 
+#include "core/core.h"
 #include "cpu/cpu.h"
 
 /* ---- elementwise ---- */
@@ -120,8 +121,31 @@ static void cpu_bias_backward(const sl_exec *ex, int rows, int cols, const float
     }
 }
 
+static void *cpu_alloc(size_t bytes, const char *what) { return sl_aligned_zalloc(bytes, what); }
+
+static void cpu_free(void *p) { sl_aligned_free(p); }
+
+static void cpu_memcpy(const sl_exec *ex, void *dst, const void *src, size_t bytes)
+{
+    (void)ex;
+    if (dst != src && bytes)
+        memcpy(dst, src, bytes);
+}
+
+static sl_status cpu_sync(const sl_exec *ex)
+{
+    (void)ex;
+    return SL_OK;
+}
+
 static const sl_backend cpu_backend = {
     .name = "cpu",
+    .host_memory = 1,
+    .alloc = cpu_alloc,
+    .free = cpu_free,
+    .upload = cpu_memcpy,
+    .download = cpu_memcpy,
+    .sync = cpu_sync,
     .gemm = cpu_gemm,
     .conv2d_workspace_bytes = cpu_conv2d_workspace_bytes,
     .conv2d_forward = cpu_conv2d_forward,

@@ -1,0 +1,136 @@
+/*
+ * cuda_common.h — internal plumbing of the CUDA backend (run stage on a
+ * GPU): one stream, one cuDNN and one cuBLAS handle per process, checked
+ * calls that record the first failure instead of exiting, and the
+ * prototypes the other src/cuda files implement.
+ */
+#ifndef SL_CUDA_COMMON_H
+#define SL_CUDA_COMMON_H
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+#include <cudnn.h>
+
+#include "core/backend.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct sl_cuda_state {
+    cudaStream_t stream;
+    cudnnHandle_t cudnn;
+    cublasHandle_t cublas;
+    int deterministic;
+    /* small device scratch for labels and loss results */
+    void *scratch;
+    size_t scratch_bytes;
+} sl_cuda_state;
+
+/* The process-wide state, created on first use; NULL when no device. */
+sl_cuda_state *sl_cuda_state_get(void);
+
+/* Records the first failure (file:line and what) until sync reports it. */
+void sl_cuda_record(const char *file, int line, const char *what, const char *detail);
+int sl_cuda_failed(void);
+
+#define SL_CUDA_CHECK(call)                                                                    \
+    do {                                                                                       \
+        cudaError_t e_ = (call);                                                               \
+        if (e_ != cudaSuccess)                                                                 \
+            sl_cuda_record(__FILE__, __LINE__, #call, cudaGetErrorString(e_));                 \
+    } while (0)
+
+#define SL_CUDNN_CHECK(call)                                                                   \
+    do {                                                                                       \
+        cudnnStatus_t s_ = (call);                                                             \
+        if (s_ != CUDNN_STATUS_SUCCESS)                                                        \
+            sl_cuda_record(__FILE__, __LINE__, #call, cudnnGetErrorString(s_));                \
+    } while (0)
+
+#define SL_CUBLAS_CHECK(call)                                                                  \
+    do {                                                                                       \
+        cublasStatus_t s_ = (call);                                                            \
+        if (s_ != CUBLAS_STATUS_SUCCESS)                                                       \
+            sl_cuda_record(__FILE__, __LINE__, #call, cublasGetStatusString(s_));              \
+    } while (0)
+
+/* After a kernel launch. */
+#define SL_CUDA_LAUNCHED() SL_CUDA_CHECK(cudaGetLastError())
+
+/* Blocks of 256 threads covering n elements (grid-stride loops beyond). */
+static inline unsigned sl_cuda_blocks(size_t n)
+{
+    size_t b = (n + 255) / 256;
+    return (unsigned)(b > 65535 ? 65535 : (b ? b : 1));
+}
+
+/* ---- cuda_conv.cu ---- */
+size_t sl_cuda_conv2d_workspace_bytes(const sl_conv_desc *d, sl_conv_pass pass);
+void sl_cuda_conv2d_forward(const sl_exec *ex, const sl_conv_desc *d, const float *x,
+                            const float *w, const float *bias, float *y, void *ws);
+void sl_cuda_conv2d_backward_data(const sl_exec *ex, const sl_conv_desc *d, const float *w,
+                                  const float *dy, float *dx, int accumulate, void *ws);
+void sl_cuda_conv2d_backward_filter(const sl_exec *ex, const sl_conv_desc *d, const float *x,
+                                    const float *dy, float *dw, float *dbias, void *ws);
+void sl_cuda_gemm(const sl_exec *ex, int trans_a, int trans_b, int m, int n, int k, float alpha,
+                  const float *a, int lda, const float *b, int ldb, float beta, float *c, int ldc);
+
+/* ---- cuda_norm.cu ---- */
+void sl_cuda_batchnorm_forward_train(const sl_exec *ex, int n, int c, int hw, const float *x,
+                                     const float *gamma, const float *beta, float *y,
+                                     float *save_mean, float *save_invstd, float *running_mean,
+                                     float *running_var, float momentum, float eps);
+void sl_cuda_batchnorm_forward_apply(const sl_exec *ex, int n, int c, int hw, const float *x,
+                                     const float *gamma, const float *beta, const float *mean,
+                                     const float *invstd, float *y);
+void sl_cuda_batchnorm_forward_infer(const sl_exec *ex, int n, int c, int hw, const float *x,
+                                     const float *gamma, const float *beta,
+                                     const float *running_mean, const float *running_var,
+                                     float eps, float *y);
+void sl_cuda_batchnorm_backward(const sl_exec *ex, int n, int c, int hw, const float *x,
+                                const float *dy, const float *gamma, const float *save_mean,
+                                const float *save_invstd, float *dx, int accumulate,
+                                float *dgamma, float *dbeta);
+
+/* ---- cuda_kernels.cu ---- */
+void sl_cuda_maxpool_forward(const sl_exec *ex, const sl_pool_desc *d, const float *x, float *y,
+                             int32_t *argmax);
+void sl_cuda_maxpool_backward(const sl_exec *ex, const sl_pool_desc *d, const int32_t *argmax,
+                              const float *dy, float *dx, int accumulate);
+void sl_cuda_avgpool_forward(const sl_exec *ex, const sl_pool_desc *d, const float *x, float *y);
+void sl_cuda_avgpool_backward(const sl_exec *ex, const sl_pool_desc *d, const float *dy,
+                              float *dx, int accumulate);
+void sl_cuda_relu_forward(const sl_exec *ex, size_t count, const float *x, float *y);
+void sl_cuda_relu_backward(const sl_exec *ex, size_t count, const float *y, const float *dy,
+                           float *dx, int accumulate);
+void sl_cuda_dropout_forward(const sl_exec *ex, size_t count, const float *x, float *y, float p,
+                             uint64_t seed, uint64_t counter);
+void sl_cuda_dropout_backward(const sl_exec *ex, size_t count, const float *dy, float *dx,
+                              float p, uint64_t seed, uint64_t counter, int accumulate);
+void sl_cuda_add(const sl_exec *ex, size_t count, const float *a, const float *b, float *y);
+void sl_cuda_copy(const sl_exec *ex, size_t count, const float *src, float *dst, int accumulate);
+void sl_cuda_fill(const sl_exec *ex, size_t count, float value, float *dst);
+void sl_cuda_copy_channels(const sl_exec *ex, int n, int hw, int c_count, const float *src,
+                           int src_c, int src_off, float *dst, int dst_c, int dst_off,
+                           int accumulate);
+void sl_cuda_global_avgpool_forward(const sl_exec *ex, int nc, int hw, const float *x, float *y);
+void sl_cuda_global_avgpool_backward(const sl_exec *ex, int nc, int hw, const float *dy,
+                                     float *dx, int accumulate);
+void sl_cuda_bias_add(const sl_exec *ex, int rows, int cols, const float *bias, float *y);
+void sl_cuda_bias_backward(const sl_exec *ex, int rows, int cols, const float *dy, float *dbias);
+
+/* ---- cuda_loss_optim.cu ---- */
+void sl_cuda_softmax_xent(const sl_exec *ex, int n, int classes, const float *logits,
+                          const int *labels, float *dlogits, float *loss, int *correct);
+void sl_cuda_sgd_update(const sl_exec *ex, size_t count, float *w, const float *g, float *mom,
+                        float lr, float momentum, float weight_decay, int nesterov, int first);
+void sl_cuda_adam_update(const sl_exec *ex, size_t count, float *w, const float *g, float *m,
+                         float *v, float lr, float beta1, float beta2, float eps,
+                         float weight_decay, int64_t step);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
