@@ -65,14 +65,14 @@ static inline unsigned sl_cuda_blocks(size_t n)
     return (unsigned)(b > 65535 ? 65535 : (b ? b : 1));
 }
 
-/* ---- cuda_conv.cu ---- */
-size_t sl_cuda_conv2d_workspace_bytes(const sl_conv_desc *d, sl_conv_pass pass);
-void sl_cuda_conv2d_forward(const sl_exec *ex, const sl_conv_desc *d, const float *x,
-                            const float *w, const float *bias, float *y, void *ws);
-void sl_cuda_conv2d_backward_data(const sl_exec *ex, const sl_conv_desc *d, const float *w,
-                                  const float *dy, float *dx, int accumulate, void *ws);
-void sl_cuda_conv2d_backward_filter(const sl_exec *ex, const sl_conv_desc *d, const float *x,
-                                    const float *dy, float *dw, float *dbias, void *ws);
+/* ---- cuda_conv.cu: det selects deterministic algorithms only ---- */
+size_t sl_cuda_conv_workspace_det(const sl_conv_desc *d, sl_conv_pass pass, int det);
+void sl_cuda_conv_forward_det(const sl_exec *ex, const sl_conv_desc *d, const float *x,
+                              const float *w, const float *bias, float *y, void *ws, int det);
+void sl_cuda_conv_backward_data_det(const sl_exec *ex, const sl_conv_desc *d, const float *w,
+                                    const float *dy, float *dx, int accumulate, void *ws, int det);
+void sl_cuda_conv_backward_filter_det(const sl_exec *ex, const sl_conv_desc *d, const float *x,
+                                      const float *dy, float *dw, float *dbias, void *ws, int det);
 void sl_cuda_gemm(const sl_exec *ex, int trans_a, int trans_b, int m, int n, int k, float alpha,
                   const float *a, int lda, const float *b, int ldb, float beta, float *c, int ldc);
 

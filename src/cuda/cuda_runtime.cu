@@ -139,15 +139,6 @@ static size_t cu_free_bytes(void)
     return free_b;
 }
 
-/* Conv entry points per table: the deterministic one restricts algorithms. */
-size_t sl_cuda_conv_workspace_det(const sl_conv_desc *d, sl_conv_pass pass, int det);
-void sl_cuda_conv_forward_det(const sl_exec *, const sl_conv_desc *, const float *, const float *,
-                              const float *, float *, void *, int det);
-void sl_cuda_conv_backward_data_det(const sl_exec *, const sl_conv_desc *, const float *,
-                                    const float *, float *, int, void *, int det);
-void sl_cuda_conv_backward_filter_det(const sl_exec *, const sl_conv_desc *, const float *,
-                                      const float *, float *, float *, void *, int det);
-
 #define CONV_WRAPPERS(tag, det)                                                                  \
     static size_t ws_##tag(const sl_conv_desc *d, sl_conv_pass p)                                \
     {                                                                                            \
