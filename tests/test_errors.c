@@ -112,6 +112,8 @@ START_TEST(test_mismatched_channels_on_append)
     assert_error(sl_net_add(net, "bn", sl_batchnorm2d(4)), SL_ERR_SHAPE, "expects 4 input channels");
     assert_error(sl_net_add(net, "block", sl_basic_block(16, 16, 1)), SL_ERR_SHAPE, "16");
     assert_error(sl_net_add(net, "conv", sl_relu()), SL_ERR_INVALID_ARG, "already exists");
+    assert_error(sl_net_add(net, "fc_bad", sl_linear(12, 3, 1)), SL_ERR_SHAPE,
+                 "expects 12 input features, which 8 input channels cannot give");
     ck_assert_int_eq(sl_net_layer_count(net), 1);
     ck_assert(sl_net_add(net, "relu", sl_relu()) == SL_OK);
     ck_assert(sl_net_add(net, "pool", sl_global_avgpool()) == SL_OK);

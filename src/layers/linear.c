@@ -51,10 +51,14 @@ static void linear_backward(sl_layer *l, const sl_exec *ex, const sl_bwd_args *a
 static int linear_out_channels(const sl_layer *l, int in_c)
 {
     const linear *li = (const linear *)l;
-    /* Channels equal features only for {n, c, 1, 1} inputs; when they
-     * differ the input may still be c x h x w features, checked at the
-     * shape pass. */
-    (void)in_c;
+    /* The input's c x h x w features are a multiple of its channels; the
+     * exact count is checked at the shape pass. */
+    if (in_c > 0 && li->in_features % in_c != 0) {
+        sl_fail(SL_ERR_SHAPE, "Linear '%s' expects %d input features, which %d input channels "
+                              "cannot give (features = channels x height x width)",
+                sl_layer_label(l), li->in_features, in_c);
+        return -1;
+    }
     return li->out_features;
 }
 
