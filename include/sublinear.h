@@ -127,6 +127,7 @@ sl_layer *sl_conv2d_ex(const sl_conv2d_options *opts);
 sl_layer *sl_batchnorm2d(int channels);
 sl_layer *sl_batchnorm2d_ex(int channels, float momentum, float eps);
 
+/* y = max(x, 0); runs in place when nothing later reads its input. */
 sl_layer *sl_relu(void);
 
 /* Pooling over kernel x kernel windows. Average pooling divides by the
@@ -208,6 +209,7 @@ sl_status sl_sequential(sl_context *ctx, int in_channels, sl_net **out);
  * sl_sequential bit for bit on the CPU. */
 sl_status sl_sublinear(sl_context *ctx, int in_channels, sl_schedule schedule, sl_net **out);
 
+/* Frees a network, its layers, parameters and memory. Accepts NULL. */
 void sl_net_free(sl_net *net);
 
 /* Appends a layer under a name (its parameters become "name.weight" ...;
@@ -441,6 +443,8 @@ typedef struct sl_dataset sl_dataset;
 
 typedef enum sl_split { SL_SPLIT_TRAIN = 0, SL_SPLIT_TEST = 1 } sl_split;
 
+/* Creates the dataset (num_classes >= 2, sizes >= 1). On success *out owns
+ * it; free with sl_dataset_free. */
 sl_status sl_dataset_synthetic(int num_classes, int channels, int height, int width,
                                uint64_t seed, sl_dataset **out);
 void sl_dataset_free(sl_dataset *ds);
@@ -473,7 +477,8 @@ sl_status sl_dataset_batch(const sl_dataset *ds, sl_split split, int64_t index, 
  *   SL_ERR_FORMAT     truncated or not safetensors: a header length beyond
  *                     the file, malformed JSON, an unknown dtype, offsets out
  *                     of range, overlapping, leaving holes or not matching
- *                     the shape; also a dtype other than F32 for a tensor
+ *                     the shape (in every mode); a tensor of the network
+ *                     stored with a dtype other than F32 (strict)
  *   SL_ERR_NOT_FOUND  a tensor of the network is missing from the file, or
  *                     the file has a tensor the network does not (strict)
  *   SL_ERR_SHAPE      a tensor's shape differs from the network's (strict)
@@ -524,8 +529,10 @@ sl_status sl_save_model(sl_net *net, const char *path);
 /* Loads a model file into a built network with the same tensor names.
  * opts may be NULL for sl_load_defaults(); report may be NULL. Entries
  * named "*.num_batches_tracked" (PyTorch's BatchNorm counters, which this
- * library does not use) are accepted and ignored in both modes. Errors:
- * see above; on failure the network is unchanged. */
+ * library does not use) are accepted and ignored in both modes. Tensors
+ * must be F32 (no conversion). A snapshot's weights load with strict = 0
+ * (its optimizer state is then reported as unexpected). Errors: see
+ * above; on failure the network is unchanged. */
 sl_status sl_load_model(sl_net *net, const char *path, const sl_load_options *opts,
                         sl_load_report *report);
 

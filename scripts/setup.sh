@@ -8,4 +8,5 @@ export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -q
 $SUDO apt-get install -y -q --no-install-recommends \
   build-essential cmake pkg-config check libopenblas-dev libcjson-dev \
-  python3 python3-torch python3-numpy graphviz libxml2-utils
+  python3 python3-torch python3-numpy graphviz libxml2-utils \
+  clang libclang-rt-14-dev libomp-dev

@@ -68,8 +68,8 @@ static void train_resnet20(sl_schedule schedule, int steps, float *first_loss, f
 START_TEST(test_resnet20_learns_builtin_dataset)
 {
     float first, last, acc;
-    train_resnet20(SL_CKPT_SQRT, 120, &first, &last, &acc);
-    printf("ResNet-20, sqrt checkpointing, 120 steps of 32: loss %.3f -> %.3f, held-out accuracy "
+    train_resnet20(SL_CKPT_SQRT, 80, &first, &last, &acc);
+    printf("ResNet-20, sqrt checkpointing, 80 steps of 32: loss %.3f -> %.3f, held-out accuracy "
            "%.1f%% (chance 10%%)\n",
            first, last, 100.0 * acc);
     ck_assert_msg(acc >= 0.8f, "held-out accuracy %.3f", acc);
@@ -94,7 +94,7 @@ int main(void)
     TCase *tc = tcase_create("train");
     tcase_set_timeout(tc, 900);
     if (getenv("SL_TEST_QUICK"))
-        printf("SL_TEST_QUICK: skipping the 120-step accuracy run\n");
+        printf("SL_TEST_QUICK: skipping the 80-step accuracy run\n");
     else
         tcase_add_test(tc, test_resnet20_learns_builtin_dataset);
     tcase_add_test(tc, test_plain_resnet20_loss_falls);

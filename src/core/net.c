@@ -415,3 +415,61 @@ sl_status sl_net_param_read_grad(sl_net *net, int index, float *dst)
 {
     return param_copy(net, index, dst, NULL, 1, "sl_net_param_read_grad");
 }
+
+/* ---- host views of the parameter and optimizer blocks ---- */
+
+sl_status sl_host_view_open(sl_net *net, sl_host_view *v)
+{
+    const sl_backend *be = net->ctx->backend;
+    memset(v, 0, sizeof *v);
+    if (be->host_memory) {
+        v->params = net->param_block;
+        v->opt = net->opt_block;
+        return SL_OK;
+    }
+    size_t pb = net->param_floats * sizeof(float), ob = net->opt_floats * sizeof(float);
+    v->copies = 1;
+    v->params = sl_aligned_zalloc(pb, "a host copy of the parameters");
+    v->opt = ob ? sl_aligned_zalloc(ob, "a host copy of the optimizer state") : NULL;
+    if (!v->params || (ob && !v->opt)) {
+        sl_host_view_close(net, v);
+        return SL_ERR_NOMEM;
+    }
+    sl_exec ex = {be, sl_context_threads(net->ctx)};
+    be->download(&ex, v->params, net->param_block, pb);
+    if (ob)
+        be->download(&ex, v->opt, net->opt_block, ob);
+    sl_status st = be->sync(&ex);
+    if (st != SL_OK)
+        sl_host_view_close(net, v);
+    return st;
+}
+
+sl_status sl_host_view_commit(sl_net *net, const sl_host_view *v)
+{
+    const sl_backend *be = net->ctx->backend;
+    if (!v->copies)
+        return SL_OK;
+    sl_exec ex = {be, sl_context_threads(net->ctx)};
+    be->upload(&ex, net->param_block, v->params, net->param_floats * sizeof(float));
+    if (v->opt && net->opt_block)
+        be->upload(&ex, net->opt_block, v->opt, net->opt_floats * sizeof(float));
+    return be->sync(&ex);
+}
+
+void sl_host_view_close(sl_net *net, sl_host_view *v)
+{
+    (void)net;
+    if (v->copies) {
+        sl_aligned_free(v->params);
+        sl_aligned_free(v->opt);
+    }
+    memset(v, 0, sizeof *v);
+}
+
+float *sl_host_view_at(const sl_net *net, const sl_host_view *v, const float *device)
+{
+    if (device >= net->param_block && device < net->param_block + net->param_floats)
+        return v->params + (device - net->param_block);
+    return v->opt + (device - net->opt_block);
+}

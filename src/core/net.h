@@ -68,6 +68,21 @@ sl_status sl_net_prepare(sl_net *net, sl_shape input, sl_mode mode, int input_gr
 sl_status sl_net_drop_gradients(sl_net *net);
 sl_status sl_net_restore_gradients(sl_net *net);
 
+/* The parameter and optimizer blocks as host memory: the blocks
+ * themselves on the CPU; on a device, copies downloaded by open and
+ * written back by commit. Files are read and written through a view. */
+typedef struct sl_host_view {
+    float *params, *opt;
+    int copies; /* 1: params/opt are host copies to free */
+} sl_host_view;
+
+sl_status sl_host_view_open(sl_net *net, sl_host_view *v);
+sl_status sl_host_view_commit(sl_net *net, const sl_host_view *v);
+void sl_host_view_close(sl_net *net, sl_host_view *v);
+/* The host address of a device address inside the parameter block or the
+ * optimizer block. */
+float *sl_host_view_at(const sl_net *net, const sl_host_view *v, const float *device);
+
 /* The context a network uses (for tests: they reset its dropout counter). */
 sl_context *sl_net_context(sl_net *net);
 

@@ -1,0 +1,196 @@
+#!/usr/bin/env python3
+"""bench_resnet_torch.py — PyTorch's side of bench_resnet.c.
+
+Trains ResNet-152 (torchvision's v1.5 bottlenecks: stride on the 3x3 conv;
+[3, 8, 36, 3] blocks; defined here, no torchvision needed) on random data
+with SGD (momentum 0.9, weight decay 5e-4) and reports the process's peak
+RSS and seconds per step, in one of two modes:
+
+    plain           autograd keeps every activation
+    checkpoint:K    torch.utils.checkpoint.checkpoint_sequential(model, K, x)
+
+The network is one nn.Sequential of its top-level modules (conv1, bn1,
+relu, maxpool, each bottleneck, avgpool, flatten, fc: 57 for ResNet-152),
+the same chain bench_resnet.c's schedules cut, so checkpoint_sequential
+splits it into K chunks of 57 // K modules (the last chunk takes the rest
+and is not recomputed). Checkpointing is the reentrant kind (1.13's
+default), which needs an input that requires grad, so in that mode the
+input does (one extra backward-data of the stem; plain mode does not).
+
+    bench_resnet_torch.py [--depth 152] [--batch 16] [--res 224] [--classes 1000]
+                          [--mode plain|checkpoint:K] [--steps 4] [--threads 2] [--json]
+
+One configuration per process (peak RSS is the process's). The first step
+is a warm-up; s/step is the median of the others. Needs torch (Debian's is
+/usr/bin/python3).
+"""
+import argparse
+import json
+import os
+import resource
+import statistics
+import time
+
+import torch
+import torch.nn as nn
+from torch.utils.checkpoint import checkpoint_sequential
+
+
+class Bottleneck(nn.Module):
+    expansion = 4
+
+    def __init__(self, inplanes, width, stride):
+        super().__init__()
+        out = width * self.expansion
+        self.conv1 = nn.Conv2d(inplanes, width, 1, bias=False)
+        self.bn1 = nn.BatchNorm2d(width)
+        self.conv2 = nn.Conv2d(width, width, 3, stride=stride, padding=1, bias=False)
+        self.bn2 = nn.BatchNorm2d(width)
+        self.conv3 = nn.Conv2d(width, out, 1, bias=False)
+        self.bn3 = nn.BatchNorm2d(out)
+        self.relu = nn.ReLU(inplace=True)
+        self.downsample = None
+        if stride != 1 or inplanes != out:
+            self.downsample = nn.Sequential(nn.Conv2d(inplanes, out, 1, stride=stride, bias=False),
+                                            nn.BatchNorm2d(out))
+
+    def forward(self, x):
+        identity = x if self.downsample is None else self.downsample(x)
+        y = self.relu(self.bn1(self.conv1(x)))
+        y = self.relu(self.bn2(self.conv2(y)))
+        y = self.bn3(self.conv3(y))
+        return self.relu(y + identity)
+
+
+BLOCKS = {50: [3, 4, 6, 3], 101: [3, 4, 23, 3], 152: [3, 8, 36, 3]}
+
+
+def resnet(depth, classes):
+    """The ImageNet ResNet as one flat nn.Sequential of top-level modules."""
+    mods = [nn.Conv2d(3, 64, 7, stride=2, padding=3, bias=False), nn.BatchNorm2d(64),
+            nn.ReLU(inplace=True), nn.MaxPool2d(3, stride=2, padding=1)]
+    inplanes = 64
+    for stage, blocks in enumerate(BLOCKS[depth]):
+        width = 64 << stage
+        for b in range(blocks):
+            mods.append(Bottleneck(inplanes, width, 2 if (b == 0 and stage > 0) else 1))
+            inplanes = width * Bottleneck.expansion
+    mods += [nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(inplanes, classes)]
+    return nn.Sequential(*mods)
+
+
+def current_rss():
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+def peak_rss():
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # KiB on Linux
+
+
+def machine_busy_s():
+    """Busy CPU seconds of the whole machine (/proc/stat), or None."""
+    try:
+        with open("/proc/stat") as f:
+            v = [int(x) for x in f.readline().split()[1:9]]
+    except (OSError, ValueError):
+        return None
+    return (v[0] + v[1] + v[2] + v[5] + v[6] + v[7]) / os.sysconf("SC_CLK_TCK")
+
+
+def own_cpu_s():
+    ru = resource.getrusage(resource.RUSAGE_SELF)
+    return ru.ru_utime + ru.ru_stime
+
+
+def mib(b):
+    return b / 1048576.0
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--depth", type=int, default=152, choices=sorted(BLOCKS))
+    ap.add_argument("--batch", type=int, default=16)
+    ap.add_argument("--res", type=int, default=224)
+    ap.add_argument("--classes", type=int, default=1000)
+    ap.add_argument("--mode", default="plain")
+    ap.add_argument("--steps", type=int, default=4)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args()
+    if args.mode == "plain":
+        segments = 0
+    elif args.mode.startswith("checkpoint:") and args.mode[11:].isdigit() and int(args.mode[11:]) > 0:
+        segments = int(args.mode[11:])
+    else:
+        ap.error("--mode must be plain or checkpoint:K")
+    if args.steps < 1:
+        ap.error("--steps must be at least 1")
+
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(args.seed)
+    model = resnet(args.depth, args.classes)
+    model.train()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9, weight_decay=5e-4)
+    loss_fn = nn.CrossEntropyLoss()
+    gen = torch.Generator().manual_seed(args.seed)
+    x = torch.randn(args.batch, 3, args.res, args.res, generator=gen)
+    labels = torch.randint(0, args.classes, (args.batch,), generator=gen)
+    if segments:
+        x.requires_grad_(True)  # reentrant checkpoint: else no gradient reaches the weights
+    rss_base = current_rss()
+    if not args.json:
+        print("PyTorch %s, resnet%d, batch %d, %dx%d, %d classes, mode %s, %d threads, %d steps"
+              % (torch.__version__, args.depth, args.batch, args.res, args.res, args.classes,
+                 args.mode, args.threads, args.steps))
+        print("top-level modules %d; RSS before the first step %.1f MiB"
+              % (len(model), mib(rss_base)), flush=True)
+
+    times, losses = [], []
+    wall0, busy0, own0 = time.perf_counter(), machine_busy_s(), own_cpu_s()
+    for step in range(args.steps):
+        t0 = time.perf_counter()
+        opt.zero_grad(set_to_none=True)
+        if x.grad is not None:
+            x.grad = None
+        out = checkpoint_sequential(model, segments, x) if segments else model(x)
+        loss = loss_fn(out, labels)
+        loss.backward()
+        opt.step()
+        times.append(time.perf_counter() - t0)
+        losses.append(loss.item())
+        del out, loss
+        if not args.json:
+            print("step %d: %.3f s, loss %.4f, RSS %.1f MiB"
+                  % (step + 1, times[-1], losses[-1], mib(current_rss())), flush=True)
+    wall, busy1 = time.perf_counter() - wall0, machine_busy_s()
+    foreign = -1.0
+    if busy0 is not None and busy1 is not None and wall > 0:
+        foreign = 100.0 * ((busy1 - busy0) - (own_cpu_s() - own0)) / (wall * os.cpu_count())
+        foreign = max(foreign, 0.0)
+    median = statistics.median(times[1:] if len(times) > 1 else times)
+    rss = peak_rss()
+    params = sum(p.numel() for p in model.parameters()) * 4
+    if args.json:
+        print(json.dumps(dict(impl="pytorch %s" % torch.__version__, depth=args.depth,
+                              batch=args.batch, res=args.res, classes=args.classes,
+                              mode=args.mode, segments=segments, top_layers=len(model),
+                              threads=args.threads, steps=args.steps, param_bytes=params,
+                              rss_baseline=rss_base, peak_rss=rss, s_per_step=median,
+                              warmup_s=times[0], first_loss=losses[0], last_loss=losses[-1],
+                              foreign_cpu_pct=foreign)))
+        return
+    print("peak RSS %.1f MiB (baseline %.1f MiB; parameters %.1f MiB)"
+          % (mib(rss), mib(rss_base), mib(params)))
+    print("%.3f s/step (median of %d after a %.3f s warm-up)"
+          % (median, max(len(times) - 1, 1), times[0]))
+    if foreign >= 0:
+        print("other processes used %.1f%% of the cores meanwhile" % foreign)
+
+
+if __name__ == "__main__":
+    main()

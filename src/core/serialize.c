@@ -1,0 +1,305 @@
+/*
+ * serialize.c — model files: sl_save_model / sl_load_model, and the
+ * mapping between a network's named tensors and a safetensors file that
+ * snapshots (snapshot.c) share. A model file holds parameters and
+ * BatchNorm running statistics only (neuraltalk2's lesson: a 2 MB model
+ * saves as about 2 MB). Loading validates the whole file, matches every
+ * name, shape and dtype, and only then copies the staged bytes into the
+ * network, so a failed load changes nothing.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/net.h"
+#include "core/serialize.h"
+
+#define NBT_SUFFIX ".num_batches_tracked"
+
+static int ends_with(const char *s, const char *suffix)
+{
+    size_t n = strlen(s), k = strlen(suffix);
+    return n >= k && memcmp(s + n - k, suffix, k) == 0;
+}
+
+sl_load_options sl_load_defaults(void)
+{
+    sl_load_options o = {1, NULL, NULL};
+    return o;
+}
+
+/* ---- the network's tensors ---- */
+
+sl_status sl_net_tensor_slots(sl_net *net, sl_tensor_slot **slots, int *n)
+{
+    sl_tensor_slot *s = calloc((size_t)net->n_params + 1, sizeof *s);
+    if (!s)
+        return sl_fail(SL_ERR_NOMEM, "out of memory listing the network's tensors");
+    for (int i = 0; i < net->n_params; i++) {
+        const sl_param_spec *p = net->params[i].spec;
+        snprintf(s[i].name, sizeof s[i].name, "%s", net->params[i].name);
+        s[i].ndim = p->ndim;
+        memcpy(s[i].dims, p->dims, sizeof s[i].dims);
+        s[i].count = p->count;
+    }
+    *slots = s;
+    *n = net->n_params;
+    return SL_OK;
+}
+
+sl_status sl_net_model_tensors(sl_net *net, const sl_host_view *view, const int64_t *steps,
+                               int extra, sl_st_tensor **tensors, int *n)
+{
+    int bn = 0;
+    for (int i = 0; i < net->n_params; i++)
+        bn += ends_with(net->params[i].name, ".running_var");
+    sl_st_tensor *t = calloc((size_t)(net->n_params + bn + extra) + 1, sizeof *t);
+    if (!t)
+        return sl_fail(SL_ERR_NOMEM, "out of memory listing the network's tensors");
+    int k = 0;
+    for (int i = 0; i < net->n_params; i++) {
+        const sl_param_spec *p = net->params[i].spec;
+        const char *name = net->params[i].name;
+        sl_st_tensor *e = &t[k++];
+        snprintf(e->name, sizeof e->name, "%s", name);
+        e->dtype = SL_ST_F32;
+        e->ndim = p->ndim;
+        memcpy(e->dims, p->dims, sizeof e->dims);
+        e->data = sl_host_view_at(net, view, p->data);
+        e->bytes = p->count * sizeof(float);
+        if (ends_with(name, ".running_var")) {
+            /* PyTorch's BatchNorm counter, so load_state_dict(strict=True)
+             * finds every key it expects. */
+            sl_st_tensor *c = &t[k++];
+            snprintf(c->name, sizeof c->name, "%.*s%s",
+                     (int)(strlen(name) - strlen(".running_var")), name, NBT_SUFFIX);
+            c->dtype = SL_ST_I64;
+            c->ndim = 0;
+            c->data = steps;
+            c->bytes = sizeof *steps;
+        }
+    }
+    *tensors = t;
+    *n = k;
+    return SL_OK;
+}
+
+/* ---- matching a file against the network ---- */
+
+typedef struct issue_log {
+    const sl_load_options *opts;
+    sl_load_report *report;
+    int count;
+    sl_status first_status;
+    char first[SL_ST_NAME_MAX + 200];
+} issue_log;
+
+static void note_issue(issue_log *log, const char *name, sl_load_issue kind, sl_status st,
+                       const char *detail)
+{
+    if (kind == SL_LOAD_MISSING)
+        log->report->missing++;
+    else if (kind == SL_LOAD_UNEXPECTED)
+        log->report->unexpected++;
+    else
+        log->report->mismatched++;
+    if (log->count++ == 0) {
+        log->first_status = st;
+        snprintf(log->first, sizeof log->first, "tensor '%s': %s", name, detail);
+    }
+    if (log->opts->on_issue)
+        log->opts->on_issue(log->opts->user, name, kind, detail);
+}
+
+static void format_dims_u64(char *buf, size_t n, int ndim, const uint64_t *dims)
+{
+    size_t at = (size_t)snprintf(buf, n, "[");
+    for (int d = 0; d < ndim && at < n; d++) {
+        if (d == SL_ST_DIMS_KEPT) {
+            at += (size_t)snprintf(buf + at, n - at, ", ...");
+            break;
+        }
+        at += (size_t)snprintf(buf + at, n - at, "%s%llu", d ? ", " : "",
+                               (unsigned long long)dims[d]);
+    }
+    if (at < n)
+        snprintf(buf + at, n - at, "]");
+}
+
+static int same_shape(const sl_tensor_slot *s, const sl_st_entry *e)
+{
+    if (e->ndim != s->ndim)
+        return 0;
+    for (int d = 0; d < s->ndim; d++)
+        if (e->dims[d] != (uint64_t)s->dims[d])
+            return 0;
+    return 1;
+}
+
+/* Checks one slot against its entry; returns 1 when it can be loaded. */
+static int match_slot(issue_log *log, sl_tensor_slot *s, const sl_st_entry *e)
+{
+    char detail[256], fs[96], ns[96];
+    if (e->dtype != SL_ST_F32) {
+        snprintf(detail, sizeof detail, "dtype %s in the file, F32 in the network",
+                 sl_st_dtype_name(e->dtype));
+        note_issue(log, s->name, SL_LOAD_MISMATCHED, SL_ERR_FORMAT, detail);
+        return 0;
+    }
+    if (!same_shape(s, e)) {
+        uint64_t nd[4];
+        for (int d = 0; d < 4; d++)
+            nd[d] = (uint64_t)s->dims[d];
+        format_dims_u64(fs, sizeof fs, e->ndim, e->dims);
+        format_dims_u64(ns, sizeof ns, s->ndim, nd);
+        snprintf(detail, sizeof detail, "shape %s in the file, %s in the network", fs, ns);
+        note_issue(log, s->name, SL_LOAD_MISMATCHED, SL_ERR_SHAPE, detail);
+        return 0;
+    }
+    s->src = e->data;
+    return 1;
+}
+
+sl_status sl_match_tensors(const sl_st_file *f, sl_tensor_slot *slots, int n,
+                           const sl_load_options *opts, sl_load_report *report, const char *what,
+                           const char *fn)
+{
+    sl_load_report local;
+    memset(&local, 0, sizeof local);
+    issue_log log;
+    memset(&log, 0, sizeof log);
+    log.opts = opts;
+    log.report = report ? report : &local;
+    memset(log.report, 0, sizeof *log.report);
+    char *claimed = calloc((size_t)f->n + 1, 1);
+    if (!claimed)
+        return sl_fail(SL_ERR_NOMEM, "%s: out of memory matching tensors", fn);
+    for (int i = 0; i < n; i++) {
+        slots[i].src = NULL;
+        const sl_st_entry *e = sl_st_find(f, slots[i].name);
+        if (!e) {
+            note_issue(&log, slots[i].name, SL_LOAD_MISSING, SL_ERR_NOT_FOUND,
+                       "missing from the file");
+            continue;
+        }
+        claimed[e - f->entries] = 1;
+        match_slot(&log, &slots[i], e);
+    }
+    for (int j = 0; j < f->n; j++) {
+        if (claimed[j])
+            continue;
+        if (ends_with(f->entries[j].name, NBT_SUFFIX))
+            log.report->ignored++;
+        else
+            note_issue(&log, f->entries[j].name, SL_LOAD_UNEXPECTED, SL_ERR_NOT_FOUND,
+                       "in the file, but the network has no tensor of that name");
+    }
+    free(claimed);
+    if (opts->strict && log.count) {
+        char more[96] = "";
+        if (log.count > 1)
+            snprintf(more, sizeof more, " (and %d more problem%s)", log.count - 1,
+                     log.count > 2 ? "s" : "");
+        return sl_fail(log.first_status, "%s: '%s': %s%s; nothing was loaded", fn, what,
+                       log.first, more);
+    }
+    return SL_OK;
+}
+
+/* ---- models ---- */
+
+static sl_status wrap(sl_status st, const char *fn)
+{
+    return sl_fail(st, "%s: %s", fn, sl_error_message());
+}
+
+/* Parses, matches, then copies: the network changes only at the end. */
+static sl_status load_model_bytes(sl_net *net, const uint8_t *buf, size_t bytes, const char *what,
+                                  const sl_load_options *opts, sl_load_report *report,
+                                  const char *fn)
+{
+    sl_load_options defaults = sl_load_defaults();
+    if (!opts)
+        opts = &defaults;
+    if (report)
+        memset(report, 0, sizeof *report);
+    sl_status st = sl_net_materialize(net);
+    if (st != SL_OK)
+        return wrap(st, fn);
+    sl_st_file f;
+    st = sl_st_parse(buf, bytes, what, &f);
+    if (st != SL_OK)
+        return wrap(st, fn);
+    sl_tensor_slot *slots = NULL;
+    int n = 0;
+    st = sl_net_tensor_slots(net, &slots, &n);
+    if (st == SL_OK)
+        st = sl_match_tensors(&f, slots, n, opts, report, what, fn);
+    sl_host_view view;
+    if (st == SL_OK && (st = sl_host_view_open(net, &view)) == SL_OK) {
+        int loaded = 0;
+        for (int i = 0; i < n; i++)
+            if (slots[i].src) {
+                memcpy(sl_host_view_at(net, &view, net->params[i].spec->data), slots[i].src,
+                       slots[i].count * sizeof(float));
+                loaded++;
+            }
+        st = sl_host_view_commit(net, &view);
+        sl_host_view_close(net, &view);
+        if (report && st == SL_OK)
+            report->loaded = loaded;
+    }
+    free(slots);
+    sl_st_release(&f);
+    return st;
+}
+
+sl_status sl_load_model_memory(sl_net *net, const void *data, size_t bytes,
+                               const sl_load_options *opts, sl_load_report *report)
+{
+    static const char fn[] = "sl_load_model_memory";
+    if (!net || (!data && bytes))
+        return sl_fail(SL_ERR_INVALID_ARG, "%s: network or data is NULL", fn);
+    static const uint8_t empty[1];
+    return load_model_bytes(net, data ? data : empty, bytes, "<memory>", opts, report, fn);
+}
+
+sl_status sl_load_model(sl_net *net, const char *path, const sl_load_options *opts,
+                        sl_load_report *report)
+{
+    static const char fn[] = "sl_load_model";
+    if (!net || !path)
+        return sl_fail(SL_ERR_INVALID_ARG, "%s: network or path is NULL", fn);
+    uint8_t *buf = NULL;
+    size_t bytes = 0;
+    sl_status st = sl_read_whole_file(path, fn, &buf, &bytes);
+    if (st != SL_OK)
+        return st;
+    st = load_model_bytes(net, buf, bytes, path, opts, report, fn);
+    free(buf);
+    return st;
+}
+
+sl_status sl_save_model(sl_net *net, const char *path)
+{
+    static const char fn[] = "sl_save_model";
+    if (!net || !path)
+        return sl_fail(SL_ERR_INVALID_ARG, "%s: network or path is NULL", fn);
+    sl_status st = sl_net_materialize(net);
+    if (st != SL_OK)
+        return wrap(st, fn);
+    sl_st_tensor *t = NULL;
+    int n = 0;
+    sl_host_view view;
+    st = sl_host_view_open(net, &view);
+    if (st != SL_OK)
+        return wrap(st, fn);
+    st = sl_net_model_tensors(net, &view, &net->steps, 0, &t, &n);
+    if (st == SL_OK) {
+        static const char *const meta[][2] = {{"format", "pt"}, {"producer", "sublinear"}};
+        st = sl_st_write(path, t, n, meta, 2, fn);
+        free(t);
+    }
+    sl_host_view_close(net, &view);
+    return st;
+}

@@ -1,0 +1,144 @@
+/*
+ * serialize.h — saving and loading (internal): the safetensors container
+ * (safetensors.c), atomic file writes (atomic_file.c), and the mapping
+ * between a network's tensors and a file's entries shared by models
+ * (serialize.c) and training snapshots (snapshot.c). Outside the
+ * network → schedule → program → plan → run pipeline: it reads and writes
+ * the parameter block that the network stage owns.
+ */
+#ifndef SL_SERIALIZE_H
+#define SL_SERIALIZE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/core.h"
+#include "core/net.h"
+
+/* ---- the safetensors container ---- */
+
+/* Room for the longest name we write ("optimizer." + param + ".exp_avg_sq"). */
+#define SL_ST_NAME_MAX (SL_NAME_MAX + 32)
+/* Dimensions kept per entry; a file may have more (it then matches nothing). */
+#define SL_ST_DIMS_KEPT 8
+/* The reference implementation refuses larger headers; so do we. */
+#define SL_ST_HEADER_MAX 100000000ull
+
+typedef enum sl_st_dtype {
+    SL_ST_BOOL, SL_ST_U8, SL_ST_I8, SL_ST_F8_E4M3, SL_ST_F8_E5M2, SL_ST_I16, SL_ST_U16,
+    SL_ST_F16, SL_ST_BF16, SL_ST_I32, SL_ST_U32, SL_ST_F32, SL_ST_F64, SL_ST_I64, SL_ST_U64,
+    SL_ST_DTYPE_COUNT
+} sl_st_dtype;
+
+/* "F32" for SL_ST_F32. */
+const char *sl_st_dtype_name(sl_st_dtype dtype);
+
+/* One validated entry of a parsed file. */
+typedef struct sl_st_entry {
+    const char *name; /* owned by the parsed header */
+    sl_st_dtype dtype;
+    int ndim;
+    uint64_t dims[SL_ST_DIMS_KEPT]; /* the first min(ndim, SL_ST_DIMS_KEPT) */
+    uint64_t begin, end;            /* byte range in the data section */
+    const uint8_t *data;            /* = data section + begin */
+} sl_st_entry;
+
+typedef struct sl_st_file {
+    void *json;           /* the parsed header (cJSON), owned */
+    const void *metadata; /* the "__metadata__" object inside json, or NULL */
+    int n;
+    sl_st_entry *entries; /* sorted by name, owned */
+} sl_st_file;
+
+/* Parses and validates a whole file held in memory: the 8-byte header
+ * length, the JSON header (every entry with a known dtype, a shape, and
+ * data_offsets that agree with them), and the data section (the entries'
+ * ranges cover it exactly, with no overlap and no hole). buf must outlive
+ * out. `what` names the file in messages. On failure SL_ERR_FORMAT (or
+ * SL_ERR_NOMEM) and *out is empty. */
+sl_status sl_st_parse(const uint8_t *buf, size_t bytes, const char *what, sl_st_file *out);
+void sl_st_release(sl_st_file *f);
+/* The entry with this name, or NULL. */
+const sl_st_entry *sl_st_find(const sl_st_file *f, const char *name);
+/* The string value of a "__metadata__" key, or NULL. */
+const char *sl_st_metadata(const sl_st_file *f, const char *key);
+
+/* One tensor to write. */
+typedef struct sl_st_tensor {
+    char name[SL_ST_NAME_MAX];
+    sl_st_dtype dtype; /* SL_ST_F32 or SL_ST_I64 */
+    int ndim;          /* 0 for a scalar */
+    int dims[4];
+    const void *data;  /* little-endian values, dims' product of them */
+    size_t bytes;
+} sl_st_tensor;
+
+/* Writes a safetensors file atomically (atomic_file.c): tensors in the
+ * given order, metadata as n_meta key/value string pairs. */
+sl_status sl_st_write(const char *path, const sl_st_tensor *tensors, int n,
+                      const char *const (*meta)[2], int n_meta, const char *fn);
+
+/* ---- atomic writes and whole-file reads (atomic_file.c) ---- */
+
+typedef struct sl_atomic_file {
+    char *path; /* target, owned */
+    char *tmp;  /* temporary in the same directory, owned */
+    void *file; /* FILE * of tmp */
+    uint64_t written;
+    const char *fn;
+} sl_atomic_file;
+
+/* Creates a temporary file next to path (mkstemp). SL_ERR_IO when the
+ * directory is missing or not writable. */
+sl_status sl_atomic_open(sl_atomic_file *af, const char *path, const char *fn);
+/* Appends bytes; on failure the caller calls sl_atomic_abort. */
+sl_status sl_atomic_write(sl_atomic_file *af, const void *data, size_t bytes);
+/* fflush, fsync, close, rename over path, fsync the directory. On failure
+ * the temporary file is removed and a previous file at path is intact. */
+sl_status sl_atomic_commit(sl_atomic_file *af);
+/* Closes and removes the temporary file (after a failed write). */
+void sl_atomic_abort(sl_atomic_file *af);
+
+/* Tests only: every later atomic write fails once a file has received
+ * `bytes` bytes (those bytes are written first); negative switches the
+ * failure off. Not thread-safe. */
+void sl_atomic_test_fail_after(long long bytes);
+
+/* Reads a regular file whole into *data (free()); SL_ERR_IO on failure. */
+sl_status sl_read_whole_file(const char *path, const char *fn, uint8_t **data, size_t *bytes);
+
+/* ---- networks <-> files (serialize.c) ---- */
+
+/* A tensor the network expects from a file. */
+typedef struct sl_tensor_slot {
+    char name[SL_ST_NAME_MAX];
+    int ndim;
+    int dims[4];
+    size_t count;       /* floats */
+    const uint8_t *src; /* its F32 bytes in the file once matched, else NULL */
+} sl_tensor_slot;
+
+/* Matches a parsed file against slots: sets each slot's src; reports
+ * missing, unexpected (every "*.num_batches_tracked" is ignored) and
+ * mismatched (dtype or shape) tensors through opts->on_issue and counts
+ * them in *report (may be NULL). When opts->strict and anything did not
+ * match, fails naming the first problem. Never touches a network. */
+sl_status sl_match_tensors(const sl_st_file *f, sl_tensor_slot *slots, int n,
+                           const sl_load_options *opts, sl_load_report *report, const char *what,
+                           const char *fn);
+
+/* Slots for every named tensor of a (materialised) network, in its order. */
+sl_status sl_net_tensor_slots(sl_net *net, sl_tensor_slot **slots, int *n);
+
+/* The tensors of a model file: every parameter and running statistic, and
+ * an I64 "<bn>.num_batches_tracked" after each BatchNorm's running_var
+ * holding *steps, with data in the host view. Room for `extra` more
+ * entries at the end. */
+sl_status sl_net_model_tensors(sl_net *net, const sl_host_view *view, const int64_t *steps,
+                               int extra, sl_st_tensor **tensors, int *n);
+
+/* sl_load_snapshot on a file held in memory (the fuzz target calls it). */
+sl_status sl_snapshot_load_memory(sl_net *net, const uint8_t *buf, size_t bytes,
+                                  const char *what);
+
+#endif

@@ -1,0 +1,355 @@
+/*
+ * snapshot.c — training snapshots: everything a run needs to go on as if
+ * it had never stopped. A snapshot is a model file (serialize.c) plus the
+ * optimizer's state tensors ("optimizer.<param>.momentum_buffer", or
+ * ".exp_avg" and ".exp_avg_sq"), with the optimizer's kind and
+ * hyperparameters, the step count, and the context's seed and dropout
+ * counter as strings in __metadata__. Floats are printed with 9
+ * significant digits, which read back to the same float.
+ *
+ * The optimizer state layout mirrors sl_net_update (net_run.c): per
+ * trainable parameter in order, `per` blocks of `stride` floats (stride =
+ * the parameter's count rounded up to SL_ALIGN bytes), the first block the
+ * momentum or first moment, the second Adam's second moment.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/net.h"
+#include "core/serialize.h"
+
+#define SNAPSHOT_FORMAT "sublinear-snapshot"
+#define META_COUNT 14
+
+/* Names of the state blocks per parameter float for an optimizer. */
+static int state_names(const sl_optimizer_options *o, const char *names[2])
+{
+    if (o->kind == SL_OPT_ADAM) {
+        names[0] = "exp_avg";
+        names[1] = "exp_avg_sq";
+        return 2;
+    }
+    names[0] = "momentum_buffer";
+    return o->momentum != 0.0f ? 1 : 0;
+}
+
+static size_t stride_floats(size_t count) { return sl_align_up(count * sizeof(float)) / sizeof(float); }
+
+/* Calls fn(i, k, state block) for every trainable parameter i and state k. */
+typedef void (*state_visit)(void *user, int param, int k, float *block);
+
+static void visit_state(sl_net *net, int per, state_visit visit, void *user)
+{
+    size_t so = 0;
+    for (int i = 0; i < net->n_params; i++) {
+        const sl_param_spec *p = net->params[i].spec;
+        if (!p->trainable)
+            continue;
+        size_t stride = stride_floats(p->count);
+        for (int k = 0; k < per; k++)
+            visit(user, i, k, net->opt_block + so + (size_t)k * stride);
+        so += stride * (size_t)per;
+    }
+}
+
+/* ---- saving ---- */
+
+typedef struct save_ctx {
+    sl_net *net;
+    const sl_host_view *view;
+    const char **names;
+    sl_st_tensor *t;
+    int n;
+} save_ctx;
+
+static void add_state_tensor(void *user, int i, int k, float *block)
+{
+    save_ctx *c = user;
+    const sl_param_spec *p = c->net->params[i].spec;
+    sl_st_tensor *e = &c->t[c->n++];
+    snprintf(e->name, sizeof e->name, "optimizer.%s.%s", c->net->params[i].name, c->names[k]);
+    e->dtype = SL_ST_F32;
+    e->ndim = p->ndim;
+    memcpy(e->dims, p->dims, sizeof e->dims);
+    e->data = sl_host_view_at(c->net, c->view, block);
+    e->bytes = p->count * sizeof(float);
+}
+
+static int trainable_count(const sl_net *net)
+{
+    int n = 0;
+    for (int i = 0; i < net->n_params; i++)
+        n += net->params[i].spec->trainable != 0;
+    return n;
+}
+
+sl_status sl_save_snapshot(sl_net *net, const char *path)
+{
+    static const char fn[] = "sl_save_snapshot";
+    if (!net || !path)
+        return sl_fail(SL_ERR_INVALID_ARG, "%s: network or path is NULL", fn);
+    if (!net->has_optimizer)
+        return sl_fail(SL_ERR_STATE, "%s: no optimizer set; a snapshot resumes training (save "
+                       "weights alone with sl_save_model)", fn);
+    sl_status st = sl_net_materialize(net);
+    if (st != SL_OK)
+        return sl_fail(st, "%s: %s", fn, sl_error_message());
+    const sl_optimizer_options *o = &net->opt;
+    const char *names[2];
+    int per = state_names(o, names);
+    sl_host_view view;
+    st = sl_host_view_open(net, &view);
+    if (st != SL_OK)
+        return st;
+    save_ctx c = {net, &view, names, NULL, 0};
+    st = sl_net_model_tensors(net, &view, &net->steps, trainable_count(net) * per, &c.t, &c.n);
+    if (st != SL_OK) {
+        sl_host_view_close(net, &view);
+        return st;
+    }
+    visit_state(net, per, add_state_tensor, &c);
+
+    char v[10][32];
+    snprintf(v[0], 32, "%.9g", (double)o->lr);
+    snprintf(v[1], 32, "%.9g", (double)o->momentum);
+    snprintf(v[2], 32, "%d", o->nesterov ? 1 : 0);
+    snprintf(v[3], 32, "%.9g", (double)o->weight_decay);
+    snprintf(v[4], 32, "%.9g", (double)o->beta1);
+    snprintf(v[5], 32, "%.9g", (double)o->beta2);
+    snprintf(v[6], 32, "%.9g", (double)o->eps);
+    snprintf(v[7], 32, "%" PRId64, net->steps);
+    snprintf(v[8], 32, "%" PRIu64, net->ctx->seed);
+    snprintf(v[9], 32, "%" PRIu64, net->ctx->dropout_counter);
+    const char *const meta[META_COUNT][2] = {
+        {"format", SNAPSHOT_FORMAT}, {"producer", "sublinear"}, {"version", "1"},
+        {"optimizer", o->kind == SL_OPT_ADAM ? "adam" : "sgd"},
+        {"lr", v[0]}, {"momentum", v[1]}, {"nesterov", v[2]}, {"weight_decay", v[3]},
+        {"beta1", v[4]}, {"beta2", v[5]}, {"eps", v[6]},
+        {"step", v[7]}, {"seed", v[8]}, {"dropout_counter", v[9]},
+    };
+    st = sl_st_write(path, c.t, c.n, meta, META_COUNT, fn);
+    free(c.t);
+    sl_host_view_close(net, &view);
+    return st;
+}
+
+/* ---- loading ---- */
+
+typedef struct snapshot_meta {
+    sl_optimizer_options opt;
+    int64_t step;
+    uint64_t seed, dropout_counter;
+} snapshot_meta;
+
+static sl_status meta_string(const sl_st_file *f, const char *key, const char *what,
+                             const char **out)
+{
+    *out = sl_st_metadata(f, key);
+    if (!*out || !**out)
+        return sl_fail(SL_ERR_FORMAT, "'%s': __metadata__ lacks \"%s\"", what, key);
+    return SL_OK;
+}
+
+static sl_status meta_float(const sl_st_file *f, const char *key, const char *what, float *out)
+{
+    const char *s;
+    sl_status st = meta_string(f, key, what, &s);
+    if (st != SL_OK)
+        return st;
+    char *end;
+    errno = 0;
+    *out = strtof(s, &end);
+    if (*end || end == s || errno == ERANGE)
+        return sl_fail(SL_ERR_FORMAT, "'%s': __metadata__ \"%s\" is \"%.32s\", not a number",
+                       what, key, s);
+    return SL_OK;
+}
+
+static sl_status meta_uint(const sl_st_file *f, const char *key, const char *what, uint64_t max,
+                           uint64_t *out)
+{
+    const char *s;
+    sl_status st = meta_string(f, key, what, &s);
+    if (st != SL_OK)
+        return st;
+    char *end;
+    errno = 0;
+    unsigned long long v = s[0] >= '0' && s[0] <= '9' ? strtoull(s, &end, 10) : 0;
+    if (s[0] < '0' || s[0] > '9' || *end || errno == ERANGE || v > max)
+        return sl_fail(SL_ERR_FORMAT,
+                       "'%s': __metadata__ \"%s\" is \"%.32s\", not an integer in [0, %llu]", what,
+                       key, s, (unsigned long long)max);
+    *out = v;
+    return SL_OK;
+}
+
+static sl_status read_meta(const sl_st_file *f, const char *what, snapshot_meta *m)
+{
+    const char *format = sl_st_metadata(f, "format");
+    if (!format || strcmp(format, SNAPSHOT_FORMAT) != 0)
+        return sl_fail(SL_ERR_FORMAT,
+                       "'%s' is not a training snapshot (__metadata__ \"format\" is \"%.32s\", not "
+                       "\"" SNAPSHOT_FORMAT "\"); load a model file with sl_load_model",
+                       what, format ? format : "(none)");
+    const char *kind;
+    sl_status st = meta_string(f, "optimizer", what, &kind);
+    if (st != SL_OK)
+        return st;
+    memset(m, 0, sizeof *m);
+    if (strcmp(kind, "sgd") == 0)
+        m->opt.kind = SL_OPT_SGD;
+    else if (strcmp(kind, "adam") == 0)
+        m->opt.kind = SL_OPT_ADAM;
+    else
+        return sl_fail(SL_ERR_FORMAT, "'%s': unknown optimizer \"%.32s\"", what, kind);
+    uint64_t nesterov = 0, step = 0;
+    sl_optimizer_options *o = &m->opt;
+    if (st == SL_OK) st = meta_float(f, "lr", what, &o->lr);
+    if (st == SL_OK) st = meta_float(f, "momentum", what, &o->momentum);
+    if (st == SL_OK) st = meta_uint(f, "nesterov", what, 1, &nesterov);
+    if (st == SL_OK) st = meta_float(f, "weight_decay", what, &o->weight_decay);
+    if (st == SL_OK) st = meta_float(f, "beta1", what, &o->beta1);
+    if (st == SL_OK) st = meta_float(f, "beta2", what, &o->beta2);
+    if (st == SL_OK) st = meta_float(f, "eps", what, &o->eps);
+    if (st == SL_OK) st = meta_uint(f, "step", what, INT64_MAX, &step);
+    if (st == SL_OK) st = meta_uint(f, "seed", what, UINT64_MAX, &m->seed);
+    if (st == SL_OK) st = meta_uint(f, "dropout_counter", what, UINT64_MAX, &m->dropout_counter);
+    o->nesterov = (int)nesterov;
+    m->step = (int64_t)step;
+    return st;
+}
+
+/* Slots: the network's tensors, then the optimizer state's. */
+static sl_status snapshot_slots(sl_net *net, const sl_optimizer_options *o, sl_tensor_slot **out,
+                                int *n_out)
+{
+    const char *names[2];
+    int per = state_names(o, names);
+    int n = net->n_params + trainable_count(net) * per;
+    sl_tensor_slot *s = calloc((size_t)n + 1, sizeof *s);
+    if (!s)
+        return sl_fail(SL_ERR_NOMEM, "out of memory listing the snapshot's tensors");
+    sl_tensor_slot *params = NULL;
+    int np = 0;
+    sl_status st = sl_net_tensor_slots(net, &params, &np);
+    if (st != SL_OK) {
+        free(s);
+        return st;
+    }
+    memcpy(s, params, (size_t)np * sizeof *s);
+    int k = np;
+    for (int i = 0; i < np; i++) {
+        if (!net->params[i].spec->trainable)
+            continue;
+        for (int j = 0; j < per; j++) {
+            s[k] = params[i];
+            snprintf(s[k].name, sizeof s[k].name, "optimizer.%s.%s", net->params[i].name,
+                     names[j]);
+            k++;
+        }
+    }
+    free(params);
+    *out = s;
+    *n_out = k;
+    return SL_OK;
+}
+
+typedef struct load_ctx {
+    const sl_tensor_slot *next; /* state slots, in visit order */
+    sl_net *net;
+    const sl_host_view *view;
+} load_ctx;
+
+static void copy_state(void *user, int param, int k, float *block)
+{
+    (void)param;
+    (void)k;
+    load_ctx *c = user;
+    memcpy(sl_host_view_at(c->net, c->view, block), c->next->src, c->next->count * sizeof(float));
+    c->next++;
+}
+
+/* Everything validated: set the optimizer (the one step that can fail,
+ * and it fails before changing anything), then copy. */
+static sl_status commit(sl_net *net, const snapshot_meta *m, const sl_tensor_slot *slots,
+                        const char *what, const char *fn)
+{
+    sl_status st = sl_net_set_optimizer(net, &m->opt);
+    if (st != SL_OK)
+        return sl_fail(st == SL_ERR_INVALID_ARG ? SL_ERR_FORMAT : st,
+                       "%s: '%s': the snapshot's optimizer cannot be set: %s", fn, what,
+                       sl_error_message());
+    const char *names[2];
+    int per = state_names(&m->opt, names);
+    if (net->opt_floats != net->grad_floats * (size_t)per)
+        return sl_fail(SL_ERR_STATE, "%s: internal: optimizer state of %zu floats, expected %zu",
+                       fn, net->opt_floats, net->grad_floats * (size_t)per);
+    sl_host_view view;
+    st = sl_host_view_open(net, &view);
+    if (st != SL_OK)
+        return st;
+    for (int i = 0; i < net->n_params; i++)
+        memcpy(sl_host_view_at(net, &view, net->params[i].spec->data), slots[i].src,
+               slots[i].count * sizeof(float));
+    load_ctx c = {slots + net->n_params, net, &view};
+    visit_state(net, per, copy_state, &c);
+    st = sl_host_view_commit(net, &view);
+    sl_host_view_close(net, &view);
+    if (st != SL_OK)
+        return st;
+    net->steps = m->step;
+    net->ctx->seed = m->seed;
+    net->ctx->dropout_counter = m->dropout_counter;
+    return SL_OK;
+}
+
+sl_status sl_snapshot_load_memory(sl_net *net, const uint8_t *buf, size_t bytes, const char *what)
+{
+    static const char fn[] = "sl_load_snapshot";
+    if (!net || (!buf && bytes))
+        return sl_fail(SL_ERR_INVALID_ARG, "%s: network or data is NULL", fn);
+    static const uint8_t empty[1];
+    if (!buf)
+        buf = empty;
+    sl_status st = sl_net_materialize(net);
+    if (st != SL_OK)
+        return sl_fail(st, "%s: %s", fn, sl_error_message());
+    sl_st_file f;
+    st = sl_st_parse(buf, bytes, what, &f);
+    if (st != SL_OK)
+        return sl_fail(st, "%s: %s", fn, sl_error_message());
+    snapshot_meta m;
+    st = read_meta(&f, what, &m);
+    if (st != SL_OK)
+        st = sl_fail(st, "%s: %s", fn, sl_error_message());
+    sl_tensor_slot *slots = NULL;
+    int n = 0;
+    if (st == SL_OK)
+        st = snapshot_slots(net, &m.opt, &slots, &n);
+    sl_load_options strict = sl_load_defaults();
+    if (st == SL_OK)
+        st = sl_match_tensors(&f, slots, n, &strict, NULL, what, fn);
+    if (st == SL_OK)
+        st = commit(net, &m, slots, what, fn);
+    free(slots);
+    sl_st_release(&f);
+    return st;
+}
+
+sl_status sl_load_snapshot(sl_net *net, const char *path)
+{
+    static const char fn[] = "sl_load_snapshot";
+    if (!net || !path)
+        return sl_fail(SL_ERR_INVALID_ARG, "%s: network or path is NULL", fn);
+    uint8_t *buf = NULL;
+    size_t bytes = 0;
+    sl_status st = sl_read_whole_file(path, fn, &buf, &bytes);
+    if (st != SL_OK)
+        return st;
+    st = sl_snapshot_load_memory(net, buf, bytes, path);
+    free(buf);
+    return st;
+}

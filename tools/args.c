@@ -1,0 +1,437 @@
+/*
+ * args.c — the argument parser and usage texts of the `sublinear` command.
+ *
+ * One table lists every option with the subcommands that take it, so an
+ * option given to a command that has no use for it is an error (exit 2)
+ * rather than silently ignored. Values follow the option as the next word
+ * or after '=' (--steps 3, --steps=3).
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+
+enum {
+    ALL_NETS = CLI_TRAIN | CLI_PLAN | CLI_DOT | CLI_MEMPLOT,
+    PLANS = CLI_PLAN | CLI_DOT | CLI_MEMPLOT,
+    /* Upper bounds that keep every size computation far from overflow. */
+    MAX_BATCH = 65536,
+    MAX_RES = 8192,
+    MAX_CLASSES = 1000000,
+};
+
+typedef enum opt_id {
+    OPT_MODEL, OPT_STEPS, OPT_BATCH, OPT_RES, OPT_CLASSES, OPT_THREADS, OPT_EVAL, OPT_SEED,
+    OPT_LR, OPT_SCHEDULE, OPT_SCHEDULES, OPT_OUTPUT, OPT_OPTIMIZER, OPT_MODE, OPT_NO_REUSE,
+    OPT_JSON, OPT_DATASET, OPT_DATA, OPT_SAVE_MODEL, OPT_SNAPSHOT, OPT_SNAPSHOT_EVERY,
+    OPT_RESUME, OPT_LOG_EVERY, OPT_QUIET, OPT_BN_RESCALE, OPT_DEVICE,
+} opt_id;
+
+typedef struct opt_spec {
+    const char *name;
+    opt_id id;
+    unsigned cmds;
+    int has_value;
+} opt_spec;
+
+static const opt_spec g_opts[] = {
+    {"--model", OPT_MODEL, ALL_NETS, 1},
+    {"--steps", OPT_STEPS, CLI_TRAIN, 1},
+    {"--batch", OPT_BATCH, ALL_NETS, 1},
+    {"--res", OPT_RES, ALL_NETS, 1},
+    {"--classes", OPT_CLASSES, ALL_NETS, 1},
+    {"--threads", OPT_THREADS, CLI_TRAIN, 1},
+    {"--eval", OPT_EVAL, CLI_TRAIN, 1},
+    {"--seed", OPT_SEED, CLI_TRAIN, 1},
+    {"--lr", OPT_LR, CLI_TRAIN, 1},
+    {"--schedule", OPT_SCHEDULE, CLI_TRAIN | CLI_PLAN | CLI_DOT, 1},
+    {"--schedules", OPT_SCHEDULES, CLI_MEMPLOT, 1},
+    {"-o", OPT_OUTPUT, CLI_DOT | CLI_MEMPLOT, 1},
+    {"--output", OPT_OUTPUT, CLI_DOT | CLI_MEMPLOT, 1},
+    {"--optimizer", OPT_OPTIMIZER, ALL_NETS, 1},
+    {"--mode", OPT_MODE, PLANS, 1},
+    {"--no-reuse", OPT_NO_REUSE, PLANS, 0},
+    {"--json", OPT_JSON, ALL_NETS, 0},
+    {"--dataset", OPT_DATASET, CLI_TRAIN, 1},
+    {"--data", OPT_DATA, CLI_TRAIN, 1},
+    {"--save-model", OPT_SAVE_MODEL, CLI_TRAIN, 1},
+    {"--snapshot", OPT_SNAPSHOT, CLI_TRAIN, 1},
+    {"--snapshot-every", OPT_SNAPSHOT_EVERY, CLI_TRAIN, 1},
+    {"--resume", OPT_RESUME, CLI_TRAIN, 1},
+    {"--log-every", OPT_LOG_EVERY, CLI_TRAIN, 1},
+    {"--quiet", OPT_QUIET, CLI_TRAIN, 0},
+    {"--bn-rescale", OPT_BN_RESCALE, CLI_TRAIN, 0},
+    {"--device", OPT_DEVICE, CLI_TRAIN, 1},
+};
+
+static const char *command_name(cli_command cmd)
+{
+    switch (cmd) {
+    case CLI_TRAIN: return "train";
+    case CLI_PLAN: return "plan";
+    case CLI_DOT: return "dot";
+    default: return "memplot";
+    }
+}
+
+static const char g_schedules_help[] =
+    "schedules: none (keep every activation), sqrt (ceil(sqrt(N)) segments),\n"
+    "  segments:K (K segments), budget:SIZE (the least recompute whose planned\n"
+    "  peak fits SIZE: bytes, or with K/KiB, M/MiB, G/GiB)\n";
+
+static const char g_train_help[] =
+    "usage: sublinear train [options]\n"
+    "  Trains a model and prints a progress bar (step, loss, accuracy, images/s,\n"
+    "  memory), then held-out accuracy, the memory report and the activation\n"
+    "  memory saved against keeping every activation.\n"
+    "options:\n"
+    "  --model NAME          model to build (resnet20)\n"
+    "  --dataset KIND        synthetic (built in, no download), mnist or cifar10\n"
+    "  --data DIR            directory of the files of mnist / cifar10:\n"
+    "                          mnist: train-images-idx3-ubyte, train-labels-idx1-ubyte\n"
+    "                            and optionally t10k-images-idx3-ubyte, t10k-labels-idx1-ubyte\n"
+    "                            (uncompressed IDX; grey images are fed as 3 equal channels)\n"
+    "                          cifar10: data_batch_1.bin .. data_batch_5.bin (at least one)\n"
+    "                            and optionally test_batch.bin (the binary version)\n"
+    "  --steps N             total optimizer steps (300); the learning rate drops\n"
+    "                        10x at half of them when N > 10\n"
+    "  --batch N             images per step (32)\n"
+    "  --res N               image size of the synthetic dataset (32)\n"
+    "  --classes N           classes of the synthetic dataset (10)\n"
+    "  --lr X                learning rate (0.05 for sgd, 0.001 for adam)\n"
+    "  --optimizer KIND      sgd (momentum 0.9, weight decay 5e-4) or adam\n"
+    "  --schedule S          checkpointing schedule (sqrt); see below\n"
+    "  --bn-rescale          memonger's BatchNorm momentum rescale under re-forward\n"
+    "  --seed N              seeds weights, data order and dropout (1)\n"
+    "  --device cpu|cuda     where kernels run (cpu); cuda needs a build with the\n"
+    "                        CUDA toolkit and cuDNN, and a GPU\n"
+    "  --threads N           CPU threads, 0 = all cores (0)\n"
+    "  --eval N              held-out samples to measure accuracy on (1000)\n"
+    "  --log-every N         progress every N steps (10)\n"
+    "  --quiet               no progress bar\n"
+    "  --save-model PATH     save the trained model (thin .safetensors: parameters\n"
+    "                        and BatchNorm statistics only)\n"
+    "  --snapshot PATH       save a snapshot (model + optimizer state + step) at the end\n"
+    "  --snapshot-every N    also save the snapshot every N steps\n"
+    "  --resume PATH         resume from a snapshot and train on to --steps\n"
+    "  --json                print one JSON object at the end (loss, accuracy, images/s,\n"
+    "                        memory reports) and nothing else on stdout\n";
+
+static const char g_plan_help[] =
+    "usage: sublinear plan --model NAME [options]\n"
+    "  Prints the planned memory of one step by category and the recomputed\n"
+    "  fraction of FLOPs. No kernel runs.\n"
+    "options:\n"
+    "  --model NAME          model to plan (required)\n"
+    "  --batch N             batch size (16)\n"
+    "  --res N               input resolution (224)\n"
+    "  --classes N           classifier outputs (1000)\n"
+    "  --schedule S          checkpointing schedule (sqrt); see below\n"
+    "  --mode train|infer    plan a training step or an inference forward (train)\n"
+    "  --no-reuse            every tensor in storage of its own (a plain framework)\n"
+    "  --optimizer KIND      sgd, adam or none: optimizer state counted (sgd)\n"
+    "  --json                print one JSON object\n";
+
+static const char g_dot_help[] =
+    "usage: sublinear dot --model NAME -o FILE.dot [options]\n"
+    "  Writes the network as a Graphviz graph: one node per layer with its\n"
+    "  output shape; equal fill colour means shared arena storage.\n"
+    "options:\n"
+    "  --model NAME, --batch N (16), --res N (224), --classes N (1000),\n"
+    "  --schedule S (sqrt), --mode train|infer (train), --no-reuse,\n"
+    "  --optimizer sgd|adam|none (sgd)\n"
+    "  -o, --output FILE     the .dot file to write (required)\n"
+    "  --json                print one JSON object describing what was written\n";
+
+static const char g_memplot_help[] =
+    "usage: sublinear memplot --model NAME -o FILE.svg [options]\n"
+    "  Draws the live memory of every program step of one planned step, one\n"
+    "  series per schedule, on one SVG. No kernel runs.\n"
+    "options:\n"
+    "  --model NAME, --batch N (16), --res N (224), --classes N (1000),\n"
+    "  --mode train|infer (train), --no-reuse, --optimizer sgd|adam|none (sgd)\n"
+    "  --schedules S1,S2,..  up to 8 schedules (none,sqrt)\n"
+    "  -o, --output FILE     the .svg file to write (required)\n"
+    "  --json                print one JSON object with each series' steps and arena\n";
+
+static const char g_bench_help[] =
+    "usage: sublinear bench NAME [options]\n"
+    "       sublinear bench list [--json]\n"
+    "  Runs one of the benchmarks of bench/. NAME:\n"
+    "  optnet     optnet's memory tables (AlexNet, VGG-A, GoogLeNet, ResNet-110):\n"
+    "             planned memory before / after sharing; planning only, seconds.\n"
+    "             Built into this command. Options: --json.\n"
+    "  conv       ResNet-50 convolutions through the CPU kernels (bench_conv).\n"
+    "  resnet152  memonger's headline: ResNet-152 plain vs sublinear (bench_resnet).\n"
+    "  conv and resnet152 run the bench program, passing the options on (e.g.\n"
+    "  --threads N --batch N --json); it is looked for in $SL_BENCH_DIR, in\n"
+    "  bench/ beside this command (a build tree) and in ../libexec/sublinear\n"
+    "  (an install). `sublinear bench NAME --help` describes one benchmark.\n";
+
+void cli_usage(FILE *f, const char *name)
+{
+    if (!name) {
+        fprintf(f, "usage: sublinear COMMAND [options]   (sublinear COMMAND --help for more)\n"
+                   "commands:\n"
+                   "  train    train a model on the built-in dataset, MNIST or CIFAR-10\n"
+                   "  plan     print the planned memory of one step (no kernel runs)\n"
+                   "  dot      write the network as a Graphviz graph of shared storage\n"
+                   "  memplot  draw live memory per step for several schedules (SVG)\n"
+                   "  bench    run a benchmark (optnet tables, conv kernels, ResNet-152)\n"
+                   "  version  print the version\n"
+                   "exit status: 0 success, 1 failure, 2 bad arguments\n\n%s"
+                   "models:",
+                g_schedules_help);
+        for (const char *const *m = sl_model_names(); *m; m++)
+            fprintf(f, " %s", *m);
+        fprintf(f, "\n");
+        return;
+    }
+    if (strcmp(name, "train") == 0)
+        fputs(g_train_help, f);
+    else if (strcmp(name, "plan") == 0)
+        fputs(g_plan_help, f);
+    else if (strcmp(name, "dot") == 0)
+        fputs(g_dot_help, f);
+    else if (strcmp(name, "memplot") == 0)
+        fputs(g_memplot_help, f);
+    else if (strcmp(name, "bench") == 0) {
+        fputs(g_bench_help, f);
+        return;
+    }
+    fputs(g_schedules_help, f);
+    fprintf(f, "models:");
+    for (const char *const *m = sl_model_names(); *m; m++)
+        fprintf(f, " %s", *m);
+    fprintf(f, "\n");
+}
+
+int cli_usage_error(const char *cmd, const char *fmt, ...)
+{
+    va_list ap;
+    fprintf(stderr, "sublinear %s: ", cmd);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "\n\n");
+    cli_usage(stderr, cmd);
+    return CLI_EXIT_USAGE;
+}
+
+int cli_parse_int(const char *s, long lo, long hi, int *out)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || end == s || *end || v < lo || v > hi)
+        return -1;
+    *out = (int)v;
+    return 0;
+}
+
+static int parse_u64(const char *s, uint64_t *out)
+{
+    char *end;
+    if (*s < '0' || *s > '9')
+        return -1;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || *end)
+        return -1;
+    *out = (uint64_t)v;
+    return 0;
+}
+
+static int parse_size(const char *s, uint64_t *out)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s || !(v > 0) || !isfinite(v))
+        return -1;
+    static const struct { const char *suffix; double mult; } units[] = {
+        {"", 1}, {"B", 1}, {"K", 1024.0}, {"KiB", 1024.0}, {"M", 1048576.0},
+        {"MiB", 1048576.0}, {"G", 1073741824.0}, {"GiB", 1073741824.0},
+    };
+    for (size_t i = 0; i < sizeof units / sizeof *units; i++)
+        if (strcmp(end, units[i].suffix) == 0) {
+            double bytes = v * units[i].mult;
+            if (bytes >= 1.8e19)
+                return -1;
+            *out = (uint64_t)bytes;
+            return 0;
+        }
+    return -1;
+}
+
+int cli_parse_schedule(const char *s, sl_schedule *out)
+{
+    int k;
+    uint64_t bytes;
+    if (strcmp(s, "none") == 0)
+        *out = SL_CKPT_NONE;
+    else if (strcmp(s, "sqrt") == 0)
+        *out = SL_CKPT_SQRT;
+    else if (strncmp(s, "segments:", 9) == 0 && cli_parse_int(s + 9, 1, 1000000, &k) == 0)
+        *out = SL_CKPT_SEGMENTS(k);
+    else if (strncmp(s, "budget:", 7) == 0 && parse_size(s + 7, &bytes) == 0)
+        *out = SL_CKPT_BUDGET(bytes);
+    else
+        return -1;
+    return 0;
+}
+
+static int is_model(const char *name)
+{
+    for (const char *const *m = sl_model_names(); *m; m++)
+        if (strcmp(*m, name) == 0)
+            return 1;
+    return 0;
+}
+
+/* Sets one option from its value. Returns 0, or -1 for a bad value. */
+static int set_option(cli_options *o, opt_id id, const char *v)
+{
+    switch (id) {
+    case OPT_MODEL: o->model = v; return is_model(v) ? 0 : -1;
+    case OPT_STEPS: return cli_parse_int(v, 1, 1000000000L, &o->steps);
+    case OPT_BATCH: return cli_parse_int(v, 1, MAX_BATCH, &o->batch);
+    case OPT_RES: o->res_set = 1; return cli_parse_int(v, 8, MAX_RES, &o->res);
+    case OPT_CLASSES: o->classes_set = 1; return cli_parse_int(v, 2, MAX_CLASSES, &o->classes);
+    case OPT_THREADS: return cli_parse_int(v, 0, 4096, &o->threads);
+    case OPT_EVAL: return cli_parse_int(v, 0, 1000000000L, &o->eval_samples);
+    case OPT_LOG_EVERY: return cli_parse_int(v, 1, 1000000000L, &o->log_every);
+    case OPT_SNAPSHOT_EVERY: return cli_parse_int(v, 1, 1000000000L, &o->snapshot_every);
+    case OPT_SEED: return parse_u64(v, &o->seed);
+    case OPT_LR: {
+        char *end;
+        errno = 0;
+        o->lr = strtof(v, &end);
+        return errno || end == v || *end || !(o->lr > 0) || !isfinite(o->lr) ? -1 : 0;
+    }
+    case OPT_SCHEDULE:
+        snprintf(o->schedule_text, sizeof o->schedule_text, "%s", v);
+        return strlen(v) < sizeof o->schedule_text ? cli_parse_schedule(v, &o->schedule) : -1;
+    case OPT_SCHEDULES: o->schedules = v; return *v ? 0 : -1;
+    case OPT_OUTPUT: o->output = v; return *v ? 0 : -1;
+    case OPT_OPTIMIZER:
+        o->optimizer = v;
+        if (o->cmd == CLI_TRAIN)
+            return strcmp(v, "sgd") && strcmp(v, "adam") ? -1 : 0;
+        return strcmp(v, "sgd") && strcmp(v, "adam") && strcmp(v, "none") ? -1 : 0;
+    case OPT_MODE:
+        o->mode = strcmp(v, "infer") == 0 ? SL_MODE_INFER : SL_MODE_TRAIN;
+        return strcmp(v, "train") && strcmp(v, "infer") ? -1 : 0;
+    case OPT_DATASET:
+        o->dataset = v;
+        return strcmp(v, "synthetic") && strcmp(v, "mnist") && strcmp(v, "cifar10") ? -1 : 0;
+    case OPT_DATA: o->data_dir = v; return *v ? 0 : -1;
+    case OPT_SAVE_MODEL: o->save_model = v; return *v ? 0 : -1;
+    case OPT_SNAPSHOT: o->snapshot = v; return *v ? 0 : -1;
+    case OPT_RESUME: o->resume = v; return *v ? 0 : -1;
+    case OPT_JSON: o->json = 1; return 0;
+    case OPT_NO_REUSE: o->no_reuse = 1; return 0;
+    case OPT_QUIET: o->quiet = 1; return 0;
+    case OPT_BN_RESCALE: o->bn_rescale = 1; return 0;
+    case OPT_DEVICE:
+        o->device = strcmp(v, "cuda") == 0 ? SL_DEVICE_CUDA : SL_DEVICE_CPU;
+        return strcmp(v, "cpu") && strcmp(v, "cuda") ? -1 : 0;
+    }
+    return -1;
+}
+
+void cli_defaults(cli_command cmd, cli_options *o)
+{
+    memset(o, 0, sizeof *o);
+    o->cmd = cmd;
+    o->steps = 300;
+    o->eval_samples = 1000;
+    o->log_every = 10;
+    o->seed = 1;
+    o->schedule = SL_CKPT_SQRT;
+    snprintf(o->schedule_text, sizeof o->schedule_text, "sqrt");
+    o->mode = SL_MODE_TRAIN;
+    o->dataset = "synthetic";
+    o->lr = 0.05f;
+    if (cmd == CLI_TRAIN) {
+        o->model = "resnet20";
+        o->batch = 32;
+        o->res = 32;
+        o->classes = 10;
+        o->optimizer = "sgd";
+    } else {
+        o->batch = 16;
+        o->res = 224;
+        o->classes = 1000;
+        o->optimizer = "sgd";
+    }
+}
+
+/* Checks what single options cannot: required options and combinations. */
+static int check_combination(const char *cmd, cli_options *o)
+{
+    if (!o->model)
+        return cli_usage_error(cmd, "--model is required");
+    if ((o->cmd == CLI_DOT || o->cmd == CLI_MEMPLOT) && !o->output)
+        return cli_usage_error(cmd, "-o FILE is required");
+    if (o->cmd != CLI_TRAIN)
+        return 0;
+    int synthetic = strcmp(o->dataset, "synthetic") == 0;
+    if (synthetic && o->data_dir)
+        return cli_usage_error(cmd, "--data applies to --dataset mnist or cifar10");
+    if (!synthetic && !o->data_dir)
+        return cli_usage_error(cmd, "--dataset %s needs --data DIR", o->dataset);
+    if (!synthetic && o->res_set)
+        return cli_usage_error(cmd, "--res applies to the synthetic dataset only "
+                                    "(%s images keep their size)", o->dataset);
+    if (!synthetic && o->classes_set && o->classes != 10)
+        return cli_usage_error(cmd, "%s has 10 classes, not %d", o->dataset, o->classes);
+    if (o->snapshot_every && !o->snapshot)
+        return cli_usage_error(cmd, "--snapshot-every needs --snapshot PATH");
+    return 0;
+}
+
+int cli_parse(cli_command cmd, int argc, char **argv, cli_options *o, int *help)
+{
+    const char *name = command_name(cmd);
+    int lr_set = 0;
+    *help = 0;
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+            cli_usage(stdout, name);
+            *help = 1;
+            return 0;
+        }
+        const char *eq = strncmp(a, "--", 2) == 0 ? strchr(a, '=') : NULL;
+        size_t len = eq ? (size_t)(eq - a) : strlen(a);
+        const opt_spec *spec = NULL;
+        for (size_t k = 0; k < sizeof g_opts / sizeof *g_opts; k++)
+            if (strlen(g_opts[k].name) == len && strncmp(g_opts[k].name, a, len) == 0)
+                spec = &g_opts[k];
+        if (!spec)
+            return cli_usage_error(name, "unknown option '%s'", a);
+        if (!(spec->cmds & cmd))
+            return cli_usage_error(name, "%s does not apply to %s", spec->name, name);
+        const char *v = NULL;
+        if (spec->has_value) {
+            v = eq ? eq + 1 : i + 1 < argc ? argv[++i] : NULL;
+            if (!v)
+                return cli_usage_error(name, "%s needs a value", spec->name);
+        } else if (eq) {
+            return cli_usage_error(name, "%s takes no value", spec->name);
+        }
+        lr_set |= spec->id == OPT_LR;
+        if (set_option(o, spec->id, v) != 0)
+            return spec->id == OPT_MODEL
+                       ? cli_usage_error(name, "unknown model '%s'", v)
+                       : cli_usage_error(name, "bad value '%s' for %s", v, spec->name);
+    }
+    if (cmd == CLI_TRAIN && !lr_set && strcmp(o->optimizer, "adam") == 0)
+        o->lr = 1e-3f;
+    return check_combination(name, o);
+}

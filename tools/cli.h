@@ -1,0 +1,103 @@
+/*
+ * cli.h — what the files of the `sublinear` command share: the parsed
+ * options, the argument parser, usage texts, and small helpers for
+ * building a network and printing memory reports and JSON.
+ *
+ * The command sits on top of the public API only (include/sublinear.h):
+ * it builds a network, asks for plans and reports, and runs steps.
+ * Exit codes: 0 success, 1 a failure while running (a missing or malformed
+ * file, a budget no schedule meets, a library error), 2 bad arguments
+ * (always with a usage message on stderr).
+ */
+#ifndef SL_CLI_H
+#define SL_CLI_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "sublinear.h"
+
+#define CLI_EXIT_FAIL 1
+#define CLI_EXIT_USAGE 2
+
+/* The subcommands that take options from the shared table (bench has its
+ * own parser: its options pass through to the bench programs). */
+typedef enum cli_command {
+    CLI_TRAIN = 1 << 0,
+    CLI_PLAN = 1 << 1,
+    CLI_DOT = 1 << 2,
+    CLI_MEMPLOT = 1 << 3,
+} cli_command;
+
+typedef struct cli_options {
+    cli_command cmd;
+    const char *model;
+    int steps, batch, res, classes, threads, eval_samples, log_every, snapshot_every;
+    int json, no_reuse, quiet, bn_rescale;
+    int res_set, classes_set; /* given on the command line */
+    float lr;
+    uint64_t seed;
+    sl_schedule schedule;
+    char schedule_text[64];
+    sl_mode mode;
+    sl_device device;
+    const char *output, *schedules, *optimizer;
+    const char *dataset, *data_dir;
+    const char *save_model, *snapshot, *resume;
+} cli_options;
+
+/* The defaults of a command (train: resnet20 on the built-in dataset;
+ * plan / dot / memplot: batch 16 at 224x224, 1000 classes). */
+void cli_defaults(cli_command cmd, cli_options *o);
+
+/* Parses argv (the words after the subcommand) into o. Returns 0, or
+ * CLI_EXIT_USAGE after printing what is wrong and the usage. --help prints
+ * the command's usage on stdout and sets *help. */
+int cli_parse(cli_command cmd, int argc, char **argv, cli_options *o, int *help);
+
+/* Usage of a command ("train", "plan", "dot", "memplot", "bench"), or of
+ * the whole command when name is NULL. */
+void cli_usage(FILE *f, const char *name);
+
+/* Prints "sublinear CMD: <message>", then the usage of CMD, on stderr;
+ * returns CLI_EXIT_USAGE. */
+int cli_usage_error(const char *cmd, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* Parses "none", "sqrt", "segments:K", "budget:SIZE" (SIZE in bytes or
+ * with a K/KiB, M/MiB, G/GiB suffix). Returns 0 or -1. */
+int cli_parse_schedule(const char *s, sl_schedule *out);
+/* A decimal integer in [lo, hi], nothing after it. Returns 0 or -1. */
+int cli_parse_int(const char *s, long lo, long hi, int *out);
+
+/* Prints "sublinear: <what>: <sl_last_error()>" on stderr; returns
+ * CLI_EXIT_FAIL. */
+int cli_fail(const char *what);
+
+/* Creates the context and a network of o->model under o->schedule with
+ * o->classes classes sized for o->res, memory reuse and the optimizer as
+ * the options say. On failure prints why, frees what it made and returns
+ * CLI_EXIT_FAIL; on success the caller frees *net then *ctx. */
+int cli_build(const cli_options *o, sl_context **ctx, sl_net **net);
+
+/* Mode names "train" / "infer" and schedule labels for output. */
+const char *cli_mode_name(sl_mode mode);
+
+double cli_mib(uint64_t bytes);
+/* A report as aligned lines, by category, indented. */
+void cli_print_report(FILE *f, const sl_memory_report *r);
+/* A report as one JSON object (sl_memory_report_json). */
+void cli_json_report(FILE *f, const sl_memory_report *r);
+/* s as a JSON string literal, quotes included; NULL as null. */
+void cli_json_string(FILE *f, const char *s);
+
+/* The subcommands. */
+int cli_cmd_train(cli_options *o);
+int cli_cmd_plan(cli_options *o);
+int cli_cmd_dot(cli_options *o);
+int cli_cmd_memplot(cli_options *o);
+/* bench takes the raw words after "bench". argv0 locates the bench
+ * programs when /proc/self/exe cannot. */
+int cli_cmd_bench(const char *argv0, int argc, char **argv);
+
+#endif

@@ -1,0 +1,162 @@
+/*
+ * cmd_plan.c — the planning subcommands of `sublinear`: plan (the memory
+ * report of one step), dot (the network as a Graphviz graph of shared
+ * storage) and memplot (live memory per program step as an SVG). They
+ * stop at the plan stage of network -> schedule -> program -> plan -> run:
+ * no kernel runs, so a ResNet-152 at batch 16 plans in well under a second.
+ */
+#include <string.h>
+
+#include "cli.h"
+
+enum { MAX_SERIES = 8 };
+
+static sl_shape input_shape(const cli_options *o) { return (sl_shape){o->batch, 3, o->res, o->res}; }
+
+int cli_cmd_plan(cli_options *o)
+{
+    sl_context *ctx;
+    sl_net *net;
+    int rc = cli_build(o, &ctx, &net);
+    if (rc)
+        return rc;
+    sl_memory_report r;
+    if (sl_net_memory_report(net, input_shape(o), o->mode, &r) != SL_OK)
+        rc = cli_fail("planning");
+    if (!rc && o->json) {
+        printf("{\"model\":");
+        cli_json_string(stdout, o->model);
+        printf(",\"batch\":%d,\"res\":%d,\"classes\":%d,\"mode\":\"%s\",\"schedule\":", o->batch,
+               o->res, o->classes, cli_mode_name(o->mode));
+        cli_json_string(stdout, o->schedule_text);
+        printf(",\"reuse\":%s,\"optimizer\":", o->no_reuse ? "false" : "true");
+        cli_json_string(stdout, o->optimizer);
+        printf(",\"planned_bytes\":{\"outputs\":%llu,\"grad_inputs\":%llu,\"buffers\":%llu,"
+               "\"params\":%llu,\"param_grads\":%llu,\"optimizer\":%llu,\"total\":%llu,"
+               "\"arena\":%llu},\"recompute_fraction\":%.6f}\n",
+               (unsigned long long)r.outputs, (unsigned long long)r.grad_inputs,
+               (unsigned long long)r.buffers, (unsigned long long)r.params,
+               (unsigned long long)r.param_grads, (unsigned long long)r.optimizer,
+               (unsigned long long)r.total, (unsigned long long)r.arena_bytes,
+               r.recompute_fraction);
+    } else if (!rc) {
+        printf("%s, batch %d, %dx%d, %s, schedule %s%s\n", o->model, o->batch, o->res, o->res,
+               o->mode == SL_MODE_TRAIN ? "training" : "inference", o->schedule_text,
+               o->no_reuse ? ", no reuse" : "");
+        cli_print_report(stdout, &r);
+        printf("  recomputed FLOPs: %.1f%% of one plain step\n", 100.0 * r.recompute_fraction);
+    }
+    sl_net_free(net);
+    sl_context_free(ctx);
+    return rc;
+}
+
+int cli_cmd_dot(cli_options *o)
+{
+    sl_context *ctx;
+    sl_net *net;
+    int rc = cli_build(o, &ctx, &net);
+    if (rc)
+        return rc;
+    if (sl_net_write_dot(net, input_shape(o), o->mode, o->output) != SL_OK)
+        rc = cli_fail("writing the graph");
+    if (!rc && o->json) {
+        printf("{\"output\":");
+        cli_json_string(stdout, o->output);
+        printf(",\"model\":");
+        cli_json_string(stdout, o->model);
+        printf(",\"layers\":%d,\"mode\":\"%s\",\"reuse\":%s}\n", sl_net_layer_count(net),
+               cli_mode_name(o->mode), o->no_reuse ? "false" : "true");
+    } else if (!rc) {
+        printf("wrote %s (%s plan, %s)\n", o->output,
+               o->mode == SL_MODE_TRAIN ? "training" : "inference",
+               o->no_reuse ? "no reuse" : "memory reuse on");
+    }
+    sl_net_free(net);
+    sl_context_free(ctx);
+    return rc;
+}
+
+/* Splits o->schedules into at most MAX_SERIES parsed schedules; labels
+ * point into buf. Returns 0 or CLI_EXIT_USAGE. */
+static int split_schedules(const char *list, char *buf, size_t size, sl_schedule *s,
+                           const char **labels, int *n)
+{
+    if (strlen(list) >= size)
+        return cli_usage_error("memplot", "--schedules is too long");
+    memcpy(buf, list, strlen(list) + 1);
+    *n = 0;
+    for (char *tok = buf, *next; tok; tok = next) {
+        next = strchr(tok, ',');
+        if (next)
+            *next++ = '\0';
+        if (*n == MAX_SERIES)
+            return cli_usage_error("memplot", "at most %d schedules", MAX_SERIES);
+        if (cli_parse_schedule(tok, &s[*n]) != 0)
+            return cli_usage_error("memplot", "bad schedule '%s' in --schedules", tok);
+        labels[(*n)++] = tok;
+    }
+    return 0;
+}
+
+static void print_series_json(const cli_options *o, const sl_memory_timeline *tl,
+                              const char *const *labels, int n)
+{
+    printf("{\"output\":");
+    cli_json_string(stdout, o->output);
+    printf(",\"model\":");
+    cli_json_string(stdout, o->model);
+    printf(",\"batch\":%d,\"res\":%d,\"mode\":\"%s\",\"series\":[", o->batch, o->res,
+           cli_mode_name(o->mode));
+    for (int i = 0; i < n; i++) {
+        printf("%s{\"schedule\":", i ? "," : "");
+        cli_json_string(stdout, labels[i]);
+        printf(",\"steps\":%d,\"arena\":%llu}", tl[i].steps, (unsigned long long)tl[i].arena_bytes);
+    }
+    printf("]}\n");
+}
+
+int cli_cmd_memplot(cli_options *o)
+{
+    char buf[512];
+    sl_schedule sched[MAX_SERIES];
+    const char *labels[MAX_SERIES];
+    int n = 0;
+    int rc = split_schedules(o->schedules ? o->schedules : "none,sqrt", buf, sizeof buf, sched,
+                             labels, &n);
+    if (rc)
+        return rc;
+    sl_context *ctx;
+    sl_net *net;
+    rc = cli_build(o, &ctx, &net);
+    if (rc)
+        return rc;
+    sl_memory_timeline tl[MAX_SERIES];
+    const sl_memory_timeline *series[MAX_SERIES];
+    int planned = 0;
+    for (; planned < n; planned++) {
+        if (sl_net_set_schedule(net, sched[planned]) != SL_OK ||
+            sl_net_memory_timeline(net, input_shape(o), o->mode, &tl[planned]) != SL_OK) {
+            fprintf(stderr, "sublinear: planning schedule %s: %s\n", labels[planned],
+                    sl_last_error());
+            rc = CLI_EXIT_FAIL;
+            break;
+        }
+        series[planned] = &tl[planned];
+    }
+    if (!rc && sl_memory_timeline_svg(o->output, series, labels, n) != SL_OK)
+        rc = cli_fail("writing the plot");
+    if (!rc && o->json) {
+        print_series_json(o, tl, labels, n);
+    } else if (!rc) {
+        for (int i = 0; i < n; i++)
+            printf("%-20s %5d steps, arena %.2f MiB\n", labels[i], tl[i].steps,
+                   cli_mib(tl[i].arena_bytes));
+        printf("wrote %s\n", o->output);
+    }
+    for (int i = 0; i < planned; i++)
+        sl_memory_timeline_free(&tl[i]);
+    sl_net_free(net);
+    sl_context_free(ctx);
+    return rc;
+}

@@ -1,0 +1,316 @@
+/*
+ * cmd_train.c — `sublinear train`: the whole pipeline of the library from
+ * the outside. It plans the chosen schedule and the keep-everything
+ * baseline (no kernel runs), trains with a progress bar, measures
+ * held-out accuracy, and prints the memory report with the saving against
+ * keep-everything; --save-model writes a thin model file, --snapshot a
+ * snapshot to resume from with --resume.
+ *
+ * Step s of a run always trains on samples s*batch .. s*batch+batch-1 of
+ * the (seeded) training order and at the learning rate of step s, so a
+ * run resumed from a snapshot ends with the parameters of a run that never
+ * stopped.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "datasets.h"
+
+typedef struct train_run {
+    cli_options *o;
+    cli_data data;
+    sl_context *ctx;
+    sl_net *net;
+    sl_shape shape;
+    float *x, *logits;
+    int *labels;
+    sl_memory_report planned, baseline;
+    int64_t first_step; /* the step count at the start (non-zero after --resume) */
+    int steps_run;
+    double seconds, loss_avg, first_loss, last_loss;
+    int64_t correct, seen;
+    double test_accuracy; /* < 0: not measured */
+    int tty;
+} train_run;
+
+static double now_seconds(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* The learning rate of step s: o->lr, a tenth of it from half of the run
+ * on when the run is longer than 10 steps. */
+static float lr_at(const cli_options *o, int64_t step)
+{
+    return o->steps > 10 && step >= o->steps / 2 ? o->lr * 0.1f : o->lr;
+}
+
+static int setup(train_run *r)
+{
+    cli_options *o = r->o;
+    char err[1024];
+    if (cli_data_open(o->dataset, o->data_dir, o->classes, o->res, o->seed, &r->data, err,
+                      sizeof err) != 0) {
+        fprintf(stderr, "sublinear train: %s\n", err);
+        return CLI_EXIT_FAIL;
+    }
+    o->classes = r->data.classes;
+    o->res = r->data.h;
+    r->shape = (sl_shape){o->batch, 3, o->res, o->res};
+    int rc = cli_build(o, &r->ctx, &r->net);
+    if (rc)
+        return rc;
+    size_t image = (size_t)3 * o->res * o->res;
+    r->x = malloc(image * (size_t)o->batch * sizeof(float));
+    r->labels = malloc((size_t)o->batch * sizeof(int));
+    r->logits = malloc((size_t)o->batch * (size_t)o->classes * sizeof(float));
+    if (!r->x || !r->labels || !r->logits) {
+        fprintf(stderr, "sublinear train: out of memory for a batch of %d\n", o->batch);
+        return CLI_EXIT_FAIL;
+    }
+    if (o->resume && sl_load_snapshot(r->net, o->resume) != SL_OK)
+        return cli_fail("resuming from the snapshot");
+    r->first_step = sl_net_step_count(r->net);
+    if (sl_net_memory_report(r->net, r->shape, SL_MODE_TRAIN, &r->planned) != SL_OK)
+        return cli_fail("planning");
+    if (sl_net_set_schedule(r->net, SL_CKPT_NONE) != SL_OK ||
+        sl_net_memory_report(r->net, r->shape, SL_MODE_TRAIN, &r->baseline) != SL_OK ||
+        sl_net_set_schedule(r->net, o->schedule) != SL_OK)
+        return cli_fail("planning the keep-everything baseline");
+    return 0;
+}
+
+static void print_header(const train_run *r)
+{
+    const cli_options *o = r->o;
+    printf("training %s on %s (%d classes, %dx%d), batch %d, schedule %s, %s lr %g, %s\n",
+           o->model, r->data.name, o->classes, o->res, o->res, o->batch, o->schedule_text,
+           o->optimizer, (double)o->lr, o->device == SL_DEVICE_CUDA ? "CUDA" : "CPU");
+    if (r->first_step)
+        printf("resumed from %s at step %lld\n", o->resume, (long long)r->first_step);
+    printf("planned activation memory %.2f MiB (keep-everything %.2f MiB), recompute %.1f%% of "
+           "a step\n",
+           cli_mib(r->planned.arena_bytes), cli_mib(r->baseline.arena_bytes),
+           100.0 * r->planned.recompute_fraction);
+}
+
+/* One progress line: on a terminal a bar redrawn in place, otherwise a
+ * line per report so logs stay readable. */
+static void print_progress(const train_run *r, int64_t step, double acc, double images_per_s,
+                           uint64_t mem_bytes)
+{
+    enum { WIDTH = 24 };
+    char bar[WIDTH + 1];
+    int filled = (int)((double)WIDTH * (double)step / (double)r->o->steps);
+    for (int i = 0; i < WIDTH; i++)
+        bar[i] = i < filled ? '#' : '.';
+    bar[WIDTH] = '\0';
+    printf("%sstep %6lld/%d [%s] loss %.4f  acc %5.1f%%  %7.1f img/s  mem %.2f MiB%s",
+           r->tty ? "\r" : "", (long long)step, r->o->steps, bar, r->loss_avg, 100.0 * acc,
+           images_per_s, cli_mib(mem_bytes), r->tty ? "  " : "\n");
+    fflush(stdout);
+}
+
+static int train_loop(train_run *r)
+{
+    cli_options *o = r->o;
+    double t0 = now_seconds();
+    int64_t window_correct = 0, window_seen = 0;
+    uint64_t mem = 0;
+    int show = !o->json && !o->quiet;
+    for (int64_t step = r->first_step; step < o->steps; step++) {
+        sl_step_result res;
+        if (sl_net_set_lr(r->net, lr_at(o, step)) != SL_OK ||
+            cli_data_batch(&r->data, SL_SPLIT_TRAIN, step * o->batch, o->batch, r->x,
+                           r->labels) != SL_OK)
+            return cli_fail("preparing a step");
+        if (sl_net_train_step(r->net, r->x, r->shape, r->labels, &res) != SL_OK)
+            return cli_fail("training");
+        r->last_loss = res.loss;
+        r->loss_avg = r->steps_run ? 0.9 * r->loss_avg + 0.1 * res.loss : res.loss;
+        if (r->steps_run++ == 0) {
+            sl_memory_report m;
+            r->first_loss = res.loss;
+            if (sl_net_memory_report(r->net, r->shape, SL_MODE_TRAIN, &m) == SL_OK)
+                mem = m.measured_total;
+        }
+        r->correct += res.correct;
+        r->seen += o->batch;
+        window_correct += res.correct;
+        window_seen += o->batch;
+        if (o->snapshot_every && (step + 1) % o->snapshot_every == 0 &&
+            sl_save_snapshot(r->net, o->snapshot) != SL_OK)
+            return cli_fail("saving the snapshot");
+        if (show && ((step + 1) % o->log_every == 0 || step + 1 == o->steps)) {
+            double dt = now_seconds() - t0;
+            print_progress(r, step + 1, (double)window_correct / (double)window_seen,
+                           (double)r->steps_run * o->batch / dt, mem);
+            window_correct = window_seen = 0;
+        }
+    }
+    r->seconds = now_seconds() - t0;
+    if (show && r->tty && r->steps_run)
+        printf("\n");
+    return 0;
+}
+
+static int evaluate(train_run *r)
+{
+    const cli_options *o = r->o;
+    int64_t samples = o->eval_samples;
+    r->test_accuracy = -1;
+    if (!cli_data_has(&r->data, SL_SPLIT_TEST) || samples == 0)
+        return 0;
+    if (!r->data.synthetic && samples > r->data.split[SL_SPLIT_TEST].count)
+        samples = r->data.split[SL_SPLIT_TEST].count;
+    int64_t correct = 0, seen = 0;
+    for (int64_t i = 0; seen < samples; i += o->batch) {
+        if (cli_data_batch(&r->data, SL_SPLIT_TEST, i, o->batch, r->x, r->labels) != SL_OK ||
+            sl_net_predict(r->net, r->x, r->shape, r->logits) != SL_OK)
+            return cli_fail("evaluating");
+        for (int b = 0; b < o->batch && seen < samples; b++, seen++) {
+            const float *row = r->logits + (size_t)b * o->classes;
+            int best = 0;
+            for (int c = 1; c < o->classes; c++)
+                if (row[c] > row[best])
+                    best = c;
+            correct += best == r->labels[b];
+        }
+    }
+    r->test_accuracy = (double)correct / (double)seen;
+    r->o->eval_samples = (int)seen;
+    return 0;
+}
+
+static int save(const train_run *r)
+{
+    if (r->o->save_model && sl_save_model(r->net, r->o->save_model) != SL_OK)
+        return cli_fail("saving the model");
+    if (r->o->snapshot && sl_save_snapshot(r->net, r->o->snapshot) != SL_OK)
+        return cli_fail("saving the snapshot");
+    return 0;
+}
+
+static void json_number(double v)
+{
+    if (isfinite(v))
+        printf("%.6g", v);
+    else
+        printf("null");
+}
+
+static double saving(uint64_t plain, uint64_t mine)
+{
+    return plain ? 1.0 - (double)mine / (double)plain : 0.0;
+}
+
+static void print_json(const train_run *r, const sl_memory_report *m)
+{
+    const cli_options *o = r->o;
+    int ran = r->steps_run > 0;
+    printf("{\"model\":");
+    cli_json_string(stdout, o->model);
+    printf(",\"dataset\":\"%s\",\"device\":\"%s\",\"schedule\":", r->data.name,
+           o->device == SL_DEVICE_CUDA ? "cuda" : "cpu");
+    cli_json_string(stdout, o->schedule_text);
+    printf(",\"batch\":%d,\"res\":%d,\"classes\":%d,\"steps\":%d,\"first_step\":%lld,"
+           "\"steps_run\":%d,\"loss\":", o->batch, o->res, o->classes, o->steps,
+           (long long)r->first_step, r->steps_run);
+    json_number(ran ? r->loss_avg : NAN);
+    printf(",\"first_loss\":");
+    json_number(ran ? r->first_loss : NAN);
+    printf(",\"last_loss\":");
+    json_number(ran ? r->last_loss : NAN);
+    printf(",\"train_accuracy\":");
+    json_number(ran ? (double)r->correct / (double)r->seen : NAN);
+    printf(",\"test_accuracy\":");
+    json_number(r->test_accuracy >= 0 ? r->test_accuracy : NAN);
+    printf(",\"eval_samples\":%d,\"images_per_second\":", r->test_accuracy >= 0 ? o->eval_samples : 0);
+    json_number(ran ? (double)r->steps_run * o->batch / r->seconds : NAN);
+    printf(",\"seconds\":");
+    json_number(r->seconds);
+    printf(",\"memory\":");
+    cli_json_report(stdout, m);
+    printf(",\"baseline_memory\":");
+    cli_json_report(stdout, &r->baseline);
+    printf(",\"saving\":{\"arena_bytes\":%lld,\"arena_fraction\":%.6f,\"total_fraction\":%.6f}",
+           (long long)r->baseline.arena_bytes - (long long)m->arena_bytes,
+           saving(r->baseline.arena_bytes, m->arena_bytes), saving(r->baseline.total, m->total));
+    printf(",\"saved_model\":");
+    cli_json_string(stdout, o->save_model);
+    printf(",\"snapshot\":");
+    cli_json_string(stdout, o->snapshot);
+    printf("}\n");
+}
+
+static void print_summary(const train_run *r, const sl_memory_report *m)
+{
+    const cli_options *o = r->o;
+    if (r->steps_run)
+        printf("done: %d steps in %.1f s, %.1f images/s, train accuracy %.1f%%\n", r->steps_run,
+               r->seconds, (double)r->steps_run * o->batch / r->seconds,
+               100.0 * (double)r->correct / (double)r->seen);
+    else
+        printf("nothing to train: the snapshot is at step %lld of %d\n", (long long)r->first_step,
+               o->steps);
+    if (r->test_accuracy >= 0)
+        printf("held-out accuracy: %.1f%% on %d samples (chance: %.1f%%)\n",
+               100.0 * r->test_accuracy, o->eval_samples, 100.0 / o->classes);
+    else
+        printf("held-out accuracy: not measured (%s)\n",
+               o->eval_samples ? "the dataset has no test split" : "--eval 0");
+    printf("memory, schedule %s (planned; measured over the run):\n", o->schedule_text);
+    cli_print_report(stdout, m);
+    printf("activation memory saved against keep-everything: %.2f MiB -> %.2f MiB (%.1f%% less); "
+           "total %.2f MiB -> %.2f MiB (%.1f%% less)\n",
+           cli_mib(r->baseline.arena_bytes), cli_mib(m->arena_bytes),
+           100.0 * saving(r->baseline.arena_bytes, m->arena_bytes), cli_mib(r->baseline.total),
+           cli_mib(m->total), 100.0 * saving(r->baseline.total, m->total));
+    struct stat st;
+    if (o->save_model && stat(o->save_model, &st) == 0)
+        printf("saved the model to %s (%.2f MiB; parameters %.2f MiB)\n", o->save_model,
+               cli_mib((uint64_t)st.st_size), cli_mib(m->params));
+    if (m->device_used)
+        printf("device memory in use (cudaMemGetInfo): %.2f MiB\n", cli_mib(m->device_used));
+    if (o->snapshot)
+        printf("saved a snapshot to %s (resume with --resume %s)\n", o->snapshot, o->snapshot);
+}
+
+int cli_cmd_train(cli_options *o)
+{
+    train_run r;
+    memset(&r, 0, sizeof r);
+    r.o = o;
+    r.tty = isatty(STDOUT_FILENO);
+    int rc = setup(&r);
+    if (!rc && !o->json)
+        print_header(&r);
+    if (!rc)
+        rc = train_loop(&r);
+    if (!rc)
+        rc = evaluate(&r);
+    if (!rc)
+        rc = save(&r);
+    sl_memory_report measured = r.planned;
+    if (!rc && sl_net_memory_report(r.net, r.shape, SL_MODE_TRAIN, &measured) != SL_OK)
+        rc = cli_fail("reporting memory");
+    if (!rc && o->json)
+        print_json(&r, &measured);
+    else if (!rc)
+        print_summary(&r, &measured);
+    free(r.x);
+    free(r.labels);
+    free(r.logits);
+    sl_net_free(r.net);
+    sl_context_free(r.ctx);
+    cli_data_free(&r.data);
+    return rc;
+}
