@@ -54,16 +54,8 @@ static int offset_rank(const size_t *sorted, int n, size_t off)
 
 sl_status sl_net_write_dot(sl_net *net, sl_shape input, sl_mode mode, const char *path)
 {
-    if (!net || !path)
-        return sl_fail(SL_ERR_INVALID_ARG, "sl_net_write_dot: network or path is NULL");
-    if (mode != SL_MODE_TRAIN && mode != SL_MODE_INFER)
-        return sl_fail(SL_ERR_INVALID_ARG, "sl_net_write_dot: unknown mode %d", (int)mode);
-    if (input.n < 1 || input.c != net->in_channels || input.h < 1 || input.w < 1)
-        return sl_fail(SL_ERR_SHAPE, "sl_net_write_dot: input %dx%dx%dx%d does not fit a network "
-                                     "of %d input channels",
-                       input.n, input.c, input.h, input.w, net->in_channels);
     sl_run_cache *c;
-    sl_status st = sl_net_prepare(net, input, mode, 0, &c);
+    sl_status st = sl_net_plan_for(net, input, mode, path, "sl_net_write_dot", &c);
     if (st != SL_OK)
         return st;
     const sl_graph *g = &net->graph;

@@ -36,16 +36,8 @@ void sl_memory_timeline_free(sl_memory_timeline *t)
 
 sl_status sl_net_memory_timeline(sl_net *net, sl_shape input, sl_mode mode, sl_memory_timeline *out)
 {
-    if (!net || !out)
-        return sl_fail(SL_ERR_INVALID_ARG, "sl_net_memory_timeline: network or out is NULL");
-    if (mode != SL_MODE_TRAIN && mode != SL_MODE_INFER)
-        return sl_fail(SL_ERR_INVALID_ARG, "sl_net_memory_timeline: unknown mode %d", (int)mode);
-    if (input.n < 1 || input.c != net->in_channels || input.h < 1 || input.w < 1)
-        return sl_fail(SL_ERR_SHAPE, "sl_net_memory_timeline: input %dx%dx%dx%d does not fit a "
-                                     "network of %d input channels",
-                       input.n, input.c, input.h, input.w, net->in_channels);
     sl_run_cache *c;
-    sl_status st = sl_net_prepare(net, input, mode, 0, &c);
+    sl_status st = sl_net_plan_for(net, input, mode, out, "sl_net_memory_timeline", &c);
     if (st != SL_OK)
         return st;
     const sl_program *p = &c->prog;

@@ -86,6 +86,12 @@ float *sl_host_view_at(const sl_net *net, const sl_host_view *v, const float *de
 /* The context a network uses (for tests: they reset its dropout counter). */
 sl_context *sl_net_context(sl_net *net);
 
+/* Checks the arguments of a public planning call (net and out not NULL, a
+ * known mode, an input the network takes) and plans: the common head of
+ * sl_net_memory_report, sl_net_memory_timeline and sl_net_write_dot. */
+sl_status sl_net_plan_for(sl_net *net, sl_shape input, sl_mode mode, const void *out,
+                          const char *fn, sl_run_cache **cache);
+
 /* Segments for a schedule over the network's top-level chain. */
 sl_status sl_schedule_segments(const sl_net *net, const sl_shapes *sh, sl_schedule schedule,
                                sl_segments *out);

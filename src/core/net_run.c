@@ -382,17 +382,23 @@ int64_t sl_net_step_count(const sl_net *net) { return net ? net->steps : 0; }
 
 /* ---- memory report ---- */
 
-sl_status sl_net_memory_report(sl_net *net, sl_shape input, sl_mode mode, sl_memory_report *out)
+sl_status sl_net_plan_for(sl_net *net, sl_shape input, sl_mode mode, const void *out,
+                          const char *fn, sl_run_cache **cache)
 {
     if (!net || !out)
-        return sl_fail(SL_ERR_INVALID_ARG, "sl_net_memory_report: network or out is NULL");
+        return sl_fail(SL_ERR_INVALID_ARG, "%s: network or out is NULL", fn);
     if (mode != SL_MODE_TRAIN && mode != SL_MODE_INFER)
-        return sl_fail(SL_ERR_INVALID_ARG, "sl_net_memory_report: unknown mode %d", (int)mode);
-    sl_status st = check_input(net, input, "sl_net_memory_report");
+        return sl_fail(SL_ERR_INVALID_ARG, "%s: unknown mode %d", fn, (int)mode);
+    sl_status st = check_input(net, input, fn);
     if (st != SL_OK)
         return st;
+    return sl_net_prepare(net, input, mode, 0, cache);
+}
+
+sl_status sl_net_memory_report(sl_net *net, sl_shape input, sl_mode mode, sl_memory_report *out)
+{
     sl_run_cache *c;
-    st = sl_net_prepare(net, input, mode, 0, &c);
+    sl_status st = sl_net_plan_for(net, input, mode, out, "sl_net_memory_report", &c);
     if (st != SL_OK)
         return st;
     memset(out, 0, sizeof *out);

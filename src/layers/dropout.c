@@ -56,19 +56,13 @@ static void dropout_backward(sl_layer *l, const sl_exec *ex, const sl_bwd_args *
                              a->accumulate[0]);
 }
 
-static int same_channels(const sl_layer *l, int in_c)
-{
-    (void)l;
-    return in_c;
-}
-
 static const sl_layer_ops dropout_ops = {
     .type = "Dropout",
     .flags = SL_LAYER_FWD_INPLACE | SL_LAYER_BWD_INPLACE,
     .infer = dropout_infer,
     .forward = dropout_forward,
     .backward = dropout_backward,
-    .out_channels = same_channels,
+    .out_channels = sl_same_channels,
 };
 
 sl_layer *sl_dropout(float p)

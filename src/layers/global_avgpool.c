@@ -5,12 +5,6 @@
  */
 #include "layers/layer.h"
 
-static int same_channels(const sl_layer *l, int in_c)
-{
-    (void)l;
-    return in_c;
-}
-
 static sl_status gap_infer(const sl_layer *l, const sl_backend *be, int n_in, const sl_shape *in,
                            sl_shape *out, sl_layer_cost *cost)
 {
@@ -43,7 +37,7 @@ static const sl_layer_ops gap_ops = {
     .infer = gap_infer,
     .forward = gap_forward,
     .backward = gap_backward,
-    .out_channels = same_channels,
+    .out_channels = sl_same_channels,
 };
 
 sl_layer *sl_global_avgpool(void)

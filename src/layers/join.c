@@ -5,12 +5,6 @@
  */
 #include "layers/layer.h"
 
-static int same_channels(const sl_layer *l, int in_c)
-{
-    (void)l;
-    return in_c;
-}
-
 static sl_status add_infer(const sl_layer *l, const sl_backend *be, int n_in, const sl_shape *in,
                            sl_shape *out, sl_layer_cost *cost)
 {
@@ -47,7 +41,7 @@ static const sl_layer_ops add_ops = {
     .infer = add_infer,
     .forward = add_forward,
     .backward = add_backward,
-    .out_channels = same_channels,
+    .out_channels = sl_same_channels,
 };
 
 sl_layer *sl_add_join(void)
@@ -105,7 +99,7 @@ static const sl_layer_ops concat_ops = {
     .infer = concat_infer,
     .forward = concat_forward,
     .backward = concat_backward,
-    .out_channels = same_channels,
+    .out_channels = sl_same_channels,
 };
 
 sl_layer *sl_concat_join(void)

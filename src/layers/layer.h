@@ -144,6 +144,9 @@ int sl_layer_add_child(sl_layer *parent, const char *local, sl_layer *child);
 /* Checks a layer's declared input channels against in_c. */
 int sl_check_channels(const sl_layer *l, int expected, int in_c);
 
+/* out_channels of a layer that keeps its input's channels. */
+int sl_same_channels(const sl_layer *l, int in_c);
+
 /* Primitive joins used by composites (no parameters). */
 sl_layer *sl_add_join(void);    /* y = x0 + x1 */
 sl_layer *sl_concat_join(void); /* channel concatenation of all inputs */

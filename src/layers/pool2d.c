@@ -59,19 +59,13 @@ static void pool_backward(sl_layer *l, const sl_exec *ex, const sl_bwd_args *a)
         ex->be->avgpool_backward(ex, &d, a->dy, a->dx[0], a->accumulate[0]);
 }
 
-static int same_channels(const sl_layer *l, int in_c)
-{
-    (void)l;
-    return in_c;
-}
-
 static const sl_layer_ops maxpool_ops = {
     .type = "MaxPool2d",
     .flags = 0,
     .infer = pool_infer,
     .forward = pool_forward,
     .backward = pool_backward,
-    .out_channels = same_channels,
+    .out_channels = sl_same_channels,
 };
 
 static const sl_layer_ops avgpool_ops = {
@@ -80,7 +74,7 @@ static const sl_layer_ops avgpool_ops = {
     .infer = pool_infer,
     .forward = pool_forward,
     .backward = pool_backward,
-    .out_channels = same_channels,
+    .out_channels = sl_same_channels,
 };
 
 static sl_layer *pool_new(int kernel, int stride, int pad, int ceil_mode, int is_max)

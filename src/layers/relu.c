@@ -30,19 +30,13 @@ static void relu_backward(sl_layer *l, const sl_exec *ex, const sl_bwd_args *a)
         ex->be->relu_backward(ex, sl_shape_count(a->out), a->y, a->dy, a->dx[0], a->accumulate[0]);
 }
 
-static int same_channels(const sl_layer *l, int in_c)
-{
-    (void)l;
-    return in_c;
-}
-
 static const sl_layer_ops relu_ops = {
     .type = "ReLU",
     .flags = SL_LAYER_NEEDS_OUTPUT | SL_LAYER_FWD_INPLACE | SL_LAYER_BWD_INPLACE,
     .infer = relu_infer,
     .forward = relu_forward,
     .backward = relu_backward,
-    .out_channels = same_channels,
+    .out_channels = sl_same_channels,
 };
 
 sl_layer *sl_relu(void)
