@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# One command for a GPU machine: builds the library with the CUDA backend
+# (sm_90), runs the whole test suite (test_cuda compares every layer with
+# the CPU backend and checks bit-identical checkpointing on the GPU), then
+# memonger's headline: ResNet-152, batch 16, 224², float32 — our
+# keep-everything, sqrt and budget schedules and PyTorch plain and
+# checkpoint_sequential at the same segment count (peak memory, it/s), and
+# the largest batch each fits in 16 GiB. Logs go to $OUT (or ./gpu-out).
+#   usage: bench/gpu.sh [BUILD_DIR]
+set -uo pipefail
+cd "$(dirname "$0")/.."
+out=${OUT:-gpu-out}
+mkdir -p "$out"
+build=${1:-build-gpu}
+log="$out/gpu.log"
+exec > >(tee "$log") 2>&1
+echo "== machine"; date -u; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv || true
+python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda)' || true
+
+# cuDNN: under /usr/local/cuda, or the copy PyTorch carries.
+extra=()
+if ! ls /usr/local/cuda/lib64/libcudnn.so* /usr/local/cuda/lib/libcudnn.so* >/dev/null 2>&1; then
+  d=$(python3 -c 'import nvidia.cudnn,os;print(os.path.dirname(nvidia.cudnn.__file__))' 2>/dev/null)
+  if [ -n "$d" ]; then
+    lib=$(ls "$d"/lib/libcudnn.so* | head -1)
+    [ -e "$d/lib/libcudnn.so" ] || ln -sf "$lib" "$d/lib/libcudnn.so"
+    extra+=(-DCUDNN_LIB="$d/lib/libcudnn.so" -DCUDNN_INCLUDE="$d/include")
+    export LD_LIBRARY_PATH="$d/lib:${LD_LIBRARY_PATH:-}"
+  fi
+fi
+command -v apt-get >/dev/null && ! pkg-config --exists check 2>/dev/null &&
+  apt-get install -y -q check libopenblas-dev libcjson-dev pkg-config >/dev/null 2>&1
+
+echo "== build"
+cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 \
+  -DCMAKE_CUDA_COMPILER=/usr/local/cuda/bin/nvcc "${extra[@]}" >/dev/null || exit 1
+cmake --build "$build" -j"$(nproc)" 2>&1 | grep -E "error|warning" ; [ -x "$build/tests/test_cuda" ] || exit 1
+
+echo "== CUDA tests"
+"$build/tests/test_cuda"
+echo "== full suite"
+ctest --test-dir "$build" -j4 --output-on-failure 2>&1 | tail -25
+
+echo "== ResNet-152, batch 16, 224x224"
+half=$("$build/sublinear" plan --model resnet152 --batch 16 --res 224 --schedule none --json |
+       python3 -c 'import json,sys; print(json.load(sys.stdin)["planned_bytes"]["total"]//2)')
+segs=$(python3 -c 'import math; print(math.ceil(math.sqrt(57)))')
+for s in none sqrt "budget:$half"; do "$build/bench/bench_gpu" --schedule "$s" | tee -a "$out/ours.jsonl"; done
+python3 bench/bench_gpu_torch.py --segments 0 | tee -a "$out/torch.jsonl"
+python3 bench/bench_gpu_torch.py --segments "$segs" | tee -a "$out/torch.jsonl"
+
+echo "== largest batch in 16 GiB"
+lim=$((16 * 1024 * 1024 * 1024))
+for s in none sqrt; do "$build/bench/bench_gpu" --schedule "$s" --max-batch "$lim" | tee -a "$out/maxbatch.jsonl"; done
+python3 bench/bench_gpu_torch.py --segments 0 --max-batch "$lim" | tee -a "$out/maxbatch.jsonl"
+python3 bench/bench_gpu_torch.py --segments "$segs" --max-batch "$lim" | tee -a "$out/maxbatch.jsonl"
+echo "== done: logs in $out"
