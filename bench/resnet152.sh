@@ -130,7 +130,7 @@ while [ "$r" -le "$rounds" ]; do
 done
 
 "$py" - "$tmp" "$rounds" <<'EOF'
-import json, os, sys
+import json, os, statistics, sys
 
 tmp = sys.argv[1]
 rounds = int(sys.argv[2])
@@ -227,13 +227,21 @@ if ok(s, tc):
     r = s["peak_rss"] / tc["peak_rss"]
     print("- ours sqrt / PyTorch checkpoint_sequential peak RSS: %.3f (%.0f vs %.0f MiB; "
           "target < 1: %s)" % (r, s["peak_rss"] / M, tc["peak_rss"] / M, verdict(r < 1)))
+
+
+def med(x):
+    return statistics.median(x["all_s"])
+
+
 for name, x in (("sqrt", s), ("budget-half", h), ("budget at sqrt's total", b)):
     if ok(n, x):
         t = x["s_per_step"] / n["s_per_step"]
-        print("- %s / none: s/step %.3f (target <= 1.25: %s); planned peak %.1f %%, peak RSS "
-              "%.1f %%, recompute %.1f %%" % (
-                  name, t, verdict(t <= 1.25), 100 * x["planned_total"] / n["planned_total"],
-                  100 * x["peak_rss"] / n["peak_rss"], 100 * x["recompute_fraction"]))
+        tm = med(x) / med(n)
+        print("- %s / none: s/step %.3f fastest round to fastest (target <= 1.25: %s), %.3f "
+              "median round to median; planned peak %.1f %%, peak RSS %.1f %%, recompute "
+              "%.1f %%" % (name, t, verdict(t <= 1.25), tm,
+                           100 * x["planned_total"] / n["planned_total"],
+                           100 * x["peak_rss"] / n["peak_rss"], 100 * x["recompute_fraction"]))
 if ok(s, b):
     d = b["recompute_fraction"] - s["recompute_fraction"]
     how = ("less" if d < -1e-4 else "more" if d > 1e-4 else
@@ -243,14 +251,16 @@ if ok(s, b):
           % (b["planned_total"] / M, s["planned_total"] / M, 100 * b["recompute_fraction"],
              100 * s["recompute_fraction"], how, b["s_per_step"], s["s_per_step"]))
 if ok(n, tp):
-    print("- ours none / PyTorch plain: s/step %.3f, peak RSS %.3f"
-          % (n["s_per_step"] / tp["s_per_step"], n["peak_rss"] / tp["peak_rss"]))
+    print("- ours none / PyTorch plain: s/step %.3f (median rounds %.3f), peak RSS %.3f"
+          % (n["s_per_step"] / tp["s_per_step"], med(n) / med(tp),
+             n["peak_rss"] / tp["peak_rss"]))
 if ok(s, tc):
-    print("- ours sqrt / PyTorch checkpoint_sequential: s/step %.3f"
-          % (s["s_per_step"] / tc["s_per_step"]))
+    print("- ours sqrt / PyTorch checkpoint_sequential: s/step %.3f (median rounds %.3f)"
+          % (s["s_per_step"] / tc["s_per_step"], med(s) / med(tc)))
 if ok(tp, tc):
-    print("- PyTorch checkpoint / plain: peak RSS %.1f %%, s/step %.3f"
-          % (100 * tc["peak_rss"] / tp["peak_rss"], tc["s_per_step"] / tp["s_per_step"]))
+    print("- PyTorch checkpoint / plain: peak RSS %.1f %%, s/step %.3f (median rounds %.3f)"
+          % (100 * tc["peak_rss"] / tp["peak_rss"], tc["s_per_step"] / tp["s_per_step"],
+             med(tc) / med(tp)))
 busy = [min(r["all_foreign"]) for _, r in runs if "error" not in r]
 if busy and max(busy) > 5:
     print("- WARNING: other processes used up to %.0f %% of the cores during every round of "
