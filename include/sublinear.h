@@ -75,7 +75,10 @@ typedef enum sl_device { SL_DEVICE_CPU = 0, SL_DEVICE_CUDA = 1 } sl_device;
 
 typedef struct sl_context_options {
     sl_device device;  /* SL_DEVICE_CPU (default) or SL_DEVICE_CUDA */
-    int threads;       /* CPU threads for kernels; 0 = all cores */
+    int threads;       /* CPU threads for kernels (an OpenMP team); 0 = all
+                          cores. On cores shared with other processes set
+                          OMP_WAIT_POLICY=passive in the environment: spinning
+                          waits can slow a step many times (docs/guide.md) */
     uint64_t seed;     /* seeds weight initialisation and dropout */
     int deterministic; /* CUDA: deterministic cuDNN algorithms only (default
                           1): checkpointed and plain gradients then match bit

@@ -40,8 +40,10 @@ int cli_cmd_plan(cli_options *o)
                (unsigned long long)r.total, (unsigned long long)r.arena_bytes,
                r.recompute_fraction);
     } else if (!rc) {
-        printf("%s, batch %d, %dx%d, %s, schedule %s%s\n", o->model, o->batch, o->res, o->res,
-               o->mode == SL_MODE_TRAIN ? "training" : "inference", o->schedule_text,
+        /* a forward-only program recomputes nothing: the schedule has no say */
+        printf("%s, batch %d, %dx%d, %s%s%s\n", o->model, o->batch, o->res, o->res,
+               o->mode == SL_MODE_TRAIN ? "training, schedule " : "inference (forward only)",
+               o->mode == SL_MODE_TRAIN ? o->schedule_text : "",
                o->no_reuse ? ", no reuse" : "");
         cli_print_report(stdout, &r);
         printf("  recomputed FLOPs: %.1f%% of one plain step\n", 100.0 * r.recompute_fraction);
