@@ -128,6 +128,25 @@ START_TEST(test_budget_schedules_fit_and_trade_memory_for_time)
 }
 END_TEST
 
+/* Wherever a balanced k-segment schedule stands, a budget of its planned
+ * peak gives a schedule that fits and recomputes no more. */
+START_TEST(test_budget_never_loses_to_balanced_segments)
+{
+    sl_context *ctx = th_context(1);
+    for (int k = 2; k <= 12; k++) {
+        sl_memory_report seg, r;
+        ck_assert(report(ctx, SL_CKPT_SEGMENTS(k), &seg) == SL_OK);
+        ck_assert_msg(report(ctx, SL_CKPT_BUDGET(seg.total), &r) == SL_OK, "%s", sl_last_error());
+        ck_assert_msg(r.total <= seg.total, "k=%d: planned %" PRIu64 " over %" PRIu64, k, r.total,
+                      seg.total);
+        ck_assert_msg(r.recompute_fraction <= seg.recompute_fraction,
+                      "k=%d: budget recomputes %g, segments %g", k, r.recompute_fraction,
+                      seg.recompute_fraction);
+    }
+    sl_context_free(ctx);
+}
+END_TEST
+
 /* One BN layer inside a re-forwarded segment and one in the kept last
  * segment: with the rescale on, the first sees two updates with
  * m' = 1 - sqrt(1 - m), the second one update with m. */
@@ -194,6 +213,7 @@ int main(void)
     tcase_add_test(tc, test_sqrt_schedule_segment_count);
     tcase_add_test(tc, test_recompute_fraction_matches_flop_count);
     tcase_add_test(tc, test_budget_schedules_fit_and_trade_memory_for_time);
+    tcase_add_test(tc, test_budget_never_loses_to_balanced_segments);
     tcase_add_test(tc, test_bn_momentum_rescale_formula);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
