@@ -242,6 +242,16 @@ sl_status sl_net_set_schedule(sl_net *net, sl_schedule schedule);
  * Layers that are not re-forwarded keep momentum m. */
 sl_status sl_net_set_bn_momentum_rescale(sl_net *net, int enabled);
 
+/* Frozen BatchNorm, for fine-tuning: with frozen = 1 every BatchNorm layer
+ * of the network (inside blocks too) normalises with its running
+ * statistics in training as in evaluation, never updates them, and
+ * back-propagates through that fixed affine map (dx = dy * gamma /
+ * sqrt(running_var + eps)); gamma and beta still learn. 0 restores batch
+ * statistics. Re-forward stays exact, so checkpointed and plain runs still
+ * agree bit for bit. The network counts as used afterwards (no more
+ * sl_net_add). count, when not NULL, gets how many layers were set. */
+sl_status sl_net_freeze_batchnorm(sl_net *net, int frozen, int *count);
+
 /* ------------------------------------------------------------------ */
 /* Parameters                                                          */
 /* ------------------------------------------------------------------ */

@@ -2,8 +2,9 @@
  * test_checkpoint.c — sublinear training is exact: under every schedule
  * (sqrt, k = 2, k = 5, several budgets) the loss, parameter gradients,
  * parameters and BatchNorm running statistics after 3 optimizer steps are
- * bit-identical to keep-everything, for ResNet-20, a CIFAR ResNet-56 with
- * dropout, VGG-A and GoogLeNet at small resolution; and the arena
+ * bit-identical to keep-everything, for ResNet-20 (also with every
+ * BatchNorm frozen), a CIFAR ResNet-56 with dropout, VGG-A and GoogLeNet at
+ * small resolution; and the arena
  * high-water mark the executor measures equals the planned peak.
  */
 #include <check.h>
@@ -48,14 +49,38 @@ static void build_resnet56_dropout(sl_net *net)
     ck_assert(sl_net_add(net, "fc", sl_linear(64, 10, 1)) == SL_OK);
 }
 
+/* Every BatchNorm frozen (fine-tuning), with running statistics away from
+ * their (0, 1) init so that the frozen normalisation does something. */
+static void freeze_batchnorms(sl_net *net)
+{
+    int n = 0;
+    ck_assert_msg(sl_net_freeze_batchnorm(net, 1, &n) == SL_OK, "%s", sl_last_error());
+    ck_assert_int_gt(n, 10);
+    for (int i = 0; i < sl_net_param_count(net); i++) {
+        sl_param_info p;
+        ck_assert(sl_net_param(net, i, &p) == SL_OK);
+        const char *dot = strrchr(p.name, '.');
+        for (size_t c = 0; c < p.count; c++) {
+            if (strcmp(dot, ".running_mean") == 0)
+                p.data[c] = 0.05f * (float)(c % 5) - 0.1f;
+            else if (strcmp(dot, ".running_var") == 0)
+                p.data[c] = 0.5f + 0.25f * (float)(c % 7);
+        }
+    }
+}
+
 static sl_net *build(sl_context *ctx, const char *model, int res, sl_schedule schedule)
 {
     sl_net *net = NULL;
     ck_assert(sl_sublinear(ctx, 3, schedule, &net) == SL_OK);
     if (strcmp(model, "resnet56-dropout") == 0)
         build_resnet56_dropout(net);
+    else if (strcmp(model, "resnet20-frozen-bn") == 0)
+        ck_assert_msg(sl_model_build(net, "resnet20", 10, res) == SL_OK, "%s", sl_last_error());
     else
         ck_assert_msg(sl_model_build(net, model, 10, res) == SL_OK, "%s", sl_last_error());
+    if (strcmp(model, "resnet20-frozen-bn") == 0)
+        freeze_batchnorms(net);
     sl_optimizer_options o = sl_sgd(0.01f, 0.9f, 1e-4f, 0);
     ck_assert(sl_net_set_optimizer(net, &o) == SL_OK);
     return net;
@@ -184,6 +209,9 @@ static void check_model(const char *model, int res, int batch)
 START_TEST(test_checkpoint_bit_identical_resnet20) { check_model("resnet20", 32, 8); }
 END_TEST
 
+START_TEST(test_checkpoint_bit_identical_resnet20_frozen_bn) { check_model("resnet20-frozen-bn", 32, 8); }
+END_TEST
+
 START_TEST(test_checkpoint_bit_identical_resnet56_dropout) { check_model("resnet56-dropout", 32, 4); }
 END_TEST
 
@@ -199,6 +227,7 @@ int main(void)
     TCase *tc = tcase_create("bit-identical");
     tcase_set_timeout(tc, 900);
     tcase_add_test(tc, test_checkpoint_bit_identical_resnet20);
+    tcase_add_test(tc, test_checkpoint_bit_identical_resnet20_frozen_bn);
     tcase_add_test(tc, test_checkpoint_bit_identical_resnet56_dropout);
     tcase_add_test(tc, test_checkpoint_bit_identical_vgg_a);
     tcase_add_test(tc, test_checkpoint_bit_identical_googlenet);

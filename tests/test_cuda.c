@@ -43,12 +43,32 @@ typedef struct outputs {
     size_t *count;
 } outputs;
 
-static void run_layer(sl_context *ctx, sl_layer *(*make)(void), sl_shape in, const float *x,
-                      const float *dy, outputs *o)
+/* Frozen BatchNorm with running statistics away from (0, 1). */
+static void freeze_bn(sl_net *net)
+{
+    ck_assert_msg(sl_net_freeze_batchnorm(net, 1, NULL) == SL_OK, "%s", sl_last_error());
+    for (int i = 0; i < sl_net_param_count(net); i++) {
+        sl_param_info p;
+        ck_assert(sl_net_param(net, i, &p) == SL_OK);
+        int is_mean = strstr(p.name, "running_mean") != NULL;
+        if (!is_mean && !strstr(p.name, "running_var"))
+            continue;
+        float v[64];
+        ck_assert(p.count <= 64);
+        for (size_t c = 0; c < p.count; c++)
+            v[c] = is_mean ? 0.2f * (float)c - 0.3f : 0.4f + 0.3f * (float)c;
+        ck_assert(sl_net_param_write(net, i, v) == SL_OK);
+    }
+}
+
+static void run_layer(sl_context *ctx, sl_layer *(*make)(void), int frozen_bn, sl_shape in,
+                      const float *x, const float *dy, outputs *o)
 {
     sl_net *net = NULL;
     ck_assert(sl_sequential(ctx, in.c, &net) == SL_OK);
     ck_assert_msg(sl_net_add(net, "layer", make()) == SL_OK, "%s", sl_last_error());
+    if (frozen_bn)
+        freeze_bn(net);
     sl_shape out;
     ck_assert(sl_net_output_shape(net, in, &out) == SL_OK);
     size_t ny = (size_t)out.n * out.c * out.h * out.w, nx = (size_t)in.n * in.c * in.h * in.w;
@@ -107,12 +127,13 @@ START_TEST(test_cuda_layers_match_cpu)
     struct {
         const char *name;
         sl_layer *(*make)(void);
-    } cases[] = {{"conv grouped strided", mk_conv}, {"conv dilated", mk_conv_dilated},
-                 {"batchnorm", mk_bn},           {"relu", mk_relu},
-                 {"maxpool", mk_maxpool},        {"avgpool", mk_avgpool},
-                 {"global avgpool", mk_gap},     {"linear", mk_linear},
-                 {"basic block", mk_basic},      {"bottleneck", mk_bottleneck},
-                 {"inception", mk_inception}};
+        int frozen_bn;
+    } cases[] = {{"conv grouped strided", mk_conv, 0}, {"conv dilated", mk_conv_dilated, 0},
+                 {"batchnorm", mk_bn, 0},           {"batchnorm frozen", mk_bn, 1},
+                 {"relu", mk_relu, 0},              {"maxpool", mk_maxpool, 0},
+                 {"avgpool", mk_avgpool, 0},        {"global avgpool", mk_gap, 0},
+                 {"linear", mk_linear, 0},          {"basic block", mk_basic, 0},
+                 {"bottleneck", mk_bottleneck, 0},  {"inception", mk_inception, 0}};
     sl_shape in = {3, 4, 9, 9};
     size_t nx = 3 * 4 * 9 * 9;
     float *x = malloc(nx * sizeof(float)), *dy = malloc(4096 * sizeof(float));
@@ -121,8 +142,8 @@ START_TEST(test_cuda_layers_match_cpu)
     for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
         sl_context *cpu = th_context(3), *gpu = cuda_context(3);
         outputs a, b;
-        run_layer(cpu, cases[k].make, in, x, dy, &a);
-        run_layer(gpu, cases[k].make, in, x, dy, &b);
+        run_layer(cpu, cases[k].make, cases[k].frozen_bn, in, x, dy, &a);
+        run_layer(gpu, cases[k].make, cases[k].frozen_bn, in, x, dy, &b);
         sl_shape out;
         sl_net *probe = NULL;
         ck_assert(sl_sequential(cpu, 4, &probe) == SL_OK);
@@ -155,8 +176,8 @@ START_TEST(test_cuda_dropout_mask_equals_cpu)
     th_fill_normal(dy, n, 6, 1.0f);
     sl_context *cpu = th_context(8), *gpu = cuda_context(8);
     outputs a, b;
-    run_layer(cpu, mk_dropout, in, x, dy, &a);
-    run_layer(gpu, mk_dropout, in, x, dy, &b);
+    run_layer(cpu, mk_dropout, 0, in, x, dy, &a);
+    run_layer(gpu, mk_dropout, 0, in, x, dy, &b);
     ck_assert_msg(memcmp(a.y, b.y, n * sizeof(float)) == 0, "dropout outputs differ");
     ck_assert_msg(memcmp(a.dx, b.dx, n * sizeof(float)) == 0, "dropout gradients differ");
     outputs_free(&a);

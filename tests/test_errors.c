@@ -54,6 +54,7 @@ START_TEST(test_null_handles)
     assert_error(sl_net_predict(NULL, NULL, (sl_shape){1, 1, 1, 1}, NULL), SL_ERR_INVALID_ARG,
                  "NULL");
     assert_error(sl_context_create(NULL, NULL), SL_ERR_INVALID_ARG, "out is NULL");
+    assert_error(sl_net_freeze_batchnorm(NULL, 1, NULL), SL_ERR_INVALID_ARG, "network is NULL");
     sl_net_free(NULL);
     sl_context_free(NULL);
     sl_layer_free(NULL);

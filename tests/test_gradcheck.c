@@ -3,7 +3,8 @@
  * bias gradients) against central finite differences, in every
  * configuration the layers support: strides, padding, groups, dilation,
  * non-square kernels, overlapping and ceil-mode pooling, BatchNorm in
- * training, dropout with its saved mask, and the composite blocks.
+ * training and frozen (evaluation statistics, sl_net_freeze_batchnorm),
+ * dropout with its saved mask, and the composite blocks.
  */
 #include <check.h>
 #include <math.h>
@@ -43,13 +44,9 @@ static void move_relu_inputs_from_zero(sl_net *net)
     }
 }
 
-/* Builds a one-layer (or one-block) network, checks it, frees it. */
-static void check_layer(sl_layer *layer, sl_shape in, input_kind kind, int coords)
+/* Checks a network built by the caller. */
+static void check_net(sl_net *net, sl_shape in, input_kind kind, int coords)
 {
-    sl_context *ctx = th_context(7);
-    sl_net *net = NULL;
-    ck_assert_msg(sl_sequential(ctx, in.c, &net) == SL_OK, "%s", sl_last_error());
-    ck_assert_msg(sl_net_add(net, "layer", layer) == SL_OK, "%s", sl_last_error());
     if (kind == INPUT_DISTINCT)
         move_relu_inputs_from_zero(net);
     size_t n = (size_t)in.n * in.c * in.h * in.w;
@@ -68,6 +65,22 @@ static void check_layer(sl_layer *layer, sl_shape in, input_kind kind, int coord
                   r.checked, r.candidates, r.skipped_kinks);
     ck_assert_msg(r.worst_error <= 1.0, "worst %s (error %.3g of tolerance)", r.worst, r.worst_error);
     free(x);
+}
+
+static sl_net *one_layer_net(sl_context *ctx, sl_layer *layer, int in_c)
+{
+    sl_net *net = NULL;
+    ck_assert_msg(sl_sequential(ctx, in_c, &net) == SL_OK, "%s", sl_last_error());
+    ck_assert_msg(sl_net_add(net, "layer", layer) == SL_OK, "%s", sl_last_error());
+    return net;
+}
+
+/* Builds a one-layer (or one-block) network, checks it, frees it. */
+static void check_layer(sl_layer *layer, sl_shape in, input_kind kind, int coords)
+{
+    sl_context *ctx = th_context(7);
+    sl_net *net = one_layer_net(ctx, layer, in.c);
+    check_net(net, in, kind, coords);
     sl_net_free(net);
     sl_context_free(ctx);
 }
@@ -136,6 +149,34 @@ END_TEST
 START_TEST(test_batchnorm_train_one_pixel)
 {
     check_layer(sl_batchnorm2d_ex(4, 0.2f, 1e-3f), (sl_shape){6, 4, 1, 1}, INPUT_NORMAL, 24);
+}
+END_TEST
+
+/* Frozen BatchNorm (evaluation statistics in training): running
+ * statistics far from the batch's own, so that a backward written for
+ * batch statistics would fail the check. */
+START_TEST(test_batchnorm_frozen)
+{
+    sl_context *ctx = th_context(7);
+    sl_net *net = one_layer_net(ctx, sl_batchnorm2d(3), 3);
+    int n = 0;
+    ck_assert_msg(sl_net_freeze_batchnorm(net, 1, &n) == SL_OK, "%s", sl_last_error());
+    ck_assert_int_eq(n, 1);
+    sl_param_info mean, var;
+    ck_assert(sl_net_find_param(net, "layer.running_mean", &mean) == SL_OK);
+    ck_assert(sl_net_find_param(net, "layer.running_var", &var) == SL_OK);
+    for (int c = 0; c < 3; c++) {
+        mean.data[c] = 0.5f - 0.4f * (float)c;
+        var.data[c] = 0.3f + 0.9f * (float)c;
+    }
+    check_net(net, (sl_shape){4, 3, 3, 3}, INPUT_NORMAL, 40);
+    /* frozen: the running statistics are read, never written */
+    for (int c = 0; c < 3; c++) {
+        ck_assert(mean.data[c] == 0.5f - 0.4f * (float)c);
+        ck_assert(var.data[c] == 0.3f + 0.9f * (float)c);
+    }
+    sl_net_free(net);
+    sl_context_free(ctx);
 }
 END_TEST
 
@@ -308,6 +349,7 @@ int main(void)
     TCase *other = tcase_create("layers");
     tcase_add_test(other, test_batchnorm_train);
     tcase_add_test(other, test_batchnorm_train_one_pixel);
+    tcase_add_test(other, test_batchnorm_frozen);
     tcase_add_test(other, test_relu);
     tcase_add_test(other, test_maxpool_overlapping);
     tcase_add_test(other, test_maxpool_2x2);

@@ -87,6 +87,7 @@ typedef struct tr_case {
     sl_net *net;
     sl_shape in;
     float *x, *dy;
+    int frozen_bn; /* BatchNorm frozen: compared with PyTorch's eval mode */
     int n_results;
     tr_result results[MAX_RESULTS];
 } tr_case;
@@ -383,7 +384,8 @@ static void fb_prepare(tr_case *c, sl_net *net, sl_shape in, uint64_t seed)
     ck_assert(c->x && c->dy);
     th_fill_normal(c->x, nx, seed, 1.0f);
     th_fill_normal(c->dy, ny, seed + 1, 1.0f);
-    case_line(c, "mode forward_backward");
+    /* a net with frozen BatchNorm is PyTorch's model.eval() with gradients */
+    case_line(c, c->frozen_bn ? "mode forward_backward_eval" : "mode forward_backward");
     write_input(c, "input", "x.bin", c->x, in);
     write_input(c, "dy", "dy.bin", c->dy, out);
     write_params(c, net);
@@ -686,6 +688,14 @@ START_TEST(test_batchnorm2d)
     net = single_layer_net(c, ctx, 3, "batchnorm2d_ex 3 0.3 0.001");
     randomize_batchnorms(net, 210, 1);
     run_forward_backward(c, net, (sl_shape){3, 3, 4, 6}, 2010);
+    sl_net_free(net);
+
+    c = case_new(b, "bn_frozen_backward");
+    net = single_layer_net(c, ctx, 4, "batchnorm2d_ex 4 0.1 0.001");
+    randomize_batchnorms(net, 230, 1);
+    ck_assert_msg(sl_net_freeze_batchnorm(net, 1, NULL) == SL_OK, "%s", sl_last_error());
+    c->frozen_bn = 1;
+    run_forward_backward(c, net, (sl_shape){3, 4, 5, 5}, 2030);
     sl_net_free(net);
 
     c = case_new(b, "bn_eval");

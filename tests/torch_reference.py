@@ -377,8 +377,10 @@ def run_case(case_dir):
     case, model, inputs = load_case(case_dir)
     mode = case["mode"]
 
-    if mode == "forward_backward":
-        model.train()
+    if mode in ("forward_backward", "forward_backward_eval"):
+        # eval: BatchNorm normalises with its running statistics (our frozen
+        # BatchNorm), and autograd differentiates through that
+        model.train(mode == "forward_backward")
         x = inputs[0].clone().requires_grad_(True)
         out = model(x)
         dy = read_floats(os.path.join(case_dir, case["dy"][0]), case["dy"][1])

@@ -95,17 +95,23 @@ typedef struct sl_backend {
                                     const float *gamma, const float *beta, const float *mean,
                                     const float *invstd, float *y);
     /* Evaluation: y = (x - running_mean) / sqrt(running_var + eps) * gamma
-     * + beta, with invstd computed as 1.0f / sqrtf(var + eps) in float. */
+     * + beta, with invstd computed as 1.0f / sqrtf(var + eps) in float.
+     * When save_mean is not NULL (frozen BatchNorm in training) the running
+     * mean and that invstd are also written to save_mean / save_invstd, so
+     * batchnorm_forward_apply with them repeats y bit for bit. */
     void (*batchnorm_forward_infer)(const sl_exec *ex, int n, int c, int hw, const float *x,
                                     const float *gamma, const float *beta,
                                     const float *running_mean, const float *running_var,
-                                    float eps, float *y);
-    /* Backward of the training forward: dx (+)= ..., dgamma += ..., dbeta
-     * += ...; dx may be NULL (parameter gradients only) or alias dy. */
+                                    float eps, float *y, float *save_mean, float *save_invstd);
+    /* Backward: dx (+)= ..., dgamma += sum(dy * xhat), dbeta += sum(dy);
+     * dx may be NULL (parameter gradients only) or alias dy. With frozen 0
+     * the backward of normalising with the batch's own statistics; with 1
+     * of normalising with constant statistics (frozen BatchNorm: dx = dy *
+     * gamma * invstd). */
     void (*batchnorm_backward)(const sl_exec *ex, int n, int c, int hw, const float *x,
                                const float *dy, const float *gamma, const float *save_mean,
                                const float *save_invstd, float *dx, int accumulate,
-                               float *dgamma, float *dbeta);
+                               float *dgamma, float *dbeta, int frozen);
 
     /* Max pooling; argmax (may be NULL in eval) gets the flat h*w index of
      * each window's maximum (first maximum on ties). Padding never wins. */

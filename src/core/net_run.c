@@ -235,6 +235,21 @@ sl_status sl_net_set_bn_momentum_rescale(sl_net *net, int enabled)
     return SL_OK;
 }
 
+sl_status sl_net_freeze_batchnorm(sl_net *net, int frozen, int *count)
+{
+    if (!net)
+        return sl_fail(SL_ERR_INVALID_ARG, "sl_net_freeze_batchnorm: network is NULL");
+    sl_status st = sl_net_finalize(net);
+    if (st != SL_OK)
+        return st;
+    int n = 0;
+    for (int i = 0; i < net->graph.n_nodes; i++)
+        n += sl_batchnorm2d_set_frozen(net->graph.nodes[i].layer, frozen);
+    if (count)
+        *count = n;
+    return SL_OK;
+}
+
 sl_status sl_net_set_schedule(sl_net *net, sl_schedule schedule)
 {
     if (!net)

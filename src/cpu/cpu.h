@@ -72,11 +72,12 @@ void cpu_batchnorm_forward_apply(const sl_exec *ex, int n, int c, int hw, const 
                                  const float *invstd, float *y);
 void cpu_batchnorm_forward_infer(const sl_exec *ex, int n, int c, int hw, const float *x,
                                  const float *gamma, const float *beta, const float *running_mean,
-                                 const float *running_var, float eps, float *y);
+                                 const float *running_var, float eps, float *y, float *save_mean,
+                                 float *save_invstd);
 void cpu_batchnorm_backward(const sl_exec *ex, int n, int c, int hw, const float *x,
                             const float *dy, const float *gamma, const float *save_mean,
                             const float *save_invstd, float *dx, int accumulate, float *dgamma,
-                            float *dbeta);
+                            float *dbeta, int frozen);
 
 /* ---- cpu_pool.c ---- */
 void cpu_maxpool_forward(const sl_exec *ex, const sl_pool_desc *d, const float *x, float *y,

@@ -122,24 +122,31 @@ void cpu_batchnorm_forward_apply(const sl_exec *ex, int n, int c, int hw, const 
 
 void cpu_batchnorm_forward_infer(const sl_exec *ex, int n, int c, int hw, const float *x,
                                  const float *gamma, const float *beta, const float *running_mean,
-                                 const float *running_var, float eps, float *y)
+                                 const float *running_var, float eps, float *y, float *save_mean,
+                                 float *save_invstd)
 {
     int par = (double)n * hw * c >= CPU_PAR_MIN;
 #pragma omp parallel for num_threads(cpu_threads(ex)) schedule(static) if (par)
-    for (int ch = 0; ch < c; ch++)
-        bn_normalise_channel(n, c, (size_t)hw, ch, x, gamma, beta, running_mean[ch],
-                             1.0f / sqrtf(running_var[ch] + eps), y);
+    for (int ch = 0; ch < c; ch++) {
+        float invstd = 1.0f / sqrtf(running_var[ch] + eps);
+        if (save_mean) {
+            save_mean[ch] = running_mean[ch];
+            save_invstd[ch] = invstd;
+        }
+        bn_normalise_channel(n, c, (size_t)hw, ch, x, gamma, beta, running_mean[ch], invstd, y);
+    }
 }
 
 /* With xhat = (x - mean) * invstd and M = n * hw:
  *   dbeta += sum(dy), dgamma += sum(dy * xhat),
- *   dx = gamma * invstd * (dy - sum(dy) / M - xhat * sum(dy * xhat) / M).
+ *   dx = gamma * invstd * (dy - sum(dy) / M - xhat * sum(dy * xhat) / M),
+ * or, frozen (mean and invstd constants), dx = gamma * invstd * dy.
  * The sums come first, so dx may alias dy (each dy read before its dx is
  * written). */
 void cpu_batchnorm_backward(const sl_exec *ex, int n, int c, int hw, const float *x,
                             const float *dy, const float *gamma, const float *save_mean,
                             const float *save_invstd, float *dx, int accumulate, float *dgamma,
-                            float *dbeta)
+                            float *dbeta, int frozen)
 {
     size_t count = (size_t)n * (size_t)hw;
     int par = (double)count * c >= CPU_PAR_MIN;
@@ -160,8 +167,9 @@ void cpu_batchnorm_backward(const sl_exec *ex, int n, int c, int hw, const float
         if (!dx)
             continue; /* parameter gradients only */
         float scale = (gamma ? gamma[ch] : 1.0f) * invstd;
-        float mean_dy = (float)(sum_dy / (double)count);
-        float mean_dy_xhat = (float)(sum_dy_xhat / (double)count);
+        /* frozen: the statistics do not depend on x, their terms vanish */
+        float mean_dy = frozen ? 0.0f : (float)(sum_dy / (double)count);
+        float mean_dy_xhat = frozen ? 0.0f : (float)(sum_dy_xhat / (double)count);
         for (int i = 0; i < n; i++) {
             size_t base = ((size_t)i * c + ch) * hw;
             const float *xp = x + base, *gp = dy + base;

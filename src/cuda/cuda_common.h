@@ -87,11 +87,11 @@ void sl_cuda_batchnorm_forward_apply(const sl_exec *ex, int n, int c, int hw, co
 void sl_cuda_batchnorm_forward_infer(const sl_exec *ex, int n, int c, int hw, const float *x,
                                      const float *gamma, const float *beta,
                                      const float *running_mean, const float *running_var,
-                                     float eps, float *y);
+                                     float eps, float *y, float *save_mean, float *save_invstd);
 void sl_cuda_batchnorm_backward(const sl_exec *ex, int n, int c, int hw, const float *x,
                                 const float *dy, const float *gamma, const float *save_mean,
                                 const float *save_invstd, float *dx, int accumulate,
-                                float *dgamma, float *dbeta);
+                                float *dgamma, float *dbeta, int frozen);
 
 /* ---- cuda_kernels.cu ---- */
 void sl_cuda_maxpool_forward(const sl_exec *ex, const sl_pool_desc *d, const float *x, float *y,

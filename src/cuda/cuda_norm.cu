@@ -106,14 +106,36 @@ extern "C" void sl_cuda_batchnorm_forward_apply(const sl_exec *ex, int n, int c,
     SL_CUDA_LAUNCHED();
 }
 
+/* Frozen BatchNorm: the running statistics as the saved ones, invstd by
+ * bn_apply's own expression. */
+__global__ void bn_frozen_stats(int c, const float *running_mean, const float *running_var,
+                                float eps, float *save_mean, float *save_invstd)
+{
+    int ch = blockIdx.x * blockDim.x + threadIdx.x;
+    if (ch < c) {
+        save_mean[ch] = running_mean[ch];
+        save_invstd[ch] = 1.0f / sqrtf(running_var[ch] + eps);
+    }
+}
+
 extern "C" void sl_cuda_batchnorm_forward_infer(const sl_exec *ex, int n, int c, int hw,
                                                 const float *x, const float *gamma,
                                                 const float *beta, const float *running_mean,
-                                                const float *running_var, float eps, float *y)
+                                                const float *running_var, float eps, float *y,
+                                                float *save_mean, float *save_invstd)
 {
     (void)ex;
     sl_cuda_state *s = sl_cuda_state_get();
     size_t total = (size_t)n * c * hw;
+    if (save_mean) {
+        bn_frozen_stats<<<(c + 255) / 256, 256, 0, s->stream>>>(c, running_mean, running_var, eps,
+                                                                save_mean, save_invstd);
+        SL_CUDA_LAUNCHED();
+        bn_apply<<<sl_cuda_blocks(total), 256, 0, s->stream>>>(
+            total, c, hw, x, gamma, beta, save_mean, save_invstd, NULL, 0.0f, y);
+        SL_CUDA_LAUNCHED();
+        return;
+    }
     bn_apply<<<sl_cuda_blocks(total), 256, 0, s->stream>>>(total, c, hw, x, gamma, beta,
                                                             running_mean, NULL, running_var, eps, y);
     SL_CUDA_LAUNCHED();
@@ -145,14 +167,16 @@ __global__ void bn_grad_sums(int n, int c, int hw, const float *x, const float *
 
 __global__ void bn_dx(size_t total, int c, int hw, float m, const float *x, const float *dy,
                       const float *gamma, const float *mean, const float *invstd, const float *sums,
-                      float *dx, int accumulate)
+                      float *dx, int accumulate, int frozen)
 {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total;
          i += (size_t)gridDim.x * blockDim.x) {
         int ch = (int)((i / hw) % c);
         float is = invstd[ch];
         float scale = (gamma ? gamma[ch] : 1.0f) * is;
-        float mean_dy = sums[ch] / m, mean_dyxhat = sums[c + ch] / m;
+        /* frozen: constant statistics, their terms vanish (as on the CPU) */
+        float mean_dy = frozen ? 0.0f : sums[ch] / m;
+        float mean_dyxhat = frozen ? 0.0f : sums[c + ch] / m;
         float xhat = (x[i] - mean[ch]) * is;
         float g = scale * (dy[i] - mean_dy - xhat * mean_dyxhat);
         dx[i] = accumulate ? dx[i] + g : g;
@@ -162,7 +186,8 @@ __global__ void bn_dx(size_t total, int c, int hw, float m, const float *x, cons
 extern "C" void sl_cuda_batchnorm_backward(const sl_exec *ex, int n, int c, int hw, const float *x,
                                            const float *dy, const float *gamma,
                                            const float *save_mean, const float *save_invstd,
-                                           float *dx, int accumulate, float *dgamma, float *dbeta)
+                                           float *dx, int accumulate, float *dgamma, float *dbeta,
+                                           int frozen)
 {
     (void)ex;
     sl_cuda_state *s = sl_cuda_state_get();
@@ -188,6 +213,6 @@ extern "C" void sl_cuda_batchnorm_backward(const sl_exec *ex, int n, int c, int 
     size_t total = (size_t)n * c * hw;
     bn_dx<<<sl_cuda_blocks(total), 256, 0, s->stream>>>(total, c, hw, (float)((double)n * hw), x,
                                                          dy, gamma, save_mean, save_invstd, sums,
-                                                         dx, accumulate);
+                                                         dx, accumulate, frozen);
     SL_CUDA_LAUNCHED();
 }

@@ -10,6 +10,12 @@
  * recompute the batch statistics and both update the running statistics
  * with momentum m' = 1 - sqrt(1 - m): two updates with m' decay the old
  * value by (1 - m')^2 = 1 - m, as one update with m does.
+ *
+ * FROZEN (sl_net_freeze_batchnorm, for fine-tuning): in training too the
+ * layer normalises with its running statistics, as in evaluation, and
+ * never updates them; gamma and beta still learn. Its forward saves the
+ * running mean and invstd as the batch ones would be saved, so the
+ * re-forward and the backward (dx = dy * gamma * invstd) run as usual.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -20,6 +26,7 @@ typedef struct batchnorm2d {
     sl_layer base;
     int channels;
     float momentum, eps;
+    int frozen;
 } batchnorm2d;
 
 enum { BN_WEIGHT, BN_BIAS, BN_RUNNING_MEAN, BN_RUNNING_VAR };
@@ -56,7 +63,16 @@ static void bn_forward(sl_layer *l, const sl_exec *ex, const sl_fwd_args *a)
 
     if (a->pass == SL_PASS_EVAL) {
         ex->be->batchnorm_forward_infer(ex, s.n, s.c, hw, a->x[0], gamma, beta, rmean, rvar,
-                                        bn->eps, a->y);
+                                        bn->eps, a->y, NULL, NULL);
+        return;
+    }
+    if (bn->frozen && a->pass == SL_PASS_TRAIN) {
+        ex->be->batchnorm_forward_infer(ex, s.n, s.c, hw, a->x[0], gamma, beta, rmean, rvar,
+                                        bn->eps, a->y, mean, invstd);
+        return;
+    }
+    if (bn->frozen) { /* re-forward: the saved running statistics, no rescale */
+        ex->be->batchnorm_forward_apply(ex, s.n, s.c, hw, a->x[0], gamma, beta, mean, invstd, a->y);
         return;
     }
     if (a->bn_rescale_momentum) {
@@ -80,7 +96,7 @@ static void bn_backward(sl_layer *l, const sl_exec *ex, const sl_bwd_args *a)
     const float *mean = a->saved, *invstd = mean + bn->channels;
     ex->be->batchnorm_backward(ex, s.n, s.c, s.h * s.w, a->x[0], a->dy, l->params[BN_WEIGHT].data,
                                mean, invstd, a->dx[0], a->accumulate[0],
-                               l->params[BN_WEIGHT].grad, l->params[BN_BIAS].grad);
+                               l->params[BN_WEIGHT].grad, l->params[BN_BIAS].grad, bn->frozen);
 }
 
 static int bn_out_channels(const sl_layer *l, int in_c)
@@ -98,6 +114,14 @@ const sl_layer_ops sl_batchnorm2d_ops = {
     .out_channels = bn_out_channels,
 };
 
+int sl_batchnorm2d_set_frozen(sl_layer *l, int frozen)
+{
+    if (l->ops != &sl_batchnorm2d_ops)
+        return 0;
+    ((batchnorm2d *)l)->frozen = frozen != 0;
+    return 1;
+}
+
 sl_layer *sl_batchnorm2d_ex(int channels, float momentum, float eps)
 {
     if (channels < 1 || !(momentum >= 0.0f && momentum <= 1.0f) || !(eps > 0.0f)) {
@@ -106,7 +130,7 @@ sl_layer *sl_batchnorm2d_ex(int channels, float momentum, float eps)
                 channels, momentum, eps);
         return NULL;
     }
-    batchnorm2d *bn = sl_alloc(sizeof *bn, "a BatchNorm2d layer");
+    batchnorm2d *bn = sl_zalloc(sizeof *bn, "a BatchNorm2d layer");
     if (!bn)
         return NULL;
     sl_layer_init(&bn->base, &sl_batchnorm2d_ops);

@@ -153,6 +153,9 @@ sl_layer *sl_concat_join(void); /* channel concatenation of all inputs */
 
 /* memonger's BatchNorm momentum for a layer run twice a step. */
 float sl_bn_rescaled_momentum(float m);
+/* Freezes (1) or unfreezes (0) a BatchNorm2d layer (see batchnorm2d.c);
+ * returns 0 and does nothing when l is not one. */
+int sl_batchnorm2d_set_frozen(sl_layer *l, int frozen);
 
 /* Integer geometry helper: output size of a window op; -1 if it does not fit. */
 int sl_window_out(int in, int kernel, int stride, int pad, int dilation, int ceil_mode);
