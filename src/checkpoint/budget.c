@@ -23,7 +23,8 @@
  * 3. A bounded local search from that answer, planned for real: move one
  *    boundary by one layer, keep one re-forwarded segment, or merge two
  *    re-forwarded ones; take a neighbour that fits with less recomputation
- *    (or as much at a lower peak). The model is exact about bytes stored
+ *    (or as much at a lower peak). When no candidate fits, the same search
+ *    first looks for a lower peak from the least-peak candidate. The model is exact about bytes stored
  *    but not about how the planner packs them, so the true optimum can sit
  *    one move away from the model's (ResNet-152, batch 16, 2 GiB: 10.8 %
  *    recomputed before this step, 10.2 % after).
@@ -244,12 +245,14 @@ static int neighbour(const sl_segments *s, int which, sl_segments *out)
 
 #define REFINE_PLANS 64 /* real plans the local search may spend */
 
-/* Local search from the chosen candidate: the search above proposes
- * schedules from a model of the peak, so a small change to the best one
- * can fit the budget with less recomputation once planned for real.
- * Takes the first neighbour that fits and re-forwards less (or as much at
- * a lower peak), until none does or the plan allowance is spent. */
-static sl_status refine(const sl_budget_query *q, candidate *best)
+/* Local search from a candidate: the search above proposes schedules from
+ * a model of the peak, so a small change to one can do better once planned
+ * for real. With by_peak 0 it takes the first neighbour that fits the
+ * budget and re-forwards less (or as much at a lower peak); with by_peak 1
+ * the first with a lower planned peak (or as low with less re-forwarding),
+ * whatever the budget. It stops when none is better or the plan allowance
+ * is spent. */
+static sl_status refine(const sl_budget_query *q, candidate *best, int by_peak)
 {
     int plans = 0, improved = 1;
     while (improved && plans < REFINE_PLANS) {
@@ -268,8 +271,11 @@ static sl_status refine(const sl_budget_query *q, candidate *best)
                 sl_segments_release(&nb);
                 return st;
             }
-            if (peak <= q->budget_bytes &&
-                (redo < best->redo || (redo == best->redo && peak < best->peak))) {
+            int better = by_peak ? peak < best->peak || (peak == best->peak && redo < best->redo)
+                                 : peak <= q->budget_bytes &&
+                                       (redo < best->redo ||
+                                        (redo == best->redo && peak < best->peak));
+            if (better) {
                 sl_segments_release(&best->seg);
                 *best = (candidate){nb, peak, redo};
                 improved = 1;
@@ -376,17 +382,26 @@ sl_status sl_segments_for_budget(const sl_budget_query *q, sl_segments *out)
         if (st == SL_OK)
             st = collect(q, &m, c, &n, max);
     }
-    int pick = -1;
-    uint64_t least_peak = UINT64_MAX;
+    int pick = -1, least = -1;
     for (int i = 0; st == SL_OK && i < n; i++) {
-        if (c[i].peak < least_peak)
-            least_peak = c[i].peak;
+        if (least < 0 || c[i].peak < c[least].peak ||
+            (c[i].peak == c[least].peak && c[i].redo < c[least].redo))
+            least = i;
         if (c[i].peak > q->budget_bytes)
             continue;
         if (pick < 0 || c[i].redo < c[pick].redo ||
             (c[i].redo == c[pick].redo && c[i].peak < c[pick].peak))
             pick = i;
     }
+    /* Nothing fits: search down from the least peak before giving up, so
+     * that the minimum the error names is the least this search reaches
+     * (and a budget of it succeeds, the same way). */
+    if (st == SL_OK && pick < 0 && least >= 0) {
+        st = refine(q, &c[least], 1);
+        if (st == SL_OK && c[least].peak <= q->budget_bytes)
+            pick = least;
+    }
+    uint64_t least_peak = least >= 0 ? c[least].peak : 0;
     if (st == SL_OK && pick < 0)
         st = sl_fail(SL_ERR_BUDGET,
                      "no schedule fits a budget of %llu bytes (%.1f MiB): the smallest planned peak "
@@ -396,7 +411,7 @@ sl_status sl_segments_for_budget(const sl_budget_query *q, sl_segments *out)
                      (unsigned long long)least_peak, least_peak / 1048576.0,
                      (unsigned long long)q->fixed_bytes);
     if (st == SL_OK)
-        st = refine(q, &c[pick]);
+        st = refine(q, &c[pick], 0);
     if (st == SL_OK) {
         *out = c[pick].seg;
         c[pick].seg.start = NULL;
