@@ -24,10 +24,11 @@
  *    boundary by one layer, keep one re-forwarded segment, or merge two
  *    re-forwarded ones; take a neighbour that fits with less recomputation
  *    (or as much at a lower peak). When no candidate fits, the same search
- *    first looks for a lower peak from the least-peak candidate. The model is exact about bytes stored
- *    but not about how the planner packs them, so the true optimum can sit
- *    one move away from the model's (ResNet-152, batch 16, 2 GiB: 10.8 %
- *    recomputed before this step, 10.2 % after).
+ *    first looks for a lower peak from the least-peak candidate. The
+ *    model is exact about bytes stored but not about how the planner packs
+ *    them, so the true optimum can sit one move away from the model's
+ *    (ResNet-152, batch 16, 2 GiB: 10.8 % recomputed before this step,
+ *    10.2 % after).
  */
 #include <stdlib.h>
 #include <string.h>
