@@ -63,8 +63,15 @@ static uint64_t expected_refwd_flops(const sl_net *net, const sl_run_cache *c)
 START_TEST(test_recompute_fraction_matches_flop_count)
 {
     sl_context *ctx = th_context(1);
-    sl_schedule s[4] = {SL_CKPT_NONE, SL_CKPT_SQRT, SL_CKPT_SEGMENTS(3), SL_CKPT_SEGMENTS(9)};
-    for (int i = 0; i < 4; i++) {
+    /* budgets: a quarter and three quarters of the way from sqrt's planned
+     * total to keep-everything's (ResNet-20, batch 4), filled in below */
+    sl_schedule s[6] = {SL_CKPT_NONE, SL_CKPT_SQRT, SL_CKPT_SEGMENTS(3), SL_CKPT_SEGMENTS(9)};
+    uint64_t total[2] = {0, 0};
+    for (int i = 0; i < 6; i++) {
+        if (i == 4) {
+            s[4] = SL_CKPT_BUDGET(total[1] + (total[0] - total[1]) / 4);
+            s[5] = SL_CKPT_BUDGET(total[1] + 3 * (total[0] - total[1]) / 4);
+        }
         sl_net *net = resnet(ctx, "resnet20", s[i]);
         sl_memory_report r;
         ck_assert(sl_net_memory_report(net, (sl_shape){4, 3, 32, 32}, SL_MODE_TRAIN, &r) == SL_OK);
@@ -77,6 +84,8 @@ START_TEST(test_recompute_fraction_matches_flop_count)
         double want = (double)expected_refwd_flops(net, c) / (double)(fwd + bwd);
         ck_assert_msg(fabs(r.recompute_fraction - want) < 1e-12, "schedule %d: %g vs %g", i,
                       r.recompute_fraction, want);
+        if (i < 2)
+            total[i] = r.total;
         if (i == 0)
             ck_assert(r.recompute_fraction == 0.0);
         else
