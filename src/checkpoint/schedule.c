@@ -12,7 +12,7 @@
  *   NONE          one segment, nothing recomputed
  *   SEGMENTS(k)   k segments whose stored bytes are as equal as possible
  *                 (minimise the largest segment: the backward of the
- *                 largest segment sets the peak)
+ *                 largest segment sets the peak; then the sum of squares)
  *   SQRT          SEGMENTS(ceil(sqrt(N))), memonger's count; memonger cuts
  *                 equal layer counts, we cut equal bytes
  *   BUDGET(b)     see budget.c
@@ -97,7 +97,12 @@ void sl_segments_release(sl_segments *s)
 }
 
 /* Linear partition: k contiguous segments minimising the largest sum of
- * stored bytes (O(k N^2) dynamic programming; N is at most a few hundred). */
+ * stored bytes, and among the partitions that reach it the one with the
+ * least sum of squares (O(k N^2) dynamic programming; N is at most a few
+ * hundred). The second criterion matters when one large layer fixes the
+ * largest sum (VGG's and AlexNet's first conv): taking the first cut that
+ * reaches it would leave one-layer segments at the front, which recompute
+ * nothing, and everything else in the kept last segment. */
 sl_status sl_segments_balanced(const sl_unit_costs *u, int k, sl_segments *out)
 {
     int n = u->n;
@@ -107,29 +112,47 @@ sl_status sl_segments_balanced(const sl_unit_costs *u, int k, sl_segments *out)
         k = 1;
     uint64_t *prefix = calloc((size_t)n + 1, sizeof *prefix);
     uint64_t *best = malloc((size_t)(k + 1) * (n + 1) * sizeof *best);
+    double *sq = malloc((size_t)(k + 1) * (n + 1) * sizeof *sq);
     int *cut = malloc((size_t)(k + 1) * (n + 1) * sizeof *cut);
-    sl_status st = (prefix && best && cut) ? sl_segments_alloc(k, out)
-                                           : sl_fail(SL_ERR_NOMEM, "out of memory building a schedule");
+    sl_status st = (prefix && best && sq && cut)
+                       ? sl_segments_alloc(k, out)
+                       : sl_fail(SL_ERR_NOMEM, "out of memory building a schedule");
     if (st != SL_OK) {
         free(prefix);
         free(best);
+        free(sq);
         free(cut);
         return st;
     }
     for (int i = 0; i < n; i++)
         prefix[i + 1] = prefix[i] + u->stored_bytes[i];
 #define AT(a, b) ((size_t)(a) * (n + 1) + (b))
+    /* 1. the least possible largest segment, m */
     for (int q = 0; q <= n; q++)
         best[AT(1, q)] = prefix[q];
     for (int j = 2; j <= k; j++)
         for (int q = 0; q <= n; q++) {
             best[AT(j, q)] = UINT64_MAX;
-            cut[AT(j, q)] = 0;
             for (int p = j - 1; p < q; p++) {
                 uint64_t seg = prefix[q] - prefix[p];
                 uint64_t worst = best[AT(j - 1, p)] > seg ? best[AT(j - 1, p)] : seg;
-                if (worst < best[AT(j, q)]) {
+                if (worst < best[AT(j, q)])
                     best[AT(j, q)] = worst;
+            }
+        }
+    uint64_t m = best[AT(k, n)];
+    /* 2. among partitions with every segment <= m, the least sum of squares */
+    for (int q = 0; q <= n; q++)
+        sq[AT(1, q)] = prefix[q] <= m ? (double)prefix[q] * (double)prefix[q] : INFINITY;
+    for (int j = 2; j <= k; j++)
+        for (int q = 0; q <= n; q++) {
+            sq[AT(j, q)] = INFINITY;
+            cut[AT(j, q)] = j - 1;
+            for (int p = j - 1; p < q; p++) {
+                uint64_t seg = prefix[q] - prefix[p];
+                double s2 = sq[AT(j - 1, p)] + (double)seg * (double)seg;
+                if (seg <= m && s2 < sq[AT(j, q)]) {
+                    sq[AT(j, q)] = s2;
                     cut[AT(j, q)] = p;
                 }
             }
@@ -145,6 +168,7 @@ sl_status sl_segments_balanced(const sl_unit_costs *u, int k, sl_segments *out)
         out->recompute[j] = 1;
     free(prefix);
     free(best);
+    free(sq);
     free(cut);
     return SL_OK;
 }
