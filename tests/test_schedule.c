@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "checkpoint/schedule.h"
 #include "core/net.h"
 #include "harness.h"
 
@@ -41,6 +42,30 @@ START_TEST(test_sqrt_schedule_segment_count)
     }
     sl_net_free(net);
     sl_context_free(ctx);
+}
+END_TEST
+
+/* Balanced segments: the largest segment as small as it can be, and, when
+ * one big layer fixes that size (VGG's first conv), the rest split evenly
+ * rather than into one-layer segments at the front. */
+START_TEST(test_balanced_segments_split_evenly_behind_a_big_layer)
+{
+    uint64_t stored[9] = {100, 1, 1, 1, 1, 1, 1, 1, 1}, zero[9] = {0};
+    sl_unit_costs u = {9, stored, stored, zero, zero};
+    sl_segments s;
+    ck_assert(sl_segments_balanced(&u, 3, &s) == SL_OK);
+    ck_assert_int_eq(s.n, 3);
+    int expect[4] = {0, 1, 5, 9}; /* [100] [1 1 1 1] [1 1 1 1] */
+    for (int j = 0; j <= 3; j++)
+        ck_assert_int_eq(s.start[j], expect[j]);
+    ck_assert(s.recompute[0] && s.recompute[1] && !s.recompute[2]);
+    sl_segments_release(&s);
+    /* without a dominant layer: the least largest segment decides */
+    uint64_t even[6] = {3, 1, 2, 2, 1, 3};
+    u = (sl_unit_costs){6, even, even, zero, zero};
+    ck_assert(sl_segments_balanced(&u, 2, &s) == SL_OK);
+    ck_assert_int_eq(s.start[1], 3); /* 6 | 6 */
+    sl_segments_release(&s);
 }
 END_TEST
 
@@ -220,6 +245,7 @@ int main(void)
     TCase *tc = tcase_create("schedule");
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, test_sqrt_schedule_segment_count);
+    tcase_add_test(tc, test_balanced_segments_split_evenly_behind_a_big_layer);
     tcase_add_test(tc, test_recompute_fraction_matches_flop_count);
     tcase_add_test(tc, test_budget_schedules_fit_and_trade_memory_for_time);
     tcase_add_test(tc, test_budget_never_loses_to_balanced_segments);
