@@ -14,16 +14,12 @@
  * Each pass is run once to warm up, then --reps times; the median is kept.
  * GFLOP/s counts 2 * multiply-adds per pass (n * k * oh * ow * c * kh * kw).
  */
-#define _POSIX_C_SOURCE 200809L /* clock_gettime */
-
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
-#include <time.h>
-#include <unistd.h>
 
+#include "common.h"
 #include "core/backend.h"
 #include "cpu/cpu.h"
 
@@ -121,38 +117,6 @@ static double macs_of(const conv_shape *s, int batch)
     return (double)batch * s->k * s->ohw * s->ohw * (double)s->c * s->kern * s->kern;
 }
 
-static double now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
-}
-
-/* Busy CPU time of the whole machine in seconds (all cores; /proc/stat),
- * or -1 where it cannot be read. */
-static double machine_busy_s(void)
-{
-    FILE *f = fopen("/proc/stat", "r");
-    unsigned long long v[10] = {0};
-    if (!f)
-        return -1.0;
-    int got = fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2],
-                     &v[3], &v[4], &v[5], &v[6], &v[7]);
-    fclose(f);
-    if (got < 8)
-        return -1.0;
-    unsigned long long busy = v[0] + v[1] + v[2] + v[5] + v[6] + v[7]; /* not idle, iowait */
-    return (double)busy / (double)sysconf(_SC_CLK_TCK);
-}
-
-static double own_cpu_s(void)
-{
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
-    return ru.ru_utime.tv_sec + ru.ru_stime.tv_sec +
-           1e-6 * (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec);
-}
-
 static float *alloc_floats(size_t count)
 {
     size_t bytes = (count * sizeof(float) + 63) / 64 * 64;
@@ -173,12 +137,6 @@ static void fill_random(float *p, size_t count, uint64_t seed)
         s = s * 6364136223846793005ull + 1442695040888963407ull;
         p[i] = (float)((double)(s >> 40) / (double)(1 << 24) * 2.0 - 1.0);
     }
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
 }
 
 typedef struct bufs {
@@ -265,29 +223,23 @@ int main(int argc, char **argv)
     if (!t)
         return 1;
     /* Other processes' share of the cores while we timed: noise indicator. */
-    double wall0 = now_ms(), busy0 = machine_busy_s(), own0 = own_cpu_s();
+    bench_load load;
+    bench_load_start(&load);
     for (int i = 0; i < g_nshapes; i++) {
         conv_shape *s = &g_shapes[i];
         sl_conv_desc d = desc_of(s, batch);
         for (int p = 0; p < 3; p++) {
             run_pass(&ex, &d, p, &b); /* warm-up */
             for (int r = 0; r < reps; r++) {
-                double t0 = now_ms();
+                double t0 = bench_now_s();
                 run_pass(&ex, &d, p, &b);
-                t[r] = now_ms() - t0;
+                t[r] = (bench_now_s() - t0) * 1e3;
             }
-            qsort(t, (size_t)reps, sizeof(double), cmp_double);
-            s->ms[p] = reps % 2 ? t[reps / 2] : 0.5 * (t[reps / 2 - 1] + t[reps / 2]);
+            s->ms[p] = bench_median(t, reps);
         }
     }
     free(t);
-    double wall_s = (now_ms() - wall0) * 1e-3, busy1 = machine_busy_s();
-    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-    double foreign = -1.0;
-    if (busy0 >= 0.0 && busy1 >= 0.0 && ncpu > 0 && wall_s > 0.0) {
-        foreign = 100.0 * ((busy1 - busy0) - (own_cpu_s() - own0)) / (wall_s * ncpu);
-        foreign = foreign < 0.0 ? 0.0 : foreign;
-    }
+    double foreign = bench_load_foreign_pct(&load);
 
     double tot_ms[3] = {0, 0, 0}, tot_macs = 0;
     int convs = 0;

@@ -16,11 +16,10 @@ GFLOP/s counts 2 * multiply-adds per pass. Needs torch (Debian's is
 """
 import argparse
 import json
-import os
-import resource
 import statistics
 import time
 
+from cpu_load import LoadMeter
 import torch
 import torch.nn.functional as F
 
@@ -60,21 +59,6 @@ def resnet50_shapes(image):
     return [tuple(s) for s in shapes]
 
 
-def machine_busy_s():
-    """Busy CPU seconds of the whole machine (/proc/stat), or None."""
-    try:
-        with open("/proc/stat") as f:
-            v = [int(x) for x in f.readline().split()[1:9]]
-    except (OSError, ValueError):
-        return None
-    return (v[0] + v[1] + v[2] + v[5] + v[6] + v[7]) / os.sysconf("SC_CLK_TCK")
-
-
-def own_cpu_s():
-    ru = resource.getrusage(resource.RUSAGE_SELF)
-    return ru.ru_utime + ru.ru_stime
-
-
 def median_ms(fn, reps):
     fn()  # warm-up
     times = []
@@ -99,7 +83,7 @@ def main():
     n = args.batch
     rows = []
     # Other processes' share of the cores while we time: noise indicator.
-    wall0, busy0, own0 = time.perf_counter(), machine_busy_s(), own_cpu_s()
+    load = LoadMeter()
     with torch.no_grad():
         for name, c, k, hw, kern, stride, pad, ohw, count in resnet50_shapes(args.image):
             x = torch.rand(n, c, hw, hw) * 2 - 1
@@ -124,12 +108,7 @@ def main():
                              ohw=ohw, count=count, macs=macs, fwd_ms=ms[0],
                              bwd_data_ms=ms[1], bwd_filter_ms=ms[2]))
 
-    foreign = -1.0
-    busy1 = machine_busy_s()
-    if busy0 is not None and busy1 is not None:
-        wall = time.perf_counter() - wall0
-        foreign = 100.0 * ((busy1 - busy0) - (own_cpu_s() - own0)) / (wall * os.cpu_count())
-        foreign = max(foreign, 0.0)
+    foreign = load.foreign_pct()
     tot = {p: sum(r["count"] * r[p] for r in rows)
            for p in ("fwd_ms", "bwd_data_ms", "bwd_filter_ms")}
     tot["ms"] = tot["fwd_ms"] + tot["bwd_data_ms"] + tot["bwd_filter_ms"]

@@ -13,22 +13,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "common.h"
 #include "sublinear.h"
-
-static double now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
 
 static int parse_schedule(const char *s, sl_schedule *out)
 {
@@ -132,12 +119,12 @@ int main(int argc, char **argv)
     for (int i = 0; !rc && i < run_steps; i++) {
         if (sl_dataset_batch(ds, SL_SPLIT_TRAIN, (int64_t)i * batch, batch, x, labels) != SL_OK)
             rc = 1;
-        double t0 = now();
+        double t0 = bench_now_s();
         if (!rc && sl_net_train_step(net, x, shape, labels, NULL) != SL_OK) {
             fprintf(stderr, "bench_gpu: %s\n", sl_last_error());
             rc = 1;
         }
-        dt[i] = now() - t0;
+        dt[i] = bench_now_s() - t0;
     }
     sl_memory_report r;
     if (!rc && sl_net_memory_report(net, shape, SL_MODE_TRAIN, &r) != SL_OK)
@@ -145,7 +132,7 @@ int main(int argc, char **argv)
     if (!rc) {
         double median = 0;
         if (!limit) {
-            qsort(dt + 1, (size_t)steps - 1, sizeof *dt, cmp_double);
+            qsort(dt + 1, (size_t)steps - 1, sizeof *dt, bench_cmp_double);
             median = dt[1 + (steps - 1) / 2];
         }
         printf("{\"side\":\"sublinear\",\"model\":\"%s\",\"schedule\":\"%s\",\"batch\":%d,"

@@ -25,7 +25,7 @@
  * first step (libraries, OpenMP, the parameters, the input batch) is
  * printed as the baseline.
  */
-#define _POSIX_C_SOURCE 200809L /* clock_gettime */
+#define _POSIX_C_SOURCE 200809L /* sysconf */
 
 #include <math.h>
 #include <stdint.h>
@@ -33,9 +33,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "common.h"
 #include "sublinear.h"
 
 typedef struct options {
@@ -57,13 +57,6 @@ _Noreturn static void usage(const char *argv0)
     exit(2);
 }
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 /* Peak resident set of this process in bytes (ru_maxrss is KiB on Linux). */
 static uint64_t peak_rss(void)
 {
@@ -82,36 +75,6 @@ static uint64_t current_rss(void)
     int got = fscanf(f, "%llu %llu", &size, &resident);
     fclose(f);
     return got == 2 ? (uint64_t)resident * (uint64_t)sysconf(_SC_PAGESIZE) : 0;
-}
-
-/* Busy CPU seconds of the whole machine (/proc/stat), or -1. */
-static double machine_busy_s(void)
-{
-    FILE *f = fopen("/proc/stat", "r");
-    unsigned long long v[8] = {0};
-    if (!f)
-        return -1.0;
-    int got = fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2],
-                     &v[3], &v[4], &v[5], &v[6], &v[7]);
-    fclose(f);
-    if (got < 8)
-        return -1.0;
-    unsigned long long busy = v[0] + v[1] + v[2] + v[5] + v[6] + v[7];
-    return (double)busy / (double)sysconf(_SC_CLK_TCK);
-}
-
-static double own_cpu_s(void)
-{
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
-    return (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
-           1e-6 * (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec);
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
 }
 
 static double mib(uint64_t b) { return (double)b / 1048576.0; }
@@ -324,7 +287,8 @@ int main(int argc, char **argv)
         fflush(stdout);
     }
 
-    double wall0 = now_s(), busy0 = machine_busy_s(), own0 = own_cpu_s();
+    bench_load load;
+    bench_load_start(&load);
     float first_loss = 0, last_loss = 0;
     for (int step = 0; step < o.steps; step++) {
         sl_step_result r;
@@ -333,12 +297,12 @@ int main(int argc, char **argv)
             rc = fail("drawing a batch");
             goto done;
         }
-        double t0 = now_s();
+        double t0 = bench_now_s();
         if (sl_net_train_step(net, x, s, labels, &r) != SL_OK) {
             rc = fail("training");
             goto done;
         }
-        times[step] = now_s() - t0;
+        times[step] = bench_now_s() - t0;
         if (step == 0)
             first_loss = r.loss;
         last_loss = r.loss;
@@ -348,19 +312,11 @@ int main(int argc, char **argv)
             fflush(stdout);
         }
     }
-    double wall = now_s() - wall0, busy1 = machine_busy_s();
-    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-    double foreign = -1.0;
-    if (busy0 >= 0.0 && busy1 >= 0.0 && ncpu > 0 && wall > 0.0) {
-        foreign = 100.0 * ((busy1 - busy0) - (own_cpu_s() - own0)) / (wall * (double)ncpu);
-        foreign = foreign < 0.0 ? 0.0 : foreign;
-    }
+    double foreign = bench_load_foreign_pct(&load);
+    double warmup = times[0];
     /* Median of the steps after the warm-up. */
     int first = o.steps > 1 ? 1 : 0, m = o.steps - first;
-    qsort(times + first, (size_t)m, sizeof(double), cmp_double);
-    double median = m % 2 ? times[first + m / 2]
-                          : 0.5 * (times[first + m / 2 - 1] + times[first + m / 2]);
-    double warmup = times[0];
+    double median = bench_median(times + first, m);
 
     sl_memory_report after;
     if (sl_net_memory_report(net, s, SL_MODE_TRAIN, &after) != SL_OK) {

@@ -31,6 +31,7 @@ import resource
 import statistics
 import time
 
+from cpu_load import LoadMeter
 import torch
 import torch.nn as nn
 from torch.utils.checkpoint import checkpoint_sequential
@@ -91,21 +92,6 @@ def peak_rss():
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # KiB on Linux
 
 
-def machine_busy_s():
-    """Busy CPU seconds of the whole machine (/proc/stat), or None."""
-    try:
-        with open("/proc/stat") as f:
-            v = [int(x) for x in f.readline().split()[1:9]]
-    except (OSError, ValueError):
-        return None
-    return (v[0] + v[1] + v[2] + v[5] + v[6] + v[7]) / os.sysconf("SC_CLK_TCK")
-
-
-def own_cpu_s():
-    ru = resource.getrusage(resource.RUSAGE_SELF)
-    return ru.ru_utime + ru.ru_stime
-
-
 def mib(b):
     return b / 1048576.0
 
@@ -151,7 +137,7 @@ def main():
               % (len(model), mib(rss_base)), flush=True)
 
     times, losses = [], []
-    wall0, busy0, own0 = time.perf_counter(), machine_busy_s(), own_cpu_s()
+    load = LoadMeter()
     for step in range(args.steps):
         t0 = time.perf_counter()
         opt.zero_grad(set_to_none=True)
@@ -167,11 +153,7 @@ def main():
         if not args.json:
             print("step %d: %.3f s, loss %.4f, RSS %.1f MiB"
                   % (step + 1, times[-1], losses[-1], mib(current_rss())), flush=True)
-    wall, busy1 = time.perf_counter() - wall0, machine_busy_s()
-    foreign = -1.0
-    if busy0 is not None and busy1 is not None and wall > 0:
-        foreign = 100.0 * ((busy1 - busy0) - (own_cpu_s() - own0)) / (wall * os.cpu_count())
-        foreign = max(foreign, 0.0)
+    foreign = load.foreign_pct()
     median = statistics.median(times[1:] if len(times) > 1 else times)
     rss = peak_rss()
     params = sum(p.numel() for p in model.parameters()) * 4

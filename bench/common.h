@@ -1,0 +1,32 @@
+/*
+ * common.h — what the C benchmarks share: a monotonic clock, the median of
+ * repeated timings, and how busy other processes kept the machine while a
+ * benchmark ran (the benches report ratios from shared machines, so each
+ * result carries this noise indicator).
+ */
+#ifndef SL_BENCH_COMMON_H
+#define SL_BENCH_COMMON_H
+
+/* Seconds on a monotonic clock. */
+double bench_now_s(void);
+
+/* qsort comparator for doubles, ascending. */
+int bench_cmp_double(const void *a, const void *b);
+
+/* Sorts v[0..n) and returns its median (the mean of the middle two when n
+ * is even); n >= 1. */
+double bench_median(double *v, int n);
+
+/* Start of a measured interval: wall clock, the machine's busy CPU time
+ * (/proc/stat, all cores) and this process's CPU time. */
+typedef struct bench_load {
+    double wall_s, busy_s, own_s;
+} bench_load;
+
+void bench_load_start(bench_load *l);
+
+/* Share of all cores, in percent, that other processes kept busy since
+ * bench_load_start; -1 where /proc/stat cannot be read. */
+double bench_load_foreign_pct(const bench_load *l);
+
+#endif
