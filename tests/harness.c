@@ -165,3 +165,12 @@ void th_gradcheck(sl_net *net, const float *x, sl_shape in, int check_input, int
     free(g.r);
     free(g.y);
 }
+
+int th_run_suite(Suite *s)
+{
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed;
+}

@@ -2,11 +2,12 @@
  * harness.h — shared test helpers: seeded random tensors, contexts, and a
  * finite-difference gradient check of any network (a single layer, a
  * block or a whole model) through sl_net_forward_backward with the loss
- * L = sum(output * r) for a fixed random r.
+ * L = sum(output * r) for a fixed random r; and the run of a test suite.
  */
 #ifndef SL_TEST_HARNESS_H
 #define SL_TEST_HARNESS_H
 
+#include <check.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -39,5 +40,9 @@ typedef struct th_gradcheck_result {
  * worst_error <= 1. The input x (shape in) is not modified. */
 void th_gradcheck(sl_net *net, const float *x, sl_shape in, int check_input, int coords,
                   float eps, double rtol, double atol, th_gradcheck_result *res);
+
+/* Runs every test of s (Check's default fork mode), frees the runner and
+ * returns how many tests failed. */
+int th_run_suite(Suite *s);
 
 #endif

@@ -232,9 +232,6 @@ int main(void)
     tcase_add_test(tc, test_checkpoint_bit_identical_vgg_a);
     tcase_add_test(tc, test_checkpoint_bit_identical_googlenet);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
+    int failed = th_run_suite(s);
     return failed ? EXIT_FAILURE : EXIT_SUCCESS;
 }

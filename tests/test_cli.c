@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "cli_run.h"
+#include "harness.h"
 
 #ifndef SL_CLI_PATH
 #error "SL_CLI_PATH must name the sublinear executable"
@@ -426,10 +427,7 @@ int main(void)
     tcase_add_test(tc, test_cli_bench_optnet_json_shares_memory);
     tcase_add_test(tc, test_cli_bench_lists_and_runs_the_programs);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
+    int failed = th_run_suite(s);
     cr_cleanup();
     return failed ? EXIT_FAILURE : EXIT_SUCCESS;
 }

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "cli_run.h"
+#include "harness.h"
 
 #ifndef SL_CLI_PATH
 #error "SL_CLI_PATH must name the sublinear executable"
@@ -220,10 +221,7 @@ int main(void)
     tcase_add_test(tc, test_cli_train_reads_cifar10_batches);
     tcase_add_test(tc, test_cli_train_rejects_broken_cifar10_files);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
+    int failed = th_run_suite(s);
     cr_cleanup();
     return failed ? EXIT_FAILURE : EXIT_SUCCESS;
 }

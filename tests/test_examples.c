@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "cli_run.h"
+#include "harness.h"
 
 #if !defined(SL_EXAMPLES_DIR) || !defined(SL_CLI_PATH)
 #error "SL_EXAMPLES_DIR and SL_CLI_PATH must be defined"
@@ -131,10 +132,7 @@ int main(void)
     tcase_add_test(tc, test_budget_training_meets_its_budget);
     tcase_add_test(tc, test_inference_matches_the_accuracy_measured_in_training);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
+    int failed = th_run_suite(s);
     cr_cleanup();
     return failed ? EXIT_FAILURE : EXIT_SUCCESS;
 }

@@ -371,9 +371,6 @@ int main(void)
     tcase_add_test(blocks, test_conv_bn_relu);
     tcase_add_test(blocks, test_inception);
     suite_add_tcase(s, blocks);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
+    int failed = th_run_suite(s);
     return failed ? EXIT_FAILURE : EXIT_SUCCESS;
 }

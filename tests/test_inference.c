@@ -237,9 +237,6 @@ int main(void)
     tcase_add_test(tc, test_dot_graph_parses_and_has_a_node_per_layer);
     tcase_add_test(tc, test_memory_timeline_svg_parses_with_a_series_per_schedule);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
+    int failed = th_run_suite(s);
     return failed ? EXIT_FAILURE : EXIT_SUCCESS;
 }

@@ -169,9 +169,6 @@ int main(void)
     tcase_set_timeout(tc, 600);
     tcase_add_test(tc, test_planner_random_chains);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
+    int failed = th_run_suite(s);
     return failed ? EXIT_FAILURE : EXIT_SUCCESS;
 }

@@ -251,9 +251,6 @@ int main(void)
     tcase_add_test(tc, test_budget_never_loses_to_balanced_segments);
     tcase_add_test(tc, test_bn_momentum_rescale_formula);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
+    int failed = th_run_suite(s);
     return failed ? EXIT_FAILURE : EXIT_SUCCESS;
 }

@@ -783,10 +783,7 @@ int main(void)
     tcase_add_test(tc, test_non_strict_loads_what_matches_and_lists_the_rest);
     tcase_add_test(tc, test_failed_write_leaves_previous_file_intact);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
+    int failed = th_run_suite(s);
     nftw(g_root, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
     return failed ? EXIT_FAILURE : EXIT_SUCCESS;
 }

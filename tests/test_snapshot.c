@@ -222,9 +222,6 @@ int main(void)
     tcase_add_test(tc, test_resume_bit_identical_adam);
     tcase_add_test(tc, test_snapshots_that_do_not_fit_change_nothing);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
+    int failed = th_run_suite(s);
     return failed ? EXIT_FAILURE : EXIT_SUCCESS;
 }

@@ -882,10 +882,7 @@ int main(void)
     tcase_add_test(tc, test_optimizers);
     tcase_add_test(tc, test_resnet20);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
+    int failed = th_run_suite(s);
 
     if (!getenv("SL_TEST_KEEP_TMP"))
         nftw(g_root, remove_entry, 16, FTW_DEPTH | FTW_PHYS);

@@ -99,9 +99,6 @@ int main(void)
         tcase_add_test(tc, test_resnet20_learns_builtin_dataset);
     tcase_add_test(tc, test_plain_resnet20_loss_falls);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
+    int failed = th_run_suite(s);
     return failed ? EXIT_FAILURE : EXIT_SUCCESS;
 }
