@@ -174,3 +174,24 @@ int th_run_suite(Suite *s)
     srunner_free(sr);
     return failed;
 }
+
+int th_freeze_batchnorms(sl_net *net)
+{
+    int frozen = 0;
+    ck_assert_msg(sl_net_freeze_batchnorm(net, 1, &frozen) == SL_OK, "%s", sl_last_error());
+    for (int i = 0; i < sl_net_param_count(net); i++) {
+        sl_param_info p;
+        ck_assert(sl_net_param(net, i, &p) == SL_OK);
+        const char *dot = strrchr(p.name, '.');
+        int mean = dot && strcmp(dot, ".running_mean") == 0;
+        if (!mean && !(dot && strcmp(dot, ".running_var") == 0))
+            continue;
+        float *v = malloc(p.count * sizeof(float));
+        ck_assert(v);
+        for (size_t c = 0; c < p.count; c++)
+            v[c] = mean ? 0.05f * (float)(c % 5) - 0.1f : 0.5f + 0.25f * (float)(c % 7);
+        ck_assert(sl_net_param_write(net, i, v) == SL_OK);
+        free(v);
+    }
+    return frozen;
+}

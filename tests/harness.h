@@ -41,6 +41,12 @@ typedef struct th_gradcheck_result {
 void th_gradcheck(sl_net *net, const float *x, sl_shape in, int check_input, int coords,
                   float eps, double rtol, double atol, th_gradcheck_result *res);
 
+/* Freezes every BatchNorm of net (sl_net_freeze_batchnorm) and moves its
+ * running statistics away from their (0, 1) init, so that the frozen
+ * normalisation does something; works on a CUDA network too. Returns how
+ * many layers were frozen. */
+int th_freeze_batchnorms(sl_net *net);
+
 /* Runs every test of s (Check's default fork mode), frees the runner and
  * returns how many tests failed. */
 int th_run_suite(Suite *s);
