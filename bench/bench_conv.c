@@ -20,7 +20,7 @@
 #include <string.h>
 
 #include "common.h"
-#include "core/backend.h"
+#include "base/backend.h"
 #include "cpu/cpu.h"
 
 typedef struct conv_shape {
@@ -184,7 +184,10 @@ int main(int argc, char **argv)
 
     sl_cpu_set_blas_threads(1); /* the kernels split their GEMMs themselves */
     resnet50_shapes(image);
-    sl_exec ex = {sl_cpu_backend(), threads};
+    sl_backend *cpu;
+    if (sl_cpu_backend_create(&cpu) != SL_OK)
+        return 1;
+    sl_exec ex = {cpu, threads};
 
     /* One set of buffers sized for the largest shape. */
     size_t max_x = 0, max_y = 0, max_w = 0, max_ws = 0;
@@ -198,7 +201,7 @@ int main(int argc, char **argv)
         max_y = ny > max_y ? ny : max_y;
         max_w = nw > max_w ? nw : max_w;
         for (int p = 0; p < 3; p++) {
-            size_t b = ex.be->conv2d_workspace_bytes(&d, (sl_conv_pass)p);
+            size_t b = ex.be->conv2d_workspace_bytes(ex.be, &d, (sl_conv_pass)p);
             max_ws = b > max_ws ? b : max_ws;
         }
     }
@@ -239,6 +242,7 @@ int main(int argc, char **argv)
         }
     }
     free(t);
+    sl_backend_destroy(cpu);
     double foreign = bench_load_foreign_pct(&load);
 
     double tot_ms[3] = {0, 0, 0}, tot_macs = 0;

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/net.h"
+#include "net/net.h"
 
 sl_context *th_context(uint64_t seed)
 {

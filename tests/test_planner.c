@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/net.h"
+#include "net/net.h"
 #include "harness.h"
 
 typedef struct rng {

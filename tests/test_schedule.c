@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "checkpoint/schedule.h"
-#include "core/net.h"
+#include "net/net.h"
 #include "harness.h"
 
 static sl_net *resnet(sl_context *ctx, const char *model, sl_schedule s)

@@ -23,7 +23,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "core/serialize.h"
+#include "io/serialize.h"
 #include "harness.h"
 
 #ifndef SL_TEST_SOURCE_DIR

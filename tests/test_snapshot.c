@@ -13,7 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "core/serialize.h"
+#include "io/serialize.h"
 #include "harness.h"
 
 #define BATCH 4

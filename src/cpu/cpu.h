@@ -13,7 +13,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "core/backend.h"
+#include "base/backend.h"
+
+/* A new CPU backend instance (it has no state of its own: impl is NULL);
+ * free with sl_backend_destroy. */
+sl_status sl_cpu_backend_create(sl_backend **out);
 
 /* Sets OpenBLAS's (process-wide) thread count; the only global thread
  * state the CPU backend touches. */
@@ -54,7 +58,7 @@ void cpu_gemm_part(const cpu_tiling *t, int part, int trans_a, int trans_b, int 
                    float *c, int ldc);
 
 /* ---- cpu_conv.c ---- */
-size_t cpu_conv2d_workspace_bytes(const sl_conv_desc *d, sl_conv_pass pass);
+size_t cpu_conv2d_workspace_bytes(const sl_backend *be, const sl_conv_desc *d, sl_conv_pass pass);
 void cpu_conv2d_forward(const sl_exec *ex, const sl_conv_desc *d, const float *x, const float *w,
                         const float *bias, float *y, void *ws);
 void cpu_conv2d_backward_data(const sl_exec *ex, const sl_conv_desc *d, const float *w,
@@ -62,7 +66,7 @@ void cpu_conv2d_backward_data(const sl_exec *ex, const sl_conv_desc *d, const fl
 void cpu_conv2d_backward_filter(const sl_exec *ex, const sl_conv_desc *d, const float *x,
                                 const float *dy, float *dw, float *dbias, void *ws);
 
-/* ---- cpu_batchnorm.c ---- */
+/* ---- cpu_norm.c ---- */
 void cpu_batchnorm_forward_train(const sl_exec *ex, int n, int c, int hw, const float *x,
                                  const float *gamma, const float *beta, float *y,
                                  float *save_mean, float *save_invstd, float *running_mean,
@@ -91,11 +95,22 @@ void cpu_global_avgpool_forward(const sl_exec *ex, int nc, int hw, const float *
 void cpu_global_avgpool_backward(const sl_exec *ex, int nc, int hw, const float *dy, float *dx,
                                  int accumulate);
 
-/* ---- cpu_dropout.c ---- */
+/* ---- cpu_elementwise.c ---- */
 void cpu_dropout_forward(const sl_exec *ex, size_t count, const float *x, float *y, float p,
                          uint64_t seed, uint64_t counter);
 void cpu_dropout_backward(const sl_exec *ex, size_t count, const float *dy, float *dx, float p,
                           uint64_t seed, uint64_t counter, int accumulate);
+void cpu_relu_forward(const sl_exec *ex, size_t count, const float *x, float *y);
+void cpu_relu_backward(const sl_exec *ex, size_t count, const float *y, const float *dy,
+                       float *dx, int accumulate);
+void cpu_add(const sl_exec *ex, size_t count, const float *a, const float *b, float *y);
+void cpu_copy(const sl_exec *ex, size_t count, const float *src, float *dst, int accumulate);
+void cpu_fill(const sl_exec *ex, size_t count, float value, float *dst);
+void cpu_copy_channels(const sl_exec *ex, int n, int hw, int c_count, const float *src,
+                       int src_c, int src_off, float *dst, int dst_c, int dst_off,
+                       int accumulate);
+void cpu_bias_add(const sl_exec *ex, int rows, int cols, const float *bias, float *y);
+void cpu_bias_backward(const sl_exec *ex, int rows, int cols, const float *dy, float *dbias);
 
 /* ---- cpu_loss_optim.c ---- */
 void cpu_softmax_xent(const sl_exec *ex, int n, int classes, const float *logits,

@@ -1,129 +1,27 @@
 /*
- * cpu_backend.c — the CPU backend's sl_backend table and its small
- * elementwise kernels (ReLU, add, copy, fill, channel slices for
- * concatenation, Linear's bias). Part of the "run" stage: the executor calls
- * these through the table at planned offsets.
+ * cpu_backend.c — the CPU backend's sl_backend table: host memory, copies,
+ * and the kernels of the other cpu_*.c files. Part of the "run" stage: the
+ * executor calls these through the table at planned offsets.
  */
+#include <stdlib.h>
 #include <string.h>
 
-#include "core/core.h"
+#include "base/base.h"
 #include "cpu/cpu.h"
 
-/* ---- elementwise ---- */
-
-static void cpu_relu_forward(const sl_exec *ex, size_t count, const float *x, float *y)
+static void *cpu_alloc(const sl_backend *be, size_t bytes, const char *what)
 {
-    long long cnt = (long long)count;
-#pragma omp parallel for num_threads(cpu_threads(ex)) schedule(static) if (cnt >= CPU_PAR_MIN)
-    for (long long i = 0; i < cnt; i++)
-        y[i] = x[i] > 0.0f ? x[i] : 0.0f;
+    (void)be;
+    return sl_aligned_zalloc(bytes, what);
 }
 
-static void cpu_relu_backward(const sl_exec *ex, size_t count, const float *y, const float *dy,
-                              float *dx, int accumulate)
+static void cpu_free(const sl_backend *be, void *p)
 {
-    long long cnt = (long long)count;
-    if (accumulate) {
-#pragma omp parallel for num_threads(cpu_threads(ex)) schedule(static) if (cnt >= CPU_PAR_MIN)
-        for (long long i = 0; i < cnt; i++)
-            dx[i] += y[i] > 0.0f ? dy[i] : 0.0f;
-    } else {
-#pragma omp parallel for num_threads(cpu_threads(ex)) schedule(static) if (cnt >= CPU_PAR_MIN)
-        for (long long i = 0; i < cnt; i++)
-            dx[i] = y[i] > 0.0f ? dy[i] : 0.0f;
-    }
+    (void)be;
+    sl_aligned_free(p);
 }
 
-static void cpu_add(const sl_exec *ex, size_t count, const float *a, const float *b, float *y)
-{
-    long long cnt = (long long)count;
-#pragma omp parallel for num_threads(cpu_threads(ex)) schedule(static) if (cnt >= CPU_PAR_MIN)
-    for (long long i = 0; i < cnt; i++)
-        y[i] = a[i] + b[i];
-}
-
-static void cpu_copy(const sl_exec *ex, size_t count, const float *src, float *dst,
-                     int accumulate)
-{
-    long long cnt = (long long)count;
-    if (accumulate) {
-#pragma omp parallel for num_threads(cpu_threads(ex)) schedule(static) if (cnt >= CPU_PAR_MIN)
-        for (long long i = 0; i < cnt; i++)
-            dst[i] += src[i];
-    } else if (src != dst) {
-        memmove(dst, src, count * sizeof(float));
-    }
-}
-
-static void cpu_fill(const sl_exec *ex, size_t count, float value, float *dst)
-{
-    long long cnt = (long long)count;
-#pragma omp parallel for num_threads(cpu_threads(ex)) schedule(static) if (cnt >= CPU_PAR_MIN)
-    for (long long i = 0; i < cnt; i++)
-        dst[i] = value;
-}
-
-/* One (image, channel) plane per iteration: planes are disjoint. */
-static void cpu_copy_channels(const sl_exec *ex, int n, int hw, int c_count, const float *src,
-                              int src_c, int src_off, float *dst, int dst_c, int dst_off,
-                              int accumulate)
-{
-    int planes = n * c_count;
-    int par = (long long)planes * hw >= CPU_PAR_MIN;
-#pragma omp parallel for num_threads(cpu_threads(ex)) schedule(static) if (par)
-    for (int p = 0; p < planes; p++) {
-        int i = p / c_count, ch = p % c_count;
-        const float *s = src + ((size_t)i * src_c + src_off + ch) * hw;
-        float *t = dst + ((size_t)i * dst_c + dst_off + ch) * hw;
-        if (accumulate) {
-            for (int j = 0; j < hw; j++)
-                t[j] += s[j];
-        } else if (s != t) {
-            memmove(t, s, (size_t)hw * sizeof(float));
-        }
-    }
-}
-
-/* ---- bias of a rows x cols row-major matrix (Linear) ---- */
-
-static void cpu_bias_add(const sl_exec *ex, int rows, int cols, const float *bias, float *y)
-{
-    int par = (long long)rows * cols >= CPU_PAR_MIN;
-#pragma omp parallel for num_threads(cpu_threads(ex)) schedule(static) if (par)
-    for (int r = 0; r < rows; r++) {
-        float *yr = y + (size_t)r * cols;
-        for (int j = 0; j < cols; j++)
-            yr[j] += bias[j];
-    }
-}
-
-#define BIAS_BLOCK 64
-
-/* Column sums over blocks of columns: each column is summed by one thread,
- * rows in order, in double. */
-static void cpu_bias_backward(const sl_exec *ex, int rows, int cols, const float *dy,
-                              float *dbias)
-{
-    int blocks = (cols + BIAS_BLOCK - 1) / BIAS_BLOCK;
-    int par = (long long)rows * cols >= CPU_PAR_MIN;
-#pragma omp parallel for num_threads(cpu_threads(ex)) schedule(static) if (par)
-    for (int b = 0; b < blocks; b++) {
-        int j0 = b * BIAS_BLOCK;
-        int nj = cols - j0 < BIAS_BLOCK ? cols - j0 : BIAS_BLOCK;
-        double acc[BIAS_BLOCK] = {0};
-        for (int r = 0; r < rows; r++) {
-            const float *row = dy + (size_t)r * cols + j0;
-            for (int j = 0; j < nj; j++)
-                acc[j] += row[j];
-        }
-        for (int j = 0; j < nj; j++)
-            dbias[j0 + j] += (float)acc[j];
-    }
-}
-
-static void *cpu_alloc(size_t bytes, const char *what) { return sl_aligned_zalloc(bytes, what); }
-
-static void cpu_free(void *p) { sl_aligned_free(p); }
+static void cpu_destroy(sl_backend *be) { free(be); }
 
 static void cpu_memcpy(const sl_exec *ex, void *dst, const void *src, size_t bytes)
 {
@@ -138,9 +36,10 @@ static sl_status cpu_sync(const sl_exec *ex)
     return SL_OK;
 }
 
-static const sl_backend cpu_backend = {
+static const sl_backend cpu_table = {
     .name = "cpu",
     .host_memory = 1,
+    .destroy = cpu_destroy,
     .alloc = cpu_alloc,
     .free = cpu_free,
     .upload = cpu_memcpy,
@@ -176,7 +75,12 @@ static const sl_backend cpu_backend = {
     .adam_update = cpu_adam_update,
 };
 
-const sl_backend *sl_cpu_backend(void)
+sl_status sl_cpu_backend_create(sl_backend **out)
 {
-    return &cpu_backend;
+    sl_backend *be = sl_alloc(sizeof *be, "a CPU backend");
+    if (!be)
+        return SL_ERR_NOMEM;
+    *be = cpu_table;
+    *out = be;
+    return SL_OK;
 }

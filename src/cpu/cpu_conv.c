@@ -45,8 +45,9 @@ static conv_dims conv_dims_of(const sl_conv_desc *d)
     return g;
 }
 
-size_t cpu_conv2d_workspace_bytes(const sl_conv_desc *d, sl_conv_pass pass)
+size_t cpu_conv2d_workspace_bytes(const sl_backend *be, const sl_conv_desc *d, sl_conv_pass pass)
 {
+    (void)be;
     (void)pass;
     conv_dims g = conv_dims_of(d);
     if (g.pointwise)

@@ -1,7 +1,8 @@
 /*
  * cuda_common.h — internal plumbing of the CUDA backend (run stage on a
- * GPU): one stream, one cuDNN and one cuBLAS handle per process, checked
- * calls that record the first failure instead of exiting, and the
+ * GPU): the state of one backend instance (its stream, cuDNN and cuBLAS
+ * handles, algorithm cache, scratch and sticky error), checked calls that
+ * record the first failure in that instance instead of exiting, and the
  * prototypes the other src/cuda files implement.
  */
 #ifndef SL_CUDA_COMMON_H
@@ -11,52 +12,79 @@
 #include <cuda_runtime.h>
 #include <cudnn.h>
 
-#include "core/backend.h"
+#include "base/backend.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
+struct sl_cuda_conv_cache; /* cuda_conv.cu */
+
+/* One CUDA backend instance's own state (sl_backend.impl). */
 typedef struct sl_cuda_state {
     cudaStream_t stream;
     cudnnHandle_t cudnn;
     cublasHandle_t cublas;
-    int deterministic;
-    /* small device scratch for labels and loss results */
+    int deterministic; /* deterministic cuDNN algorithms only */
+    /* small device scratch for BatchNorm's per-channel sums, labels and
+     * loss results */
     void *scratch;
     size_t scratch_bytes;
+    struct sl_cuda_conv_cache *conv_cache; /* descriptors and algorithms per geometry */
+    /* the first failure since the last sync: kernels return nothing */
+    int error_set;
+    char error_text[768];
 } sl_cuda_state;
 
-/* The process-wide state, created on first use; NULL when no device. */
-sl_cuda_state *sl_cuda_state_get(void);
+/* The instance state behind an exec or a backend. */
+static inline sl_cuda_state *sl_cuda_of(const sl_backend *be) { return (sl_cuda_state *)be->impl; }
+static inline sl_cuda_state *sl_cuda_ex(const sl_exec *ex) { return sl_cuda_of(ex->be); }
 
 /* Records the first failure (file:line and what) until sync reports it. */
-void sl_cuda_record(const char *file, int line, const char *what, const char *detail);
-int sl_cuda_failed(void);
+void sl_cuda_record(sl_cuda_state *s, const char *file, int line, const char *what,
+                    const char *detail);
 
-#define SL_CUDA_CHECK(call)                                                                    \
+#define SL_CUDA_CHECK(s, call)                                                                 \
     do {                                                                                       \
         cudaError_t e_ = (call);                                                               \
         if (e_ != cudaSuccess)                                                                 \
-            sl_cuda_record(__FILE__, __LINE__, #call, cudaGetErrorString(e_));                 \
+            sl_cuda_record((s), __FILE__, __LINE__, #call, cudaGetErrorString(e_));            \
     } while (0)
 
-#define SL_CUDNN_CHECK(call)                                                                   \
+#define SL_CUDNN_CHECK(s, call)                                                                \
     do {                                                                                       \
-        cudnnStatus_t s_ = (call);                                                             \
-        if (s_ != CUDNN_STATUS_SUCCESS)                                                        \
-            sl_cuda_record(__FILE__, __LINE__, #call, cudnnGetErrorString(s_));                \
+        cudnnStatus_t st_ = (call);                                                            \
+        if (st_ != CUDNN_STATUS_SUCCESS)                                                       \
+            sl_cuda_record((s), __FILE__, __LINE__, #call, cudnnGetErrorString(st_));          \
     } while (0)
 
-#define SL_CUBLAS_CHECK(call)                                                                  \
+#define SL_CUBLAS_CHECK(s, call)                                                               \
     do {                                                                                       \
-        cublasStatus_t s_ = (call);                                                            \
-        if (s_ != CUBLAS_STATUS_SUCCESS)                                                       \
-            sl_cuda_record(__FILE__, __LINE__, #call, cublasGetStatusString(s_));              \
+        cublasStatus_t st_ = (call);                                                           \
+        if (st_ != CUBLAS_STATUS_SUCCESS)                                                      \
+            sl_cuda_record((s), __FILE__, __LINE__, #call, cublasGetStatusString(st_));        \
     } while (0)
 
 /* After a kernel launch. */
-#define SL_CUDA_LAUNCHED() SL_CUDA_CHECK(cudaGetLastError())
+#define SL_CUDA_LAUNCHED(s) SL_CUDA_CHECK((s), cudaGetLastError())
+
+/* Grid-stride loop over n elements. */
+#define GRID_STRIDE(i, n)                                                                      \
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < (n);                   \
+         i += (size_t)gridDim.x * blockDim.x)
+
+/* Launches kernel over n elements in 256-thread blocks on the instance's
+ * stream of exec `ex`, and checks the launch. */
+#define SL_CUDA_LAUNCH(ex, kernel, n, ...)                                                     \
+    do {                                                                                       \
+        sl_cuda_state *ls_ = sl_cuda_ex(ex);                                                   \
+        kernel<<<sl_cuda_blocks(n), 256, 0, ls_->stream>>>(__VA_ARGS__);                       \
+        SL_CUDA_LAUNCHED(ls_);                                                                 \
+    } while (0)
+
+/* Device scratch of at least `bytes` (grown after the stream has drained);
+ * NULL with the failure recorded. */
+void *sl_cuda_scratch(sl_cuda_state *s, size_t bytes);
 
 /* Blocks of 256 threads covering n elements (grid-stride loops beyond). */
 static inline unsigned sl_cuda_blocks(size_t n)
@@ -65,14 +93,18 @@ static inline unsigned sl_cuda_blocks(size_t n)
     return (unsigned)(b > 65535 ? 65535 : (b ? b : 1));
 }
 
-/* ---- cuda_conv.cu: det selects deterministic algorithms only ---- */
-size_t sl_cuda_conv_workspace_det(const sl_conv_desc *d, sl_conv_pass pass, int det);
-void sl_cuda_conv_forward_det(const sl_exec *ex, const sl_conv_desc *d, const float *x,
-                              const float *w, const float *bias, float *y, void *ws, int det);
-void sl_cuda_conv_backward_data_det(const sl_exec *ex, const sl_conv_desc *d, const float *w,
-                                    const float *dy, float *dx, int accumulate, void *ws, int det);
-void sl_cuda_conv_backward_filter_det(const sl_exec *ex, const sl_conv_desc *d, const float *x,
-                                      const float *dy, float *dw, float *dbias, void *ws, int det);
+/* ---- cuda_conv.cu: algorithms per the instance's deterministic flag ---- */
+size_t sl_cuda_conv_workspace(const sl_backend *be, const sl_conv_desc *d, sl_conv_pass pass);
+void sl_cuda_conv_forward(const sl_exec *ex, const sl_conv_desc *d, const float *x,
+                          const float *w, const float *bias, float *y, void *ws);
+void sl_cuda_conv_backward_data(const sl_exec *ex, const sl_conv_desc *d, const float *w,
+                                const float *dy, float *dx, int accumulate, void *ws);
+void sl_cuda_conv_backward_filter(const sl_exec *ex, const sl_conv_desc *d, const float *x,
+                                  const float *dy, float *dw, float *dbias, void *ws);
+/* Frees the instance's descriptors and cache (NULL is fine). */
+void sl_cuda_conv_cache_free(struct sl_cuda_conv_cache *c);
+
+/* ---- cuda_gemm.cu ---- */
 void sl_cuda_gemm(const sl_exec *ex, int trans_a, int trans_b, int m, int n, int k, float alpha,
                   const float *a, int lda, const float *b, int ldb, float beta, float *c, int ldc);
 
@@ -93,7 +125,7 @@ void sl_cuda_batchnorm_backward(const sl_exec *ex, int n, int c, int hw, const f
                                 const float *save_invstd, float *dx, int accumulate,
                                 float *dgamma, float *dbeta, int frozen);
 
-/* ---- cuda_kernels.cu ---- */
+/* ---- cuda_pool.cu ---- */
 void sl_cuda_maxpool_forward(const sl_exec *ex, const sl_pool_desc *d, const float *x, float *y,
                              int32_t *argmax);
 void sl_cuda_maxpool_backward(const sl_exec *ex, const sl_pool_desc *d, const int32_t *argmax,
@@ -101,6 +133,11 @@ void sl_cuda_maxpool_backward(const sl_exec *ex, const sl_pool_desc *d, const in
 void sl_cuda_avgpool_forward(const sl_exec *ex, const sl_pool_desc *d, const float *x, float *y);
 void sl_cuda_avgpool_backward(const sl_exec *ex, const sl_pool_desc *d, const float *dy,
                               float *dx, int accumulate);
+void sl_cuda_global_avgpool_forward(const sl_exec *ex, int nc, int hw, const float *x, float *y);
+void sl_cuda_global_avgpool_backward(const sl_exec *ex, int nc, int hw, const float *dy,
+                                     float *dx, int accumulate);
+
+/* ---- cuda_elementwise.cu ---- */
 void sl_cuda_relu_forward(const sl_exec *ex, size_t count, const float *x, float *y);
 void sl_cuda_relu_backward(const sl_exec *ex, size_t count, const float *y, const float *dy,
                            float *dx, int accumulate);
@@ -114,9 +151,6 @@ void sl_cuda_fill(const sl_exec *ex, size_t count, float value, float *dst);
 void sl_cuda_copy_channels(const sl_exec *ex, int n, int hw, int c_count, const float *src,
                            int src_c, int src_off, float *dst, int dst_c, int dst_off,
                            int accumulate);
-void sl_cuda_global_avgpool_forward(const sl_exec *ex, int nc, int hw, const float *x, float *y);
-void sl_cuda_global_avgpool_backward(const sl_exec *ex, int nc, int hw, const float *dy,
-                                     float *dx, int accumulate);
 void sl_cuda_bias_add(const sl_exec *ex, int rows, int cols, const float *bias, float *y);
 void sl_cuda_bias_backward(const sl_exec *ex, int rows, int cols, const float *dy, float *dbias);
 

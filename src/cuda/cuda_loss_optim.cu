@@ -56,35 +56,27 @@ __global__ void xent_total(int n, const double *row_loss, const int *row_hit, fl
 extern "C" void sl_cuda_softmax_xent(const sl_exec *ex, int n, int classes, const float *logits,
                                      const int *labels, float *dlogits, float *loss, int *correct)
 {
-    (void)ex;
-    sl_cuda_state *s = sl_cuda_state_get();
+    sl_cuda_state *s = sl_cuda_ex(ex);
     /* scratch: labels, row losses, row hits, the two results */
     size_t need = (size_t)n * (sizeof(int) + sizeof(double) + sizeof(int)) + 64;
-    SL_CUDA_CHECK(cudaStreamSynchronize(s->stream));
-    if (s->scratch_bytes < need) {
-        cudaFree(s->scratch);
-        s->scratch = NULL;
-        s->scratch_bytes = 0;
-        SL_CUDA_CHECK(cudaMalloc(&s->scratch, need));
-        if (!s->scratch)
-            return;
-        s->scratch_bytes = need;
-    }
-    char *base = (char *)s->scratch;
+    SL_CUDA_CHECK(s, cudaStreamSynchronize(s->stream));
+    char *base = (char *)sl_cuda_scratch(s, need);
+    if (!base)
+        return;
     double *row_loss = (double *)base;
     int *d_labels = (int *)(base + (size_t)n * sizeof(double));
     int *row_hit = d_labels + n;
     float *out = (float *)(row_hit + n + (n & 1));
-    SL_CUDA_CHECK(cudaMemcpyAsync(d_labels, labels, (size_t)n * sizeof(int), cudaMemcpyHostToDevice,
+    SL_CUDA_CHECK(s, cudaMemcpyAsync(d_labels, labels, (size_t)n * sizeof(int), cudaMemcpyHostToDevice,
                                   s->stream));
     xent_rows<<<(n + 127) / 128, 128, 0, s->stream>>>(n, classes, logits, d_labels, dlogits,
                                                        row_loss, row_hit);
-    SL_CUDA_LAUNCHED();
+    SL_CUDA_LAUNCHED(s);
     xent_total<<<1, 1, 0, s->stream>>>(n, row_loss, row_hit, out);
-    SL_CUDA_LAUNCHED();
+    SL_CUDA_LAUNCHED(s);
     float host[2];
-    SL_CUDA_CHECK(cudaMemcpyAsync(host, out, sizeof host, cudaMemcpyDeviceToHost, s->stream));
-    SL_CUDA_CHECK(cudaStreamSynchronize(s->stream));
+    SL_CUDA_CHECK(s, cudaMemcpyAsync(host, out, sizeof host, cudaMemcpyDeviceToHost, s->stream));
+    SL_CUDA_CHECK(s, cudaStreamSynchronize(s->stream));
     if (loss)
         *loss = host[0];
     if (correct)
@@ -130,21 +122,16 @@ extern "C" void sl_cuda_sgd_update(const sl_exec *ex, size_t count, float *w, co
                                    float *mom, float lr, float momentum, float weight_decay,
                                    int nesterov, int first)
 {
-    (void)ex;
-    sgd_k<<<sl_cuda_blocks(count), 256, 0, sl_cuda_state_get()->stream>>>(
-        count, w, g, mom, lr, momentum, weight_decay, nesterov, first);
-    SL_CUDA_LAUNCHED();
+    SL_CUDA_LAUNCH(ex, sgd_k, count, count, w, g, mom, lr, momentum, weight_decay, nesterov,
+                   first);
 }
 
 extern "C" void sl_cuda_adam_update(const sl_exec *ex, size_t count, float *w, const float *g,
                                     float *m, float *v, float lr, float beta1, float beta2,
                                     float eps, float weight_decay, int64_t step)
 {
-    (void)ex;
     double bc1 = 1.0 - pow((double)beta1, (double)step);
     double bc2 = 1.0 - pow((double)beta2, (double)step);
-    adam_k<<<sl_cuda_blocks(count), 256, 0, sl_cuda_state_get()->stream>>>(
-        count, w, g, m, v, (float)((double)lr / bc1), (float)sqrt(bc2), beta1, beta2, eps,
-        weight_decay);
-    SL_CUDA_LAUNCHED();
+    SL_CUDA_LAUNCH(ex, adam_k, count, count, w, g, m, v, (float)((double)lr / bc1),
+                   (float)sqrt(bc2), beta1, beta2, eps, weight_decay);
 }

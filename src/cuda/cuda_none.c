@@ -2,13 +2,14 @@
  * cuda_none.c — the CUDA backend of a build without the CUDA toolkit:
  * asking for it is a clear error, never a crash.
  */
-#include "core/backend.h"
-#include "core/core.h"
+#include "base/base.h"
+#include "cuda/cuda_backend.h"
 
-const sl_backend *sl_cuda_backend(int deterministic)
+sl_status sl_cuda_backend_create(int deterministic, sl_backend **out)
 {
     (void)deterministic;
-    sl_fail(SL_ERR_UNSUPPORTED, "this build of sublinear has no CUDA backend (the CUDA toolkit or "
-                                "cuDNN was not found when it was configured)");
-    return NULL;
+    (void)out;
+    return sl_fail(SL_ERR_UNSUPPORTED,
+                   "this build of sublinear has no CUDA backend (the CUDA toolkit or cuDNN was "
+                   "not found when it was configured)");
 }

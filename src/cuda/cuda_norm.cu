@@ -82,15 +82,14 @@ extern "C" void sl_cuda_batchnorm_forward_train(const sl_exec *ex, int n, int c,
                                                 float *save_invstd, float *running_mean,
                                                 float *running_var, float momentum, float eps)
 {
-    (void)ex;
-    sl_cuda_state *s = sl_cuda_state_get();
+    sl_cuda_state *s = sl_cuda_ex(ex);
     bn_stats<<<c, BN_THREADS, 0, s->stream>>>(n, c, hw, x, save_mean, save_invstd, running_mean,
                                                running_var, momentum, eps);
-    SL_CUDA_LAUNCHED();
+    SL_CUDA_LAUNCHED(s);
     size_t total = (size_t)n * c * hw;
     bn_apply<<<sl_cuda_blocks(total), 256, 0, s->stream>>>(total, c, hw, x, gamma, beta, save_mean,
                                                             save_invstd, NULL, 0.0f, y);
-    SL_CUDA_LAUNCHED();
+    SL_CUDA_LAUNCHED(s);
 }
 
 extern "C" void sl_cuda_batchnorm_forward_apply(const sl_exec *ex, int n, int c, int hw,
@@ -98,12 +97,11 @@ extern "C" void sl_cuda_batchnorm_forward_apply(const sl_exec *ex, int n, int c,
                                                 const float *beta, const float *mean,
                                                 const float *invstd, float *y)
 {
-    (void)ex;
-    sl_cuda_state *s = sl_cuda_state_get();
+    sl_cuda_state *s = sl_cuda_ex(ex);
     size_t total = (size_t)n * c * hw;
     bn_apply<<<sl_cuda_blocks(total), 256, 0, s->stream>>>(total, c, hw, x, gamma, beta, mean,
                                                             invstd, NULL, 0.0f, y);
-    SL_CUDA_LAUNCHED();
+    SL_CUDA_LAUNCHED(s);
 }
 
 /* Frozen BatchNorm: the running statistics as the saved ones, invstd by
@@ -124,21 +122,20 @@ extern "C" void sl_cuda_batchnorm_forward_infer(const sl_exec *ex, int n, int c,
                                                 const float *running_var, float eps, float *y,
                                                 float *save_mean, float *save_invstd)
 {
-    (void)ex;
-    sl_cuda_state *s = sl_cuda_state_get();
+    sl_cuda_state *s = sl_cuda_ex(ex);
     size_t total = (size_t)n * c * hw;
     if (save_mean) {
         bn_frozen_stats<<<(c + 255) / 256, 256, 0, s->stream>>>(c, running_mean, running_var, eps,
                                                                 save_mean, save_invstd);
-        SL_CUDA_LAUNCHED();
+        SL_CUDA_LAUNCHED(s);
         bn_apply<<<sl_cuda_blocks(total), 256, 0, s->stream>>>(
             total, c, hw, x, gamma, beta, save_mean, save_invstd, NULL, 0.0f, y);
-        SL_CUDA_LAUNCHED();
+        SL_CUDA_LAUNCHED(s);
         return;
     }
     bn_apply<<<sl_cuda_blocks(total), 256, 0, s->stream>>>(total, c, hw, x, gamma, beta,
                                                             running_mean, NULL, running_var, eps, y);
-    SL_CUDA_LAUNCHED();
+    SL_CUDA_LAUNCHED(s);
 }
 
 /* Per channel: sum(dy) and sum(dy * xhat) into sums[2c]; parameter
@@ -189,30 +186,20 @@ extern "C" void sl_cuda_batchnorm_backward(const sl_exec *ex, int n, int c, int 
                                            float *dx, int accumulate, float *dgamma, float *dbeta,
                                            int frozen)
 {
-    (void)ex;
-    sl_cuda_state *s = sl_cuda_state_get();
+    sl_cuda_state *s = sl_cuda_ex(ex);
     /* 2c floats of per-channel sums in the backend scratch */
     size_t need = 2 * (size_t)c * sizeof(float);
-    if (s->scratch_bytes < need) {
-        SL_CUDA_CHECK(cudaStreamSynchronize(s->stream));
-        cudaFree(s->scratch);
-        s->scratch = NULL;
-        s->scratch_bytes = 0;
-        size_t bytes = need < 4096 ? 4096 : need;
-        SL_CUDA_CHECK(cudaMalloc(&s->scratch, bytes));
-        if (!s->scratch)
-            return;
-        s->scratch_bytes = bytes;
-    }
-    float *sums = (float *)s->scratch;
+    float *sums = (float *)sl_cuda_scratch(s, need);
+    if (!sums)
+        return;
     bn_grad_sums<<<c, BN_THREADS, 0, s->stream>>>(n, c, hw, x, dy, save_mean, save_invstd, sums,
                                                    dgamma, dbeta);
-    SL_CUDA_LAUNCHED();
+    SL_CUDA_LAUNCHED(s);
     if (!dx)
         return;
     size_t total = (size_t)n * c * hw;
     bn_dx<<<sl_cuda_blocks(total), 256, 0, s->stream>>>(total, c, hw, (float)((double)n * hw), x,
                                                          dy, gamma, save_mean, save_invstd, sums,
                                                          dx, accumulate, frozen);
-    SL_CUDA_LAUNCHED();
+    SL_CUDA_LAUNCHED(s);
 }

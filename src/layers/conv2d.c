@@ -43,9 +43,9 @@ static sl_status conv_infer(const sl_layer *l, const sl_backend *be, int n_in,
                     (uint64_t)(cv->o.in_channels / cv->o.groups) * cv->o.kernel_h * cv->o.kernel_w;
     cost->fwd_flops = 2 * macs;
     cost->bwd_flops = 4 * macs;
-    cost->ws_fwd_bytes = be->conv2d_workspace_bytes(&d, SL_CONV_FWD);
-    size_t a = be->conv2d_workspace_bytes(&d, SL_CONV_BWD_DATA);
-    size_t b = be->conv2d_workspace_bytes(&d, SL_CONV_BWD_FILTER);
+    cost->ws_fwd_bytes = be->conv2d_workspace_bytes(be, &d, SL_CONV_FWD);
+    size_t a = be->conv2d_workspace_bytes(be, &d, SL_CONV_BWD_DATA);
+    size_t b = be->conv2d_workspace_bytes(be, &d, SL_CONV_BWD_FILTER);
     cost->ws_bwd_bytes = a > b ? a : b;
     cost->saved_bytes = 0;
     return SL_OK;

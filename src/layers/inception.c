@@ -3,8 +3,7 @@
  * BasicConv2d (conv + BN(eps 1e-3) + ReLU, torchvision's naming "conv",
  * "bn") and the four-branch Inception block joined by a channel Concat.
  */
-#include "layers/layer.h"
-#include "checkpoint/pipeline.h"
+#include "layers/graph.h"
 
 typedef struct block {
     sl_layer base;

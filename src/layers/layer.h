@@ -20,8 +20,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "core/backend.h"
-#include "core/core.h"
+#include "base/backend.h"
+#include "base/base.h"
 
 #define SL_MAX_INPUTS 8
 #define SL_MAX_PARAMS 4

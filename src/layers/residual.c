@@ -8,8 +8,7 @@
  */
 #include <stdlib.h>
 
-#include "layers/layer.h"
-#include "checkpoint/pipeline.h"
+#include "layers/graph.h"
 
 typedef struct residual {
     sl_layer base;

@@ -10,7 +10,7 @@
 #include <limits.h>
 #include <stdint.h>
 
-#include "core/core.h"
+#include "base/base.h"
 #include "models/models.h"
 
 #define ALEXNET_CHANNELS 256 /* channels of the last conv */

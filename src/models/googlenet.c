@@ -9,7 +9,7 @@
  * inception blocks and BasicConv2d blocks name their own children
  * ("inception3a.branch2.1.conv.weight", "conv1.bn.running_var").
  */
-#include "core/core.h"
+#include "base/base.h"
 #include "models/models.h"
 
 /* One inception block's arguments, in sl_inception's order. */

@@ -9,7 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "core/core.h"
+#include "base/base.h"
 #include "models/models.h"
 
 /* The one list of models: name, builder, variant. Both the public name

@@ -7,7 +7,7 @@
  * and "layer2.0.downsample.0.weight" match its state_dict; the blocks
  * name their own children.
  */
-#include "core/core.h"
+#include "base/base.h"
 #include "models/models.h"
 
 #define RESNET_STAGES_MAX 4

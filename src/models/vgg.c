@@ -11,7 +11,7 @@
 #include <limits.h>
 #include <stdint.h>
 
-#include "core/core.h"
+#include "base/base.h"
 #include "models/models.h"
 
 #define VGG_POOL 0 /* "M" in torchvision's configuration */

@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/serialize.h"
+#include "io/serialize.h"
 #include "fuzz_net.h"
 
 static sl_context *g_ctx;

@@ -16,7 +16,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "core/serialize.h"
+#include "io/safetensors.h"
 
 /* Tests only (sl_atomic_test_fail_after): bytes a file may receive before
  * a write fails; negative means never. */

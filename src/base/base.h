@@ -1,9 +1,10 @@
 /*
- * core.h — internal plumbing shared by every stage: error reporting, the
- * context, the Philox counter RNG and small helpers. Not installed.
+ * base.h — internal plumbing shared by every stage (the lowest folder,
+ * src/base): error reporting, the context's fields, the Philox counter RNG
+ * and small helpers. Not installed.
  */
-#ifndef SL_CORE_H
-#define SL_CORE_H
+#ifndef SL_BASE_H
+#define SL_BASE_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -29,7 +30,7 @@ struct sl_context {
     uint64_t seed;
     uint64_t dropout_counter; /* next free Philox counter block for dropout */
     int deterministic;
-    const struct sl_backend *backend;
+    struct sl_backend *backend; /* owned: made by sl_backend_create */
     size_t device_free_at_start; /* CUDA: free device bytes at creation */
 };
 

@@ -11,8 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/net.h"
-#include "core/serialize.h"
+#include "net/net.h"
+#include "io/serialize.h"
 
 #define NBT_SUFFIX ".num_batches_tracked"
 

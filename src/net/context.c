@@ -1,14 +1,26 @@
 /*
- * context.c — the context a caller owns: device, threads and seed. Holds
- * the dropout counter so that every dropout mask drawn in a context comes
- * from a distinct Philox counter block.
+ * context.c — the context a caller owns: device, threads and seed, and the
+ * backend instance it owns, made by the one registry function
+ * sl_backend_create. Holds the dropout counter so that every dropout mask
+ * drawn in a context comes from a distinct Philox counter block.
  */
-#include <omp.h>
 #include <stdlib.h>
 
-#include "core/backend.h"
-#include "core/core.h"
+#include "base/backend.h"
+#include "base/base.h"
 #include "cpu/cpu.h"
+#include "cuda/cuda_backend.h"
+
+sl_status sl_backend_create(sl_device device, int deterministic, sl_backend **out)
+{
+    switch (device) {
+    case SL_DEVICE_CPU:
+        return sl_cpu_backend_create(out);
+    case SL_DEVICE_CUDA:
+        return sl_cuda_backend_create(deterministic, out);
+    }
+    return sl_fail(SL_ERR_INVALID_ARG, "unknown device %d", (int)device);
+}
 
 sl_context_options sl_context_defaults(void)
 {
@@ -26,19 +38,22 @@ sl_status sl_context_create(const sl_context_options *opts, sl_context **out)
                        o.threads);
     if (o.device != SL_DEVICE_CPU && o.device != SL_DEVICE_CUDA)
         return sl_fail(SL_ERR_INVALID_ARG, "sl_context_create: unknown device %d", (int)o.device);
-    const sl_backend *be = sl_cpu_backend();
-    if (o.device == SL_DEVICE_CUDA && !(be = sl_cuda_backend(o.deterministic)))
-        return sl_fail(SL_ERR_UNSUPPORTED, "sl_context_create: %s", sl_error_message());
     sl_context *ctx = sl_zalloc(sizeof *ctx, "a context");
     if (!ctx)
         return SL_ERR_NOMEM;
+    sl_backend *be;
+    sl_status st = sl_backend_create(o.device, o.deterministic, &be);
+    if (st != SL_OK) {
+        free(ctx);
+        return sl_fail(st, "sl_context_create: %s", sl_error_message());
+    }
     ctx->device = o.device;
     ctx->threads = o.threads;
     ctx->seed = o.seed;
     ctx->deterministic = o.deterministic != 0;
     ctx->backend = be;
     if (be->device_free_bytes)
-        ctx->device_free_at_start = be->device_free_bytes();
+        ctx->device_free_at_start = be->device_free_bytes(be);
     /* Kernels split GEMMs over the OpenMP team themselves; OpenBLAS's own
      * threads would compete with it for the cores. */
     sl_cpu_set_blas_threads(1);
@@ -46,12 +61,10 @@ sl_status sl_context_create(const sl_context_options *opts, sl_context **out)
     return SL_OK;
 }
 
-void sl_context_free(sl_context *ctx) { free(ctx); }
-
-int sl_context_threads(const sl_context *ctx)
+void sl_context_free(sl_context *ctx)
 {
-    if (ctx && ctx->threads > 0)
-        return ctx->threads;
-    int n = omp_get_num_procs();
-    return n > 0 ? n : 1;
+    if (!ctx)
+        return;
+    sl_backend_destroy(ctx->backend);
+    free(ctx);
 }

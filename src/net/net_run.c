@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "checkpoint/schedule.h"
-#include "core/net.h"
+#include "net/net.h"
 
 static sl_status check_input(const sl_net *net, sl_shape s, const char *fn)
 {
@@ -102,10 +102,10 @@ static sl_status ensure_arena(sl_net *net, size_t bytes)
     if (bytes <= net->arena_capacity && net->arena)
         return SL_OK;
     const sl_backend *be = net->ctx->backend;
-    be->free(net->arena); /* first: the old and new arena need not fit together */
+    be->free(be, net->arena); /* first: the old and new arena need not fit together */
     net->arena = NULL;
     net->arena_capacity = 0;
-    char *a = be->alloc(bytes, "the activation arena");
+    char *a = be->alloc(be, bytes, "the activation arena");
     if (!a)
         return SL_ERR_NOMEM;
     net->arena = a;
@@ -321,11 +321,11 @@ sl_status sl_net_set_optimizer(sl_net *net, const sl_optimizer_options *opts)
     float *state = NULL;
     const sl_backend *be = net->ctx->backend;
     if (floats) {
-        state = be->alloc(floats * sizeof(float), "optimizer state");
+        state = be->alloc(be, floats * sizeof(float), "optimizer state");
         if (!state)
             return SL_ERR_NOMEM;
     }
-    be->free(net->opt_block);
+    be->free(be, net->opt_block);
     net->opt_block = state;
     net->opt_floats = floats;
     net->opt = *opts;
@@ -431,7 +431,7 @@ sl_status sl_net_memory_report(sl_net *net, sl_shape input, sl_mode mode, sl_mem
     out->measured_param_grads = net->grad_block ? net->grad_floats * sizeof(float) : 0;
     out->measured_optimizer = net->opt_block ? net->opt_floats * sizeof(float) : 0;
     if (net->ctx->backend->device_free_bytes) {
-        size_t now = net->ctx->backend->device_free_bytes();
+        size_t now = net->ctx->backend->device_free_bytes(net->ctx->backend);
         out->device_used = now < net->ctx->device_free_at_start ? net->ctx->device_free_at_start - now : 0;
     }
     out->measured_total = out->arena_measured + out->measured_params + out->measured_param_grads +

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/net.h"
+#include "net/net.h"
 
 static const char *step_verb(sl_step_kind k)
 {

@@ -7,7 +7,7 @@
  */
 #include <math.h>
 
-#include "core/core.h"
+#include "base/base.h"
 
 #define PHILOX_M0 0xD2511F53u
 #define PHILOX_M1 0xCD9E8D57u

@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/net.h"
+#include "net/net.h"
 
 /* A distinct colour per arena offset: golden-ratio hue steps over the
  * rank of the offset among all offsets used. */

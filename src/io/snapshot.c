@@ -18,8 +18,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/net.h"
-#include "core/serialize.h"
+#include "net/net.h"
+#include "io/serialize.h"
 
 #define SNAPSHOT_FORMAT "sublinear-snapshot"
 #define META_COUNT 14

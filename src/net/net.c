@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/net.h"
+#include "net/net.h"
 
 static sl_status net_new(sl_context *ctx, int in_channels, sl_schedule schedule, const char *fn,
                          sl_net **out)
@@ -64,15 +64,15 @@ void sl_net_free(sl_net *net)
         return;
     release_caches(net);
     const sl_backend *be = net->ctx->backend;
-    be->free(net->arena);
+    be->free(be, net->arena);
     sl_graph_release(&net->graph);
     for (int i = 0; i < net->n_top; i++)
         sl_layer_free(net->top[i]);
     free(net->top);
     free(net->params);
-    be->free(net->param_block);
-    be->free(net->grad_block);
-    be->free(net->opt_block);
+    be->free(be, net->param_block);
+    be->free(be, net->grad_block);
+    be->free(be, net->opt_block);
     free(net);
 }
 
@@ -228,12 +228,12 @@ static sl_status allocate_params(sl_net *net)
 {
     const sl_backend *be = net->ctx->backend;
     size_t bytes = net->param_floats * sizeof(float);
-    net->param_block = be->alloc(bytes, "parameters");
+    net->param_block = be->alloc(be, bytes, "parameters");
     if (!net->param_block)
         return SL_ERR_NOMEM;
     float *host = be->host_memory ? net->param_block : sl_aligned_zalloc(bytes, "parameter staging");
     if (!host) {
-        be->free(net->param_block);
+        be->free(be, net->param_block);
         net->param_block = NULL;
         return SL_ERR_NOMEM;
     }
@@ -251,7 +251,7 @@ static sl_status allocate_params(sl_net *net)
         sl_aligned_free(host);
         sl_status st = be->sync(&ex);
         if (st != SL_OK) {
-            be->free(net->param_block);
+            be->free(be, net->param_block);
             net->param_block = NULL;
             return st;
         }
@@ -288,7 +288,7 @@ sl_status sl_net_materialize(sl_net *net)
     if (st == SL_OK && net->mode == SL_MODE_TRAIN)
         st = sl_net_restore_gradients(net);
     if (st != SL_OK) {
-        net->ctx->backend->free(net->param_block);
+        net->ctx->backend->free(net->ctx->backend, net->param_block);
         net->param_block = NULL;
     }
     return st;
@@ -300,7 +300,7 @@ sl_status sl_net_drop_gradients(sl_net *net)
 {
     for (int i = 0; i < net->n_params; i++)
         net->params[i].spec->grad = NULL;
-    net->ctx->backend->free(net->grad_block);
+    net->ctx->backend->free(net->ctx->backend, net->grad_block);
     net->grad_block = NULL;
     return SL_OK;
 }
@@ -309,7 +309,7 @@ sl_status sl_net_restore_gradients(sl_net *net)
 {
     if (!net->param_block || net->grad_block)
         return SL_OK; /* not materialised yet: allocated with the parameters */
-    net->grad_block = net->ctx->backend->alloc(net->grad_floats * sizeof(float), "parameter gradients");
+    net->grad_block = net->ctx->backend->alloc(net->ctx->backend, net->grad_floats * sizeof(float), "parameter gradients");
     if (!net->grad_block)
         return SL_ERR_NOMEM;
     size_t go = 0;

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "checkpoint/pipeline.h"
+#include "layers/graph.h"
 
 int sl_graph_add_node(sl_graph *g, sl_layer *layer, int n_in, const int *in)
 {

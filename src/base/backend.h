@@ -1,8 +1,15 @@
 /*
  * backend.h — the one interface of compute kernels (the "run" stage).
  *
- * Layers (src/layers) call these functions through sl_backend; src/cpu
- * implements them with OpenBLAS, src/cuda with cuDNN / cuBLAS / cuRAND.
+ * A backend is an instance: this table of functions plus `impl`, the
+ * instance's own state (the CPU has none; a CUDA instance holds its stream,
+ * cuDNN and cuBLAS handles, convolution algorithm cache and sticky error).
+ * A context owns one (net/context.c creates it through sl_backend_create by
+ * device); nothing of a backend is process-global, so two contexts on one
+ * GPU work independently. Layers (src/layers) call these functions through
+ * the instance; src/cpu implements them with OpenBLAS, src/cuda with
+ * cuDNN / cuBLAS / cuRAND. Kernels reach their instance through
+ * `ex->be`.
  * Kernels are plain functions over raw pointers into planned memory: they
  * never allocate. Where a kernel writes a gradient with respect to an
  * activation it takes `accumulate`: 0 overwrites, 1 adds (a tensor read by
@@ -42,16 +49,22 @@ typedef struct sl_pool_desc {
 
 typedef struct sl_exec sl_exec; /* per-run state handed to kernels */
 
-typedef struct sl_backend {
+typedef struct sl_backend sl_backend;
+
+struct sl_backend {
     const char *name;
     /* 1 when the backend's memory is host memory (the CPU): pointers the
      * library hands out can be read and written directly. */
     int host_memory;
+    /* The instance's own state (NULL on the CPU). */
+    void *impl;
+    /* Frees the instance (impl included); be may be NULL. */
+    void (*destroy)(sl_backend *be);
 
     /* Memory of the backend's device, 64-byte aligned and zeroed; NULL on
      * failure (with the error recorded). free accepts NULL. */
-    void *(*alloc)(size_t bytes, const char *what);
-    void (*free)(void *p);
+    void *(*alloc)(const sl_backend *be, size_t bytes, const char *what);
+    void (*free)(const sl_backend *be, void *p);
     /* Copies between the caller's host memory and device memory. */
     void (*upload)(const sl_exec *ex, void *dst, const void *src, size_t bytes);
     void (*download)(const sl_exec *ex, void *dst, const void *src, size_t bytes);
@@ -60,7 +73,7 @@ typedef struct sl_backend {
      * failing kernel records its error here). */
     sl_status (*sync)(const sl_exec *ex);
     /* Free bytes on the device now (NULL on the CPU). */
-    size_t (*device_free_bytes)(void);
+    size_t (*device_free_bytes)(const sl_backend *be);
 
     /* y[M x N] = alpha * op(A) op(B) + beta * y, row-major. */
     void (*gemm)(const sl_exec *ex, int trans_a, int trans_b, int m, int n, int k,
@@ -68,7 +81,8 @@ typedef struct sl_backend {
                  float beta, float *c, int ldc);
 
     /* Workspace bytes a convolution pass needs. */
-    size_t (*conv2d_workspace_bytes)(const sl_conv_desc *d, sl_conv_pass pass);
+    size_t (*conv2d_workspace_bytes)(const sl_backend *be, const sl_conv_desc *d,
+                                     sl_conv_pass pass);
     /* y = conv(x, w) + bias (bias may be NULL). w: k x c/groups x kh x kw. */
     void (*conv2d_forward)(const sl_exec *ex, const sl_conv_desc *d, const float *x,
                            const float *w, const float *bias, float *y, void *ws);
@@ -172,7 +186,7 @@ typedef struct sl_backend {
     void (*adam_update)(const sl_exec *ex, size_t count, float *w, const float *g, float *m,
                         float *v, float lr, float beta1, float beta2, float eps,
                         float weight_decay, int64_t step);
-} sl_backend;
+};
 
 /* Per-run state: which backend, how many threads. */
 struct sl_exec {
@@ -180,13 +194,12 @@ struct sl_exec {
     int threads;
 };
 
-/* The CPU backend (always present). */
-const sl_backend *sl_cpu_backend(void);
-
-/* The CUDA backend, or NULL with an error set when this build has none or
- * no device can be used. deterministic selects deterministic cuDNN
- * algorithms only. */
-const sl_backend *sl_cuda_backend(int deterministic);
+/* Frees a backend instance (NULL is fine). */
+static inline void sl_backend_destroy(sl_backend *be)
+{
+    if (be)
+        be->destroy(be);
+}
 
 #ifdef __cplusplus
 }

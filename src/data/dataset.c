@@ -19,7 +19,7 @@
 #include <math.h>
 #include <stdlib.h>
 
-#include "core/core.h"
+#include "base/base.h"
 
 #define DATASET_WAVES 4
 #define DATASET_MAX_FREQ 3     /* highest cycles per image along an axis */

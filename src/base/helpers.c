@@ -1,0 +1,65 @@
+/*
+ * helpers.c — small helpers every stage uses: allocations that turn a
+ * failed malloc into a readable error, dotted names, and the thread count
+ * a context resolves to.
+ */
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/base.h"
+
+void *sl_alloc(size_t bytes, const char *what)
+{
+    void *p = malloc(bytes ? bytes : 1);
+    if (!p)
+        sl_fail(SL_ERR_NOMEM, "out of memory allocating %zu bytes for %s", bytes, what);
+    return p;
+}
+
+void *sl_zalloc(size_t bytes, const char *what)
+{
+    void *p = calloc(1, bytes ? bytes : 1);
+    if (!p)
+        sl_fail(SL_ERR_NOMEM, "out of memory allocating %zu bytes for %s", bytes, what);
+    return p;
+}
+
+void *sl_aligned_zalloc(size_t bytes, const char *what)
+{
+    size_t n = sl_align_up(bytes ? bytes : 1);
+    void *p = aligned_alloc(SL_ALIGN, n);
+    if (!p) {
+        sl_fail(SL_ERR_NOMEM, "out of memory allocating %zu bytes for %s", bytes, what);
+        return NULL;
+    }
+    memset(p, 0, n);
+    return p;
+}
+
+void sl_aligned_free(void *p) { free(p); }
+
+void sl_join_name(char *dst, size_t n, const char *a, const char *b)
+{
+    size_t la = strlen(a), lb = strlen(b);
+    if (n == 0)
+        return;
+    if (la > n - 1)
+        la = n - 1;
+    memmove(dst, a, la);
+    size_t used = la;
+    if (used < n - 1)
+        dst[used++] = '.';
+    if (lb > n - 1 - used)
+        lb = n - 1 - used;
+    memcpy(dst + used, b, lb);
+    dst[used + lb] = '\0';
+}
+
+int sl_context_threads(const sl_context *ctx)
+{
+    if (ctx && ctx->threads > 0)
+        return ctx->threads;
+    int n = omp_get_num_procs();
+    return n > 0 ? n : 1;
+}

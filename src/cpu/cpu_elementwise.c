@@ -1,0 +1,193 @@
+/*
+ * cpu_elementwise.c — the elementwise kernels of the CPU backend (run
+ * stage): dropout, ReLU, add, copy, fill, channel slices for
+ * concatenation, and Linear's bias. Dropout's mask is a pure
+ * function of (seed, counter): element i uses Philox4x32-10 block
+ * counter + i / 4, word i % 4, and is kept iff that word >= p * 2^32. The
+ * backward regenerates the same mask, so nothing is stored, and a
+ * re-forward of a checkpointed segment draws the same mask as the CUDA
+ * backend does.
+ */
+#include <string.h>
+
+#include "base/base.h"
+#include "cpu/cpu.h"
+
+typedef struct dropout_mask {
+    uint32_t key[2];
+    uint32_t threshold;
+    float scale;
+    int drop_all;
+} dropout_mask;
+
+static dropout_mask dropout_mask_of(float p, uint64_t seed)
+{
+    dropout_mask m;
+    double t = (double)p * 4294967296.0;
+    m.key[0] = (uint32_t)seed;
+    m.key[1] = (uint32_t)(seed >> 32);
+    m.threshold = t <= 0.0 ? 0u : t >= 4294967295.0 ? 4294967295u : (uint32_t)t;
+    m.drop_all = p >= 1.0f;
+    m.scale = m.drop_all ? 0.0f : 1.0f / (1.0f - p);
+    return m;
+}
+
+/* The four random words of block `b` past `counter`. */
+static void dropout_words(const dropout_mask *m, uint64_t counter, size_t b, uint32_t out[4])
+{
+    uint64_t c = counter + (uint64_t)b;
+    uint32_t ctr[4] = {(uint32_t)c, (uint32_t)(c >> 32), 0u, 0u};
+    sl_philox4x32_10(ctr, m->key, out);
+}
+
+/* x and y may alias: each element is read once, then written. */
+void cpu_dropout_forward(const sl_exec *ex, size_t count, const float *x, float *y, float p,
+                         uint64_t seed, uint64_t counter)
+{
+    dropout_mask m = dropout_mask_of(p, seed);
+    long long blocks = (long long)((count + 3) / 4);
+#pragma omp parallel for num_threads(cpu_threads(ex)) schedule(static) if (count >= CPU_PAR_MIN / 4)
+    for (long long b = 0; b < blocks; b++) {
+        uint32_t r[4];
+        dropout_words(&m, counter, (size_t)b, r);
+        size_t i0 = (size_t)b * 4;
+        for (size_t u = 0; u < 4 && i0 + u < count; u++) {
+            int keep = !m.drop_all && r[u] >= m.threshold;
+            y[i0 + u] = keep ? x[i0 + u] * m.scale : 0.0f;
+        }
+    }
+}
+
+/* dx (+)= keep ? dy * scale : 0; dx and dy may alias. */
+void cpu_dropout_backward(const sl_exec *ex, size_t count, const float *dy, float *dx, float p,
+                          uint64_t seed, uint64_t counter, int accumulate)
+{
+    dropout_mask m = dropout_mask_of(p, seed);
+    long long blocks = (long long)((count + 3) / 4);
+#pragma omp parallel for num_threads(cpu_threads(ex)) schedule(static) if (count >= CPU_PAR_MIN / 4)
+    for (long long b = 0; b < blocks; b++) {
+        uint32_t r[4];
+        dropout_words(&m, counter, (size_t)b, r);
+        size_t i0 = (size_t)b * 4;
+        for (size_t u = 0; u < 4 && i0 + u < count; u++) {
+            int keep = !m.drop_all && r[u] >= m.threshold;
+            float g = keep ? dy[i0 + u] * m.scale : 0.0f;
+            if (accumulate)
+                dx[i0 + u] += g;
+            else
+                dx[i0 + u] = g;
+        }
+    }
+}
+
+/* ---- elementwise ---- */
+
+void cpu_relu_forward(const sl_exec *ex, size_t count, const float *x, float *y)
+{
+    long long cnt = (long long)count;
+#pragma omp parallel for num_threads(cpu_threads(ex)) schedule(static) if (cnt >= CPU_PAR_MIN)
+    for (long long i = 0; i < cnt; i++)
+        y[i] = x[i] > 0.0f ? x[i] : 0.0f;
+}
+
+void cpu_relu_backward(const sl_exec *ex, size_t count, const float *y, const float *dy,
+                              float *dx, int accumulate)
+{
+    long long cnt = (long long)count;
+    if (accumulate) {
+#pragma omp parallel for num_threads(cpu_threads(ex)) schedule(static) if (cnt >= CPU_PAR_MIN)
+        for (long long i = 0; i < cnt; i++)
+            dx[i] += y[i] > 0.0f ? dy[i] : 0.0f;
+    } else {
+#pragma omp parallel for num_threads(cpu_threads(ex)) schedule(static) if (cnt >= CPU_PAR_MIN)
+        for (long long i = 0; i < cnt; i++)
+            dx[i] = y[i] > 0.0f ? dy[i] : 0.0f;
+    }
+}
+
+void cpu_add(const sl_exec *ex, size_t count, const float *a, const float *b, float *y)
+{
+    long long cnt = (long long)count;
+#pragma omp parallel for num_threads(cpu_threads(ex)) schedule(static) if (cnt >= CPU_PAR_MIN)
+    for (long long i = 0; i < cnt; i++)
+        y[i] = a[i] + b[i];
+}
+
+void cpu_copy(const sl_exec *ex, size_t count, const float *src, float *dst,
+                     int accumulate)
+{
+    long long cnt = (long long)count;
+    if (accumulate) {
+#pragma omp parallel for num_threads(cpu_threads(ex)) schedule(static) if (cnt >= CPU_PAR_MIN)
+        for (long long i = 0; i < cnt; i++)
+            dst[i] += src[i];
+    } else if (src != dst) {
+        memmove(dst, src, count * sizeof(float));
+    }
+}
+
+void cpu_fill(const sl_exec *ex, size_t count, float value, float *dst)
+{
+    long long cnt = (long long)count;
+#pragma omp parallel for num_threads(cpu_threads(ex)) schedule(static) if (cnt >= CPU_PAR_MIN)
+    for (long long i = 0; i < cnt; i++)
+        dst[i] = value;
+}
+
+/* One (image, channel) plane per iteration: planes are disjoint. */
+void cpu_copy_channels(const sl_exec *ex, int n, int hw, int c_count, const float *src,
+                              int src_c, int src_off, float *dst, int dst_c, int dst_off,
+                              int accumulate)
+{
+    int planes = n * c_count;
+    int par = (long long)planes * hw >= CPU_PAR_MIN;
+#pragma omp parallel for num_threads(cpu_threads(ex)) schedule(static) if (par)
+    for (int p = 0; p < planes; p++) {
+        int i = p / c_count, ch = p % c_count;
+        const float *s = src + ((size_t)i * src_c + src_off + ch) * hw;
+        float *t = dst + ((size_t)i * dst_c + dst_off + ch) * hw;
+        if (accumulate) {
+            for (int j = 0; j < hw; j++)
+                t[j] += s[j];
+        } else if (s != t) {
+            memmove(t, s, (size_t)hw * sizeof(float));
+        }
+    }
+}
+
+/* ---- bias of a rows x cols row-major matrix (Linear) ---- */
+
+void cpu_bias_add(const sl_exec *ex, int rows, int cols, const float *bias, float *y)
+{
+    int par = (long long)rows * cols >= CPU_PAR_MIN;
+#pragma omp parallel for num_threads(cpu_threads(ex)) schedule(static) if (par)
+    for (int r = 0; r < rows; r++) {
+        float *yr = y + (size_t)r * cols;
+        for (int j = 0; j < cols; j++)
+            yr[j] += bias[j];
+    }
+}
+
+#define BIAS_BLOCK 64
+
+/* Column sums over blocks of columns: each column is summed by one thread,
+ * rows in order, in double. */
+void cpu_bias_backward(const sl_exec *ex, int rows, int cols, const float *dy,
+                              float *dbias)
+{
+    int blocks = (cols + BIAS_BLOCK - 1) / BIAS_BLOCK;
+    int par = (long long)rows * cols >= CPU_PAR_MIN;
+#pragma omp parallel for num_threads(cpu_threads(ex)) schedule(static) if (par)
+    for (int b = 0; b < blocks; b++) {
+        int j0 = b * BIAS_BLOCK;
+        int nj = cols - j0 < BIAS_BLOCK ? cols - j0 : BIAS_BLOCK;
+        double acc[BIAS_BLOCK] = {0};
+        for (int r = 0; r < rows; r++) {
+            const float *row = dy + (size_t)r * cols + j0;
+            for (int j = 0; j < nj; j++)
+                acc[j] += row[j];
+        }
+        for (int j = 0; j < nj; j++)
+            dbias[j0 + j] += (float)acc[j];
+    }
+}

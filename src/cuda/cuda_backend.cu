@@ -1,0 +1,237 @@
+/*
+ * cuda_backend.cu — the CUDA backend's instances (run stage on a GPU):
+ * each has its own stream, cuDNN and cuBLAS handles, convolution algorithm
+ * cache, scratch and sticky first error that sync() turns into a library
+ * error. Device memory and copies, and the table of the other cuda_*.cu
+ * files' kernels. The deterministic flag of an instance restricts cuDNN to
+ * deterministic algorithms (what bit-identical re-forward needs).
+ */
+#include <mutex>
+#include <new>
+#include <stdio.h>
+#include <string.h>
+
+#include "cuda/cuda_backend.h"
+#include "cuda/cuda_common.h"
+
+extern "C" {
+#include "base/base.h"
+}
+
+/* Guards every instance's sticky error: kernels of two networks of one
+ * context may record from two threads. */
+static std::mutex error_lock;
+
+extern "C" void sl_cuda_record(sl_cuda_state *s, const char *file, int line, const char *what,
+                               const char *detail)
+{
+    std::lock_guard<std::mutex> g(error_lock);
+    if (s->error_set)
+        return;
+    s->error_set = 1;
+    snprintf(s->error_text, sizeof s->error_text, "CUDA backend: %s failed (%s) at %s:%d", what,
+             detail, file, line);
+}
+
+extern "C" void *sl_cuda_scratch(sl_cuda_state *s, size_t bytes)
+{
+    if (s->scratch_bytes >= bytes)
+        return s->scratch;
+    /* the old scratch may still be read by queued kernels */
+    SL_CUDA_CHECK(s, cudaStreamSynchronize(s->stream));
+    cudaFree(s->scratch);
+    s->scratch = NULL;
+    s->scratch_bytes = 0;
+    size_t n = bytes < 4096 ? 4096 : bytes;
+    SL_CUDA_CHECK(s, cudaMalloc(&s->scratch, n));
+    if (s->scratch)
+        s->scratch_bytes = n;
+    return s->scratch;
+}
+
+static void *cu_alloc(const sl_backend *be, size_t bytes, const char *what)
+{
+    (void)be;
+    void *p = NULL;
+    size_t n = sl_align_up(bytes ? bytes : 1);
+    cudaError_t e = cudaMalloc(&p, n);
+    if (e != cudaSuccess) {
+        size_t free_b = 0, total_b = 0;
+        cudaMemGetInfo(&free_b, &total_b);
+        sl_fail(SL_ERR_NOMEM, "out of device memory allocating %zu bytes for %s (%zu of %zu bytes free)",
+                bytes, what, free_b, total_b);
+        return NULL;
+    }
+    if (cudaMemset(p, 0, n) != cudaSuccess) {
+        cudaFree(p);
+        sl_fail(SL_ERR_BACKEND, "cudaMemset failed clearing %s", what);
+        return NULL;
+    }
+    return p;
+}
+
+static void cu_free(const sl_backend *be, void *p)
+{
+    (void)be;
+    if (p)
+        cudaFree(p);
+}
+
+static void cu_upload(const sl_exec *ex, void *dst, const void *src, size_t bytes)
+{
+    sl_cuda_state *s = sl_cuda_ex(ex);
+    if (bytes)
+        SL_CUDA_CHECK(s, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, s->stream));
+    /* The caller's buffer may change after return: finish the copy. */
+    SL_CUDA_CHECK(s, cudaStreamSynchronize(s->stream));
+}
+
+static void cu_download(const sl_exec *ex, void *dst, const void *src, size_t bytes)
+{
+    sl_cuda_state *s = sl_cuda_ex(ex);
+    if (bytes)
+        SL_CUDA_CHECK(s, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, s->stream));
+    SL_CUDA_CHECK(s, cudaStreamSynchronize(s->stream));
+}
+
+static sl_status cu_sync(const sl_exec *ex)
+{
+    sl_cuda_state *s = sl_cuda_ex(ex);
+    SL_CUDA_CHECK(s, cudaStreamSynchronize(s->stream));
+    std::lock_guard<std::mutex> g(error_lock);
+    if (!s->error_set)
+        return SL_OK;
+    s->error_set = 0;
+    return sl_fail(SL_ERR_BACKEND, "%s", s->error_text);
+}
+
+static size_t cu_free_bytes(const sl_backend *be)
+{
+    (void)be;
+    size_t free_b = 0, total_b = 0;
+    if (cudaMemGetInfo(&free_b, &total_b) != cudaSuccess)
+        return 0;
+    return free_b;
+}
+
+static void state_free(sl_cuda_state *s)
+{
+    if (!s)
+        return;
+    if (s->stream)
+        cudaStreamSynchronize(s->stream);
+    sl_cuda_conv_cache_free(s->conv_cache);
+    cudaFree(s->scratch);
+    if (s->cublas)
+        cublasDestroy(s->cublas);
+    if (s->cudnn)
+        cudnnDestroy(s->cudnn);
+    if (s->stream)
+        cudaStreamDestroy(s->stream);
+    delete s;
+}
+
+static void cu_destroy(sl_backend *be)
+{
+    if (!be)
+        return;
+    state_free(sl_cuda_of(be));
+    delete be;
+}
+
+/* Stream and handles of a new instance; on failure the step that failed
+ * is named and *out stays NULL. */
+static sl_status state_create(int deterministic, sl_cuda_state **out)
+{
+    *out = NULL;
+    int count = 0;
+    cudaError_t e = cudaGetDeviceCount(&count);
+    /* Without a driver this is an error, not zero devices. */
+    if (e != cudaSuccess || count < 1)
+        return sl_fail(SL_ERR_UNSUPPORTED, "CUDA backend unavailable: no usable CUDA device (%s)",
+                       e != cudaSuccess ? cudaGetErrorString(e) : "0 devices");
+    sl_cuda_state *s = new (std::nothrow) sl_cuda_state();
+    if (!s)
+        return sl_fail(SL_ERR_NOMEM, "out of memory creating a CUDA backend");
+    s->deterministic = deterministic != 0;
+    const char *step = "cudaStreamCreate";
+    int ok = cudaStreamCreateWithFlags(&s->stream, cudaStreamNonBlocking) == cudaSuccess;
+    if (ok && (step = "cudnnCreate", cudnnCreate(&s->cudnn) != CUDNN_STATUS_SUCCESS))
+        ok = 0;
+    if (ok && (step = "cudnnSetStream", cudnnSetStream(s->cudnn, s->stream) != CUDNN_STATUS_SUCCESS))
+        ok = 0;
+    if (ok && (step = "cublasCreate", cublasCreate(&s->cublas) != CUBLAS_STATUS_SUCCESS))
+        ok = 0;
+    if (ok && (step = "cublasSetStream", cublasSetStream(s->cublas, s->stream) != CUBLAS_STATUS_SUCCESS))
+        ok = 0;
+    /* Plain FP32 arithmetic: no TF32 tensor-core shortcuts. */
+    if (ok && (step = "cublasSetMathMode",
+               cublasSetMathMode(s->cublas, CUBLAS_PEDANTIC_MATH) != CUBLAS_STATUS_SUCCESS))
+        ok = 0;
+    if (!ok) {
+        state_free(s);
+        return sl_fail(SL_ERR_UNSUPPORTED, "CUDA backend unavailable: initialisation failed at %s",
+                       step);
+    }
+    *out = s;
+    return SL_OK;
+}
+
+static void fill_table(sl_backend *b)
+{
+    b->name = "cuda";
+    b->host_memory = 0;
+    b->destroy = cu_destroy;
+    b->alloc = cu_alloc;
+    b->free = cu_free;
+    b->upload = cu_upload;
+    b->download = cu_download;
+    b->sync = cu_sync;
+    b->device_free_bytes = cu_free_bytes;
+    b->gemm = sl_cuda_gemm;
+    b->conv2d_workspace_bytes = sl_cuda_conv_workspace;
+    b->conv2d_forward = sl_cuda_conv_forward;
+    b->conv2d_backward_data = sl_cuda_conv_backward_data;
+    b->conv2d_backward_filter = sl_cuda_conv_backward_filter;
+    b->batchnorm_forward_train = sl_cuda_batchnorm_forward_train;
+    b->batchnorm_forward_apply = sl_cuda_batchnorm_forward_apply;
+    b->batchnorm_forward_infer = sl_cuda_batchnorm_forward_infer;
+    b->batchnorm_backward = sl_cuda_batchnorm_backward;
+    b->maxpool_forward = sl_cuda_maxpool_forward;
+    b->maxpool_backward = sl_cuda_maxpool_backward;
+    b->avgpool_forward = sl_cuda_avgpool_forward;
+    b->avgpool_backward = sl_cuda_avgpool_backward;
+    b->relu_forward = sl_cuda_relu_forward;
+    b->relu_backward = sl_cuda_relu_backward;
+    b->dropout_forward = sl_cuda_dropout_forward;
+    b->dropout_backward = sl_cuda_dropout_backward;
+    b->add = sl_cuda_add;
+    b->copy = sl_cuda_copy;
+    b->fill = sl_cuda_fill;
+    b->copy_channels = sl_cuda_copy_channels;
+    b->global_avgpool_forward = sl_cuda_global_avgpool_forward;
+    b->global_avgpool_backward = sl_cuda_global_avgpool_backward;
+    b->bias_add = sl_cuda_bias_add;
+    b->bias_backward = sl_cuda_bias_backward;
+    b->softmax_xent = sl_cuda_softmax_xent;
+    b->sgd_update = sl_cuda_sgd_update;
+    b->adam_update = sl_cuda_adam_update;
+}
+
+extern "C" sl_status sl_cuda_backend_create(int deterministic, sl_backend **out)
+{
+    sl_cuda_state *s;
+    sl_status st = state_create(deterministic, &s);
+    if (st != SL_OK)
+        return st;
+    sl_backend *b = new (std::nothrow) sl_backend();
+    if (!b) {
+        state_free(s);
+        return sl_fail(SL_ERR_NOMEM, "out of memory creating a CUDA backend");
+    }
+    fill_table(b);
+    b->name = deterministic ? "cuda (deterministic)" : "cuda";
+    b->impl = s;
+    *out = b;
+    return SL_OK;
+}

@@ -1,0 +1,25 @@
+/*
+ * cuda_backend.h — how the registry (net/context.c) creates a CUDA backend
+ * instance. Plain C: it names no CUDA type, so a CPU-only build answers the
+ * same call from cuda_none.c.
+ */
+#ifndef SL_CUDA_BACKEND_H
+#define SL_CUDA_BACKEND_H
+
+#include "base/backend.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* A new CUDA backend instance with its own stream, cuDNN and cuBLAS
+ * handles and algorithm cache; deterministic selects deterministic cuDNN
+ * algorithms only. SL_ERR_UNSUPPORTED when this build has no CUDA or no
+ * device can be used; free with sl_backend_destroy. */
+sl_status sl_cuda_backend_create(int deterministic, sl_backend **out);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,51 @@
+/*
+ * serialize.h — saving and loading networks (internal, io stage): the
+ * mapping between a network's tensors and a file's entries shared by
+ * models (serialize.c) and training snapshots (snapshot.c), over the
+ * container of io/safetensors.h. Reads and writes the parameter block that
+ * the network stage owns.
+ */
+#ifndef SL_SERIALIZE_H
+#define SL_SERIALIZE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "io/safetensors.h"
+#include "net/net.h"
+
+/* ---- networks <-> files (serialize.c) ---- */
+
+/* A tensor the network expects from a file. */
+typedef struct sl_tensor_slot {
+    char name[SL_ST_NAME_MAX];
+    int ndim;
+    int dims[4];
+    size_t count;       /* floats */
+    const uint8_t *src; /* its F32 bytes in the file once matched, else NULL */
+} sl_tensor_slot;
+
+/* Matches a parsed file against slots: sets each slot's src; reports
+ * missing, unexpected (every "*.num_batches_tracked" is ignored) and
+ * mismatched (dtype or shape) tensors through opts->on_issue and counts
+ * them in *report (may be NULL). When opts->strict and anything did not
+ * match, fails naming the first problem. Never touches a network. */
+sl_status sl_match_tensors(const sl_st_file *f, sl_tensor_slot *slots, int n,
+                           const sl_load_options *opts, sl_load_report *report, const char *what,
+                           const char *fn);
+
+/* Slots for every named tensor of a (materialised) network, in its order. */
+sl_status sl_net_tensor_slots(sl_net *net, sl_tensor_slot **slots, int *n);
+
+/* The tensors of a model file: every parameter and running statistic, and
+ * an I64 "<bn>.num_batches_tracked" after each BatchNorm's running_var
+ * holding *steps, with data in the host view. Room for `extra` more
+ * entries at the end. */
+sl_status sl_net_model_tensors(sl_net *net, const sl_host_view *view, const int64_t *steps,
+                               int extra, sl_st_tensor **tensors, int *n);
+
+/* sl_load_snapshot on a file held in memory (the fuzz target calls it). */
+sl_status sl_snapshot_load_memory(sl_net *net, const uint8_t *buf, size_t bytes,
+                                  const char *what);
+
+#endif

@@ -1,0 +1,57 @@
+/*
+ * graph.h — a network flattened to primitive nodes (composites emit their
+ * children and joins here, so the top level stays a chain while the
+ * planner sees every primitive tensor), and the shape pass: every tensor's
+ * shape and bytes and every node's cost for one input shape, without
+ * running a kernel. The checkpoint stage (checkpoint/pipeline.h) builds
+ * schedules, programs and plans over these.
+ */
+#ifndef SL_GRAPH_H
+#define SL_GRAPH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "layers/layer.h"
+
+typedef struct sl_graph_node {
+    sl_layer *layer;
+    int n_in;
+    int in[SL_MAX_INPUTS]; /* tensor ids */
+    int out;               /* tensor id produced (= node index + 1) */
+    int top;               /* index of the top-level layer it belongs to */
+} sl_graph_node;
+
+/* Tensor 0 is the network input; tensor i + 1 is node i's output. */
+struct sl_graph {
+    int n_nodes, cap_nodes;
+    sl_graph_node *nodes;
+    int n_top;
+    int *top_first_node; /* [n_top + 1]: nodes of top layer t are [first[t], first[t+1]) */
+    int *top_output;     /* [n_top]: tensor at the end of top layer t */
+    int current_top;     /* while emitting */
+};
+
+/* Builds the graph of a chain of top-level layers. */
+sl_status sl_graph_build(sl_layer *const *top, int n_top, sl_graph *out);
+void sl_graph_release(sl_graph *g);
+/* Adds a primitive node reading tensors in[0..n_in); returns its output
+ * tensor id or -1 (composites call this from their emit function). */
+int sl_graph_add_node(sl_graph *g, sl_layer *layer, int n_in, const int *in);
+/* Emits a layer (primitive or composite) reading tensor `input`. */
+int sl_graph_emit(sl_graph *g, sl_layer *layer, int input);
+
+typedef struct sl_shapes {
+    int n_tensors, n_nodes;
+    sl_shape *tensor;    /* [n_tensors] */
+    size_t *bytes;       /* [n_tensors] */
+    sl_layer_cost *cost; /* [n_nodes], TRAIN pass costs (saved_bytes 0 in eval) */
+    uint64_t fwd_flops, bwd_flops; /* totals */
+} sl_shapes;
+
+/* Shape pass. On failure the message names the layer and the shapes. */
+sl_status sl_shapes_compute(const sl_graph *g, const sl_backend *be, sl_shape input,
+                            sl_shapes *out);
+void sl_shapes_release(sl_shapes *s);
+
+#endif
