@@ -62,6 +62,8 @@ void sl_net_free(sl_net *net)
 {
     if (!net)
         return;
+    if (net->comm && net->comm->detach)
+        net->comm->detach(net->comm->user);
     release_caches(net);
     const sl_backend *be = net->ctx->backend;
     be->free(be, net->arena);
