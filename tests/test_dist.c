@@ -500,6 +500,55 @@ START_TEST(test_dist_join_checks_every_rank_has_the_same_network)
 }
 END_TEST
 
+/* NCCL: one rank per GPU on what this machine has. Without a device (or
+ * without CUDA / NCCL in this build) it says so and checks nothing. With
+ * one, rank 0 alone joins a one-rank communicator (two ranks cannot share
+ * a GPU under NCCL) and must train exactly as the same network alone. */
+START_TEST(test_dist_nccl_one_rank_per_gpu_equals_plain_run)
+{
+    int rank = world_rank();
+    sl_context_options co = sl_context_defaults();
+    co.device = SL_DEVICE_CUDA;
+    co.seed = 8;
+    sl_context *ctx = NULL;
+    int have = rank == 0 && sl_context_create(&co, &ctx) == SL_OK;
+    if (rank == 0 && !have)
+        printf("test_dist_nccl_one_rank_per_gpu_equals_plain_run: SKIPPED, no CUDA device: %s\n",
+               sl_last_error());
+    MPI_Comm gpus;
+    MPI_Comm_split(MPI_COMM_WORLD, have ? 0 : MPI_UNDEFINED, rank, &gpus);
+    if (have) {
+        sl_net *net = make_net(ctx, MODEL_BN, SL_CKPT_SQRT), *plain = make_net(ctx, MODEL_BN,
+                                                                                  SL_CKPT_SQRT);
+        sl_dist *d;
+        sl_dist_options o = test_options(120);
+        o.mpi_comm = &gpus;
+        sl_status st = sl_dist_join(net, &o, &d);
+        if (st == SL_ERR_UNSUPPORTED) {
+            printf("test_dist_nccl_one_rank_per_gpu_equals_plain_run: SKIPPED: %s\n",
+                   sl_last_error());
+        } else {
+            ck_assert_msg(st == SL_OK, "%s", sl_last_error());
+            float *x = malloc(sizeof(float) * 2 * B * 3 * RES * RES);
+            int labels[2 * B];
+            for (int step = 1; step <= STEPS; step++) {
+                global_batch(step, x, labels);
+                OK(sl_net_train_step(net, x, rank_shape, labels, NULL));
+                OK(sl_net_train_step(plain, x, rank_shape, labels, NULL));
+                assert_bitwise_equal(net, plain, step);
+            }
+            free(x);
+            sl_dist_free(d);
+        }
+        sl_net_free(net);
+        sl_net_free(plain);
+        MPI_Comm_free(&gpus);
+    }
+    sl_context_free(ctx);
+    MPI_Barrier(MPI_COMM_WORLD);
+}
+END_TEST
+
 /* Last: leaves a broken membership behind on rank 0. */
 START_TEST(test_dist_absent_rank_times_out_the_others)
 {
@@ -548,6 +597,7 @@ int main(void)
     tcase_add_test(tc, test_dist_files_written_by_rank0_and_resumed_on_two_and_one_ranks);
     tcase_add_test(tc, test_dist_buckets_follow_segments_and_cover_gradients_once);
     tcase_add_test(tc, test_dist_memory_report_counts_communication);
+    tcase_add_test(tc, test_dist_nccl_one_rank_per_gpu_equals_plain_run);
     tcase_add_test(tc, test_dist_absent_rank_times_out_the_others);
     suite_add_tcase(s, tc);
     int failed = th_run_suite(s);
