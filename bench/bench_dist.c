@@ -7,13 +7,18 @@
  *   step_s            median wall time of a step (compute + communication)
  *   wait_s            mean over ranks and steps of the time a rank waited
  *                     after backward for its gradient buckets (and the
- *                     BatchNorm broadcast): the communication not hidden
- *                     behind compute. With --overlap 0 every bucket is
- *                     reduced only after backward, so wait_s is then the
- *                     whole reduction time (plus the skew between ranks)
+ *                     BatchNorm broadcast); it includes waiting for a
+ *                     slower rank to arrive (skew)
+ *   exposed_s         median over steps of the wait of the rank that
+ *                     arrived last: the communication not hidden behind
+ *                     compute, without the skew (the last rank waits for
+ *                     nobody). With --overlap 0 every bucket is reduced
+ *                     only after backward, so it is the whole allreduce
+ *                     time
  *   agree_s           mean per step of the agreement before the kernels
  *   reduced_mib       gradient MiB reduced per step and rank
  *   buckets           buckets per step
+ *   buckets_hidden    of those, finished before backward ended (rank 0)
  *   foreign_cpu_pct   share of the cores other processes used meanwhile
  *
  *   mpirun -np 2 bench_dist [--model resnet50] [--batch 8] [--res 224]
@@ -109,8 +114,12 @@ int main(int argc, char **argv)
         return 1;
     sl_dataset *ds;
     CHECK(sl_dataset_synthetic(1000, 3, o.res, o.res, 7, &ds));
-    sl_dist_stats before, after;
+    sl_dist_stats before, after, at;
     bench_load load;
+    double *exposed = malloc((size_t)o.steps * sizeof(double));
+    double *waits = calloc((size_t)ranks, sizeof(double));
+    if (!exposed || !waits)
+        return 1;
     for (int s = 0; s < o.warmup + o.steps; s++) {
         CHECK(sl_dataset_batch(ds, SL_SPLIT_TRAIN, ((int64_t)s * ranks + rank) * o.batch, o.batch,
                                x, labels));
@@ -118,10 +127,22 @@ int main(int argc, char **argv)
             CHECK(sl_dist_get_stats(dist, &before));
             bench_load_start(&load);
         }
+        CHECK(sl_dist_get_stats(dist, &at));
         double t0 = bench_now_s();
         CHECK(sl_net_train_step(net, x, shape, labels, NULL));
-        if (s >= o.warmup)
-            step_s[s - o.warmup] = bench_now_s() - t0;
+        if (s < o.warmup)
+            continue;
+        step_s[s - o.warmup] = bench_now_s() - t0;
+        /* Every rank's wait of this step (an allgather as a sum). */
+        sl_dist_stats now;
+        CHECK(sl_dist_get_stats(dist, &now));
+        for (int r = 0; r < ranks; r++)
+            waits[r] = r == rank ? now.wait_seconds - at.wait_seconds : 0.0;
+        CHECK(sl_dist_sum(dist, waits, ranks));
+        double least = waits[0];
+        for (int r = 1; r < ranks; r++)
+            least = waits[r] < least ? waits[r] : least;
+        exposed[s - o.warmup] = least;
     }
     CHECK(sl_dist_get_stats(dist, &after));
     double foreign = bench_load_foreign_pct(&load);
@@ -134,15 +155,20 @@ int main(int argc, char **argv)
     if (rank == 0)
         printf("{\"model\":\"%s\",\"ranks\":%d,\"batch\":%d,\"res\":%d,\"threads\":%d,"
                "\"schedule\":\"%s\",\"overlap\":%d,\"bucket_mib\":%g,\"steps\":%d,"
-               "\"step_s\":%.4f,\"wait_s\":%.4f,\"agree_s\":%.4f,\"reduced_mib\":%.2f,"
-               "\"buckets\":%.1f,\"foreign_cpu_pct\":%.1f}\n",
+               "\"step_s\":%.4f,\"wait_s\":%.4f,\"exposed_s\":%.4f,\"agree_s\":%.4f,"
+               "\"reduced_mib\":%.2f,"
+               "\"buckets\":%.1f,\"buckets_hidden\":%.1f,\"foreign_cpu_pct\":%.1f}\n",
                o.model, ranks, o.batch, o.res, o.threads, o.schedule, o.overlap, o.bucket_mib,
-               o.steps, sums[2] / ranks, sums[0] / ranks, sums[1] / ranks,
+               o.steps, sums[2] / ranks, sums[0] / ranks, bench_median(exposed, o.steps),
+               sums[1] / ranks,
                (double)(after.bytes_reduced - before.bytes_reduced) / steps / 1048576.0,
-               (double)(after.buckets - before.buckets) / steps, foreign);
+               (double)(after.buckets - before.buckets) / steps,
+               (double)(after.buckets_hidden - before.buckets_hidden) / steps, foreign);
     free(x);
     free(labels);
     free(step_s);
+    free(exposed);
+    free(waits);
     sl_dataset_free(ds);
     sl_dist_free(dist);
     sl_net_free(net);

@@ -570,6 +570,8 @@ sl_status sl_dist_save_snapshot(sl_dist *dist, const char *path);
 typedef struct sl_dist_stats {
     int64_t steps;           /* training runs that communicated */
     int64_t buckets;         /* bucket reductions started */
+    int64_t buckets_hidden;  /* of those, finished while backward still ran
+                                (CPU: seen by MPI_Test between steps) */
     uint64_t bytes_reduced;  /* gradient bytes reduced (per rank) */
     double wait_seconds;     /* time the rank waited after backward for
                                 reductions to finish: the exposed part */

@@ -113,8 +113,10 @@ static void progress(sl_dist *d)
             sl_dist_break(d, "MPI_Test of a gradient bucket failed on rank %d", d->rank);
             return;
         }
-        if (flag)
+        if (flag) {
             complete(d, i);
+            d->counters.buckets_hidden++;
+        }
     }
     while (d->completed < d->launched && d->done[d->completed])
         d->completed++;
