@@ -502,11 +502,15 @@ sl_status sl_dataset_batch(const sl_dataset *ds, sl_split split, int64_t index, 
  *    broadcast_buffers rule), so they stay identical. Frozen BatchNorm
  *    never changes them. The packed copy of the running statistics this
  *    broadcast uses is the report's `communication` line.
- * Prediction (sl_net_predict) stays local to each rank.
+ * Prediction (sl_net_predict) and the update (sl_net_update) are local to
+ * each rank: every rank must update after every training run, as the
+ * usual loop does, or parameters drift apart.
  *
  * Timeout: a rank that waits longer than timeout_seconds for the others
  * in any collective (a rank that crashed, hangs, or stopped calling)
- * returns SL_ERR_BACKEND; on CUDA the NCCL communicator is aborted. The
+ * returns SL_ERR_BACKEND; on CUDA the NCCL communicator is aborted. (Not
+ * covered: creating the NCCL communicator inside sl_dist_join, which
+ * blocks until every rank has come.) The
  * communicator is then unusable (operations already started cannot be
  * cancelled): every later training run fails with SL_ERR_STATE; end the
  * job. */
