@@ -69,6 +69,13 @@ int sl_context_threads(const sl_context *ctx);
 #define SL_ALIGN 64
 static inline size_t sl_align_up(size_t n) { return (n + SL_ALIGN - 1) & ~(size_t)(SL_ALIGN - 1); }
 
+/* Floats a tensor of `count` floats takes in a block of tensors (parameters,
+ * gradients, optimizer state): rounded up to SL_ALIGN bytes. */
+static inline size_t sl_stride_floats(size_t count)
+{
+    return sl_align_up(count * sizeof(float)) / sizeof(float);
+}
+
 #define SL_NAME_MAX 128
 
 /* dst = a + "." + b, truncated to fit n bytes. */
