@@ -4,7 +4,8 @@
  * On a GPU: every layer and block gives the CPU's outputs and gradients
  * within 1e-4 relative; dropout draws the CPU's mask bit for bit;
  * checkpointed and plain training are bit-identical in deterministic
- * mode; the measured device arena equals the plan.
+ * mode; the measured device arena equals the plan; two contexts in one
+ * process work independently.
  */
 #include <check.h>
 #include <math.h>
@@ -241,6 +242,59 @@ START_TEST(test_cuda_checkpoint_bit_identical)
 }
 END_TEST
 
+/* Two CUDA contexts in one process are two backend instances (streams,
+ * handles, algorithm caches, errors): networks stepping in turn on both,
+ * and one context freed halfway, give the same parameters as a network
+ * trained alone. */
+START_TEST(test_cuda_two_contexts_work_independently)
+{
+    int n_solo;
+    uint64_t planned, measured;
+    float **solo = train_cuda("resnet20", SL_CKPT_SQRT, &n_solo, &planned, &measured);
+    sl_context *ctx[2] = {cuda_context(42), cuda_context(42)}; /* train_cuda's seed */
+    sl_net *net[2];
+    for (int c = 0; c < 2; c++) {
+        ck_assert(sl_sublinear(ctx[c], 3, SL_CKPT_SQRT, &net[c]) == SL_OK);
+        ck_assert(sl_model_build(net[c], "resnet20", 10, 32) == SL_OK);
+        sl_optimizer_options o = sl_sgd(0.01f, 0.9f, 1e-4f, 0);
+        ck_assert(sl_net_set_optimizer(net[c], &o) == SL_OK);
+    }
+    float *x = malloc(8 * 3 * 32 * 32 * sizeof(float));
+    int labels[8];
+    for (int step = 0; step < 3; step++) {
+        th_fill_normal(x, 8 * 3 * 32 * 32, 100 + (uint64_t)step, 1.0f);
+        for (int b = 0; b < 8; b++)
+            labels[b] = (b * 7 + step) % 10;
+        for (int c = 0; c < 2; c++) {
+            if (!net[c])
+                continue;
+            ck_assert_msg(sl_net_train_step(net[c], x, (sl_shape){8, 3, 32, 32}, labels, NULL) ==
+                              SL_OK, "context %d: %s", c, sl_last_error());
+        }
+        if (step == 1) { /* the first context goes away; the second goes on */
+            sl_net_free(net[0]);
+            sl_context_free(ctx[0]);
+            net[0] = NULL;
+        }
+    }
+    ck_assert_int_eq(sl_net_param_count(net[1]), n_solo);
+    for (int i = 0; i < n_solo; i++) {
+        size_t count;
+        memcpy(&count, solo[i], sizeof count);
+        float *got = malloc(count * sizeof(float));
+        ck_assert(sl_net_param_read(net[1], i, got) == SL_OK);
+        ck_assert_msg(memcmp(got, (char *)solo[i] + sizeof count, count * sizeof(float)) == 0,
+                      "tensor %d differs from the network trained alone", i);
+        free(got);
+        free(solo[i]);
+    }
+    free(solo);
+    free(x);
+    sl_net_free(net[1]);
+    sl_context_free(ctx[1]);
+}
+END_TEST
+
 int main(void)
 {
     sl_context_options o = sl_context_defaults();
@@ -257,6 +311,7 @@ int main(void)
     tcase_add_test(tc, test_cuda_layers_match_cpu);
     tcase_add_test(tc, test_cuda_dropout_mask_equals_cpu);
     tcase_add_test(tc, test_cuda_checkpoint_bit_identical);
+    tcase_add_test(tc, test_cuda_two_contexts_work_independently);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_set_fork_status(sr, CK_NOFORK); /* one CUDA context per process */
