@@ -40,9 +40,11 @@ static void dropout_words(const dropout_mask *m, uint64_t counter, size_t b, uin
     sl_philox4x32_10(ctr, m->key, out);
 }
 
-/* x and y may alias: each element is read once, then written. */
-void cpu_dropout_forward(const sl_exec *ex, size_t count, const float *x, float *y, float p,
-                         uint64_t seed, uint64_t counter)
+/* dst (+)= keep ? src * scale : 0, the mask of (seed, counter); src and
+ * dst may alias (each element is read once, then written). Forward is
+ * this over x with accumulate 0; backward the same mask over dy. */
+static void apply_mask(const sl_exec *ex, size_t count, const float *src, float *dst, float p,
+                       uint64_t seed, uint64_t counter, int accumulate)
 {
     dropout_mask m = dropout_mask_of(p, seed);
     long long blocks = (long long)((count + 3) / 4);
@@ -53,31 +55,25 @@ void cpu_dropout_forward(const sl_exec *ex, size_t count, const float *x, float 
         size_t i0 = (size_t)b * 4;
         for (size_t u = 0; u < 4 && i0 + u < count; u++) {
             int keep = !m.drop_all && r[u] >= m.threshold;
-            y[i0 + u] = keep ? x[i0 + u] * m.scale : 0.0f;
+            float v = keep ? src[i0 + u] * m.scale : 0.0f;
+            if (accumulate)
+                dst[i0 + u] += v;
+            else
+                dst[i0 + u] = v;
         }
     }
 }
 
-/* dx (+)= keep ? dy * scale : 0; dx and dy may alias. */
+void cpu_dropout_forward(const sl_exec *ex, size_t count, const float *x, float *y, float p,
+                         uint64_t seed, uint64_t counter)
+{
+    apply_mask(ex, count, x, y, p, seed, counter, 0);
+}
+
 void cpu_dropout_backward(const sl_exec *ex, size_t count, const float *dy, float *dx, float p,
                           uint64_t seed, uint64_t counter, int accumulate)
 {
-    dropout_mask m = dropout_mask_of(p, seed);
-    long long blocks = (long long)((count + 3) / 4);
-#pragma omp parallel for num_threads(cpu_threads(ex)) schedule(static) if (count >= CPU_PAR_MIN / 4)
-    for (long long b = 0; b < blocks; b++) {
-        uint32_t r[4];
-        dropout_words(&m, counter, (size_t)b, r);
-        size_t i0 = (size_t)b * 4;
-        for (size_t u = 0; u < 4 && i0 + u < count; u++) {
-            int keep = !m.drop_all && r[u] >= m.threshold;
-            float g = keep ? dy[i0 + u] * m.scale : 0.0f;
-            if (accumulate)
-                dx[i0 + u] += g;
-            else
-                dx[i0 + u] = g;
-        }
-    }
+    apply_mask(ex, count, dy, dx, p, seed, counter, accumulate);
 }
 
 /* ---- elementwise ---- */

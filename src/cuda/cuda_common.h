@@ -44,26 +44,20 @@ static inline sl_cuda_state *sl_cuda_ex(const sl_exec *ex) { return sl_cuda_of(e
 void sl_cuda_record(sl_cuda_state *s, const char *file, int line, const char *what,
                     const char *detail);
 
-#define SL_CUDA_CHECK(s, call)                                                                 \
+/* Records a failure when `call` does not return `ok`; `text` turns the
+ * status into words. */
+#define SL_CUDA_CHECK_STATUS(s, call, ok, text)                                                \
     do {                                                                                       \
-        cudaError_t e_ = (call);                                                               \
-        if (e_ != cudaSuccess)                                                                 \
-            sl_cuda_record((s), __FILE__, __LINE__, #call, cudaGetErrorString(e_));            \
+        auto st_ = (call);                                                                     \
+        if (st_ != (ok))                                                                       \
+            sl_cuda_record((s), __FILE__, __LINE__, #call, text(st_));                         \
     } while (0)
 
+#define SL_CUDA_CHECK(s, call) SL_CUDA_CHECK_STATUS(s, call, cudaSuccess, cudaGetErrorString)
 #define SL_CUDNN_CHECK(s, call)                                                                \
-    do {                                                                                       \
-        cudnnStatus_t st_ = (call);                                                            \
-        if (st_ != CUDNN_STATUS_SUCCESS)                                                       \
-            sl_cuda_record((s), __FILE__, __LINE__, #call, cudnnGetErrorString(st_));          \
-    } while (0)
-
+    SL_CUDA_CHECK_STATUS(s, call, CUDNN_STATUS_SUCCESS, cudnnGetErrorString)
 #define SL_CUBLAS_CHECK(s, call)                                                               \
-    do {                                                                                       \
-        cublasStatus_t st_ = (call);                                                           \
-        if (st_ != CUBLAS_STATUS_SUCCESS)                                                      \
-            sl_cuda_record((s), __FILE__, __LINE__, #call, cublasGetStatusString(st_));        \
-    } while (0)
+    SL_CUDA_CHECK_STATUS(s, call, CUBLAS_STATUS_SUCCESS, cublasGetStatusString)
 
 /* After a kernel launch. */
 #define SL_CUDA_LAUNCHED(s) SL_CUDA_CHECK((s), cudaGetLastError())
