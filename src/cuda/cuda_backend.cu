@@ -18,14 +18,10 @@ extern "C" {
 #include "base/base.h"
 }
 
-/* Guards every instance's sticky error: kernels of two networks of one
- * context may record from two threads. */
-static std::mutex error_lock;
-
 extern "C" void sl_cuda_record(sl_cuda_state *s, const char *file, int line, const char *what,
                                const char *detail)
 {
-    std::lock_guard<std::mutex> g(error_lock);
+    std::lock_guard<std::mutex> g(s->error_lock);
     if (s->error_set)
         return;
     s->error_set = 1;
@@ -98,7 +94,7 @@ static sl_status cu_sync(const sl_exec *ex)
 {
     sl_cuda_state *s = sl_cuda_ex(ex);
     SL_CUDA_CHECK(s, cudaStreamSynchronize(s->stream));
-    std::lock_guard<std::mutex> g(error_lock);
+    std::lock_guard<std::mutex> g(s->error_lock);
     if (!s->error_set)
         return SL_OK;
     s->error_set = 0;

@@ -11,6 +11,7 @@
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 #include <cudnn.h>
+#include <mutex>
 
 #include "base/backend.h"
 
@@ -31,7 +32,10 @@ typedef struct sl_cuda_state {
     void *scratch;
     size_t scratch_bytes;
     struct sl_cuda_conv_cache *conv_cache; /* descriptors and algorithms per geometry */
-    /* the first failure since the last sync: kernels return nothing */
+    /* the first failure since the last sync: kernels return nothing; the
+     * lock guards it (kernels of two networks of one context may record
+     * from two threads) */
+    std::mutex error_lock;
     int error_set;
     char error_text[768];
 } sl_cuda_state;
