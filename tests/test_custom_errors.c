@@ -271,8 +271,10 @@ START_TEST(test_bad_blocks_refused_when_added)
     ck_assert_ptr_nonnull(strstr(sl_last_error(), "takes 2 inputs, not 1"));
     ck_assert_int_eq(sl_block_add(b, "nothing", NULL, 1, &t), -1);
     ck_assert_ptr_nonnull(strstr(sl_last_error(), "constructor failed"));
-    ck_assert_int_eq(sl_block_add(sl_relu(), "x", sl_relu(), 1, &t), -1); /* leaks nothing */
+    sl_layer *not_block = sl_relu();
+    ck_assert_int_eq(sl_block_add(not_block, "x", sl_relu(), 1, &t), -1); /* frees the child */
     ck_assert_ptr_nonnull(strstr(sl_last_error(), "not a block made by sl_block"));
+    sl_layer_free(not_block);
     /* A failed add keeps its message through the adds that follow it. */
     int bad = sl_block_add(b, "x", sl_conv2d(0, 4, 3, 1, 1), 1, &t);
     ck_assert_int_eq(sl_block_add(b, "y", sl_relu(), 1, &bad), -1);
