@@ -32,6 +32,10 @@ struct sl_context {
     int deterministic;
     struct sl_backend *backend; /* owned: made by sl_backend_create */
     size_t device_free_at_start; /* CUDA: free device bytes at creation */
+    /* The first failure of a custom layer's forward or backward in the
+     * current run (layers/custom.c records it, the run reports it). */
+    sl_status callback_status;
+    char callback_error[512];
 };
 
 /* ---- Philox4x32-10 (Salmon et al., SC'11) ---- */

@@ -76,6 +76,29 @@ void cpu_dropout_backward(const sl_exec *ex, size_t count, const float *dy, floa
     apply_mask(ex, count, dy, dx, p, seed, counter, accumulate);
 }
 
+/* Uniforms for custom layers from dropout's words: element e = first + j
+ * is word e % 4 of block counter + e / 4, scaled from its top 24 bits. */
+void cpu_random_uniform(const sl_exec *ex, size_t count, uint64_t seed, uint64_t counter,
+                        uint64_t first, float *dst)
+{
+    if (count == 0)
+        return;
+    dropout_mask m = dropout_mask_of(0.0f, seed);
+    uint64_t b0 = first / 4, b1 = (first + count - 1) / 4;
+    long long blocks = (long long)(b1 - b0 + 1);
+#pragma omp parallel for num_threads(cpu_threads(ex)) schedule(static) if (count >= CPU_PAR_MIN / 4)
+    for (long long k = 0; k < blocks; k++) {
+        uint32_t r[4];
+        uint64_t b = b0 + (uint64_t)k;
+        dropout_words(&m, counter, (size_t)b, r);
+        for (uint64_t u = 0; u < 4; u++) {
+            uint64_t e = 4 * b + u;
+            if (e >= first && e < first + count)
+                dst[e - first] = (float)(r[u] >> 8) * (1.0f / 16777216.0f);
+        }
+    }
+}
+
 /* ---- elementwise ---- */
 
 void cpu_relu_forward(const sl_exec *ex, size_t count, const float *x, float *y)

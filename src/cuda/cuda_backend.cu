@@ -110,6 +110,9 @@ static size_t cu_free_bytes(const sl_backend *be)
     return free_b;
 }
 
+/* Custom layers queue their own kernels on the instance's stream. */
+static void *cu_native_stream(const sl_backend *be) { return (void *)sl_cuda_of(be)->stream; }
+
 static void state_free(sl_cuda_state *s)
 {
     if (!s)
@@ -184,6 +187,7 @@ static void fill_table(sl_backend *b)
     b->download = cu_download;
     b->sync = cu_sync;
     b->device_free_bytes = cu_free_bytes;
+    b->native_stream = cu_native_stream;
     b->gemm = sl_cuda_gemm;
     b->conv2d_workspace_bytes = sl_cuda_conv_workspace;
     b->conv2d_forward = sl_cuda_conv_forward;
@@ -201,6 +205,7 @@ static void fill_table(sl_backend *b)
     b->relu_backward = sl_cuda_relu_backward;
     b->dropout_forward = sl_cuda_dropout_forward;
     b->dropout_backward = sl_cuda_dropout_backward;
+    b->random_uniform = sl_cuda_random_uniform;
     b->add = sl_cuda_add;
     b->copy = sl_cuda_copy;
     b->fill = sl_cuda_fill;

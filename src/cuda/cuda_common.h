@@ -143,6 +143,8 @@ void sl_cuda_dropout_forward(const sl_exec *ex, size_t count, const float *x, fl
                              uint64_t seed, uint64_t counter);
 void sl_cuda_dropout_backward(const sl_exec *ex, size_t count, const float *dy, float *dx,
                               float p, uint64_t seed, uint64_t counter, int accumulate);
+void sl_cuda_random_uniform(const sl_exec *ex, size_t count, uint64_t seed, uint64_t counter,
+                            uint64_t first, float *dst);
 void sl_cuda_add(const sl_exec *ex, size_t count, const float *a, const float *b, float *y);
 void sl_cuda_copy(const sl_exec *ex, size_t count, const float *src, float *dst, int accumulate);
 void sl_cuda_fill(const sl_exec *ex, size_t count, float value, float *dst);

@@ -85,6 +85,29 @@ extern "C" void sl_cuda_dropout_backward(const sl_exec *ex, size_t count, const 
     apply_mask(ex, count, dy, dx, p, seed, counter, accumulate);
 }
 
+/* Element j is word e % 4 of block counter + e / 4, e = first + j: the
+ * CPU's rule (cpu_random_uniform). */
+__global__ void uniform_k(size_t n, uint64_t counter, uint64_t first, uint2 key, float *dst)
+{
+    GRID_STRIDE(j, n)
+    {
+        uint64_t e = first + j, c = counter + e / 4;
+        uint4 ctr = make_uint4((uint32_t)c, (uint32_t)(c >> 32), 0u, 0u);
+        uint4 r = curand_Philox4x32_10(ctr, key);
+        uint32_t w = (e % 4 == 0) ? r.x : (e % 4 == 1) ? r.y : (e % 4 == 2) ? r.z : r.w;
+        dst[j] = (float)(w >> 8) * (1.0f / 16777216.0f);
+    }
+}
+
+extern "C" void sl_cuda_random_uniform(const sl_exec *ex, size_t count, uint64_t seed,
+                                       uint64_t counter, uint64_t first, float *dst)
+{
+    if (count == 0)
+        return;
+    uint2 key = make_uint2((uint32_t)seed, (uint32_t)(seed >> 32));
+    SL_CUDA_LAUNCH(ex, uniform_k, count, count, counter, first, key, dst);
+}
+
 __global__ void add_k(size_t n, const float *a, const float *b, float *y)
 {
     GRID_STRIDE(i, n) y[i] = a[i] + b[i];

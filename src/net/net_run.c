@@ -147,8 +147,11 @@ static sl_status run(sl_net *net, const float *x, sl_shape shape, sl_mode mode, 
     sl_exec ex = sl_net_exec(net);
     io->input = x;
     io->poison = net->debug_poison;
+    net->ctx->callback_status = SL_OK;
     sl_execute(&net->graph, &c->sh, &c->prog, &c->plan, net->arena, net->ctx, &ex, io);
     st = ex.be->sync(&ex);
+    if (net->ctx->callback_status != SL_OK) /* a custom layer's own report comes first */
+        st = sl_fail(net->ctx->callback_status, "%s: %s", fn, net->ctx->callback_error);
     if (st != SL_OK)
         return st;
     c->arena_touched = io->arena_touched;
