@@ -13,6 +13,10 @@
 # files name them: the CMake package finds BLAS (OpenBLAS), OpenMP, cJSON
 # (and CUDA, MPI where built with them) with find_dependency, and sublinear.pc lists
 # them in Requires.private / Libs.private (`pkg-config --static --libs`).
+# A static library built with the CUDA backend holds it: a program that
+# links it needs cudart, cuBLAS, cuDNN and the C++ runtime even if it only
+# ever uses the CPU (Libs.private names them); configure with -DSL_CUDA=OFF
+# for a CPU-only static library.
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
@@ -106,5 +110,17 @@ if(SL_SANITIZE)
 endif()
 list(APPEND SL_PC_PRIVATE_LIBS -lm)
 sl_pc_link_flags(SL_PC_LIBS_PRIVATE ${SL_PC_PRIVATE_LIBS})
-configure_file(${CMAKE_CURRENT_LIST_DIR}/sublinear.pc.in ${PROJECT_BINARY_DIR}/sublinear.pc @ONLY)
-install(FILES ${PROJECT_BINARY_DIR}/sublinear.pc DESTINATION ${SL_PC_DIR})
+# The installed file is made under pkgconfig-install/ (its paths exist only
+# after `cmake --install`); the build tree gets sublinear-uninstalled.pc,
+# which pkg-config prefers when PKG_CONFIG_PATH names the build directory:
+# headers from the source tree, the library from the build tree.
+configure_file(${CMAKE_CURRENT_LIST_DIR}/sublinear.pc.in
+  ${PROJECT_BINARY_DIR}/pkgconfig-install/sublinear.pc @ONLY)
+install(FILES ${PROJECT_BINARY_DIR}/pkgconfig-install/sublinear.pc DESTINATION ${SL_PC_DIR})
+set(SL_PC_PREFIX_FROM_PCDIR ".")
+set(SL_PC_LIBDIR "$<TARGET_FILE_DIR:sublinear>")
+set(SL_PC_INCLUDEDIR "${PROJECT_SOURCE_DIR}/include")
+configure_file(${CMAKE_CURRENT_LIST_DIR}/sublinear.pc.in
+  ${PROJECT_BINARY_DIR}/sublinear-uninstalled.pc.in @ONLY)
+file(GENERATE OUTPUT ${PROJECT_BINARY_DIR}/sublinear-uninstalled.pc
+  INPUT ${PROJECT_BINARY_DIR}/sublinear-uninstalled.pc.in)

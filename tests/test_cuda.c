@@ -4,7 +4,9 @@
  * On a GPU: every layer and block gives the CPU's outputs and gradients
  * within 1e-4 relative; dropout draws the CPU's mask bit for bit;
  * checkpointed and plain training are bit-identical in deterministic
- * mode; the measured device arena equals the plan.
+ * mode; the measured device arena equals the plan; two contexts in one
+ * process work independently; a custom layer gets device memory and the
+ * backend's stream, and its random numbers equal the CPU's bit for bit.
  */
 #include <check.h>
 #include <math.h>
@@ -171,6 +173,64 @@ START_TEST(test_cuda_dropout_mask_equals_cpu)
 }
 END_TEST
 
+/* A custom layer whose output is its random numbers: on CUDA it can only
+ * reach device memory through the library, which is what it checks. */
+static int custom_calls, custom_bad_env;
+
+static sl_status source_shape(const void *c, int n_in, const sl_shape *in, sl_custom_sizes *out)
+{
+    (void)c;
+    (void)n_in;
+    out->out = in[0];
+    return SL_OK;
+}
+
+static sl_status source_forward(const sl_custom_forward_args *a)
+{
+    custom_calls++;
+    if ((a->device == SL_DEVICE_CUDA) != (a->stream != NULL))
+        custom_bad_env++;
+    size_t n = (size_t)a->out.n * a->out.c * a->out.h * a->out.w;
+    return sl_custom_random_uniform(a->call, 7, n, a->y);
+}
+
+static sl_status source_backward(const sl_custom_backward_args *a)
+{
+    (void)a; /* the first layer: no input gradient is asked for */
+    return SL_OK;
+}
+
+START_TEST(test_cuda_custom_layer_random_numbers_equal_cpu)
+{
+    static const sl_custom_type t = {
+        .name = "UniformSource", .shape = source_shape, .forward = source_forward,
+        .backward = source_backward,
+    };
+    sl_shape in = {2, 3, 5, 7};
+    size_t n = 2 * 3 * 5 * 7;
+    float *x = calloc(n, sizeof(float)), *dy = calloc(n, sizeof(float));
+    float *y[2] = {malloc(n * sizeof(float)), malloc(n * sizeof(float))};
+    sl_context *ctx[2] = {th_context(77), cuda_context(77)};
+    for (int d = 0; d < 2; d++) {
+        sl_net *net = NULL;
+        ck_assert(sl_sequential(ctx[d], 3, &net) == SL_OK);
+        ck_assert(sl_net_add(net, "source", sl_custom_layer(&t, NULL, 0, NULL, 0)) == SL_OK);
+        ck_assert_msg(sl_net_forward_backward(net, x, in, dy, y[d], NULL) == SL_OK, "%s",
+                      sl_last_error());
+        sl_net_free(net);
+    }
+    ck_assert_int_eq(custom_calls, 2);
+    ck_assert_int_eq(custom_bad_env, 0);
+    ck_assert_msg(memcmp(y[0], y[1], n * sizeof(float)) == 0, "CUDA's numbers differ from the CPU's");
+    for (int d = 0; d < 2; d++) {
+        sl_context_free(ctx[d]);
+        free(y[d]);
+    }
+    free(x);
+    free(dy);
+}
+END_TEST
+
 /* Three SGD steps under a schedule; returns every tensor, read back. */
 static float **train_cuda(const char *model, sl_schedule s, int *n_out, uint64_t *planned,
                           uint64_t *measured)
@@ -241,6 +301,59 @@ START_TEST(test_cuda_checkpoint_bit_identical)
 }
 END_TEST
 
+/* Two CUDA contexts in one process are two backend instances (streams,
+ * handles, algorithm caches, errors): networks stepping in turn on both,
+ * and one context freed halfway, give the same parameters as a network
+ * trained alone. */
+START_TEST(test_cuda_two_contexts_work_independently)
+{
+    int n_solo;
+    uint64_t planned, measured;
+    float **solo = train_cuda("resnet20", SL_CKPT_SQRT, &n_solo, &planned, &measured);
+    sl_context *ctx[2] = {cuda_context(42), cuda_context(42)}; /* train_cuda's seed */
+    sl_net *net[2];
+    for (int c = 0; c < 2; c++) {
+        ck_assert(sl_sublinear(ctx[c], 3, SL_CKPT_SQRT, &net[c]) == SL_OK);
+        ck_assert(sl_model_build(net[c], "resnet20", 10, 32) == SL_OK);
+        sl_optimizer_options o = sl_sgd(0.01f, 0.9f, 1e-4f, 0);
+        ck_assert(sl_net_set_optimizer(net[c], &o) == SL_OK);
+    }
+    float *x = malloc(8 * 3 * 32 * 32 * sizeof(float));
+    int labels[8];
+    for (int step = 0; step < 3; step++) {
+        th_fill_normal(x, 8 * 3 * 32 * 32, 100 + (uint64_t)step, 1.0f);
+        for (int b = 0; b < 8; b++)
+            labels[b] = (b * 7 + step) % 10;
+        for (int c = 0; c < 2; c++) {
+            if (!net[c])
+                continue;
+            ck_assert_msg(sl_net_train_step(net[c], x, (sl_shape){8, 3, 32, 32}, labels, NULL) ==
+                              SL_OK, "context %d: %s", c, sl_last_error());
+        }
+        if (step == 1) { /* the first context goes away; the second goes on */
+            sl_net_free(net[0]);
+            sl_context_free(ctx[0]);
+            net[0] = NULL;
+        }
+    }
+    ck_assert_int_eq(sl_net_param_count(net[1]), n_solo);
+    for (int i = 0; i < n_solo; i++) {
+        size_t count;
+        memcpy(&count, solo[i], sizeof count);
+        float *got = malloc(count * sizeof(float));
+        ck_assert(sl_net_param_read(net[1], i, got) == SL_OK);
+        ck_assert_msg(memcmp(got, (char *)solo[i] + sizeof count, count * sizeof(float)) == 0,
+                      "tensor %d differs from the network trained alone", i);
+        free(got);
+        free(solo[i]);
+    }
+    free(solo);
+    free(x);
+    sl_net_free(net[1]);
+    sl_context_free(ctx[1]);
+}
+END_TEST
+
 int main(void)
 {
     sl_context_options o = sl_context_defaults();
@@ -257,6 +370,8 @@ int main(void)
     tcase_add_test(tc, test_cuda_layers_match_cpu);
     tcase_add_test(tc, test_cuda_dropout_mask_equals_cpu);
     tcase_add_test(tc, test_cuda_checkpoint_bit_identical);
+    tcase_add_test(tc, test_cuda_two_contexts_work_independently);
+    tcase_add_test(tc, test_cuda_custom_layer_random_numbers_equal_cpu);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_set_fork_status(sr, CK_NOFORK); /* one CUDA context per process */

@@ -4,7 +4,9 @@
  * (the swap changes the memory, not the numbers) while the activation
  * memory saved is above zero; budget_training meets its budget with a
  * falling loss; inference loads a model the command saved and measures
- * the same accuracy the command did, in less memory than a training step.
+ * the same accuracy the command did, in less memory than a training step;
+ * custom_layer (its own Swish and SE blocks) learns, identically to its
+ * plain run, in less memory, with the measured arena equal to the plan.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <check.h>
@@ -122,6 +124,34 @@ START_TEST(test_inference_matches_the_accuracy_measured_in_training)
 }
 END_TEST
 
+START_TEST(test_custom_layer_learns_identically_in_less_memory)
+{
+    cr_result sub = example("custom_layer", "");
+    ck_assert_msg(sub.status == 0, "%s", sub.err);
+    double loss[16];
+    int n = mean_losses(sub.out, loss, 16);
+    ck_assert_int_eq(n, 6);
+    ck_assert_msg(loss[n - 1] < 0.8 * loss[0], "loss %f -> %f", loss[0], loss[n - 1]);
+    ck_assert(percent_after(sub.out, "saving ") > 0);
+    const char *mem = strstr(sub.out, "activation memory ");
+    ck_assert_ptr_nonnull(mem);
+    double planned = atof(mem + strlen("activation memory "));
+    ck_assert_msg(planned == percent_after(sub.out, "(measured "), "%s", sub.out);
+    ck_assert_ptr_nonnull(strstr(sub.out, "beta[0] learned "));
+
+    cr_result plain = example("custom_layer", "plain");
+    ck_assert_msg(plain.status == 0, "%s", plain.err);
+    double plain_loss[16];
+    ck_assert_int_eq(mean_losses(plain.out, plain_loss, 16), n);
+    for (int i = 0; i < n; i++)
+        ck_assert_msg(plain_loss[i] == loss[i], "window %d: plain %f, sublinear %f", i,
+                      plain_loss[i], loss[i]);
+    ck_assert(percent_after(plain.out, "saving ") == 0);
+    cr_free(&sub);
+    cr_free(&plain);
+}
+END_TEST
+
 int main(void)
 {
     cr_init();
@@ -131,6 +161,7 @@ int main(void)
     tcase_add_test(tc, test_minimal_swap_learns_and_saves_memory);
     tcase_add_test(tc, test_budget_training_meets_its_budget);
     tcase_add_test(tc, test_inference_matches_the_accuracy_measured_in_training);
+    tcase_add_test(tc, test_custom_layer_learns_identically_in_less_memory);
     suite_add_tcase(s, tc);
     int failed = th_run_suite(s);
     cr_cleanup();

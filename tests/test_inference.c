@@ -206,6 +206,16 @@ START_TEST(test_memory_timeline_svg_parses_with_a_series_per_schedule)
             peak = t > peak ? t : peak;
         }
         ck_assert(peak <= tl[i].arena_bytes); /* live bytes never exceed the arena */
+        /* The timeline and the report read the same per-step counts. */
+        sl_memory_report r;
+        ck_assert(sl_net_memory_report(net, (sl_shape){8, 3, 32, 32}, SL_MODE_TRAIN, &r) == SL_OK);
+        uint64_t out_peak = 0, grad_peak = 0;
+        for (int k = 0; k < tl[i].steps; k++) {
+            out_peak = tl[i].outputs[k] > out_peak ? tl[i].outputs[k] : out_peak;
+            grad_peak = tl[i].grad_inputs[k] > grad_peak ? tl[i].grad_inputs[k] : grad_peak;
+        }
+        ck_assert_uint_eq(out_peak, r.outputs);
+        ck_assert_uint_eq(grad_peak, r.grad_inputs);
         sl_net_free(net);
     }
     ck_assert(tl[1].steps > tl[0].steps); /* re-forward steps */
@@ -226,6 +236,33 @@ START_TEST(test_memory_timeline_svg_parses_with_a_series_per_schedule)
 }
 END_TEST
 
+/* A report after a run that computed the input's gradient describes that
+ * run's plan (measured bytes included) instead of planning again without
+ * the gradient and dropping it. */
+START_TEST(test_memory_report_after_forward_backward_with_dx_reports_the_run)
+{
+    sl_context *ctx = th_context(2);
+    sl_net *net = net_of(ctx, "resnet20", 1);
+    sl_shape in = {BATCH, 3, 32, 32};
+    float x[BATCH * 3 * 32 * 32], dy[BATCH * 10], y[BATCH * 10], dx[BATCH * 3 * 32 * 32];
+    th_fill_normal(x, sizeof x / sizeof x[0], 7, 1.0f);
+    th_fill_normal(dy, sizeof dy / sizeof dy[0], 8, 1.0f);
+    ck_assert_msg(sl_net_forward_backward(net, x, in, dy, y, dx) == SL_OK, "%s", sl_last_error());
+    sl_memory_report r;
+    ck_assert(sl_net_memory_report(net, in, SL_MODE_TRAIN, &r) == SL_OK);
+    ck_assert_msg(r.arena_measured > 0 && r.arena_measured == r.arena_bytes,
+                  "measured %" PRIu64 " planned %" PRIu64, r.arena_measured, r.arena_bytes);
+    /* and the next run needs no new plan: measured stays that plan's */
+    ck_assert(sl_net_forward_backward(net, x, in, dy, y, dx) == SL_OK);
+    sl_memory_report r2;
+    ck_assert(sl_net_memory_report(net, in, SL_MODE_TRAIN, &r2) == SL_OK);
+    ck_assert_uint_eq(r2.arena_bytes, r.arena_bytes);
+    ck_assert_uint_eq(r2.arena_measured, r.arena_measured);
+    sl_net_free(net);
+    sl_context_free(ctx);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("inference");
@@ -236,6 +273,7 @@ int main(void)
     tcase_add_test(tc, test_inference_chain_needs_two_buffers);
     tcase_add_test(tc, test_dot_graph_parses_and_has_a_node_per_layer);
     tcase_add_test(tc, test_memory_timeline_svg_parses_with_a_series_per_schedule);
+    tcase_add_test(tc, test_memory_report_after_forward_backward_with_dx_reports_the_run);
     suite_add_tcase(s, tc);
     int failed = th_run_suite(s);
     return failed ? EXIT_FAILURE : EXIT_SUCCESS;

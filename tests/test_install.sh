@@ -4,7 +4,9 @@
 #
 #   tests/test_install.sh BUILD_DIR CONSUMER_SOURCE_DIR [C_COMPILER]
 #
-# installs BUILD_DIR (already built) into a temporary prefix with
+# builds CONSUMER_SOURCE_DIR/consumer.c against the build tree through its
+# sublinear-uninstalled.pc, then installs BUILD_DIR (already built) into a
+# temporary prefix with
 # `cmake --install --prefix` (nothing is rebuilt), then builds
 # CONSUMER_SOURCE_DIR/consumer.c against it with find_package(sublinear)
 # (CMAKE_PREFIX_PATH) and with pkg-config (PKG_CONFIG_PATH, --static: the
@@ -23,6 +25,17 @@ fail() {
     echo "test_install: $*" >&2
     exit 1
 }
+
+echo "== pkg-config sublinear from the build tree (sublinear-uninstalled.pc)"
+[ -f "$build/sublinear-uninstalled.pc" ] || fail "no sublinear-uninstalled.pc in $build"
+[ ! -f "$build/sublinear.pc" ] || fail "$build/sublinear.pc names paths that exist only after install"
+# shellcheck disable=SC2046  # the flags are words
+"$cc" -std=c11 $(PKG_CONFIG_PATH="$build" pkg-config --cflags sublinear) "$consumer/consumer.c" \
+    -o "$tmp/by-build-tree" $(PKG_CONFIG_PATH="$build" pkg-config --static --libs sublinear) ||
+    fail "building the consumer against the build tree with pkg-config failed"
+LD_LIBRARY_PATH="$build${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
+    "$tmp/by-build-tree" "$tmp/by-build-tree.safetensors" | tee "$tmp/by-build-tree.out"
+grep -q "consumer ok" "$tmp/by-build-tree.out" || fail "the build-tree consumer did not run"
 
 echo "== cmake --install $build --prefix $prefix"
 cmake --install "$build" --prefix "$prefix" >"$tmp/install.log" ||

@@ -74,6 +74,9 @@ struct sl_backend {
     sl_status (*sync)(const sl_exec *ex);
     /* Free bytes on the device now (NULL on the CPU). */
     size_t (*device_free_bytes)(const sl_backend *be);
+    /* The native stream kernels are queued on (a cudaStream_t), for custom
+     * layers' own kernels; NULL on the CPU. */
+    void *(*native_stream)(const sl_backend *be);
 
     /* y[M x N] = alpha * op(A) op(B) + beta * y, row-major. */
     void (*gemm)(const sl_exec *ex, int trans_a, int trans_b, int m, int n, int k,
@@ -151,6 +154,11 @@ struct sl_backend {
                             uint64_t seed, uint64_t counter);
     void (*dropout_backward)(const sl_exec *ex, size_t count, const float *dy, float *dx,
                              float p, uint64_t seed, uint64_t counter, int accumulate);
+    /* dst[j] = uniform in [0, 1) for element e = first + j: word e % 4 of
+     * Philox4x32-10 block counter + e / 4 keyed by seed (dropout's words),
+     * as (word >> 8) * 2^-24. Custom layers' random numbers. */
+    void (*random_uniform)(const sl_exec *ex, size_t count, uint64_t seed, uint64_t counter,
+                           uint64_t first, float *dst);
 
     /* y = a + b (any may alias). */
     void (*add)(const sl_exec *ex, size_t count, const float *a, const float *b, float *y);

@@ -32,6 +32,10 @@ struct sl_context {
     int deterministic;
     struct sl_backend *backend; /* owned: made by sl_backend_create */
     size_t device_free_at_start; /* CUDA: free device bytes at creation */
+    /* The first failure of a custom layer's forward or backward in the
+     * current run (layers/custom.c records it, the run reports it). */
+    sl_status callback_status;
+    char callback_error[512];
 };
 
 /* ---- Philox4x32-10 (Salmon et al., SC'11) ---- */
@@ -68,6 +72,13 @@ int sl_context_threads(const sl_context *ctx);
 
 #define SL_ALIGN 64
 static inline size_t sl_align_up(size_t n) { return (n + SL_ALIGN - 1) & ~(size_t)(SL_ALIGN - 1); }
+
+/* Floats a tensor of `count` floats takes in a block of tensors (parameters,
+ * gradients, optimizer state): rounded up to SL_ALIGN bytes. */
+static inline size_t sl_stride_floats(size_t count)
+{
+    return sl_align_up(count * sizeof(float)) / sizeof(float);
+}
 
 #define SL_NAME_MAX 128
 

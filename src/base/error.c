@@ -22,6 +22,17 @@ sl_status sl_fail(sl_status status, const char *fmt, ...)
     return status;
 }
 
+sl_status sl_set_error(sl_status status, const char *fmt, ...)
+{
+    char buf[sizeof last_error];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    memcpy(last_error, buf, sizeof buf);
+    return status;
+}
+
 const char *sl_last_error(void) { return last_error; }
 const char *sl_error_message(void) { return last_error; }
 

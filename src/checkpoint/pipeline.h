@@ -104,6 +104,9 @@ typedef struct sl_plan {
     size_t arena_bytes;
     size_t category_peak[SL_VALUE_KIND_COUNT]; /* max over steps of live bytes by kind */
     size_t live_peak; /* max over steps of live bytes (<= arena_bytes) */
+    /* [(n_steps + 1) x SL_VALUE_KIND_COUNT]: bytes live at each step by
+     * kind (row n_steps: what outlives the program, such as the logits) */
+    size_t *step_live;
     int reuse;        /* 0: planned without sharing (the "before" of optnet) */
 } sl_plan;
 

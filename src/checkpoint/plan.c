@@ -175,26 +175,28 @@ static sl_status assign_offsets(const sl_program *p, sl_plan *pl)
     return SL_OK;
 }
 
-/* Live bytes per step by kind, over storages. Without reuse nothing is
- * shared or freed within the step: each kind holds all its storages. */
-static void compute_peaks(const sl_program *p, sl_plan *pl)
+/* Live bytes per step by kind, over storages, kept in pl->step_live (the
+ * memory timeline reads them). Without reuse nothing is shared or freed
+ * within the step: each kind's peak holds all its storages. */
+static sl_status compute_peaks(const sl_program *p, sl_plan *pl)
 {
-    if (!pl->reuse) {
-        for (int v = 0; v < p->n_values; v++)
-            if (pl->alias[v] == v && !p->values[v].external && pl->first[v] >= 0)
-                pl->category_peak[p->values[v].kind] += sl_align_up(p->values[v].bytes);
-        pl->live_peak = pl->arena_bytes;
-        return;
-    }
     int steps = p->n_steps + 1;
     size_t *live = calloc((size_t)steps * SL_VALUE_KIND_COUNT, sizeof *live);
     if (!live)
-        return; /* statistics only */
+        return sl_fail(SL_ERR_NOMEM, "out of memory counting the plan's live bytes per step");
     for (int v = 0; v < p->n_values; v++) {
         if (pl->alias[v] != v || p->values[v].external || pl->first[v] < 0)
             continue;
         for (int s = pl->first[v]; s <= pl->last[v]; s++)
             live[(size_t)s * SL_VALUE_KIND_COUNT + p->values[v].kind] += sl_align_up(p->values[v].bytes);
+    }
+    pl->step_live = live;
+    if (!pl->reuse) {
+        for (int v = 0; v < p->n_values; v++)
+            if (pl->alias[v] == v && !p->values[v].external && pl->first[v] >= 0)
+                pl->category_peak[p->values[v].kind] += sl_align_up(p->values[v].bytes);
+        pl->live_peak = pl->arena_bytes;
+        return SL_OK;
     }
     for (int s = 0; s < steps; s++) {
         size_t total = 0;
@@ -207,7 +209,7 @@ static void compute_peaks(const sl_program *p, sl_plan *pl)
         if (total > pl->live_peak)
             pl->live_peak = total;
     }
-    free(live);
+    return SL_OK;
 }
 
 sl_status sl_plan_build(const sl_graph *g, const sl_program *p, int reuse, sl_plan *out)
@@ -258,7 +260,11 @@ sl_status sl_plan_build(const sl_graph *g, const sl_program *p, int reuse, sl_pl
             pl.last[v] = pl.last[r];
         }
     }
-    compute_peaks(p, &pl);
+    st = compute_peaks(p, &pl);
+    if (st != SL_OK) {
+        sl_plan_release(&pl);
+        return st;
+    }
     *out = pl;
     return SL_OK;
 }
@@ -269,5 +275,6 @@ void sl_plan_release(sl_plan *pl)
     free(pl->first);
     free(pl->last);
     free(pl->offset);
+    free(pl->step_live);
     memset(pl, 0, sizeof *pl);
 }

@@ -100,6 +100,8 @@ void cpu_dropout_forward(const sl_exec *ex, size_t count, const float *x, float 
                          uint64_t seed, uint64_t counter);
 void cpu_dropout_backward(const sl_exec *ex, size_t count, const float *dy, float *dx, float p,
                           uint64_t seed, uint64_t counter, int accumulate);
+void cpu_random_uniform(const sl_exec *ex, size_t count, uint64_t seed, uint64_t counter,
+                        uint64_t first, float *dst);
 void cpu_relu_forward(const sl_exec *ex, size_t count, const float *x, float *y);
 void cpu_relu_backward(const sl_exec *ex, size_t count, const float *y, const float *dy,
                        float *dx, int accumulate);

@@ -62,6 +62,7 @@ static const sl_backend cpu_table = {
     .relu_backward = cpu_relu_backward,
     .dropout_forward = cpu_dropout_forward,
     .dropout_backward = cpu_dropout_backward,
+    .random_uniform = cpu_random_uniform,
     .add = cpu_add,
     .copy = cpu_copy,
     .fill = cpu_fill,

@@ -40,9 +40,11 @@ static void dropout_words(const dropout_mask *m, uint64_t counter, size_t b, uin
     sl_philox4x32_10(ctr, m->key, out);
 }
 
-/* x and y may alias: each element is read once, then written. */
-void cpu_dropout_forward(const sl_exec *ex, size_t count, const float *x, float *y, float p,
-                         uint64_t seed, uint64_t counter)
+/* dst (+)= keep ? src * scale : 0, the mask of (seed, counter); src and
+ * dst may alias (each element is read once, then written). Forward is
+ * this over x with accumulate 0; backward the same mask over dy. */
+static void apply_mask(const sl_exec *ex, size_t count, const float *src, float *dst, float p,
+                       uint64_t seed, uint64_t counter, int accumulate)
 {
     dropout_mask m = dropout_mask_of(p, seed);
     long long blocks = (long long)((count + 3) / 4);
@@ -53,29 +55,46 @@ void cpu_dropout_forward(const sl_exec *ex, size_t count, const float *x, float 
         size_t i0 = (size_t)b * 4;
         for (size_t u = 0; u < 4 && i0 + u < count; u++) {
             int keep = !m.drop_all && r[u] >= m.threshold;
-            y[i0 + u] = keep ? x[i0 + u] * m.scale : 0.0f;
+            float v = keep ? src[i0 + u] * m.scale : 0.0f;
+            if (accumulate)
+                dst[i0 + u] += v;
+            else
+                dst[i0 + u] = v;
         }
     }
 }
 
-/* dx (+)= keep ? dy * scale : 0; dx and dy may alias. */
+void cpu_dropout_forward(const sl_exec *ex, size_t count, const float *x, float *y, float p,
+                         uint64_t seed, uint64_t counter)
+{
+    apply_mask(ex, count, x, y, p, seed, counter, 0);
+}
+
 void cpu_dropout_backward(const sl_exec *ex, size_t count, const float *dy, float *dx, float p,
                           uint64_t seed, uint64_t counter, int accumulate)
 {
-    dropout_mask m = dropout_mask_of(p, seed);
-    long long blocks = (long long)((count + 3) / 4);
+    apply_mask(ex, count, dy, dx, p, seed, counter, accumulate);
+}
+
+/* Uniforms for custom layers from dropout's words: element e = first + j
+ * is word e % 4 of block counter + e / 4, scaled from its top 24 bits. */
+void cpu_random_uniform(const sl_exec *ex, size_t count, uint64_t seed, uint64_t counter,
+                        uint64_t first, float *dst)
+{
+    if (count == 0)
+        return;
+    dropout_mask m = dropout_mask_of(0.0f, seed);
+    uint64_t b0 = first / 4, b1 = (first + count - 1) / 4;
+    long long blocks = (long long)(b1 - b0 + 1);
 #pragma omp parallel for num_threads(cpu_threads(ex)) schedule(static) if (count >= CPU_PAR_MIN / 4)
-    for (long long b = 0; b < blocks; b++) {
+    for (long long k = 0; k < blocks; k++) {
         uint32_t r[4];
+        uint64_t b = b0 + (uint64_t)k;
         dropout_words(&m, counter, (size_t)b, r);
-        size_t i0 = (size_t)b * 4;
-        for (size_t u = 0; u < 4 && i0 + u < count; u++) {
-            int keep = !m.drop_all && r[u] >= m.threshold;
-            float g = keep ? dy[i0 + u] * m.scale : 0.0f;
-            if (accumulate)
-                dx[i0 + u] += g;
-            else
-                dx[i0 + u] = g;
+        for (uint64_t u = 0; u < 4; u++) {
+            uint64_t e = 4 * b + u;
+            if (e >= first && e < first + count)
+                dst[e - first] = (float)(r[u] >> 8) * (1.0f / 16777216.0f);
         }
     }
 }

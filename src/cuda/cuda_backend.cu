@@ -18,14 +18,10 @@ extern "C" {
 #include "base/base.h"
 }
 
-/* Guards every instance's sticky error: kernels of two networks of one
- * context may record from two threads. */
-static std::mutex error_lock;
-
 extern "C" void sl_cuda_record(sl_cuda_state *s, const char *file, int line, const char *what,
                                const char *detail)
 {
-    std::lock_guard<std::mutex> g(error_lock);
+    std::lock_guard<std::mutex> g(s->error_lock);
     if (s->error_set)
         return;
     s->error_set = 1;
@@ -98,7 +94,7 @@ static sl_status cu_sync(const sl_exec *ex)
 {
     sl_cuda_state *s = sl_cuda_ex(ex);
     SL_CUDA_CHECK(s, cudaStreamSynchronize(s->stream));
-    std::lock_guard<std::mutex> g(error_lock);
+    std::lock_guard<std::mutex> g(s->error_lock);
     if (!s->error_set)
         return SL_OK;
     s->error_set = 0;
@@ -113,6 +109,9 @@ static size_t cu_free_bytes(const sl_backend *be)
         return 0;
     return free_b;
 }
+
+/* Custom layers queue their own kernels on the instance's stream. */
+static void *cu_native_stream(const sl_backend *be) { return (void *)sl_cuda_of(be)->stream; }
 
 static void state_free(sl_cuda_state *s)
 {
@@ -188,6 +187,7 @@ static void fill_table(sl_backend *b)
     b->download = cu_download;
     b->sync = cu_sync;
     b->device_free_bytes = cu_free_bytes;
+    b->native_stream = cu_native_stream;
     b->gemm = sl_cuda_gemm;
     b->conv2d_workspace_bytes = sl_cuda_conv_workspace;
     b->conv2d_forward = sl_cuda_conv_forward;
@@ -205,6 +205,7 @@ static void fill_table(sl_backend *b)
     b->relu_backward = sl_cuda_relu_backward;
     b->dropout_forward = sl_cuda_dropout_forward;
     b->dropout_backward = sl_cuda_dropout_backward;
+    b->random_uniform = sl_cuda_random_uniform;
     b->add = sl_cuda_add;
     b->copy = sl_cuda_copy;
     b->fill = sl_cuda_fill;

@@ -11,6 +11,7 @@
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 #include <cudnn.h>
+#include <mutex>
 
 #include "base/backend.h"
 
@@ -31,7 +32,10 @@ typedef struct sl_cuda_state {
     void *scratch;
     size_t scratch_bytes;
     struct sl_cuda_conv_cache *conv_cache; /* descriptors and algorithms per geometry */
-    /* the first failure since the last sync: kernels return nothing */
+    /* the first failure since the last sync: kernels return nothing; the
+     * lock guards it (kernels of two networks of one context may record
+     * from two threads) */
+    std::mutex error_lock;
     int error_set;
     char error_text[768];
 } sl_cuda_state;
@@ -44,26 +48,20 @@ static inline sl_cuda_state *sl_cuda_ex(const sl_exec *ex) { return sl_cuda_of(e
 void sl_cuda_record(sl_cuda_state *s, const char *file, int line, const char *what,
                     const char *detail);
 
-#define SL_CUDA_CHECK(s, call)                                                                 \
+/* Records a failure when `call` does not return `ok`; `text` turns the
+ * status into words. */
+#define SL_CUDA_CHECK_STATUS(s, call, ok, text)                                                \
     do {                                                                                       \
-        cudaError_t e_ = (call);                                                               \
-        if (e_ != cudaSuccess)                                                                 \
-            sl_cuda_record((s), __FILE__, __LINE__, #call, cudaGetErrorString(e_));            \
+        auto st_ = (call);                                                                     \
+        if (st_ != (ok))                                                                       \
+            sl_cuda_record((s), __FILE__, __LINE__, #call, text(st_));                         \
     } while (0)
 
+#define SL_CUDA_CHECK(s, call) SL_CUDA_CHECK_STATUS(s, call, cudaSuccess, cudaGetErrorString)
 #define SL_CUDNN_CHECK(s, call)                                                                \
-    do {                                                                                       \
-        cudnnStatus_t st_ = (call);                                                            \
-        if (st_ != CUDNN_STATUS_SUCCESS)                                                       \
-            sl_cuda_record((s), __FILE__, __LINE__, #call, cudnnGetErrorString(st_));          \
-    } while (0)
-
+    SL_CUDA_CHECK_STATUS(s, call, CUDNN_STATUS_SUCCESS, cudnnGetErrorString)
 #define SL_CUBLAS_CHECK(s, call)                                                               \
-    do {                                                                                       \
-        cublasStatus_t st_ = (call);                                                           \
-        if (st_ != CUBLAS_STATUS_SUCCESS)                                                      \
-            sl_cuda_record((s), __FILE__, __LINE__, #call, cublasGetStatusString(st_));        \
-    } while (0)
+    SL_CUDA_CHECK_STATUS(s, call, CUBLAS_STATUS_SUCCESS, cublasGetStatusString)
 
 /* After a kernel launch. */
 #define SL_CUDA_LAUNCHED(s) SL_CUDA_CHECK((s), cudaGetLastError())
@@ -145,6 +143,8 @@ void sl_cuda_dropout_forward(const sl_exec *ex, size_t count, const float *x, fl
                              uint64_t seed, uint64_t counter);
 void sl_cuda_dropout_backward(const sl_exec *ex, size_t count, const float *dy, float *dx,
                               float p, uint64_t seed, uint64_t counter, int accumulate);
+void sl_cuda_random_uniform(const sl_exec *ex, size_t count, uint64_t seed, uint64_t counter,
+                            uint64_t first, float *dst);
 void sl_cuda_add(const sl_exec *ex, size_t count, const float *a, const float *b, float *y);
 void sl_cuda_copy(const sl_exec *ex, size_t count, const float *src, float *dst, int accumulate);
 void sl_cuda_fill(const sl_exec *ex, size_t count, float value, float *dst);

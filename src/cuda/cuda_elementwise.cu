@@ -38,7 +38,7 @@ extern "C" void sl_cuda_relu_backward(const sl_exec *ex, size_t count, const flo
 }
 
 /* Element i keeps iff word i % 4 of Philox block counter + i / 4 is at
- * least the threshold: the CPU's rule (cpu_dropout.c). */
+ * least the threshold: the CPU's rule (cpu_elementwise.c). */
 __device__ static bool keep(size_t i, uint64_t counter, uint2 key, uint32_t threshold, int drop_all)
 {
     uint64_t c = counter + i / 4;
@@ -48,53 +48,64 @@ __device__ static bool keep(size_t i, uint64_t counter, uint2 key, uint32_t thre
     return !drop_all && w >= threshold;
 }
 
-__global__ void dropout_fwd(size_t n, const float *x, float *y, uint64_t counter, uint2 key,
-                            uint32_t threshold, float scale, int drop_all)
-{
-    GRID_STRIDE(i, n) y[i] = keep(i, counter, key, threshold, drop_all) ? x[i] * scale : 0.0f;
-}
-
-__global__ void dropout_bwd(size_t n, const float *dy, float *dx, uint64_t counter, uint2 key,
-                            uint32_t threshold, float scale, int drop_all, int accumulate)
+/* dst (+)= keep ? src * scale : 0: the forward over x, the backward over
+ * dy with the same mask. */
+__global__ void dropout_mask_k(size_t n, const float *src, float *dst, uint64_t counter, uint2 key,
+                               uint32_t threshold, float scale, int drop_all, int accumulate)
 {
     GRID_STRIDE(i, n)
     {
-        float g = keep(i, counter, key, threshold, drop_all) ? dy[i] * scale : 0.0f;
-        dx[i] = accumulate ? dx[i] + g : g;
+        float v = keep(i, counter, key, threshold, drop_all) ? src[i] * scale : 0.0f;
+        dst[i] = accumulate ? dst[i] + v : v;
     }
 }
 
-static void mask_params(float p, uint64_t seed, uint2 *key, uint32_t *threshold, float *scale,
-                        int *drop_all)
+static void apply_mask(const sl_exec *ex, size_t count, const float *src, float *dst, float p,
+                       uint64_t seed, uint64_t counter, int accumulate)
 {
     double t = (double)p * 4294967296.0;
-    *key = make_uint2((uint32_t)seed, (uint32_t)(seed >> 32));
-    *threshold = t <= 0.0 ? 0u : t >= 4294967295.0 ? 4294967295u : (uint32_t)t;
-    *drop_all = p >= 1.0f;
-    *scale = *drop_all ? 0.0f : 1.0f / (1.0f - p);
+    uint2 key = make_uint2((uint32_t)seed, (uint32_t)(seed >> 32));
+    uint32_t threshold = t <= 0.0 ? 0u : t >= 4294967295.0 ? 4294967295u : (uint32_t)t;
+    int drop_all = p >= 1.0f;
+    float scale = drop_all ? 0.0f : 1.0f / (1.0f - p);
+    SL_CUDA_LAUNCH(ex, dropout_mask_k, count, count, src, dst, counter, key, threshold, scale,
+                   drop_all, accumulate);
 }
 
 extern "C" void sl_cuda_dropout_forward(const sl_exec *ex, size_t count, const float *x, float *y,
                                         float p, uint64_t seed, uint64_t counter)
 {
-    uint2 key;
-    uint32_t th;
-    float scale;
-    int all;
-    mask_params(p, seed, &key, &th, &scale, &all);
-    SL_CUDA_LAUNCH(ex, dropout_fwd, count, count, x, y, counter, key, th, scale, all);
+    apply_mask(ex, count, x, y, p, seed, counter, 0);
 }
 
 extern "C" void sl_cuda_dropout_backward(const sl_exec *ex, size_t count, const float *dy,
                                          float *dx, float p, uint64_t seed, uint64_t counter,
                                          int accumulate)
 {
-    uint2 key;
-    uint32_t th;
-    float scale;
-    int all;
-    mask_params(p, seed, &key, &th, &scale, &all);
-    SL_CUDA_LAUNCH(ex, dropout_bwd, count, count, dy, dx, counter, key, th, scale, all, accumulate);
+    apply_mask(ex, count, dy, dx, p, seed, counter, accumulate);
+}
+
+/* Element j is word e % 4 of block counter + e / 4, e = first + j: the
+ * CPU's rule (cpu_random_uniform). */
+__global__ void uniform_k(size_t n, uint64_t counter, uint64_t first, uint2 key, float *dst)
+{
+    GRID_STRIDE(j, n)
+    {
+        uint64_t e = first + j, c = counter + e / 4;
+        uint4 ctr = make_uint4((uint32_t)c, (uint32_t)(c >> 32), 0u, 0u);
+        uint4 r = curand_Philox4x32_10(ctr, key);
+        uint32_t w = (e % 4 == 0) ? r.x : (e % 4 == 1) ? r.y : (e % 4 == 2) ? r.z : r.w;
+        dst[j] = (float)(w >> 8) * (1.0f / 16777216.0f);
+    }
+}
+
+extern "C" void sl_cuda_random_uniform(const sl_exec *ex, size_t count, uint64_t seed,
+                                       uint64_t counter, uint64_t first, float *dst)
+{
+    if (count == 0)
+        return;
+    uint2 key = make_uint2((uint32_t)seed, (uint32_t)(seed >> 32));
+    SL_CUDA_LAUNCH(ex, uniform_k, count, count, counter, first, key, dst);
 }
 
 __global__ void add_k(size_t n, const float *a, const float *b, float *y)

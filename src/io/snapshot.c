@@ -7,10 +7,9 @@
  * counter as strings in __metadata__. Floats are printed with 9
  * significant digits, which read back to the same float.
  *
- * The optimizer state layout mirrors sl_net_update (net_run.c): per
- * trainable parameter in order, `per` blocks of `stride` floats (stride =
- * the parameter's count rounded up to SL_ALIGN bytes), the first block the
- * momentum or first moment, the second Adam's second moment.
+ * The optimizer state is read and written through the one definition of
+ * its layout that the update uses (sl_net_visit_optimizer_state,
+ * net/optimizer.c).
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -24,37 +23,6 @@
 #define SNAPSHOT_FORMAT "sublinear-snapshot"
 #define META_COUNT 14
 
-/* Names of the state blocks per parameter float for an optimizer. */
-static int state_names(const sl_optimizer_options *o, const char *names[2])
-{
-    if (o->kind == SL_OPT_ADAM) {
-        names[0] = "exp_avg";
-        names[1] = "exp_avg_sq";
-        return 2;
-    }
-    names[0] = "momentum_buffer";
-    return o->momentum != 0.0f ? 1 : 0;
-}
-
-static size_t stride_floats(size_t count) { return sl_align_up(count * sizeof(float)) / sizeof(float); }
-
-/* Calls fn(i, k, state block) for every trainable parameter i and state k. */
-typedef void (*state_visit)(void *user, int param, int k, float *block);
-
-static void visit_state(sl_net *net, int per, state_visit visit, void *user)
-{
-    size_t so = 0;
-    for (int i = 0; i < net->n_params; i++) {
-        const sl_param_spec *p = net->params[i].spec;
-        if (!p->trainable)
-            continue;
-        size_t stride = stride_floats(p->count);
-        for (int k = 0; k < per; k++)
-            visit(user, i, k, net->opt_block + so + (size_t)k * stride);
-        so += stride * (size_t)per;
-    }
-}
-
 /* ---- saving ---- */
 
 typedef struct save_ctx {
@@ -65,17 +33,20 @@ typedef struct save_ctx {
     int n;
 } save_ctx;
 
-static void add_state_tensor(void *user, int i, int k, float *block)
+static void add_state_tensors(void *user, int i, int per, float *const *blocks)
 {
     save_ctx *c = user;
     const sl_param_spec *p = c->net->params[i].spec;
-    sl_st_tensor *e = &c->t[c->n++];
-    snprintf(e->name, sizeof e->name, "optimizer.%s.%s", c->net->params[i].name, c->names[k]);
-    e->dtype = SL_ST_F32;
-    e->ndim = p->ndim;
-    memcpy(e->dims, p->dims, sizeof e->dims);
-    e->data = sl_host_view_at(c->net, c->view, block);
-    e->bytes = p->count * sizeof(float);
+    for (int k = 0; k < per; k++) {
+        sl_st_tensor *e = &c->t[c->n++];
+        snprintf(e->name, sizeof e->name, "optimizer.%s.%s", c->net->params[i].name,
+                 c->names[k]);
+        e->dtype = SL_ST_F32;
+        e->ndim = p->ndim;
+        memcpy(e->dims, p->dims, sizeof e->dims);
+        e->data = sl_host_view_at(c->net, c->view, blocks[k]);
+        e->bytes = p->count * sizeof(float);
+    }
 }
 
 static int trainable_count(const sl_net *net)
@@ -98,8 +69,8 @@ sl_status sl_save_snapshot(sl_net *net, const char *path)
     if (st != SL_OK)
         return sl_fail(st, "%s: %s", fn, sl_error_message());
     const sl_optimizer_options *o = &net->opt;
-    const char *names[2];
-    int per = state_names(o, names);
+    const char *names[SL_OPT_STATE_MAX];
+    int per = sl_optimizer_state_blocks(o, names);
     sl_host_view view;
     st = sl_host_view_open(net, &view);
     if (st != SL_OK)
@@ -110,7 +81,7 @@ sl_status sl_save_snapshot(sl_net *net, const char *path)
         sl_host_view_close(net, &view);
         return st;
     }
-    visit_state(net, per, add_state_tensor, &c);
+    sl_net_visit_optimizer_state(net, add_state_tensors, &c);
 
     char v[10][32];
     snprintf(v[0], 32, "%.9g", (double)o->lr);
@@ -226,8 +197,8 @@ static sl_status read_meta(const sl_st_file *f, const char *what, snapshot_meta 
 static sl_status snapshot_slots(sl_net *net, const sl_optimizer_options *o, sl_tensor_slot **out,
                                 int *n_out)
 {
-    const char *names[2];
-    int per = state_names(o, names);
+    const char *names[SL_OPT_STATE_MAX];
+    int per = sl_optimizer_state_blocks(o, names);
     int n = net->n_params + trainable_count(net) * per;
     sl_tensor_slot *s = calloc((size_t)n + 1, sizeof *s);
     if (!s)
@@ -263,13 +234,15 @@ typedef struct load_ctx {
     const sl_host_view *view;
 } load_ctx;
 
-static void copy_state(void *user, int param, int k, float *block)
+static void copy_state(void *user, int param, int per, float *const *blocks)
 {
     (void)param;
-    (void)k;
     load_ctx *c = user;
-    memcpy(sl_host_view_at(c->net, c->view, block), c->next->src, c->next->count * sizeof(float));
-    c->next++;
+    for (int k = 0; k < per; k++) {
+        memcpy(sl_host_view_at(c->net, c->view, blocks[k]), c->next->src,
+               c->next->count * sizeof(float));
+        c->next++;
+    }
 }
 
 /* Everything validated: set the optimizer (the one step that can fail,
@@ -282,8 +255,8 @@ static sl_status commit(sl_net *net, const snapshot_meta *m, const sl_tensor_slo
         return sl_fail(st == SL_ERR_INVALID_ARG ? SL_ERR_FORMAT : st,
                        "%s: '%s': the snapshot's optimizer cannot be set: %s", fn, what,
                        sl_error_message());
-    const char *names[2];
-    int per = state_names(&m->opt, names);
+    const char *names[SL_OPT_STATE_MAX];
+    int per = sl_optimizer_state_blocks(&m->opt, names);
     if (net->opt_floats != net->grad_floats * (size_t)per)
         return sl_fail(SL_ERR_STATE, "%s: internal: optimizer state of %zu floats, expected %zu",
                        fn, net->opt_floats, net->grad_floats * (size_t)per);
@@ -295,7 +268,7 @@ static sl_status commit(sl_net *net, const snapshot_meta *m, const sl_tensor_slo
         memcpy(sl_host_view_at(net, &view, net->params[i].spec->data), slots[i].src,
                slots[i].count * sizeof(float));
     load_ctx c = {slots + net->n_params, net, &view};
-    visit_state(net, per, copy_state, &c);
+    sl_net_visit_optimizer_state(net, copy_state, &c);
     st = sl_host_view_commit(net, &view);
     sl_host_view_close(net, &view);
     if (st != SL_OK)

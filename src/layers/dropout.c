@@ -14,18 +14,6 @@ typedef struct dropout {
     uint64_t counter; /* of the last TRAIN forward */
 } dropout;
 
-static sl_status dropout_infer(const sl_layer *l, const sl_backend *be, int n_in,
-                               const sl_shape *in, sl_shape *out, sl_layer_cost *cost)
-{
-    (void)l;
-    (void)be;
-    (void)n_in;
-    *out = in[0];
-    cost->fwd_flops = sl_shape_count(in[0]);
-    cost->bwd_flops = sl_shape_count(in[0]);
-    return SL_OK;
-}
-
 static void dropout_forward(sl_layer *l, const sl_exec *ex, const sl_fwd_args *a)
 {
     dropout *d = (dropout *)l;
@@ -59,7 +47,7 @@ static void dropout_backward(sl_layer *l, const sl_exec *ex, const sl_bwd_args *
 static const sl_layer_ops dropout_ops = {
     .type = "Dropout",
     .flags = SL_LAYER_FWD_INPLACE | SL_LAYER_BWD_INPLACE,
-    .infer = dropout_infer,
+    .infer = sl_elementwise_infer,
     .forward = dropout_forward,
     .backward = dropout_backward,
     .out_channels = sl_same_channels,

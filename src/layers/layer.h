@@ -144,6 +144,11 @@ int sl_layer_add_child(sl_layer *parent, const char *local, sl_layer *child);
 /* Checks a layer's declared input channels against in_c. */
 int sl_check_channels(const sl_layer *l, int expected, int in_c);
 
+/* infer of a one-input layer whose output has its input's shape and that
+ * spends one FLOP per element each way (ReLU, Dropout). */
+sl_status sl_elementwise_infer(const sl_layer *l, const sl_backend *be, int n_in,
+                               const sl_shape *in, sl_shape *out, sl_layer_cost *cost);
+
 /* out_channels of a layer that keeps its input's channels. */
 int sl_same_channels(const sl_layer *l, int in_c);
 

@@ -5,18 +5,6 @@
  */
 #include "layers/layer.h"
 
-static sl_status relu_infer(const sl_layer *l, const sl_backend *be, int n_in, const sl_shape *in,
-                            sl_shape *out, sl_layer_cost *cost)
-{
-    (void)l;
-    (void)be;
-    (void)n_in;
-    *out = in[0];
-    cost->fwd_flops = sl_shape_count(in[0]);
-    cost->bwd_flops = sl_shape_count(in[0]);
-    return SL_OK;
-}
-
 static void relu_forward(sl_layer *l, const sl_exec *ex, const sl_fwd_args *a)
 {
     (void)l;
@@ -33,7 +21,7 @@ static void relu_backward(sl_layer *l, const sl_exec *ex, const sl_bwd_args *a)
 static const sl_layer_ops relu_ops = {
     .type = "ReLU",
     .flags = SL_LAYER_NEEDS_OUTPUT | SL_LAYER_FWD_INPLACE | SL_LAYER_BWD_INPLACE,
-    .infer = relu_infer,
+    .infer = sl_elementwise_infer,
     .forward = relu_forward,
     .backward = relu_backward,
     .out_channels = sl_same_channels,

@@ -11,6 +11,16 @@
 
 #include "net/net.h"
 
+sl_status sl_schedule_check(sl_schedule schedule, const char *fn)
+{
+    if (schedule.kind < SL_SCHEDULE_NONE || schedule.kind > SL_SCHEDULE_BUDGET)
+        return sl_fail(SL_ERR_INVALID_ARG, "%s: unknown schedule kind %d", fn, (int)schedule.kind);
+    if (schedule.kind == SL_SCHEDULE_SEGMENTS && schedule.segments < 1)
+        return sl_fail(SL_ERR_INVALID_ARG, "%s: segments must be >= 1, got %d", fn,
+                       schedule.segments);
+    return SL_OK;
+}
+
 static sl_status net_new(sl_context *ctx, int in_channels, sl_schedule schedule, const char *fn,
                          sl_net **out)
 {
@@ -20,11 +30,9 @@ static sl_status net_new(sl_context *ctx, int in_channels, sl_schedule schedule,
         return sl_fail(SL_ERR_INVALID_ARG, "%s: context is NULL", fn);
     if (in_channels < 1)
         return sl_fail(SL_ERR_INVALID_ARG, "%s: in_channels is %d, must be >= 1", fn, in_channels);
-    if (schedule.kind < SL_SCHEDULE_NONE || schedule.kind > SL_SCHEDULE_BUDGET)
-        return sl_fail(SL_ERR_INVALID_ARG, "%s: unknown schedule kind %d", fn, (int)schedule.kind);
-    if (schedule.kind == SL_SCHEDULE_SEGMENTS && schedule.segments < 1)
-        return sl_fail(SL_ERR_INVALID_ARG, "%s: segments must be >= 1, got %d", fn,
-                       schedule.segments);
+    sl_status st = sl_schedule_check(schedule, fn);
+    if (st != SL_OK)
+        return st;
     sl_net *net = sl_zalloc(sizeof *net, "a network");
     if (!net)
         return SL_ERR_NOMEM;
@@ -46,25 +54,14 @@ sl_status sl_sublinear(sl_context *ctx, int in_channels, sl_schedule schedule, s
     return net_new(ctx, in_channels, schedule, "sl_sublinear", out);
 }
 
-static void release_caches(sl_net *net)
-{
-    for (int m = 0; m < 2; m++) {
-        sl_run_cache *c = &net->cache[m];
-        sl_plan_release(&c->plan);
-        sl_program_release(&c->prog);
-        sl_segments_release(&c->seg);
-        sl_shapes_release(&c->sh);
-        c->valid = 0;
-    }
-}
-
 void sl_net_free(sl_net *net)
 {
     if (!net)
         return;
     if (net->comm && net->comm->detach)
         net->comm->detach(net->comm->user);
-    release_caches(net);
+    sl_run_cache_release(&net->cache[SL_MODE_TRAIN]);
+    sl_run_cache_release(&net->cache[SL_MODE_INFER]);
     const sl_backend *be = net->ctx->backend;
     be->free(be, net->arena);
     sl_graph_release(&net->graph);
@@ -214,9 +211,9 @@ static sl_status list_params(sl_net *net)
     net->n_params = n;
     size_t pf = 0, gf = 0;
     for (int i = 0; i < n; i++) {
-        pf += sl_align_up(net->params[i].spec->count * sizeof(float)) / sizeof(float);
+        pf += sl_stride_floats(net->params[i].spec->count);
         if (net->params[i].spec->trainable)
-            gf += sl_align_up(net->params[i].spec->count * sizeof(float)) / sizeof(float);
+            gf += sl_stride_floats(net->params[i].spec->count);
     }
     net->param_floats = pf;
     net->grad_floats = gf;
@@ -245,10 +242,10 @@ static sl_status allocate_params(sl_net *net)
         p->data = host + po;
         init_param(p, net->ctx->seed, (uint64_t)i);
         p->data = net->param_block + po;
-        po += sl_align_up(p->count * sizeof(float)) / sizeof(float);
+        po += sl_stride_floats(p->count);
     }
     if (!be->host_memory) {
-        sl_exec ex = {be, sl_context_threads(net->ctx)};
+        sl_exec ex = sl_net_exec(net);
         be->upload(&ex, net->param_block, host, bytes);
         sl_aligned_free(host);
         sl_status st = be->sync(&ex);
@@ -319,7 +316,7 @@ sl_status sl_net_restore_gradients(sl_net *net)
         sl_param_spec *p = net->params[i].spec;
         if (p->trainable) {
             p->grad = net->grad_block + go;
-            go += sl_align_up(p->count * sizeof(float)) / sizeof(float);
+            go += sl_stride_floats(p->count);
         }
     }
     return SL_OK;
@@ -395,7 +392,7 @@ static sl_status param_copy(sl_net *net, int index, float *dst, const float *src
         return sl_fail(SL_ERR_STATE, "%s: '%s' has no gradient (running statistic, or inference "
                                      "mode)", fn, net->params[index].name);
     const sl_backend *be = net->ctx->backend;
-    sl_exec ex = {be, sl_context_threads(net->ctx)};
+    sl_exec ex = sl_net_exec(net);
     if (dst)
         be->download(&ex, dst, dev, p->count * sizeof(float));
     else
@@ -437,7 +434,7 @@ sl_status sl_host_view_open(sl_net *net, sl_host_view *v)
         sl_host_view_close(net, v);
         return SL_ERR_NOMEM;
     }
-    sl_exec ex = {be, sl_context_threads(net->ctx)};
+    sl_exec ex = sl_net_exec(net);
     be->download(&ex, v->params, net->param_block, pb);
     if (ob)
         be->download(&ex, v->opt, net->opt_block, ob);
@@ -452,7 +449,7 @@ sl_status sl_host_view_commit(sl_net *net, const sl_host_view *v)
     const sl_backend *be = net->ctx->backend;
     if (!v->copies)
         return SL_OK;
-    sl_exec ex = {be, sl_context_threads(net->ctx)};
+    sl_exec ex = sl_net_exec(net);
     be->upload(&ex, net->param_block, v->params, net->param_floats * sizeof(float));
     if (v->opt && net->opt_block)
         be->upload(&ex, net->opt_block, v->opt, net->opt_floats * sizeof(float));

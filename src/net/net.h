@@ -76,6 +76,36 @@ struct sl_net {
     const sl_net_comm *comm; /* set while the network is in a communicator */
 };
 
+/* Checks a schedule's kind and arguments (fn names the public call). */
+sl_status sl_schedule_check(sl_schedule schedule, const char *fn);
+
+/* Releases a cached plan (and what it was built from); it is then invalid. */
+void sl_run_cache_release(sl_run_cache *c);
+
+/* SL_ERR_STATE naming fn when the network is in inference mode. */
+sl_status sl_net_check_training(const sl_net *net, const char *fn);
+
+/* The exec (backend instance, threads) a network's kernels run with. */
+sl_exec sl_net_exec(const sl_net *net);
+
+/* ---- the optimizer-state layout (optimizer.c), used by the update and
+ * by snapshots: per trainable parameter in order, `per` blocks of
+ * sl_stride_floats(count) floats each ---- */
+
+#define SL_OPT_STATE_MAX 2
+
+/* How many state blocks each trainable parameter has under these options
+ * (0, 1 or 2), with their names in names[] ("momentum_buffer";
+ * "exp_avg", "exp_avg_sq") as snapshots and PyTorch call them. */
+int sl_optimizer_state_blocks(const sl_optimizer_options *o, const char *names[SL_OPT_STATE_MAX]);
+
+/* Called for every trainable parameter in order with its state blocks
+ * (blocks[k] for k < per; the others NULL). */
+typedef void (*sl_opt_state_visit)(void *user, int param, int per, float *const *blocks);
+
+/* Visits the state of the network's optimizer (net->opt, net->opt_block). */
+void sl_net_visit_optimizer_state(sl_net *net, sl_opt_state_visit visit, void *user);
+
 /* Lists parameters (names, sizes) and builds the graph, once; layers can
  * no longer be added. Allocates no parameter memory (planning needs none). */
 sl_status sl_net_finalize(sl_net *net);

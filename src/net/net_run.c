@@ -22,7 +22,7 @@ static sl_status check_input(const sl_net *net, sl_shape s, const char *fn)
     return SL_OK;
 }
 
-static void cache_release(sl_run_cache *c)
+void sl_run_cache_release(sl_run_cache *c)
 {
     sl_plan_release(&c->plan);
     sl_program_release(&c->prog);
@@ -86,10 +86,10 @@ sl_status sl_net_prepare(sl_net *net, sl_shape input, sl_mode mode, int input_gr
     if (st == SL_OK)
         st = sl_plan_build(&net->graph, &fresh.prog, !net->no_reuse, &fresh.plan);
     if (st != SL_OK) {
-        cache_release(&fresh);
+        sl_run_cache_release(&fresh);
         return st;
     }
-    cache_release(c);
+    sl_run_cache_release(c);
     *c = fresh;
     c->valid = 1;
     *out = c;
@@ -113,7 +113,7 @@ static sl_status ensure_arena(sl_net *net, size_t bytes)
     return SL_OK;
 }
 
-static sl_exec make_exec(const sl_net *net)
+sl_exec sl_net_exec(const sl_net *net)
 {
     sl_exec ex = {net->ctx->backend, sl_context_threads(net->ctx)};
     return ex;
@@ -161,18 +161,23 @@ static sl_status run(sl_net *net, const float *x, sl_shape shape, sl_mode mode, 
         st = comm->agree(comm->user, st, st == SL_OK ? c : NULL, fn);
     if (st != SL_OK)
         return st;
-    sl_exec ex = make_exec(net);
+    sl_exec ex = sl_net_exec(net);
     io->input = x;
     io->poison = net->debug_poison;
     if (comm) {
         io->after_step = comm->after_step;
         io->after_step_user = comm->user;
     }
+    net->ctx->callback_status = SL_OK;
     sl_execute(&net->graph, &c->sh, &c->prog, &c->plan, net->arena, net->ctx, &ex, io);
+    /* A failing custom layer's rank still ran every step, so its
+     * communication matches the other ranks'. */
     st = comm && comm->finish ? comm->finish(comm->user) : SL_OK;
     sl_status synced = ex.be->sync(&ex);
     if (st == SL_OK)
         st = synced;
+    if (net->ctx->callback_status != SL_OK) /* a custom layer's own report comes first */
+        st = sl_fail(net->ctx->callback_status, "%s: %s", fn, net->ctx->callback_error);
     if (st != SL_OK)
         return st;
     c->arena_touched = io->arena_touched;
@@ -195,7 +200,7 @@ sl_status sl_net_predict(sl_net *net, const float *x, sl_shape shape, float *log
     return run(net, x, shape, SL_MODE_INFER, SL_OK, &io, NULL, "sl_net_predict");
 }
 
-static sl_status check_training(const sl_net *net, const char *fn)
+sl_status sl_net_check_training(const sl_net *net, const char *fn)
 {
     if (net && net->mode == SL_MODE_INFER)
         return sl_fail(SL_ERR_STATE, "%s: the network is in inference mode (gradients freed); "
@@ -206,7 +211,7 @@ static sl_status check_training(const sl_net *net, const char *fn)
 sl_status sl_net_compute_gradients(sl_net *net, const float *x, sl_shape shape, const int *labels,
                                    sl_step_result *result)
 {
-    sl_status pre = check_training(net, "sl_net_compute_gradients");
+    sl_status pre = sl_net_check_training(net, "sl_net_compute_gradients");
     if (pre == SL_OK && !labels)
         pre = sl_fail(SL_ERR_INVALID_ARG, "sl_net_compute_gradients: labels is NULL");
     sl_run_io io;
@@ -218,7 +223,7 @@ sl_status sl_net_compute_gradients(sl_net *net, const float *x, sl_shape shape, 
 sl_status sl_net_forward_backward(sl_net *net, const float *x, sl_shape shape, const float *dy,
                                   float *output, float *dx)
 {
-    sl_status pre = check_training(net, "sl_net_forward_backward");
+    sl_status pre = sl_net_check_training(net, "sl_net_forward_backward");
     if (pre == SL_OK && !dy)
         pre = sl_fail(SL_ERR_INVALID_ARG, "sl_net_forward_backward: dy is NULL");
     sl_run_io io;
@@ -253,7 +258,7 @@ sl_status sl_net_set_bn_momentum_rescale(sl_net *net, int enabled)
     if (!net)
         return sl_fail(SL_ERR_INVALID_ARG, "sl_net_set_bn_momentum_rescale: network is NULL");
     net->bn_rescale = enabled != 0;
-    cache_release(&net->cache[SL_MODE_TRAIN]);
+    sl_run_cache_release(&net->cache[SL_MODE_TRAIN]);
     return SL_OK;
 }
 
@@ -276,146 +281,13 @@ sl_status sl_net_set_schedule(sl_net *net, sl_schedule schedule)
 {
     if (!net)
         return sl_fail(SL_ERR_INVALID_ARG, "sl_net_set_schedule: network is NULL");
-    if (schedule.kind < SL_SCHEDULE_NONE || schedule.kind > SL_SCHEDULE_BUDGET)
-        return sl_fail(SL_ERR_INVALID_ARG, "sl_net_set_schedule: unknown schedule kind %d",
-                       (int)schedule.kind);
-    if (schedule.kind == SL_SCHEDULE_SEGMENTS && schedule.segments < 1)
-        return sl_fail(SL_ERR_INVALID_ARG, "sl_net_set_schedule: segments must be >= 1, got %d",
-                       schedule.segments);
+    sl_status st = sl_schedule_check(schedule, "sl_net_set_schedule");
+    if (st != SL_OK)
+        return st;
     net->schedule = schedule;
-    cache_release(&net->cache[SL_MODE_TRAIN]);
+    sl_run_cache_release(&net->cache[SL_MODE_TRAIN]);
     return SL_OK;
 }
-
-/* ---- optimizer ---- */
-
-sl_optimizer_options sl_sgd(float lr, float momentum, float weight_decay, int nesterov)
-{
-    sl_optimizer_options o = {SL_OPT_SGD, lr, momentum, nesterov, weight_decay, 0.9f, 0.999f, 1e-8f};
-    return o;
-}
-
-sl_optimizer_options sl_adam(float lr, float beta1, float beta2, float eps, float weight_decay)
-{
-    sl_optimizer_options o = {SL_OPT_ADAM, lr, 0.0f, 0, weight_decay, beta1, beta2, eps};
-    return o;
-}
-
-static sl_status check_optimizer(const sl_optimizer_options *o)
-{
-    if (o->kind != SL_OPT_SGD && o->kind != SL_OPT_ADAM)
-        return sl_fail(SL_ERR_INVALID_ARG, "sl_net_set_optimizer: unknown optimizer kind %d",
-                       (int)o->kind);
-    if (!(o->lr >= 0.0f) || !(o->weight_decay >= 0.0f) || !isfinite(o->lr))
-        return sl_fail(SL_ERR_INVALID_ARG,
-                       "sl_net_set_optimizer: lr %g and weight_decay %g must be finite and >= 0",
-                       o->lr, o->weight_decay);
-    if (o->kind == SL_OPT_SGD && (!(o->momentum >= 0.0f) || (o->nesterov && o->momentum == 0.0f)))
-        return sl_fail(SL_ERR_INVALID_ARG,
-                       "sl_net_set_optimizer: momentum %g must be >= 0 (and > 0 for Nesterov)",
-                       o->momentum);
-    if (o->kind == SL_OPT_ADAM &&
-        !(o->beta1 >= 0.0f && o->beta1 < 1.0f && o->beta2 >= 0.0f && o->beta2 < 1.0f && o->eps > 0.0f))
-        return sl_fail(SL_ERR_INVALID_ARG,
-                       "sl_net_set_optimizer: Adam needs betas in [0, 1) and eps > 0 (got %g, %g, %g)",
-                       o->beta1, o->beta2, o->eps);
-    return SL_OK;
-}
-
-/* Floats of optimizer state per parameter float. */
-static int state_per_float(const sl_optimizer_options *o)
-{
-    if (o->kind == SL_OPT_ADAM)
-        return 2;
-    return o->momentum != 0.0f ? 1 : 0;
-}
-
-sl_status sl_net_set_optimizer(sl_net *net, const sl_optimizer_options *opts)
-{
-    if (!net || !opts)
-        return sl_fail(SL_ERR_INVALID_ARG, "sl_net_set_optimizer: network or options are NULL");
-    sl_status st = check_optimizer(opts);
-    if (st == SL_OK)
-        st = sl_net_finalize(net);
-    if (st != SL_OK)
-        return st;
-    size_t floats = net->grad_floats * (size_t)state_per_float(opts);
-    float *state = NULL;
-    const sl_backend *be = net->ctx->backend;
-    if (floats) {
-        state = be->alloc(be, floats * sizeof(float), "optimizer state");
-        if (!state)
-            return SL_ERR_NOMEM;
-    }
-    be->free(be, net->opt_block);
-    net->opt_block = state;
-    net->opt_floats = floats;
-    net->opt = *opts;
-    net->has_optimizer = 1;
-    /* Budget schedules count optimizer state: plan again. */
-    cache_release(&net->cache[SL_MODE_TRAIN]);
-    net->steps = 0;
-    return SL_OK;
-}
-
-sl_status sl_net_set_lr(sl_net *net, float lr)
-{
-    if (!net)
-        return sl_fail(SL_ERR_INVALID_ARG, "sl_net_set_lr: network is NULL");
-    if (!net->has_optimizer)
-        return sl_fail(SL_ERR_STATE, "sl_net_set_lr: no optimizer set (call sl_net_set_optimizer)");
-    if (!(lr >= 0.0f) || !isfinite(lr))
-        return sl_fail(SL_ERR_INVALID_ARG, "sl_net_set_lr: lr %g must be finite and >= 0", lr);
-    net->opt.lr = lr;
-    return SL_OK;
-}
-
-sl_status sl_net_update(sl_net *net)
-{
-    if (!net)
-        return sl_fail(SL_ERR_INVALID_ARG, "sl_net_update: network is NULL");
-    if (!net->has_optimizer)
-        return sl_fail(SL_ERR_STATE, "sl_net_update: no optimizer set (call sl_net_set_optimizer)");
-    if (check_training(net, "sl_net_update") != SL_OK)
-        return SL_ERR_STATE;
-    if (!net->has_grads)
-        return sl_fail(SL_ERR_STATE, "sl_net_update: no gradients (call sl_net_compute_gradients)");
-    sl_exec ex = make_exec(net);
-    const sl_optimizer_options *o = &net->opt;
-    int per = state_per_float(o);
-    size_t so = 0;
-    int64_t step = net->steps + 1;
-    for (int i = 0; i < net->n_params; i++) {
-        sl_param_spec *p = net->params[i].spec;
-        if (!p->trainable)
-            continue;
-        size_t stride = sl_align_up(p->count * sizeof(float)) / sizeof(float);
-        float *s0 = per ? net->opt_block + so : NULL;
-        if (o->kind == SL_OPT_SGD)
-            ex.be->sgd_update(&ex, p->count, p->data, p->grad, s0, o->lr, o->momentum,
-                              o->weight_decay, o->nesterov, net->steps == 0);
-        else
-            ex.be->adam_update(&ex, p->count, p->data, p->grad, s0, s0 + stride, o->lr, o->beta1,
-                               o->beta2, o->eps, o->weight_decay, step);
-        so += stride * (size_t)per;
-    }
-    sl_status st = ex.be->sync(&ex);
-    if (st != SL_OK)
-        return st;
-    net->steps = step;
-    return SL_OK;
-}
-
-sl_status sl_net_train_step(sl_net *net, const float *x, sl_shape shape, const int *labels,
-                            sl_step_result *result)
-{
-    if (net && !net->has_optimizer)
-        return sl_fail(SL_ERR_STATE, "sl_net_train_step: no optimizer set (call sl_net_set_optimizer)");
-    sl_status st = sl_net_compute_gradients(net, x, shape, labels, result);
-    return st == SL_OK ? sl_net_update(net) : st;
-}
-
-int64_t sl_net_step_count(const sl_net *net) { return net ? net->steps : 0; }
 
 /* ---- memory report ---- */
 
@@ -429,7 +301,12 @@ sl_status sl_net_plan_for(sl_net *net, sl_shape input, sl_mode mode, const void 
     sl_status st = check_input(net, input, fn);
     if (st != SL_OK)
         return st;
-    return sl_net_prepare(net, input, mode, 0, cache);
+    /* The plan the last run used, when it was for this shape (with or
+     * without the input's gradient): its measured bytes stay valid and
+     * the next run need not plan again. */
+    const sl_run_cache *c = &net->cache[mode];
+    int input_grad = c->valid && sl_shape_equal(c->shape, input) ? c->input_grad : 0;
+    return sl_net_prepare(net, input, mode, input_grad, cache);
 }
 
 sl_status sl_net_memory_report(sl_net *net, sl_shape input, sl_mode mode, sl_memory_report *out)
@@ -494,8 +371,8 @@ sl_status sl_net_set_memory_reuse(sl_net *net, int enabled)
     if (!net)
         return sl_fail(SL_ERR_INVALID_ARG, "sl_net_set_memory_reuse: network is NULL");
     net->no_reuse = !enabled;
-    cache_release(&net->cache[SL_MODE_TRAIN]);
-    cache_release(&net->cache[SL_MODE_INFER]);
+    sl_run_cache_release(&net->cache[SL_MODE_TRAIN]);
+    sl_run_cache_release(&net->cache[SL_MODE_INFER]);
     return SL_OK;
 }
 

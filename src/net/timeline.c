@@ -54,15 +54,11 @@ sl_status sl_net_memory_timeline(sl_net *net, sl_shape input, sl_mode mode, sl_m
         sl_memory_timeline_free(&t);
         return sl_fail(SL_ERR_NOMEM, "out of memory building a memory timeline");
     }
-    for (int v = 0; v < p->n_values; v++) {
-        if (pl->alias[v] != v || p->values[v].external || pl->first[v] < 0)
-            continue;
-        uint64_t *series = p->values[v].kind == SL_VALUE_OUTPUT ? t.outputs
-                           : p->values[v].kind == SL_VALUE_GRAD ? t.grad_inputs
-                                                                 : t.buffers;
-        int last = pl->last[v] < t.steps ? pl->last[v] : t.steps - 1;
-        for (int s = pl->first[v]; s <= last; s++)
-            series[s] += sl_align_up(p->values[v].bytes);
+    for (int s = 0; s < t.steps; s++) {
+        const size_t *live = pl->step_live + (size_t)s * SL_VALUE_KIND_COUNT;
+        t.outputs[s] = live[SL_VALUE_OUTPUT];
+        t.grad_inputs[s] = live[SL_VALUE_GRAD];
+        t.buffers[s] = live[SL_VALUE_SAVED] + live[SL_VALUE_WORKSPACE];
     }
     for (int s = 0; s < t.steps; s++) {
         const sl_step *st_ = &p->steps[s];
