@@ -11,11 +11,12 @@
  * NCCL communicator is aborted (ncclCommAbort), so no rank hangs.
  */
 #define _POSIX_C_SOURCE 200809L
+#include <cuda_runtime.h>
 #include <nccl.h>
 #include <stdlib.h>
 #include <time.h>
 
-#include "cuda/cuda_common.h"
+#include "cuda/cuda_backend.h"
 #include "dist/dist.h"
 
 struct sl_nccl {
@@ -42,7 +43,7 @@ sl_status sl_nccl_create(sl_dist *d, struct sl_nccl **out)
     struct sl_nccl *n = sl_zalloc(sizeof *n, "an NCCL communicator");
     if (!n)
         return SL_ERR_NOMEM;
-    n->compute = sl_cuda_of(d->net->ctx->backend)->stream;
+    n->compute = (cudaStream_t)sl_cuda_backend_stream(d->net->ctx->backend);
     cudaError_t e = cudaStreamCreateWithFlags(&n->stream, cudaStreamNonBlocking);
     if (e == cudaSuccess)
         e = cudaEventCreateWithFlags(&n->ready, cudaEventDisableTiming);
