@@ -11,7 +11,7 @@
 # The library is static by default (BUILD_SHARED_LIBS=ON builds it shared).
 # A static libsublinear.a does not carry its dependencies, so both package
 # files name them: the CMake package finds BLAS (OpenBLAS), OpenMP, cJSON
-# (and CUDA where built with it) with find_dependency, and sublinear.pc lists
+# (and CUDA, MPI where built with them) with find_dependency, and sublinear.pc lists
 # them in Requires.private / Libs.private (`pkg-config --static --libs`).
 # A static library built with the CUDA backend holds it: a program that
 # links it needs cudart, cuBLAS, cuDNN and the C++ runtime even if it only
@@ -98,6 +98,12 @@ set(SL_PC_PRIVATE_LIBS ${BLAS_LIBRARIES} ${OpenMP_C_FLAGS})
 set(SL_PC_REQUIRES_PRIVATE "libcjson")
 if(SL_HAVE_CUDA)
   list(APPEND SL_PC_PRIVATE_LIBS ${CUDA_cudart_LIBRARY} ${CUDA_cublas_LIBRARY} ${CUDNN_LIB} -lstdc++)
+endif()
+if(SL_HAVE_NCCL)
+  list(APPEND SL_PC_PRIVATE_LIBS ${NCCL_LIB})
+endif()
+if(SL_HAVE_MPI)
+  list(APPEND SL_PC_PRIVATE_LIBS ${MPI_C_LIBRARIES})
 endif()
 if(SL_SANITIZE)
   list(APPEND SL_PC_PRIVATE_LIBS -fsanitize=address,undefined)

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Installs the Debian packages the build, the tests and the PyTorch
-# comparisons need (run as root, or with sudo available).
+# Installs the Debian packages the build, the tests (Open MPI for the
+# data-parallel ones) and the PyTorch comparisons need (run as root, or
+# with sudo available).
 set -euo pipefail
 SUDO=""
 [ "$(id -u)" = 0 ] || SUDO=sudo
@@ -9,4 +10,4 @@ $SUDO apt-get update -q
 $SUDO apt-get install -y -q --no-install-recommends \
   build-essential cmake pkg-config check libopenblas-dev libcjson-dev \
   python3 python3-torch python3-numpy graphviz libxml2-utils \
-  clang libclang-rt-14-dev libomp-dev
+  clang libclang-rt-14-dev libomp-dev libopenmpi-dev openmpi-bin

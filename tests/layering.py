@@ -17,7 +17,7 @@ LEVELS = [
     ["checkpoint"],    # schedules, budget search, program, plan, executor
     ["cpu", "cuda"],   # backend instances
     ["net"],           # the network object, optimizer, reports, pictures
-    ["io", "data"],    # safetensors files, snapshots, datasets
+    ["io", "data", "dist"],  # safetensors files, snapshots, datasets; data-parallel training
     ["models"],        # model builders
 ]
 

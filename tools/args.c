@@ -28,7 +28,7 @@ typedef enum opt_id {
     OPT_MODEL, OPT_STEPS, OPT_BATCH, OPT_RES, OPT_CLASSES, OPT_THREADS, OPT_EVAL, OPT_SEED,
     OPT_LR, OPT_SCHEDULE, OPT_SCHEDULES, OPT_OUTPUT, OPT_OPTIMIZER, OPT_MODE, OPT_NO_REUSE,
     OPT_JSON, OPT_DATASET, OPT_DATA, OPT_SAVE_MODEL, OPT_SNAPSHOT, OPT_SNAPSHOT_EVERY,
-    OPT_RESUME, OPT_LOG_EVERY, OPT_QUIET, OPT_BN_RESCALE, OPT_DEVICE,
+    OPT_RESUME, OPT_LOG_EVERY, OPT_QUIET, OPT_BN_RESCALE, OPT_DEVICE, OPT_DISTRIBUTED,
 } opt_id;
 
 typedef struct opt_spec {
@@ -66,6 +66,7 @@ static const opt_spec g_opts[] = {
     {"--quiet", OPT_QUIET, CLI_TRAIN, 0},
     {"--bn-rescale", OPT_BN_RESCALE, CLI_TRAIN, 0},
     {"--device", OPT_DEVICE, CLI_TRAIN, 1},
+    {"--distributed", OPT_DISTRIBUTED, CLI_TRAIN, 0},
 };
 
 static const char *command_name(cli_command cmd)
@@ -110,6 +111,11 @@ static const char g_train_help[] =
     "  --device cpu|cuda     where kernels run (cpu); cuda needs a build with the\n"
     "                        CUDA toolkit and cuDNN, and a GPU\n"
     "  --threads N           CPU threads, 0 = all cores (0)\n"
+    "  --distributed         data-parallel over the ranks of `mpirun -np N sublinear\n"
+    "                        train ...` (MPI on the CPU, NCCL on CUDA: one GPU per\n"
+    "                        rank): --batch images per rank, rank r reading every\n"
+    "                        N-th sample of the training order from r; rank 0 prints\n"
+    "                        and writes the files; images/s are over all ranks\n"
     "  --eval N              held-out samples to measure accuracy on (1000)\n"
     "  --log-every N         progress every N steps (10)\n"
     "  --quiet               no progress bar\n"
@@ -337,6 +343,7 @@ static int set_option(cli_options *o, opt_id id, const char *v)
     case OPT_NO_REUSE: o->no_reuse = 1; return 0;
     case OPT_QUIET: o->quiet = 1; return 0;
     case OPT_BN_RESCALE: o->bn_rescale = 1; return 0;
+    case OPT_DISTRIBUTED: o->distributed = 1; return 0;
     case OPT_DEVICE:
         o->device = strcmp(v, "cuda") == 0 ? SL_DEVICE_CUDA : SL_DEVICE_CPU;
         return strcmp(v, "cpu") && strcmp(v, "cuda") ? -1 : 0;

@@ -9,7 +9,11 @@
  * Step s of a run always trains on samples s*batch .. s*batch+batch-1 of
  * the (seeded) training order and at the learning rate of step s, so a
  * run resumed from a snapshot ends with the parameters of a run that never
- * stopped.
+ * stopped. With --distributed (under mpirun) each of N ranks takes batch
+ * samples per step, rank r the stream positions (s*batch+b)*N + r
+ * (DistributedSampler's rule: every N-th sample from r), so one step of N
+ * ranks sees the samples of one single-process step of batch N*batch;
+ * rank 0 prints and writes files.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
@@ -27,6 +31,8 @@ typedef struct train_run {
     cli_data data;
     sl_context *ctx;
     sl_net *net;
+    sl_dist *dist; /* --distributed */
+    int rank, ranks;
     sl_shape shape;
     float *x, *logits;
     int *labels;
@@ -78,6 +84,10 @@ static int setup(train_run *r)
     }
     if (o->resume && sl_load_snapshot(r->net, o->resume) != SL_OK)
         return cli_fail("resuming from the snapshot");
+    if (o->distributed && sl_dist_join(r->net, NULL, &r->dist) != SL_OK)
+        return cli_fail("joining the ranks (--distributed)");
+    r->rank = sl_dist_rank(r->dist);
+    r->ranks = sl_dist_size(r->dist);
     r->first_step = sl_net_step_count(r->net);
     if (sl_net_memory_report(r->net, r->shape, SL_MODE_TRAIN, &r->planned) != SL_OK)
         return cli_fail("planning");
@@ -94,6 +104,9 @@ static void print_header(const train_run *r)
     printf("training %s on %s (%d classes, %dx%d), batch %d, schedule %s, %s lr %g, %s\n",
            o->model, r->data.name, o->classes, o->res, o->res, o->batch, o->schedule_text,
            o->optimizer, (double)o->lr, o->device == SL_DEVICE_CUDA ? "CUDA" : "CPU");
+    if (r->dist)
+        printf("data-parallel over %d ranks: batch %d per rank, %d per step\n", r->ranks,
+               o->batch, o->batch * r->ranks);
     if (r->first_step)
         printf("resumed from %s at step %lld\n", o->resume, (long long)r->first_step);
     printf("planned activation memory %.2f MiB (keep-everything %.2f MiB), recompute %.1f%% of "
@@ -119,18 +132,41 @@ static void print_progress(const train_run *r, int64_t step, double acc, double 
     fflush(stdout);
 }
 
+/* The batch of this rank at a step (see the top of the file). */
+static sl_status fetch_batch(train_run *r, int64_t step)
+{
+    int n = r->o->batch;
+    if (r->ranks == 1)
+        return cli_data_batch(&r->data, SL_SPLIT_TRAIN, step * n, n, r->x, r->labels);
+    size_t image = (size_t)3 * r->o->res * r->o->res;
+    for (int b = 0; b < n; b++) {
+        int64_t at = (step * n + b) * r->ranks + r->rank;
+        sl_status st = cli_data_batch(&r->data, SL_SPLIT_TRAIN, at, 1, r->x + b * image,
+                                      r->labels + b);
+        if (st != SL_OK)
+            return st;
+    }
+    return SL_OK;
+}
+
+/* Sums over the ranks (a no-op for one process). */
+static int sum_over_ranks(train_run *r, double *v, int n)
+{
+    if (r->dist && sl_dist_sum(r->dist, v, n) != SL_OK)
+        return cli_fail("summing over the ranks");
+    return 0;
+}
+
 static int train_loop(train_run *r)
 {
     cli_options *o = r->o;
     double t0 = now_seconds();
     int64_t window_correct = 0, window_seen = 0;
     uint64_t mem = 0;
-    int show = !o->json && !o->quiet;
+    int show = !o->json && !o->quiet && r->rank == 0;
     for (int64_t step = r->first_step; step < o->steps; step++) {
         sl_step_result res;
-        if (sl_net_set_lr(r->net, lr_at(o, step)) != SL_OK ||
-            cli_data_batch(&r->data, SL_SPLIT_TRAIN, step * o->batch, o->batch, r->x,
-                           r->labels) != SL_OK)
+        if (sl_net_set_lr(r->net, lr_at(o, step)) != SL_OK || fetch_batch(r, step) != SL_OK)
             return cli_fail("preparing a step");
         if (sl_net_train_step(r->net, r->x, r->shape, r->labels, &res) != SL_OK)
             return cli_fail("training");
@@ -147,16 +183,25 @@ static int train_loop(train_run *r)
         window_correct += res.correct;
         window_seen += o->batch;
         if (o->snapshot_every && (step + 1) % o->snapshot_every == 0 &&
-            sl_save_snapshot(r->net, o->snapshot) != SL_OK)
+            (r->dist ? sl_dist_save_snapshot(r->dist, o->snapshot)
+                     : sl_save_snapshot(r->net, o->snapshot)) != SL_OK)
             return cli_fail("saving the snapshot");
-        if (show && ((step + 1) % o->log_every == 0 || step + 1 == o->steps)) {
-            double dt = now_seconds() - t0;
-            print_progress(r, step + 1, (double)window_correct / (double)window_seen,
-                           (double)r->steps_run * o->batch / dt, mem);
+        if ((step + 1) % o->log_every == 0 || step + 1 == o->steps) {
+            double dt = now_seconds() - t0, window[2] = {(double)window_correct, (double)window_seen};
+            if (sum_over_ranks(r, window, 2))
+                return CLI_EXIT_FAIL;
+            if (show)
+                print_progress(r, step + 1, window[0] / window[1],
+                               (double)r->steps_run * o->batch * r->ranks / dt, mem);
             window_correct = window_seen = 0;
         }
     }
     r->seconds = now_seconds() - t0;
+    double totals[2] = {(double)r->correct, (double)r->seen};
+    if (sum_over_ranks(r, totals, 2))
+        return CLI_EXIT_FAIL;
+    r->correct = (int64_t)totals[0];
+    r->seen = (int64_t)totals[1];
     if (show && r->tty && r->steps_run)
         printf("\n");
     return 0;
@@ -167,7 +212,8 @@ static int evaluate(train_run *r)
     const cli_options *o = r->o;
     int64_t samples = o->eval_samples;
     r->test_accuracy = -1;
-    if (!cli_data_has(&r->data, SL_SPLIT_TEST) || samples == 0)
+    /* Every rank holds the same network: rank 0 alone measures. */
+    if (!cli_data_has(&r->data, SL_SPLIT_TEST) || samples == 0 || r->rank != 0)
         return 0;
     if (!r->data.synthetic && samples > r->data.split[SL_SPLIT_TEST].count)
         samples = r->data.split[SL_SPLIT_TEST].count;
@@ -192,9 +238,12 @@ static int evaluate(train_run *r)
 
 static int save(const train_run *r)
 {
-    if (r->o->save_model && sl_save_model(r->net, r->o->save_model) != SL_OK)
+    const char *model = r->o->save_model, *snapshot = r->o->snapshot;
+    if (model &&
+        (r->dist ? sl_dist_save_model(r->dist, model) : sl_save_model(r->net, model)) != SL_OK)
         return cli_fail("saving the model");
-    if (r->o->snapshot && sl_save_snapshot(r->net, r->o->snapshot) != SL_OK)
+    if (snapshot && (r->dist ? sl_dist_save_snapshot(r->dist, snapshot)
+                             : sl_save_snapshot(r->net, snapshot)) != SL_OK)
         return cli_fail("saving the snapshot");
     return 0;
 }
@@ -221,9 +270,9 @@ static void print_json(const train_run *r, const sl_memory_report *m)
     printf(",\"dataset\":\"%s\",\"device\":\"%s\",\"schedule\":", r->data.name,
            o->device == SL_DEVICE_CUDA ? "cuda" : "cpu");
     cli_json_string(stdout, o->schedule_text);
-    printf(",\"batch\":%d,\"res\":%d,\"classes\":%d,\"steps\":%d,\"first_step\":%lld,"
-           "\"steps_run\":%d,\"loss\":", o->batch, o->res, o->classes, o->steps,
-           (long long)r->first_step, r->steps_run);
+    printf(",\"batch\":%d,\"ranks\":%d,\"res\":%d,\"classes\":%d,\"steps\":%d,"
+           "\"first_step\":%lld,\"steps_run\":%d,\"loss\":", o->batch, r->ranks, o->res,
+           o->classes, o->steps, (long long)r->first_step, r->steps_run);
     json_number(ran ? r->loss_avg : NAN);
     printf(",\"first_loss\":");
     json_number(ran ? r->first_loss : NAN);
@@ -234,7 +283,7 @@ static void print_json(const train_run *r, const sl_memory_report *m)
     printf(",\"test_accuracy\":");
     json_number(r->test_accuracy >= 0 ? r->test_accuracy : NAN);
     printf(",\"eval_samples\":%d,\"images_per_second\":", r->test_accuracy >= 0 ? o->eval_samples : 0);
-    json_number(ran ? (double)r->steps_run * o->batch / r->seconds : NAN);
+    json_number(ran ? (double)r->steps_run * o->batch * r->ranks / r->seconds : NAN);
     printf(",\"seconds\":");
     json_number(r->seconds);
     printf(",\"memory\":");
@@ -256,7 +305,7 @@ static void print_summary(const train_run *r, const sl_memory_report *m)
     const cli_options *o = r->o;
     if (r->steps_run)
         printf("done: %d steps in %.1f s, %.1f images/s, train accuracy %.1f%%\n", r->steps_run,
-               r->seconds, (double)r->steps_run * o->batch / r->seconds,
+               r->seconds, (double)r->steps_run * o->batch * r->ranks / r->seconds,
                100.0 * (double)r->correct / (double)r->seen);
     else
         printf("nothing to train: the snapshot is at step %lld of %d\n", (long long)r->first_step,
@@ -289,9 +338,10 @@ int cli_cmd_train(cli_options *o)
     train_run r;
     memset(&r, 0, sizeof r);
     r.o = o;
+    r.ranks = 1;
     r.tty = isatty(STDOUT_FILENO);
     int rc = setup(&r);
-    if (!rc && !o->json)
+    if (!rc && !o->json && r.rank == 0)
         print_header(&r);
     if (!rc)
         rc = train_loop(&r);
@@ -302,13 +352,14 @@ int cli_cmd_train(cli_options *o)
     sl_memory_report measured = r.planned;
     if (!rc && sl_net_memory_report(r.net, r.shape, SL_MODE_TRAIN, &measured) != SL_OK)
         rc = cli_fail("reporting memory");
-    if (!rc && o->json)
+    if (!rc && o->json && r.rank == 0)
         print_json(&r, &measured);
-    else if (!rc)
+    else if (!rc && r.rank == 0)
         print_summary(&r, &measured);
     free(r.x);
     free(r.labels);
     free(r.logits);
+    sl_dist_free(r.dist);
     sl_net_free(r.net);
     sl_context_free(r.ctx);
     cli_data_free(&r.data);

@@ -62,6 +62,8 @@ void cli_print_report(FILE *f, const sl_memory_report *r)
     fprintf(f, "  parameters    %10.2f MiB\n", cli_mib(r->params));
     fprintf(f, "  param grads   %10.2f MiB\n", cli_mib(r->param_grads));
     fprintf(f, "  optimizer     %10.2f MiB\n", cli_mib(r->optimizer));
+    if (r->communication)
+        fprintf(f, "  communication %10.2f MiB\n", cli_mib(r->communication));
     fprintf(f, "  total         %10.2f MiB\n", cli_mib(r->total));
     if (r->arena_measured)
         fprintf(f, "  measured: arena high-water %.2f MiB, total %.2f MiB\n",

@@ -131,6 +131,8 @@ void sl_execute(const sl_graph *g, const sl_shapes *sh, const sl_program *p, con
         }
         if (poison)
             poison_dead(p, pl, arena, s);
+        if (io->after_step)
+            io->after_step(io->after_step_user, s);
     }
     if (io->logits_out && p->mode == SL_MODE_INFER)
         ex->be->download(ex, io->logits_out, ptr(&r, p->logits), p->values[p->logits].bytes);

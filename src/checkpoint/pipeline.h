@@ -128,6 +128,11 @@ typedef struct sl_run_io {
     int correct;
     int poison;         /* debug: NaN-fill storage as soon as it dies */
     size_t arena_touched; /* high-water mark of arena bytes the run used */
+    /* Called after each program step's kernels are queued (may be NULL):
+     * gradient communication (src/dist) starts reducing the gradients
+     * backward has finished while the rest of the program runs. */
+    void (*after_step)(void *user, int step);
+    void *after_step_user;
 } sl_run_io;
 
 /* Runs program p planned by pl with the arena `arena` (pl->arena_bytes).

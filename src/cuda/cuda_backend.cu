@@ -219,6 +219,11 @@ static void fill_table(sl_backend *b)
     b->adam_update = sl_cuda_adam_update;
 }
 
+extern "C" void *sl_cuda_backend_stream(const sl_backend *be)
+{
+    return (void *)sl_cuda_of(be)->stream;
+}
+
 extern "C" sl_status sl_cuda_backend_create(int deterministic, sl_backend **out)
 {
     sl_cuda_state *s;

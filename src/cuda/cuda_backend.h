@@ -18,6 +18,11 @@ extern "C" {
  * device can be used; free with sl_backend_destroy. */
 sl_status sl_cuda_backend_create(int deterministic, sl_backend **out);
 
+/* The instance's CUDA stream (a cudaStream_t), for work queued from other
+ * folders that must be ordered with its kernels (data-parallel NCCL
+ * reductions, src/dist). NULL in a build without CUDA. */
+void *sl_cuda_backend_stream(const sl_backend *be);
+
 #ifdef __cplusplus
 }
 #endif

@@ -58,6 +58,8 @@ void sl_net_free(sl_net *net)
 {
     if (!net)
         return;
+    if (net->comm && net->comm->detach)
+        net->comm->detach(net->comm->user);
     sl_run_cache_release(&net->cache[SL_MODE_TRAIN]);
     sl_run_cache_release(&net->cache[SL_MODE_INFER]);
     const sl_backend *be = net->ctx->backend;

@@ -19,6 +19,27 @@ typedef struct sl_run_cache {
     sl_plan plan;
 } sl_run_cache;
 
+/* How a network that joined a communicator (src/dist) takes part in its
+ * training runs. The network calls these without knowing what is behind
+ * them; NULL members are skipped. */
+typedef struct sl_net_comm {
+    void *user;
+    /* Before a training run's kernels: `local` is this rank's status so far
+     * (its own checks, planning, the arena) and c the plan about to run
+     * (NULL when local is an error). Returns SL_OK when every rank may run
+     * this step, else an error (on the rank that failed, its own status
+     * and message). */
+    sl_status (*agree)(void *user, sl_status local, const sl_run_cache *c, const char *fn);
+    /* sl_run_io.after_step of the training run. */
+    void (*after_step)(void *user, int step);
+    /* After the run's kernels were queued: completes the communication
+     * (averaged gradients, identical running statistics on every rank). */
+    sl_status (*finish)(void *user);
+    /* sl_net_free of the network: the communicator forgets it. */
+    void (*detach)(void *user);
+    uint64_t bytes; /* held for communication (the memory report) */
+} sl_net_comm;
+
 typedef struct sl_net_entry {
     char name[SL_NAME_MAX];
     sl_param_spec *spec; /* inside its layer */
@@ -52,6 +73,7 @@ struct sl_net {
     sl_mode mode;     /* SL_MODE_INFER: gradients freed */
     char *arena;
     size_t arena_capacity;
+    const sl_net_comm *comm; /* set while the network is in a communicator */
 };
 
 /* Checks a schedule's kind and arguments (fn names the public call). */

@@ -119,9 +119,9 @@ sl_exec sl_net_exec(const sl_net *net)
     return ex;
 }
 
-/* Plans if needed and runs one program; io carries the caller's buffers. */
-static sl_status run(sl_net *net, const float *x, sl_shape shape, sl_mode mode, sl_run_io *io,
-                     sl_step_result *result, const char *fn)
+/* Checks the input, plans if needed and makes the arena ready. */
+static sl_status prepare_run(sl_net *net, const float *x, sl_shape shape, sl_mode mode,
+                             const sl_run_io *io, const char *fn, sl_run_cache **cache)
 {
     if (!net || !x)
         return sl_fail(SL_ERR_INVALID_ARG, "%s: network or input is NULL", fn);
@@ -142,14 +142,40 @@ static sl_status run(sl_net *net, const float *x, sl_shape shape, sl_mode mode, 
                 return sl_fail(SL_ERR_INVALID_ARG, "%s: label %d of sample %d is outside [0, %d)",
                                fn, io->labels[i], i, classes);
     st = ensure_arena(net, c->plan.arena_bytes);
+    if (st == SL_OK)
+        *cache = c;
+    return st;
+}
+
+/* Plans if needed and runs one program; io carries the caller's buffers.
+ * pre is the status of the caller's own checks. A training run of a
+ * network in a communicator first agrees with the other ranks that every
+ * rank can run, and communicates gradients while it runs. */
+static sl_status run(sl_net *net, const float *x, sl_shape shape, sl_mode mode, sl_status pre,
+                     sl_run_io *io, sl_step_result *result, const char *fn)
+{
+    sl_run_cache *c = NULL;
+    sl_status st = pre == SL_OK ? prepare_run(net, x, shape, mode, io, fn, &c) : pre;
+    const sl_net_comm *comm = net && mode == SL_MODE_TRAIN ? net->comm : NULL;
+    if (comm && comm->agree)
+        st = comm->agree(comm->user, st, st == SL_OK ? c : NULL, fn);
     if (st != SL_OK)
         return st;
     sl_exec ex = sl_net_exec(net);
     io->input = x;
     io->poison = net->debug_poison;
+    if (comm) {
+        io->after_step = comm->after_step;
+        io->after_step_user = comm->user;
+    }
     net->ctx->callback_status = SL_OK;
     sl_execute(&net->graph, &c->sh, &c->prog, &c->plan, net->arena, net->ctx, &ex, io);
-    st = ex.be->sync(&ex);
+    /* A failing custom layer's rank still ran every step, so its
+     * communication matches the other ranks'. */
+    st = comm && comm->finish ? comm->finish(comm->user) : SL_OK;
+    sl_status synced = ex.be->sync(&ex);
+    if (st == SL_OK)
+        st = synced;
     if (net->ctx->callback_status != SL_OK) /* a custom layer's own report comes first */
         st = sl_fail(net->ctx->callback_status, "%s: %s", fn, net->ctx->callback_error);
     if (st != SL_OK)
@@ -171,7 +197,7 @@ sl_status sl_net_predict(sl_net *net, const float *x, sl_shape shape, float *log
     sl_run_io io;
     memset(&io, 0, sizeof io);
     io.logits_out = logits;
-    return run(net, x, shape, SL_MODE_INFER, &io, NULL, "sl_net_predict");
+    return run(net, x, shape, SL_MODE_INFER, SL_OK, &io, NULL, "sl_net_predict");
 }
 
 sl_status sl_net_check_training(const sl_net *net, const char *fn)
@@ -185,31 +211,27 @@ sl_status sl_net_check_training(const sl_net *net, const char *fn)
 sl_status sl_net_compute_gradients(sl_net *net, const float *x, sl_shape shape, const int *labels,
                                    sl_step_result *result)
 {
-    sl_status st = sl_net_check_training(net, "sl_net_compute_gradients");
-    if (st != SL_OK)
-        return st;
-    if (!labels)
-        return sl_fail(SL_ERR_INVALID_ARG, "sl_net_compute_gradients: labels is NULL");
+    sl_status pre = sl_net_check_training(net, "sl_net_compute_gradients");
+    if (pre == SL_OK && !labels)
+        pre = sl_fail(SL_ERR_INVALID_ARG, "sl_net_compute_gradients: labels is NULL");
     sl_run_io io;
     memset(&io, 0, sizeof io);
     io.labels = labels;
-    return run(net, x, shape, SL_MODE_TRAIN, &io, result, "sl_net_compute_gradients");
+    return run(net, x, shape, SL_MODE_TRAIN, pre, &io, result, "sl_net_compute_gradients");
 }
 
 sl_status sl_net_forward_backward(sl_net *net, const float *x, sl_shape shape, const float *dy,
                                   float *output, float *dx)
 {
-    sl_status st = sl_net_check_training(net, "sl_net_forward_backward");
-    if (st != SL_OK)
-        return st;
-    if (!dy)
-        return sl_fail(SL_ERR_INVALID_ARG, "sl_net_forward_backward: dy is NULL");
+    sl_status pre = sl_net_check_training(net, "sl_net_forward_backward");
+    if (pre == SL_OK && !dy)
+        pre = sl_fail(SL_ERR_INVALID_ARG, "sl_net_forward_backward: dy is NULL");
     sl_run_io io;
     memset(&io, 0, sizeof io);
     io.dy_in = dy;
     io.logits_out = output;
     io.dx_out = dx;
-    return run(net, x, shape, SL_MODE_TRAIN, &io, NULL, "sl_net_forward_backward");
+    return run(net, x, shape, SL_MODE_TRAIN, pre, &io, NULL, "sl_net_forward_backward");
 }
 
 sl_status sl_net_output_shape(sl_net *net, sl_shape input, sl_shape *output)
@@ -302,7 +324,9 @@ sl_status sl_net_memory_report(sl_net *net, sl_shape input, sl_mode mode, sl_mem
     out->param_grads = mode == SL_MODE_TRAIN ? net->grad_floats * sizeof(float) : 0;
     out->optimizer = mode == SL_MODE_TRAIN ? net->opt_floats * sizeof(float) : 0;
     out->arena_bytes = pl->arena_bytes;
-    out->total = out->arena_bytes + out->params + out->param_grads + out->optimizer;
+    out->communication = mode == SL_MODE_TRAIN && net->comm ? net->comm->bytes : 0;
+    out->total = out->arena_bytes + out->params + out->param_grads + out->optimizer +
+                 out->communication;
     out->arena_measured = c->arena_touched;
     out->measured_params = net->param_block ? net->param_floats * sizeof(float) : 0;
     out->measured_param_grads = net->grad_block ? net->grad_floats * sizeof(float) : 0;
@@ -312,7 +336,7 @@ sl_status sl_net_memory_report(sl_net *net, sl_shape input, sl_mode mode, sl_mem
         out->device_used = now < net->ctx->device_free_at_start ? net->ctx->device_free_at_start - now : 0;
     }
     out->measured_total = out->arena_measured + out->measured_params + out->measured_param_grads +
-                          out->measured_optimizer;
+                          out->measured_optimizer + out->communication;
     uint64_t plain = c->prog.fwd_flops + (mode == SL_MODE_TRAIN ? c->prog.bwd_flops : 0);
     out->recompute_fraction = plain ? (double)c->prog.refwd_flops / (double)plain : 0.0;
     return SL_OK;
@@ -327,13 +351,15 @@ sl_status sl_memory_report_json(const sl_memory_report *r, char *buf, size_t n)
         return sl_fail(SL_ERR_INVALID_ARG, "sl_memory_report_json: report or buffer is NULL");
     int len = snprintf(buf, n,
                        "{\"outputs\":%llu,\"grad_inputs\":%llu,\"buffers\":%llu,\"params\":%llu,"
-                       "\"param_grads\":%llu,\"optimizer\":%llu,\"arena\":%llu,\"total\":%llu,"
-                       "\"arena_measured\":%llu,\"measured_total\":%llu,\"recompute_fraction\":%.6f}",
+                       "\"param_grads\":%llu,\"optimizer\":%llu,\"communication\":%llu,"
+                       "\"arena\":%llu,\"total\":%llu,\"arena_measured\":%llu,\"measured_total\":%llu,"
+                       "\"recompute_fraction\":%.6f}",
                        (unsigned long long)r->outputs, (unsigned long long)r->grad_inputs,
                        (unsigned long long)r->buffers, (unsigned long long)r->params,
                        (unsigned long long)r->param_grads, (unsigned long long)r->optimizer,
-                       (unsigned long long)r->arena_bytes, (unsigned long long)r->total,
-                       (unsigned long long)r->arena_measured, (unsigned long long)r->measured_total,
+                       (unsigned long long)r->communication, (unsigned long long)r->arena_bytes,
+                       (unsigned long long)r->total, (unsigned long long)r->arena_measured,
+                       (unsigned long long)r->measured_total,
                        r->recompute_fraction);
     if (len < 0 || (size_t)len >= n)
         return sl_fail(SL_ERR_INVALID_ARG, "sl_memory_report_json: buffer of %zu bytes is too small", n);
