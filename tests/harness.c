@@ -195,3 +195,11 @@ int th_freeze_batchnorms(sl_net *net)
     }
     return frozen;
 }
+
+void th_assert_error(sl_status st, sl_status want, const char *fragment)
+{
+    ck_assert_msg(st == want, "status %s, wanted %s (%s)", sl_status_name(st), sl_status_name(want),
+                  sl_last_error());
+    ck_assert_msg(strstr(sl_last_error(), fragment) != NULL, "message '%s' lacks '%s'",
+                  sl_last_error(), fragment);
+}

@@ -47,6 +47,9 @@ void th_gradcheck(sl_net *net, const float *x, sl_shape in, int check_input, int
  * many layers were frozen. */
 int th_freeze_batchnorms(sl_net *net);
 
+/* Asserts that st is `want` and that sl_last_error() contains fragment. */
+void th_assert_error(sl_status st, sl_status want, const char *fragment);
+
 /* Runs every test of s (Check's default fork mode), frees the runner and
  * returns how many tests failed. */
 int th_run_suite(Suite *s);

@@ -16,14 +16,6 @@
 #include "harness.h"
 #include "swish_se.h"
 
-static void assert_error(sl_status st, sl_status want, const char *fragment)
-{
-    ck_assert_msg(st == want, "status %s, wanted %s (%s)", sl_status_name(st), sl_status_name(want),
-                  sl_last_error());
-    ck_assert_msg(strstr(sl_last_error(), fragment) != NULL, "message '%s' lacks '%s'",
-                  sl_last_error(), fragment);
-}
-
 /* conv -> act -> (test adds layers here) */
 static sl_net *small_net(sl_context *ctx)
 {
@@ -79,7 +71,7 @@ static const sl_custom_type good = {
 static void assert_refused(sl_net *net, sl_layer *layer, const char *fragment)
 {
     ck_assert_ptr_null(layer);
-    assert_error(sl_net_add(net, "bad", layer), SL_ERR_INVALID_ARG, fragment);
+    th_assert_error(sl_net_add(net, "bad", layer), SL_ERR_INVALID_ARG, fragment);
 }
 
 START_TEST(test_bad_types_are_refused_when_made)
@@ -148,7 +140,7 @@ START_TEST(test_bad_parameters_are_refused_when_made)
      * name refused, and the network trains. */
     sl_layer *fine = sl_custom_layer(&good, NULL, 0, p, 2);
     ck_assert_ptr_nonnull(fine);
-    assert_error(sl_net_add(net, "act", fine), SL_ERR_INVALID_ARG, "a layer named 'act' already exists");
+    th_assert_error(sl_net_add(net, "act", fine), SL_ERR_INVALID_ARG, "a layer named 'act' already exists");
     assert_usable(net);
     sl_net_free(net);
     sl_context_free(ctx);
@@ -159,8 +151,8 @@ START_TEST(test_channels_refused_when_added)
 {
     sl_context *ctx = th_context(1);
     sl_net *net = small_net(ctx);
-    assert_error(sl_net_add(net, "act2", swish(8)), SL_ERR_SHAPE, "Swish has 8 channels");
-    assert_error(sl_net_add(net, "gate", channel_gate()), SL_ERR_SHAPE,
+    th_assert_error(sl_net_add(net, "act2", swish(8)), SL_ERR_SHAPE, "Swish has 8 channels");
+    th_assert_error(sl_net_add(net, "gate", channel_gate()), SL_ERR_SHAPE,
                  "takes 2 inputs: add it inside a block");
     assert_usable(net);
     sl_net_free(net);
@@ -180,14 +172,14 @@ static void assert_lie_caught(int lie, sl_status want, const char *fragment)
     float before[4 * 3 * 3 * 3], after[4 * 3 * 3 * 3];
     ck_assert(sl_net_param_read(net, 0, before) == SL_OK);
     sl_shape out;
-    assert_error(sl_net_output_shape(net, SHAPE, &out), want, fragment);
+    th_assert_error(sl_net_output_shape(net, SHAPE, &out), want, fragment);
     ck_assert_msg(strstr(sl_last_error(), "'liar' (Liar)") != NULL, "%s", sl_last_error());
     float x[2 * 3 * 6 * 6] = {0};
     int labels[2] = {0, 1};
     sl_optimizer_options o = sl_sgd(0.1f, 0.0f, 0.0f, 0);
     ck_assert(sl_net_set_optimizer(net, &o) == SL_OK);
     memset(&tl_stats, 0, sizeof tl_stats);
-    assert_error(sl_net_train_step(net, x, SHAPE, labels, NULL), want, fragment);
+    th_assert_error(sl_net_train_step(net, x, SHAPE, labels, NULL), want, fragment);
     ck_assert(sl_net_param_read(net, 0, after) == SL_OK);
     ck_assert(memcmp(before, after, sizeof before) == 0);
     ck_assert_int_eq(sl_net_step_count(net), 0);
@@ -218,13 +210,13 @@ START_TEST(test_failing_callback_fails_the_call_and_the_next_works)
     sl_optimizer_options o = sl_sgd(0.1f, 0.9f, 0.0f, 0);
     ck_assert(sl_net_set_optimizer(net, &o) == SL_OK);
     tl_fail_forward = 1;
-    assert_error(sl_net_train_step(net, x, SHAPE, labels, NULL), SL_ERR_BACKEND,
+    th_assert_error(sl_net_train_step(net, x, SHAPE, labels, NULL), SL_ERR_BACKEND,
                  "sl_net_compute_gradients: custom layer 'flaky' (Flaky) failed in forward: "
                  "injected failure at pass 0");
     ck_assert_int_eq(sl_net_step_count(net), 0); /* no update from a failed step */
     float logits[6];
     tl_fail_forward = 2;
-    assert_error(sl_net_predict(net, x, SHAPE, logits), SL_ERR_BACKEND, "gave no message");
+    th_assert_error(sl_net_predict(net, x, SHAPE, logits), SL_ERR_BACKEND, "gave no message");
     tl_fail_forward = 0;
     assert_usable(net);
     ck_assert_int_eq(sl_net_step_count(net), 1);
@@ -243,9 +235,9 @@ START_TEST(test_random_numbers_only_where_they_exist)
     float x[2 * 3 * 6 * 6], logits[6];
     int labels[2] = {0, 2};
     th_fill_normal(x, sizeof x / sizeof *x, 1, 1.0f);
-    assert_error(sl_net_compute_gradients(net, x, SHAPE, labels, NULL), SL_ERR_STATE,
+    th_assert_error(sl_net_compute_gradients(net, x, SHAPE, labels, NULL), SL_ERR_STATE,
                  "asks in its backward for numbers up to 289, but its training forward drew only 288");
-    assert_error(sl_net_predict(net, x, SHAPE, logits), SL_ERR_STATE,
+    th_assert_error(sl_net_predict(net, x, SHAPE, logits), SL_ERR_STATE,
                  "'draw' (OverDraw) draws in an evaluation forward");
     sl_net_free(net);
     sl_context_free(ctx);
@@ -281,12 +273,12 @@ START_TEST(test_bad_blocks_refused_when_added)
     ck_assert_ptr_nonnull(strstr(sl_last_error(), "sl_conv2d"));
     /* conv (1) and a relu reading the block input (2): conv's output is dead. */
     ck_assert_int_eq(sl_block_add(b, "relu", sl_relu(), 1, &t), 2);
-    assert_error(sl_net_add(net, "blk", b), SL_ERR_SHAPE, "the output of 'conv' is read by no later layer");
-    assert_error(sl_net_add(net, "empty", sl_block("Empty")), SL_ERR_SHAPE, "has no layers");
+    th_assert_error(sl_net_add(net, "blk", b), SL_ERR_SHAPE, "the output of 'conv' is read by no later layer");
+    th_assert_error(sl_net_add(net, "empty", sl_block("Empty")), SL_ERR_SHAPE, "has no layers");
     /* Channels are checked through the wiring, into nested blocks. */
     b = sl_block("Wide");
     t = sl_block_add(b, "se", se_block(8, 2), 1, &t);
-    assert_error(sl_net_add(net, "wide", b), SL_ERR_SHAPE, 
+    th_assert_error(sl_net_add(net, "wide", b), SL_ERR_SHAPE, 
                  "block 'wide': block 'se': custom layer 'gate' (ChannelGate) refuses input "
                  "channels 4, 8: gate of 8 channels for 4 channels");
     b = sl_block("Sum");
@@ -294,7 +286,7 @@ START_TEST(test_bad_blocks_refused_when_added)
     t = sl_block_add(b, "conv", sl_conv2d(4, 6, 1, 1, 0), 1, &t);
     int sum[2] = {0, t};
     ck_assert_int_eq(sl_block_add(b, "add", sl_join_add(), 2, sum), 2);
-    assert_error(sl_net_add(net, "sum", b), SL_ERR_SHAPE, "joins tensors of 4 and 6 channels");
+    th_assert_error(sl_net_add(net, "sum", b), SL_ERR_SHAPE, "joins tensors of 4 and 6 channels");
     assert_usable(net);
     sl_net_free(net);
     sl_context_free(ctx);

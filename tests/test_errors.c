@@ -10,14 +10,6 @@
 
 #include "harness.h"
 
-static void assert_error(sl_status st, sl_status want, const char *fragment)
-{
-    ck_assert_msg(st == want, "status %s, wanted %s (%s)", sl_status_name(st), sl_status_name(want),
-                  sl_last_error());
-    ck_assert_msg(strstr(sl_last_error(), fragment) != NULL, "message '%s' lacks '%s'",
-                  sl_last_error(), fragment);
-}
-
 /* A small working network: conv -> relu -> gap -> fc. */
 static sl_net *small_net(sl_context *ctx)
 {
@@ -46,15 +38,15 @@ static void assert_usable(sl_net *net)
 
 START_TEST(test_null_handles)
 {
-    assert_error(sl_sequential(NULL, 3, NULL), SL_ERR_INVALID_ARG, "out is NULL");
+    th_assert_error(sl_sequential(NULL, 3, NULL), SL_ERR_INVALID_ARG, "out is NULL");
     sl_net *net = NULL;
-    assert_error(sl_sequential(NULL, 3, &net), SL_ERR_INVALID_ARG, "context is NULL");
+    th_assert_error(sl_sequential(NULL, 3, &net), SL_ERR_INVALID_ARG, "context is NULL");
     ck_assert_ptr_null(net);
-    assert_error(sl_net_add(NULL, "x", sl_relu()), SL_ERR_INVALID_ARG, "network is NULL");
-    assert_error(sl_net_predict(NULL, NULL, (sl_shape){1, 1, 1, 1}, NULL), SL_ERR_INVALID_ARG,
+    th_assert_error(sl_net_add(NULL, "x", sl_relu()), SL_ERR_INVALID_ARG, "network is NULL");
+    th_assert_error(sl_net_predict(NULL, NULL, (sl_shape){1, 1, 1, 1}, NULL), SL_ERR_INVALID_ARG,
                  "NULL");
-    assert_error(sl_context_create(NULL, NULL), SL_ERR_INVALID_ARG, "out is NULL");
-    assert_error(sl_net_freeze_batchnorm(NULL, 1, NULL), SL_ERR_INVALID_ARG, "network is NULL");
+    th_assert_error(sl_context_create(NULL, NULL), SL_ERR_INVALID_ARG, "out is NULL");
+    th_assert_error(sl_net_freeze_batchnorm(NULL, 1, NULL), SL_ERR_INVALID_ARG, "network is NULL");
     sl_net_free(NULL);
     sl_context_free(NULL);
     sl_layer_free(NULL);
@@ -68,8 +60,8 @@ START_TEST(test_zero_batch_and_wrong_input)
     sl_net *net = small_net(ctx);
     float x[3 * 6 * 6] = {0};
     float logits[3];
-    assert_error(sl_net_predict(net, x, (sl_shape){0, 3, 6, 6}, logits), SL_ERR_SHAPE, "batch");
-    assert_error(sl_net_predict(net, x, (sl_shape){1, 4, 6, 6}, logits), SL_ERR_SHAPE,
+    th_assert_error(sl_net_predict(net, x, (sl_shape){0, 3, 6, 6}, logits), SL_ERR_SHAPE, "batch");
+    th_assert_error(sl_net_predict(net, x, (sl_shape){1, 4, 6, 6}, logits), SL_ERR_SHAPE,
                  "4 channels");
     assert_usable(net);
     sl_net_free(net);
@@ -87,11 +79,11 @@ START_TEST(test_shape_a_layer_cannot_take)
     ck_assert(sl_net_add(net, "fc", sl_linear(16, 2, 1)) == SL_OK);
     float x[3 * 3 * 3] = {0}, logits[2];
     /* 3x3 input, 5x5 kernel */
-    assert_error(sl_net_predict(net, x, (sl_shape){1, 3, 3, 3}, logits), SL_ERR_SHAPE,
+    th_assert_error(sl_net_predict(net, x, (sl_shape){1, 3, 3, 3}, logits), SL_ERR_SHAPE,
                  "smaller than its 5x5 kernel");
     /* 6x6 input gives 4 x 2 x 2 = 16 features: fine; 7x7 gives 36 */
     float y[3 * 7 * 7] = {0};
-    assert_error(sl_net_predict(net, y, (sl_shape){1, 3, 7, 7}, logits), SL_ERR_SHAPE,
+    th_assert_error(sl_net_predict(net, y, (sl_shape){1, 3, 7, 7}, logits), SL_ERR_SHAPE,
                  "expects 16 input features but receives 36");
     float z[3 * 6 * 6] = {0};
     ck_assert_msg(sl_net_predict(net, z, (sl_shape){1, 3, 6, 6}, logits) == SL_OK, "%s",
@@ -106,21 +98,21 @@ START_TEST(test_mismatched_channels_on_append)
     sl_context *ctx = th_context(1);
     sl_net *net = NULL;
     ck_assert(sl_sequential(ctx, 3, &net) == SL_OK);
-    assert_error(sl_net_add(net, "conv", sl_conv2d(4, 8, 3, 1, 1)), SL_ERR_SHAPE,
+    th_assert_error(sl_net_add(net, "conv", sl_conv2d(4, 8, 3, 1, 1)), SL_ERR_SHAPE,
                  "expects 4 input channels but receives 3");
     ck_assert_int_eq(sl_net_layer_count(net), 0);
     ck_assert(sl_net_add(net, "conv", sl_conv2d(3, 8, 3, 1, 1)) == SL_OK);
-    assert_error(sl_net_add(net, "bn", sl_batchnorm2d(4)), SL_ERR_SHAPE, "expects 4 input channels");
-    assert_error(sl_net_add(net, "block", sl_basic_block(16, 16, 1)), SL_ERR_SHAPE, "16");
-    assert_error(sl_net_add(net, "conv", sl_relu()), SL_ERR_INVALID_ARG, "already exists");
-    assert_error(sl_net_add(net, "fc_bad", sl_linear(12, 3, 1)), SL_ERR_SHAPE,
+    th_assert_error(sl_net_add(net, "bn", sl_batchnorm2d(4)), SL_ERR_SHAPE, "expects 4 input channels");
+    th_assert_error(sl_net_add(net, "block", sl_basic_block(16, 16, 1)), SL_ERR_SHAPE, "16");
+    th_assert_error(sl_net_add(net, "conv", sl_relu()), SL_ERR_INVALID_ARG, "already exists");
+    th_assert_error(sl_net_add(net, "fc_bad", sl_linear(12, 3, 1)), SL_ERR_SHAPE,
                  "expects 12 input features, which 8 input channels cannot give");
     ck_assert_int_eq(sl_net_layer_count(net), 1);
     ck_assert(sl_net_add(net, "relu", sl_relu()) == SL_OK);
     ck_assert(sl_net_add(net, "pool", sl_global_avgpool()) == SL_OK);
     ck_assert(sl_net_add(net, "fc", sl_linear(8, 3, 1)) == SL_OK);
     assert_usable(net);
-    assert_error(sl_net_add(net, "late", sl_relu()), SL_ERR_STATE, "before the first run");
+    th_assert_error(sl_net_add(net, "late", sl_relu()), SL_ERR_STATE, "before the first run");
     sl_net_free(net);
     sl_context_free(ctx);
 }
@@ -142,7 +134,7 @@ START_TEST(test_invalid_layer_options)
     sl_context *ctx = th_context(1);
     sl_net *net = NULL;
     ck_assert(sl_sequential(ctx, 3, &net) == SL_OK);
-    assert_error(sl_net_add(net, "d", sl_dropout(-0.5f)), SL_ERR_INVALID_ARG,
+    th_assert_error(sl_net_add(net, "d", sl_dropout(-0.5f)), SL_ERR_INVALID_ARG,
                  "constructor failed: sl_dropout: probability -0.5");
     sl_net_free(net);
     sl_context_free(ctx);
@@ -156,19 +148,19 @@ START_TEST(test_labels_and_state)
     float x[2 * 3 * 6 * 6] = {0};
     int bad[2] = {0, 3};
     sl_shape s = {2, 3, 6, 6};
-    assert_error(sl_net_update(net), SL_ERR_STATE, "no optimizer");
-    assert_error(sl_net_train_step(net, x, s, bad, NULL), SL_ERR_STATE, "no optimizer");
-    assert_error(sl_net_compute_gradients(net, x, s, bad, NULL), SL_ERR_INVALID_ARG,
+    th_assert_error(sl_net_update(net), SL_ERR_STATE, "no optimizer");
+    th_assert_error(sl_net_train_step(net, x, s, bad, NULL), SL_ERR_STATE, "no optimizer");
+    th_assert_error(sl_net_compute_gradients(net, x, s, bad, NULL), SL_ERR_INVALID_ARG,
                  "label 3 of sample 1 is outside [0, 3)");
-    assert_error(sl_net_compute_gradients(net, x, s, NULL, NULL), SL_ERR_INVALID_ARG,
+    th_assert_error(sl_net_compute_gradients(net, x, s, NULL, NULL), SL_ERR_INVALID_ARG,
                  "labels is NULL");
     sl_optimizer_options o = sl_sgd(-1.0f, 0.0f, 0.0f, 0);
-    assert_error(sl_net_set_optimizer(net, &o), SL_ERR_INVALID_ARG, "lr -1");
+    th_assert_error(sl_net_set_optimizer(net, &o), SL_ERR_INVALID_ARG, "lr -1");
     o = sl_adam(0.1f, 1.5f, 0.9f, 1e-8f, 0.0f);
-    assert_error(sl_net_set_optimizer(net, &o), SL_ERR_INVALID_ARG, "betas");
+    th_assert_error(sl_net_set_optimizer(net, &o), SL_ERR_INVALID_ARG, "betas");
     sl_param_info pi;
-    assert_error(sl_net_find_param(net, "conv.nothing", &pi), SL_ERR_NOT_FOUND, "conv.nothing");
-    assert_error(sl_net_param(net, 99, &pi), SL_ERR_INVALID_ARG, "out of range");
+    th_assert_error(sl_net_find_param(net, "conv.nothing", &pi), SL_ERR_NOT_FOUND, "conv.nothing");
+    th_assert_error(sl_net_param(net, 99, &pi), SL_ERR_INVALID_ARG, "out of range");
     assert_usable(net);
     sl_net_free(net);
     sl_context_free(ctx);
@@ -180,18 +172,18 @@ START_TEST(test_models_and_dataset_arguments)
     sl_context *ctx = th_context(1);
     sl_net *net = NULL;
     ck_assert(sl_sequential(ctx, 3, &net) == SL_OK);
-    assert_error(sl_model_build(net, "resnet9000", 10, 32), SL_ERR_NOT_FOUND, "resnet20");
-    assert_error(sl_model_build(net, "resnet20", 0, 32), SL_ERR_INVALID_ARG, "");
+    th_assert_error(sl_model_build(net, "resnet9000", 10, 32), SL_ERR_NOT_FOUND, "resnet20");
+    th_assert_error(sl_model_build(net, "resnet20", 0, 32), SL_ERR_INVALID_ARG, "");
     ck_assert_int_eq(sl_net_layer_count(net), 0);
     ck_assert_msg(sl_model_build(net, "resnet20", 10, 32) == SL_OK, "%s", sl_last_error());
     sl_net_free(net);
     sl_dataset *ds = NULL;
-    assert_error(sl_dataset_synthetic(1, 3, 8, 8, 0, &ds), SL_ERR_INVALID_ARG, "");
+    th_assert_error(sl_dataset_synthetic(1, 3, 8, 8, 0, &ds), SL_ERR_INVALID_ARG, "");
     ck_assert(sl_dataset_synthetic(4, 3, 8, 8, 0, &ds) == SL_OK);
     float x[3 * 8 * 8];
     int y;
-    assert_error(sl_dataset_batch(ds, SL_SPLIT_TRAIN, -1, 1, x, &y), SL_ERR_INVALID_ARG, "");
-    assert_error(sl_dataset_batch(ds, SL_SPLIT_TRAIN, 0, 0, x, &y), SL_ERR_INVALID_ARG, "");
+    th_assert_error(sl_dataset_batch(ds, SL_SPLIT_TRAIN, -1, 1, x, &y), SL_ERR_INVALID_ARG, "");
+    th_assert_error(sl_dataset_batch(ds, SL_SPLIT_TRAIN, 0, 0, x, &y), SL_ERR_INVALID_ARG, "");
     sl_dataset_free(ds);
     sl_context_free(ctx);
 }

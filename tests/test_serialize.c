@@ -45,14 +45,6 @@ static void test_dir(const char *name, char *out)
     ck_assert_msg(mkdir(out, 0755) == 0, "mkdir %s", out);
 }
 
-static void assert_error(sl_status st, sl_status want, const char *fragment)
-{
-    ck_assert_msg(st == want, "status %s, wanted %s (%s)", sl_status_name(st), sl_status_name(want),
-                  sl_last_error());
-    ck_assert_msg(strstr(sl_last_error(), fragment) != NULL, "message '%s' lacks '%s'",
-                  sl_last_error(), fragment);
-}
-
 static uint8_t *read_file(const char *path, size_t *n)
 {
     uint8_t *buf = NULL;
@@ -473,16 +465,16 @@ static void expect_refused(refusal_check *rc, const uint8_t *buf, size_t n, sl_s
 {
     write_file(rc->path, buf, n);
     sl_load_report rep;
-    assert_error(sl_load_model(rc->net, rc->path, NULL, &rep), want, fragment);
+    th_assert_error(sl_load_model(rc->net, rc->path, NULL, &rep), want, fragment);
     if (fragment2)
-        assert_error(want, want, fragment2);
+        th_assert_error(want, want, fragment2);
     assert_values(rc->net, rc->before, fragment);
-    assert_error(sl_load_model_memory(rc->net, buf, n, NULL, NULL), want, fragment);
+    th_assert_error(sl_load_model_memory(rc->net, buf, n, NULL, NULL), want, fragment);
     assert_values(rc->net, rc->before, fragment);
     if (want == SL_ERR_FORMAT && strstr(fragment, "dtype F64") == NULL) {
         sl_load_options lax = sl_load_defaults();
         lax.strict = 0;
-        assert_error(sl_load_model_memory(rc->net, buf, n, &lax, NULL), want, fragment);
+        th_assert_error(sl_load_model_memory(rc->net, buf, n, &lax, NULL), want, fragment);
         assert_values(rc->net, rc->before, fragment);
     }
 }
@@ -571,8 +563,8 @@ START_TEST(test_bad_files_are_refused_and_change_nothing)
     /* Files that are not there. */
     char path[PATH_LEN];
     join(path, dir, "absent.safetensors");
-    assert_error(sl_load_model(b, path, NULL, NULL), SL_ERR_IO, "cannot open");
-    assert_error(sl_load_model(b, dir, NULL, NULL), SL_ERR_IO, "not a regular file");
+    th_assert_error(sl_load_model(b, path, NULL, NULL), SL_ERR_IO, "cannot open");
+    th_assert_error(sl_load_model(b, dir, NULL, NULL), SL_ERR_IO, "not a regular file");
     assert_values(b, &before, "after missing files");
 
     free(f);
@@ -628,7 +620,7 @@ START_TEST(test_non_strict_loads_what_matches_and_lists_the_rest)
     issue_list l = {0};
     sl_load_options o = {1, collect_issue, &l};
     sl_load_report rep;
-    assert_error(sl_load_model_memory(b, buf, n, &o, &rep), SL_ERR_NOT_FOUND,
+    th_assert_error(sl_load_model_memory(b, buf, n, &o, &rep), SL_ERR_NOT_FOUND,
                  "tensor 'bn1.running_mean': missing from the file (and 2 more problems)");
     ck_assert_int_eq(l.n, 3);
     assert_values(b, &before, "a failed strict load");
@@ -697,10 +689,10 @@ START_TEST(test_failed_write_leaves_previous_file_intact)
 
     /* No directory, or a "directory" that is a regular file. */
     join(bad, dir, "absent/model.safetensors");
-    assert_error(sl_save_model(a, bad), SL_ERR_IO, "cannot create a file in directory");
+    th_assert_error(sl_save_model(a, bad), SL_ERR_IO, "cannot create a file in directory");
     ck_assert_msg(sl_save_model(a, path) == SL_OK, "%s", sl_last_error());
     join(bad, path, "model.safetensors");
-    assert_error(sl_save_model(b, bad), SL_ERR_IO, "Not a directory");
+    th_assert_error(sl_save_model(b, bad), SL_ERR_IO, "Not a directory");
     /* A read-only directory (root writes anyway: the cases above and the
      * injected failures below stand in for it). */
     char ro[PATH_LEN];
@@ -708,7 +700,7 @@ START_TEST(test_failed_write_leaves_previous_file_intact)
     ck_assert(mkdir(ro, 0555) == 0);
     join(bad, ro, "model.safetensors");
     if (geteuid() != 0)
-        assert_error(sl_save_model(a, bad), SL_ERR_IO, "Permission denied");
+        th_assert_error(sl_save_model(a, bad), SL_ERR_IO, "Permission denied");
     else
         printf("running as root: a read-only directory does not stop writes; skipped that case\n");
     ck_assert_int_eq(other_files(ro, ""), 0);
@@ -720,7 +712,7 @@ START_TEST(test_failed_write_leaves_previous_file_intact)
     long long cuts[] = {0, 5, 8, 100, (long long)n_good / 2, (long long)n_good - 1};
     for (size_t i = 0; i < sizeof cuts / sizeof *cuts; i++) {
         sl_atomic_test_fail_after(cuts[i]);
-        assert_error(sl_save_model(b, path), SL_ERR_IO, "(simulated failure)");
+        th_assert_error(sl_save_model(b, path), SL_ERR_IO, "(simulated failure)");
         sl_atomic_test_fail_after(-1);
         size_t n;
         uint8_t *now = read_file(path, &n);
@@ -732,7 +724,7 @@ START_TEST(test_failed_write_leaves_previous_file_intact)
     /* A failed rename (the target is a directory) leaves no temporary file. */
     join(bad, dir, "adir");
     ck_assert(mkdir(bad, 0755) == 0);
-    assert_error(sl_save_model(a, bad), SL_ERR_IO, "renaming");
+    th_assert_error(sl_save_model(a, bad), SL_ERR_IO, "renaming");
     ck_assert_int_eq(other_files(dir, "model.safetensors"), 1); /* adir itself */
     rmdir(bad);
 

@@ -122,14 +122,6 @@ START_TEST(test_resume_bit_identical_adam)
 }
 END_TEST
 
-static void assert_error(sl_status st, sl_status want, const char *fragment)
-{
-    ck_assert_msg(st == want, "status %s, wanted %s (%s)", sl_status_name(st), sl_status_name(want),
-                  sl_last_error());
-    ck_assert_msg(strstr(sl_last_error(), fragment) != NULL, "message '%s' lacks '%s'",
-                  sl_last_error(), fragment);
-}
-
 /* Replaces the first `from` in the file with `to` (same length). */
 static void patch_file(const char *path, const char *from, const char *to)
 {
@@ -156,7 +148,7 @@ START_TEST(test_snapshots_that_do_not_fit_change_nothing)
     snapshot_path(model, sizeof model, "model");
     sl_context *ca = th_context(11), *cb = th_context(12);
     sl_net *a = build(ca, 0, 5), *b = build(cb, 0, 7);
-    assert_error(sl_save_snapshot(a, path), SL_ERR_STATE, "no optimizer");
+    th_assert_error(sl_save_snapshot(a, path), SL_ERR_STATE, "no optimizer");
     sl_optimizer_options sgd = sl_sgd(0.05f, 0.9f, 0.0f, 0), adam = sl_adam(0.01f, 0.9f, 0.999f, 1e-8f, 0);
     ck_assert(sl_net_set_optimizer(a, &sgd) == SL_OK);
     train(a, 0, 3);
@@ -176,17 +168,17 @@ START_TEST(test_snapshots_that_do_not_fit_change_nothing)
         memcpy(saved[i], pi.data, pi.count * sizeof(float));
     }
 
-    assert_error(sl_load_snapshot(b, path), SL_ERR_SHAPE,
+    th_assert_error(sl_load_snapshot(b, path), SL_ERR_SHAPE,
                  "tensor 'fc.weight': shape [5, 16] in the file, [7, 16] in the network");
-    assert_error(sl_load_snapshot(b, model), SL_ERR_FORMAT, "is not a training snapshot");
+    th_assert_error(sl_load_snapshot(b, model), SL_ERR_FORMAT, "is not a training snapshot");
     patch_file(path, "\"step\":\"3\"", "\"step\":\"x\"");
-    assert_error(sl_load_snapshot(a, path), SL_ERR_FORMAT, "\"step\" is \"x\"");
+    th_assert_error(sl_load_snapshot(a, path), SL_ERR_FORMAT, "\"step\" is \"x\"");
     patch_file(path, "\"step\":\"x\"", "\"step\":\"3\"");
     patch_file(path, "\"optimizer\":\"sgd\"", "\"optimizer\":\"sgx\"");
-    assert_error(sl_load_snapshot(a, path), SL_ERR_FORMAT, "unknown optimizer \"sgx\"");
+    th_assert_error(sl_load_snapshot(a, path), SL_ERR_FORMAT, "unknown optimizer \"sgx\"");
     patch_file(path, "\"optimizer\":\"sgx\"", "\"optimizer\":\"sgd\"");
     patch_file(path, "momentum_buffer", "momentum_bufferX" + 1);
-    assert_error(sl_load_snapshot(a, path), SL_ERR_NOT_FOUND,
+    th_assert_error(sl_load_snapshot(a, path), SL_ERR_NOT_FOUND,
                  "tensor 'optimizer.conv1.weight.momentum_buffer': missing from the file");
 
     /* b is as it was: tensors, optimizer (Adam), step count, context. */
