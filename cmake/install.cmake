@@ -10,9 +10,9 @@
 #
 # The library is static by default (BUILD_SHARED_LIBS=ON builds it shared).
 # A static libsublinear.a does not carry its dependencies, so both package
-# files name them: the CMake package finds BLAS (OpenBLAS), OpenMP, cJSON
+# files name them: the CMake package finds BLAS (OpenBLAS), OpenMP
 # (and CUDA where built with it) with find_dependency, and sublinear.pc lists
-# them in Requires.private / Libs.private (`pkg-config --static --libs`).
+# them in Libs.private (`pkg-config --static --libs`).
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
@@ -91,7 +91,6 @@ function(sl_pc_link_flags out)
 endfunction()
 
 set(SL_PC_PRIVATE_LIBS ${BLAS_LIBRARIES} ${OpenMP_C_FLAGS})
-set(SL_PC_REQUIRES_PRIVATE "libcjson")
 if(SL_HAVE_CUDA)
   list(APPEND SL_PC_PRIVATE_LIBS ${CUDA_cudart_LIBRARY} ${CUDA_cublas_LIBRARY} ${CUDNN_LIB} -lstdc++)
 endif()

@@ -192,7 +192,7 @@ static int evaluate(train_run *r)
 
 static int save(const train_run *r)
 {
-    if (r->o->save_model && sl_save_model(r->net, r->o->save_model) != SL_OK)
+    if (r->o->save_model && sl_save_model_as(r->net, r->o->save_model, r->o->save_dtype) != SL_OK)
         return cli_fail("saving the model");
     if (r->o->snapshot && sl_save_snapshot(r->net, r->o->snapshot) != SL_OK)
         return cli_fail("saving the snapshot");

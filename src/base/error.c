@@ -10,6 +10,7 @@
 #include "base/base.h"
 
 static _Thread_local char last_error[1024] = "no error";
+static _Thread_local sl_status last_status = SL_OK;
 
 sl_status sl_fail(sl_status status, const char *fmt, ...)
 {
@@ -19,8 +20,11 @@ sl_status sl_fail(sl_status status, const char *fmt, ...)
     vsnprintf(buf, sizeof buf, fmt, ap); /* buf may embed last_error */
     va_end(ap);
     memcpy(last_error, buf, sizeof buf);
+    last_status = status;
     return status;
 }
+
+sl_status sl_error_status(void) { return last_status; }
 
 const char *sl_last_error(void) { return last_error; }
 const char *sl_error_message(void) { return last_error; }

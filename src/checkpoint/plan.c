@@ -127,9 +127,9 @@ static int cmp_roots(const void *a, const void *b)
 static sl_status assign_offsets(const sl_program *p, sl_plan *pl)
 {
     int n = p->n_values, n_roots = 0;
-    root_key *keys = malloc((size_t)n * sizeof *keys);
-    int *roots = malloc((size_t)n * sizeof *roots);
-    placed *conflicts = malloc((size_t)n * sizeof *conflicts);
+    root_key *keys = sl_malloc((size_t)n * sizeof *keys);
+    int *roots = sl_malloc((size_t)n * sizeof *roots);
+    placed *conflicts = sl_malloc((size_t)n * sizeof *conflicts);
     if (!keys || !roots || !conflicts) {
         free(keys);
         free(roots);
@@ -177,19 +177,19 @@ static sl_status assign_offsets(const sl_program *p, sl_plan *pl)
 
 /* Live bytes per step by kind, over storages. Without reuse nothing is
  * shared or freed within the step: each kind holds all its storages. */
-static void compute_peaks(const sl_program *p, sl_plan *pl)
+static sl_status compute_peaks(const sl_program *p, sl_plan *pl)
 {
     if (!pl->reuse) {
         for (int v = 0; v < p->n_values; v++)
             if (pl->alias[v] == v && !p->values[v].external && pl->first[v] >= 0)
                 pl->category_peak[p->values[v].kind] += sl_align_up(p->values[v].bytes);
         pl->live_peak = pl->arena_bytes;
-        return;
+        return SL_OK;
     }
     int steps = p->n_steps + 1;
-    size_t *live = calloc((size_t)steps * SL_VALUE_KIND_COUNT, sizeof *live);
-    if (!live)
-        return; /* statistics only */
+    size_t *live = sl_calloc((size_t)steps * SL_VALUE_KIND_COUNT, sizeof *live);
+    if (!live) /* a report of zeros would be wrong, not approximate */
+        return sl_fail(SL_ERR_NOMEM, "out of memory counting planned bytes by category");
     for (int v = 0; v < p->n_values; v++) {
         if (pl->alias[v] != v || p->values[v].external || pl->first[v] < 0)
             continue;
@@ -208,6 +208,7 @@ static void compute_peaks(const sl_program *p, sl_plan *pl)
             pl->live_peak = total;
     }
     free(live);
+    return SL_OK;
 }
 
 sl_status sl_plan_build(const sl_graph *g, const sl_program *p, int reuse, sl_plan *out)
@@ -217,11 +218,11 @@ sl_status sl_plan_build(const sl_graph *g, const sl_program *p, int reuse, sl_pl
     int n = p->n_values;
     pl.n_values = n;
     pl.reuse = reuse;
-    pl.alias = malloc((size_t)n * sizeof(int));
-    pl.first = malloc((size_t)n * sizeof(int));
-    pl.last = malloc((size_t)n * sizeof(int));
-    pl.offset = calloc((size_t)n, sizeof(size_t));
-    int *root_last = malloc((size_t)n * sizeof(int));
+    pl.alias = sl_malloc((size_t)n * sizeof(int));
+    pl.first = sl_malloc((size_t)n * sizeof(int));
+    pl.last = sl_malloc((size_t)n * sizeof(int));
+    pl.offset = sl_calloc((size_t)n, sizeof(size_t));
+    int *root_last = sl_malloc((size_t)n * sizeof(int));
     if (!pl.alias || !pl.first || !pl.last || !pl.offset || !root_last) {
         free(root_last);
         sl_plan_release(&pl);
@@ -258,7 +259,11 @@ sl_status sl_plan_build(const sl_graph *g, const sl_program *p, int reuse, sl_pl
             pl.last[v] = pl.last[r];
         }
     }
-    compute_peaks(p, &pl);
+    st = compute_peaks(p, &pl);
+    if (st != SL_OK) {
+        sl_plan_release(&pl);
+        return st;
+    }
     *out = pl;
     return SL_OK;
 }

@@ -46,8 +46,7 @@ void cpu_dropout_forward(const sl_exec *ex, size_t count, const float *x, float 
 {
     dropout_mask m = dropout_mask_of(p, seed);
     long long blocks = (long long)((count + 3) / 4);
-#pragma omp parallel for num_threads(cpu_threads(ex)) schedule(static) if (count >= CPU_PAR_MIN / 4)
-    for (long long b = 0; b < blocks; b++) {
+    SL_PARALLEL_FOR(cpu_threads(ex), count >= CPU_PAR_MIN / 4, (long long b = 0; b < blocks; b++), {
         uint32_t r[4];
         dropout_words(&m, counter, (size_t)b, r);
         size_t i0 = (size_t)b * 4;
@@ -55,7 +54,7 @@ void cpu_dropout_forward(const sl_exec *ex, size_t count, const float *x, float 
             int keep = !m.drop_all && r[u] >= m.threshold;
             y[i0 + u] = keep ? x[i0 + u] * m.scale : 0.0f;
         }
-    }
+    });
 }
 
 /* dx (+)= keep ? dy * scale : 0; dx and dy may alias. */
@@ -64,8 +63,7 @@ void cpu_dropout_backward(const sl_exec *ex, size_t count, const float *dy, floa
 {
     dropout_mask m = dropout_mask_of(p, seed);
     long long blocks = (long long)((count + 3) / 4);
-#pragma omp parallel for num_threads(cpu_threads(ex)) schedule(static) if (count >= CPU_PAR_MIN / 4)
-    for (long long b = 0; b < blocks; b++) {
+    SL_PARALLEL_FOR(cpu_threads(ex), count >= CPU_PAR_MIN / 4, (long long b = 0; b < blocks; b++), {
         uint32_t r[4];
         dropout_words(&m, counter, (size_t)b, r);
         size_t i0 = (size_t)b * 4;
@@ -77,7 +75,7 @@ void cpu_dropout_backward(const sl_exec *ex, size_t count, const float *dy, floa
             else
                 dx[i0 + u] = g;
         }
-    }
+    });
 }
 
 /* ---- elementwise ---- */
@@ -85,9 +83,9 @@ void cpu_dropout_backward(const sl_exec *ex, size_t count, const float *dy, floa
 void cpu_relu_forward(const sl_exec *ex, size_t count, const float *x, float *y)
 {
     long long cnt = (long long)count;
-#pragma omp parallel for num_threads(cpu_threads(ex)) schedule(static) if (cnt >= CPU_PAR_MIN)
-    for (long long i = 0; i < cnt; i++)
+    SL_PARALLEL_FOR(cpu_threads(ex), cnt >= CPU_PAR_MIN, (long long i = 0; i < cnt; i++), {
         y[i] = x[i] > 0.0f ? x[i] : 0.0f;
+    });
 }
 
 void cpu_relu_backward(const sl_exec *ex, size_t count, const float *y, const float *dy,
@@ -95,22 +93,22 @@ void cpu_relu_backward(const sl_exec *ex, size_t count, const float *y, const fl
 {
     long long cnt = (long long)count;
     if (accumulate) {
-#pragma omp parallel for num_threads(cpu_threads(ex)) schedule(static) if (cnt >= CPU_PAR_MIN)
-        for (long long i = 0; i < cnt; i++)
+        SL_PARALLEL_FOR(cpu_threads(ex), cnt >= CPU_PAR_MIN, (long long i = 0; i < cnt; i++), {
             dx[i] += y[i] > 0.0f ? dy[i] : 0.0f;
+        });
     } else {
-#pragma omp parallel for num_threads(cpu_threads(ex)) schedule(static) if (cnt >= CPU_PAR_MIN)
-        for (long long i = 0; i < cnt; i++)
+        SL_PARALLEL_FOR(cpu_threads(ex), cnt >= CPU_PAR_MIN, (long long i = 0; i < cnt; i++), {
             dx[i] = y[i] > 0.0f ? dy[i] : 0.0f;
+        });
     }
 }
 
 void cpu_add(const sl_exec *ex, size_t count, const float *a, const float *b, float *y)
 {
     long long cnt = (long long)count;
-#pragma omp parallel for num_threads(cpu_threads(ex)) schedule(static) if (cnt >= CPU_PAR_MIN)
-    for (long long i = 0; i < cnt; i++)
+    SL_PARALLEL_FOR(cpu_threads(ex), cnt >= CPU_PAR_MIN, (long long i = 0; i < cnt; i++), {
         y[i] = a[i] + b[i];
+    });
 }
 
 void cpu_copy(const sl_exec *ex, size_t count, const float *src, float *dst,
@@ -118,9 +116,9 @@ void cpu_copy(const sl_exec *ex, size_t count, const float *src, float *dst,
 {
     long long cnt = (long long)count;
     if (accumulate) {
-#pragma omp parallel for num_threads(cpu_threads(ex)) schedule(static) if (cnt >= CPU_PAR_MIN)
-        for (long long i = 0; i < cnt; i++)
+        SL_PARALLEL_FOR(cpu_threads(ex), cnt >= CPU_PAR_MIN, (long long i = 0; i < cnt; i++), {
             dst[i] += src[i];
+        });
     } else if (src != dst) {
         memmove(dst, src, count * sizeof(float));
     }
@@ -129,9 +127,9 @@ void cpu_copy(const sl_exec *ex, size_t count, const float *src, float *dst,
 void cpu_fill(const sl_exec *ex, size_t count, float value, float *dst)
 {
     long long cnt = (long long)count;
-#pragma omp parallel for num_threads(cpu_threads(ex)) schedule(static) if (cnt >= CPU_PAR_MIN)
-    for (long long i = 0; i < cnt; i++)
+    SL_PARALLEL_FOR(cpu_threads(ex), cnt >= CPU_PAR_MIN, (long long i = 0; i < cnt; i++), {
         dst[i] = value;
+    });
 }
 
 /* One (image, channel) plane per iteration: planes are disjoint. */
@@ -141,8 +139,7 @@ void cpu_copy_channels(const sl_exec *ex, int n, int hw, int c_count, const floa
 {
     int planes = n * c_count;
     int par = (long long)planes * hw >= CPU_PAR_MIN;
-#pragma omp parallel for num_threads(cpu_threads(ex)) schedule(static) if (par)
-    for (int p = 0; p < planes; p++) {
+    SL_PARALLEL_FOR(cpu_threads(ex), par, (int p = 0; p < planes; p++), {
         int i = p / c_count, ch = p % c_count;
         const float *s = src + ((size_t)i * src_c + src_off + ch) * hw;
         float *t = dst + ((size_t)i * dst_c + dst_off + ch) * hw;
@@ -152,7 +149,7 @@ void cpu_copy_channels(const sl_exec *ex, int n, int hw, int c_count, const floa
         } else if (s != t) {
             memmove(t, s, (size_t)hw * sizeof(float));
         }
-    }
+    });
 }
 
 /* ---- bias of a rows x cols row-major matrix (Linear) ---- */
@@ -160,12 +157,11 @@ void cpu_copy_channels(const sl_exec *ex, int n, int hw, int c_count, const floa
 void cpu_bias_add(const sl_exec *ex, int rows, int cols, const float *bias, float *y)
 {
     int par = (long long)rows * cols >= CPU_PAR_MIN;
-#pragma omp parallel for num_threads(cpu_threads(ex)) schedule(static) if (par)
-    for (int r = 0; r < rows; r++) {
+    SL_PARALLEL_FOR(cpu_threads(ex), par, (int r = 0; r < rows; r++), {
         float *yr = y + (size_t)r * cols;
         for (int j = 0; j < cols; j++)
             yr[j] += bias[j];
-    }
+    });
 }
 
 #define BIAS_BLOCK 64
@@ -177,8 +173,7 @@ void cpu_bias_backward(const sl_exec *ex, int rows, int cols, const float *dy,
 {
     int blocks = (cols + BIAS_BLOCK - 1) / BIAS_BLOCK;
     int par = (long long)rows * cols >= CPU_PAR_MIN;
-#pragma omp parallel for num_threads(cpu_threads(ex)) schedule(static) if (par)
-    for (int b = 0; b < blocks; b++) {
+    SL_PARALLEL_FOR(cpu_threads(ex), par, (int b = 0; b < blocks; b++), {
         int j0 = b * BIAS_BLOCK;
         int nj = cols - j0 < BIAS_BLOCK ? cols - j0 : BIAS_BLOCK;
         double acc[BIAS_BLOCK] = {0};
@@ -189,5 +184,5 @@ void cpu_bias_backward(const sl_exec *ex, int rows, int cols, const float *dy,
         }
         for (int j = 0; j < nj; j++)
             dbias[j0 + j] += (float)acc[j];
-    }
+    });
 }

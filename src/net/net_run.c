@@ -120,8 +120,8 @@ static sl_exec make_exec(const sl_net *net)
 }
 
 /* Plans if needed and runs one program; io carries the caller's buffers. */
-static sl_status run(sl_net *net, const float *x, sl_shape shape, sl_mode mode, sl_run_io *io,
-                     sl_step_result *result, const char *fn)
+static sl_status run_program(sl_net *net, const float *x, sl_shape shape, sl_mode mode,
+                             sl_run_io *io, sl_step_result *result, const char *fn)
 {
     if (!net || !x)
         return sl_fail(SL_ERR_INVALID_ARG, "%s: network or input is NULL", fn);
@@ -141,7 +141,9 @@ static sl_status run(sl_net *net, const float *x, sl_shape shape, sl_mode mode, 
             if (io->labels[i] < 0 || io->labels[i] >= classes)
                 return sl_fail(SL_ERR_INVALID_ARG, "%s: label %d of sample %d is outside [0, %d)",
                                fn, io->labels[i], i, classes);
-    st = ensure_arena(net, c->plan.arena_bytes);
+    st = sl_net_check_host_memory(net, c, mode, fn);
+    if (st == SL_OK)
+        st = ensure_arena(net, c->plan.arena_bytes);
     if (st != SL_OK)
         return st;
     sl_exec ex = make_exec(net);
@@ -159,6 +161,15 @@ static sl_status run(sl_net *net, const float *x, sl_shape shape, sl_mode mode, 
         result->correct = io->correct;
     }
     return SL_OK;
+}
+
+static sl_status run(sl_net *net, const float *x, sl_shape shape, sl_mode mode, sl_run_io *io,
+                     sl_step_result *result, const char *fn)
+{
+    if (!net)
+        return run_program(net, x, shape, mode, io, result, fn);
+    sl_net_mark m = sl_net_mark_now(net);
+    return sl_net_undo_first_use(net, m, run_program(net, x, shape, mode, io, result, fn));
 }
 
 sl_status sl_net_predict(sl_net *net, const float *x, sl_shape shape, float *logits)
@@ -214,13 +225,14 @@ sl_status sl_net_output_shape(sl_net *net, sl_shape input, sl_shape *output)
     sl_status st = check_input(net, input, "sl_net_output_shape");
     if (st != SL_OK)
         return st;
+    sl_net_mark m = sl_net_mark_now(net);
     st = sl_net_finalize(net);
     if (st != SL_OK)
         return st;
     sl_shapes sh;
     st = sl_shapes_compute(&net->graph, net->ctx->backend, input, &sh);
     if (st != SL_OK)
-        return st;
+        return sl_net_undo_first_use(net, m, st);
     *output = sh.tensor[net->graph.n_nodes];
     sl_shapes_release(&sh);
     return SL_OK;
@@ -312,6 +324,7 @@ sl_status sl_net_set_optimizer(sl_net *net, const sl_optimizer_options *opts)
 {
     if (!net || !opts)
         return sl_fail(SL_ERR_INVALID_ARG, "sl_net_set_optimizer: network or options are NULL");
+    sl_net_mark m = sl_net_mark_now(net);
     sl_status st = check_optimizer(opts);
     if (st == SL_OK)
         st = sl_net_finalize(net);
@@ -323,7 +336,7 @@ sl_status sl_net_set_optimizer(sl_net *net, const sl_optimizer_options *opts)
     if (floats) {
         state = be->alloc(be, floats * sizeof(float), "optimizer state");
         if (!state)
-            return SL_ERR_NOMEM;
+            return sl_net_undo_first_use(net, m, SL_ERR_NOMEM);
     }
     be->free(be, net->opt_block);
     net->opt_block = state;
@@ -407,7 +420,8 @@ sl_status sl_net_plan_for(sl_net *net, sl_shape input, sl_mode mode, const void 
     sl_status st = check_input(net, input, fn);
     if (st != SL_OK)
         return st;
-    return sl_net_prepare(net, input, mode, 0, cache);
+    sl_net_mark m = sl_net_mark_now(net);
+    return sl_net_undo_first_use(net, m, sl_net_prepare(net, input, mode, 0, cache));
 }
 
 sl_status sl_net_memory_report(sl_net *net, sl_shape input, sl_mode mode, sl_memory_report *out)
