@@ -4,7 +4,8 @@
  * batch 16, 224x224) exceeds a 1 GiB address-space limit (RLIMIT_AS, which
  * needs no privilege; a memory cgroup is read the same way): it must exit
  * with status 1, before allocating the arena, with a message giving the
- * planned and the available memory and a budget schedule that fits. Under
+ * planned and the available memory and a budget schedule that fits (or
+ * that none does). Under
  * AddressSanitizer (which reserves terabytes of address space) the limit
  * cannot be set: skipped visibly.
  */
@@ -74,7 +75,10 @@ START_TEST(test_training_larger_than_memory_fails_with_the_figures)
     ck_assert_msg(strstr(out, "needs 1.16 GiB for its activation arena"), "%s", out);
     ck_assert_msg(strstr(out, "GiB of memory is available (the address-space limit (RLIMIT_AS): "
                               "1.00 GiB"), "%s", out);
-    ck_assert_msg(strstr(out, "--schedule budget:"), "%s", out);
+    /* The advice: a budget that fits, or (where the libraries loaded take
+     * most of the limit, as CUDA's do) that none does. */
+    ck_assert_msg(strstr(out, "--schedule budget:") || strstr(out, "no schedule fits"), "%s",
+                  out);
     /* The same run with the check off still fails cleanly: the allocation
      * itself fails under RLIMIT_AS. */
     char *unchecked[] = {"sublinear", "train", "--model", "resnet20", "--res", "224", "--batch",
