@@ -29,6 +29,7 @@
 #endif
 #endif
 
+#ifndef SL_UNDER_ASAN
 /* This process's mapped bytes: the command links the same libraries, so
  * the limit is set this far above them (CUDA's libraries alone map most of
  * a GiB). */
@@ -76,6 +77,7 @@ static int run_limited(rlim_t limit, char *const argv[], char *out, size_t n)
                   WIFSIGNALED(status) ? WTERMSIG(status) : 0, out);
     return WEXITSTATUS(status);
 }
+#endif
 
 START_TEST(test_training_larger_than_memory_fails_with_the_figures)
 {
