@@ -55,7 +55,9 @@ START_TEST(test_f16_matches_the_compiler_everywhere)
             ck_assert_msg(fbits(got) == fbits(want), "F16 %04x: %a, want %a", u, got, want);
     }
     int checked = 0;
-    for (uint32_t u = 0; u < 0x7C00; u++) {
+    /* Under SL_TEST_QUICK (the sanitizer run) every 8th value's neighbourhood. */
+    uint32_t step = getenv("SL_TEST_QUICK") ? 8 : 1;
+    for (uint32_t u = 0; u < 0x7C00; u += step) {
         float lo = sl_f16_to_f32((uint16_t)u), hi = sl_f16_to_f32((uint16_t)(u + 1));
         float mid = (float)(((double)lo + (double)hi) / 2); /* exact: 12 significant bits */
         const float xs[] = {lo, mid, nextafterf(mid, 0.0f), nextafterf(mid, INFINITY),
@@ -91,8 +93,8 @@ static uint16_t ref_bf16(float x)
 START_TEST(test_bf16_rounds_to_nearest_even)
 {
     uint64_t s = 88172645463325252ull;
-    int n = 0;
-    for (int i = 0; i < 2000000; i++) {
+    int n = 0, draws = getenv("SL_TEST_QUICK") ? 200000 : 2000000;
+    for (int i = 0; i < draws; i++) {
         s ^= s << 13, s ^= s >> 7, s ^= s << 17;
         uint32_t u = (uint32_t)s;
         if (i % 4 == 1)
