@@ -10,9 +10,9 @@
 #
 # The library is static by default (BUILD_SHARED_LIBS=ON builds it shared).
 # A static libsublinear.a does not carry its dependencies, so both package
-# files name them: the CMake package finds BLAS (OpenBLAS), OpenMP, cJSON
-# (and CUDA, MPI where built with them) with find_dependency, and sublinear.pc lists
-# them in Requires.private / Libs.private (`pkg-config --static --libs`).
+# files name them: the CMake package finds BLAS (OpenBLAS), OpenMP
+# (and CUDA, MPI where built with them) with find_dependency, and
+# sublinear.pc lists them in Libs.private (`pkg-config --static --libs`).
 # A static library built with the CUDA backend holds it: a program that
 # links it needs cudart, cuBLAS, cuDNN and the C++ runtime even if it only
 # ever uses the CPU (Libs.private names them); configure with -DSL_CUDA=OFF
@@ -95,7 +95,6 @@ function(sl_pc_link_flags out)
 endfunction()
 
 set(SL_PC_PRIVATE_LIBS ${BLAS_LIBRARIES} ${OpenMP_C_FLAGS})
-set(SL_PC_REQUIRES_PRIVATE "libcjson")
 if(SL_HAVE_CUDA)
   list(APPEND SL_PC_PRIVATE_LIBS ${CUDA_cudart_LIBRARY} ${CUDA_cublas_LIBRARY} ${CUDNN_LIB} -lstdc++)
 endif()

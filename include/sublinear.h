@@ -16,8 +16,20 @@
  *  - Every *_create / constructor has a matching *_free that accepts NULL.
  *  - Tensors are float32, NCHW, contiguous, in host memory owned by the
  *    caller unless a comment says otherwise.
- *  - Handles are not safe to use from two threads at once; different
- *    handles may be used from different threads.
+ *  - Threads: a context and every network made from it are used by one
+ *    thread at a time (the networks of a context share its backend
+ *    instance, its seed and its dropout counter, which sl_load_snapshot
+ *    sets). Different contexts, with their networks, may be used from
+ *    different threads at once, and give the same results as run one after
+ *    the other (tests/test_threads.c, under ThreadSanitizer in the CI).
+ *    sl_last_error() is per thread.
+ *  - Memory: every allocation failure is SL_ERR_NOMEM, and the failing call
+ *    changes nothing (tests/test_alloc_failure.c fails every allocation of
+ *    a build-train-save-load run in turn). Two exceptions outside the
+ *    library's hands: on the CPU, OpenMP's runtime (libgomp) ends the
+ *    process when it cannot allocate a thread team, and OpenBLAS allocates
+ *    its own buffers; a run too large for the host is refused before its
+ *    arena is allocated (sl_net_set_memory_check).
  */
 #ifndef SUBLINEAR_H
 #define SUBLINEAR_H
@@ -621,6 +633,17 @@ sl_mode sl_net_mode(const sl_net *net);
  * as a plain framework would run. Results are identical either way. */
 sl_status sl_net_set_memory_reuse(sl_net *net, int enabled);
 
+/* Host memory check (default on, CPU only). Before a run allocates its
+ * activation arena, its planned size is compared with the memory this
+ * process may still take: the least of /proc/meminfo's MemAvailable, the
+ * room under the memory cgroup's limit (v2 memory.max, or v1) and the room
+ * under RLIMIT_AS. A step that does not fit fails with SL_ERR_NOMEM naming
+ * both figures and, in training, a budget schedule that fits (or that none
+ * does), instead of being killed by the kernel's OOM killer while the
+ * arena is filled. enabled = 0 skips the check (the allocation itself may
+ * still fail with SL_ERR_NOMEM, or the kernel may kill the process). */
+sl_status sl_net_set_memory_check(sl_net *net, int enabled);
+
 /* Live bytes per program step of one planned step, by category. */
 typedef struct sl_memory_timeline {
     int steps;          /* program steps (forward, re-forward, loss, backward) */
@@ -809,9 +832,16 @@ sl_status sl_dist_get_stats(const sl_dist *dist, sl_dist_stats *out);
  * a file written from a torchvision state_dict loads here.
  *
  * Every write is atomic: the file is written to a temporary file in the
- * target's directory, synced, and renamed over the target. A write that
- * fails (a missing or read-only directory, a full disk) returns SL_ERR_IO,
- * removes the temporary file and leaves a previous file at path intact.
+ * target's directory (".<name>.tmp.XXXXXX", locked with flock while it is
+ * written), synced, and renamed over the target. A write that fails (a
+ * missing or read-only directory, a full disk: the disk needs room for
+ * the new file beside the old one) returns SL_ERR_IO, removes the
+ * temporary file and leaves a previous file at path intact. A process
+ * killed while saving leaves its temporary file behind; the next save of
+ * the same path removes every such file that no live writer holds.
+ * Names are bytes: a name holding "\u0000" is a different name from its
+ * prefix (messages and on_issue show such names with control characters
+ * escaped as \u00XX).
  *
  * Every load validates the whole file and stages it before it changes the
  * network: on any failure the network's tensors (and, for snapshots, its
@@ -819,10 +849,18 @@ sl_status sl_dist_get_stats(const sl_dist *dist, sl_dist_stats *out);
  * the problem:
  *   SL_ERR_IO         the file cannot be opened or read
  *   SL_ERR_FORMAT     truncated or not safetensors: a header length beyond
- *                     the file, malformed JSON, an unknown dtype, offsets out
- *                     of range, overlapping, leaving holes or not matching
- *                     the shape (in every mode); a tensor of the network
- *                     stored with a dtype other than F32 (strict)
+ *                     the file, a header that is not strict JSON in UTF-8
+ *                     (the reference implementation's rules: no raw control
+ *                     characters, no lone surrogates, integers only where
+ *                     integers belong, at most 127 levels of nesting), a dtype
+ *                     the reference does not know, offsets out of range,
+ *                     overlapping, leaving holes or not matching the shape
+ *                     (in every mode); a tensor name or "__metadata__" key
+ *                     that appears twice (the reference keeps the last
+ *                     copy; we refuse the ambiguity); a tensor of the
+ *                     network stored with a dtype other than F32, F16 or
+ *                     BF16 (strict)
+ *   SL_ERR_NOMEM      memory ran out while reading or checking the file
  *   SL_ERR_NOT_FOUND  a tensor of the network is missing from the file, or
  *                     the file has a tensor the network does not (strict)
  *   SL_ERR_SHAPE      a tensor's shape differs from the network's (strict)
@@ -870,11 +908,30 @@ sl_load_options sl_load_defaults(void);
  * (see above). Finalises the network as sl_net_param_count does. */
 sl_status sl_save_model(sl_net *net, const char *path);
 
+/* The float type of a saved model's parameters and running statistics. */
+typedef enum sl_file_dtype {
+    SL_FILE_F32 = 0, /* exact */
+    SL_FILE_BF16 = 1, /* bfloat16: F32's range, 8 significant bits; half the file */
+    SL_FILE_F16 = 2   /* IEEE half: 11 significant bits, largest finite 65504 */
+} sl_file_dtype;
+
+/* sl_save_model with the tensors written as dtype. F32 values are rounded
+ * to nearest, ties to even (IEEE 754's default; NaN stays NaN). A finite
+ * value beyond the type's range (F16: |x| >= 65520) fails the save with
+ * SL_ERR_INVALID_ARG naming the tensor, and nothing is written. Loading
+ * widens F16 and BF16 back to F32 exactly. */
+sl_status sl_save_model_as(sl_net *net, const char *path, sl_file_dtype dtype);
+
 /* Loads a model file into a built network with the same tensor names.
  * opts may be NULL for sl_load_defaults(); report may be NULL. Entries
  * named "*.num_batches_tracked" (PyTorch's BatchNorm counters, which this
  * library does not use) are accepted and ignored in both modes. Tensors
- * must be F32 (no conversion). A snapshot's weights load with strict = 0
+ * may be F32, F16 or BF16: F16 and BF16 widen to F32 exactly (every value
+ * of either is a float), in strict mode too. A tensor of another dtype
+ * (F64, an integer or 8-bit float type, ...) is a mismatch of that tensor
+ * only: strict loads fail, non-strict loads report it and skip it, and a
+ * file tensor the network does not have is "unexpected" whatever its
+ * dtype. A snapshot's weights load with strict = 0
  * (its optimizer state is then reported as unexpected). Errors: see
  * above; on failure the network is unchanged. */
 sl_status sl_load_model(sl_net *net, const char *path, const sl_load_options *opts,

@@ -29,6 +29,7 @@ typedef enum opt_id {
     OPT_LR, OPT_SCHEDULE, OPT_SCHEDULES, OPT_OUTPUT, OPT_OPTIMIZER, OPT_MODE, OPT_NO_REUSE,
     OPT_JSON, OPT_DATASET, OPT_DATA, OPT_SAVE_MODEL, OPT_SNAPSHOT, OPT_SNAPSHOT_EVERY,
     OPT_RESUME, OPT_LOG_EVERY, OPT_QUIET, OPT_BN_RESCALE, OPT_DEVICE, OPT_DISTRIBUTED,
+    OPT_NO_MEMORY_CHECK, OPT_DTYPE,
 } opt_id;
 
 typedef struct opt_spec {
@@ -67,6 +68,8 @@ static const opt_spec g_opts[] = {
     {"--bn-rescale", OPT_BN_RESCALE, CLI_TRAIN, 0},
     {"--device", OPT_DEVICE, CLI_TRAIN, 1},
     {"--distributed", OPT_DISTRIBUTED, CLI_TRAIN, 0},
+    {"--no-memory-check", OPT_NO_MEMORY_CHECK, CLI_TRAIN, 0},
+    {"--dtype", OPT_DTYPE, CLI_TRAIN, 1},
 };
 
 static const char *command_name(cli_command cmd)
@@ -121,6 +124,11 @@ static const char g_train_help[] =
     "  --quiet               no progress bar\n"
     "  --save-model PATH     save the trained model (thin .safetensors: parameters\n"
     "                        and BatchNorm statistics only)\n"
+    "  --dtype f32|bf16|f16  the saved model's float type (f32); bf16 and f16 round\n"
+    "                        to nearest, ties to even, and halve the file\n"
+    "  --no-memory-check     skip comparing the planned memory with the memory\n"
+    "                        available before allocating (a step too large for\n"
+    "                        memory then fails when allocating, or is killed)\n"
     "  --snapshot PATH       save a snapshot (model + optimizer state + step) at the end\n"
     "  --snapshot-every N    also save the snapshot every N steps\n"
     "  --resume PATH         resume from a snapshot and train on to --steps\n"
@@ -347,6 +355,12 @@ static int set_option(cli_options *o, opt_id id, const char *v)
     case OPT_DEVICE:
         o->device = strcmp(v, "cuda") == 0 ? SL_DEVICE_CUDA : SL_DEVICE_CPU;
         return strcmp(v, "cpu") && strcmp(v, "cuda") ? -1 : 0;
+    case OPT_NO_MEMORY_CHECK: o->no_memory_check = 1; return 0;
+    case OPT_DTYPE:
+        o->save_dtype = strcmp(v, "bf16") == 0  ? SL_FILE_BF16
+                        : strcmp(v, "f16") == 0 ? SL_FILE_F16
+                                                : SL_FILE_F32;
+        return strcmp(v, "f32") && strcmp(v, "bf16") && strcmp(v, "f16") ? -1 : 0;
     }
     return -1;
 }
@@ -399,6 +413,9 @@ static int check_combination(const char *cmd, cli_options *o)
         return cli_usage_error(cmd, "%s has 10 classes, not %d", o->dataset, o->classes);
     if (o->snapshot_every && !o->snapshot)
         return cli_usage_error(cmd, "--snapshot-every needs --snapshot PATH");
+    if (o->distributed && o->save_dtype != SL_FILE_F32)
+        return cli_usage_error(cmd, "--dtype applies to single-process training (a "
+                                    "--distributed run saves F32 from rank 0)");
     return 0;
 }
 

@@ -239,8 +239,8 @@ static int evaluate(train_run *r)
 static int save(const train_run *r)
 {
     const char *model = r->o->save_model, *snapshot = r->o->snapshot;
-    if (model &&
-        (r->dist ? sl_dist_save_model(r->dist, model) : sl_save_model(r->net, model)) != SL_OK)
+    if (model && (r->dist ? sl_dist_save_model(r->dist, model)
+                          : sl_save_model_as(r->net, model, r->o->save_dtype)) != SL_OK)
         return cli_fail("saving the model");
     if (snapshot && (r->dist ? sl_dist_save_snapshot(r->dist, snapshot)
                              : sl_save_snapshot(r->net, snapshot)) != SL_OK)

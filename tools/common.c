@@ -29,6 +29,8 @@ int cli_build(const cli_options *o, sl_context **ctx, sl_net **net)
         what = "creating the network";
     else if (sl_model_build(*net, o->model, o->classes, o->res) != SL_OK)
         what = "building the model";
+    else if (o->no_memory_check && sl_net_set_memory_check(*net, 0) != SL_OK)
+        what = "turning the memory check off";
     else if (o->no_reuse && sl_net_set_memory_reuse(*net, 0) != SL_OK)
         what = "turning memory reuse off";
     else if (o->bn_rescale && sl_net_set_bn_momentum_rescale(*net, 1) != SL_OK)

@@ -21,6 +21,8 @@ sl_status sl_fail(sl_status status, const char *fmt, ...)
 
 /* The current message (for wrapping: "sl_net_add: <previous>"). */
 const char *sl_error_message(void);
+/* The status of the last sl_fail on this thread (SL_OK before any). */
+sl_status sl_error_status(void);
 
 struct sl_backend;
 
@@ -60,15 +62,62 @@ static inline int sl_shape_equal(sl_shape a, sl_shape b)
     return a.n == b.n && a.c == b.c && a.h == b.h && a.w == b.w;
 }
 
-/* malloc/calloc that record a readable error on failure. */
+/* The library's allocator (alloc.c): malloc, calloc, realloc, strdup and
+ * 64-byte aligned malloc, each NULL on failure with no message (a zero
+ * size allocates one byte). Free with sl_free (= free). Every allocation of
+ * the library goes through these, so tests can inject failures. */
+void *sl_malloc(size_t bytes);
+void *sl_calloc(size_t n, size_t size);
+void *sl_realloc(void *p, size_t bytes);
+void *sl_aligned_malloc(size_t bytes);
+char *sl_strdup(const char *s);
+void sl_free(void *p);
+
+/* Tests only: with n > 0 the n-th allocation from now fails (once); with
+ * n < 0 allocations are only counted; 0 switches both off. Not
+ * thread-safe: call it while no other thread uses the library. */
+void sl_test_alloc_fail_at(long n);
+/* Allocations since the last sl_test_alloc_fail_at with n != 0. */
+long sl_test_alloc_count(void);
+
+/* sl_malloc/sl_calloc that record a readable error on failure. */
 void *sl_alloc(size_t bytes, const char *what);
 void *sl_zalloc(size_t bytes, const char *what);
 /* 64-byte aligned, zeroed; free with sl_aligned_free. */
 void *sl_aligned_zalloc(size_t bytes, const char *what);
 void sl_aligned_free(void *p);
 
+/* Host memory this process may still take (sysmem.c): the least of
+ * MemAvailable, the room under the memory cgroup's limit and the room
+ * under RLIMIT_AS, with the binding one's limit, use and name. known = 0
+ * when none could be read (not Linux). */
+typedef struct sl_host_memory {
+    int known;
+    uint64_t available, limit, used;
+    char source[48];
+} sl_host_memory;
+sl_host_memory sl_host_memory_available(void);
+
 /* Number of threads a context asks for, resolved (0 -> cores). */
 int sl_context_threads(const sl_context *ctx);
+
+/* `for HEADER BODY` split over `threads` OpenMP threads (static schedule)
+ * when threads > 1 and cond holds; otherwise run by the calling thread
+ * without entering OpenMP at all. libgomp allocates a team for every
+ * parallel region, even one of a single thread, and ends the process when
+ * that allocation fails: a one-thread context never calls into it.
+ * HEADER is parenthesised and BODY braced:
+ *     SL_PARALLEL_FOR(t, n > 1000, (long i = 0; i < n; i++), { y[i] = x[i]; }); */
+#define SL_PARALLEL_FOR(threads, cond, header, ...)                                 \
+    do {                                                                            \
+        int sl_team_ = (cond) ? (threads) : 1;                                      \
+        if (sl_team_ > 1) {                                                         \
+            _Pragma("omp parallel for num_threads(sl_team_) schedule(static)")      \
+            for header __VA_ARGS__                                                  \
+        } else {                                                                    \
+            for header __VA_ARGS__                                                  \
+        }                                                                           \
+    } while (0)
 
 #define SL_ALIGN 64
 static inline size_t sl_align_up(size_t n) { return (n + SL_ALIGN - 1) & ~(size_t)(SL_ALIGN - 1); }

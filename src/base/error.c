@@ -10,28 +10,37 @@
 #include "base/base.h"
 
 static _Thread_local char last_error[1024] = "no error";
+static _Thread_local sl_status last_status = SL_OK;
+
+static sl_status record(sl_status status, const char *fmt, va_list ap)
+{
+    char buf[sizeof last_error];
+    vsnprintf(buf, sizeof buf, fmt, ap); /* buf may embed last_error */
+    memcpy(last_error, buf, sizeof buf);
+    last_status = status;
+    return status;
+}
 
 sl_status sl_fail(sl_status status, const char *fmt, ...)
 {
-    char buf[sizeof last_error];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(buf, sizeof buf, fmt, ap); /* buf may embed last_error */
+    record(status, fmt, ap);
     va_end(ap);
-    memcpy(last_error, buf, sizeof buf);
     return status;
 }
 
+/* The public form of sl_fail, for custom layers' callbacks. */
 sl_status sl_set_error(sl_status status, const char *fmt, ...)
 {
-    char buf[sizeof last_error];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(buf, sizeof buf, fmt, ap);
+    record(status, fmt, ap);
     va_end(ap);
-    memcpy(last_error, buf, sizeof buf);
     return status;
 }
+
+sl_status sl_error_status(void) { return last_status; }
 
 const char *sl_last_error(void) { return last_error; }
 const char *sl_error_message(void) { return last_error; }

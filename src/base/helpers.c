@@ -11,7 +11,7 @@
 
 void *sl_alloc(size_t bytes, const char *what)
 {
-    void *p = malloc(bytes ? bytes : 1);
+    void *p = sl_malloc(bytes);
     if (!p)
         sl_fail(SL_ERR_NOMEM, "out of memory allocating %zu bytes for %s", bytes, what);
     return p;
@@ -19,7 +19,7 @@ void *sl_alloc(size_t bytes, const char *what)
 
 void *sl_zalloc(size_t bytes, const char *what)
 {
-    void *p = calloc(1, bytes ? bytes : 1);
+    void *p = sl_calloc(1, bytes);
     if (!p)
         sl_fail(SL_ERR_NOMEM, "out of memory allocating %zu bytes for %s", bytes, what);
     return p;
@@ -28,7 +28,7 @@ void *sl_zalloc(size_t bytes, const char *what)
 void *sl_aligned_zalloc(size_t bytes, const char *what)
 {
     size_t n = sl_align_up(bytes ? bytes : 1);
-    void *p = aligned_alloc(SL_ALIGN, n);
+    void *p = sl_aligned_malloc(n);
     if (!p) {
         sl_fail(SL_ERR_NOMEM, "out of memory allocating %zu bytes for %s", bytes, what);
         return NULL;

@@ -78,7 +78,7 @@ static int push_state(model *m, int q, state s)
     }
     if (m->pool_n == m->pool_cap) {
         int cap = m->pool_cap * 2;
-        state *p = realloc(m->pool, (size_t)cap * sizeof *p);
+        state *p = sl_realloc(m->pool, (size_t)cap * sizeof *p);
         if (!p)
             return -1;
         m->pool = p;
@@ -305,16 +305,16 @@ static sl_status model_init(model *m, const sl_unit_costs *u)
     memset(m, 0, sizeof *m);
     m->u = u;
     int n = u->n;
-    m->stored_prefix = calloc((size_t)n + 1, sizeof(uint64_t));
-    m->redo_prefix = calloc((size_t)n + 1, sizeof(uint64_t));
+    m->stored_prefix = sl_calloc((size_t)n + 1, sizeof(uint64_t));
+    m->redo_prefix = sl_calloc((size_t)n + 1, sizeof(uint64_t));
     m->pool_cap = 1024;
-    m->pool = malloc((size_t)m->pool_cap * sizeof *m->pool);
-    m->front = calloc((size_t)n + 1, sizeof *m->front);
-    m->front_n = calloc((size_t)n + 1, sizeof *m->front_n);
+    m->pool = sl_malloc((size_t)m->pool_cap * sizeof *m->pool);
+    m->front = sl_calloc((size_t)n + 1, sizeof *m->front);
+    m->front_n = sl_calloc((size_t)n + 1, sizeof *m->front_n);
     if (!m->stored_prefix || !m->redo_prefix || !m->pool || !m->front || !m->front_n)
         return sl_fail(SL_ERR_NOMEM, "out of memory searching schedules");
     for (int p = 0; p <= n; p++)
-        if (!(m->front[p] = malloc(FRONT_MAX * sizeof(int))))
+        if (!(m->front[p] = sl_malloc(FRONT_MAX * sizeof(int))))
             return sl_fail(SL_ERR_NOMEM, "out of memory searching schedules");
     for (int i = 0; i < n; i++) {
         m->stored_prefix[i + 1] = m->stored_prefix[i] + u->stored_bytes[i];
@@ -373,7 +373,7 @@ sl_status sl_segments_for_budget(const sl_budget_query *q, sl_segments *out)
     model m;
     memset(&m, 0, sizeof m);
     int max = SWEEP + 2 + 2 * sl_sqrt_segments(u.n) + 1, n = 0;
-    candidate *c = calloc((size_t)max, sizeof *c);
+    candidate *c = sl_calloc((size_t)max, sizeof *c);
     st = c ? model_init(&m, &u) : sl_fail(SL_ERR_NOMEM, "out of memory searching schedules");
     if (st == SL_OK) {
         sl_segments all;

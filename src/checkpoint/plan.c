@@ -127,9 +127,9 @@ static int cmp_roots(const void *a, const void *b)
 static sl_status assign_offsets(const sl_program *p, sl_plan *pl)
 {
     int n = p->n_values, n_roots = 0;
-    root_key *keys = malloc((size_t)n * sizeof *keys);
-    int *roots = malloc((size_t)n * sizeof *roots);
-    placed *conflicts = malloc((size_t)n * sizeof *conflicts);
+    root_key *keys = sl_malloc((size_t)n * sizeof *keys);
+    int *roots = sl_malloc((size_t)n * sizeof *roots);
+    placed *conflicts = sl_malloc((size_t)n * sizeof *conflicts);
     if (!keys || !roots || !conflicts) {
         free(keys);
         free(roots);
@@ -181,7 +181,7 @@ static sl_status assign_offsets(const sl_program *p, sl_plan *pl)
 static sl_status compute_peaks(const sl_program *p, sl_plan *pl)
 {
     int steps = p->n_steps + 1;
-    size_t *live = calloc((size_t)steps * SL_VALUE_KIND_COUNT, sizeof *live);
+    size_t *live = sl_calloc((size_t)steps * SL_VALUE_KIND_COUNT, sizeof *live);
     if (!live)
         return sl_fail(SL_ERR_NOMEM, "out of memory counting the plan's live bytes per step");
     for (int v = 0; v < p->n_values; v++) {
@@ -219,11 +219,11 @@ sl_status sl_plan_build(const sl_graph *g, const sl_program *p, int reuse, sl_pl
     int n = p->n_values;
     pl.n_values = n;
     pl.reuse = reuse;
-    pl.alias = malloc((size_t)n * sizeof(int));
-    pl.first = malloc((size_t)n * sizeof(int));
-    pl.last = malloc((size_t)n * sizeof(int));
-    pl.offset = calloc((size_t)n, sizeof(size_t));
-    int *root_last = malloc((size_t)n * sizeof(int));
+    pl.alias = sl_malloc((size_t)n * sizeof(int));
+    pl.first = sl_malloc((size_t)n * sizeof(int));
+    pl.last = sl_malloc((size_t)n * sizeof(int));
+    pl.offset = sl_calloc((size_t)n, sizeof(size_t));
+    int *root_last = sl_malloc((size_t)n * sizeof(int));
     if (!pl.alias || !pl.first || !pl.last || !pl.offset || !root_last) {
         free(root_last);
         sl_plan_release(&pl);

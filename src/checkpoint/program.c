@@ -34,7 +34,7 @@ static int new_value(builder *b, sl_value_kind kind, int tensor, size_t bytes)
     sl_program *p = b->p;
     if (p->n_values == p->cap_values) {
         int cap = p->cap_values ? 2 * p->cap_values : 256;
-        sl_value *v = realloc(p->values, (size_t)cap * sizeof *v);
+        sl_value *v = sl_realloc(p->values, (size_t)cap * sizeof *v);
         if (!v) {
             b->failed = 1;
             return 0;
@@ -55,7 +55,7 @@ static sl_step *new_step(builder *b, sl_step_kind kind, int node)
     sl_program *p = b->p;
     if (p->n_steps == p->cap_steps) {
         int cap = p->cap_steps ? 2 * p->cap_steps : 256;
-        sl_step *s = realloc(p->steps, (size_t)cap * sizeof *s);
+        sl_step *s = sl_realloc(p->steps, (size_t)cap * sizeof *s);
         if (!s) {
             b->failed = 1;
             return NULL;
@@ -202,10 +202,10 @@ sl_status sl_program_build(const sl_graph *g, const sl_shapes *sh, const sl_segm
     p.input_grad = -1;
     builder b = {&p, g, sh, NULL, NULL, NULL, NULL, input_grad, 0};
     int nt = g->n_nodes + 1;
-    b.cur = malloc((size_t)nt * sizeof(int));
-    b.grad = malloc((size_t)nt * sizeof(int));
-    b.saved = malloc((size_t)nt * sizeof(int));
-    b.redo = calloc((size_t)nt, sizeof(int));
+    b.cur = sl_malloc((size_t)nt * sizeof(int));
+    b.grad = sl_malloc((size_t)nt * sizeof(int));
+    b.saved = sl_malloc((size_t)nt * sizeof(int));
+    b.redo = sl_calloc((size_t)nt, sizeof(int));
     if (!b.cur || !b.grad || !b.saved || !b.redo)
         b.failed = 1;
     else {

@@ -31,10 +31,10 @@ sl_status sl_unit_costs_compute(const sl_graph *g, const sl_shapes *sh, sl_unit_
     int n = g->n_top;
     memset(out, 0, sizeof *out);
     out->n = n;
-    out->out_bytes = calloc((size_t)n, sizeof(uint64_t));
-    out->stored_bytes = calloc((size_t)n, sizeof(uint64_t));
-    out->fwd_flops = calloc((size_t)n, sizeof(uint64_t));
-    out->redo_flops = calloc((size_t)n, sizeof(uint64_t));
+    out->out_bytes = sl_calloc((size_t)n, sizeof(uint64_t));
+    out->stored_bytes = sl_calloc((size_t)n, sizeof(uint64_t));
+    out->fwd_flops = sl_calloc((size_t)n, sizeof(uint64_t));
+    out->redo_flops = sl_calloc((size_t)n, sizeof(uint64_t));
     if (!out->out_bytes || !out->stored_bytes || !out->fwd_flops || !out->redo_flops) {
         sl_unit_costs_release(out);
         return sl_fail(SL_ERR_NOMEM, "out of memory costing the schedule");
@@ -72,8 +72,8 @@ sl_status sl_segments_alloc(int n_segments, sl_segments *out)
 {
     memset(out, 0, sizeof *out);
     out->n = n_segments;
-    out->start = calloc((size_t)n_segments + 1, sizeof(int));
-    out->recompute = calloc((size_t)n_segments, sizeof(int));
+    out->start = sl_calloc((size_t)n_segments + 1, sizeof(int));
+    out->recompute = sl_calloc((size_t)n_segments, sizeof(int));
     if (!out->start || !out->recompute) {
         sl_segments_release(out);
         return sl_fail(SL_ERR_NOMEM, "out of memory building a schedule");
@@ -110,10 +110,10 @@ sl_status sl_segments_balanced(const sl_unit_costs *u, int k, sl_segments *out)
         k = n;
     if (k < 1)
         k = 1;
-    uint64_t *prefix = calloc((size_t)n + 1, sizeof *prefix);
-    uint64_t *best = malloc((size_t)(k + 1) * (n + 1) * sizeof *best);
-    double *sq = malloc((size_t)(k + 1) * (n + 1) * sizeof *sq);
-    int *cut = malloc((size_t)(k + 1) * (n + 1) * sizeof *cut);
+    uint64_t *prefix = sl_calloc((size_t)n + 1, sizeof *prefix);
+    uint64_t *best = sl_malloc((size_t)(k + 1) * (n + 1) * sizeof *best);
+    double *sq = sl_malloc((size_t)(k + 1) * (n + 1) * sizeof *sq);
+    int *cut = sl_malloc((size_t)(k + 1) * (n + 1) * sizeof *cut);
     sl_status st = (prefix && best && sq && cut)
                        ? sl_segments_alloc(k, out)
                        : sl_fail(SL_ERR_NOMEM, "out of memory building a schedule");

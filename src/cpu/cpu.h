@@ -14,6 +14,7 @@
 #include <stdint.h>
 
 #include "base/backend.h"
+#include "base/base.h"
 
 /* A new CPU backend instance (it has no state of its own: impl is NULL);
  * free with sl_backend_destroy. */

@@ -160,10 +160,10 @@ static void im2col_image(const conv_team *tm, const sl_conv_desc *d, const conv_
                        r % g->taps % d->kw, col + (size_t)r * g->ohw);
     } else {
         int par = (double)rows * (double)g->ohw >= CPU_PAR_MIN;
-#pragma omp parallel for num_threads(tm->threads) schedule(static) if (par)
-        for (int r = 0; r < rows; r++)
+        SL_PARALLEL_FOR(tm->threads, par, (int r = 0; r < rows; r++), {
             im2col_row(d, x + (size_t)(r / g->taps) * g->hw, r % g->taps / d->kw,
                        r % g->taps % d->kw, col + (size_t)r * g->ohw);
+        });
     }
 }
 
@@ -187,9 +187,9 @@ static void col2im_image(const conv_team *tm, const sl_conv_desc *d, const conv_
             col2im_channel(d, g, col, ci, dx + (size_t)ci * g->hw, accumulate);
     } else {
         int par = (double)d->c * g->taps * (double)g->ohw >= CPU_PAR_MIN;
-#pragma omp parallel for num_threads(tm->threads) schedule(static) if (par)
-        for (int ci = 0; ci < d->c; ci++)
+        SL_PARALLEL_FOR(tm->threads, par, (int ci = 0; ci < d->c; ci++), {
             col2im_channel(d, g, col, ci, dx + (size_t)ci * g->hw, accumulate);
+        });
     }
 }
 
@@ -265,10 +265,10 @@ static void conv_forward_run(const conv_team *tm, const sl_conv_desc *d, const f
                 y[(size_t)p * g.ohw + j] += bias[p % d->k];
     } else {
         int par = (double)planes * (double)g.ohw >= CPU_PAR_MIN;
-#pragma omp parallel for num_threads(tm->threads) schedule(static) if (par)
-        for (int p = 0; p < planes; p++)
+        SL_PARALLEL_FOR(tm->threads, par, (int p = 0; p < planes; p++), {
             for (size_t j = 0; j < g.ohw; j++)
                 y[(size_t)p * g.ohw + j] += bias[p % d->k];
+        });
     }
 }
 
@@ -369,9 +369,9 @@ static void conv_backward_filter_run(const conv_team *tm, const sl_conv_desc *d,
             conv_bias_sum(d, g.ohw, dy, k, dbias);
     } else {
         int par = (double)d->n * d->k * (double)g.ohw >= CPU_PAR_MIN;
-#pragma omp parallel for num_threads(tm->threads) schedule(static) if (par)
-        for (int k = 0; k < d->k; k++)
+        SL_PARALLEL_FOR(tm->threads, par, (int k = 0; k < d->k; k++), {
             conv_bias_sum(d, g.ohw, dy, k, dbias);
+        });
     }
 }
 

@@ -48,8 +48,7 @@ static void apply_mask(const sl_exec *ex, size_t count, const float *src, float 
 {
     dropout_mask m = dropout_mask_of(p, seed);
     long long blocks = (long long)((count + 3) / 4);
-#pragma omp parallel for num_threads(cpu_threads(ex)) schedule(static) if (count >= CPU_PAR_MIN / 4)
-    for (long long b = 0; b < blocks; b++) {
+    SL_PARALLEL_FOR(cpu_threads(ex), count >= CPU_PAR_MIN / 4, (long long b = 0; b < blocks; b++), {
         uint32_t r[4];
         dropout_words(&m, counter, (size_t)b, r);
         size_t i0 = (size_t)b * 4;
@@ -61,7 +60,7 @@ static void apply_mask(const sl_exec *ex, size_t count, const float *src, float 
             else
                 dst[i0 + u] = v;
         }
-    }
+    });
 }
 
 void cpu_dropout_forward(const sl_exec *ex, size_t count, const float *x, float *y, float p,
@@ -86,8 +85,7 @@ void cpu_random_uniform(const sl_exec *ex, size_t count, uint64_t seed, uint64_t
     dropout_mask m = dropout_mask_of(0.0f, seed);
     uint64_t b0 = first / 4, b1 = (first + count - 1) / 4;
     long long blocks = (long long)(b1 - b0 + 1);
-#pragma omp parallel for num_threads(cpu_threads(ex)) schedule(static) if (count >= CPU_PAR_MIN / 4)
-    for (long long k = 0; k < blocks; k++) {
+    SL_PARALLEL_FOR(cpu_threads(ex), count >= CPU_PAR_MIN / 4, (long long k = 0; k < blocks; k++), {
         uint32_t r[4];
         uint64_t b = b0 + (uint64_t)k;
         dropout_words(&m, counter, (size_t)b, r);
@@ -96,7 +94,7 @@ void cpu_random_uniform(const sl_exec *ex, size_t count, uint64_t seed, uint64_t
             if (e >= first && e < first + count)
                 dst[e - first] = (float)(r[u] >> 8) * (1.0f / 16777216.0f);
         }
-    }
+    });
 }
 
 /* ---- elementwise ---- */
@@ -104,9 +102,9 @@ void cpu_random_uniform(const sl_exec *ex, size_t count, uint64_t seed, uint64_t
 void cpu_relu_forward(const sl_exec *ex, size_t count, const float *x, float *y)
 {
     long long cnt = (long long)count;
-#pragma omp parallel for num_threads(cpu_threads(ex)) schedule(static) if (cnt >= CPU_PAR_MIN)
-    for (long long i = 0; i < cnt; i++)
+    SL_PARALLEL_FOR(cpu_threads(ex), cnt >= CPU_PAR_MIN, (long long i = 0; i < cnt; i++), {
         y[i] = x[i] > 0.0f ? x[i] : 0.0f;
+    });
 }
 
 void cpu_relu_backward(const sl_exec *ex, size_t count, const float *y, const float *dy,
@@ -114,22 +112,22 @@ void cpu_relu_backward(const sl_exec *ex, size_t count, const float *y, const fl
 {
     long long cnt = (long long)count;
     if (accumulate) {
-#pragma omp parallel for num_threads(cpu_threads(ex)) schedule(static) if (cnt >= CPU_PAR_MIN)
-        for (long long i = 0; i < cnt; i++)
+        SL_PARALLEL_FOR(cpu_threads(ex), cnt >= CPU_PAR_MIN, (long long i = 0; i < cnt; i++), {
             dx[i] += y[i] > 0.0f ? dy[i] : 0.0f;
+        });
     } else {
-#pragma omp parallel for num_threads(cpu_threads(ex)) schedule(static) if (cnt >= CPU_PAR_MIN)
-        for (long long i = 0; i < cnt; i++)
+        SL_PARALLEL_FOR(cpu_threads(ex), cnt >= CPU_PAR_MIN, (long long i = 0; i < cnt; i++), {
             dx[i] = y[i] > 0.0f ? dy[i] : 0.0f;
+        });
     }
 }
 
 void cpu_add(const sl_exec *ex, size_t count, const float *a, const float *b, float *y)
 {
     long long cnt = (long long)count;
-#pragma omp parallel for num_threads(cpu_threads(ex)) schedule(static) if (cnt >= CPU_PAR_MIN)
-    for (long long i = 0; i < cnt; i++)
+    SL_PARALLEL_FOR(cpu_threads(ex), cnt >= CPU_PAR_MIN, (long long i = 0; i < cnt; i++), {
         y[i] = a[i] + b[i];
+    });
 }
 
 void cpu_copy(const sl_exec *ex, size_t count, const float *src, float *dst,
@@ -137,9 +135,9 @@ void cpu_copy(const sl_exec *ex, size_t count, const float *src, float *dst,
 {
     long long cnt = (long long)count;
     if (accumulate) {
-#pragma omp parallel for num_threads(cpu_threads(ex)) schedule(static) if (cnt >= CPU_PAR_MIN)
-        for (long long i = 0; i < cnt; i++)
+        SL_PARALLEL_FOR(cpu_threads(ex), cnt >= CPU_PAR_MIN, (long long i = 0; i < cnt; i++), {
             dst[i] += src[i];
+        });
     } else if (src != dst) {
         memmove(dst, src, count * sizeof(float));
     }
@@ -148,9 +146,9 @@ void cpu_copy(const sl_exec *ex, size_t count, const float *src, float *dst,
 void cpu_fill(const sl_exec *ex, size_t count, float value, float *dst)
 {
     long long cnt = (long long)count;
-#pragma omp parallel for num_threads(cpu_threads(ex)) schedule(static) if (cnt >= CPU_PAR_MIN)
-    for (long long i = 0; i < cnt; i++)
+    SL_PARALLEL_FOR(cpu_threads(ex), cnt >= CPU_PAR_MIN, (long long i = 0; i < cnt; i++), {
         dst[i] = value;
+    });
 }
 
 /* One (image, channel) plane per iteration: planes are disjoint. */
@@ -160,8 +158,7 @@ void cpu_copy_channels(const sl_exec *ex, int n, int hw, int c_count, const floa
 {
     int planes = n * c_count;
     int par = (long long)planes * hw >= CPU_PAR_MIN;
-#pragma omp parallel for num_threads(cpu_threads(ex)) schedule(static) if (par)
-    for (int p = 0; p < planes; p++) {
+    SL_PARALLEL_FOR(cpu_threads(ex), par, (int p = 0; p < planes; p++), {
         int i = p / c_count, ch = p % c_count;
         const float *s = src + ((size_t)i * src_c + src_off + ch) * hw;
         float *t = dst + ((size_t)i * dst_c + dst_off + ch) * hw;
@@ -171,7 +168,7 @@ void cpu_copy_channels(const sl_exec *ex, int n, int hw, int c_count, const floa
         } else if (s != t) {
             memmove(t, s, (size_t)hw * sizeof(float));
         }
-    }
+    });
 }
 
 /* ---- bias of a rows x cols row-major matrix (Linear) ---- */
@@ -179,12 +176,11 @@ void cpu_copy_channels(const sl_exec *ex, int n, int hw, int c_count, const floa
 void cpu_bias_add(const sl_exec *ex, int rows, int cols, const float *bias, float *y)
 {
     int par = (long long)rows * cols >= CPU_PAR_MIN;
-#pragma omp parallel for num_threads(cpu_threads(ex)) schedule(static) if (par)
-    for (int r = 0; r < rows; r++) {
+    SL_PARALLEL_FOR(cpu_threads(ex), par, (int r = 0; r < rows; r++), {
         float *yr = y + (size_t)r * cols;
         for (int j = 0; j < cols; j++)
             yr[j] += bias[j];
-    }
+    });
 }
 
 #define BIAS_BLOCK 64
@@ -196,8 +192,7 @@ void cpu_bias_backward(const sl_exec *ex, int rows, int cols, const float *dy,
 {
     int blocks = (cols + BIAS_BLOCK - 1) / BIAS_BLOCK;
     int par = (long long)rows * cols >= CPU_PAR_MIN;
-#pragma omp parallel for num_threads(cpu_threads(ex)) schedule(static) if (par)
-    for (int b = 0; b < blocks; b++) {
+    SL_PARALLEL_FOR(cpu_threads(ex), par, (int b = 0; b < blocks; b++), {
         int j0 = b * BIAS_BLOCK;
         int nj = cols - j0 < BIAS_BLOCK ? cols - j0 : BIAS_BLOCK;
         double acc[BIAS_BLOCK] = {0};
@@ -208,5 +203,5 @@ void cpu_bias_backward(const sl_exec *ex, int rows, int cols, const float *dy,
         }
         for (int j = 0; j < nj; j++)
             dbias[j0 + j] += (float)acc[j];
-    }
+    });
 }

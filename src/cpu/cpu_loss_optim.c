@@ -31,8 +31,7 @@ void cpu_softmax_xent(const sl_exec *ex, int n, int classes, const float *logits
     int par = (double)n * classes >= CPU_PAR_MIN;
     float inv_n = 1.0f / (float)n;
     if (dlogits) {
-#pragma omp parallel for num_threads(cpu_threads(ex)) schedule(static) if (par)
-        for (int r = 0; r < n; r++) {
+        SL_PARALLEL_FOR(cpu_threads(ex), par, (int r = 0; r < n; r++), {
             const float *x = logits + (size_t)r * classes;
             float *g = dlogits + (size_t)r * classes;
             int arg;
@@ -46,7 +45,7 @@ void cpu_softmax_xent(const sl_exec *ex, int n, int classes, const float *logits
             for (int j = 0; j < classes; j++)
                 g[j] = g[j] * inv_s * inv_n;
             g[labels[r]] -= inv_n;
-        }
+        });
     }
     double total = 0.0;
     int hits = 0;
@@ -70,8 +69,7 @@ void cpu_sgd_update(const sl_exec *ex, size_t count, float *w, const float *g, f
                     float lr, float momentum, float weight_decay, int nesterov, int first)
 {
     long long cnt = (long long)count;
-#pragma omp parallel for num_threads(cpu_threads(ex)) schedule(static) if (cnt >= CPU_PAR_MIN)
-    for (long long i = 0; i < cnt; i++) {
+    SL_PARALLEL_FOR(cpu_threads(ex), cnt >= CPU_PAR_MIN, (long long i = 0; i < cnt; i++), {
         float d = g[i];
         if (weight_decay != 0.0f)
             d = d + weight_decay * w[i];
@@ -81,7 +79,7 @@ void cpu_sgd_update(const sl_exec *ex, size_t count, float *w, const float *g, f
             d = nesterov ? d + momentum * buf : buf;
         }
         w[i] = w[i] - lr * d;
-    }
+    });
 }
 
 /* PyTorch's arithmetic, in float except the bias corrections (Python
@@ -96,8 +94,7 @@ void cpu_adam_update(const sl_exec *ex, size_t count, float *w, const float *g, 
     float step_size = (float)((double)lr / bc1);
     float bc2_sqrt = (float)sqrt(bc2);
     float one_b1 = 1.0f - beta1, one_b2 = 1.0f - beta2;
-#pragma omp parallel for num_threads(cpu_threads(ex)) schedule(static) if (cnt >= CPU_PAR_MIN)
-    for (long long i = 0; i < cnt; i++) {
+    SL_PARALLEL_FOR(cpu_threads(ex), cnt >= CPU_PAR_MIN, (long long i = 0; i < cnt; i++), {
         float d = g[i];
         if (weight_decay != 0.0f)
             d = d + weight_decay * w[i];
@@ -107,5 +104,5 @@ void cpu_adam_update(const sl_exec *ex, size_t count, float *w, const float *g, 
         v[i] = vi;
         float denom = sqrtf(vi) / bc2_sqrt + eps;
         w[i] = w[i] - step_size * mi / denom;
-    }
+    });
 }

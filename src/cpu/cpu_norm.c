@@ -88,8 +88,7 @@ void cpu_batchnorm_forward_train(const sl_exec *ex, int n, int c, int hw, const 
 {
     size_t count = (size_t)n * (size_t)hw;
     int par = (double)count * c >= CPU_PAR_MIN;
-#pragma omp parallel for num_threads(cpu_threads(ex)) schedule(static) if (par)
-    for (int ch = 0; ch < c; ch++) {
+    SL_PARALLEL_FOR(cpu_threads(ex), par, (int ch = 0; ch < c; ch++), {
         double ls[BN_LANES] = {0}, lq[BN_LANES] = {0};
         for (int i = 0; i < n; i++)
             bn_sums(x + ((size_t)i * c + ch) * hw, (size_t)hw, ls, lq);
@@ -107,7 +106,7 @@ void cpu_batchnorm_forward_train(const sl_exec *ex, int n, int c, int hw, const 
             running_var[ch] = (1.0f - momentum) * running_var[ch] + momentum * (float)unbiased;
         }
         bn_normalise_channel(n, c, (size_t)hw, ch, x, gamma, beta, m, invstd, y);
-    }
+    });
 }
 
 void cpu_batchnorm_forward_apply(const sl_exec *ex, int n, int c, int hw, const float *x,
@@ -115,9 +114,9 @@ void cpu_batchnorm_forward_apply(const sl_exec *ex, int n, int c, int hw, const 
                                  const float *invstd, float *y)
 {
     int par = (double)n * hw * c >= CPU_PAR_MIN;
-#pragma omp parallel for num_threads(cpu_threads(ex)) schedule(static) if (par)
-    for (int ch = 0; ch < c; ch++)
+    SL_PARALLEL_FOR(cpu_threads(ex), par, (int ch = 0; ch < c; ch++), {
         bn_normalise_channel(n, c, (size_t)hw, ch, x, gamma, beta, mean[ch], invstd[ch], y);
+    });
 }
 
 void cpu_batchnorm_forward_infer(const sl_exec *ex, int n, int c, int hw, const float *x,
@@ -126,15 +125,14 @@ void cpu_batchnorm_forward_infer(const sl_exec *ex, int n, int c, int hw, const 
                                  float *save_invstd)
 {
     int par = (double)n * hw * c >= CPU_PAR_MIN;
-#pragma omp parallel for num_threads(cpu_threads(ex)) schedule(static) if (par)
-    for (int ch = 0; ch < c; ch++) {
+    SL_PARALLEL_FOR(cpu_threads(ex), par, (int ch = 0; ch < c; ch++), {
         float invstd = 1.0f / sqrtf(running_var[ch] + eps);
         if (save_mean) {
             save_mean[ch] = running_mean[ch];
             save_invstd[ch] = invstd;
         }
         bn_normalise_channel(n, c, (size_t)hw, ch, x, gamma, beta, running_mean[ch], invstd, y);
-    }
+    });
 }
 
 /* With xhat = (x - mean) * invstd and M = n * hw:
@@ -150,8 +148,7 @@ void cpu_batchnorm_backward(const sl_exec *ex, int n, int c, int hw, const float
 {
     size_t count = (size_t)n * (size_t)hw;
     int par = (double)count * c >= CPU_PAR_MIN;
-#pragma omp parallel for num_threads(cpu_threads(ex)) schedule(static) if (par)
-    for (int ch = 0; ch < c; ch++) {
+    SL_PARALLEL_FOR(cpu_threads(ex), par, (int ch = 0; ch < c; ch++), {
         float mean = save_mean[ch], invstd = save_invstd[ch];
         double ls[BN_LANES] = {0}, lp[BN_LANES] = {0};
         for (int i = 0; i < n; i++) {
@@ -186,5 +183,5 @@ void cpu_batchnorm_backward(const sl_exec *ex, int n, int c, int hw, const float
                 }
             }
         }
-    }
+    });
 }

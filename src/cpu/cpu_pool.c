@@ -82,14 +82,13 @@ void cpu_maxpool_forward(const sl_exec *ex, const sl_pool_desc *d, const float *
 {
     int planes = d->n * d->c;
     size_t hw = (size_t)d->h * d->w, ohw = (size_t)d->oh * d->ow;
-#pragma omp parallel for num_threads(cpu_threads(ex)) schedule(static) if (pool_par(d))
-    for (int p = 0; p < planes; p++) {
+    SL_PARALLEL_FOR(cpu_threads(ex), pool_par(d), (int p = 0; p < planes; p++), {
         const float *xp = x + (size_t)p * hw;
         for (int oy = 0; oy < d->oh; oy++) {
             size_t o = (size_t)p * ohw + (size_t)oy * d->ow;
             maxpool_row(d, xp, oy, y + o, argmax ? argmax + o : NULL);
         }
-    }
+    });
 }
 
 void cpu_maxpool_backward(const sl_exec *ex, const sl_pool_desc *d, const int32_t *argmax,
@@ -98,8 +97,7 @@ void cpu_maxpool_backward(const sl_exec *ex, const sl_pool_desc *d, const int32_
     int planes = d->n * d->c;
     size_t hw = (size_t)d->h * d->w, ohw = (size_t)d->oh * d->ow;
     int par = (double)planes * (double)(hw + ohw) >= CPU_PAR_MIN;
-#pragma omp parallel for num_threads(cpu_threads(ex)) schedule(static) if (par)
-    for (int p = 0; p < planes; p++) {
+    SL_PARALLEL_FOR(cpu_threads(ex), par, (int p = 0; p < planes; p++), {
         float *dxp = dx + (size_t)p * hw;
         const float *dyp = dy + (size_t)p * ohw;
         const int32_t *ap = argmax + (size_t)p * ohw;
@@ -108,7 +106,7 @@ void cpu_maxpool_backward(const sl_exec *ex, const sl_pool_desc *d, const int32_
         for (size_t j = 0; j < ohw; j++)
             if (ap[j] >= 0)
                 dxp[ap[j]] += dyp[j];
-    }
+    });
 }
 
 void cpu_avgpool_forward(const sl_exec *ex, const sl_pool_desc *d, const float *x, float *y)
@@ -116,8 +114,7 @@ void cpu_avgpool_forward(const sl_exec *ex, const sl_pool_desc *d, const float *
     int planes = d->n * d->c;
     size_t hw = (size_t)d->h * d->w, ohw = (size_t)d->oh * d->ow;
     float area = (float)(d->kh * d->kw);
-#pragma omp parallel for num_threads(cpu_threads(ex)) schedule(static) if (pool_par(d))
-    for (int p = 0; p < planes; p++) {
+    SL_PARALLEL_FOR(cpu_threads(ex), pool_par(d), (int p = 0; p < planes; p++), {
         const float *xp = x + (size_t)p * hw;
         float *yp = y + (size_t)p * ohw;
         for (int oy = 0; oy < d->oh; oy++) {
@@ -133,7 +130,7 @@ void cpu_avgpool_forward(const sl_exec *ex, const sl_pool_desc *d, const float *
                 yp[oy * d->ow + ox] = s / area;
             }
         }
-    }
+    });
 }
 
 void cpu_avgpool_backward(const sl_exec *ex, const sl_pool_desc *d, const float *dy, float *dx,
@@ -142,8 +139,7 @@ void cpu_avgpool_backward(const sl_exec *ex, const sl_pool_desc *d, const float 
     int planes = d->n * d->c;
     size_t hw = (size_t)d->h * d->w, ohw = (size_t)d->oh * d->ow;
     float area = (float)(d->kh * d->kw);
-#pragma omp parallel for num_threads(cpu_threads(ex)) schedule(static) if (pool_par(d))
-    for (int p = 0; p < planes; p++) {
+    SL_PARALLEL_FOR(cpu_threads(ex), pool_par(d), (int p = 0; p < planes; p++), {
         float *dxp = dx + (size_t)p * hw;
         const float *dyp = dy + (size_t)p * ohw;
         if (!accumulate)
@@ -160,28 +156,26 @@ void cpu_avgpool_backward(const sl_exec *ex, const sl_pool_desc *d, const float 
                         dxp[iy * d->w + ix] += g;
             }
         }
-    }
+    });
 }
 
 void cpu_global_avgpool_forward(const sl_exec *ex, int nc, int hw, const float *x, float *y)
 {
     int par = (double)nc * hw >= CPU_PAR_MIN;
-#pragma omp parallel for num_threads(cpu_threads(ex)) schedule(static) if (par)
-    for (int p = 0; p < nc; p++) {
+    SL_PARALLEL_FOR(cpu_threads(ex), par, (int p = 0; p < nc; p++), {
         const float *xp = x + (size_t)p * hw;
         double s = 0.0;
         for (int j = 0; j < hw; j++)
             s += xp[j];
         y[p] = (float)(s / hw);
-    }
+    });
 }
 
 void cpu_global_avgpool_backward(const sl_exec *ex, int nc, int hw, const float *dy, float *dx,
                                  int accumulate)
 {
     int par = (double)nc * hw >= CPU_PAR_MIN;
-#pragma omp parallel for num_threads(cpu_threads(ex)) schedule(static) if (par)
-    for (int p = 0; p < nc; p++) {
+    SL_PARALLEL_FOR(cpu_threads(ex), par, (int p = 0; p < nc; p++), {
         float *dxp = dx + (size_t)p * hw;
         float g = dy[p] / (float)hw;
         if (accumulate) {
@@ -191,5 +185,5 @@ void cpu_global_avgpool_backward(const sl_exec *ex, int nc, int hw, const float 
             for (int j = 0; j < hw; j++)
                 dxp[j] = g;
         }
-    }
+    });
 }

@@ -25,10 +25,10 @@ static void count_gradient_floats(const sl_layer *l, size_t *floats)
 static sl_status grow(sl_bucket_plan *p, int n_top, int n_buckets)
 {
     if (n_top > p->cap_top) {
-        int *ready = realloc(p->top_ready_step, (size_t)n_top * sizeof *ready);
+        int *ready = sl_realloc(p->top_ready_step, (size_t)n_top * sizeof *ready);
         if (ready)
             p->top_ready_step = ready;
-        size_t *first = realloc(p->top_first, (size_t)(n_top + 1) * sizeof *first);
+        size_t *first = sl_realloc(p->top_first, (size_t)(n_top + 1) * sizeof *first);
         if (first)
             p->top_first = first;
         if (!ready || !first)
@@ -36,7 +36,7 @@ static sl_status grow(sl_bucket_plan *p, int n_top, int n_buckets)
         p->cap_top = n_top;
     }
     if (n_buckets > p->cap) {
-        sl_bucket *b = realloc(p->b, (size_t)n_buckets * sizeof *b);
+        sl_bucket *b = sl_realloc(p->b, (size_t)n_buckets * sizeof *b);
         if (!b)
             return sl_fail(SL_ERR_NOMEM, "out of memory planning gradient buckets");
         p->b = b;

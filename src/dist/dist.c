@@ -180,7 +180,7 @@ static sl_status broadcast_optimizer(sl_dist *d)
 static sl_status list_stats(sl_dist *d)
 {
     sl_net *net = d->net;
-    d->stats = calloc((size_t)net->n_params + 1, sizeof *d->stats);
+    d->stats = sl_calloc((size_t)net->n_params + 1, sizeof *d->stats);
     if (!d->stats)
         return sl_fail(SL_ERR_NOMEM, "sl_dist_join: out of memory");
     for (int i = 0; i < net->n_params; i++) {

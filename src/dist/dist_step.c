@@ -25,10 +25,10 @@ static sl_status prepare_buckets(sl_dist *d, const sl_run_cache *c)
     if (st != SL_OK)
         return st;
     if (d->plan.n > d->cap_req) {
-        MPI_Request *req = realloc(d->req, (size_t)d->plan.n * sizeof *req);
+        MPI_Request *req = sl_realloc(d->req, (size_t)d->plan.n * sizeof *req);
         if (req)
             d->req = req;
-        int *done = realloc(d->done, (size_t)d->plan.n * sizeof *done);
+        int *done = sl_realloc(d->done, (size_t)d->plan.n * sizeof *done);
         if (done)
             d->done = done;
         if (!req || !done)

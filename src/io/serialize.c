@@ -7,6 +7,7 @@
  * name, shape and dtype, and only then copies the staged bytes into the
  * network, so a failed load changes nothing.
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,7 +33,7 @@ sl_load_options sl_load_defaults(void)
 
 sl_status sl_net_tensor_slots(sl_net *net, sl_tensor_slot **slots, int *n)
 {
-    sl_tensor_slot *s = calloc((size_t)net->n_params + 1, sizeof *s);
+    sl_tensor_slot *s = sl_calloc((size_t)net->n_params + 1, sizeof *s);
     if (!s)
         return sl_fail(SL_ERR_NOMEM, "out of memory listing the network's tensors");
     for (int i = 0; i < net->n_params; i++) {
@@ -53,7 +54,7 @@ sl_status sl_net_model_tensors(sl_net *net, const sl_host_view *view, const int6
     int bn = 0;
     for (int i = 0; i < net->n_params; i++)
         bn += ends_with(net->params[i].name, ".running_var");
-    sl_st_tensor *t = calloc((size_t)(net->n_params + bn + extra) + 1, sizeof *t);
+    sl_st_tensor *t = sl_calloc((size_t)(net->n_params + bn + extra) + 1, sizeof *t);
     if (!t)
         return sl_fail(SL_ERR_NOMEM, "out of memory listing the network's tensors");
     int k = 0;
@@ -140,8 +141,9 @@ static int same_shape(const sl_tensor_slot *s, const sl_st_entry *e)
 static int match_slot(issue_log *log, sl_tensor_slot *s, const sl_st_entry *e)
 {
     char detail[256], fs[96], ns[96];
-    if (e->dtype != SL_ST_F32) {
-        snprintf(detail, sizeof detail, "dtype %s in the file, F32 in the network",
+    if (e->dtype != SL_ST_F32 && e->dtype != SL_ST_F16 && e->dtype != SL_ST_BF16) {
+        snprintf(detail, sizeof detail,
+                 "dtype %s in the file, F32 in the network (F32, F16 and BF16 load)",
                  sl_st_dtype_name(e->dtype));
         note_issue(log, s->name, SL_LOAD_MISMATCHED, SL_ERR_FORMAT, detail);
         return 0;
@@ -157,7 +159,21 @@ static int match_slot(issue_log *log, sl_tensor_slot *s, const sl_st_entry *e)
         return 0;
     }
     s->src = e->data;
+    s->src_dtype = e->dtype;
     return 1;
+}
+
+void sl_slot_copy(float *dst, const sl_tensor_slot *slot)
+{
+    const uint8_t *p = slot->src;
+    if (slot->src_dtype == SL_ST_F32) {
+        memcpy(dst, p, slot->count * sizeof(float));
+        return;
+    }
+    for (size_t i = 0; i < slot->count; i++) {
+        uint16_t h = (uint16_t)(p[2 * i] | (p[2 * i + 1] << 8));
+        dst[i] = slot->src_dtype == SL_ST_F16 ? sl_f16_to_f32(h) : sl_bf16_to_f32(h);
+    }
 }
 
 sl_status sl_match_tensors(const sl_st_file *f, sl_tensor_slot *slots, int n,
@@ -171,7 +187,7 @@ sl_status sl_match_tensors(const sl_st_file *f, sl_tensor_slot *slots, int n,
     log.opts = opts;
     log.report = report ? report : &local;
     memset(log.report, 0, sizeof *log.report);
-    char *claimed = calloc((size_t)f->n + 1, 1);
+    char *claimed = sl_calloc((size_t)f->n + 1, 1);
     if (!claimed)
         return sl_fail(SL_ERR_NOMEM, "%s: out of memory matching tensors", fn);
     for (int i = 0; i < n; i++) {
@@ -188,10 +204,13 @@ sl_status sl_match_tensors(const sl_st_file *f, sl_tensor_slot *slots, int n,
     for (int j = 0; j < f->n; j++) {
         if (claimed[j])
             continue;
-        if (ends_with(f->entries[j].name, NBT_SUFFIX))
+        const sl_st_entry *e = &f->entries[j];
+        char label[SL_ST_NAME_MAX + 16];
+        if (e->name_len == strlen(e->name) && ends_with(e->name, NBT_SUFFIX))
             log.report->ignored++;
         else
-            note_issue(&log, f->entries[j].name, SL_LOAD_UNEXPECTED, SL_ERR_NOT_FOUND,
+            note_issue(&log, sl_st_entry_label(e, label, sizeof label), SL_LOAD_UNEXPECTED,
+                       SL_ERR_NOT_FOUND,
                        "in the file, but the network has no tensor of that name");
     }
     free(claimed);
@@ -240,8 +259,7 @@ static sl_status load_model_bytes(sl_net *net, const uint8_t *buf, size_t bytes,
         int loaded = 0;
         for (int i = 0; i < n; i++)
             if (slots[i].src) {
-                memcpy(sl_host_view_at(net, &view, net->params[i].spec->data), slots[i].src,
-                       slots[i].count * sizeof(float));
+                sl_slot_copy(sl_host_view_at(net, &view, net->params[i].spec->data), &slots[i]);
                 loaded++;
             }
         st = sl_host_view_commit(net, &view);
@@ -261,7 +279,9 @@ sl_status sl_load_model_memory(sl_net *net, const void *data, size_t bytes,
     if (!net || (!data && bytes))
         return sl_fail(SL_ERR_INVALID_ARG, "%s: network or data is NULL", fn);
     static const uint8_t empty[1];
-    return load_model_bytes(net, data ? data : empty, bytes, "<memory>", opts, report, fn);
+    sl_net_mark m = sl_net_mark_now(net);
+    return sl_net_undo_first_use(
+        net, m, load_model_bytes(net, data ? data : empty, bytes, "<memory>", opts, report, fn));
 }
 
 sl_status sl_load_model(sl_net *net, const char *path, const sl_load_options *opts,
@@ -275,31 +295,91 @@ sl_status sl_load_model(sl_net *net, const char *path, const sl_load_options *op
     sl_status st = sl_read_whole_file(path, fn, &buf, &bytes);
     if (st != SL_OK)
         return st;
-    st = load_model_bytes(net, buf, bytes, path, opts, report, fn);
+    sl_net_mark m = sl_net_mark_now(net);
+    st = sl_net_undo_first_use(net, m, load_model_bytes(net, buf, bytes, path, opts, report, fn));
     free(buf);
     return st;
 }
 
-sl_status sl_save_model(sl_net *net, const char *path)
+/* The F32 tensors of t as 16-bit values in one block (*block, to free),
+ * rounded to nearest even; fails on a finite value the type cannot hold. */
+static sl_status narrow_tensors(sl_st_tensor *t, int n, sl_file_dtype dtype, uint16_t **block,
+                                const char *fn)
 {
-    static const char fn[] = "sl_save_model";
+    size_t total = 0;
+    for (int i = 0; i < n; i++)
+        if (t[i].dtype == SL_ST_F32)
+            total += t[i].bytes / sizeof(float);
+    uint16_t *out = sl_malloc(total * sizeof *out);
+    if (!out)
+        return sl_fail(SL_ERR_NOMEM, "%s: out of memory converting %zu values to %s", fn, total,
+                       dtype == SL_FILE_F16 ? "F16" : "BF16");
+    size_t at = 0;
+    for (int i = 0; i < n; i++) {
+        if (t[i].dtype != SL_ST_F32)
+            continue;
+        const float *src = t[i].data;
+        size_t count = t[i].bytes / sizeof(float);
+        for (size_t k = 0; k < count; k++) {
+            uint16_t h = dtype == SL_FILE_F16 ? sl_f32_to_f16(src[k]) : sl_f32_to_bf16(src[k]);
+            float back = dtype == SL_FILE_F16 ? sl_f16_to_f32(h) : sl_bf16_to_f32(h);
+            if (isinf(back) && !isinf(src[k])) {
+                sl_free(out);
+                return sl_fail(SL_ERR_INVALID_ARG,
+                               "%s: tensor '%s' holds %g (element %zu), beyond the range of %s "
+                               "(largest finite %s); save as %s; nothing was written",
+                               fn, t[i].name, (double)src[k], k,
+                               dtype == SL_FILE_F16 ? "F16" : "BF16",
+                               dtype == SL_FILE_F16 ? "65504" : "3.39e38",
+                               dtype == SL_FILE_F16 ? "BF16 or F32" : "F32");
+            }
+            out[at + k] = h; /* little-endian host: the file's byte order */
+        }
+        t[i].data = out + at;
+        t[i].bytes = count * sizeof *out;
+        t[i].dtype = dtype == SL_FILE_F16 ? SL_ST_F16 : SL_ST_BF16;
+        at += count;
+    }
+    *block = out;
+    return SL_OK;
+}
+
+static sl_status save_model(sl_net *net, const char *path, sl_file_dtype dtype, const char *fn)
+{
     if (!net || !path)
         return sl_fail(SL_ERR_INVALID_ARG, "%s: network or path is NULL", fn);
+    if (dtype != SL_FILE_F32 && dtype != SL_FILE_BF16 && dtype != SL_FILE_F16)
+        return sl_fail(SL_ERR_INVALID_ARG, "%s: unknown file dtype %d", fn, (int)dtype);
+    sl_net_mark m = sl_net_mark_now(net);
     sl_status st = sl_net_materialize(net);
     if (st != SL_OK)
         return wrap(st, fn);
     sl_st_tensor *t = NULL;
+    uint16_t *narrow = NULL;
     int n = 0;
     sl_host_view view;
     st = sl_host_view_open(net, &view);
     if (st != SL_OK)
-        return wrap(st, fn);
+        return sl_net_undo_first_use(net, m, wrap(st, fn));
     st = sl_net_model_tensors(net, &view, &net->steps, 0, &t, &n);
+    if (st == SL_OK && dtype != SL_FILE_F32)
+        st = narrow_tensors(t, n, dtype, &narrow, fn);
     if (st == SL_OK) {
         static const char *const meta[][2] = {{"format", "pt"}, {"producer", "sublinear"}};
         st = sl_st_write(path, t, n, meta, 2, fn);
-        free(t);
     }
+    sl_free(t);
+    sl_free(narrow);
     sl_host_view_close(net, &view);
-    return st;
+    return sl_net_undo_first_use(net, m, st);
+}
+
+sl_status sl_save_model(sl_net *net, const char *path)
+{
+    return save_model(net, path, SL_FILE_F32, "sl_save_model");
+}
+
+sl_status sl_save_model_as(sl_net *net, const char *path, sl_file_dtype dtype)
+{
+    return save_model(net, path, dtype, "sl_save_model_as");
 }

@@ -22,12 +22,17 @@ typedef struct sl_tensor_slot {
     int ndim;
     int dims[4];
     size_t count;       /* floats */
-    const uint8_t *src; /* its F32 bytes in the file once matched, else NULL */
+    const uint8_t *src; /* its bytes in the file once matched, else NULL */
+    sl_st_dtype src_dtype; /* F32, F16 or BF16 once matched */
 } sl_tensor_slot;
+
+/* Copies a matched slot's values into dst (count floats), widening F16 and
+ * BF16 exactly. */
+void sl_slot_copy(float *dst, const sl_tensor_slot *slot);
 
 /* Matches a parsed file against slots: sets each slot's src; reports
  * missing, unexpected (every "*.num_batches_tracked" is ignored) and
- * mismatched (dtype or shape) tensors through opts->on_issue and counts
+ * mismatched (shape, or a dtype other than F32, F16 and BF16) tensors through opts->on_issue and counts
  * them in *report (may be NULL). When opts->strict and anything did not
  * match, fails naming the first problem. Never touches a network. */
 sl_status sl_match_tensors(const sl_st_file *f, sl_tensor_slot *slots, int n,

@@ -118,9 +118,13 @@ typedef struct snapshot_meta {
 static sl_status meta_string(const sl_st_file *f, const char *key, const char *what,
                              const char **out)
 {
-    *out = sl_st_metadata(f, key);
+    size_t len = 0;
+    *out = sl_st_metadata(f, key, &len);
     if (!*out || !**out)
         return sl_fail(SL_ERR_FORMAT, "'%s': __metadata__ lacks \"%s\"", what, key);
+    if (strlen(*out) != len)
+        return sl_fail(SL_ERR_FORMAT, "'%s': __metadata__ \"%s\" holds a NUL character", what,
+                       key);
     return SL_OK;
 }
 
@@ -159,8 +163,9 @@ static sl_status meta_uint(const sl_st_file *f, const char *key, const char *wha
 
 static sl_status read_meta(const sl_st_file *f, const char *what, snapshot_meta *m)
 {
-    const char *format = sl_st_metadata(f, "format");
-    if (!format || strcmp(format, SNAPSHOT_FORMAT) != 0)
+    size_t format_len = 0;
+    const char *format = sl_st_metadata(f, "format", &format_len);
+    if (!format || format_len != strlen(SNAPSHOT_FORMAT) || strcmp(format, SNAPSHOT_FORMAT) != 0)
         return sl_fail(SL_ERR_FORMAT,
                        "'%s' is not a training snapshot (__metadata__ \"format\" is \"%.32s\", not "
                        "\"" SNAPSHOT_FORMAT "\"); load a model file with sl_load_model",
@@ -200,7 +205,7 @@ static sl_status snapshot_slots(sl_net *net, const sl_optimizer_options *o, sl_t
     const char *names[SL_OPT_STATE_MAX];
     int per = sl_optimizer_state_blocks(o, names);
     int n = net->n_params + trainable_count(net) * per;
-    sl_tensor_slot *s = calloc((size_t)n + 1, sizeof *s);
+    sl_tensor_slot *s = sl_calloc((size_t)n + 1, sizeof *s);
     if (!s)
         return sl_fail(SL_ERR_NOMEM, "out of memory listing the snapshot's tensors");
     sl_tensor_slot *params = NULL;
@@ -239,8 +244,7 @@ static void copy_state(void *user, int param, int per, float *const *blocks)
     (void)param;
     load_ctx *c = user;
     for (int k = 0; k < per; k++) {
-        memcpy(sl_host_view_at(c->net, c->view, blocks[k]), c->next->src,
-               c->next->count * sizeof(float));
+        sl_slot_copy(sl_host_view_at(c->net, c->view, blocks[k]), c->next);
         c->next++;
     }
 }
@@ -265,8 +269,7 @@ static sl_status commit(sl_net *net, const snapshot_meta *m, const sl_tensor_slo
     if (st != SL_OK)
         return st;
     for (int i = 0; i < net->n_params; i++)
-        memcpy(sl_host_view_at(net, &view, net->params[i].spec->data), slots[i].src,
-               slots[i].count * sizeof(float));
+        sl_slot_copy(sl_host_view_at(net, &view, net->params[i].spec->data), &slots[i]);
     load_ctx c = {slots + net->n_params, net, &view};
     sl_net_visit_optimizer_state(net, copy_state, &c);
     st = sl_host_view_commit(net, &view);
@@ -322,7 +325,8 @@ sl_status sl_load_snapshot(sl_net *net, const char *path)
     sl_status st = sl_read_whole_file(path, fn, &buf, &bytes);
     if (st != SL_OK)
         return st;
-    st = sl_snapshot_load_memory(net, buf, bytes, path);
+    sl_net_mark m = sl_net_mark_now(net);
+    st = sl_net_undo_first_use(net, m, sl_snapshot_load_memory(net, buf, bytes, path));
     free(buf);
     return st;
 }

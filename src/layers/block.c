@@ -202,7 +202,7 @@ int sl_block_add(sl_layer *l, const char *name, sl_layer *child, int n_in, const
         sl_layer_free(child);
         return -1;
     }
-    wiring *w = realloc(b->wires, (size_t)(l->n_children + 1) * sizeof *w);
+    wiring *w = sl_realloc(b->wires, (size_t)(l->n_children + 1) * sizeof *w);
     if (!w) {
         sl_layer_free(child);
         sl_fail(SL_ERR_NOMEM, "sl_block_add: out of memory");

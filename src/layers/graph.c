@@ -18,7 +18,7 @@ int sl_graph_add_node(sl_graph *g, sl_layer *layer, int n_in, const int *in)
     }
     if (g->n_nodes == g->cap_nodes) {
         int cap = g->cap_nodes ? 2 * g->cap_nodes : 64;
-        sl_graph_node *nodes = realloc(g->nodes, (size_t)cap * sizeof *nodes);
+        sl_graph_node *nodes = sl_realloc(g->nodes, (size_t)cap * sizeof *nodes);
         if (!nodes) {
             sl_fail(SL_ERR_NOMEM, "out of memory building the network graph");
             return -1;
@@ -51,8 +51,8 @@ sl_status sl_graph_build(sl_layer *const *top, int n_top, sl_graph *out)
     sl_graph g;
     memset(&g, 0, sizeof g);
     g.n_top = n_top;
-    g.top_first_node = calloc((size_t)n_top + 1, sizeof(int));
-    g.top_output = calloc((size_t)n_top + 1, sizeof(int));
+    g.top_first_node = sl_calloc((size_t)n_top + 1, sizeof(int));
+    g.top_output = sl_calloc((size_t)n_top + 1, sizeof(int));
     if (!g.top_first_node || !g.top_output) {
         sl_graph_release(&g);
         return sl_fail(SL_ERR_NOMEM, "out of memory building the network graph");
@@ -88,9 +88,9 @@ sl_status sl_shapes_compute(const sl_graph *g, const sl_backend *be, sl_shape in
     memset(&s, 0, sizeof s);
     s.n_nodes = g->n_nodes;
     s.n_tensors = g->n_nodes + 1;
-    s.tensor = calloc((size_t)s.n_tensors, sizeof *s.tensor);
-    s.bytes = calloc((size_t)s.n_tensors, sizeof *s.bytes);
-    s.cost = calloc((size_t)s.n_nodes + 1, sizeof *s.cost);
+    s.tensor = sl_calloc((size_t)s.n_tensors, sizeof *s.tensor);
+    s.bytes = sl_calloc((size_t)s.n_tensors, sizeof *s.bytes);
+    s.cost = sl_calloc((size_t)s.n_nodes + 1, sizeof *s.cost);
     if (!s.tensor || !s.bytes || !s.cost) {
         sl_shapes_release(&s);
         return sl_fail(SL_ERR_NOMEM, "out of memory in the shape pass");

@@ -36,7 +36,7 @@ int sl_layer_add_child(sl_layer *parent, const char *local, sl_layer *child)
 {
     if (!child)
         return -1; /* the constructor's message stays */
-    sl_layer **c = realloc(parent->children, (size_t)(parent->n_children + 1) * sizeof *c);
+    sl_layer **c = sl_realloc(parent->children, (size_t)(parent->n_children + 1) * sizeof *c);
     if (!c) {
         sl_layer_free(child);
         sl_fail(SL_ERR_NOMEM, "out of memory building a %s block", parent->ops->type);

@@ -11,6 +11,7 @@
 
 #include "base/base.h"
 #include "models/models.h"
+#include "net/net.h"
 
 /* The one list of models: name, builder, variant. Both the public name
  * list and the lookup table are generated from it, so they cannot drift. */
@@ -91,7 +92,11 @@ sl_status sl_model_build(sl_net *net, const char *model, int num_classes, int re
                        "sl_model_build: %s: the network already has %d layer(s); "
                        "models are built into an empty network",
                        model, existing);
-    return entry->build(net, entry->variant, num_classes, res);
+    int out_channels = net->out_channels;
+    sl_status st = entry->build(net, entry->variant, num_classes, res);
+    if (st != SL_OK) /* objects as they were: no half-built model */
+        sl_net_remove_layers_from(net, 0, out_channels);
+    return st;
 }
 
 sl_status sl_models_add(sl_net *net, sl_layer *layer, const char *name_fmt, ...)

@@ -62,9 +62,9 @@ sl_status sl_net_write_dot(sl_net *net, sl_shape input, sl_mode mode, const char
     const sl_program *p = &c->prog;
     const sl_plan *pl = &c->plan;
     /* The storage offset of each node's first forward output. */
-    size_t *offset = calloc((size_t)g->n_nodes + 1, sizeof *offset);
-    size_t *sorted = calloc((size_t)g->n_nodes + 1, sizeof *sorted);
-    int *seen = calloc((size_t)g->n_nodes + 1, sizeof *seen);
+    size_t *offset = sl_calloc((size_t)g->n_nodes + 1, sizeof *offset);
+    size_t *sorted = sl_calloc((size_t)g->n_nodes + 1, sizeof *sorted);
+    int *seen = sl_calloc((size_t)g->n_nodes + 1, sizeof *seen);
     if (!offset || !sorted || !seen) {
         free(offset);
         free(sorted);

@@ -100,8 +100,9 @@ sl_status sl_net_add(sl_net *net, const char *name, sl_layer *layer)
     if (!net) {
         st = sl_fail(SL_ERR_INVALID_ARG, "sl_net_add: network is NULL");
     } else if (!layer) {
-        st = sl_fail(SL_ERR_INVALID_ARG, "sl_net_add: layer is NULL (its constructor failed: %s)",
-                     sl_error_message());
+        /* An allocation failure in the constructor stays one. */
+        st = sl_fail(sl_error_status() == SL_ERR_NOMEM ? SL_ERR_NOMEM : SL_ERR_INVALID_ARG,
+                     "sl_net_add: layer is NULL (its constructor failed: %s)", sl_error_message());
     } else if (net->finalized) {
         st = sl_fail(SL_ERR_STATE,
                      "sl_net_add: the network has been used (parameters allocated); add every "
@@ -130,7 +131,7 @@ sl_status sl_net_add(sl_net *net, const char *name, sl_layer *layer)
     }
     if (net->n_top == net->cap_top) {
         int cap = net->cap_top ? 2 * net->cap_top : 16;
-        sl_layer **top = realloc(net->top, (size_t)cap * sizeof *top);
+        sl_layer **top = sl_realloc(net->top, (size_t)cap * sizeof *top);
         if (!top) {
             sl_layer_free(layer);
             return sl_fail(SL_ERR_NOMEM, "sl_net_add: out of memory");
@@ -145,6 +146,13 @@ sl_status sl_net_add(sl_net *net, const char *name, sl_layer *layer)
 }
 
 int sl_net_layer_count(const sl_net *net) { return net ? net->n_top : 0; }
+
+void sl_net_remove_layers_from(sl_net *net, int n_top, int out_channels)
+{
+    while (net->n_top > n_top)
+        sl_layer_free(net->top[--net->n_top]);
+    net->out_channels = out_channels;
+}
 
 /* ---- finalising: parameters ---- */
 
@@ -167,7 +175,7 @@ static void collect_params(sl_net *net, sl_layer *l, int *k)
         collect_params(net, l->children[i], k);
 }
 
-static void init_param(sl_param_spec *p, uint64_t seed, uint64_t stream)
+static void init_param(sl_param_spec *p, uint64_t seed, uint64_t stream, int threads)
 {
     switch (p->init) {
     case SL_INIT_ZEROS:
@@ -181,16 +189,15 @@ static void init_param(sl_param_spec *p, uint64_t seed, uint64_t stream)
         float std = sqrtf(2.0f / (float)p->fan);
         /* Each element is a pure function of (seed, stream, i): threads
          * cannot change the result. */
-#pragma omp parallel for schedule(static) if (p->count > 65536)
-        for (size_t i = 0; i < p->count; i++)
-            p->data[i] = std * sl_random_normal(seed, stream, i);
+        SL_PARALLEL_FOR(threads, p->count > 65536, (size_t i = 0; i < p->count; i++),
+                        { p->data[i] = std * sl_random_normal(seed, stream, i); });
         break;
     }
     case SL_INIT_UNIFORM_FAN_IN: {
         float bound = 1.0f / sqrtf((float)p->fan);
-#pragma omp parallel for schedule(static) if (p->count > 65536)
-        for (size_t i = 0; i < p->count; i++)
+        SL_PARALLEL_FOR(threads, p->count > 65536, (size_t i = 0; i < p->count; i++), {
             p->data[i] = bound * (2.0f * sl_random_uniform(seed, stream, i) - 1.0f);
+        });
         break;
     }
     }
@@ -202,7 +209,7 @@ static sl_status list_params(sl_net *net)
     int n = 0;
     for (int i = 0; i < net->n_top; i++)
         n += count_params(net->top[i]);
-    net->params = calloc((size_t)n + 1, sizeof *net->params);
+    net->params = sl_calloc((size_t)n + 1, sizeof *net->params);
     if (!net->params)
         return sl_fail(SL_ERR_NOMEM, "out of memory listing parameters");
     int k = 0;
@@ -240,7 +247,7 @@ static sl_status allocate_params(sl_net *net)
     for (int i = 0; i < net->n_params; i++) {
         sl_param_spec *p = net->params[i].spec;
         p->data = host + po;
-        init_param(p, net->ctx->seed, (uint64_t)i);
+        init_param(p, net->ctx->seed, (uint64_t)i, sl_context_threads(net->ctx));
         p->data = net->param_block + po;
         po += sl_stride_floats(p->count);
     }
@@ -278,8 +285,45 @@ sl_status sl_net_finalize(sl_net *net)
     return SL_OK;
 }
 
+/* Undoes sl_net_finalize, for a call that failed after finalising. */
+static void unfinalize(sl_net *net)
+{
+    sl_run_cache_release(&net->cache[SL_MODE_TRAIN]);
+    sl_run_cache_release(&net->cache[SL_MODE_INFER]);
+    sl_graph_release(&net->graph);
+    sl_free(net->params);
+    net->params = NULL;
+    net->n_params = 0;
+    net->param_floats = net->grad_floats = 0;
+    net->finalized = 0;
+}
+
+sl_net_mark sl_net_mark_now(const sl_net *net)
+{
+    sl_net_mark m = {net->finalized, net->param_block != NULL};
+    return m;
+}
+
+sl_status sl_net_undo_first_use(sl_net *net, sl_net_mark m, sl_status st)
+{
+    if (st == SL_OK || !net)
+        return st;
+    const sl_backend *be = net->ctx->backend;
+    if (!m.materialized && net->param_block) {
+        for (int i = 0; i < net->n_params; i++)
+            net->params[i].spec->data = net->params[i].spec->grad = NULL;
+        be->free(be, net->param_block);
+        be->free(be, net->grad_block);
+        net->param_block = net->grad_block = NULL;
+    }
+    if (!m.finalized && net->finalized && !net->opt_block)
+        unfinalize(net);
+    return st;
+}
+
 sl_status sl_net_materialize(sl_net *net)
 {
+    int was_finalized = net->finalized;
     sl_status st = sl_net_finalize(net);
     if (st != SL_OK || net->param_block)
         return st;
@@ -289,6 +333,10 @@ sl_status sl_net_materialize(sl_net *net)
     if (st != SL_OK) {
         net->ctx->backend->free(net->ctx->backend, net->param_block);
         net->param_block = NULL;
+        /* Failed calls leave the network as it was: layers can still be
+         * added when it was not finalised before. */
+        if (!was_finalized)
+            unfinalize(net);
     }
     return st;
 }

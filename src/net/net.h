@@ -70,6 +70,7 @@ struct sl_net {
     sl_run_cache cache[2]; /* indexed by sl_mode */
     int debug_poison; /* tests: NaN-fill dead storage during runs */
     int no_reuse;     /* plan every value in storage of its own */
+    int no_memory_check; /* skip sl_net_check_host_memory */
     sl_mode mode;     /* SL_MODE_INFER: gradients freed */
     char *arena;
     size_t arena_capacity;
@@ -105,6 +106,20 @@ typedef void (*sl_opt_state_visit)(void *user, int param, int per, float *const 
 
 /* Visits the state of the network's optimizer (net->opt, net->opt_block). */
 void sl_net_visit_optimizer_state(sl_net *net, sl_opt_state_visit visit, void *user);
+/* Whether a network was finalised and materialised when a call began: a
+ * call that fails undoes what it did on first use (sl_net_add works again
+ * afterwards), so that failing calls leave the network as it was. */
+typedef struct sl_net_mark {
+    int finalized, materialized;
+} sl_net_mark;
+sl_net_mark sl_net_mark_now(const sl_net *net);
+/* Returns st; when it is a failure, frees the parameters and the graph a
+ * call made since mark m. */
+sl_status sl_net_undo_first_use(sl_net *net, sl_net_mark m, sl_status st);
+
+/* Frees the top-level layers from index n_top on and restores the output
+ * channel count (sl_model_build undoing a build that failed). */
+void sl_net_remove_layers_from(sl_net *net, int n_top, int out_channels);
 
 /* Lists parameters (names, sizes) and builds the graph, once; layers can
  * no longer be added. Allocates no parameter memory (planning needs none). */
@@ -149,6 +164,12 @@ sl_context *sl_net_context(sl_net *net);
  * sl_net_memory_report, sl_net_memory_timeline and sl_net_write_dot. */
 sl_status sl_net_plan_for(sl_net *net, sl_shape input, sl_mode mode, const void *out,
                           const char *fn, sl_run_cache **cache);
+
+/* Before the arena of plan c is allocated in host memory: SL_ERR_NOMEM
+ * naming the planned and the available bytes and a budget schedule that
+ * fits, when the arena would not fit (memory_check.c). */
+sl_status sl_net_check_host_memory(sl_net *net, const sl_run_cache *c, sl_mode mode,
+                                   const char *fn);
 
 /* Segments for a schedule over the network's top-level chain. */
 sl_status sl_schedule_segments(const sl_net *net, const sl_shapes *sh, sl_schedule schedule,

@@ -141,7 +141,9 @@ static sl_status prepare_run(sl_net *net, const float *x, sl_shape shape, sl_mod
             if (io->labels[i] < 0 || io->labels[i] >= classes)
                 return sl_fail(SL_ERR_INVALID_ARG, "%s: label %d of sample %d is outside [0, %d)",
                                fn, io->labels[i], i, classes);
-    st = ensure_arena(net, c->plan.arena_bytes);
+    st = sl_net_check_host_memory(net, c, mode, fn);
+    if (st == SL_OK)
+        st = ensure_arena(net, c->plan.arena_bytes);
     if (st == SL_OK)
         *cache = c;
     return st;
@@ -151,8 +153,8 @@ static sl_status prepare_run(sl_net *net, const float *x, sl_shape shape, sl_mod
  * pre is the status of the caller's own checks. A training run of a
  * network in a communicator first agrees with the other ranks that every
  * rank can run, and communicates gradients while it runs. */
-static sl_status run(sl_net *net, const float *x, sl_shape shape, sl_mode mode, sl_status pre,
-                     sl_run_io *io, sl_step_result *result, const char *fn)
+static sl_status run_program(sl_net *net, const float *x, sl_shape shape, sl_mode mode,
+                             sl_status pre, sl_run_io *io, sl_step_result *result, const char *fn)
 {
     sl_run_cache *c = NULL;
     sl_status st = pre == SL_OK ? prepare_run(net, x, shape, mode, io, fn, &c) : pre;
@@ -188,6 +190,17 @@ static sl_status run(sl_net *net, const float *x, sl_shape shape, sl_mode mode, 
         result->correct = io->correct;
     }
     return SL_OK;
+}
+
+/* run_program, undoing what a failing call did on the network's first
+ * use (parameters allocated, graph built), so the network is as it was. */
+static sl_status run(sl_net *net, const float *x, sl_shape shape, sl_mode mode, sl_status pre,
+                     sl_run_io *io, sl_step_result *result, const char *fn)
+{
+    if (!net)
+        return run_program(net, x, shape, mode, pre, io, result, fn);
+    sl_net_mark m = sl_net_mark_now(net);
+    return sl_net_undo_first_use(net, m, run_program(net, x, shape, mode, pre, io, result, fn));
 }
 
 sl_status sl_net_predict(sl_net *net, const float *x, sl_shape shape, float *logits)
@@ -241,13 +254,14 @@ sl_status sl_net_output_shape(sl_net *net, sl_shape input, sl_shape *output)
     sl_status st = check_input(net, input, "sl_net_output_shape");
     if (st != SL_OK)
         return st;
+    sl_net_mark m = sl_net_mark_now(net);
     st = sl_net_finalize(net);
     if (st != SL_OK)
         return st;
     sl_shapes sh;
     st = sl_shapes_compute(&net->graph, net->ctx->backend, input, &sh);
     if (st != SL_OK)
-        return st;
+        return sl_net_undo_first_use(net, m, st);
     *output = sh.tensor[net->graph.n_nodes];
     sl_shapes_release(&sh);
     return SL_OK;
@@ -306,7 +320,8 @@ sl_status sl_net_plan_for(sl_net *net, sl_shape input, sl_mode mode, const void 
      * the next run need not plan again. */
     const sl_run_cache *c = &net->cache[mode];
     int input_grad = c->valid && sl_shape_equal(c->shape, input) ? c->input_grad : 0;
-    return sl_net_prepare(net, input, mode, input_grad, cache);
+    sl_net_mark m = sl_net_mark_now(net);
+    return sl_net_undo_first_use(net, m, sl_net_prepare(net, input, mode, input_grad, cache));
 }
 
 sl_status sl_net_memory_report(sl_net *net, sl_shape input, sl_mode mode, sl_memory_report *out)

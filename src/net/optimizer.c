@@ -79,6 +79,7 @@ sl_status sl_net_set_optimizer(sl_net *net, const sl_optimizer_options *opts)
 {
     if (!net || !opts)
         return sl_fail(SL_ERR_INVALID_ARG, "sl_net_set_optimizer: network or options are NULL");
+    sl_net_mark m = sl_net_mark_now(net);
     sl_status st = check_optimizer(opts);
     if (st == SL_OK)
         st = sl_net_finalize(net);
@@ -91,7 +92,7 @@ sl_status sl_net_set_optimizer(sl_net *net, const sl_optimizer_options *opts)
     if (floats) {
         state = be->alloc(be, floats * sizeof(float), "optimizer state");
         if (!state)
-            return SL_ERR_NOMEM;
+            return sl_net_undo_first_use(net, m, SL_ERR_NOMEM);
     }
     be->free(be, net->opt_block);
     net->opt_block = state;

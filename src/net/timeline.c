@@ -46,10 +46,10 @@ sl_status sl_net_memory_timeline(sl_net *net, sl_shape input, sl_mode mode, sl_m
     memset(&t, 0, sizeof t);
     t.steps = p->n_steps;
     t.arena_bytes = pl->arena_bytes;
-    t.outputs = calloc((size_t)t.steps + 1, sizeof(uint64_t));
-    t.grad_inputs = calloc((size_t)t.steps + 1, sizeof(uint64_t));
-    t.buffers = calloc((size_t)t.steps + 1, sizeof(uint64_t));
-    t.step_names = calloc((size_t)t.steps + 1, sizeof(char *));
+    t.outputs = sl_calloc((size_t)t.steps + 1, sizeof(uint64_t));
+    t.grad_inputs = sl_calloc((size_t)t.steps + 1, sizeof(uint64_t));
+    t.buffers = sl_calloc((size_t)t.steps + 1, sizeof(uint64_t));
+    t.step_names = sl_calloc((size_t)t.steps + 1, sizeof(char *));
     if (!t.outputs || !t.grad_inputs || !t.buffers || !t.step_names) {
         sl_memory_timeline_free(&t);
         return sl_fail(SL_ERR_NOMEM, "out of memory building a memory timeline");
@@ -64,7 +64,7 @@ sl_status sl_net_memory_timeline(sl_net *net, sl_shape input, sl_mode mode, sl_m
         const sl_step *st_ = &p->steps[s];
         const char *who = st_->kind == SL_STEP_LOSS ? "" : net->graph.nodes[st_->node].layer->name;
         size_t len = strlen(who) + 8;
-        t.step_names[s] = malloc(len);
+        t.step_names[s] = sl_malloc(len);
         if (!t.step_names[s]) {
             sl_memory_timeline_free(&t);
             return sl_fail(SL_ERR_NOMEM, "out of memory building a memory timeline");

@@ -1,0 +1,284 @@
+/*
+ * test_alloc_failure.c — every allocation failure is a clean SL_ERR_NOMEM.
+ * One run builds a checkpointed network from the model registry, trains
+ * it, saves a model and a snapshot, loads both into a second network and
+ * trains and predicts on. First the run is counted without faults; then,
+ * for every N, the run is repeated with the N-th allocation of the library
+ * failing (sl_test_alloc_fail_at, the hook of the library's own
+ * allocator). The one call that meets the failure must return
+ * SL_ERR_NOMEM with a message; it is then retried, and the run must end
+ * with parameters, predictions and file bytes equal bit for bit to the
+ * fault-free run: the failed call left every object as it was. Leaks are
+ * ASan's to find (the CI runs this test under it).
+ */
+#define _DEFAULT_SOURCE
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "base/base.h"
+#include "harness.h"
+
+#define BATCH 2
+#define RES 8
+#define CLASSES 3
+#define PATH_LEN 512
+
+typedef struct run_state {
+    sl_context *ctx[2];
+    sl_net *net[2];
+    float x[BATCH * 3 * RES * RES];
+    int labels[BATCH];
+    float logits[BATCH * CLASSES];
+    char model_path[PATH_LEN], snap_path[PATH_LEN];
+} run_state;
+
+typedef struct run_result {
+    float *params; /* of the second network */
+    size_t n_floats;
+    float logits[BATCH * CLASSES];
+    uint8_t *model_file, *snap_file;
+    size_t model_bytes, snap_bytes;
+    int failures;  /* calls that met the injected failure */
+    char stage[64];
+} run_result;
+
+static char g_dir[256];
+
+static sl_status make_context(run_state *s, int i)
+{
+    sl_context_options o = sl_context_defaults();
+    o.threads = 1;
+    o.seed = 11 + (uint64_t)i;
+    return sl_context_create(&o, &s->ctx[i]);
+}
+
+static sl_status make_net(run_state *s, int i)
+{
+    return sl_sublinear(s->ctx[i], 3, SL_CKPT_SQRT, &s->net[i]);
+}
+
+static sl_status build(run_state *s, int i)
+{
+    return sl_model_build(s->net[i], "resnet20", CLASSES, RES);
+}
+
+static sl_status set_optimizer(run_state *s, int i)
+{
+    sl_optimizer_options o = sl_sgd(0.05f, 0.9f, 1e-4f, 0);
+    return sl_net_set_optimizer(s->net[i], &o);
+}
+
+static sl_status train(run_state *s, int i)
+{
+    sl_step_result r;
+    sl_shape sh = {BATCH, 3, RES, RES};
+    return sl_net_train_step(s->net[i], s->x, sh, s->labels, &r);
+}
+
+static sl_status save_model(run_state *s, int i) { return sl_save_model(s->net[i], s->model_path); }
+static sl_status save_snapshot(run_state *s, int i)
+{
+    return sl_save_snapshot(s->net[i], s->snap_path);
+}
+
+static sl_status load_model(run_state *s, int i)
+{
+    sl_load_report rep;
+    return sl_load_model(s->net[i], s->model_path, NULL, &rep);
+}
+
+static sl_status load_snapshot(run_state *s, int i) { return sl_load_snapshot(s->net[i], s->snap_path); }
+
+static sl_status predict(run_state *s, int i)
+{
+    sl_shape sh = {BATCH, 3, RES, RES};
+    return sl_net_predict(s->net[i], s->x, sh, s->logits);
+}
+
+static sl_status report(run_state *s, int i)
+{
+    sl_memory_report r;
+    sl_shape sh = {BATCH, 3, RES, RES};
+    return sl_net_memory_report(s->net[i], sh, SL_MODE_TRAIN, &r);
+}
+
+static const struct {
+    const char *name;
+    sl_status (*fn)(run_state *, int);
+    int net;
+} stages[] = {
+    {"context 0", make_context, 0}, {"net 0", make_net, 0},
+    {"build 0", build, 0},
+    {"optimizer 0", set_optimizer, 0}, {"report 0", report, 0},
+    {"train 0", train, 0},          {"train 0 again", train, 0},
+    {"save model", save_model, 0},  {"save snapshot", save_snapshot, 0},
+    {"context 1", make_context, 1}, {"net 1", make_net, 1},
+    {"build 1", build, 1},          {"load model", load_model, 1},
+    {"load snapshot", load_snapshot, 1}, {"train 1", train, 1},
+    {"predict 1", predict, 1},
+};
+
+static uint8_t *read_file(const char *path, size_t *n)
+{
+    FILE *f = fopen(path, "rb");
+    ck_assert_msg(f, "%s", path);
+    fseek(f, 0, SEEK_END);
+    long len = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    uint8_t *b = malloc((size_t)len + 1);
+    ck_assert(b && fread(b, 1, (size_t)len, f) == (size_t)len);
+    fclose(f);
+    *n = (size_t)len;
+    return b;
+}
+
+/* One run with the fail_at-th allocation failing (0: none). */
+static void one_run(long fail_at, run_result *out)
+{
+    run_state *s = calloc(1, sizeof *s);
+    ck_assert(s);
+    th_fill_normal(s->x, sizeof s->x / sizeof s->x[0], 5, 1.0f);
+    for (int b = 0; b < BATCH; b++)
+        s->labels[b] = b % CLASSES;
+    snprintf(s->model_path, sizeof s->model_path, "%s/model.safetensors", g_dir);
+    snprintf(s->snap_path, sizeof s->snap_path, "%s/snap.safetensors", g_dir);
+    memset(out, 0, sizeof *out);
+    sl_test_alloc_fail_at(fail_at ? fail_at : -1);
+    for (size_t k = 0; k < sizeof stages / sizeof stages[0]; k++) {
+        sl_status st = stages[k].fn(s, stages[k].net);
+        if (st != SL_OK) {
+            ck_assert_msg(st == SL_ERR_NOMEM, "allocation %ld, %s: %s (%s)", fail_at,
+                          stages[k].name, sl_status_name(st), sl_last_error());
+            ck_assert_msg(strstr(sl_last_error(), "memory") != NULL,
+                          "allocation %ld, %s: message '%s' does not say out of memory", fail_at,
+                          stages[k].name, sl_last_error());
+            out->failures++;
+            snprintf(out->stage, sizeof out->stage, "%s", stages[k].name);
+            st = stages[k].fn(s, stages[k].net); /* the retry, fault-free */
+            ck_assert_msg(st == SL_OK, "allocation %ld, %s: the retry failed: %s", fail_at,
+                          stages[k].name, sl_last_error());
+        }
+    }
+    long counted = sl_test_alloc_count();
+    sl_test_alloc_fail_at(0);
+    if (!fail_at)
+        out->failures = (int)counted; /* the fault-free run reports its count */
+    int n = sl_net_param_count(s->net[1]);
+    for (int i = 0; i < n; i++) {
+        sl_param_info pi;
+        ck_assert(sl_net_param(s->net[1], i, &pi) == SL_OK);
+        out->params = realloc(out->params, (out->n_floats + pi.count) * sizeof(float));
+        memcpy(out->params + out->n_floats, pi.data, pi.count * sizeof(float));
+        out->n_floats += pi.count;
+    }
+    memcpy(out->logits, s->logits, sizeof out->logits);
+    out->model_file = read_file(s->model_path, &out->model_bytes);
+    out->snap_file = read_file(s->snap_path, &out->snap_bytes);
+    for (int i = 0; i < 2; i++) {
+        sl_net_free(s->net[i]);
+        sl_context_free(s->ctx[i]);
+    }
+    free(s);
+}
+
+static void free_result(run_result *r)
+{
+    free(r->params);
+    free(r->model_file);
+    free(r->snap_file);
+}
+
+START_TEST(test_every_allocation_failure_is_nomem_and_changes_nothing)
+{
+    run_result clean, faulty;
+    one_run(0, &clean);
+    long total = clean.failures;
+    ck_assert_int_gt(total, 100);
+    /* Under SL_TEST_QUICK (the sanitizer run), every third allocation. */
+    long step = getenv("SL_TEST_QUICK") ? 3 : 1;
+    int failed_calls = 0;
+    for (long n = 1; n <= total; n += step) {
+        one_run(n, &faulty);
+        ck_assert_msg(faulty.failures == 1, "allocation %ld of %ld met no call (%d)", n, total,
+                      faulty.failures);
+        failed_calls++;
+        ck_assert_msg(faulty.n_floats == clean.n_floats &&
+                          memcmp(faulty.params, clean.params, clean.n_floats * sizeof(float)) == 0,
+                      "allocation %ld (%s): parameters differ from the fault-free run", n,
+                      faulty.stage);
+        ck_assert_msg(memcmp(faulty.logits, clean.logits, sizeof clean.logits) == 0,
+                      "allocation %ld (%s): predictions differ", n, faulty.stage);
+        ck_assert_msg(faulty.model_bytes == clean.model_bytes &&
+                          memcmp(faulty.model_file, clean.model_file, clean.model_bytes) == 0,
+                      "allocation %ld (%s): the model file differs", n, faulty.stage);
+        ck_assert_msg(faulty.snap_bytes == clean.snap_bytes &&
+                          memcmp(faulty.snap_file, clean.snap_file, clean.snap_bytes) == 0,
+                      "allocation %ld (%s): the snapshot differs", n, faulty.stage);
+        free_result(&faulty);
+    }
+    printf("%ld allocations in a run; %d runs with one failing, each SL_ERR_NOMEM, retried to "
+           "the fault-free result\n", total, failed_calls);
+    free_result(&clean);
+}
+END_TEST
+
+/* A half-built model is undone: the retry of sl_model_build succeeds. */
+START_TEST(test_model_build_failure_leaves_the_network_empty)
+{
+    sl_context *ctx = th_context(1);
+    sl_net *net;
+    ck_assert(sl_sequential(ctx, 3, &net) == SL_OK);
+    sl_test_alloc_fail_at(40);
+    sl_status st = sl_model_build(net, "resnet20", 10, 32);
+    sl_test_alloc_fail_at(0);
+    ck_assert_msg(st == SL_ERR_NOMEM, "%s: %s", sl_status_name(st), sl_last_error());
+    ck_assert_int_eq(sl_net_layer_count(net), 0);
+    ck_assert_msg(sl_model_build(net, "resnet20", 10, 32) == SL_OK, "%s", sl_last_error());
+    ck_assert_int_gt(sl_net_layer_count(net), 0);
+    sl_net_free(net);
+    sl_context_free(ctx);
+}
+END_TEST
+
+/* A layer constructor's allocation failure reaches sl_net_add as NOMEM. */
+START_TEST(test_constructor_out_of_memory_is_nomem)
+{
+    sl_context *ctx = th_context(1);
+    sl_net *net;
+    ck_assert(sl_sequential(ctx, 3, &net) == SL_OK);
+    sl_test_alloc_fail_at(1);
+    sl_layer *l = sl_basic_block(3, 8, 1);
+    sl_test_alloc_fail_at(0);
+    ck_assert_ptr_null(l);
+    ck_assert_int_eq(sl_net_add(net, "block", l), SL_ERR_NOMEM);
+    ck_assert_int_eq(sl_net_layer_count(net), 0);
+    ck_assert_int_eq(sl_net_add(net, "block", sl_basic_block(3, 8, 1)), SL_OK);
+    sl_net_free(net);
+    sl_context_free(ctx);
+}
+END_TEST
+
+int main(void)
+{
+    /* tmpfs where there is one: the run saves two files (with fsync) per N. */
+    snprintf(g_dir, sizeof g_dir, "%s/sl_alloc_XXXXXX",
+             access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp");
+    if (!mkdtemp(g_dir))
+        return EXIT_FAILURE;
+    Suite *s = suite_create("alloc_failure");
+    TCase *tc = tcase_create("alloc_failure");
+    tcase_set_timeout(tc, 900);
+    tcase_add_test(tc, test_model_build_failure_leaves_the_network_empty);
+    tcase_add_test(tc, test_constructor_out_of_memory_is_nomem);
+    tcase_add_test(tc, test_every_allocation_failure_is_nomem_and_changes_nothing);
+    suite_add_tcase(s, tc);
+    int failed = th_run_suite(s);
+    char cmd[PATH_LEN + 16];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
+    if (system(cmd) != 0)
+        fprintf(stderr, "could not remove %s\n", g_dir);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
