@@ -78,6 +78,8 @@ void sl_shapes_release(sl_shapes *s);
  *                in reverse; the unit's tensors are dropped after. The BWD
  *                of the last unit starts with the loss.
  *   DROP u       unit u's output is no longer kept.
+ *   LOSS         the loss and the gradient of the logits, which must be
+ *                kept (without it, the BWD of the last unit starts with it).
  *
  * A tensor nothing reads dies at its last reader whatever is "kept": keep
  * only decides whether a later reader takes the existing value or a
@@ -88,7 +90,7 @@ typedef enum sl_keep {
     SL_KEEP_ALL         /* everything its backward reads (rotor's F_all) */
 } sl_keep;
 
-typedef enum sl_action_kind { SL_ACT_FWD = 0, SL_ACT_BWD, SL_ACT_DROP } sl_action_kind;
+typedef enum sl_action_kind { SL_ACT_FWD = 0, SL_ACT_BWD, SL_ACT_DROP, SL_ACT_LOSS } sl_action_kind;
 
 typedef struct sl_action {
     sl_action_kind kind;
@@ -117,7 +119,7 @@ void sl_segments_release(sl_segments *s);
 
 /* The actions of seg (its own list, or the single-level program of its
  * segments: forward of every unit, a recomputed segment keeping only its
- * boundary; then from the last segment back, a recomputed segment's
+ * boundary; the loss; then from the last segment back, a recomputed segment's
  * re-forward keeping all but its last unit, whose boundary output is
  * still kept, and the backward of its units). On success *out is a new
  * array the caller frees. */
@@ -204,6 +206,12 @@ typedef struct sl_plan {
  * reuse == 0 every value gets storage of its own. */
 sl_status sl_plan_build(const sl_graph *g, const sl_program *p, int reuse, sl_plan *out);
 void sl_plan_release(sl_plan *pl);
+
+/* The first half of sl_plan_build, for searches that plan many programs:
+ * aliases (alias[v] is v's storage root) and, for each root, its live
+ * interval in steps; no offsets (arena_bytes 0). Release with
+ * sl_plan_release. */
+sl_status sl_plan_lifetimes(const sl_graph *g, const sl_program *p, int reuse, sl_plan *out);
 
 /* ---------------- execute ---------------- */
 

@@ -290,28 +290,38 @@ static void action_forward(builder *b, int u, sl_keep keep, int bn_rescale)
     clear_marks(b, u);
 }
 
+/* Softmax cross-entropy on the logits and their gradient. */
+static void emit_loss(builder *b)
+{
+    int logits = b->g->n_nodes; /* tensor of the last node */
+    int dlogits = new_value(b, SL_VALUE_GRAD, logits, b->sh->bytes[logits]);
+    sl_step *s = new_step(b, SL_STEP_LOSS, -1);
+    if (!s)
+        return;
+    s->y = b->cur[logits];
+    s->dy = dlogits;
+    b->grad[logits] = dlogits;
+    b->p->logits = b->cur[logits];
+    b->loss_done = 1;
+}
+
 static void action_backward(builder *b, int u, int bn_rescale)
 {
     int first = unit_first(b, u), end = unit_end(b, u);
     int logits = b->g->n_nodes; /* tensor of the last node */
     int loss = u == b->g->n_top - 1 && !b->loss_done;
+    /* Without a LOSS action the loss comes first when the logits are
+     * kept (they can die before the re-forward of the unit's interior). */
+    if (loss && b->kept[logits])
+        emit_loss(b);
     want_backward_reads(b, u);
     run_for_saved_state(b, u);
-    if (loss)
+    if (loss && !b->loss_done)
         b->want[logits] = 1;
     run_wanted(b, u, bn_rescale);
     clear_marks(b, u);
-    if (loss) {
-        int dlogits = new_value(b, SL_VALUE_GRAD, logits, b->sh->bytes[logits]);
-        sl_step *s = new_step(b, SL_STEP_LOSS, -1);
-        if (!s)
-            return;
-        s->y = b->cur[logits];
-        s->dy = dlogits;
-        b->grad[logits] = dlogits;
-        b->p->logits = b->cur[logits];
-        b->loss_done = 1;
-    }
+    if (loss && !b->loss_done)
+        emit_loss(b);
     if (b->grad[b->g->top_output[u]] < 0) {
         b->failed = 2; /* before the loss, or before the next unit's backward */
         return;
@@ -358,8 +368,12 @@ static void build_train(builder *b, const sl_segments *seg, int bn_rescale)
             action_forward(b, u, act[a].keep, bn_rescale);
         else if (act[a].kind == SL_ACT_BWD)
             action_backward(b, u, bn_rescale);
-        else
+        else if (act[a].kind == SL_ACT_DROP)
             b->kept[b->g->top_output[u]] = 0;
+        else if (!b->loss_done && b->kept[b->g->n_nodes])
+            emit_loss(b);
+        else
+            b->failed = 2; /* a second loss, or logits not kept */
     }
     free(owned);
     /* Every unit's backward ran, so every node's TRAIN forward did. */

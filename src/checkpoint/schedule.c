@@ -114,8 +114,8 @@ sl_status sl_segments_actions(const sl_segments *seg, sl_action **out, int *n)
         *n = seg->n_actions;
         return SL_OK;
     }
-    /* forward: one FWD and at most one DROP per unit; backward: at most
-     * one FWD and one BWD per unit */
+    /* forward: one FWD and at most one DROP per unit; the loss; backward:
+     * at most one FWD and one BWD per unit */
     sl_action *a = malloc((size_t)(4 * units + 1) * sizeof *a);
     if (!a)
         return sl_fail(SL_ERR_NOMEM, "out of memory building a schedule");
@@ -126,6 +126,7 @@ sl_status sl_segments_actions(const sl_segments *seg, sl_action **out, int *n)
             if (seg->recompute[j] && u > seg->start[j])
                 push_action(a, &k, SL_ACT_DROP, u - 1, SL_KEEP_OUTPUT);
         }
+    push_action(a, &k, SL_ACT_LOSS, units - 1, SL_KEEP_OUTPUT);
     for (int j = seg->n - 1; j >= 0; j--) {
         if (seg->recompute[j]) /* the last unit's backward completes itself */
             for (int u = seg->start[j]; u + 1 < seg->start[j + 1]; u++)
