@@ -2,8 +2,10 @@
  * test_schedule.c — schedules: sqrt uses ceil(sqrt(N)) segments, budget
  * schedules fit their budget and pick less recompute for more memory, an
  * infeasible budget names the least feasible one, the reported recompute
- * fraction equals a FLOP count of the program, and memonger's BatchNorm
- * momentum rescale changes running statistics as 1 - sqrt(1 - m) predicts.
+ * fraction equals a FLOP count of the program, a re-forward runs only
+ * what is read, multi-level recursion reaches the least-memory targets,
+ * and memonger's BatchNorm momentum rescale changes running statistics as
+ * 1 - sqrt(1 - m) predicts (and as 1 - (1 - m)^(1/k) for k runs).
  */
 #include <check.h>
 #include <inttypes.h>
@@ -338,6 +340,122 @@ START_TEST(test_bn_momentum_rescale_formula)
 }
 END_TEST
 
+/* The least planned peak a 1-byte budget names, minus the bytes outside
+ * the arena: the least activation arena any schedule reaches. */
+static uint64_t least_arena(sl_context *ctx, const char *model, int batch, int res, sl_net **kept)
+{
+    sl_net *net = NULL;
+    ck_assert(sl_sublinear(ctx, 3, SL_CKPT_BUDGET(1), &net) == SL_OK);
+    ck_assert(sl_model_build(net, model, res == 32 ? 10 : 1000, res) == SL_OK);
+    sl_optimizer_options o = sl_sgd(0.1f, 0.9f, 5e-4f, 0); /* the command's */
+    ck_assert(sl_net_set_optimizer(net, &o) == SL_OK);
+    sl_shape shape = {batch, 3, res, res};
+    sl_memory_report r;
+    ck_assert(sl_net_memory_report(net, shape, SL_MODE_TRAIN, &r) == SL_ERR_BUDGET);
+    const char *at = strstr(sl_last_error(), "smallest planned peak is ");
+    ck_assert_msg(at != NULL, "%s", sl_last_error());
+    uint64_t least = strtoull(at + strlen("smallest planned peak is "), NULL, 10);
+    ck_assert(sl_net_set_schedule(net, SL_CKPT_BUDGET(least)) == SL_OK);
+    ck_assert_msg(sl_net_memory_report(net, shape, SL_MODE_TRAIN, &r) == SL_OK, "%s", sl_last_error());
+    ck_assert(r.total <= least);
+    *kept = net;
+    return r.arena_bytes;
+}
+
+/* Largest number of forwards (the TRAIN pass and re-forwards) of one node. */
+static int most_forwards(const sl_net *net)
+{
+    const sl_program *p = &net->cache[SL_MODE_TRAIN].prog;
+    int *runs = calloc((size_t)net->graph.n_nodes, sizeof *runs), most = 0;
+    ck_assert(runs);
+    for (int s = 0; s < p->n_steps; s++)
+        if (p->steps[s].kind == SL_STEP_FWD || p->steps[s].kind == SL_STEP_REFWD)
+            if (++runs[p->steps[s].node] > most)
+                most = runs[p->steps[s].node];
+    free(runs);
+    return most;
+}
+
+/* Multi-level recursion below the single-level floor (issue 13's
+ * targets, planning only): ResNet-152 at batch 16, 224x224, fits a
+ * 330 MiB activation arena (the best single-level schedule needs 392 MiB),
+ * CIFAR ResNet-110 at batch 128 a 60 MiB one (single-level: 120.5 MiB). */
+START_TEST(test_multilevel_reaches_least_memory_targets)
+{
+    sl_context *ctx = th_context(1);
+    struct { const char *model; int batch, res; double mib; } t[2] = {
+        {"resnet152", 16, 224, 330.0}, {"resnet110", 128, 32, 60.0}};
+    for (int i = 0; i < 2; i++) {
+        sl_net *net;
+        uint64_t arena = least_arena(ctx, t[i].model, t[i].batch, t[i].res, &net);
+        printf("%s batch %d: least activation arena %.1f MiB, a layer runs up to %d times\n",
+               t[i].model, t[i].batch, arena / 1048576.0, most_forwards(net));
+        ck_assert_msg(arena <= (uint64_t)(t[i].mib * 1048576), "%s: %.1f MiB", t[i].model,
+                      arena / 1048576.0);
+        ck_assert_int_gt(net->cache[SL_MODE_TRAIN].seg.n_actions, 0); /* multi-level */
+        ck_assert_int_gt(most_forwards(net), 2);
+        sl_net_free(net);
+    }
+    sl_context_free(ctx);
+}
+END_TEST
+
+/* memonger's rescale under multi-level recursion: a BatchNorm that runs k
+ * times a step updates its running statistics k times with
+ * m' = 1 - (1 - m)^(1/k), which together decay the old value as one update
+ * with m does; so they end where the plain run's do, up to rounding. */
+START_TEST(test_bn_rescale_under_multilevel_recursion)
+{
+    float *stats[2];
+    int count[2];
+    for (int run = 0; run < 2; run++) {
+        sl_context *ctx = th_context(4);
+        sl_net *net;
+        if (run == 0) {
+            ck_assert(sl_sublinear(ctx, 3, SL_CKPT_NONE, &net) == SL_OK);
+            ck_assert(sl_model_build(net, "resnet20", 10, 32) == SL_OK);
+        } else {
+            least_arena(ctx, "resnet20", 8, 32, &net);
+            ck_assert_int_gt(most_forwards(net), 2);
+            ck_assert(sl_net_set_bn_momentum_rescale(net, 1) == SL_OK);
+        }
+        sl_optimizer_options o = sl_sgd(0.1f, 0.9f, 5e-4f, 0);
+        ck_assert(sl_net_set_optimizer(net, &o) == SL_OK);
+        float *x = malloc(8 * 3 * 32 * 32 * sizeof *x);
+        th_fill_normal(x, 8 * 3 * 32 * 32, 9, 1.0f);
+        int labels[8] = {0, 1, 2, 3, 4, 5, 6, 7};
+        ck_assert_msg(sl_net_compute_gradients(net, x, (sl_shape){8, 3, 32, 32}, labels, NULL) ==
+                      SL_OK, "%s", sl_last_error());
+        if (run == 1)
+            ck_assert_int_gt(most_forwards(net), 2);
+        count[run] = 0;
+        stats[run] = NULL;
+        for (int i = 0; i < sl_net_param_count(net); i++) {
+            sl_param_info p;
+            ck_assert(sl_net_param(net, i, &p) == SL_OK);
+            if (!strstr(p.name, "running_"))
+                continue;
+            stats[run] = realloc(stats[run], (count[run] + p.count) * sizeof(float));
+            memcpy(stats[run] + count[run], p.data, p.count * sizeof(float));
+            count[run] += (int)p.count;
+        }
+        free(x);
+        sl_net_free(net);
+        sl_context_free(ctx);
+    }
+    ck_assert_int_eq(count[0], count[1]);
+    int differ = 0;
+    for (int i = 0; i < count[0]; i++) {
+        ck_assert_msg(fabsf(stats[0][i] - stats[1][i]) <= 1e-5f * fabsf(stats[0][i]) + 1e-6f,
+                      "running statistic %d: %g plain, %g rescaled", i, stats[0][i], stats[1][i]);
+        differ += stats[0][i] != stats[1][i];
+    }
+    ck_assert_int_gt(differ, 0); /* the rescaled path did run */
+    free(stats[0]);
+    free(stats[1]);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("schedule");
@@ -350,6 +468,8 @@ int main(void)
     tcase_add_test(tc, test_budget_schedules_fit_and_trade_memory_for_time);
     tcase_add_test(tc, test_budget_never_loses_to_balanced_segments);
     tcase_add_test(tc, test_bn_momentum_rescale_formula);
+    tcase_add_test(tc, test_multilevel_reaches_least_memory_targets);
+    tcase_add_test(tc, test_bn_rescale_under_multilevel_recursion);
     suite_add_tcase(s, tc);
     int failed = th_run_suite(s);
     return failed ? EXIT_FAILURE : EXIT_SUCCESS;

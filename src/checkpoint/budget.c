@@ -23,6 +23,7 @@
  * the least-peak schedule, so that the least peak the error names is
  * one a budget of that size gets.
  */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -257,10 +258,13 @@ static void keep_better(const sl_budget_query *q, candidate *best, int *have, ca
  * peak (or redo) need not have the least planned peak (or fit). Then the
  * search enumerates the schedules whose live peak is within the limit,
  * depth first, pruned by what can still fit and by the best answer so
- * far, planning each; bounded, so on a large chain it is a local search
- * and on a small one exhaustive. */
+ * far, planning each; exhaustive on chains of up to 7 units (3^6
+ * single-level schedules), bounded on longer ones, where each plan costs
+ * more and the enumeration is a local search. */
 #define ENUM_VISITS 200000
-#define ENUM_PLANS 512
+#define ENUM_SMALL_CHAIN 7
+#define ENUM_PLANS_SMALL 729
+#define ENUM_PLANS 8
 
 typedef struct search {
     const sl_budget_query *q;
@@ -305,7 +309,8 @@ static void completion_bounds(search *s)
 static void enumerate_from(search *s, int p, uint64_t held, uint64_t redo)
 {
     const sl_seg_costs *c = s->c;
-    if (s->st != SL_OK || ++s->visits > ENUM_VISITS || s->plans >= ENUM_PLANS)
+    int max_plans = c->n <= ENUM_SMALL_CHAIN ? ENUM_PLANS_SMALL : ENUM_PLANS;
+    if (s->st != SL_OK || ++s->visits > ENUM_VISITS || s->plans >= max_plans)
         return;
     int best_fits = *s->have && s->best->peak <= s->q->budget_bytes;
     if (!s->by_peak && best_fits && redo >= s->best->redo)
@@ -362,6 +367,47 @@ static sl_status enumerate(const sl_budget_query *q, const sl_seg_costs *c, uint
     return s.st;
 }
 
+#define ML_SLOTS 400 /* memory slots of the multi-level table */
+#define ML_REPLANS 6 /* answers planned while lowering the table's budget */
+
+/* Multi-level schedules from a table over [0, max_live] bytes: the one at
+ * `m` slots (the whole table when m < 0; its least when least), planned;
+ * lowered by the overshoot while it does not fit. */
+static sl_status multilevel_candidates(const sl_budget_query *q, const sl_unit_probe *units,
+                                       uint64_t max_live, int least, candidate *best, int *have)
+{
+    sl_multilevel *ml;
+    sl_status st = sl_multilevel_create(units, q->g->n_top, max_live, ML_SLOTS, 0, NULL, &ml);
+    if (st != SL_OK)
+        return st;
+    uint64_t slot = sl_multilevel_slot_bytes(ml);
+    int m = least ? sl_multilevel_least_slots(ml) : ML_SLOTS;
+    for (int i = 0; i < ML_REPLANS && m >= 0 && m <= ML_SLOTS && st == SL_OK; i++) {
+        if (!isfinite(sl_multilevel_cost(ml, m)))
+            break;
+        candidate c;
+        st = sl_multilevel_schedule(ml, m, &c.seg);
+        if (st == SL_OK)
+            st = measure(q, &c.seg, &c.peak, &c.redo);
+        if (st != SL_OK) {
+            sl_segments_release(&c.seg);
+            break;
+        }
+        uint64_t over = c.peak > q->budget_bytes ? c.peak - q->budget_bytes : 0;
+        keep_better(q, best, have, &c);
+        if (least)
+            m++; /* a few sizes up from the least: placement varies */
+        else if (over)
+            m -= (int)((over + slot - 1) / slot);
+        else
+            break;
+        if (least && i == 2)
+            break;
+    }
+    sl_multilevel_free(ml);
+    return st;
+}
+
 sl_status sl_segments_for_budget(const sl_budget_query *q, sl_segments *out)
 {
     sl_seg_costs costs;
@@ -371,13 +417,17 @@ sl_status sl_segments_for_budget(const sl_budget_query *q, sl_segments *out)
     dp d;
     memset(&d, 0, sizeof d);
     uint64_t *held = malloc(((size_t)costs.n + 1) * sizeof *held);
-    st = held ? dp_init(&d, &costs) : sl_fail(SL_ERR_NOMEM, "out of memory searching schedules");
+    sl_unit_probe *units = malloc((size_t)costs.n * sizeof *units);
+    st = held && units ? dp_init(&d, &costs)
+                       : sl_fail(SL_ERR_NOMEM, "out of memory searching schedules");
+    if (st == SL_OK)
+        st = sl_unit_probes_compute(q->g, q->sh, &costs, units);
     candidate best;
     int have = 0;
     memset(&best, 0, sizeof best);
     uint64_t least_live = 0, fixed = q->fixed_bytes;
     if (st == SL_OK) {
-        /* the least live peak of the family, by bisection */
+        /* the least live peak of the single-level family, by bisection */
         uint64_t lo = 0, hi = UINT64_MAX / 2;
         while (lo < hi) {
             uint64_t mid = lo + (hi - lo) / 2;
@@ -389,8 +439,8 @@ sl_status sl_segments_for_budget(const sl_budget_query *q, sl_segments *out)
         least_live = lo;
     }
     if (st == SL_OK && q->budget_bytes >= fixed + least_live) {
-        /* The optimum of the live bytes; if it fits as planned, no
-         * schedule that fits re-forwards less. */
+        /* The single-level optimum of the live bytes; if it fits as
+         * planned, no single-level schedule that fits re-forwards less. */
         uint64_t live = q->budget_bytes - fixed;
         candidate c;
         int found;
@@ -400,6 +450,11 @@ sl_status sl_segments_for_budget(const sl_budget_query *q, sl_segments *out)
         if (st == SL_OK && have && best.peak > q->budget_bytes)
             st = enumerate(q, &costs, live, 0, &best, &have);
     }
+    /* Multi-level schedules, wherever the single-level answer re-forwards
+     * anything (or nothing single-level fits). */
+    if (st == SL_OK && !q->single_level && q->budget_bytes > fixed &&
+        !(have && best.peak <= q->budget_bytes && best.redo == 0))
+        st = multilevel_candidates(q, units, q->budget_bytes - fixed, 0, &best, &have);
     if (st == SL_OK && !(have && best.peak <= q->budget_bytes)) {
         /* Nothing fits: the least planned peak, for the error (and so that
          * a budget of that size gets a schedule). */
@@ -410,6 +465,8 @@ sl_status sl_segments_for_budget(const sl_budget_query *q, sl_segments *out)
             keep_better(q, &best, &have, &c);
         if (st == SL_OK && have && best.peak > fixed + least_live)
             st = enumerate(q, &costs, best.peak - fixed - 1, 1, &best, &have);
+        if (st == SL_OK && !q->single_level)
+            st = multilevel_candidates(q, units, least_live, 1, &best, &have);
     }
     if (st == SL_OK && !(have && best.peak <= q->budget_bytes)) {
         uint64_t least_peak = have ? best.peak : fixed + least_live;
@@ -428,6 +485,7 @@ sl_status sl_segments_for_budget(const sl_budget_query *q, sl_segments *out)
     if (have)
         sl_segments_release(&best.seg);
     free(held);
+    free(units);
     if (d.c)
         dp_release(&d);
     sl_seg_costs_release(&costs);

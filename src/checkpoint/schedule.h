@@ -59,6 +59,49 @@ int sl_seg_step(const sl_seg_costs *c, int p, int q, int r, uint64_t held, uint6
  * to the planner's live peak of its program. */
 sl_status sl_seg_costs_peak(const sl_seg_costs *c, const sl_segments *seg, uint64_t *peak);
 
+/* One top-level unit measured alone (a one-unit window of segcost.c),
+ * for the multi-level search. Peaks count the unit's own storages and,
+ * in its backward, the gradient of its output; the input is held
+ * elsewhere unless said otherwise. */
+typedef struct sl_unit_probe {
+    uint64_t out_bytes; /* its output (and that output's gradient) */
+    uint64_t fwd_flops; /* one forward of every node */
+    int out_read;       /* its backward reads its output */
+    uint64_t chain_fwd[2]; /* forward keeping only its output: peak with the
+                              input held (0) or dying once read (1) */
+    uint64_t all_fwd, all_held, all_bwd, all_bwd_last; /* forward keeping all: peak,
+                                                          held to its backward (output
+                                                          included), backward peak */
+    uint64_t kept_out_bwd, kept_out_redo; /* backward re-forwarding from the input,
+                                             the output kept: peak, FLOPs */
+    uint64_t dropped_out_bwd, dropped_out_redo; /* the same with the output dropped */
+    uint64_t conv_fwd, conv_held, conv_bwd, conv_redo; /* forward keeping conv outputs
+                                                          (SL_KEEP_CONV), backward
+                                                          re-forwarding the rest */
+} sl_unit_probe;
+
+/* Fills out[0 .. g->n_top) from costs and a few more one-unit programs. */
+sl_status sl_unit_probes_compute(const sl_graph *g, const sl_shapes *sh, const sl_seg_costs *costs,
+                                 sl_unit_probe *out);
+
+/* Multi-level schedules (multilevel.c): the least re-forward cost of
+ * every memory size up to max_bytes, in `slots` slots of equal size.
+ * unit_costs, when not NULL, replaces re-forward FLOPs by other costs:
+ * per unit, re-forward of the unit, backward re-forwarding with its
+ * output kept, with it dropped, and after a conv-only keep (4 each).
+ * conv: also consider keeping only conv outputs (SL_KEEP_CONV). */
+typedef struct sl_multilevel sl_multilevel;
+sl_status sl_multilevel_create(const sl_unit_probe *units, int n, uint64_t max_bytes, int slots,
+                               int conv, const double *unit_costs, sl_multilevel **out);
+void sl_multilevel_free(sl_multilevel *ml);
+uint64_t sl_multilevel_slot_bytes(const sl_multilevel *ml);
+/* The least number of slots with a schedule, -1 if none. */
+int sl_multilevel_least_slots(const sl_multilevel *ml);
+/* The table's cost at m slots (INFINITY when nothing fits). */
+double sl_multilevel_cost(const sl_multilevel *ml, int m);
+/* The schedule of m slots: actions, and its top level as segments. */
+sl_status sl_multilevel_schedule(const sl_multilevel *ml, int m, sl_segments *out);
+
 /* What a budget search needs to plan a candidate for real. */
 typedef struct sl_budget_query {
     const sl_graph *g;
@@ -67,11 +110,12 @@ typedef struct sl_budget_query {
     uint64_t fixed_bytes;   /* parameters, gradients, optimizer state */
     int bn_rescale;
     int input_in_arena;
+    int single_level;       /* 1: only single-level schedules (tests, comparisons) */
 } sl_budget_query;
 
 /* The schedule with the least recomputed FLOPs whose planned peak (arena +
- * fixed bytes) fits the budget; SL_ERR_BUDGET naming the smallest feasible
- * budget when none does. */
+ * fixed bytes) fits the budget, single-level or multi-level; SL_ERR_BUDGET
+ * naming the smallest planned peak the search reaches when none does. */
 sl_status sl_segments_for_budget(const sl_budget_query *q, sl_segments *out);
 
 #endif

@@ -151,19 +151,25 @@ static sl_status measure(const window *w, const sl_program *prog, sl_seg_cost *c
     return SL_OK;
 }
 
-static sl_status cost_one(const window *w, int recompute, int input_in_arena, int input_grad,
-                          sl_seg_cost *c)
+static sl_status cost_program(const window *w, const sl_segments *seg, int input_in_arena,
+                              int input_grad, sl_seg_cost *c)
 {
-    int start[2] = {0, w->g.n_top}, flag = recompute;
-    sl_segments seg = {1, start, &flag, 0, NULL};
     sl_program prog;
-    sl_status st = sl_program_build(&w->g, &w->sh, &seg, SL_MODE_TRAIN, 0, input_grad,
+    sl_status st = sl_program_build(&w->g, &w->sh, seg, SL_MODE_TRAIN, 0, input_grad,
                                     input_in_arena, &prog);
     if (st != SL_OK)
         return st;
     st = measure(w, &prog, c);
     sl_program_release(&prog);
     return st;
+}
+
+static sl_status cost_one(const window *w, int recompute, int input_in_arena, int input_grad,
+                          sl_seg_cost *c)
+{
+    int start[2] = {0, w->g.n_top}, flag = recompute;
+    sl_segments seg = {1, start, &flag, 0, NULL};
+    return cost_program(w, &seg, input_in_arena, input_grad, c);
 }
 
 /* The backward of unit u reads u's output (a ReLU's backward does). */
@@ -256,6 +262,57 @@ sl_status sl_seg_costs_peak(const sl_seg_costs *c, const sl_segments *seg, uint6
     }
     *peak = worst;
     return SL_OK;
+}
+
+/* A one-unit window run by the given actions (input held elsewhere). */
+static sl_status cost_actions(const window *w, const sl_action *a, int n, sl_seg_cost *c)
+{
+    int start[2] = {0, 1}, flag = 0;
+    sl_segments seg = {1, start, &flag, n, (sl_action *)a};
+    return cost_program(w, &seg, 0, 1, c);
+}
+
+sl_status sl_unit_probes_compute(const sl_graph *g, const sl_shapes *sh, const sl_seg_costs *costs,
+                                 sl_unit_probe *out)
+{
+    window w;
+    sl_status st = window_alloc(g, &w);
+    for (int u = 0; u < g->n_top && st == SL_OK; u++) {
+        sl_unit_probe *pr = &out[u];
+        memset(pr, 0, sizeof *pr);
+        const sl_seg_cost *keep = &costs->cost[SL_SEG_COST_AT(costs, u, u + 1, 0, 0)];
+        const sl_seg_cost *ck = &costs->cost[SL_SEG_COST_AT(costs, u, u + 1, 1, 0)];
+        pr->out_bytes = costs->out_bytes[u];
+        pr->out_read = costs->out_read[u];
+        for (int i = g->top_first_node[u]; i < g->top_first_node[u + 1]; i++)
+            pr->fwd_flops += sh->cost[i].fwd_flops;
+        for (int a = 0; a < 2; a++)
+            pr->chain_fwd[a] = costs->cost[SL_SEG_COST_AT(costs, u, u + 1, 1, a)].fwd_peak;
+        pr->all_fwd = keep->fwd_peak;
+        pr->all_held = keep->held;
+        pr->all_bwd = keep->bwd_peak_inner;
+        pr->all_bwd_last = keep->bwd_peak_last;
+        pr->kept_out_bwd = ck->bwd_peak_inner;
+        pr->kept_out_redo = ck->redo_flops;
+        window_set(g, sh, u, u + 1, &w);
+        sl_action drop[4] = {{SL_ACT_FWD, SL_KEEP_OUTPUT, 0}, {SL_ACT_LOSS, SL_KEEP_OUTPUT, 0},
+                             {SL_ACT_DROP, SL_KEEP_OUTPUT, 0}, {SL_ACT_BWD, SL_KEEP_OUTPUT, 0}};
+        sl_seg_cost c;
+        memset(&c, 0, sizeof c);
+        st = cost_actions(&w, drop, 4, &c);
+        pr->dropped_out_bwd = c.bwd_peak_inner;
+        pr->dropped_out_redo = c.redo_flops;
+        sl_action conv[3] = {{SL_ACT_FWD, SL_KEEP_CONV, 0}, {SL_ACT_LOSS, SL_KEEP_OUTPUT, 0},
+                             {SL_ACT_BWD, SL_KEEP_OUTPUT, 0}};
+        if (st == SL_OK)
+            st = cost_actions(&w, conv, 3, &c);
+        pr->conv_held = c.held;
+        pr->conv_fwd = c.fwd_peak;
+        pr->conv_bwd = c.bwd_peak_inner;
+        pr->conv_redo = c.redo_flops;
+    }
+    window_release(&w);
+    return st;
 }
 
 void sl_seg_costs_release(sl_seg_costs *c)

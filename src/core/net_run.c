@@ -45,7 +45,7 @@ sl_status sl_schedule_segments(const sl_net *net, const sl_shapes *sh, sl_schedu
         return sl_segments_keep_all(g->n_top, out);
     if (schedule.kind == SL_SCHEDULE_BUDGET) {
         sl_budget_query q = {g, sh, schedule.budget_bytes, fixed_train_bytes(net), net->bn_rescale,
-                             !net->ctx->backend->host_memory};
+                             !net->ctx->backend->host_memory, 0};
         return sl_segments_for_budget(&q, out);
     }
     sl_unit_costs u;
