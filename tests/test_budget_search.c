@@ -144,7 +144,8 @@ static int enumerate(sl_net *net, const sl_seg_costs *costs, planned *out, int m
 static int single_level_search(sl_net *net, const sl_shapes *sh, uint64_t budget, uint64_t *peak,
                                uint64_t *redo)
 {
-    sl_budget_query q = {&net->graph, sh, budget, fixed_bytes(net), 0, 0, 1};
+    sl_budget_query q = {.g = &net->graph, .sh = sh, .budget_bytes = budget,
+                         .fixed_bytes = fixed_bytes(net), .single_level = 1};
     sl_segments seg;
     int st = sl_segments_for_budget(&q, &seg);
     if (st != SL_OK)
@@ -200,7 +201,7 @@ START_TEST(test_budget_search_exact_over_single_level_schedules)
         sl_seg_costs costs;
         sl_shapes sh; /* the network's cache is planned anew with each schedule */
         ck_assert(sl_shapes_compute(&net->graph, net->ctx->backend, shape, &sh) == SL_OK);
-        ck_assert(sl_seg_costs_compute(&net->graph, &c->sh, 0, &costs) == SL_OK);
+        ck_assert(sl_seg_costs_compute(&net->graph, &c->sh, 0, NULL, &costs) == SL_OK);
         int n = enumerate(net, &costs, all, MAX);
         sl_seg_costs_release(&costs);
         for (int i = 0; i < n; i++) {

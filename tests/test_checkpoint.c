@@ -1,7 +1,8 @@
 /*
  * test_checkpoint.c — sublinear training is exact: under every schedule
  * (sqrt, k = 2, k = 5, several budgets, the least of them multi-level on
- * the ResNets) the loss, parameter gradients, parameters and BatchNorm
+ * the ResNets, and an operator-level budget whose blocks keep their conv
+ * outputs and recompute BatchNorm, ReLU and add from them) the loss, parameter gradients, parameters and BatchNorm
  * running statistics after 3 optimizer steps are bit-identical to
  * keep-everything, for ResNet-20 (also with every BatchNorm frozen), a
  * CIFAR ResNet-56 with dropout, VGG-A and GoogLeNet at small resolution;
@@ -86,6 +87,7 @@ static int most_forwards(const sl_net *net)
 }
 
 static int g_most_forwards; /* of the last train() */
+static int g_keeps_conv;    /* the last train()'s schedule keeps some unit's conv outputs only */
 
 static void train(const char *model, int res, int batch, sl_schedule schedule, snapshot *out,
                   uint64_t *planned_total)
@@ -112,6 +114,10 @@ static void train(const char *model, int res, int batch, sl_schedule schedule, s
     if (planned_total)
         *planned_total = rep.total;
     g_most_forwards = most_forwards(net);
+    const sl_segments *seg = &net->cache[SL_MODE_TRAIN].seg;
+    g_keeps_conv = 0;
+    for (int a = 0; a < seg->n_actions; a++)
+        g_keeps_conv |= seg->actions[a].kind == SL_ACT_FWD && seg->actions[a].keep == SL_KEEP_CONV;
     out->n = sl_net_param_count(net);
     out->data = calloc((size_t)out->n, sizeof(float *));
     out->grad = calloc((size_t)out->n, sizeof(float *));
@@ -206,10 +212,22 @@ static void check_model(const char *model, int res, int batch)
     if (strncmp(model, "resnet", 6) == 0)
         ck_assert_msg(multilevel > 2, "%s: least budget runs a layer at most %d times", model,
                       multilevel);
-    printf("%-18s bit-identical under sqrt, k=2, k=5 and budgets %.1f / %.1f / %.1f MiB "
-           "(plain %.1f MiB; least: a layer runs up to %d times)\n",
+    /* operator-level: blocks keeping their conv outputs only */
+    uint64_t ops_budget = least + (plain_total - least) / 3;
+    train(model, res, batch, SL_CKPT_BUDGET_OPS(ops_budget), &other, &total);
+    assert_identical(&plain, &other, "operator-level budget");
+    ck_assert_msg(total <= ops_budget, "%s: operator-level planned %" PRIu64 " over budget", model,
+                  total);
+    if (strncmp(model, "resnet", 6) == 0)
+        ck_assert_msg(g_keeps_conv, "%s: the operator-level schedule keeps no conv outputs", model);
+    int keeps_conv = g_keeps_conv;
+    snapshot_free(&other);
+    printf("%-18s bit-identical under sqrt, k=2, k=5, budgets %.1f / %.1f / %.1f MiB "
+           "and operator-level %.1f MiB (plain %.1f MiB; least: a layer runs up to %d times; "
+           "operator-level %s conv outputs)\n",
            model, budgets[0] / 1048576.0, budgets[1] / 1048576.0, budgets[2] / 1048576.0,
-           plain_total / 1048576.0, multilevel);
+           ops_budget / 1048576.0, plain_total / 1048576.0, multilevel,
+           keeps_conv ? "keeps" : "keeps no");
     snapshot_free(&plain);
 }
 

@@ -456,6 +456,54 @@ START_TEST(test_bn_rescale_under_multilevel_recursion)
 }
 END_TEST
 
+/* The cost model: measured rates are positive, bad ones are refused, and
+ * at a budget the operator-level search (least estimated time, blocks may
+ * keep their conv outputs only) never takes more estimated time than the
+ * FLOP-optimal search; keep-everything recomputes nothing in either. */
+START_TEST(test_operator_level_never_slower_by_its_cost_model)
+{
+    sl_context *ctx = th_context(1);
+    sl_cost_model m;
+    ck_assert(sl_cost_model_measure(ctx, &m) == SL_OK);
+    ck_assert(m.flops_per_s > 0 && m.bytes_per_s > 0);
+    sl_net *net = resnet(ctx, "resnet56", SL_CKPT_NONE);
+    ck_assert(sl_net_set_cost_model(net, &(sl_cost_model){0, 1e9}) == SL_ERR_INVALID_ARG);
+    ck_assert(sl_net_set_cost_model(net, &m) == SL_OK);
+    ck_assert(sl_net_set_cost_model(net, NULL) == SL_OK);
+    sl_shape shape = {16, 3, 32, 32};
+    sl_memory_report plain, least_r, r;
+    ck_assert(sl_net_memory_report(net, shape, SL_MODE_TRAIN, &plain) == SL_OK);
+    ck_assert(plain.recompute_time_fraction == 0.0);
+    ck_assert(sl_net_set_schedule(net, SL_CKPT_SQRT) == SL_OK);
+    ck_assert(sl_net_memory_report(net, shape, SL_MODE_TRAIN, &least_r) == SL_OK);
+    ck_assert(least_r.recompute_time_fraction > 0.0);
+    int conv = 0;
+    for (int k = 0; k <= 4; k++) {
+        uint64_t budget = least_r.total + (plain.total - least_r.total) * (uint64_t)k / 4;
+        double t[2];
+        for (int ops = 0; ops < 2; ops++) {
+            ck_assert(sl_net_set_schedule(net, ops ? SL_CKPT_BUDGET_OPS(budget) : SL_CKPT_BUDGET(budget)) ==
+                      SL_OK);
+            ck_assert_msg(sl_net_memory_report(net, shape, SL_MODE_TRAIN, &r) == SL_OK, "%s",
+                          sl_last_error());
+            ck_assert(r.total <= budget);
+            t[ops] = r.recompute_time_fraction;
+            const sl_segments *seg = &net->cache[SL_MODE_TRAIN].seg;
+            for (int a = 0; ops && a < seg->n_actions; a++)
+                conv |= seg->actions[a].kind == SL_ACT_FWD && seg->actions[a].keep == SL_KEEP_CONV;
+        }
+        printf("budget %.1f MiB: estimated recompute time %.1f %% (FLOP-optimal %.1f %%)\n",
+               budget / 1048576.0, 100 * t[1], 100 * t[0]);
+        ck_assert_msg(t[1] <= t[0], "operator-level %g > %g", t[1], t[0]);
+        if (k == 4)
+            ck_assert(t[1] == 0.0);
+    }
+    ck_assert(conv); /* some budget kept conv outputs only */
+    sl_net_free(net);
+    sl_context_free(ctx);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("schedule");
@@ -470,6 +518,7 @@ int main(void)
     tcase_add_test(tc, test_bn_momentum_rescale_formula);
     tcase_add_test(tc, test_multilevel_reaches_least_memory_targets);
     tcase_add_test(tc, test_bn_rescale_under_multilevel_recursion);
+    tcase_add_test(tc, test_operator_level_never_slower_by_its_cost_model);
     suite_add_tcase(s, tc);
     int failed = th_run_suite(s);
     return failed ? EXIT_FAILURE : EXIT_SUCCESS;

@@ -188,25 +188,29 @@ static sl_status segments_from_state(const dp *d, int id, sl_segments *out)
 
 typedef struct candidate {
     sl_segments seg;
-    uint64_t peak; /* planned: arena + fixed */
-    uint64_t redo; /* re-forwarded FLOPs of the real program */
+    uint64_t peak;  /* planned: arena + fixed */
+    uint64_t redo;  /* re-forwarded FLOPs of the real program */
+    double seconds; /* its re-forwards' estimated time (operator-level search) */
 } candidate;
 
-/* Plans seg for real: its planned peak (arena + fixed) and re-forwarded
- * FLOPs. */
-static sl_status measure(const sl_budget_query *q, const sl_segments *seg, uint64_t *peak,
-                         uint64_t *redo)
+/* Plans c->seg for real: its planned peak (arena + fixed), re-forwarded
+ * FLOPs and their estimated time. */
+static sl_status measure(const sl_budget_query *q, candidate *c)
 {
     sl_program prog;
     sl_plan plan;
-    sl_status st = sl_program_build(q->g, q->sh, seg, SL_MODE_TRAIN, q->bn_rescale, 0,
+    sl_status st = sl_program_build(q->g, q->sh, &c->seg, SL_MODE_TRAIN, q->bn_rescale, 0,
                                     q->input_in_arena, &prog);
     if (st != SL_OK)
         return st;
     st = sl_plan_build(q->g, &prog, 1, &plan);
     if (st == SL_OK) {
-        *peak = plan.arena_bytes + q->fixed_bytes;
-        *redo = prog.refwd_flops;
+        c->peak = plan.arena_bytes + q->fixed_bytes;
+        c->redo = prog.refwd_flops;
+        double plain = 0;
+        c->seconds = 0;
+        if (q->cost_model)
+            sl_program_seconds(q->g, q->sh, &prog, q->cost_model, &plain, &c->seconds);
         sl_plan_release(&plan);
     }
     sl_program_release(&prog);
@@ -226,7 +230,7 @@ static sl_status solve_and_plan(const sl_budget_query *q, dp *d, uint64_t live_b
         return SL_OK;
     sl_status st = segments_from_state(d, id, &c->seg);
     if (st == SL_OK)
-        st = measure(q, &c->seg, &c->peak, &c->redo);
+        st = measure(q, c);
     if (st != SL_OK) {
         sl_segments_release(&c->seg);
         return st;
@@ -235,14 +239,25 @@ static sl_status solve_and_plan(const sl_budget_query *q, dp *d, uint64_t live_b
     return SL_OK;
 }
 
-/* Keeps the better of *best and c (fits the budget, then less redo, then
- * a lower peak; when neither fits, the lower peak); releases the other. */
-static void keep_better(const sl_budget_query *q, candidate *best, int *have, candidate *c)
+/* Whether a costs less than b: estimated time in the operator-level
+ * search, FLOPs otherwise. */
+static int costs_less(int by_time, const candidate *a, const candidate *b)
+{
+    if (by_time && a->seconds != b->seconds)
+        return a->seconds < b->seconds;
+    if (a->redo != b->redo)
+        return a->redo < b->redo;
+    return a->peak < b->peak;
+}
+
+/* Keeps the better of *best and c (fits the budget, then costs less; when
+ * neither fits, the lower peak); releases the other. by_time: compare
+ * estimated time before FLOPs. */
+static void keep_better_by(const sl_budget_query *q, int by_time, candidate *best, int *have,
+                           candidate *c)
 {
     int fits = c->peak <= q->budget_bytes, best_fits = *have && best->peak <= q->budget_bytes;
-    int better = !*have || (fits && !best_fits) ||
-                 (fits && best_fits &&
-                  (c->redo < best->redo || (c->redo == best->redo && c->peak < best->peak))) ||
+    int better = !*have || (fits && !best_fits) || (fits && best_fits && costs_less(by_time, c, best)) ||
                  (!fits && !best_fits && c->peak < best->peak);
     if (better) {
         if (*have)
@@ -252,6 +267,18 @@ static void keep_better(const sl_budget_query *q, candidate *best, int *have, ca
     } else {
         sl_segments_release(&c->seg);
     }
+}
+
+/* The single-level search compares FLOPs (its dynamic program is exact in
+ * them); the final choice compares what the query asks for. */
+static void keep_better(const sl_budget_query *q, candidate *best, int *have, candidate *c)
+{
+    keep_better_by(q, 0, best, have, c);
+}
+
+static void keep_final(const sl_budget_query *q, candidate *best, int *have, candidate *c)
+{
+    keep_better_by(q, q->operator_level, best, have, c);
 }
 
 /* Where greedy placement leaves gaps, the schedule with the least live
@@ -324,7 +351,7 @@ static void enumerate_from(search *s, int p, uint64_t held, uint64_t redo)
             cand.seg.start[j + 1] = s->path_q[j];
             cand.seg.recompute[j] = s->path_r[j];
         }
-        s->st = measure(s->q, &cand.seg, &cand.peak, &cand.redo);
+        s->st = measure(s->q, &cand);
         s->plans++;
         if (s->st != SL_OK) {
             sl_segments_release(&cand.seg);
@@ -370,14 +397,27 @@ static sl_status enumerate(const sl_budget_query *q, const sl_seg_costs *c, uint
 #define ML_SLOTS 400 /* memory slots of the multi-level table */
 #define ML_REPLANS 6 /* answers planned while lowering the table's budget */
 
-/* Multi-level schedules from a table over [0, max_live] bytes: the one at
- * `m` slots (the whole table when m < 0; its least when least), planned;
- * lowered by the overshoot while it does not fit. */
+/* Multi-level schedules (operator-level ones too when the query asks, by
+ * estimated time) from a table over [0, max_live] bytes: the one at the
+ * table's top, planned and lowered by the overshoot while it does not
+ * fit; or (least) the least the table reaches and a few sizes above. */
 static sl_status multilevel_candidates(const sl_budget_query *q, const sl_unit_probe *units,
-                                       uint64_t max_live, int least, candidate *best, int *have)
+                                       uint64_t max_live, int least, int operator_level,
+                                       candidate *best, int *have)
 {
+    int n = q->g->n_top, by_time = operator_level && q->cost_model;
+    double *seconds = by_time ? malloc((size_t)n * 4 * sizeof *seconds) : NULL;
+    if (by_time && !seconds)
+        return sl_fail(SL_ERR_NOMEM, "out of memory searching schedules");
+    for (int u = 0; u < n && by_time; u++) {
+        seconds[4 * u + 0] = units[u].fwd_seconds;
+        seconds[4 * u + 1] = units[u].kept_out_seconds;
+        seconds[4 * u + 2] = units[u].dropped_out_seconds;
+        seconds[4 * u + 3] = units[u].conv_seconds;
+    }
     sl_multilevel *ml;
-    sl_status st = sl_multilevel_create(units, q->g->n_top, max_live, ML_SLOTS, 0, NULL, &ml);
+    sl_status st = sl_multilevel_create(units, n, max_live, ML_SLOTS, operator_level, seconds, &ml);
+    free(seconds);
     if (st != SL_OK)
         return st;
     uint64_t slot = sl_multilevel_slot_bytes(ml);
@@ -388,13 +428,13 @@ static sl_status multilevel_candidates(const sl_budget_query *q, const sl_unit_p
         candidate c;
         st = sl_multilevel_schedule(ml, m, &c.seg);
         if (st == SL_OK)
-            st = measure(q, &c.seg, &c.peak, &c.redo);
+            st = measure(q, &c);
         if (st != SL_OK) {
             sl_segments_release(&c.seg);
             break;
         }
         uint64_t over = c.peak > q->budget_bytes ? c.peak - q->budget_bytes : 0;
-        keep_better(q, best, have, &c);
+        keep_final(q, best, have, &c);
         if (least)
             m++; /* a few sizes up from the least: placement varies */
         else if (over)
@@ -411,7 +451,7 @@ static sl_status multilevel_candidates(const sl_budget_query *q, const sl_unit_p
 sl_status sl_segments_for_budget(const sl_budget_query *q, sl_segments *out)
 {
     sl_seg_costs costs;
-    sl_status st = sl_seg_costs_compute(q->g, q->sh, q->input_in_arena, &costs);
+    sl_status st = sl_seg_costs_compute(q->g, q->sh, q->input_in_arena, q->cost_model, &costs);
     if (st != SL_OK)
         return st;
     dp d;
@@ -421,7 +461,7 @@ sl_status sl_segments_for_budget(const sl_budget_query *q, sl_segments *out)
     st = held && units ? dp_init(&d, &costs)
                        : sl_fail(SL_ERR_NOMEM, "out of memory searching schedules");
     if (st == SL_OK)
-        st = sl_unit_probes_compute(q->g, q->sh, &costs, units);
+        st = sl_unit_probes_compute(q->g, q->sh, q->cost_model, units);
     candidate best;
     int have = 0;
     memset(&best, 0, sizeof best);
@@ -450,11 +490,17 @@ sl_status sl_segments_for_budget(const sl_budget_query *q, sl_segments *out)
         if (st == SL_OK && have && best.peak > q->budget_bytes)
             st = enumerate(q, &costs, live, 0, &best, &have);
     }
-    /* Multi-level schedules, wherever the single-level answer re-forwards
-     * anything (or nothing single-level fits). */
+    /* Multi-level (and operator-level) schedules, wherever the
+     * single-level answer re-forwards anything (or nothing single-level
+     * fits); compared by what the query asks (FLOPs or time). */
     if (st == SL_OK && !q->single_level && q->budget_bytes > fixed &&
-        !(have && best.peak <= q->budget_bytes && best.redo == 0))
-        st = multilevel_candidates(q, units, q->budget_bytes - fixed, 0, &best, &have);
+        !(have && best.peak <= q->budget_bytes && best.redo == 0)) {
+        /* the FLOP-optimal table first, so that the operator-level search
+         * (by time) never returns more estimated time than it */
+        st = multilevel_candidates(q, units, q->budget_bytes - fixed, 0, 0, &best, &have);
+        if (st == SL_OK && q->operator_level)
+            st = multilevel_candidates(q, units, q->budget_bytes - fixed, 0, 1, &best, &have);
+    }
     if (st == SL_OK && !(have && best.peak <= q->budget_bytes)) {
         /* Nothing fits: the least planned peak, for the error (and so that
          * a budget of that size gets a schedule). */
@@ -466,7 +512,7 @@ sl_status sl_segments_for_budget(const sl_budget_query *q, sl_segments *out)
         if (st == SL_OK && have && best.peak > fixed + least_live)
             st = enumerate(q, &costs, best.peak - fixed - 1, 1, &best, &have);
         if (st == SL_OK && !q->single_level)
-            st = multilevel_candidates(q, units, least_live, 1, &best, &have);
+            st = multilevel_candidates(q, units, least_live, 1, 0, &best, &have);
     }
     if (st == SL_OK && !(have && best.peak <= q->budget_bytes)) {
         uint64_t least_peak = have ? best.peak : fixed + least_live;

@@ -23,6 +23,22 @@ sl_status sl_segments_alloc(int n_segments, sl_segments *out);
 sl_status sl_segments_balanced(const sl_unit_costs *u, int k, sl_segments *out);
 int sl_sqrt_segments(int n_top);
 
+/* ---- time-like costs (costmodel.c) ---- */
+
+/* The default cost model of a device (measured once on a development machine). */
+sl_cost_model sl_cost_model_for(int host_memory);
+/* Estimated seconds of one forward / backward of a node. */
+double sl_node_forward_seconds(const sl_graph *g, const sl_shapes *sh, int node,
+                               const sl_cost_model *m);
+double sl_node_backward_seconds(const sl_graph *g, const sl_shapes *sh, int node,
+                                const sl_cost_model *m);
+/* Estimated seconds of one plain step (every forward and backward) and of
+ * the program's re-forwards. */
+void sl_program_seconds(const sl_graph *g, const sl_shapes *sh, const sl_program *p,
+                        const sl_cost_model *m, double *plain, double *refwd);
+/* Measures the pair on a backend. */
+sl_status sl_cost_model_measure_backend(const sl_backend *be, int threads, sl_cost_model *out);
+
 /* What one single-level segment costs, from the program of the segment
  * alone planned with the real planner's liveness (segcost.c). Bytes are
  * live arena bytes of the segment's own storages. */
@@ -32,6 +48,7 @@ typedef struct sl_seg_cost {
     uint64_t bwd_peak_last;  /* during its backward, as the last segment */
     uint64_t held;           /* across the other segments' steps (boundary included) */
     uint64_t redo_flops;     /* re-forward FLOPs */
+    double redo_seconds;     /* re-forward time by the cost model (0 without one) */
 } sl_seg_cost;
 
 /* Costs of every segment [p, q) of the top-level chain, recomputed (r 1)
@@ -40,6 +57,7 @@ typedef struct sl_seg_cost {
 typedef struct sl_seg_costs {
     int n;
     int input_in_arena;
+    const sl_cost_model *model; /* for redo_seconds, or NULL */
     sl_seg_cost *cost;       /* use SL_SEG_COST_AT */
     uint64_t *out_bytes;     /* [n] aligned bytes of each unit's output */
     unsigned char *out_read; /* [n] the unit's own backward reads its output */
@@ -48,7 +66,7 @@ typedef struct sl_seg_costs {
 #define SL_SEG_COST_AT(c, p, q, r, a) ((((size_t)(p) * ((c)->n + 1) + (q)) * 2 + (r)) * 2 + (a))
 
 sl_status sl_seg_costs_compute(const sl_graph *g, const sl_shapes *sh, int input_in_arena,
-                               sl_seg_costs *out);
+                               const sl_cost_model *model, sl_seg_costs *out);
 void sl_seg_costs_release(sl_seg_costs *c);
 /* Segment [p, q) flagged r after a prefix that holds `held` bytes (its
  * last boundary not counted): the live peak during the segment and the
@@ -78,10 +96,15 @@ typedef struct sl_unit_probe {
     uint64_t conv_fwd, conv_held, conv_bwd, conv_redo; /* forward keeping conv outputs
                                                           (SL_KEEP_CONV), backward
                                                           re-forwarding the rest */
+    double fwd_seconds, kept_out_seconds, dropped_out_seconds, conv_seconds; /* the same
+                                                          costs in estimated time */
+    uint64_t in_bytes, bwd_flops, ws_bytes; /* for reports */
+    double bwd_seconds;
 } sl_unit_probe;
 
-/* Fills out[0 .. g->n_top) from costs and a few more one-unit programs. */
-sl_status sl_unit_probes_compute(const sl_graph *g, const sl_shapes *sh, const sl_seg_costs *costs,
+/* Fills out[0 .. g->n_top) from one-unit programs; model, when not NULL,
+ * gives the time costs. */
+sl_status sl_unit_probes_compute(const sl_graph *g, const sl_shapes *sh, const sl_cost_model *model,
                                  sl_unit_probe *out);
 
 /* Multi-level schedules (multilevel.c): the least re-forward cost of
@@ -111,6 +134,8 @@ typedef struct sl_budget_query {
     int bn_rescale;
     int input_in_arena;
     int single_level;       /* 1: only single-level schedules (tests, comparisons) */
+    int operator_level;     /* 1: also keep conv outputs only; least estimated time */
+    const sl_cost_model *cost_model; /* for operator_level (and --explain) */
 } sl_budget_query;
 
 /* The schedule with the least recomputed FLOPs whose planned peak (arena +

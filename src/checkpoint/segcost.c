@@ -34,6 +34,7 @@
 typedef struct window {
     sl_graph g;
     sl_shapes sh;
+    const sl_cost_model *model; /* NULL: no time costs */
 } window;
 
 static sl_status window_alloc(const sl_graph *g, window *w)
@@ -146,6 +147,10 @@ static sl_status measure(const window *w, const sl_program *prog, sl_seg_cost *c
     }
     c->held = held;
     c->redo_flops = prog->refwd_flops;
+    c->redo_seconds = 0;
+    for (int s = 0; s < n && w->model; s++)
+        if (prog->steps[s].kind == SL_STEP_REFWD)
+            c->redo_seconds += sl_node_forward_seconds(&w->g, &w->sh, prog->steps[s].node, w->model);
     free(delta);
     sl_plan_release(&pl);
     return SL_OK;
@@ -180,12 +185,13 @@ static int reads_own_output(const sl_graph *g, int u)
 }
 
 sl_status sl_seg_costs_compute(const sl_graph *g, const sl_shapes *sh, int input_in_arena,
-                               sl_seg_costs *out)
+                               const sl_cost_model *model, sl_seg_costs *out)
 {
     int n = g->n_top;
     memset(out, 0, sizeof *out);
     out->n = n;
     out->input_in_arena = input_in_arena;
+    out->model = model;
     out->cost = calloc((size_t)(n + 1) * (n + 1) * 4, sizeof *out->cost);
     out->out_bytes = calloc((size_t)n + 1, sizeof *out->out_bytes);
     out->out_read = calloc((size_t)n + 1, 1);
@@ -199,6 +205,7 @@ sl_status sl_seg_costs_compute(const sl_graph *g, const sl_shapes *sh, int input
         sl_seg_costs_release(out);
         return st;
     }
+    w.model = model;
     for (int u = 0; u < n; u++) {
         out->out_bytes[u] = sl_align_up(sh->bytes[g->top_output[u]]);
         out->out_read[u] = (unsigned char)reads_own_output(g, u);
@@ -272,29 +279,48 @@ static sl_status cost_actions(const window *w, const sl_action *a, int n, sl_seg
     return cost_program(w, &seg, 0, 1, c);
 }
 
-sl_status sl_unit_probes_compute(const sl_graph *g, const sl_shapes *sh, const sl_seg_costs *costs,
+sl_status sl_unit_probes_compute(const sl_graph *g, const sl_shapes *sh, const sl_cost_model *model,
                                  sl_unit_probe *out)
 {
     window w;
     sl_status st = window_alloc(g, &w);
+    w.model = model;
     for (int u = 0; u < g->n_top && st == SL_OK; u++) {
         sl_unit_probe *pr = &out[u];
         memset(pr, 0, sizeof *pr);
-        const sl_seg_cost *keep = &costs->cost[SL_SEG_COST_AT(costs, u, u + 1, 0, 0)];
-        const sl_seg_cost *ck = &costs->cost[SL_SEG_COST_AT(costs, u, u + 1, 1, 0)];
-        pr->out_bytes = costs->out_bytes[u];
-        pr->out_read = costs->out_read[u];
-        for (int i = g->top_first_node[u]; i < g->top_first_node[u + 1]; i++)
-            pr->fwd_flops += sh->cost[i].fwd_flops;
-        for (int a = 0; a < 2; a++)
-            pr->chain_fwd[a] = costs->cost[SL_SEG_COST_AT(costs, u, u + 1, 1, a)].fwd_peak;
-        pr->all_fwd = keep->fwd_peak;
-        pr->all_held = keep->held;
-        pr->all_bwd = keep->bwd_peak_inner;
-        pr->all_bwd_last = keep->bwd_peak_last;
-        pr->kept_out_bwd = ck->bwd_peak_inner;
-        pr->kept_out_redo = ck->redo_flops;
         window_set(g, sh, u, u + 1, &w);
+        sl_seg_cost keep[2], ck[2]; /* [input form] */
+        for (int a = 0; a < 2 && st == SL_OK; a++) {
+            st = cost_one(&w, 0, a, 1, &keep[a]);
+            if (st == SL_OK)
+                st = cost_one(&w, 1, a, 1, &ck[a]);
+        }
+        if (st != SL_OK)
+            break;
+        pr->out_bytes = sl_align_up(sh->bytes[g->top_output[u]]);
+        pr->out_read = reads_own_output(g, u);
+        pr->in_bytes = sh->bytes[g->top_first_node[u]];
+        for (int i = g->top_first_node[u]; i < g->top_first_node[u + 1]; i++) {
+            const sl_layer_cost *lc = &sh->cost[i];
+            pr->fwd_flops += lc->fwd_flops;
+            pr->bwd_flops += lc->bwd_flops;
+            size_t ws = lc->ws_fwd_bytes > lc->ws_bwd_bytes ? lc->ws_fwd_bytes : lc->ws_bwd_bytes;
+            if (ws > pr->ws_bytes)
+                pr->ws_bytes = ws;
+            if (model) {
+                pr->fwd_seconds += sl_node_forward_seconds(g, sh, i, model);
+                pr->bwd_seconds += sl_node_backward_seconds(g, sh, i, model);
+            }
+        }
+        pr->kept_out_seconds = ck[0].redo_seconds;
+        for (int a = 0; a < 2; a++)
+            pr->chain_fwd[a] = ck[a].fwd_peak;
+        pr->all_fwd = keep[0].fwd_peak;
+        pr->all_held = keep[0].held;
+        pr->all_bwd = keep[0].bwd_peak_inner;
+        pr->all_bwd_last = keep[0].bwd_peak_last;
+        pr->kept_out_bwd = ck[0].bwd_peak_inner;
+        pr->kept_out_redo = ck[0].redo_flops;
         sl_action drop[4] = {{SL_ACT_FWD, SL_KEEP_OUTPUT, 0}, {SL_ACT_LOSS, SL_KEEP_OUTPUT, 0},
                              {SL_ACT_DROP, SL_KEEP_OUTPUT, 0}, {SL_ACT_BWD, SL_KEEP_OUTPUT, 0}};
         sl_seg_cost c;
@@ -302,6 +328,7 @@ sl_status sl_unit_probes_compute(const sl_graph *g, const sl_shapes *sh, const s
         st = cost_actions(&w, drop, 4, &c);
         pr->dropped_out_bwd = c.bwd_peak_inner;
         pr->dropped_out_redo = c.redo_flops;
+        pr->dropped_out_seconds = c.redo_seconds;
         sl_action conv[3] = {{SL_ACT_FWD, SL_KEEP_CONV, 0}, {SL_ACT_LOSS, SL_KEEP_OUTPUT, 0},
                              {SL_ACT_BWD, SL_KEEP_OUTPUT, 0}};
         if (st == SL_OK)
@@ -310,6 +337,7 @@ sl_status sl_unit_probes_compute(const sl_graph *g, const sl_shapes *sh, const s
         pr->conv_fwd = c.fwd_peak;
         pr->conv_bwd = c.bwd_peak_inner;
         pr->conv_redo = c.redo_flops;
+        pr->conv_seconds = c.redo_seconds;
     }
     window_release(&w);
     return st;

@@ -20,7 +20,7 @@ static sl_status net_new(sl_context *ctx, int in_channels, sl_schedule schedule,
         return sl_fail(SL_ERR_INVALID_ARG, "%s: context is NULL", fn);
     if (in_channels < 1)
         return sl_fail(SL_ERR_INVALID_ARG, "%s: in_channels is %d, must be >= 1", fn, in_channels);
-    if (schedule.kind < SL_SCHEDULE_NONE || schedule.kind > SL_SCHEDULE_BUDGET)
+    if (schedule.kind < SL_SCHEDULE_NONE || schedule.kind > SL_SCHEDULE_BUDGET_OPS)
         return sl_fail(SL_ERR_INVALID_ARG, "%s: unknown schedule kind %d", fn, (int)schedule.kind);
     if (schedule.kind == SL_SCHEDULE_SEGMENTS && schedule.segments < 1)
         return sl_fail(SL_ERR_INVALID_ARG, "%s: segments must be >= 1, got %d", fn,

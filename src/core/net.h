@@ -30,6 +30,7 @@ struct sl_net {
     int out_channels; /* of the chain so far; 0 when unknown (after Flatten) */
     sl_schedule schedule;
     int bn_rescale;
+    sl_cost_model cost_model; /* zero: the device's default */
 
     int n_top, cap_top;
     sl_layer **top;
@@ -91,6 +92,9 @@ sl_context *sl_net_context(sl_net *net);
  * sl_net_memory_report, sl_net_memory_timeline and sl_net_write_dot. */
 sl_status sl_net_plan_for(sl_net *net, sl_shape input, sl_mode mode, const void *out,
                           const char *fn, sl_run_cache **cache);
+
+/* The cost model of the network's schedule search (set or the device's). */
+sl_cost_model sl_net_cost_model(const sl_net *net);
 
 /* Segments for a schedule over the network's top-level chain. */
 sl_status sl_schedule_segments(const sl_net *net, const sl_shapes *sh, sl_schedule schedule,
