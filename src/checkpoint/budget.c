@@ -18,10 +18,15 @@
  *
  * The dynamic program is exact about live bytes; the arena can exceed
  * them where greedy placement leaves gaps (never on the ResNets). So the
- * answer is planned for real; if it does not fit, the search asks again
- * with the budget lowered by the overshoot, a few times, and also plans
- * the least-peak schedule, so that the least peak the error names is
- * one a budget of that size gets.
+ * answer is planned for real, and where it does not fit a bounded
+ * enumeration of the schedules within the live limit looks for one that
+ * does (exhaustive on short chains).
+ *
+ * Then the multi-level search (multilevel.c; operator-level too for
+ * SL_SCHEDULE_BUDGET_OPS) proposes its own answers, planned for real, and
+ * the best that fits wins: by FLOPs, or by estimated time for the
+ * operator-level search. When nothing fits, the least planned peak of all
+ * the families is named, and a budget of that size gets that schedule.
  */
 #include <math.h>
 #include <stdlib.h>
