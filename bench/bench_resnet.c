@@ -9,10 +9,13 @@
  *                [--schedule S] [--steps N] [--threads N] [--seed N] [--json]
  *                [--plan-only]
  *
- * Schedules: none, sqrt, segments:K, budget:SIZE (bytes, or with a KiB /
- * MiB / GiB suffix), budget-half (half the planned total of keep-everything
- * at this shape) and budget-sqrt (sqrt's planned total: the budget search
- * at the memory sqrt uses). Planning runs no kernel, so the reference
+ * Schedules: none, sqrt, segments:K, budget:SIZE and ops:SIZE (bytes, or
+ * with a KiB / MiB / GiB suffix; ops is the operator-level search),
+ * budget-half (half the planned total of keep-everything at this shape),
+ * budget-sqrt (sqrt's planned total: the budget search at the memory sqrt
+ * uses), budget-third and ops-third (a third of keep-everything's
+ * activation arena, plus parameters, gradients and optimizer state) and
+ * least (the least planned peak any schedule reaches). Planning runs no kernel, so the reference
  * plans cost nothing but a little time; --plan-only stops after them and
  * prints the planned figures (resnet152.sh reads sqrt's segment count and
  * planned total from it before it starts the timed runs).
@@ -50,9 +53,10 @@ _Noreturn static void usage(const char *argv0)
     fprintf(stderr,
             "usage: %s [--model NAME] [--batch N] [--res N] [--classes N] [--schedule S]\n"
             "          [--steps N] [--threads N] [--seed N] [--json] [--plan-only]\n"
-            "schedules: none, sqrt, segments:K, budget:SIZE (bytes or KiB/MiB/GiB),\n"
-            "           budget-half (half of keep-everything's planned total),\n"
-            "           budget-sqrt (sqrt's planned total)\n",
+            "schedules: none, sqrt, segments:K, budget:SIZE, ops:SIZE (bytes or\n"
+            "           KiB/MiB/GiB), budget-half (half of keep-everything's planned\n"
+            "           total), budget-sqrt (sqrt's planned total), budget-third and\n"
+            "           ops-third (a third of keep-everything's activations), least\n",
             argv0);
     exit(2);
 }
@@ -228,7 +232,24 @@ int main(int argc, char **argv)
         sc = SL_CKPT_SEGMENTS(k);
     else if (!strncmp(o.schedule, "budget:", 7) && parse_size(o.schedule + 7, &bytes) == 0)
         sc = SL_CKPT_BUDGET(bytes);
-    else
+    else if (!strncmp(o.schedule, "ops:", 4) && parse_size(o.schedule + 4, &bytes) == 0)
+        sc = SL_CKPT_BUDGET_OPS(bytes);
+    else if (!strcmp(o.schedule, "budget-third") || !strcmp(o.schedule, "ops-third")) {
+        uint64_t third = none_plan.total - none_plan.arena_bytes + none_plan.arena_bytes / 3;
+        sc = o.schedule[0] == 'o' ? SL_CKPT_BUDGET_OPS(third) : SL_CKPT_BUDGET(third);
+    } else if (!strcmp(o.schedule, "least")) {
+        sl_memory_report tmp;
+        if (sl_net_set_schedule(net, SL_CKPT_BUDGET(1)) == SL_OK &&
+            sl_net_memory_report(net, s, SL_MODE_TRAIN, &tmp) == SL_ERR_BUDGET) {
+            const char *at = strstr(sl_last_error(), "smallest planned peak is ");
+            bytes = at ? strtoull(at + strlen("smallest planned peak is "), NULL, 10) : 0;
+        }
+        if (!bytes) {
+            rc = fail("finding the least budget");
+            goto done;
+        }
+        sc = SL_CKPT_BUDGET(bytes);
+    } else
         usage(argv[0]);
     if ((rc = plan(net, sc, s, &mine)) != 0)
         goto done;
@@ -239,11 +260,11 @@ int main(int argc, char **argv)
                    "\"schedule\":\"%s\",\"top_layers\":%d,\"sqrt_segments\":%d,"
                    "\"recomputed_segments\":%d,\"planned_total\":%llu,\"planned_arena\":%llu,"
                    "\"none_planned_total\":%llu,\"sqrt_planned_total\":%llu,"
-                   "\"recompute_fraction\":%.6f}\n",
+                   "\"recompute_fraction\":%.6f,\"recompute_time_fraction\":%.6f}\n",
                    o.model, o.batch, o.res, o.schedule, n_top, sqrt_k, recomputed,
                    (unsigned long long)mine.total, (unsigned long long)mine.arena_bytes,
                    (unsigned long long)none_plan.total, (unsigned long long)sqrt_plan.total,
-                   mine.recompute_fraction);
+                   mine.recompute_fraction, mine.recompute_time_fraction);
         else
             printf("%s, batch %d, %dx%d, schedule %s: top-level layers %d (sqrt: %d segments), "
                    "recomputed segments %d, planned total %.1f MiB (arena %.1f MiB), recompute "
@@ -333,7 +354,8 @@ int main(int argc, char **argv)
                "\"sqrt_planned_total\":%llu,\"budget_bytes\":%llu,"
                "\"arena_measured\":%llu,\"measured_total\":%llu,"
                "\"rss_baseline\":%llu,\"peak_rss\":%llu,\"s_per_step\":%.4f,"
-               "\"warmup_s\":%.4f,\"recompute_fraction\":%.6f,\"first_loss\":%.5f,"
+               "\"warmup_s\":%.4f,\"recompute_fraction\":%.6f,"
+               "\"recompute_time_fraction\":%.6f,\"first_loss\":%.5f,"
                "\"last_loss\":%.5f,\"foreign_cpu_pct\":%.1f}\n",
                o.model, o.batch, o.res, o.classes, o.schedule, o.threads, o.steps, n_top, sqrt_k,
                recomputed, (unsigned long long)mine.total, (unsigned long long)mine.arena_bytes,
@@ -341,7 +363,7 @@ int main(int argc, char **argv)
                (unsigned long long)sc.budget_bytes, (unsigned long long)after.arena_measured,
                (unsigned long long)after.measured_total, (unsigned long long)rss_base,
                (unsigned long long)rss_peak, median, warmup, mine.recompute_fraction,
-               first_loss, last_loss, foreign);
+               mine.recompute_time_fraction, first_loss, last_loss, foreign);
     } else {
         printf("planned total %.1f MiB, measured by the library %.1f MiB (arena %.1f / %.1f "
                "MiB planned)\n",

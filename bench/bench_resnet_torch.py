@@ -13,9 +13,11 @@ The network is one nn.Sequential of its top-level modules (conv1, bn1,
 relu, maxpool, each bottleneck, avgpool, flatten, fc: 57 for ResNet-152),
 the same chain bench_resnet.c's schedules cut, so checkpoint_sequential
 splits it into K chunks of 57 // K modules (the last chunk takes the rest
-and is not recomputed). Checkpointing is the reentrant kind (1.13's
-default), which needs an input that requires grad, so in that mode the
-input does (one extra backward-data of the stem; plain mode does not).
+and is not recomputed). Where checkpoint_sequential takes use_reentrant
+(PyTorch 2.x, which wants it given) checkpointing is the non-reentrant
+kind, the one PyTorch recommends; on 1.13 it is the reentrant kind, which
+needs an input that requires grad, so there the input does (one extra
+backward-data of the stem; plain mode does not).
 
     bench_resnet_torch.py [--depth 152] [--batch 16] [--res 224] [--classes 1000]
                           [--mode plain|checkpoint:K] [--steps 4] [--threads 2] [--json]
@@ -25,6 +27,7 @@ is a warm-up; s/step is the median of the others. Needs torch (Debian's is
 /usr/bin/python3).
 """
 import argparse
+import inspect
 import json
 import os
 import resource
@@ -126,7 +129,10 @@ def main():
     gen = torch.Generator().manual_seed(args.seed)
     x = torch.randn(args.batch, 3, args.res, args.res, generator=gen)
     labels = torch.randint(0, args.classes, (args.batch,), generator=gen)
-    if segments:
+    reentrant_kw = {}
+    if "use_reentrant" in inspect.signature(checkpoint_sequential).parameters:
+        reentrant_kw = {"use_reentrant": False}
+    elif segments:
         x.requires_grad_(True)  # reentrant checkpoint: else no gradient reaches the weights
     rss_base = current_rss()
     if not args.json:
@@ -143,7 +149,7 @@ def main():
         opt.zero_grad(set_to_none=True)
         if x.grad is not None:
             x.grad = None
-        out = checkpoint_sequential(model, segments, x) if segments else model(x)
+        out = checkpoint_sequential(model, segments, x, **reentrant_kw) if segments else model(x)
         loss = loss_fn(out, labels)
         loss.backward()
         opt.step()

@@ -408,7 +408,13 @@ typedef enum sl_schedule_kind {
     SL_SCHEDULE_NONE = 0, /* keep every activation (the baseline) */
     SL_SCHEDULE_SQRT,     /* ceil(sqrt(N)) segments over the top-level chain */
     SL_SCHEDULE_SEGMENTS, /* k segments balancing kept bytes */
-    SL_SCHEDULE_BUDGET    /* least recompute whose planned peak fits a budget */
+    SL_SCHEDULE_BUDGET,   /* least recomputed FLOPs whose planned peak fits a
+                             budget: segments, re-forwarded segments checkpointing
+                             again inside (multi-level) */
+    SL_SCHEDULE_BUDGET_OPS /* the same search with operator-level choices: a block
+                              may keep its convolution outputs and recompute its
+                              BatchNorm, ReLU and add outputs from them; least
+                              estimated recompute time (see sl_cost_model) */
 } sl_schedule_kind;
 
 typedef struct sl_schedule {
@@ -421,6 +427,19 @@ typedef struct sl_schedule {
 #define SL_CKPT_SQRT ((sl_schedule){SL_SCHEDULE_SQRT, 0, 0})
 #define SL_CKPT_SEGMENTS(k) ((sl_schedule){SL_SCHEDULE_SEGMENTS, (k), 0})
 #define SL_CKPT_BUDGET(bytes) ((sl_schedule){SL_SCHEDULE_BUDGET, 0, (uint64_t)(bytes)})
+#define SL_CKPT_BUDGET_OPS(bytes) ((sl_schedule){SL_SCHEDULE_BUDGET_OPS, 0, (uint64_t)(bytes)})
+
+/* How SL_SCHEDULE_BUDGET_OPS weighs recomputation: a layer's time is
+ * estimated as its FLOPs / flops_per_s + the bytes it moves / bytes_per_s,
+ * so a memory-bound BatchNorm costs more than its FLOPs say. */
+typedef struct sl_cost_model {
+    double flops_per_s;
+    double bytes_per_s;
+} sl_cost_model;
+
+/* Measures the pair on the context's device: a 768^3 matrix product and a
+ * 64 MiB copy, the best of three (well under a second). */
+sl_status sl_cost_model_measure(sl_context *ctx, sl_cost_model *out);
 
 /* ------------------------------------------------------------------ */
 /* Networks                                                            */
@@ -457,6 +476,11 @@ sl_status sl_net_output_shape(sl_net *net, sl_shape input, sl_shape *output);
 
 /* Changes the schedule; the next step plans anew. */
 sl_status sl_net_set_schedule(sl_net *net, sl_schedule schedule);
+
+/* The cost model the network's schedule search and memory report use;
+ * NULL restores the device's default (a pair measured once on a
+ * development machine). Both rates must be positive. Plans anew. */
+sl_status sl_net_set_cost_model(sl_net *net, const sl_cost_model *model);
 
 /* BatchNorm under re-forward. By default (0) a re-forward normalises with
  * the batch statistics saved by the first forward and leaves the running
@@ -604,6 +628,8 @@ typedef struct sl_memory_report {
                                 context was created (all of this process's
                                 use, as cudaMemGetInfo sees it); 0 on the CPU */
     double recompute_fraction; /* recomputed FLOPs / FLOPs of one plain step */
+    double recompute_time_fraction; /* the same in time estimated by the network's
+                                       cost model (sl_net_set_cost_model) */
 } sl_memory_report;
 
 /* The planned memory of one step at this input shape in this mode. Needs
@@ -615,7 +641,8 @@ sl_status sl_net_memory_report(sl_net *net, sl_shape input, sl_mode mode,
 
 /* Writes a report as one JSON object (keys: outputs, grad_inputs, buffers,
  * params, param_grads, optimizer, communication, arena, total, arena_measured,
- * measured_total, recompute_fraction) into buf of size n, NUL-terminated.
+ * measured_total, recompute_fraction, recompute_time_fraction) into buf of
+ * size n, NUL-terminated.
  * Returns SL_ERR_INVALID_ARG when it does not fit. */
 sl_status sl_memory_report_json(const sl_memory_report *r, char *buf, size_t n);
 
@@ -664,6 +691,35 @@ void sl_memory_timeline_free(sl_memory_timeline *t);
  * bytes per step, one series per timeline, labelled). */
 sl_status sl_memory_timeline_svg(const char *path, const sl_memory_timeline *const *series,
                                  const char *const *labels, int n);
+
+/* One top-level unit (a layer, or a whole block) of a training plan, for
+ * people: what it costs and what the schedule does with it (the table of
+ * `sublinear plan --explain`). Sizes in bytes; times are estimates of the
+ * network's cost model (sl_net_set_cost_model). */
+typedef struct sl_unit_report {
+    const char *name;        /* the layer's name, owned by the network */
+    const char *type;        /* "Bottleneck", "Conv2d", ... (static) */
+    uint64_t fwd_flops, bwd_flops;
+    double fwd_seconds, bwd_seconds;
+    uint64_t input_bytes, output_bytes;
+    /* held from its forward to its backward (output included) when it
+     * keeps everything its backward reads / only its conv outputs (the
+     * rest recomputed from them) / only its output (its backward
+     * re-forwards it from its input) */
+    uint64_t keep_all_bytes, keep_conv_bytes, keep_output_bytes;
+    uint64_t workspace_bytes; /* the largest scratch one of its kernels takes */
+    int forwards;             /* times its forward runs in a step (1 + re-forwards) */
+    const char *action;       /* what its first forward keeps: "keep all", "keep conv",
+                                 "checkpoint" (only its output, kept), "recompute"
+                                 (output dropped once read); "-" in inference */
+} sl_unit_report;
+
+/* Reports every top-level unit of the plan of this input shape and mode
+ * (no kernel runs). On success *out is a new array of *n reports; free it
+ * with sl_unit_reports_free (the strings belong to the network). */
+sl_status sl_net_unit_reports(sl_net *net, sl_shape input, sl_mode mode, sl_unit_report **out,
+                              int *n);
+void sl_unit_reports_free(sl_unit_report *reports);
 
 /* Writes the network as a Graphviz DOT graph: one node per layer with its
  * output shape and size; nodes whose outputs share arena storage have the

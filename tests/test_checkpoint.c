@@ -1,11 +1,13 @@
 /*
  * test_checkpoint.c — sublinear training is exact: under every schedule
- * (sqrt, k = 2, k = 5, several budgets) the loss, parameter gradients,
- * parameters and BatchNorm running statistics after 3 optimizer steps are
- * bit-identical to keep-everything, for ResNet-20 (also with every
- * BatchNorm frozen), a CIFAR ResNet-56 with dropout, VGG-A and GoogLeNet at
- * small resolution; and the arena
- * high-water mark the executor measures equals the planned peak.
+ * (sqrt, k = 2, k = 5, several budgets, the least of them multi-level on
+ * the ResNets, and an operator-level budget whose blocks keep their conv
+ * outputs and recompute BatchNorm, ReLU and add from them) the loss, parameter gradients, parameters and BatchNorm
+ * running statistics after 3 optimizer steps are bit-identical to
+ * keep-everything, for ResNet-20 (also with every BatchNorm frozen), a
+ * CIFAR ResNet-56 with dropout, VGG-A and GoogLeNet at small resolution;
+ * and the arena high-water mark the executor measures equals the planned
+ * peak.
  */
 #include <check.h>
 #include <inttypes.h>
@@ -13,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "net/net.h"
 #include "harness.h"
 
 #define STEPS 3
@@ -68,6 +71,24 @@ static sl_net *build(sl_context *ctx, const char *model, int res, sl_schedule sc
 
 /* Three training steps; records losses, then copies every tensor and the
  * last gradients. Checks the measured arena peak against the plan. */
+/* Largest number of forwards (the TRAIN pass and re-forwards) of one node:
+ * above 2 the schedule is multi-level. */
+static int most_forwards(const sl_net *net)
+{
+    const sl_program *p = &net->cache[SL_MODE_TRAIN].prog;
+    int *runs = calloc((size_t)net->graph.n_nodes, sizeof *runs), most = 0;
+    ck_assert(runs);
+    for (int s = 0; s < p->n_steps; s++)
+        if (p->steps[s].kind == SL_STEP_FWD || p->steps[s].kind == SL_STEP_REFWD)
+            if (++runs[p->steps[s].node] > most)
+                most = runs[p->steps[s].node];
+    free(runs);
+    return most;
+}
+
+static int g_most_forwards; /* of the last train() */
+static int g_keeps_conv;    /* the last train()'s schedule keeps some unit's conv outputs only */
+
 static void train(const char *model, int res, int batch, sl_schedule schedule, snapshot *out,
                   uint64_t *planned_total)
 {
@@ -92,6 +113,11 @@ static void train(const char *model, int res, int batch, sl_schedule schedule, s
                   model, rep.arena_measured, rep.arena_bytes);
     if (planned_total)
         *planned_total = rep.total;
+    g_most_forwards = most_forwards(net);
+    const sl_segments *seg = &net->cache[SL_MODE_TRAIN].seg;
+    g_keeps_conv = 0;
+    for (int a = 0; a < seg->n_actions; a++)
+        g_keeps_conv |= seg->actions[a].kind == SL_ACT_FWD && seg->actions[a].keep == SL_KEEP_CONV;
     out->n = sl_net_param_count(net);
     out->data = calloc((size_t)out->n, sizeof(float *));
     out->grad = calloc((size_t)out->n, sizeof(float *));
@@ -171,18 +197,37 @@ static void check_model(const char *model, int res, int batch)
     }
     uint64_t least = least_budget(model, res, batch);
     uint64_t budgets[3] = {least, least + (plain_total - least) / 2, plain_total};
+    int multilevel = 0;
     for (int i = 0; i < 3; i++) {
         train(model, res, batch, SL_CKPT_BUDGET(budgets[i]), &other, &total);
+        if (i == 0)
+            multilevel = g_most_forwards;
         char what[96];
         snprintf(what, sizeof what, "%s budget %" PRIu64, model, budgets[i]);
         assert_identical(&plain, &other, what);
         ck_assert_msg(total <= budgets[i], "%s: planned %" PRIu64 " over budget", what, total);
         snapshot_free(&other);
     }
-    printf("%-18s bit-identical under sqrt, k=2, k=5 and budgets %.1f / %.1f / %.1f MiB "
-           "(plain %.1f MiB)\n",
+    /* the least budget of the residual networks takes a multi-level schedule */
+    if (strncmp(model, "resnet", 6) == 0)
+        ck_assert_msg(multilevel > 2, "%s: least budget runs a layer at most %d times", model,
+                      multilevel);
+    /* operator-level: blocks keeping their conv outputs only */
+    uint64_t ops_budget = least + (plain_total - least) / 3;
+    train(model, res, batch, SL_CKPT_BUDGET_OPS(ops_budget), &other, &total);
+    assert_identical(&plain, &other, "operator-level budget");
+    ck_assert_msg(total <= ops_budget, "%s: operator-level planned %" PRIu64 " over budget", model,
+                  total);
+    if (strncmp(model, "resnet", 6) == 0)
+        ck_assert_msg(g_keeps_conv, "%s: the operator-level schedule keeps no conv outputs", model);
+    int keeps_conv = g_keeps_conv;
+    snapshot_free(&other);
+    printf("%-18s bit-identical under sqrt, k=2, k=5, budgets %.1f / %.1f / %.1f MiB "
+           "and operator-level %.1f MiB (plain %.1f MiB; least: a layer runs up to %d times; "
+           "operator-level %s conv outputs)\n",
            model, budgets[0] / 1048576.0, budgets[1] / 1048576.0, budgets[2] / 1048576.0,
-           plain_total / 1048576.0);
+           ops_budget / 1048576.0, plain_total / 1048576.0, multilevel,
+           keeps_conv ? "keeps" : "keeps no");
     snapshot_free(&plain);
 }
 

@@ -162,7 +162,44 @@ START_TEST(test_cli_plan_json_resnet152_sqrt_below_keep_everything)
     r = cli("%s", "plan --model resnet20 --batch 8 --res 32 --classes 10 --no-reuse");
     ck_assert_msg(r.status == 0, "%s", r.err);
     ck_assert_ptr_nonnull(strstr(r.out, "total"));
-    ck_assert_ptr_nonnull(strstr(r.out, "recomputed FLOPs"));
+    ck_assert_ptr_nonnull(strstr(r.out, "of one plain step's FLOPs"));
+    cr_free(&r);
+}
+END_TEST
+
+/* plan --explain: one row per top-level unit with its costs, what it holds
+ * under each keep, and what the schedule does with it. */
+START_TEST(test_cli_plan_explain_lists_every_unit)
+{
+    cr_result r = cli("%s", "plan --model resnet20 --batch 8 --res 32 --classes 10 "
+                            "--schedule ops:11MiB --explain --json");
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    cJSON *plan = cr_json(&r);
+    cr_free(&r);
+    const cJSON *units = cJSON_GetObjectItemCaseSensitive(plan, "units");
+    ck_assert(cJSON_IsArray(units));
+    ck_assert_int_eq(cJSON_GetArraySize(units), 15); /* conv1 bn1 relu, 9 blocks, pool flatten fc */
+    int conv = 0, keeps_less = 0;
+    const cJSON *u;
+    cJSON_ArrayForEach(u, units)
+    {
+        const char *action = cJSON_GetObjectItemCaseSensitive(u, "action")->valuestring;
+        ck_assert(strcmp(action, "keep all") == 0 || strcmp(action, "keep conv") == 0 ||
+                  strcmp(action, "checkpoint") == 0 || strcmp(action, "recompute") == 0);
+        conv += strcmp(action, "keep conv") == 0;
+        ck_assert(cr_num(u, "forwards") >= 1);
+        ck_assert(cr_num(u, "keep_all_bytes") >= cr_num(u, "keep_conv_bytes"));
+        keeps_less += cr_num(u, "keep_conv_bytes") < cr_num(u, "keep_all_bytes");
+    }
+    ck_assert_int_gt(conv, 0);
+    ck_assert_int_ge(keeps_less, 9); /* every block drops its BatchNorm/ReLU outputs */
+    ck_assert(cr_num(plan, "recompute_time_fraction") > 0);
+    cJSON_Delete(plan);
+    r = cli("%s", "plan --model resnet20 --batch 8 --res 32 --classes 10 --schedule sqrt --explain");
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    ck_assert_ptr_nonnull(strstr(r.out, "layer3.2"));
+    ck_assert_ptr_nonnull(strstr(r.out, "keep all"));
+    ck_assert_ptr_nonnull(strstr(r.out, "checkpoint"));
     cr_free(&r);
 }
 END_TEST
@@ -417,6 +454,7 @@ int main(void)
     tcase_add_test(tc, test_cli_help_of_every_subcommand_exits_0);
     tcase_add_test(tc, test_cli_bad_arguments_exit_2_with_usage);
     tcase_add_test(tc, test_cli_plan_json_resnet152_sqrt_below_keep_everything);
+    tcase_add_test(tc, test_cli_plan_explain_lists_every_unit);
     tcase_add_test(tc, test_cli_plan_unmeetable_budget_exits_1_naming_smallest);
     tcase_add_test(tc, test_cli_dot_writes_a_graph);
     tcase_add_test(tc, test_cli_memplot_draws_each_schedule);

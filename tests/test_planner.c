@@ -1,6 +1,8 @@
 /*
  * test_planner.c — planner invariants as a property test. On many random
- * chains (random layer types, sizes and blocks) and every schedule:
+ * chains (random layer types, sizes and blocks) and every schedule (the
+ * least-memory one included: multi-level, some layers re-forwarded many
+ * times; and an operator-level one):
  *  - no two storages live at the same step overlap in the arena;
  *  - every read sees the value its producer wrote: the run with dead
  *    storage NaN-filled after every step gives bit-identical loss and
@@ -134,6 +136,29 @@ static void result_free(result *r)
     free(r->count);
 }
 
+/* The least budget any schedule reaches for the chain of `seed` (a
+ * multi-level schedule, usually), read from the error of a 1-byte one;
+ * and keep-everything's planned total. */
+static uint64_t least_budget(uint64_t seed, uint64_t *plain)
+{
+    sl_context *ctx = th_context(seed);
+    sl_net *net = NULL;
+    ck_assert(sl_sublinear(ctx, 3, SL_CKPT_BUDGET(1), &net) == SL_OK);
+    int size = random_chain(net, seed);
+    sl_shape shape = {4, 3, size, size};
+    sl_memory_report r;
+    ck_assert(sl_net_memory_report(net, shape, SL_MODE_TRAIN, &r) == SL_ERR_BUDGET);
+    const char *at = strstr(sl_last_error(), "smallest planned peak is ");
+    ck_assert_msg(at != NULL, "%s", sl_last_error());
+    uint64_t least = strtoull(at + strlen("smallest planned peak is "), NULL, 10);
+    ck_assert(sl_net_set_schedule(net, SL_CKPT_NONE) == SL_OK);
+    ck_assert(sl_net_memory_report(net, shape, SL_MODE_TRAIN, &r) == SL_OK);
+    *plain = r.total;
+    sl_net_free(net);
+    sl_context_free(ctx);
+    return least;
+}
+
 START_TEST(test_planner_random_chains)
 {
     int chains = getenv("SL_TEST_QUICK") ? 12 : 40;
@@ -142,9 +167,14 @@ START_TEST(test_planner_random_chains)
         result ref;
         run(seed, SL_CKPT_NONE, 0, &ref);
         ck_assert(isfinite(ref.loss));
-        sl_schedule schedules[6] = {SL_CKPT_NONE, SL_CKPT_SQRT, SL_CKPT_SEGMENTS(2),
-                                    SL_CKPT_SEGMENTS(3), SL_CKPT_BUDGET(1ull << 40), SL_CKPT_SEGMENTS(50)};
-        for (int s = 0; s < 6; s++) {
+        /* the least-memory schedule runs many more steps: every 4th chain;
+         * an operator-level one a third of the way up from it */
+        uint64_t plain, least = least_budget(seed, &plain);
+        sl_schedule schedules[8] = {SL_CKPT_NONE, SL_CKPT_SQRT, SL_CKPT_SEGMENTS(2),
+                                    SL_CKPT_SEGMENTS(3), SL_CKPT_BUDGET(1ull << 40), SL_CKPT_SEGMENTS(50),
+                                    SL_CKPT_BUDGET(c % 4 ? 1ull << 40 : least),
+                                    SL_CKPT_BUDGET_OPS(least + (plain - least) / 3)};
+        for (int s = 0; s < 8; s++) {
             result got;
             run(seed, schedules[s], 1, &got);
             ck_assert_msg(memcmp(&ref.loss, &got.loss, sizeof ref.loss) == 0,

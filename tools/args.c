@@ -29,7 +29,7 @@ typedef enum opt_id {
     OPT_LR, OPT_SCHEDULE, OPT_SCHEDULES, OPT_OUTPUT, OPT_OPTIMIZER, OPT_MODE, OPT_NO_REUSE,
     OPT_JSON, OPT_DATASET, OPT_DATA, OPT_SAVE_MODEL, OPT_SNAPSHOT, OPT_SNAPSHOT_EVERY,
     OPT_RESUME, OPT_LOG_EVERY, OPT_QUIET, OPT_BN_RESCALE, OPT_DEVICE, OPT_DISTRIBUTED,
-    OPT_NO_MEMORY_CHECK, OPT_DTYPE,
+    OPT_NO_MEMORY_CHECK, OPT_DTYPE, OPT_EXPLAIN,
 } opt_id;
 
 typedef struct opt_spec {
@@ -66,6 +66,7 @@ static const opt_spec g_opts[] = {
     {"--log-every", OPT_LOG_EVERY, CLI_TRAIN, 1},
     {"--quiet", OPT_QUIET, CLI_TRAIN, 0},
     {"--bn-rescale", OPT_BN_RESCALE, CLI_TRAIN, 0},
+    {"--explain", OPT_EXPLAIN, CLI_PLAN, 0},
     {"--device", OPT_DEVICE, CLI_TRAIN, 1},
     {"--distributed", OPT_DISTRIBUTED, CLI_TRAIN, 0},
     {"--no-memory-check", OPT_NO_MEMORY_CHECK, CLI_TRAIN, 0},
@@ -84,8 +85,11 @@ static const char *command_name(cli_command cmd)
 
 static const char g_schedules_help[] =
     "schedules: none (keep every activation), sqrt (ceil(sqrt(N)) segments),\n"
-    "  segments:K (K segments), budget:SIZE (the least recompute whose planned\n"
-    "  peak fits SIZE: bytes, or with K/KiB, M/MiB, G/GiB)\n";
+    "  segments:K (K segments), budget:SIZE (the least recomputed FLOPs whose\n"
+    "  planned peak fits SIZE: bytes, or with K/KiB, M/MiB, G/GiB; segments may\n"
+    "  checkpoint again inside), ops:SIZE (the same with operator-level choices:\n"
+    "  a block may keep its conv outputs and recompute BatchNorm, ReLU and add;\n"
+    "  least estimated recompute time)\n";
 
 static const char g_train_help[] =
     "usage: sublinear train [options]\n"
@@ -148,6 +152,12 @@ static const char g_plan_help[] =
     "  --mode train|infer    plan a training step or an inference forward (train)\n"
     "  --no-reuse            every tensor in storage of its own (a plain framework)\n"
     "  --optimizer KIND      sgd, adam or none: optimizer state counted (sgd)\n"
+    "  --explain             also print every top-level unit (layer or block): its\n"
+    "                        forward and backward FLOPs and estimated ms, input and\n"
+    "                        output bytes, the bytes it holds to its backward when\n"
+    "                        it keeps all / its conv outputs / its output only, its\n"
+    "                        largest workspace, how many times its forward runs and\n"
+    "                        what the schedule keeps of it\n"
     "  --json                print one JSON object\n";
 
 static const char g_dot_help[] =
@@ -294,6 +304,8 @@ int cli_parse_schedule(const char *s, sl_schedule *out)
         *out = SL_CKPT_SEGMENTS(k);
     else if (strncmp(s, "budget:", 7) == 0 && parse_size(s + 7, &bytes) == 0)
         *out = SL_CKPT_BUDGET(bytes);
+    else if (strncmp(s, "ops:", 4) == 0 && parse_size(s + 4, &bytes) == 0)
+        *out = SL_CKPT_BUDGET_OPS(bytes);
     else
         return -1;
     return 0;
@@ -352,6 +364,7 @@ static int set_option(cli_options *o, opt_id id, const char *v)
     case OPT_QUIET: o->quiet = 1; return 0;
     case OPT_BN_RESCALE: o->bn_rescale = 1; return 0;
     case OPT_DISTRIBUTED: o->distributed = 1; return 0;
+    case OPT_EXPLAIN: o->explain = 1; return 0;
     case OPT_DEVICE:
         o->device = strcmp(v, "cuda") == 0 ? SL_DEVICE_CUDA : SL_DEVICE_CPU;
         return strcmp(v, "cpu") && strcmp(v, "cuda") ? -1 : 0;

@@ -33,7 +33,7 @@ typedef struct cli_options {
     cli_command cmd;
     const char *model;
     int steps, batch, res, classes, threads, eval_samples, log_every, snapshot_every;
-    int json, no_reuse, quiet, bn_rescale, distributed, no_memory_check;
+    int json, no_reuse, quiet, bn_rescale, distributed, no_memory_check, explain;
     sl_file_dtype save_dtype; /* of --save-model */
     int res_set, classes_set; /* given on the command line */
     float lr;

@@ -13,6 +13,53 @@ enum { MAX_SERIES = 8 };
 
 static sl_shape input_shape(const cli_options *o) { return (sl_shape){o->batch, 3, o->res, o->res}; }
 
+/* The per-unit table of --explain: as text, or (json) as a "units" member
+ * of the object being printed. */
+static int print_units(const cli_options *o, sl_net *net, int json)
+{
+    sl_unit_report *u;
+    int n;
+    if (sl_net_unit_reports(net, input_shape(o), o->mode, &u, &n) != SL_OK)
+        return cli_fail("explaining the plan");
+    if (json) {
+        printf(",\"units\":[");
+        for (int i = 0; i < n; i++) {
+            printf("%s{\"name\":", i ? "," : "");
+            cli_json_string(stdout, u[i].name);
+            printf(",\"type\":");
+            cli_json_string(stdout, u[i].type);
+            printf(",\"fwd_flops\":%llu,\"bwd_flops\":%llu,\"fwd_seconds\":%.6g,"
+                   "\"bwd_seconds\":%.6g,\"input_bytes\":%llu,\"output_bytes\":%llu,"
+                   "\"keep_all_bytes\":%llu,\"keep_conv_bytes\":%llu,\"keep_output_bytes\":%llu,"
+                   "\"workspace_bytes\":%llu,\"forwards\":%d,\"action\":",
+                   (unsigned long long)u[i].fwd_flops, (unsigned long long)u[i].bwd_flops,
+                   u[i].fwd_seconds, u[i].bwd_seconds, (unsigned long long)u[i].input_bytes,
+                   (unsigned long long)u[i].output_bytes, (unsigned long long)u[i].keep_all_bytes,
+                   (unsigned long long)u[i].keep_conv_bytes,
+                   (unsigned long long)u[i].keep_output_bytes,
+                   (unsigned long long)u[i].workspace_bytes, u[i].forwards);
+            cli_json_string(stdout, u[i].action);
+            printf("}");
+        }
+        printf("]");
+    } else {
+        printf("\nper unit (MiB; estimated ms by the cost model; keep: bytes held from its forward\n"
+               "to its backward when it keeps all / conv outputs / its output only):\n");
+        printf("%-16s %-15s %8s %8s %7s %7s %8s %8s %8s %8s %7s %4s  %s\n", "unit", "type",
+               "fwd GF", "bwd GF", "fwd ms", "bwd ms", "input", "keep all", "conv", "output",
+               "ws", "runs", "action");
+        for (int i = 0; i < n; i++)
+            printf("%-16s %-15s %8.2f %8.2f %7.1f %7.1f %8.2f %8.2f %8.2f %8.2f %7.2f %4d  %s\n",
+                   u[i].name, u[i].type, u[i].fwd_flops / 1e9, u[i].bwd_flops / 1e9,
+                   1e3 * u[i].fwd_seconds, 1e3 * u[i].bwd_seconds, cli_mib(u[i].input_bytes),
+                   cli_mib(u[i].keep_all_bytes), cli_mib(u[i].keep_conv_bytes),
+                   cli_mib(u[i].keep_output_bytes), cli_mib(u[i].workspace_bytes), u[i].forwards,
+                   u[i].action);
+    }
+    sl_unit_reports_free(u);
+    return 0;
+}
+
 int cli_cmd_plan(cli_options *o)
 {
     sl_context *ctx;
@@ -33,12 +80,15 @@ int cli_cmd_plan(cli_options *o)
         cli_json_string(stdout, o->optimizer);
         printf(",\"planned_bytes\":{\"outputs\":%llu,\"grad_inputs\":%llu,\"buffers\":%llu,"
                "\"params\":%llu,\"param_grads\":%llu,\"optimizer\":%llu,\"total\":%llu,"
-               "\"arena\":%llu},\"recompute_fraction\":%.6f}\n",
+               "\"arena\":%llu},\"recompute_fraction\":%.6f,\"recompute_time_fraction\":%.6f",
                (unsigned long long)r.outputs, (unsigned long long)r.grad_inputs,
                (unsigned long long)r.buffers, (unsigned long long)r.params,
                (unsigned long long)r.param_grads, (unsigned long long)r.optimizer,
                (unsigned long long)r.total, (unsigned long long)r.arena_bytes,
-               r.recompute_fraction);
+               r.recompute_fraction, r.recompute_time_fraction);
+        if (o->explain)
+            rc = print_units(o, net, 1);
+        printf("}\n");
     } else if (!rc) {
         /* a forward-only program recomputes nothing: the schedule has no say */
         printf("%s, batch %d, %dx%d, %s%s%s\n", o->model, o->batch, o->res, o->res,
@@ -46,7 +96,10 @@ int cli_cmd_plan(cli_options *o)
                o->mode == SL_MODE_TRAIN ? o->schedule_text : "",
                o->no_reuse ? ", no reuse" : "");
         cli_print_report(stdout, &r);
-        printf("  recomputed FLOPs: %.1f%% of one plain step\n", 100.0 * r.recompute_fraction);
+        printf("  recomputed: %.1f%% of one plain step's FLOPs, %.1f%% of its estimated time\n",
+               100.0 * r.recompute_fraction, 100.0 * r.recompute_time_fraction);
+        if (o->explain)
+            rc = print_units(o, net, 0);
     }
     sl_net_free(net);
     sl_context_free(ctx);

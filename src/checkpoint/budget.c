@@ -1,155 +1,190 @@
 /*
  * budget.c — the cheapest schedule under a byte budget (schedule stage).
  *
- * A schedule is a partition of the top-level chain into segments, each
- * kept or re-forwarded. Its cost is the FLOPs re-forwarded; its memory is
- * what the planner gives it. The search has two layers:
+ * Single-level schedules: a partition of the top-level chain into
+ * segments, each kept or re-forwarded, the last kept. Its cost is the
+ * FLOPs re-forwarded; its memory is the planner's. segcost.c measures
+ * every segment alone with the real program builder and planner, and
+ * the live bytes of a whole program are the sum, step by step, of what
+ * the segments before hold and what the current one uses. So a dynamic
+ * program over chain positions is exact: at each position it keeps the
+ * Pareto front of (bytes held, FLOPs re-forwarded) over the prefixes
+ * that fit so far, and the least-recompute complete schedule that fits
+ * is the optimum of the family (in the spirit of Chen et al.'s
+ * Algorithm 2 and of optimal checkpointing for heterogeneous chains, on
+ * measured rather than modelled costs). The least feasible peak is
+ * found the same way, by bisection on a feasibility pass that keeps only
+ * the least held bytes per position.
  *
- * 1. A model: the peak is the worst, over segments j, of what earlier
- *    segments hold (a re-forwarded segment its boundary output, a kept one
- *    everything it stores) plus segment j's own working set (what it
- *    stores and two gradients of its largest tensor). Under a model budget
- *    a dynamic program over chain positions keeps, at each position, the
- *    Pareto front of (re-forwarded FLOPs, bytes held) and returns the
- *    least-recompute schedule (in the spirit of Chen et al.'s Algorithm 2
- *    and of optimal checkpointing for heterogeneous chains, with real
- *    per-layer sizes and FLOPs).
- * 2. The truth: each distinct schedule the model proposes, over a sweep of
- *    model budgets from the least feasible to keep-everything, plus the
- *    balanced k-segment schedules, is planned for real. The answer is the
- *    least-recompute candidate whose planned peak fits the budget; when
- *    none fits, the error names the smallest planned peak among them, so a
- *    budget of that size succeeds.
- * 3. A bounded local search from that answer, planned for real: move one
- *    boundary by one layer, keep one re-forwarded segment, or merge two
- *    re-forwarded ones; take a neighbour that fits with less recomputation
- *    (or as much at a lower peak). When no candidate fits, the same search
- *    first looks for a lower peak from the least-peak candidate. The
- *    model is exact about bytes stored but not about how the planner packs
- *    them, so the true optimum can sit one move away from the model's
- *    (ResNet-152, batch 16, 2 GiB: 10.8 % recomputed before this step,
- *    10.2 % after).
+ * The dynamic program is exact about live bytes; the arena can exceed
+ * them where greedy placement leaves gaps (never on the ResNets). So the
+ * answer is planned for real, and where it does not fit a bounded
+ * enumeration of the schedules within the live limit looks for one that
+ * does (exhaustive on short chains).
+ *
+ * Then the multi-level search (multilevel.c; operator-level too for
+ * SL_SCHEDULE_BUDGET_OPS) proposes its own answers, planned for real, and
+ * the best that fits wins: by FLOPs, or by estimated time for the
+ * operator-level search. When nothing fits, the least planned peak of all
+ * the families is named, and a budget of that size gets that schedule.
  */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "checkpoint/schedule.h"
 
-#define FRONT_MAX 96   /* Pareto states kept per chain position */
-#define SWEEP 28       /* model budgets tried */
-
 typedef struct state {
-    uint64_t redo;   /* FLOPs re-forwarded so far */
-    uint64_t held;   /* bytes held by earlier segments */
-    int prev;        /* index of the previous state in the pool, -1 at start */
-    int pos;         /* chain position this state stands at */
-    int recompute;   /* whether the segment ending here is re-forwarded */
+    uint64_t held; /* bytes the prefix holds, its last boundary not counted */
+    uint64_t redo; /* FLOPs re-forwarded so far */
+    int prev;      /* pool index of the previous state, -1 at the start */
+    int pos;       /* chain position this state stands at */
+    int recompute; /* whether the segment ending here is re-forwarded */
 } state;
 
-typedef struct model {
-    const sl_unit_costs *u;
-    uint64_t *stored_prefix, *redo_prefix;
+/* Pareto fronts per position: states sorted by held (ascending), redo
+ * strictly descending. */
+typedef struct front {
+    int *ids;
+    int n, cap;
+} front;
+
+typedef struct dp {
+    const sl_seg_costs *c;
     state *pool;
     int pool_n, pool_cap;
-    int **front; /* per position: state indices */
-    int *front_n;
-} model;
+    front *fronts; /* [n + 1] */
+} dp;
 
-static uint64_t seg_stored(const model *m, int p, int q) { return m->stored_prefix[q] - m->stored_prefix[p]; }
-static uint64_t seg_redo(const model *m, int p, int q) { return m->redo_prefix[q] - m->redo_prefix[p]; }
-
-static uint64_t seg_work(const model *m, int p, int q)
+static void dp_release(dp *d)
 {
-    uint64_t biggest = 0;
-    for (int i = p; i < q; i++)
-        if (m->u->out_bytes[i] > biggest)
-            biggest = m->u->out_bytes[i];
-    return seg_stored(m, p, q) + 2 * biggest;
+    free(d->pool);
+    if (d->fronts)
+        for (int p = 0; p <= d->c->n; p++)
+            free(d->fronts[p].ids);
+    free(d->fronts);
 }
 
-/* Adds a state at position q unless a state there dominates it. */
-static int push_state(model *m, int q, state s)
+static sl_status dp_init(dp *d, const sl_seg_costs *c)
 {
-    int *f = m->front[q];
-    for (int i = 0; i < m->front_n[q]; i++) {
-        const state *o = &m->pool[f[i]];
-        if (o->redo <= s.redo && o->held <= s.held)
-            return 0;
+    memset(d, 0, sizeof *d);
+    d->c = c;
+    d->pool_cap = 1024;
+    d->pool = sl_malloc((size_t)d->pool_cap * sizeof *d->pool);
+    d->fronts = sl_calloc((size_t)c->n + 1, sizeof *d->fronts);
+    if (!d->pool || !d->fronts)
+        return sl_fail(SL_ERR_NOMEM, "out of memory searching schedules");
+    return SL_OK;
+}
+
+/* Adds s to the front at its position unless a state there dominates it;
+ * drops the states it dominates. -1 on allocation failure. */
+static int push_state(dp *d, state s)
+{
+    front *f = &d->fronts[s.pos];
+    int lo = 0, hi = f->n; /* first index with held > s.held */
+    while (lo < hi) {
+        int mid = (lo + hi) / 2;
+        if (d->pool[f->ids[mid]].held <= s.held)
+            lo = mid + 1;
+        else
+            hi = mid;
     }
-    if (m->pool_n == m->pool_cap) {
-        int cap = m->pool_cap * 2;
-        state *p = sl_realloc(m->pool, (size_t)cap * sizeof *p);
+    if (lo > 0 && d->pool[f->ids[lo - 1]].redo <= s.redo)
+        return 0; /* less or as much held and no more redo */
+    int end = lo; /* states at or after lo with redo >= s.redo are dominated */
+    while (end < f->n && d->pool[f->ids[end]].redo >= s.redo)
+        end++;
+    if (d->pool_n == d->pool_cap) {
+        state *p = sl_realloc(d->pool, (size_t)d->pool_cap * 2 * sizeof *p);
         if (!p)
             return -1;
-        m->pool = p;
-        m->pool_cap = cap;
+        d->pool = p;
+        d->pool_cap *= 2;
     }
-    int id = m->pool_n++;
-    m->pool[id] = s;
-    /* Drop states the new one dominates. */
-    int k = 0;
-    for (int i = 0; i < m->front_n[q]; i++) {
-        const state *o = &m->pool[f[i]];
-        if (!(s.redo <= o->redo && s.held <= o->held))
-            f[k++] = f[i];
+    int removed = end - lo;
+    if (removed == 0 && f->n == f->cap) {
+        int cap = f->cap ? 2 * f->cap : 16;
+        int *ids = sl_realloc(f->ids, (size_t)cap * sizeof *ids);
+        if (!ids)
+            return -1;
+        f->ids = ids;
+        f->cap = cap;
     }
-    m->front_n[q] = k;
-    if (k < FRONT_MAX)
-        f[m->front_n[q]++] = id;
+    int id = d->pool_n++;
+    d->pool[id] = s;
+    if (removed == 0) {
+        memmove(f->ids + lo + 1, f->ids + lo, (size_t)(f->n - lo) * sizeof *f->ids);
+        f->n++;
+    } else {
+        memmove(f->ids + lo + 1, f->ids + end, (size_t)(f->n - end) * sizeof *f->ids);
+        f->n -= removed - 1;
+    }
+    f->ids[lo] = id;
     return 0;
 }
 
-/* Least-recompute schedule under model budget; returns the final state
- * index, -1 when infeasible, -2 on allocation failure. */
-static int solve(model *m, uint64_t budget)
+/* Least-recompute single-level schedule whose live peak is <= budget:
+ * the final state's pool index, -1 when none fits, -2 out of memory. */
+static int solve(dp *d, uint64_t budget)
 {
-    int n = m->u->n;
-    m->pool_n = 0;
+    const sl_seg_costs *c = d->c;
+    int n = c->n;
+    d->pool_n = 0;
     for (int p = 0; p <= n; p++)
-        m->front_n[p] = 0;
-    if (push_state(m, 0, (state){0, 0, -1, 0, 0}) < 0)
+        d->fronts[p].n = 0;
+    if (push_state(d, (state){0, 0, -1, 0, 0}) < 0)
         return -2;
-    for (int p = 0; p < n; p++) {
-        for (int i = 0; i < m->front_n[p]; i++) {
-            state s = m->pool[m->front[p][i]];
-            int sid = m->front[p][i];
-            for (int q = p + 1; q <= n; q++) {
-                if (s.held + seg_work(m, p, q) > budget)
-                    break;
-                if (q == n) { /* the last segment is kept */
-                    if (push_state(m, n, (state){s.redo, s.held, sid, n, 0}) < 0)
+    for (int p = 0; p < n; p++)
+        for (int i = 0; i < d->fronts[p].n; i++) {
+            int sid = d->fronts[p].ids[i];
+            state s = d->pool[sid];
+            for (int q = p + 1; q <= n; q++)
+                for (int r = 0; r < 2; r++) {
+                    uint64_t peak, held, redo;
+                    if (!sl_seg_step(c, p, q, r, s.held, &peak, &held, &redo) || peak > budget)
+                        continue;
+                    if (push_state(d, (state){held, s.redo + redo, sid, q, r}) < 0)
                         return -2;
-                    continue;
                 }
-                state redo = {s.redo + seg_redo(m, p, q), s.held + m->u->out_bytes[q - 1], sid, q, 1};
-                state keep = {s.redo, s.held + seg_stored(m, p, q), sid, q, 0};
-                if (push_state(m, q, redo) < 0 || push_state(m, q, keep) < 0)
-                    return -2;
-            }
         }
-    }
-    /* The final state with the least recompute. */
-    int best = -1;
-    for (int i = 0; i < m->front_n[n]; i++) {
-        int id = m->front[n][i];
-        if (best < 0 || m->pool[id].redo < m->pool[best].redo)
-            best = id;
-    }
-    return best;
+    /* at the end held no longer matters: the last state has the least redo */
+    return d->fronts[n].n ? d->fronts[n].ids[d->fronts[n].n - 1] : -1;
 }
 
-static sl_status segments_from_state(const model *m, int id, sl_segments *out)
+/* Whether some single-level schedule has a live peak <= budget. */
+static int feasible(const sl_seg_costs *c, uint64_t budget, uint64_t *least_held)
+{
+    int n = c->n;
+    for (int p = 0; p <= n; p++)
+        least_held[p] = UINT64_MAX;
+    least_held[0] = 0;
+    for (int p = 0; p < n; p++) {
+        if (least_held[p] == UINT64_MAX)
+            continue;
+        for (int q = p + 1; q <= n; q++)
+            for (int r = 0; r < 2; r++) {
+                uint64_t peak, held, redo;
+                if (sl_seg_step(c, p, q, r, least_held[p], &peak, &held, &redo) &&
+                    peak <= budget && held < least_held[q])
+                    least_held[q] = held;
+            }
+    }
+    return least_held[n] != UINT64_MAX;
+}
+
+static sl_status segments_from_state(const dp *d, int id, sl_segments *out)
 {
     int k = 0;
-    for (int s = id; m->pool[s].prev >= 0; s = m->pool[s].prev)
+    for (int s = id; d->pool[s].prev >= 0; s = d->pool[s].prev)
         k++;
     sl_status st = sl_segments_alloc(k, out);
     if (st != SL_OK)
         return st;
     int j = k;
-    for (int s = id; m->pool[s].prev >= 0; s = m->pool[s].prev) {
-        out->start[j] = m->pool[s].pos;
-        out->recompute[j - 1] = m->pool[s].recompute;
+    for (int s = id; d->pool[s].prev >= 0; s = d->pool[s].prev) {
+        out->start[j] = d->pool[s].pos;
+        out->recompute[j - 1] = d->pool[s].recompute;
         j--;
     }
     out->start[0] = 0;
@@ -160,269 +195,350 @@ typedef struct candidate {
     sl_segments seg;
     uint64_t peak;  /* planned: arena + fixed */
     uint64_t redo;  /* re-forwarded FLOPs of the real program */
+    double seconds; /* its re-forwards' estimated time (operator-level search) */
 } candidate;
 
-static int same_segments(const sl_segments *a, const sl_segments *b)
-{
-    if (a->n != b->n)
-        return 0;
-    for (int j = 0; j < a->n; j++)
-        if (a->start[j] != b->start[j] || a->recompute[j] != b->recompute[j])
-            return 0;
-    return 1;
-}
-
-/* Plans seg for real: its planned peak (arena + fixed) and re-forwarded
- * FLOPs. */
-static sl_status measure(const sl_budget_query *q, const sl_segments *seg, uint64_t *peak,
-                         uint64_t *redo)
+/* Plans c->seg for real: its planned peak (arena + fixed), re-forwarded
+ * FLOPs and their estimated time. */
+static sl_status measure(const sl_budget_query *q, candidate *c)
 {
     sl_program prog;
     sl_plan plan;
-    sl_status st = sl_program_build(q->g, q->sh, seg, SL_MODE_TRAIN, q->bn_rescale, 0,
+    sl_status st = sl_program_build(q->g, q->sh, &c->seg, SL_MODE_TRAIN, q->bn_rescale, 0,
                                     q->input_in_arena, &prog);
     if (st != SL_OK)
         return st;
     st = sl_plan_build(q->g, &prog, 1, &plan);
     if (st == SL_OK) {
-        *peak = plan.arena_bytes + q->fixed_bytes;
-        *redo = prog.refwd_flops;
+        c->peak = plan.arena_bytes + q->fixed_bytes;
+        c->redo = prog.refwd_flops;
+        double plain = 0;
+        c->seconds = 0;
+        if (q->cost_model)
+            sl_program_seconds(q->g, q->sh, &prog, q->cost_model, &plain, &c->seconds);
         sl_plan_release(&plan);
     }
     sl_program_release(&prog);
     return st;
 }
 
-/* Plans a schedule for real; takes ownership of seg. */
-static sl_status add_candidate(const sl_budget_query *q, candidate *c, int *n, sl_segments seg)
+/* Solves under a live-byte budget and plans the answer; *found 0 when
+ * nothing fits that budget. */
+static sl_status solve_and_plan(const sl_budget_query *q, dp *d, uint64_t live_budget,
+                                candidate *c, int *found)
 {
-    for (int i = 0; i < *n; i++)
-        if (same_segments(&c[i].seg, &seg)) {
-            sl_segments_release(&seg);
-            return SL_OK;
-        }
-    sl_status st = measure(q, &seg, &c[*n].peak, &c[*n].redo);
-    if (st == SL_OK)
-        c[(*n)++].seg = seg;
-    else
-        sl_segments_release(&seg);
-    return st;
-}
-
-/* The neighbour number `which` of s into *out: moves of one boundary by
- * one unit, a re-forwarded segment kept instead, two re-forwarded
- * segments merged. Returns 0 when that neighbour does not exist, 1 when
- * built, -1 on allocation failure. */
-static int neighbour(const sl_segments *s, int which, sl_segments *out)
-{
-    int n = s->n, kind = which / n, j = which % n;
-    int delta = 0, keep = -1, merge = -1;
-    if (kind == 0 || kind == 1) { /* boundary j moves left / right */
-        delta = kind == 0 ? -1 : 1;
-        if (j == 0 || s->start[j] + delta <= s->start[j - 1] ||
-            s->start[j] + delta >= s->start[j + 1])
-            return 0;
-    } else if (kind == 2) {
-        if (j == n - 1 || !s->recompute[j])
-            return 0;
-        keep = j;
-    } else {
-        if (j == 0 || !s->recompute[j - 1] || !s->recompute[j])
-            return 0;
-        merge = j;
-    }
-    if (sl_segments_alloc(merge >= 0 ? n - 1 : n, out) != SL_OK)
-        return -1;
-    for (int i = 0, o = 0; i < n; i++) {
-        if (i == merge)
-            continue;
-        out->start[o] = s->start[i] + (i == j && delta ? delta : 0);
-        out->recompute[o] = i == keep ? 0 : s->recompute[i];
-        o++;
-    }
-    out->start[out->n] = s->start[n];
-    return 1;
-}
-
-#define REFINE_PLANS 64 /* real plans the local search may spend */
-
-/* Local search from a candidate: the search above proposes schedules from
- * a model of the peak, so a small change to one can do better once planned
- * for real. With by_peak 0 it takes the first neighbour that fits the
- * budget and re-forwards less (or as much at a lower peak); with by_peak 1
- * the first with a lower planned peak (or as low with less re-forwarding),
- * whatever the budget. It stops when none is better or the plan allowance
- * is spent. */
-static sl_status refine(const sl_budget_query *q, candidate *best, int by_peak)
-{
-    int plans = 0, improved = 1;
-    while (improved && plans < REFINE_PLANS) {
-        improved = 0;
-        for (int w = 0; w < 4 * best->seg.n && plans < REFINE_PLANS; w++) {
-            sl_segments nb;
-            int r = neighbour(&best->seg, w, &nb);
-            if (r < 0)
-                return sl_fail(SL_ERR_NOMEM, "out of memory searching schedules");
-            if (r == 0)
-                continue;
-            uint64_t peak, redo;
-            sl_status st = measure(q, &nb, &peak, &redo);
-            plans++;
-            if (st != SL_OK) {
-                sl_segments_release(&nb);
-                return st;
-            }
-            int better = by_peak ? peak < best->peak || (peak == best->peak && redo < best->redo)
-                                 : peak <= q->budget_bytes &&
-                                       (redo < best->redo ||
-                                        (redo == best->redo && peak < best->peak));
-            if (better) {
-                sl_segments_release(&best->seg);
-                *best = (candidate){nb, peak, redo};
-                improved = 1;
-                break;
-            }
-            sl_segments_release(&nb);
-        }
-    }
-    return SL_OK;
-}
-
-static void model_release(model *m)
-{
-    free(m->stored_prefix);
-    free(m->redo_prefix);
-    free(m->pool);
-    if (m->front)
-        for (int p = 0; p <= m->u->n; p++)
-            free(m->front[p]);
-    free(m->front);
-    free(m->front_n);
-}
-
-static sl_status model_init(model *m, const sl_unit_costs *u)
-{
-    memset(m, 0, sizeof *m);
-    m->u = u;
-    int n = u->n;
-    m->stored_prefix = sl_calloc((size_t)n + 1, sizeof(uint64_t));
-    m->redo_prefix = sl_calloc((size_t)n + 1, sizeof(uint64_t));
-    m->pool_cap = 1024;
-    m->pool = sl_malloc((size_t)m->pool_cap * sizeof *m->pool);
-    m->front = sl_calloc((size_t)n + 1, sizeof *m->front);
-    m->front_n = sl_calloc((size_t)n + 1, sizeof *m->front_n);
-    if (!m->stored_prefix || !m->redo_prefix || !m->pool || !m->front || !m->front_n)
+    *found = 0;
+    int id = solve(d, live_budget);
+    if (id == -2)
         return sl_fail(SL_ERR_NOMEM, "out of memory searching schedules");
-    for (int p = 0; p <= n; p++)
-        if (!(m->front[p] = sl_malloc(FRONT_MAX * sizeof(int))))
-            return sl_fail(SL_ERR_NOMEM, "out of memory searching schedules");
-    for (int i = 0; i < n; i++) {
-        m->stored_prefix[i + 1] = m->stored_prefix[i] + u->stored_bytes[i];
-        m->redo_prefix[i + 1] = m->redo_prefix[i] + u->redo_flops[i];
+    if (id < 0)
+        return SL_OK;
+    sl_status st = segments_from_state(d, id, &c->seg);
+    if (st == SL_OK)
+        st = measure(q, c);
+    if (st != SL_OK) {
+        sl_segments_release(&c->seg);
+        return st;
     }
+    *found = 1;
     return SL_OK;
 }
 
-/* Collects the candidate schedules (model sweep and balanced k-segment). */
-static sl_status collect(const sl_budget_query *q, model *m, candidate *c, int *n, int max)
+/* Whether a costs less than b: estimated time in the operator-level
+ * search, FLOPs otherwise. */
+static int costs_less(int by_time, const candidate *a, const candidate *b)
 {
-    int units = m->u->n;
-    uint64_t hi = seg_work(m, 0, units), lo;
-    /* Least model budget with a solution (binary search). */
-    uint64_t a = 0, b = hi;
-    while (a < b) {
-        uint64_t mid = a + (b - a) / 2;
-        int r = solve(m, mid);
-        if (r == -2)
-            return sl_fail(SL_ERR_NOMEM, "out of memory searching schedules");
-        if (r >= 0)
-            b = mid;
+    if (by_time && a->seconds != b->seconds)
+        return a->seconds < b->seconds;
+    if (a->redo != b->redo)
+        return a->redo < b->redo;
+    return a->peak < b->peak;
+}
+
+/* Keeps the better of *best and c (fits the budget, then costs less; when
+ * neither fits, the lower peak); releases the other. by_time: compare
+ * estimated time before FLOPs. */
+static void keep_better_by(const sl_budget_query *q, int by_time, candidate *best, int *have,
+                           candidate *c)
+{
+    int fits = c->peak <= q->budget_bytes, best_fits = *have && best->peak <= q->budget_bytes;
+    int better = !*have || (fits && !best_fits) || (fits && best_fits && costs_less(by_time, c, best)) ||
+                 (!fits && !best_fits && c->peak < best->peak);
+    if (better) {
+        if (*have)
+            sl_segments_release(&best->seg);
+        *best = *c;
+        *have = 1;
+    } else {
+        sl_segments_release(&c->seg);
+    }
+}
+
+/* The single-level search compares FLOPs (its dynamic program is exact in
+ * them); the final choice compares what the query asks for. */
+static void keep_better(const sl_budget_query *q, candidate *best, int *have, candidate *c)
+{
+    keep_better_by(q, 0, best, have, c);
+}
+
+static void keep_final(const sl_budget_query *q, candidate *best, int *have, candidate *c)
+{
+    keep_better_by(q, q->operator_level, best, have, c);
+}
+
+/* Where greedy placement leaves gaps, the schedule with the least live
+ * peak (or redo) need not have the least planned peak (or fit). Then the
+ * search enumerates the schedules whose live peak is within the limit,
+ * depth first, pruned by what can still fit and by the best answer so
+ * far, planning each; exhaustive on chains of up to 7 units (3^6
+ * single-level schedules), bounded on longer ones, where each plan costs
+ * more and the enumeration is a local search. */
+#define ENUM_VISITS 200000
+#define ENUM_SMALL_CHAIN 7
+#define ENUM_PLANS_SMALL 729
+#define ENUM_PLANS 8
+
+typedef struct search {
+    const sl_budget_query *q;
+    const sl_seg_costs *c;
+    uint64_t live_limit;
+    int by_peak;       /* 0: least redo that fits the budget; 1: least planned peak */
+    uint64_t *maxheld; /* [n + 1]: most held bytes at p that can still finish */
+    int *path_q, *path_r, depth;
+    int visits, plans;
+    candidate *best;
+    int *have;
+    sl_status st;
+} search;
+
+#define NO_WAY UINT64_MAX /* maxheld: nothing finishes from here */
+
+/* maxheld[p] under s->live_limit, from the end of the chain back. */
+static void completion_bounds(search *s)
+{
+    const sl_seg_costs *c = s->c;
+    int n = c->n;
+    s->maxheld[n] = NO_WAY - 1;
+    for (int p = n - 1; p >= 0; p--) {
+        s->maxheld[p] = NO_WAY;
+        for (int q = p + 1; q <= n; q++)
+            for (int r = 0; r < 2; r++) {
+                uint64_t peak, after, redo;
+                if (s->maxheld[q] == NO_WAY ||
+                    !sl_seg_step(c, p, q, r, 0, &peak, &after, &redo) || peak > s->live_limit ||
+                    after > s->maxheld[q])
+                    continue;
+                /* peak and held-after grow one for one with the held bytes */
+                uint64_t room = s->live_limit - peak;
+                if (s->maxheld[q] - after < room)
+                    room = s->maxheld[q] - after;
+                if (s->maxheld[p] == NO_WAY || room > s->maxheld[p])
+                    s->maxheld[p] = room;
+            }
+    }
+}
+
+static void enumerate_from(search *s, int p, uint64_t held, uint64_t redo)
+{
+    const sl_seg_costs *c = s->c;
+    int max_plans = c->n <= ENUM_SMALL_CHAIN ? ENUM_PLANS_SMALL : ENUM_PLANS;
+    if (s->st != SL_OK || ++s->visits > ENUM_VISITS || s->plans >= max_plans)
+        return;
+    int best_fits = *s->have && s->best->peak <= s->q->budget_bytes;
+    if (!s->by_peak && best_fits && redo >= s->best->redo)
+        return;
+    if (p == c->n) {
+        candidate cand;
+        s->st = sl_segments_alloc(s->depth, &cand.seg);
+        if (s->st != SL_OK)
+            return;
+        for (int j = 0; j < s->depth; j++) {
+            cand.seg.start[j + 1] = s->path_q[j];
+            cand.seg.recompute[j] = s->path_r[j];
+        }
+        s->st = measure(s->q, &cand);
+        s->plans++;
+        if (s->st != SL_OK) {
+            sl_segments_release(&cand.seg);
+            return;
+        }
+        keep_better(s->q, s->best, s->have, &cand);
+        return;
+    }
+    for (int q = c->n; q > p; q--)
+        for (int r = 0; r < 2; r++) {
+            uint64_t peak, after, more;
+            if (s->maxheld[q] == NO_WAY || !sl_seg_step(c, p, q, r, held, &peak, &after, &more) ||
+                peak > s->live_limit || after > s->maxheld[q])
+                continue;
+            s->path_q[s->depth] = q;
+            s->path_r[s->depth] = r;
+            s->depth++;
+            enumerate_from(s, q, after, redo + more);
+            s->depth--;
+        }
+}
+
+static sl_status enumerate(const sl_budget_query *q, const sl_seg_costs *c, uint64_t live_limit,
+                           int by_peak, candidate *best, int *have)
+{
+    int n = c->n;
+    search s = {q, c, live_limit, by_peak, NULL, NULL, NULL, 0, 0, 0, best, have, SL_OK};
+    s.maxheld = sl_malloc(((size_t)n + 1) * sizeof *s.maxheld);
+    s.path_q = sl_malloc(((size_t)n + 1) * sizeof *s.path_q);
+    s.path_r = sl_malloc(((size_t)n + 1) * sizeof *s.path_r);
+    if (!s.maxheld || !s.path_q || !s.path_r)
+        s.st = sl_fail(SL_ERR_NOMEM, "out of memory searching schedules");
+    else {
+        completion_bounds(&s);
+        enumerate_from(&s, 0, 0, 0);
+    }
+    free(s.maxheld);
+    free(s.path_q);
+    free(s.path_r);
+    return s.st;
+}
+
+#define ML_SLOTS 400 /* memory slots of the multi-level table */
+#define ML_REPLANS 6 /* answers planned while lowering the table's budget */
+
+/* Multi-level schedules (operator-level ones too when the query asks, by
+ * estimated time) from a table over [0, max_live] bytes: the one at the
+ * table's top, planned and lowered by the overshoot while it does not
+ * fit; or (least) the least the table reaches and a few sizes above. */
+static sl_status multilevel_candidates(const sl_budget_query *q, const sl_unit_probe *units,
+                                       uint64_t max_live, int least, int operator_level,
+                                       candidate *best, int *have)
+{
+    int n = q->g->n_top, by_time = operator_level && q->cost_model;
+    double *seconds = by_time ? sl_malloc((size_t)n * 4 * sizeof *seconds) : NULL;
+    if (by_time && !seconds)
+        return sl_fail(SL_ERR_NOMEM, "out of memory searching schedules");
+    for (int u = 0; u < n && by_time; u++) {
+        seconds[4 * u + 0] = units[u].fwd_seconds;
+        seconds[4 * u + 1] = units[u].kept_out_seconds;
+        seconds[4 * u + 2] = units[u].dropped_out_seconds;
+        seconds[4 * u + 3] = units[u].conv_seconds;
+    }
+    sl_multilevel *ml;
+    sl_status st = sl_multilevel_create(units, n, max_live, ML_SLOTS, operator_level, seconds, &ml);
+    free(seconds);
+    if (st != SL_OK)
+        return st;
+    uint64_t slot = sl_multilevel_slot_bytes(ml);
+    int m = least ? sl_multilevel_least_slots(ml) : ML_SLOTS;
+    for (int i = 0; i < ML_REPLANS && m >= 0 && m <= ML_SLOTS && st == SL_OK; i++) {
+        if (!isfinite(sl_multilevel_cost(ml, m)))
+            break;
+        candidate c;
+        st = sl_multilevel_schedule(ml, m, &c.seg);
+        if (st == SL_OK)
+            st = measure(q, &c);
+        if (st != SL_OK) {
+            sl_segments_release(&c.seg);
+            break;
+        }
+        uint64_t over = c.peak > q->budget_bytes ? c.peak - q->budget_bytes : 0;
+        keep_final(q, best, have, &c);
+        if (least)
+            m++; /* a few sizes up from the least: placement varies */
+        else if (over)
+            m -= (int)((over + slot - 1) / slot);
         else
-            a = mid + 1;
+            break;
+        if (least && i == 2)
+            break;
     }
-    lo = a;
-    sl_status st = SL_OK;
-    for (int k = 0; k <= SWEEP && st == SL_OK && *n < max; k++) {
-        uint64_t bm = lo + (uint64_t)((double)(hi - lo) * k / SWEEP);
-        int r = solve(m, bm);
-        if (r == -2)
-            return sl_fail(SL_ERR_NOMEM, "out of memory searching schedules");
-        if (r < 0)
-            continue;
-        sl_segments seg;
-        st = segments_from_state(m, r, &seg);
-        if (st == SL_OK)
-            st = add_candidate(q, c, n, seg);
-    }
-    int kmax = 2 * sl_sqrt_segments(units);
-    for (int k = 2; k <= kmax && k <= units && st == SL_OK && *n < max; k++) {
-        sl_segments seg;
-        st = sl_segments_balanced(m->u, k, &seg);
-        if (st == SL_OK)
-            st = add_candidate(q, c, n, seg);
-    }
+    sl_multilevel_free(ml);
     return st;
 }
 
 sl_status sl_segments_for_budget(const sl_budget_query *q, sl_segments *out)
 {
-    sl_unit_costs u;
-    sl_status st = sl_unit_costs_compute(q->g, q->sh, &u);
+    sl_seg_costs costs;
+    sl_status st = sl_seg_costs_compute(q->g, q->sh, q->input_in_arena, q->cost_model, &costs);
     if (st != SL_OK)
         return st;
-    model m;
-    memset(&m, 0, sizeof m);
-    int max = SWEEP + 2 + 2 * sl_sqrt_segments(u.n) + 1, n = 0;
-    candidate *c = sl_calloc((size_t)max, sizeof *c);
-    st = c ? model_init(&m, &u) : sl_fail(SL_ERR_NOMEM, "out of memory searching schedules");
+    dp d;
+    memset(&d, 0, sizeof d);
+    uint64_t *held = sl_malloc(((size_t)costs.n + 1) * sizeof *held);
+    sl_unit_probe *units = sl_malloc((size_t)costs.n * sizeof *units);
+    st = held && units ? dp_init(&d, &costs)
+                       : sl_fail(SL_ERR_NOMEM, "out of memory searching schedules");
+    if (st == SL_OK)
+        st = sl_unit_probes_compute(q->g, q->sh, q->cost_model, units);
+    candidate best;
+    int have = 0;
+    memset(&best, 0, sizeof best);
+    uint64_t least_live = 0, fixed = q->fixed_bytes;
     if (st == SL_OK) {
-        sl_segments all;
-        st = sl_segments_keep_all(u.n, &all);
-        if (st == SL_OK)
-            st = add_candidate(q, c, &n, all);
-        if (st == SL_OK)
-            st = collect(q, &m, c, &n, max);
+        /* the least live peak of the single-level family, by bisection */
+        uint64_t lo = 0, hi = UINT64_MAX / 2;
+        while (lo < hi) {
+            uint64_t mid = lo + (hi - lo) / 2;
+            if (feasible(&costs, mid, held))
+                hi = mid;
+            else
+                lo = mid + 1;
+        }
+        least_live = lo;
     }
-    int pick = -1, least = -1;
-    for (int i = 0; st == SL_OK && i < n; i++) {
-        if (least < 0 || c[i].peak < c[least].peak ||
-            (c[i].peak == c[least].peak && c[i].redo < c[least].redo))
-            least = i;
-        if (c[i].peak > q->budget_bytes)
-            continue;
-        if (pick < 0 || c[i].redo < c[pick].redo ||
-            (c[i].redo == c[pick].redo && c[i].peak < c[pick].peak))
-            pick = i;
+    if (st == SL_OK && q->budget_bytes >= fixed + least_live) {
+        /* The single-level optimum of the live bytes; if it fits as
+         * planned, no single-level schedule that fits re-forwards less. */
+        uint64_t live = q->budget_bytes - fixed;
+        candidate c;
+        int found;
+        st = solve_and_plan(q, &d, live, &c, &found);
+        if (st == SL_OK && found)
+            keep_better(q, &best, &have, &c);
+        if (st == SL_OK && have && best.peak > q->budget_bytes)
+            st = enumerate(q, &costs, live, 0, &best, &have);
     }
-    /* Nothing fits: search down from the least peak before giving up, so
-     * that the minimum the error names is the least this search reaches
-     * (and a budget of it succeeds, the same way). */
-    if (st == SL_OK && pick < 0 && least >= 0) {
-        st = refine(q, &c[least], 1);
-        if (st == SL_OK && c[least].peak <= q->budget_bytes)
-            pick = least;
+    /* Multi-level (and operator-level) schedules, wherever the
+     * single-level answer re-forwards anything (or nothing single-level
+     * fits); compared by what the query asks (FLOPs or time). */
+    if (st == SL_OK && !q->single_level && q->budget_bytes > fixed &&
+        !(have && best.peak <= q->budget_bytes && best.redo == 0)) {
+        /* the FLOP-optimal table first, so that the operator-level search
+         * (by time) never returns more estimated time than it */
+        st = multilevel_candidates(q, units, q->budget_bytes - fixed, 0, 0, &best, &have);
+        if (st == SL_OK && q->operator_level)
+            st = multilevel_candidates(q, units, q->budget_bytes - fixed, 0, 1, &best, &have);
     }
-    uint64_t least_peak = least >= 0 ? c[least].peak : 0;
-    if (st == SL_OK && pick < 0)
+    if (st == SL_OK && !(have && best.peak <= q->budget_bytes)) {
+        /* Nothing fits: the least planned peak, for the error (and so that
+         * a budget of that size gets a schedule). */
+        candidate c;
+        int found;
+        st = solve_and_plan(q, &d, least_live, &c, &found);
+        if (st == SL_OK && found)
+            keep_better(q, &best, &have, &c);
+        if (st == SL_OK && have && best.peak > fixed + least_live)
+            st = enumerate(q, &costs, best.peak - fixed - 1, 1, &best, &have);
+        if (st == SL_OK && !q->single_level)
+            st = multilevel_candidates(q, units, least_live, 1, 0, &best, &have);
+    }
+    if (st == SL_OK && !(have && best.peak <= q->budget_bytes)) {
+        uint64_t least_peak = have ? best.peak : fixed + least_live;
         st = sl_fail(SL_ERR_BUDGET,
                      "no schedule fits a budget of %llu bytes (%.1f MiB): the smallest planned peak "
                      "is %llu bytes (%.1f MiB), of which %llu bytes are parameters, gradients and "
                      "optimizer state",
                      (unsigned long long)q->budget_bytes, q->budget_bytes / 1048576.0,
                      (unsigned long long)least_peak, least_peak / 1048576.0,
-                     (unsigned long long)q->fixed_bytes);
-    if (st == SL_OK)
-        st = refine(q, &c[pick], 0);
-    if (st == SL_OK) {
-        *out = c[pick].seg;
-        c[pick].seg.start = NULL;
-        c[pick].seg.recompute = NULL;
+                     (unsigned long long)fixed);
     }
-    for (int i = 0; i < n; i++)
-        sl_segments_release(&c[i].seg);
-    free(c);
-    if (m.u)
-        model_release(&m);
-    sl_unit_costs_release(&u);
+    if (st == SL_OK) {
+        *out = best.seg;
+        have = 0;
+    }
+    if (have)
+        sl_segments_release(&best.seg);
+    free(held);
+    free(units);
+    if (d.c)
+        dp_release(&d);
+    sl_seg_costs_release(&costs);
     return st;
 }

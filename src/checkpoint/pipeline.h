@@ -19,18 +19,67 @@
 
 /* ---------------- schedule ---------------- */
 
-/* Segments over the top-level chain: segment j covers top layers
- * [start[j], start[j+1]); recompute[j] says whether its interior is
- * dropped after forward and re-forwarded during backward. */
+/* A schedule is, in the end, a list of actions over the top-level units
+ * (top-level layers; a composite block is one unit), in the order a step
+ * runs them:
+ *
+ *   FWD u keep   run unit u's forward (the first time: the TRAIN pass of
+ *                every node; later: a re-forward of only the nodes whose
+ *                outputs are wanted and not kept). Its output stays kept
+ *                until a DROP or the unit's BWD, and so do the tensors
+ *                `keep` names, for the unit's backward.
+ *   BWD u        unit u's backward: first re-forward, from what is kept,
+ *                the nodes whose outputs (or saved state) its backward
+ *                steps read and that are not kept, then the backward steps
+ *                in reverse; the unit's tensors are dropped after. The BWD
+ *                of the last unit starts with the loss.
+ *   DROP u       unit u's output is no longer kept.
+ *   LOSS         the loss and the gradient of the logits, which must be
+ *                kept (without it, the BWD of the last unit starts with it).
+ *
+ * A tensor nothing reads dies at its last reader whatever is "kept": keep
+ * only decides whether a later reader takes the existing value or a
+ * recomputed one. */
+typedef enum sl_keep {
+    SL_KEEP_OUTPUT = 0, /* the unit's output only (rotor's F_ck / F_none) */
+    SL_KEEP_CONV,       /* and the outputs of compute-bound nodes (conv, linear) */
+    SL_KEEP_ALL         /* everything its backward reads (rotor's F_all) */
+} sl_keep;
+
+typedef enum sl_action_kind { SL_ACT_FWD = 0, SL_ACT_BWD, SL_ACT_DROP, SL_ACT_LOSS } sl_action_kind;
+
+typedef struct sl_action {
+    sl_action_kind kind;
+    sl_keep keep; /* FWD */
+    int unit;
+} sl_action;
+
+/* The schedule of a training step. Single-level schedules are segments
+ * over the top-level chain: segment j covers top layers [start[j],
+ * start[j+1]); recompute[j] says whether its interior is dropped after
+ * forward and re-forwarded during backward. When n_actions is 0 the
+ * program is that of the segments (sl_segments_actions); otherwise
+ * `actions` is the schedule (multi-level or operator-level) and the
+ * segments only describe its top level. */
 typedef struct sl_segments {
     int n;
     int *start;     /* [n + 1], start[n] = n_top */
     int *recompute; /* [n] */
+    int n_actions;
+    sl_action *actions; /* [n_actions], owned */
 } sl_segments;
 
 /* Every top-level layer kept (one segment, no recompute). */
 sl_status sl_segments_keep_all(int n_top, sl_segments *out);
 void sl_segments_release(sl_segments *s);
+
+/* The actions of seg (its own list, or the single-level program of its
+ * segments: forward of every unit, a recomputed segment keeping only its
+ * boundary; the loss; then from the last segment back, a recomputed segment's
+ * re-forward keeping all but its last unit, whose boundary output is
+ * still kept, and the backward of its units). On success *out is a new
+ * array the caller frees. */
+sl_status sl_segments_actions(const sl_segments *seg, sl_action **out, int *n);
 
 /* ---------------- program ---------------- */
 
@@ -69,7 +118,8 @@ typedef struct sl_step {
     int dy;                    /* BWD reads; LOSS writes */
     int dx[SL_MAX_INPUTS];     /* BWD writes, -1 for no gradient */
     int accumulate[SL_MAX_INPUTS];
-    int bn_rescale;            /* memonger momentum rescale for this step */
+    int bn_rescale;            /* memonger momentum rescale: the node's forward runs
+                                  this many times a step (0: no rescale) */
 } sl_step;
 
 typedef struct sl_program {
@@ -115,6 +165,12 @@ typedef struct sl_plan {
  * reuse == 0 every value gets storage of its own. */
 sl_status sl_plan_build(const sl_graph *g, const sl_program *p, int reuse, sl_plan *out);
 void sl_plan_release(sl_plan *pl);
+
+/* The first half of sl_plan_build, for searches that plan many programs:
+ * aliases (alias[v] is v's storage root) and, for each root, its live
+ * interval in steps; no offsets (arena_bytes 0). Release with
+ * sl_plan_release. */
+sl_status sl_plan_lifetimes(const sl_graph *g, const sl_program *p, int reuse, sl_plan *out);
 
 /* ---------------- execute ---------------- */
 

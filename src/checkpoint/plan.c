@@ -212,7 +212,7 @@ static sl_status compute_peaks(const sl_program *p, sl_plan *pl)
     return SL_OK;
 }
 
-sl_status sl_plan_build(const sl_graph *g, const sl_program *p, int reuse, sl_plan *out)
+sl_status sl_plan_lifetimes(const sl_graph *g, const sl_program *p, int reuse, sl_plan *out)
 {
     sl_plan pl;
     memset(&pl, 0, sizeof pl);
@@ -246,14 +246,26 @@ sl_status sl_plan_build(const sl_graph *g, const sl_program *p, int reuse, sl_pl
                 pl.last[r] = pl.last[v];
         }
     }
+    for (int v = 0; v < n; v++)
+        pl.alias[v] = find_root(pl.alias, v);
     free(root_last);
-    sl_status st = assign_offsets(p, &pl);
+    *out = pl;
+    return SL_OK;
+}
+
+sl_status sl_plan_build(const sl_graph *g, const sl_program *p, int reuse, sl_plan *out)
+{
+    sl_plan pl;
+    sl_status st = sl_plan_lifetimes(g, p, reuse, &pl);
+    if (st != SL_OK)
+        return st;
+    st = assign_offsets(p, &pl);
     if (st != SL_OK) {
         sl_plan_release(&pl);
         return st;
     }
-    for (int v = 0; v < n; v++) {
-        int r = find_root(pl.alias, v);
+    for (int v = 0; v < pl.n_values; v++) {
+        int r = pl.alias[v];
         pl.offset[v] = pl.offset[r];
         if (r != v) {
             pl.first[v] = pl.first[r];

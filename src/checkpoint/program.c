@@ -5,12 +5,14 @@
  * in forward and again in a re-forward is two values with two lifetimes;
  * the planner needs nothing else to know what checkpointing frees.
  *
- * Training: FWD of every node (TRAIN pass), LOSS, then for each segment
- * from the last: REFWD of its nodes when the segment is recomputed
- * (except the node producing the kept boundary, whose output and state
- * live on from forward), then BWD of its nodes in reverse. BWD steps read
- * the newest value of each tensor, so forward values of a recomputed
- * segment die after their last forward reader.
+ * Training: the schedule's actions (pipeline.h) in order. A FWD runs a
+ * unit's nodes (the TRAIN pass the first time, a re-forward later); a BWD
+ * first re-forwards, from what is kept, the nodes whose outputs or saved
+ * state its backward steps read, then runs those steps in reverse. Only
+ * nodes whose outputs are wanted run in a re-forward: a node nothing
+ * reads (a block's last BatchNorm and add, when the block's output is
+ * still kept) is skipped. Reads take the newest value of each tensor, so
+ * a value dies after its last reader and a dropped one is not read again.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -23,10 +25,18 @@ typedef struct builder {
     const sl_shapes *sh;
     int *cur;   /* [n_tensors] newest value of each tensor */
     int *grad;  /* [n_tensors] gradient value, -1 before the first write */
-    int *saved; /* [n_nodes] saved-state value */
-    int *redo;  /* [n_nodes] node is re-forwarded */
+    int *saved; /* [n_nodes] newest saved-state value */
+    unsigned char *kept;       /* [n_tensors] a later step may read cur[t] */
+    unsigned char *saved_kept; /* [n_nodes] a backward may read saved[i] (state
+                                  that is not SL_LAYER_SAVED_KEPT: pooling indices) */
+    unsigned char *trained;    /* [n_nodes] TRAIN forward done */
+    unsigned char *run;        /* [n_nodes] scratch: runs in this action */
+    unsigned char *want;       /* [n_tensors] scratch: wanted in this action */
+    int *runs;                 /* [n_nodes] forward executions this step */
+    int loss_done;
     int input_grad;
-    int failed;
+    int failed;     /* 1: out of memory; 2: the schedule is not a valid step */
+    int bad_action; /* the action that made it invalid */
 } builder;
 
 static int new_value(builder *b, sl_value_kind kind, int tensor, size_t bytes)
@@ -73,17 +83,27 @@ static sl_step *new_step(builder *b, sl_step_kind kind, int node)
     return s;
 }
 
-static void emit_forward(builder *b, int node, sl_pass pass, sl_step_kind kind, int rescale)
+/* Saved state that lives only from one forward to the next backward (not
+ * BatchNorm's batch statistics, which are kept from the TRAIN pass). */
+static int has_transient_saved(const builder *b, int node)
+{
+    return b->sh->cost[node].saved_bytes &&
+           !(b->g->nodes[node].layer->ops->flags & SL_LAYER_SAVED_KEPT);
+}
+
+/* One forward of a node: TRAIN the first time, a re-forward after. */
+static void emit_forward(builder *b, int node, int bn_rescale)
 {
     const sl_graph_node *nd = &b->g->nodes[node];
     const sl_layer_cost *c = &b->sh->cost[node];
     unsigned flags = nd->layer->ops->flags;
+    sl_step_kind kind = b->trained[node] ? SL_STEP_REFWD : SL_STEP_FWD;
     int y = new_value(b, SL_VALUE_OUTPUT, nd->out, b->sh->bytes[nd->out]);
     int saved = -1, written = 0;
-    if (c->saved_bytes && pass != SL_PASS_EVAL) {
+    if (c->saved_bytes) {
         if (kind == SL_STEP_REFWD && (flags & SL_LAYER_SAVED_KEPT)) {
             saved = b->saved[node];
-            written = rescale; /* memonger's option recomputes the statistics */
+            written = bn_rescale; /* memonger's option recomputes the statistics */
         } else {
             saved = new_value(b, SL_VALUE_SAVED, node, c->saved_bytes);
             written = 1;
@@ -93,7 +113,7 @@ static void emit_forward(builder *b, int node, sl_pass pass, sl_step_kind kind, 
     sl_step *s = new_step(b, kind, node);
     if (!s)
         return;
-    s->pass = pass;
+    s->pass = kind == SL_STEP_REFWD ? SL_PASS_REFORWARD : SL_PASS_TRAIN;
     s->n_in = nd->n_in;
     for (int k = 0; k < nd->n_in; k++)
         s->x[k] = b->cur[nd->in[k]];
@@ -101,12 +121,32 @@ static void emit_forward(builder *b, int node, sl_pass pass, sl_step_kind kind, 
     s->saved = saved;
     s->saved_written = written;
     s->ws = ws;
-    s->bn_rescale = rescale;
     b->cur[nd->out] = y;
     if (saved >= 0)
         b->saved[node] = saved;
     if (kind == SL_STEP_REFWD)
         b->p->refwd_flops += c->fwd_flops;
+    b->trained[node] = 1;
+    b->runs[node]++;
+}
+
+/* The forward of an inference program (EVAL pass: no saved state). */
+static void emit_eval(builder *b, int node)
+{
+    const sl_graph_node *nd = &b->g->nodes[node];
+    const sl_layer_cost *c = &b->sh->cost[node];
+    int y = new_value(b, SL_VALUE_OUTPUT, nd->out, b->sh->bytes[nd->out]);
+    int ws = c->ws_fwd_bytes ? new_value(b, SL_VALUE_WORKSPACE, node, c->ws_fwd_bytes) : -1;
+    sl_step *s = new_step(b, SL_STEP_FWD, node);
+    if (!s)
+        return;
+    s->pass = SL_PASS_EVAL;
+    s->n_in = nd->n_in;
+    for (int k = 0; k < nd->n_in; k++)
+        s->x[k] = b->cur[nd->in[k]];
+    s->y = y;
+    s->ws = ws;
+    b->cur[nd->out] = y;
 }
 
 static void emit_backward(builder *b, int node)
@@ -148,45 +188,201 @@ static void emit_backward(builder *b, int node)
     s->dy = b->grad[nd->out];
 }
 
-/* Marks the nodes each recomputed segment re-forwards. */
-static void mark_recompute(builder *b, const sl_segments *seg)
+static int unit_first(const builder *b, int u) { return b->g->top_first_node[u]; }
+static int unit_end(const builder *b, int u) { return b->g->top_first_node[u + 1]; }
+
+/* Marks in b->want the tensors the backward steps of unit u read. */
+static void want_backward_reads(builder *b, int u)
 {
-    const sl_graph *g = b->g;
-    for (int j = 0; j < seg->n; j++) {
-        if (!seg->recompute[j])
+    for (int i = unit_first(b, u); i < unit_end(b, u); i++) {
+        const sl_graph_node *nd = &b->g->nodes[i];
+        unsigned flags = nd->layer->ops->flags;
+        if (flags & SL_LAYER_NEEDS_INPUT)
+            for (int k = 0; k < nd->n_in; k++)
+                b->want[nd->in[k]] = 1;
+        if (flags & SL_LAYER_NEEDS_OUTPUT)
+            b->want[nd->out] = 1;
+    }
+}
+
+/* Marks in b->run the nodes of unit u whose backward reads saved state
+ * that is not kept. */
+static void run_for_saved_state(builder *b, int u)
+{
+    for (int i = unit_first(b, u); i < unit_end(b, u); i++)
+        if (has_transient_saved(b, i) && !b->saved_kept[i])
+            b->run[i] = 1;
+}
+
+/* Runs, in order, the nodes of unit u marked in b->run or whose outputs
+ * are wanted and not kept, and those these need in turn; all of them the
+ * first time (the TRAIN pass has side effects: running statistics,
+ * dropout counters). A tensor from before the unit must be kept. */
+static void run_wanted(builder *b, int u, int bn_rescale)
+{
+    int first = unit_first(b, u), end = unit_end(b, u);
+    int untrained = !b->trained[first];
+    for (int i = end - 1; i >= first; i--) {
+        const sl_graph_node *nd = &b->g->nodes[i];
+        if (!untrained && !b->run[i] && !(b->want[nd->out] && !b->kept[nd->out]))
             continue;
-        int first = g->top_first_node[seg->start[j]];
-        int end = g->top_first_node[seg->start[j + 1]];
-        int boundary = g->top_output[seg->start[j + 1] - 1];
-        for (int i = first; i < end; i++)
-            b->redo[i] = g->nodes[i].out != boundary;
+        b->run[i] = 1;
+        for (int k = 0; k < nd->n_in; k++) {
+            int t = nd->in[k];
+            if (t <= first) { /* produced before this unit */
+                if (!b->kept[t])
+                    b->failed = 2;
+            } else if (!b->kept[t]) {
+                b->want[t] = 1;
+            }
+        }
+    }
+    for (int i = first; i < end; i++)
+        if (b->run[i])
+            emit_forward(b, i, bn_rescale);
+}
+
+/* Compute-bound nodes: their outputs are what SL_KEEP_CONV keeps. */
+static int compute_bound(const builder *b, int node)
+{
+    return (b->g->nodes[node].layer->ops->flags & SL_LAYER_COMPUTE_BOUND) != 0;
+}
+
+/* After a forward of unit u keeping `keep`: the output and the kept
+ * tensors stay readable, the rest of what ran is not. */
+static void keep_after_forward(builder *b, int u, sl_keep keep)
+{
+    int first = unit_first(b, u), end = unit_end(b, u);
+    int boundary = b->g->top_output[u];
+    memset(b->want, 0, (size_t)b->sh->n_tensors);
+    if (keep == SL_KEEP_ALL)
+        want_backward_reads(b, u);
+    for (int i = first; i < end; i++) {
+        if (!b->run[i])
+            continue;
+        int t = b->g->nodes[i].out;
+        b->kept[t] = t == boundary || b->want[t] || (keep == SL_KEEP_CONV && compute_bound(b, i));
+        if (has_transient_saved(b, i))
+            b->saved_kept[i] = keep == SL_KEEP_ALL;
+    }
+}
+
+static void clear_marks(builder *b, int u)
+{
+    int first = unit_first(b, u), end = unit_end(b, u);
+    memset(b->run + first, 0, (size_t)(end - first));
+    memset(b->want, 0, (size_t)b->sh->n_tensors);
+}
+
+static void action_forward(builder *b, int u, sl_keep keep, int bn_rescale)
+{
+    b->want[b->g->top_output[u]] = 1;
+    if (keep == SL_KEEP_ALL) {
+        want_backward_reads(b, u);
+        run_for_saved_state(b, u);
+    } else if (keep == SL_KEEP_CONV) {
+        for (int i = unit_first(b, u); i < unit_end(b, u); i++)
+            if (compute_bound(b, i))
+                b->want[b->g->nodes[i].out] = 1;
+    }
+    run_wanted(b, u, bn_rescale);
+    keep_after_forward(b, u, keep);
+    clear_marks(b, u);
+}
+
+/* Softmax cross-entropy on the logits and their gradient. */
+static void emit_loss(builder *b)
+{
+    int logits = b->g->n_nodes; /* tensor of the last node */
+    int dlogits = new_value(b, SL_VALUE_GRAD, logits, b->sh->bytes[logits]);
+    sl_step *s = new_step(b, SL_STEP_LOSS, -1);
+    if (!s)
+        return;
+    s->y = b->cur[logits];
+    s->dy = dlogits;
+    b->grad[logits] = dlogits;
+    b->p->logits = b->cur[logits];
+    b->loss_done = 1;
+}
+
+static void action_backward(builder *b, int u, int bn_rescale)
+{
+    int first = unit_first(b, u), end = unit_end(b, u);
+    int logits = b->g->n_nodes; /* tensor of the last node */
+    int loss = u == b->g->n_top - 1 && !b->loss_done;
+    /* Without a LOSS action the loss comes first when the logits are
+     * kept (they can die before the re-forward of the unit's interior). */
+    if (loss && b->kept[logits])
+        emit_loss(b);
+    want_backward_reads(b, u);
+    run_for_saved_state(b, u);
+    if (loss && !b->loss_done)
+        b->want[logits] = 1;
+    run_wanted(b, u, bn_rescale);
+    clear_marks(b, u);
+    if (loss && !b->loss_done)
+        emit_loss(b);
+    if (b->grad[b->g->top_output[u]] < 0) {
+        b->failed = 2; /* before the loss, or before the next unit's backward */
+        return;
+    }
+    for (int i = end - 1; i >= first; i--)
+        emit_backward(b, i);
+    for (int i = first; i < end; i++) {
+        b->kept[b->g->nodes[i].out] = 0;
+        b->saved_kept[i] = 0;
+    }
+}
+
+/* Memonger's rescale applies to the layers that run more than once: it
+ * needs every forward of a layer to know how many there are. */
+static void set_rescale_counts(builder *b)
+{
+    for (int s = 0; s < b->p->n_steps; s++) {
+        sl_step *st = &b->p->steps[s];
+        if (st->kind == SL_STEP_FWD || st->kind == SL_STEP_REFWD)
+            st->bn_rescale = b->runs[st->node] > 1 ? b->runs[st->node] : 0;
     }
 }
 
 static void build_train(builder *b, const sl_segments *seg, int bn_rescale)
 {
-    const sl_graph *g = b->g;
-    mark_recompute(b, seg);
-    for (int i = 0; i < g->n_nodes; i++)
-        emit_forward(b, i, SL_PASS_TRAIN, SL_STEP_FWD, bn_rescale && b->redo[i]);
-    int logits = g->n_nodes; /* tensor of the last node */
-    int dlogits = new_value(b, SL_VALUE_GRAD, logits, b->sh->bytes[logits]);
-    sl_step *loss = new_step(b, SL_STEP_LOSS, -1);
-    if (!loss)
-        return;
-    loss->y = b->cur[logits];
-    loss->dy = dlogits;
-    b->grad[logits] = dlogits;
-    b->p->logits = b->cur[logits];
-    for (int j = seg->n - 1; j >= 0; j--) {
-        int first = g->top_first_node[seg->start[j]];
-        int end = g->top_first_node[seg->start[j + 1]];
-        for (int i = first; i < end; i++)
-            if (b->redo[i])
-                emit_forward(b, i, SL_PASS_REFORWARD, SL_STEP_REFWD, bn_rescale);
-        for (int i = end - 1; i >= first; i--)
-            emit_backward(b, i);
+    sl_action *owned = NULL;
+    const sl_action *act = seg->actions;
+    int n = seg->n_actions;
+    if (!act) {
+        if (sl_segments_actions(seg, &owned, &n) != SL_OK) {
+            b->failed = 1;
+            return;
+        }
+        act = owned;
     }
+    for (int a = 0; a < n && !b->failed; a++) {
+        int u = act[a].unit;
+        b->bad_action = a;
+        if (u < 0 || u >= b->g->n_top) {
+            b->failed = 2;
+            break;
+        }
+        if (act[a].kind == SL_ACT_FWD)
+            action_forward(b, u, act[a].keep, bn_rescale);
+        else if (act[a].kind == SL_ACT_BWD)
+            action_backward(b, u, bn_rescale);
+        else if (act[a].kind == SL_ACT_DROP)
+            b->kept[b->g->top_output[u]] = 0;
+        else if (!b->loss_done && b->kept[b->g->n_nodes])
+            emit_loss(b);
+        else
+            b->failed = 2; /* a second loss, or logits not kept */
+    }
+    free(owned);
+    /* Every unit's backward ran, so every node's TRAIN forward did. */
+    if (!b->failed && b->grad[b->g->top_output[0]] < 0) {
+        b->bad_action = n;
+        b->failed = 2;
+    }
+    if (!b->failed && bn_rescale)
+        set_rescale_counts(b);
     b->p->input_grad = b->grad[0];
 }
 
@@ -200,36 +396,58 @@ sl_status sl_program_build(const sl_graph *g, const sl_shapes *sh, const sl_segm
     p.fwd_flops = sh->fwd_flops;
     p.bwd_flops = sh->bwd_flops;
     p.input_grad = -1;
-    builder b = {&p, g, sh, NULL, NULL, NULL, NULL, input_grad, 0};
-    int nt = g->n_nodes + 1;
-    b.cur = sl_malloc((size_t)nt * sizeof(int));
-    b.grad = sl_malloc((size_t)nt * sizeof(int));
-    b.saved = sl_malloc((size_t)nt * sizeof(int));
-    b.redo = sl_calloc((size_t)nt, sizeof(int));
-    if (!b.cur || !b.grad || !b.saved || !b.redo)
+    builder b;
+    memset(&b, 0, sizeof b);
+    b.p = &p;
+    b.g = g;
+    b.sh = sh;
+    b.input_grad = input_grad;
+    size_t nt = (size_t)g->n_nodes + 1;
+    b.cur = sl_malloc(nt * sizeof(int));
+    b.grad = sl_malloc(nt * sizeof(int));
+    b.saved = sl_malloc(nt * sizeof(int));
+    b.runs = sl_calloc(nt, sizeof(int));
+    b.kept = sl_calloc(nt, 1);
+    b.saved_kept = sl_calloc(nt, 1);
+    b.trained = sl_calloc(nt, 1);
+    b.run = sl_calloc(nt, 1);
+    b.want = sl_calloc(nt, 1);
+    if (!b.cur || !b.grad || !b.saved || !b.runs || !b.kept || !b.saved_kept || !b.trained ||
+        !b.run || !b.want)
         b.failed = 1;
     else {
-        for (int t = 0; t < nt; t++)
+        for (size_t t = 0; t < nt; t++)
             b.cur[t] = b.grad[t] = b.saved[t] = -1;
         int input = new_value(&b, SL_VALUE_OUTPUT, 0, sh->bytes[0]);
         if (!b.failed) {
             p.values[input].external = !input_in_arena;
             b.cur[0] = input;
+            b.kept[0] = 1;
         }
-        if (mode == SL_MODE_TRAIN)
+        if (mode == SL_MODE_TRAIN && !b.failed)
             build_train(&b, seg, bn_rescale);
-        else {
+        else if (!b.failed) {
             for (int i = 0; i < g->n_nodes; i++)
-                emit_forward(&b, i, SL_PASS_EVAL, SL_STEP_FWD, 0);
+                emit_eval(&b, i);
             p.logits = b.cur[g->n_nodes];
         }
     }
     free(b.cur);
     free(b.grad);
     free(b.saved);
-    free(b.redo);
+    free(b.runs);
+    free(b.kept);
+    free(b.saved_kept);
+    free(b.trained);
+    free(b.run);
+    free(b.want);
     if (b.failed) {
         sl_program_release(&p);
+        if (b.failed == 2)
+            return sl_fail(SL_ERR_INVALID_ARG,
+                           "invalid schedule: action %d reads a tensor that is not kept, runs a "
+                           "backward out of order or leaves a unit without its backward",
+                           b.bad_action);
         return sl_fail(SL_ERR_NOMEM, "out of memory building the step program");
     }
     *out = p;

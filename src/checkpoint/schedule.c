@@ -93,7 +93,50 @@ void sl_segments_release(sl_segments *s)
 {
     free(s->start);
     free(s->recompute);
+    free(s->actions);
     memset(s, 0, sizeof *s);
+}
+
+static void push_action(sl_action *a, int *n, sl_action_kind kind, int unit, sl_keep keep)
+{
+    a[*n] = (sl_action){kind, keep, unit};
+    (*n)++;
+}
+
+sl_status sl_segments_actions(const sl_segments *seg, sl_action **out, int *n)
+{
+    int units = seg->n > 0 ? seg->start[seg->n] : 0;
+    if (seg->n_actions) {
+        *out = sl_malloc((size_t)seg->n_actions * sizeof **out);
+        if (!*out)
+            return sl_fail(SL_ERR_NOMEM, "out of memory building a schedule");
+        memcpy(*out, seg->actions, (size_t)seg->n_actions * sizeof **out);
+        *n = seg->n_actions;
+        return SL_OK;
+    }
+    /* forward: one FWD and at most one DROP per unit; the loss; backward:
+     * at most one FWD and one BWD per unit */
+    sl_action *a = sl_malloc((size_t)(4 * units + 1) * sizeof *a);
+    if (!a)
+        return sl_fail(SL_ERR_NOMEM, "out of memory building a schedule");
+    int k = 0;
+    for (int j = 0; j < seg->n; j++)
+        for (int u = seg->start[j]; u < seg->start[j + 1]; u++) {
+            push_action(a, &k, SL_ACT_FWD, u, seg->recompute[j] ? SL_KEEP_OUTPUT : SL_KEEP_ALL);
+            if (seg->recompute[j] && u > seg->start[j])
+                push_action(a, &k, SL_ACT_DROP, u - 1, SL_KEEP_OUTPUT);
+        }
+    push_action(a, &k, SL_ACT_LOSS, units - 1, SL_KEEP_OUTPUT);
+    for (int j = seg->n - 1; j >= 0; j--) {
+        if (seg->recompute[j]) /* the last unit's backward completes itself */
+            for (int u = seg->start[j]; u + 1 < seg->start[j + 1]; u++)
+                push_action(a, &k, SL_ACT_FWD, u, SL_KEEP_ALL);
+        for (int u = seg->start[j + 1] - 1; u >= seg->start[j]; u--)
+            push_action(a, &k, SL_ACT_BWD, u, SL_KEEP_OUTPUT);
+    }
+    *out = a;
+    *n = k;
+    return SL_OK;
 }
 
 /* Linear partition: k contiguous segments minimising the largest sum of

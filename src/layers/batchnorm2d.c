@@ -49,8 +49,17 @@ static sl_status bn_infer(const sl_layer *l, const sl_backend *be, int n_in, con
     return SL_OK;
 }
 
-/* memonger's momentum for a layer that runs twice per step. */
+/* memonger's momentum for a layer that runs twice per step; a schedule
+ * that re-forwards a layer more than once (multi-level recursion) runs it
+ * `runs` times, and (1 - m')^runs = 1 - m again. */
 float sl_bn_rescaled_momentum(float m) { return 1.0f - sqrtf(1.0f - m); }
+
+float sl_bn_rescaled_momentum_runs(float m, int runs)
+{
+    if (runs == 2)
+        return sl_bn_rescaled_momentum(m);
+    return 1.0f - (float)pow(1.0 - (double)m, 1.0 / runs);
+}
 
 static void bn_forward(sl_layer *l, const sl_exec *ex, const sl_fwd_args *a)
 {
@@ -77,7 +86,9 @@ static void bn_forward(sl_layer *l, const sl_exec *ex, const sl_fwd_args *a)
     }
     if (a->bn_rescale_momentum) {
         ex->be->batchnorm_forward_train(ex, s.n, s.c, hw, a->x[0], gamma, beta, a->y, mean, invstd,
-                                        rmean, rvar, sl_bn_rescaled_momentum(bn->momentum),
+                                        rmean, rvar,
+                                        sl_bn_rescaled_momentum_runs(bn->momentum,
+                                                                     a->bn_rescale_momentum),
                                         bn->eps);
         return;
     }

@@ -78,7 +78,7 @@ static int conv_out_channels(const sl_layer *l, int in_c)
 
 static const sl_layer_ops conv_ops = {
     .type = "Conv2d",
-    .flags = SL_LAYER_NEEDS_INPUT,
+    .flags = SL_LAYER_NEEDS_INPUT | SL_LAYER_COMPUTE_BOUND,
     .infer = conv_infer,
     .forward = conv_forward,
     .backward = conv_backward,

@@ -40,9 +40,12 @@ enum {
     SL_LAYER_FWD_INPLACE = 1u << 2,  /* output may overwrite input 0 */
     SL_LAYER_BWD_INPLACE = 1u << 3,  /* dx[0] may overwrite dy */
     SL_LAYER_VIEW = 1u << 4,         /* output is input 0 reinterpreted (no kernel) */
-    SL_LAYER_SAVED_KEPT = 1u << 5    /* saved state must survive from the TRAIN forward
+    SL_LAYER_SAVED_KEPT = 1u << 5,   /* saved state must survive from the TRAIN forward
                                         to backward; a REFORWARD reads it instead of
                                         writing it (BatchNorm's batch statistics) */
+    SL_LAYER_COMPUTE_BOUND = 1u << 6 /* many FLOPs per output byte (conv, linear): an
+                                        operator-level schedule keeps its output and
+                                        recomputes the cheap layers after it */
 };
 
 typedef enum sl_init {
@@ -84,7 +87,8 @@ typedef struct sl_fwd_args {
     void *saved; /* saved_bytes; NULL in SL_PASS_EVAL */
     void *ws;    /* ws_fwd_bytes */
     sl_context *ctx;
-    int bn_rescale_momentum; /* memonger's m' = 1 - sqrt(1 - m), see batchnorm2d.c */
+    int bn_rescale_momentum; /* memonger's rescale: the layer's forward runs this many
+                                times a step (0: no rescale), see batchnorm2d.c */
 } sl_fwd_args;
 
 typedef struct sl_bwd_args {
@@ -156,8 +160,10 @@ int sl_same_channels(const sl_layer *l, int in_c);
 sl_layer *sl_add_join(void);    /* y = x0 + x1 */
 sl_layer *sl_concat_join(void); /* channel concatenation of all inputs */
 
-/* memonger's BatchNorm momentum for a layer run twice a step. */
+/* memonger's BatchNorm momentum for a layer run twice a step,
+ * 1 - sqrt(1 - m); for one run `runs` (>= 2) times, 1 - (1 - m)^(1/runs). */
 float sl_bn_rescaled_momentum(float m);
+float sl_bn_rescaled_momentum_runs(float m, int runs);
 /* Freezes (1) or unfreezes (0) a BatchNorm2d layer (see batchnorm2d.c);
  * returns 0 and does nothing when l is not one. */
 int sl_batchnorm2d_set_frozen(sl_layer *l, int frozen);

@@ -13,7 +13,7 @@
 
 sl_status sl_schedule_check(sl_schedule schedule, const char *fn)
 {
-    if (schedule.kind < SL_SCHEDULE_NONE || schedule.kind > SL_SCHEDULE_BUDGET)
+    if (schedule.kind < SL_SCHEDULE_NONE || schedule.kind > SL_SCHEDULE_BUDGET_OPS)
         return sl_fail(SL_ERR_INVALID_ARG, "%s: unknown schedule kind %d", fn, (int)schedule.kind);
     if (schedule.kind == SL_SCHEDULE_SEGMENTS && schedule.segments < 1)
         return sl_fail(SL_ERR_INVALID_ARG, "%s: segments must be >= 1, got %d", fn,

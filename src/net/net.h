@@ -51,6 +51,7 @@ struct sl_net {
     int out_channels; /* of the chain so far; 0 when unknown (after Flatten) */
     sl_schedule schedule;
     int bn_rescale;
+    sl_cost_model cost_model; /* zero: the device's default */
 
     int n_top, cap_top;
     sl_layer **top;
@@ -170,6 +171,9 @@ sl_status sl_net_plan_for(sl_net *net, sl_shape input, sl_mode mode, const void 
  * fits, when the arena would not fit (memory_check.c). */
 sl_status sl_net_check_host_memory(sl_net *net, const sl_run_cache *c, sl_mode mode,
                                    const char *fn);
+
+/* The cost model of the network's schedule search (set or the device's). */
+sl_cost_model sl_net_cost_model(const sl_net *net);
 
 /* Segments for a schedule over the network's top-level chain. */
 sl_status sl_schedule_segments(const sl_net *net, const sl_shapes *sh, sl_schedule schedule,

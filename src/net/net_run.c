@@ -43,9 +43,13 @@ sl_status sl_schedule_segments(const sl_net *net, const sl_shapes *sh, sl_schedu
     const sl_graph *g = &net->graph;
     if (schedule.kind == SL_SCHEDULE_NONE)
         return sl_segments_keep_all(g->n_top, out);
-    if (schedule.kind == SL_SCHEDULE_BUDGET) {
-        sl_budget_query q = {g, sh, schedule.budget_bytes, fixed_train_bytes(net), net->bn_rescale,
-                             !net->ctx->backend->host_memory};
+    if (schedule.kind == SL_SCHEDULE_BUDGET || schedule.kind == SL_SCHEDULE_BUDGET_OPS) {
+        sl_cost_model model = sl_net_cost_model(net);
+        sl_budget_query q = {.g = g, .sh = sh, .budget_bytes = schedule.budget_bytes,
+                             .fixed_bytes = fixed_train_bytes(net), .bn_rescale = net->bn_rescale,
+                             .input_in_arena = !net->ctx->backend->host_memory,
+                             .operator_level = schedule.kind == SL_SCHEDULE_BUDGET_OPS,
+                             .cost_model = &model};
         return sl_segments_for_budget(&q, out);
     }
     sl_unit_costs u;
@@ -303,6 +307,27 @@ sl_status sl_net_set_schedule(sl_net *net, sl_schedule schedule)
     return SL_OK;
 }
 
+sl_cost_model sl_net_cost_model(const sl_net *net)
+{
+    if (net->cost_model.flops_per_s > 0)
+        return net->cost_model;
+    return sl_cost_model_for(net->ctx->backend->host_memory);
+}
+
+sl_status sl_net_set_cost_model(sl_net *net, const sl_cost_model *model)
+{
+    if (!net)
+        return sl_fail(SL_ERR_INVALID_ARG, "sl_net_set_cost_model: network is NULL");
+    if (model && !(model->flops_per_s > 0 && model->bytes_per_s > 0 &&
+                   model->flops_per_s < INFINITY && model->bytes_per_s < INFINITY))
+        return sl_fail(SL_ERR_INVALID_ARG,
+                       "sl_net_set_cost_model: rates %g FLOP/s and %g bytes/s must be positive "
+                       "and finite", model->flops_per_s, model->bytes_per_s);
+    net->cost_model = model ? *model : (sl_cost_model){0, 0};
+    sl_run_cache_release(&net->cache[SL_MODE_TRAIN]);
+    return SL_OK;
+}
+
 /* ---- memory report ---- */
 
 sl_status sl_net_plan_for(sl_net *net, sl_shape input, sl_mode mode, const void *out,
@@ -354,6 +379,10 @@ sl_status sl_net_memory_report(sl_net *net, sl_shape input, sl_mode mode, sl_mem
                           out->measured_optimizer + out->communication;
     uint64_t plain = c->prog.fwd_flops + (mode == SL_MODE_TRAIN ? c->prog.bwd_flops : 0);
     out->recompute_fraction = plain ? (double)c->prog.refwd_flops / (double)plain : 0.0;
+    sl_cost_model model = sl_net_cost_model(net);
+    double plain_s, refwd_s;
+    sl_program_seconds(&net->graph, &c->sh, &c->prog, &model, &plain_s, &refwd_s);
+    out->recompute_time_fraction = plain_s > 0 && mode == SL_MODE_TRAIN ? refwd_s / plain_s : 0.0;
     return SL_OK;
 }
 
@@ -368,14 +397,14 @@ sl_status sl_memory_report_json(const sl_memory_report *r, char *buf, size_t n)
                        "{\"outputs\":%llu,\"grad_inputs\":%llu,\"buffers\":%llu,\"params\":%llu,"
                        "\"param_grads\":%llu,\"optimizer\":%llu,\"communication\":%llu,"
                        "\"arena\":%llu,\"total\":%llu,\"arena_measured\":%llu,\"measured_total\":%llu,"
-                       "\"recompute_fraction\":%.6f}",
+                       "\"recompute_fraction\":%.6f,\"recompute_time_fraction\":%.6f}",
                        (unsigned long long)r->outputs, (unsigned long long)r->grad_inputs,
                        (unsigned long long)r->buffers, (unsigned long long)r->params,
                        (unsigned long long)r->param_grads, (unsigned long long)r->optimizer,
                        (unsigned long long)r->communication, (unsigned long long)r->arena_bytes,
                        (unsigned long long)r->total, (unsigned long long)r->arena_measured,
                        (unsigned long long)r->measured_total,
-                       r->recompute_fraction);
+                       r->recompute_fraction, r->recompute_time_fraction);
     if (len < 0 || (size_t)len >= n)
         return sl_fail(SL_ERR_INVALID_ARG, "sl_memory_report_json: buffer of %zu bytes is too small", n);
     return SL_OK;
