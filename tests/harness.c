@@ -203,3 +203,63 @@ void th_assert_error(sl_status st, sl_status want, const char *fragment)
     ck_assert_msg(strstr(sl_last_error(), fragment) != NULL, "message '%s' lacks '%s'",
                   sl_last_error(), fragment);
 }
+
+void th_params_capture(sl_net *net, th_params *out)
+{
+    out->n = sl_net_param_count(net);
+    out->data = calloc((size_t)out->n + 1, sizeof(float *));
+    out->grad = calloc((size_t)out->n + 1, sizeof(float *));
+    out->count = calloc((size_t)out->n + 1, sizeof(size_t));
+    ck_assert(out->data && out->grad && out->count);
+    for (int i = 0; i < out->n; i++) {
+        sl_param_info p;
+        ck_assert(sl_net_param(net, i, &p) == SL_OK);
+        out->count[i] = p.count;
+        out->data[i] = malloc(p.count * sizeof(float));
+        ck_assert(out->data[i]);
+        ck_assert_msg(sl_net_param_read(net, i, out->data[i]) == SL_OK, "%s", sl_last_error());
+        if (p.grad) {
+            out->grad[i] = malloc(p.count * sizeof(float));
+            ck_assert(out->grad[i]);
+            ck_assert_msg(sl_net_param_read_grad(net, i, out->grad[i]) == SL_OK, "%s",
+                          sl_last_error());
+        }
+    }
+}
+
+void th_params_free(th_params *p)
+{
+    for (int i = 0; i < p->n; i++) {
+        free(p->data[i]);
+        free(p->grad[i]);
+    }
+    free(p->data);
+    free(p->grad);
+    free(p->count);
+    memset(p, 0, sizeof *p);
+}
+
+void th_params_assert_identical(const th_params *a, const th_params *b, const char *what)
+{
+    ck_assert_int_eq(a->n, b->n);
+    for (int i = 0; i < a->n; i++) {
+        ck_assert_msg(memcmp(a->data[i], b->data[i], a->count[i] * sizeof(float)) == 0,
+                      "%s: tensor %d (parameter or running statistic) differs", what, i);
+        ck_assert_msg(!a->grad[i] == !b->grad[i], "%s: tensor %d has a gradient in one run only",
+                      what, i);
+        if (a->grad[i])
+            ck_assert_msg(memcmp(a->grad[i], b->grad[i], a->count[i] * sizeof(float)) == 0,
+                          "%s: gradient of tensor %d differs", what, i);
+    }
+}
+
+uint64_t th_least_budget(sl_net *net, sl_shape input)
+{
+    static const char at_text[] = "smallest planned peak is ";
+    ck_assert(sl_net_set_schedule(net, SL_CKPT_BUDGET(1)) == SL_OK);
+    sl_memory_report rep;
+    ck_assert(sl_net_memory_report(net, input, SL_MODE_TRAIN, &rep) == SL_ERR_BUDGET);
+    const char *at = strstr(sl_last_error(), at_text);
+    ck_assert_msg(at != NULL, "%s", sl_last_error());
+    return strtoull(at + strlen(at_text), NULL, 10);
+}

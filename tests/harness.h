@@ -47,6 +47,25 @@ void th_gradcheck(sl_net *net, const float *x, sl_shape in, int check_input, int
  * many layers were frozen. */
 int th_freeze_batchnorms(sl_net *net);
 
+/* Every named tensor of a network (parameters and running statistics) and
+ * the gradients of the trainable ones, copied out after a run. */
+typedef struct th_params {
+    int n;
+    float **data, **grad; /* grad[i] NULL for a tensor without gradient */
+    size_t *count;
+} th_params;
+
+/* Copies net's tensors and gradients into out (th_params_free it). */
+void th_params_capture(sl_net *net, th_params *out);
+void th_params_free(th_params *p);
+/* Asserts that a and b hold the same tensors and gradients, bit for bit;
+ * `what` names the comparison in the failure message. */
+void th_params_assert_identical(const th_params *a, const th_params *b, const char *what);
+
+/* The least planned peak any schedule of net reaches for this input, read
+ * from the error a 1-byte budget gives (the net's schedule is set to it). */
+uint64_t th_least_budget(sl_net *net, sl_shape input);
+
 /* Asserts that st is `want` and that sl_last_error() contains fragment. */
 void th_assert_error(sl_status st, sl_status want, const char *fragment);
 

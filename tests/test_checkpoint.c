@@ -21,9 +21,7 @@
 #define STEPS 3
 
 typedef struct snapshot {
-    int n;
-    float **data, **grad;
-    size_t *count;
+    th_params params;
     float loss[STEPS];
 } snapshot;
 
@@ -118,62 +116,27 @@ static void train(const char *model, int res, int batch, sl_schedule schedule, s
     g_keeps_conv = 0;
     for (int a = 0; a < seg->n_actions; a++)
         g_keeps_conv |= seg->actions[a].kind == SL_ACT_FWD && seg->actions[a].keep == SL_KEEP_CONV;
-    out->n = sl_net_param_count(net);
-    out->data = calloc((size_t)out->n, sizeof(float *));
-    out->grad = calloc((size_t)out->n, sizeof(float *));
-    out->count = calloc((size_t)out->n, sizeof(size_t));
-    for (int i = 0; i < out->n; i++) {
-        sl_param_info p;
-        ck_assert(sl_net_param(net, i, &p) == SL_OK);
-        out->count[i] = p.count;
-        out->data[i] = malloc(p.count * sizeof(float));
-        memcpy(out->data[i], p.data, p.count * sizeof(float));
-        if (p.grad) {
-            out->grad[i] = malloc(p.count * sizeof(float));
-            memcpy(out->grad[i], p.grad, p.count * sizeof(float));
-        }
-    }
+    th_params_capture(net, &out->params);
     free(x);
     free(labels);
     sl_net_free(net);
     sl_context_free(ctx);
 }
 
-static void snapshot_free(snapshot *s)
-{
-    for (int i = 0; i < s->n; i++) {
-        free(s->data[i]);
-        free(s->grad[i]);
-    }
-    free(s->data);
-    free(s->grad);
-    free(s->count);
-}
+static void snapshot_free(snapshot *s) { th_params_free(&s->params); }
 
 static void assert_identical(const snapshot *a, const snapshot *b, const char *what)
 {
-    ck_assert_int_eq(a->n, b->n);
     ck_assert_msg(memcmp(a->loss, b->loss, sizeof a->loss) == 0, "%s: losses differ", what);
-    for (int i = 0; i < a->n; i++) {
-        ck_assert_msg(memcmp(a->data[i], b->data[i], a->count[i] * sizeof(float)) == 0,
-                      "%s: tensor %d (parameter or running statistic) differs", what, i);
-        if (a->grad[i])
-            ck_assert_msg(memcmp(a->grad[i], b->grad[i], a->count[i] * sizeof(float)) == 0,
-                          "%s: gradient of tensor %d differs", what, i);
-    }
+    th_params_assert_identical(&a->params, &b->params, what);
 }
 
 /* The smallest feasible budget, read from the error a 1-byte budget gives. */
 static uint64_t least_budget(const char *model, int res, int batch)
 {
     sl_context *ctx = th_context(42);
-    sl_net *net = build(ctx, model, res, SL_CKPT_BUDGET(1));
-    sl_memory_report rep;
-    ck_assert(sl_net_memory_report(net, (sl_shape){batch, 3, res, res}, SL_MODE_TRAIN, &rep) ==
-              SL_ERR_BUDGET);
-    const char *at = strstr(sl_last_error(), "smallest planned peak is ");
-    ck_assert_msg(at != NULL, "%s", sl_last_error());
-    uint64_t least = strtoull(at + strlen("smallest planned peak is "), NULL, 10);
+    sl_net *net = build(ctx, model, res, SL_CKPT_NONE);
+    uint64_t least = th_least_budget(net, (sl_shape){batch, 3, res, res});
     sl_net_free(net);
     sl_context_free(ctx);
     return least;

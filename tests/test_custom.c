@@ -153,9 +153,7 @@ static sl_net *custom_net(sl_context *ctx, sl_schedule schedule)
 }
 
 typedef struct run {
-    int n;
-    float **data, **grad;
-    size_t *count;
+    th_params params;
     float loss[STEPS];
     uint64_t total;
     tl_counts calls;
@@ -186,60 +184,26 @@ static void train(sl_schedule schedule, run *out)
     ck_assert_msg(rep.arena_measured == rep.arena_bytes, "measured %" PRIu64 ", planned %" PRIu64,
                   rep.arena_measured, rep.arena_bytes);
     out->total = rep.total;
-    out->n = sl_net_param_count(net);
-    out->data = calloc((size_t)out->n, sizeof(float *));
-    out->grad = calloc((size_t)out->n, sizeof(float *));
-    out->count = calloc((size_t)out->n, sizeof(size_t));
-    for (int i = 0; i < out->n; i++) {
-        sl_param_info p;
-        ck_assert(sl_net_param(net, i, &p) == SL_OK);
-        out->count[i] = p.count;
-        out->data[i] = malloc(p.count * sizeof(float));
-        memcpy(out->data[i], p.data, p.count * sizeof(float));
-        if (p.grad) {
-            out->grad[i] = malloc(p.count * sizeof(float));
-            memcpy(out->grad[i], p.grad, p.count * sizeof(float));
-        }
-    }
+    th_params_capture(net, &out->params);
     free(x);
     sl_net_free(net);
     sl_context_free(ctx);
 }
 
-static void run_free(run *r)
-{
-    for (int i = 0; i < r->n; i++) {
-        free(r->data[i]);
-        free(r->grad[i]);
-    }
-    free(r->data);
-    free(r->grad);
-    free(r->count);
-}
+static void run_free(run *r) { th_params_free(&r->params); }
 
 static void assert_identical(const run *a, const run *b, const char *what)
 {
-    ck_assert_int_eq(a->n, b->n);
     ck_assert_msg(memcmp(a->loss, b->loss, sizeof a->loss) == 0, "%s: losses differ (%.9g vs %.9g)",
                   what, a->loss[STEPS - 1], b->loss[STEPS - 1]);
-    for (int i = 0; i < a->n; i++) {
-        ck_assert_msg(memcmp(a->data[i], b->data[i], a->count[i] * sizeof(float)) == 0,
-                      "%s: tensor %d differs", what, i);
-        if (a->grad[i])
-            ck_assert_msg(memcmp(a->grad[i], b->grad[i], a->count[i] * sizeof(float)) == 0,
-                          "%s: gradient of tensor %d differs", what, i);
-    }
+    th_params_assert_identical(&a->params, &b->params, what);
 }
 
 static uint64_t least_budget(void)
 {
     sl_context *ctx = th_context(42);
-    sl_net *net = custom_net(ctx, SL_CKPT_BUDGET(1));
-    sl_memory_report rep;
-    ck_assert(sl_net_memory_report(net, SHAPE, SL_MODE_TRAIN, &rep) == SL_ERR_BUDGET);
-    const char *at = strstr(sl_last_error(), "smallest planned peak is ");
-    ck_assert_msg(at != NULL, "%s", sl_last_error());
-    uint64_t least = strtoull(at + strlen("smallest planned peak is "), NULL, 10);
+    sl_net *net = custom_net(ctx, SL_CKPT_NONE);
+    uint64_t least = th_least_budget(net, SHAPE);
     sl_net_free(net);
     sl_context_free(ctx);
     return least;

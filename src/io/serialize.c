@@ -284,10 +284,9 @@ sl_status sl_load_model_memory(sl_net *net, const void *data, size_t bytes,
         net, m, load_model_bytes(net, data ? data : empty, bytes, "<memory>", opts, report, fn));
 }
 
-sl_status sl_load_model(sl_net *net, const char *path, const sl_load_options *opts,
-                        sl_load_report *report)
+sl_status sl_net_load_file(sl_net *net, const char *path, const char *fn, sl_bytes_loader load,
+                           void *user)
 {
-    static const char fn[] = "sl_load_model";
     if (!net || !path)
         return sl_fail(SL_ERR_INVALID_ARG, "%s: network or path is NULL", fn);
     uint8_t *buf = NULL;
@@ -296,9 +295,28 @@ sl_status sl_load_model(sl_net *net, const char *path, const sl_load_options *op
     if (st != SL_OK)
         return st;
     sl_net_mark m = sl_net_mark_now(net);
-    st = sl_net_undo_first_use(net, m, load_model_bytes(net, buf, bytes, path, opts, report, fn));
+    st = sl_net_undo_first_use(net, m, load(net, buf, bytes, path, user));
     free(buf);
     return st;
+}
+
+typedef struct model_load {
+    const sl_load_options *opts;
+    sl_load_report *report;
+} model_load;
+
+static sl_status load_model_file_bytes(sl_net *net, const uint8_t *buf, size_t bytes,
+                                       const char *what, void *user)
+{
+    const model_load *m = user;
+    return load_model_bytes(net, buf, bytes, what, m->opts, m->report, "sl_load_model");
+}
+
+sl_status sl_load_model(sl_net *net, const char *path, const sl_load_options *opts,
+                        sl_load_report *report)
+{
+    model_load m = {opts, report};
+    return sl_net_load_file(net, path, "sl_load_model", load_model_file_bytes, &m);
 }
 
 /* The F32 tensors of t as 16-bit values in one block (*block, to free),

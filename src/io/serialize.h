@@ -49,6 +49,14 @@ sl_status sl_net_tensor_slots(sl_net *net, sl_tensor_slot **slots, int *n);
 sl_status sl_net_model_tensors(sl_net *net, const sl_host_view *view, const int64_t *steps,
                                int extra, sl_st_tensor **tensors, int *n);
 
+/* Loads a network from the file at path: reads it whole, calls load on
+ * its bytes (what = path), frees them; a failure undoes what the call did
+ * on the network's first use. fn names the public call in messages. */
+typedef sl_status (*sl_bytes_loader)(sl_net *net, const uint8_t *buf, size_t bytes,
+                                     const char *what, void *user);
+sl_status sl_net_load_file(sl_net *net, const char *path, const char *fn, sl_bytes_loader load,
+                           void *user);
+
 /* sl_load_snapshot on a file held in memory (the fuzz target calls it). */
 sl_status sl_snapshot_load_memory(sl_net *net, const uint8_t *buf, size_t bytes,
                                   const char *what);

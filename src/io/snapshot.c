@@ -315,18 +315,14 @@ sl_status sl_snapshot_load_memory(sl_net *net, const uint8_t *buf, size_t bytes,
     return st;
 }
 
+static sl_status load_snapshot_bytes(sl_net *net, const uint8_t *buf, size_t bytes,
+                                     const char *what, void *user)
+{
+    (void)user;
+    return sl_snapshot_load_memory(net, buf, bytes, what);
+}
+
 sl_status sl_load_snapshot(sl_net *net, const char *path)
 {
-    static const char fn[] = "sl_load_snapshot";
-    if (!net || !path)
-        return sl_fail(SL_ERR_INVALID_ARG, "%s: network or path is NULL", fn);
-    uint8_t *buf = NULL;
-    size_t bytes = 0;
-    sl_status st = sl_read_whole_file(path, fn, &buf, &bytes);
-    if (st != SL_OK)
-        return st;
-    sl_net_mark m = sl_net_mark_now(net);
-    st = sl_net_undo_first_use(net, m, sl_snapshot_load_memory(net, buf, bytes, path));
-    free(buf);
-    return st;
+    return sl_net_load_file(net, path, "sl_load_snapshot", load_snapshot_bytes, NULL);
 }
