@@ -124,11 +124,14 @@ struct sl_backend {
      * dx may be NULL (parameter gradients only) or alias dy. With frozen 0
      * the backward of normalising with the batch's own statistics; with 1
      * of normalising with constant statistics (frozen BatchNorm: dx = dy *
-     * gamma * invstd). */
+     * gamma * invstd). ws: batchnorm_backward_workspace_bytes(c) of
+     * planned scratch (NULL when that is 0). */
     void (*batchnorm_backward)(const sl_exec *ex, int n, int c, int hw, const float *x,
                                const float *dy, const float *gamma, const float *save_mean,
                                const float *save_invstd, float *dx, int accumulate,
-                               float *dgamma, float *dbeta, int frozen);
+                               float *dgamma, float *dbeta, int frozen, void *ws);
+    /* Workspace bytes batchnorm_backward needs for c channels (0: none). */
+    size_t (*batchnorm_backward_workspace_bytes)(const sl_backend *be, int c);
 
     /* Max pooling; argmax (may be NULL in eval) gets the flat h*w index of
      * each window's maximum (first maximum on ties). Padding never wins. */
@@ -184,9 +187,14 @@ struct sl_backend {
 
     /* Mean softmax cross-entropy of n rows of `classes` logits; writes
      * dlogits = (softmax - onehot) / n, the loss and the count of correct
-     * arg-max predictions. labels, loss and correct are host memory. */
+     * arg-max predictions. labels, loss and correct are host memory; ws
+     * is softmax_xent_workspace_bytes(n) of planned scratch (NULL when that
+     * is 0). */
     void (*softmax_xent)(const sl_exec *ex, int n, int classes, const float *logits,
-                         const int *labels, float *dlogits, float *loss, int *correct);
+                         const int *labels, float *dlogits, float *loss, int *correct,
+                         void *ws);
+    /* Workspace bytes softmax_xent needs for n rows (0: none). */
+    size_t (*softmax_xent_workspace_bytes)(const sl_backend *be, int n);
 
     /* Optimizer updates over count parameters (PyTorch's rules). */
     void (*sgd_update)(const sl_exec *ex, size_t count, float *w, const float *g, float *mom,

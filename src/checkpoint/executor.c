@@ -118,7 +118,7 @@ void sl_execute(const sl_graph *g, const sl_shapes *sh, const sl_program *p, con
                 ex->be->upload(ex, ptr(&r, st->dy), io->dy_in, sl_shape_count(ls) * sizeof(float));
             else
                 ex->be->softmax_xent(ex, ls.n, ls.c * ls.h * ls.w, ptr(&r, st->y), io->labels,
-                                     ptr(&r, st->dy), &io->loss, &io->correct);
+                                     ptr(&r, st->dy), &io->loss, &io->correct, ptr(&r, st->ws));
             break;
         }
         case SL_STEP_BWD:

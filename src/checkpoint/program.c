@@ -295,11 +295,15 @@ static void emit_loss(builder *b)
 {
     int logits = b->g->n_nodes; /* tensor of the last node */
     int dlogits = new_value(b, SL_VALUE_GRAD, logits, b->sh->bytes[logits]);
+    int ws = b->sh->loss_ws_bytes
+                 ? new_value(b, SL_VALUE_WORKSPACE, b->g->n_nodes - 1, b->sh->loss_ws_bytes)
+                 : -1;
     sl_step *s = new_step(b, SL_STEP_LOSS, -1);
     if (!s)
         return;
     s->y = b->cur[logits];
     s->dy = dlogits;
+    s->ws = ws;
     b->grad[logits] = dlogits;
     b->p->logits = b->cur[logits];
     b->loss_done = 1;

@@ -82,7 +82,7 @@ void cpu_batchnorm_forward_infer(const sl_exec *ex, int n, int c, int hw, const 
 void cpu_batchnorm_backward(const sl_exec *ex, int n, int c, int hw, const float *x,
                             const float *dy, const float *gamma, const float *save_mean,
                             const float *save_invstd, float *dx, int accumulate, float *dgamma,
-                            float *dbeta, int frozen);
+                            float *dbeta, int frozen, void *ws);
 
 /* ---- cpu_pool.c ---- */
 void cpu_maxpool_forward(const sl_exec *ex, const sl_pool_desc *d, const float *x, float *y,
@@ -117,7 +117,7 @@ void cpu_bias_backward(const sl_exec *ex, int rows, int cols, const float *dy, f
 
 /* ---- cpu_loss_optim.c ---- */
 void cpu_softmax_xent(const sl_exec *ex, int n, int classes, const float *logits,
-                      const int *labels, float *dlogits, float *loss, int *correct);
+                      const int *labels, float *dlogits, float *loss, int *correct, void *ws);
 void cpu_sgd_update(const sl_exec *ex, size_t count, float *w, const float *g, float *mom,
                     float lr, float momentum, float weight_decay, int nesterov, int first);
 void cpu_adam_update(const sl_exec *ex, size_t count, float *w, const float *g, float *m,

@@ -26,8 +26,9 @@ static float row_max(const float *x, int classes, int *arg)
 /* dlogits rows are independent (one thread each); the loss and the count of
  * correct rows are then summed by one thread, rows in order, in double. */
 void cpu_softmax_xent(const sl_exec *ex, int n, int classes, const float *logits,
-                      const int *labels, float *dlogits, float *loss, int *correct)
+                      const int *labels, float *dlogits, float *loss, int *correct, void *ws)
 {
+    (void)ws;
     int par = (double)n * classes >= CPU_PAR_MIN;
     float inv_n = 1.0f / (float)n;
     if (dlogits) {

@@ -144,8 +144,9 @@ void cpu_batchnorm_forward_infer(const sl_exec *ex, int n, int c, int hw, const 
 void cpu_batchnorm_backward(const sl_exec *ex, int n, int c, int hw, const float *x,
                             const float *dy, const float *gamma, const float *save_mean,
                             const float *save_invstd, float *dx, int accumulate, float *dgamma,
-                            float *dbeta, int frozen)
+                            float *dbeta, int frozen, void *ws)
 {
+    (void)ws; /* the sums live on the stack */
     size_t count = (size_t)n * (size_t)hw;
     int par = (double)count * c >= CPU_PAR_MIN;
     SL_PARALLEL_FOR(cpu_threads(ex), par, (int ch = 0; ch < c; ch++), {

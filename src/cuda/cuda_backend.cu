@@ -1,7 +1,7 @@
 /*
  * cuda_backend.cu — the CUDA backend's instances (run stage on a GPU):
  * each has its own stream, cuDNN and cuBLAS handles, convolution algorithm
- * cache, scratch and sticky first error that sync() turns into a library
+ * cache and sticky first error that sync() turns into a library
  * error. Device memory and copies, and the table of the other cuda_*.cu
  * files' kernels. The deterministic flag of an instance restricts cuDNN to
  * deterministic algorithms (what bit-identical re-forward needs).
@@ -27,22 +27,6 @@ extern "C" void sl_cuda_record(sl_cuda_state *s, const char *file, int line, con
     s->error_set = 1;
     snprintf(s->error_text, sizeof s->error_text, "CUDA backend: %s failed (%s) at %s:%d", what,
              detail, file, line);
-}
-
-extern "C" void *sl_cuda_scratch(sl_cuda_state *s, size_t bytes)
-{
-    if (s->scratch_bytes >= bytes)
-        return s->scratch;
-    /* the old scratch may still be read by queued kernels */
-    SL_CUDA_CHECK(s, cudaStreamSynchronize(s->stream));
-    cudaFree(s->scratch);
-    s->scratch = NULL;
-    s->scratch_bytes = 0;
-    size_t n = bytes < 4096 ? 4096 : bytes;
-    SL_CUDA_CHECK(s, cudaMalloc(&s->scratch, n));
-    if (s->scratch)
-        s->scratch_bytes = n;
-    return s->scratch;
 }
 
 static void *cu_alloc(const sl_backend *be, size_t bytes, const char *what)
@@ -120,7 +104,6 @@ static void state_free(sl_cuda_state *s)
     if (s->stream)
         cudaStreamSynchronize(s->stream);
     sl_cuda_conv_cache_free(s->conv_cache);
-    cudaFree(s->scratch);
     if (s->cublas)
         cublasDestroy(s->cublas);
     if (s->cudnn)
@@ -197,6 +180,7 @@ static void fill_table(sl_backend *b)
     b->batchnorm_forward_apply = sl_cuda_batchnorm_forward_apply;
     b->batchnorm_forward_infer = sl_cuda_batchnorm_forward_infer;
     b->batchnorm_backward = sl_cuda_batchnorm_backward;
+    b->batchnorm_backward_workspace_bytes = sl_cuda_batchnorm_backward_workspace;
     b->maxpool_forward = sl_cuda_maxpool_forward;
     b->maxpool_backward = sl_cuda_maxpool_backward;
     b->avgpool_forward = sl_cuda_avgpool_forward;
@@ -215,6 +199,7 @@ static void fill_table(sl_backend *b)
     b->bias_add = sl_cuda_bias_add;
     b->bias_backward = sl_cuda_bias_backward;
     b->softmax_xent = sl_cuda_softmax_xent;
+    b->softmax_xent_workspace_bytes = sl_cuda_softmax_xent_workspace;
     b->sgd_update = sl_cuda_sgd_update;
     b->adam_update = sl_cuda_adam_update;
 }

@@ -1,7 +1,8 @@
 /*
  * cuda_common.h — internal plumbing of the CUDA backend (run stage on a
  * GPU): the state of one backend instance (its stream, cuDNN and cuBLAS
- * handles, algorithm cache, scratch and sticky error), checked calls that
+ * handles, algorithm cache and sticky error; every byte of device memory
+ * its kernels use is planned: none allocates), checked calls that
  * record the first failure in that instance instead of exiting, and the
  * prototypes the other src/cuda files implement.
  */
@@ -27,10 +28,6 @@ typedef struct sl_cuda_state {
     cudnnHandle_t cudnn;
     cublasHandle_t cublas;
     int deterministic; /* deterministic cuDNN algorithms only */
-    /* small device scratch for BatchNorm's per-channel sums, labels and
-     * loss results */
-    void *scratch;
-    size_t scratch_bytes;
     struct sl_cuda_conv_cache *conv_cache; /* descriptors and algorithms per geometry */
     /* the first failure since the last sync: kernels return nothing; the
      * lock guards it (kernels of two networks of one context may record
@@ -80,10 +77,6 @@ void sl_cuda_record(sl_cuda_state *s, const char *file, int line, const char *wh
         SL_CUDA_LAUNCHED(ls_);                                                                 \
     } while (0)
 
-/* Device scratch of at least `bytes` (grown after the stream has drained);
- * NULL with the failure recorded. */
-void *sl_cuda_scratch(sl_cuda_state *s, size_t bytes);
-
 /* Blocks of 256 threads covering n elements (grid-stride loops beyond). */
 static inline unsigned sl_cuda_blocks(size_t n)
 {
@@ -118,10 +111,11 @@ void sl_cuda_batchnorm_forward_infer(const sl_exec *ex, int n, int c, int hw, co
                                      const float *gamma, const float *beta,
                                      const float *running_mean, const float *running_var,
                                      float eps, float *y, float *save_mean, float *save_invstd);
+size_t sl_cuda_batchnorm_backward_workspace(const sl_backend *be, int c);
 void sl_cuda_batchnorm_backward(const sl_exec *ex, int n, int c, int hw, const float *x,
                                 const float *dy, const float *gamma, const float *save_mean,
                                 const float *save_invstd, float *dx, int accumulate,
-                                float *dgamma, float *dbeta, int frozen);
+                                float *dgamma, float *dbeta, int frozen, void *ws);
 
 /* ---- cuda_pool.cu ---- */
 void sl_cuda_maxpool_forward(const sl_exec *ex, const sl_pool_desc *d, const float *x, float *y,
@@ -155,8 +149,9 @@ void sl_cuda_bias_add(const sl_exec *ex, int rows, int cols, const float *bias, 
 void sl_cuda_bias_backward(const sl_exec *ex, int rows, int cols, const float *dy, float *dbias);
 
 /* ---- cuda_loss_optim.cu ---- */
+size_t sl_cuda_softmax_xent_workspace(const sl_backend *be, int n);
 void sl_cuda_softmax_xent(const sl_exec *ex, int n, int classes, const float *logits,
-                          const int *labels, float *dlogits, float *loss, int *correct);
+                          const int *labels, float *dlogits, float *loss, int *correct, void *ws);
 void sl_cuda_sgd_update(const sl_exec *ex, size_t count, float *w, const float *g, float *mom,
                         float lr, float momentum, float weight_decay, int nesterov, int first);
 void sl_cuda_adam_update(const sl_exec *ex, size_t count, float *w, const float *g, float *m,

@@ -53,16 +53,18 @@ __global__ void xent_total(int n, const double *row_loss, const int *row_hit, fl
     ((int *)out)[1] = hits;
 }
 
+/* Row losses (double), labels, row hits and the two results. */
+extern "C" size_t sl_cuda_softmax_xent_workspace(const sl_backend *be, int n)
+{
+    (void)be;
+    return (size_t)n * (sizeof(double) + 2 * sizeof(int)) + 64;
+}
+
 extern "C" void sl_cuda_softmax_xent(const sl_exec *ex, int n, int classes, const float *logits,
-                                     const int *labels, float *dlogits, float *loss, int *correct)
+                                     const int *labels, float *dlogits, float *loss, int *correct, void *ws)
 {
     sl_cuda_state *s = sl_cuda_ex(ex);
-    /* scratch: labels, row losses, row hits, the two results */
-    size_t need = (size_t)n * (sizeof(int) + sizeof(double) + sizeof(int)) + 64;
-    SL_CUDA_CHECK(s, cudaStreamSynchronize(s->stream));
-    char *base = (char *)sl_cuda_scratch(s, need);
-    if (!base)
-        return;
+    char *base = (char *)ws; /* planned: see sl_cuda_softmax_xent_workspace */
     double *row_loss = (double *)base;
     int *d_labels = (int *)(base + (size_t)n * sizeof(double));
     int *row_hit = d_labels + n;

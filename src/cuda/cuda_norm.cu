@@ -180,18 +180,21 @@ __global__ void bn_dx(size_t total, int c, int hw, float m, const float *x, cons
     }
 }
 
+/* The per-channel sums of dy and dy * xhat. */
+extern "C" size_t sl_cuda_batchnorm_backward_workspace(const sl_backend *be, int c)
+{
+    (void)be;
+    return 2 * (size_t)c * sizeof(float);
+}
+
 extern "C" void sl_cuda_batchnorm_backward(const sl_exec *ex, int n, int c, int hw, const float *x,
                                            const float *dy, const float *gamma,
                                            const float *save_mean, const float *save_invstd,
                                            float *dx, int accumulate, float *dgamma, float *dbeta,
-                                           int frozen)
+                                           int frozen, void *ws)
 {
     sl_cuda_state *s = sl_cuda_ex(ex);
-    /* 2c floats of per-channel sums in the backend scratch */
-    size_t need = 2 * (size_t)c * sizeof(float);
-    float *sums = (float *)sl_cuda_scratch(s, need);
-    if (!sums)
-        return;
+    float *sums = (float *)ws; /* 2c per-channel sums, planned */
     bn_grad_sums<<<c, BN_THREADS, 0, s->stream>>>(n, c, hw, x, dy, save_mean, save_invstd, sums,
                                                    dgamma, dbeta);
     SL_CUDA_LAUNCHED(s);

@@ -35,7 +35,6 @@ static sl_status bn_infer(const sl_layer *l, const sl_backend *be, int n_in, con
                           sl_shape *out, sl_layer_cost *cost)
 {
     const batchnorm2d *bn = (const batchnorm2d *)l;
-    (void)be;
     (void)n_in;
     if (sl_check_channels(l, bn->channels, in[0].c))
         return SL_ERR_SHAPE;
@@ -44,7 +43,9 @@ static sl_status bn_infer(const sl_layer *l, const sl_backend *be, int n_in, con
     cost->fwd_flops = 5 * count;
     cost->bwd_flops = 8 * count;
     cost->ws_fwd_bytes = 0;
-    cost->ws_bwd_bytes = 0;
+    cost->ws_bwd_bytes =
+        be->batchnorm_backward_workspace_bytes ? be->batchnorm_backward_workspace_bytes(be, in[0].c)
+                                               : 0;
     cost->saved_bytes = 2 * (size_t)bn->channels * sizeof(float);
     return SL_OK;
 }
@@ -107,7 +108,7 @@ static void bn_backward(sl_layer *l, const sl_exec *ex, const sl_bwd_args *a)
     const float *mean = a->saved, *invstd = mean + bn->channels;
     ex->be->batchnorm_backward(ex, s.n, s.c, s.h * s.w, a->x[0], a->dy, l->params[BN_WEIGHT].data,
                                mean, invstd, a->dx[0], a->accumulate[0],
-                               l->params[BN_WEIGHT].grad, l->params[BN_BIAS].grad, bn->frozen);
+                               l->params[BN_WEIGHT].grad, l->params[BN_BIAS].grad, bn->frozen, a->ws);
 }
 
 static int bn_out_channels(const sl_layer *l, int in_c)

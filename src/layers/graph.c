@@ -113,6 +113,8 @@ sl_status sl_shapes_compute(const sl_graph *g, const sl_backend *be, sl_shape in
         s.fwd_flops += s.cost[i].fwd_flops;
         s.bwd_flops += s.cost[i].bwd_flops;
     }
+    if (be->softmax_xent_workspace_bytes)
+        s.loss_ws_bytes = be->softmax_xent_workspace_bytes(be, s.tensor[g->n_nodes].n);
     *out = s;
     return SL_OK;
 }

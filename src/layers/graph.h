@@ -47,6 +47,7 @@ typedef struct sl_shapes {
     size_t *bytes;       /* [n_tensors] */
     sl_layer_cost *cost; /* [n_nodes], TRAIN pass costs (saved_bytes 0 in eval) */
     uint64_t fwd_flops, bwd_flops; /* totals */
+    size_t loss_ws_bytes;          /* the backend's softmax cross-entropy scratch */
 } sl_shapes;
 
 /* Shape pass. On failure the message names the layer and the shapes. */
