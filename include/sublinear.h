@@ -96,18 +96,25 @@ typedef struct sl_context_options {
     int deterministic; /* CUDA: deterministic cuDNN algorithms only (default
                           1): checkpointed and plain gradients then match bit
                           for bit, as they always do on the CPU */
+    int gpu;           /* CUDA: the device ordinal to run on (default 0);
+                          a value past the machine's devices is an error */
+    int tf32;          /* CUDA: 1 lets convolutions and GEMMs round their
+                          inputs to TF32 on tensor cores (PyTorch's default
+                          for convolutions); 0 (default) keeps true FP32
+                          arithmetic, as on the CPU */
 } sl_context_options;
 
 typedef struct sl_context sl_context;
 
-/* Defaults: CPU, all cores, seed 0, deterministic. */
+/* Defaults: CPU, all cores, seed 0, deterministic, GPU 0, no TF32. */
 sl_context_options sl_context_defaults(void);
 
 /* Creates a context. opts may be NULL for the defaults. On success *out
  * owns a new context; free it with sl_context_free() after every network
  * made from it. SL_DEVICE_CUDA fails with SL_ERR_UNSUPPORTED when this
- * build has no CUDA backend or no device is usable (the message says
- * which). */
+ * build has no CUDA backend or no device is usable, and with
+ * SL_ERR_INVALID_ARG when opts->gpu names no device of this machine (the
+ * message says which, and how many there are). */
 sl_status sl_context_create(const sl_context_options *opts, sl_context **out);
 void sl_context_free(sl_context *ctx);
 

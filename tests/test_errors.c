@@ -46,6 +46,11 @@ START_TEST(test_null_handles)
     th_assert_error(sl_net_predict(NULL, NULL, (sl_shape){1, 1, 1, 1}, NULL), SL_ERR_INVALID_ARG,
                  "NULL");
     th_assert_error(sl_context_create(NULL, NULL), SL_ERR_INVALID_ARG, "out is NULL");
+    sl_context_options bad = sl_context_defaults();
+    bad.gpu = -1; /* a device ordinal is checked whatever the device */
+    sl_context *ctx = NULL;
+    th_assert_error(sl_context_create(&bad, &ctx), SL_ERR_INVALID_ARG, "gpu is -1");
+    ck_assert_ptr_null(ctx);
     th_assert_error(sl_net_freeze_batchnorm(NULL, 1, NULL), SL_ERR_INVALID_ARG, "network is NULL");
     sl_net_free(NULL);
     sl_context_free(NULL);

@@ -29,7 +29,7 @@ typedef enum opt_id {
     OPT_LR, OPT_SCHEDULE, OPT_SCHEDULES, OPT_OUTPUT, OPT_OPTIMIZER, OPT_MODE, OPT_NO_REUSE,
     OPT_JSON, OPT_DATASET, OPT_DATA, OPT_SAVE_MODEL, OPT_SNAPSHOT, OPT_SNAPSHOT_EVERY,
     OPT_RESUME, OPT_LOG_EVERY, OPT_QUIET, OPT_BN_RESCALE, OPT_DEVICE, OPT_DISTRIBUTED,
-    OPT_NO_MEMORY_CHECK, OPT_DTYPE, OPT_EXPLAIN,
+    OPT_NO_MEMORY_CHECK, OPT_DTYPE, OPT_EXPLAIN, OPT_GPU, OPT_TF32,
 } opt_id;
 
 typedef struct opt_spec {
@@ -68,6 +68,8 @@ static const opt_spec g_opts[] = {
     {"--bn-rescale", OPT_BN_RESCALE, CLI_TRAIN, 0},
     {"--explain", OPT_EXPLAIN, CLI_PLAN, 0},
     {"--device", OPT_DEVICE, CLI_TRAIN, 1},
+    {"--gpu", OPT_GPU, CLI_TRAIN, 1},
+    {"--tf32", OPT_TF32, CLI_TRAIN, 0},
     {"--distributed", OPT_DISTRIBUTED, CLI_TRAIN, 0},
     {"--no-memory-check", OPT_NO_MEMORY_CHECK, CLI_TRAIN, 0},
     {"--dtype", OPT_DTYPE, CLI_TRAIN, 1},
@@ -117,6 +119,10 @@ static const char g_train_help[] =
     "  --seed N              seeds weights, data order and dropout (1)\n"
     "  --device cpu|cuda     where kernels run (cpu); cuda needs a build with the\n"
     "                        CUDA toolkit and cuDNN, and a GPU\n"
+    "  --gpu N               CUDA device ordinal (0; with --distributed the rank's\n"
+    "                        index on its node, so one GPU per rank)\n"
+    "  --tf32                CUDA: let convolutions and GEMMs use TF32 tensor cores\n"
+    "                        (PyTorch's default for convolutions); off: true FP32\n"
     "  --threads N           CPU threads, 0 = all cores (0)\n"
     "  --distributed         data-parallel over the ranks of `mpirun -np N sublinear\n"
     "                        train ...` (MPI on the CPU, NCCL on CUDA: one GPU per\n"
@@ -369,6 +375,8 @@ static int set_option(cli_options *o, opt_id id, const char *v)
         o->device = strcmp(v, "cuda") == 0 ? SL_DEVICE_CUDA : SL_DEVICE_CPU;
         return strcmp(v, "cpu") && strcmp(v, "cuda") ? -1 : 0;
     case OPT_NO_MEMORY_CHECK: o->no_memory_check = 1; return 0;
+    case OPT_GPU: o->gpu_set = 1; return cli_parse_int(v, 0, 4096, &o->gpu);
+    case OPT_TF32: o->tf32 = 1; return 0;
     case OPT_DTYPE:
         o->save_dtype = strcmp(v, "bf16") == 0  ? SL_FILE_BF16
                         : strcmp(v, "f16") == 0 ? SL_FILE_F16

@@ -34,6 +34,7 @@ typedef struct cli_options {
     const char *model;
     int steps, batch, res, classes, threads, eval_samples, log_every, snapshot_every;
     int json, no_reuse, quiet, bn_rescale, distributed, no_memory_check, explain;
+    int gpu, gpu_set, tf32; /* --gpu N (gpu_set: given), --tf32 */
     sl_file_dtype save_dtype; /* of --save-model */
     int res_set, classes_set; /* given on the command line */
     float lr;
@@ -83,6 +84,11 @@ int cli_build(const cli_options *o, sl_context **ctx, sl_net **net);
 
 /* Mode names "train" / "infer" and schedule labels for output. */
 const char *cli_mode_name(sl_mode mode);
+
+/* This process's index among the ranks on its node, from the launcher's
+ * environment (Open MPI, MPICH, Slurm); 0 when none says. The CUDA device
+ * a --distributed rank takes when --gpu is not given. */
+int cli_local_rank(void);
 
 double cli_mib(uint64_t bytes);
 /* A report as aligned lines, by category, indented. */

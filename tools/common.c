@@ -2,6 +2,7 @@
  * common.c — helpers the subcommands of `sublinear` share: building the
  * network the options describe, printing memory reports as text or JSON.
  */
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
@@ -12,6 +13,19 @@ int cli_fail(const char *what)
     return CLI_EXIT_FAIL;
 }
 
+int cli_local_rank(void)
+{
+    /* set by Open MPI's mpirun, and by MPICH / Slurm launchers */
+    const char *names[] = {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID"};
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
+        const char *v = getenv(names[i]);
+        int r;
+        if (v && cli_parse_int(v, 0, 1 << 20, &r) == 0)
+            return r;
+    }
+    return 0;
+}
+
 const char *cli_mode_name(sl_mode mode) { return mode == SL_MODE_INFER ? "infer" : "train"; }
 
 int cli_build(const cli_options *o, sl_context **ctx, sl_net **net)
@@ -20,6 +34,8 @@ int cli_build(const cli_options *o, sl_context **ctx, sl_net **net)
     co.threads = o->threads;
     co.seed = o->seed;
     co.device = o->device;
+    co.tf32 = o->tf32;
+    co.gpu = o->gpu_set ? o->gpu : o->distributed ? cli_local_rank() : 0;
     *ctx = NULL;
     *net = NULL;
     const char *what = NULL;

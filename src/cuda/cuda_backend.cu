@@ -31,18 +31,20 @@ extern "C" void sl_cuda_record(sl_cuda_state *s, const char *file, int line, con
 
 static void *cu_alloc(const sl_backend *be, size_t bytes, const char *what)
 {
-    (void)be;
+    sl_cuda_state *s = sl_cuda_of(be);
     void *p = NULL;
     size_t n = sl_align_up(bytes ? bytes : 1);
     cudaError_t e = cudaMalloc(&p, n);
     if (e != cudaSuccess) {
         size_t free_b = 0, total_b = 0;
         cudaMemGetInfo(&free_b, &total_b);
-        sl_fail(SL_ERR_NOMEM, "out of device memory allocating %zu bytes for %s (%zu of %zu bytes free)",
-                bytes, what, free_b, total_b);
+        sl_fail(SL_ERR_NOMEM,
+                "out of device memory on GPU %d allocating %zu bytes for %s (%zu of %zu bytes "
+                "free)", s->device, bytes, what, free_b, total_b);
         return NULL;
     }
-    if (cudaMemset(p, 0, n) != cudaSuccess) {
+    /* on the instance's stream: ordered before every kernel that uses it */
+    if (cudaMemsetAsync(p, 0, n, s->stream) != cudaSuccess) {
         cudaFree(p);
         sl_fail(SL_ERR_BACKEND, "cudaMemset failed clearing %s", what);
         return NULL;
@@ -52,7 +54,7 @@ static void *cu_alloc(const sl_backend *be, size_t bytes, const char *what)
 
 static void cu_free(const sl_backend *be, void *p)
 {
-    (void)be;
+    sl_cuda_of(be);
     if (p)
         cudaFree(p);
 }
@@ -87,7 +89,7 @@ static sl_status cu_sync(const sl_exec *ex)
 
 static size_t cu_free_bytes(const sl_backend *be)
 {
-    (void)be;
+    sl_cuda_of(be);
     size_t free_b = 0, total_b = 0;
     if (cudaMemGetInfo(&free_b, &total_b) != cudaSuccess)
         return 0;
@@ -101,6 +103,7 @@ static void state_free(sl_cuda_state *s)
 {
     if (!s)
         return;
+    sl_cuda_bind(s);
     if (s->stream)
         cudaStreamSynchronize(s->stream);
     sl_cuda_conv_cache_free(s->conv_cache);
@@ -123,7 +126,7 @@ static void cu_destroy(sl_backend *be)
 
 /* Stream and handles of a new instance; on failure the step that failed
  * is named and *out stays NULL. */
-static sl_status state_create(int deterministic, sl_cuda_state **out)
+static sl_status state_create(int gpu, int deterministic, int tf32, sl_cuda_state **out)
 {
     *out = NULL;
     int count = 0;
@@ -132,10 +135,20 @@ static sl_status state_create(int deterministic, sl_cuda_state **out)
     if (e != cudaSuccess || count < 1)
         return sl_fail(SL_ERR_UNSUPPORTED, "CUDA backend unavailable: no usable CUDA device (%s)",
                        e != cudaSuccess ? cudaGetErrorString(e) : "0 devices");
+    if (gpu < 0 || gpu >= count)
+        return sl_fail(SL_ERR_INVALID_ARG,
+                       "CUDA device %d requested, but this machine has %d (ordinals 0 to %d)", gpu,
+                       count, count - 1);
+    e = cudaSetDevice(gpu);
+    if (e != cudaSuccess)
+        return sl_fail(SL_ERR_UNSUPPORTED, "CUDA backend unavailable: GPU %d cannot be used (%s)",
+                       gpu, cudaGetErrorString(e));
     sl_cuda_state *s = new (std::nothrow) sl_cuda_state();
     if (!s)
         return sl_fail(SL_ERR_NOMEM, "out of memory creating a CUDA backend");
+    s->device = gpu;
     s->deterministic = deterministic != 0;
+    s->tf32 = tf32 != 0;
     const char *step = "cudaStreamCreate";
     int ok = cudaStreamCreateWithFlags(&s->stream, cudaStreamNonBlocking) == cudaSuccess;
     if (ok && (step = "cudnnCreate", cudnnCreate(&s->cudnn) != CUDNN_STATUS_SUCCESS))
@@ -146,14 +159,15 @@ static sl_status state_create(int deterministic, sl_cuda_state **out)
         ok = 0;
     if (ok && (step = "cublasSetStream", cublasSetStream(s->cublas, s->stream) != CUBLAS_STATUS_SUCCESS))
         ok = 0;
-    /* Plain FP32 arithmetic: no TF32 tensor-core shortcuts. */
+    /* Plain FP32 arithmetic unless TF32 is asked for. */
     if (ok && (step = "cublasSetMathMode",
-               cublasSetMathMode(s->cublas, CUBLAS_PEDANTIC_MATH) != CUBLAS_STATUS_SUCCESS))
+               cublasSetMathMode(s->cublas, s->tf32 ? CUBLAS_TF32_TENSOR_OP_MATH
+                                                    : CUBLAS_PEDANTIC_MATH) != CUBLAS_STATUS_SUCCESS))
         ok = 0;
     if (!ok) {
         state_free(s);
-        return sl_fail(SL_ERR_UNSUPPORTED, "CUDA backend unavailable: initialisation failed at %s",
-                       step);
+        return sl_fail(SL_ERR_UNSUPPORTED,
+                       "CUDA backend unavailable: initialisation failed at %s on GPU %d", step, gpu);
     }
     *out = s;
     return SL_OK;
@@ -209,10 +223,10 @@ extern "C" void *sl_cuda_backend_stream(const sl_backend *be)
     return (void *)sl_cuda_of(be)->stream;
 }
 
-extern "C" sl_status sl_cuda_backend_create(int deterministic, sl_backend **out)
+extern "C" sl_status sl_cuda_backend_create(int gpu, int deterministic, int tf32, sl_backend **out)
 {
     sl_cuda_state *s;
-    sl_status st = state_create(deterministic, &s);
+    sl_status st = state_create(gpu, deterministic, tf32, &s);
     if (st != SL_OK)
         return st;
     sl_backend *b = new (std::nothrow) sl_backend();
@@ -221,7 +235,8 @@ extern "C" sl_status sl_cuda_backend_create(int deterministic, sl_backend **out)
         return sl_fail(SL_ERR_NOMEM, "out of memory creating a CUDA backend");
     }
     fill_table(b);
-    b->name = deterministic ? "cuda (deterministic)" : "cuda";
+    b->name = deterministic ? (tf32 ? "cuda (deterministic, tf32)" : "cuda (deterministic)")
+                            : (tf32 ? "cuda (tf32)" : "cuda");
     b->impl = s;
     *out = b;
     return SL_OK;

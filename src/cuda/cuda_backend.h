@@ -12,11 +12,13 @@
 extern "C" {
 #endif
 
-/* A new CUDA backend instance with its own stream, cuDNN and cuBLAS
- * handles and algorithm cache; deterministic selects deterministic cuDNN
- * algorithms only. SL_ERR_UNSUPPORTED when this build has no CUDA or no
- * device can be used; free with sl_backend_destroy. */
-sl_status sl_cuda_backend_create(int deterministic, sl_backend **out);
+/* A new CUDA backend instance on device `gpu` with its own stream, cuDNN
+ * and cuBLAS handles and algorithm cache; deterministic selects
+ * deterministic cuDNN algorithms only, tf32 lets convolutions and GEMMs use
+ * TF32 tensor cores. SL_ERR_UNSUPPORTED when this build has no CUDA or no
+ * device can be used, SL_ERR_INVALID_ARG when `gpu` is not a device of
+ * this machine; free with sl_backend_destroy. */
+sl_status sl_cuda_backend_create(int gpu, int deterministic, int tf32, sl_backend **out);
 
 /* The instance's CUDA stream (a cudaStream_t), for work queued from other
  * folders that must be ordered with its kernels (data-parallel NCCL

@@ -27,7 +27,9 @@ typedef struct sl_cuda_state {
     cudaStream_t stream;
     cudnnHandle_t cudnn;
     cublasHandle_t cublas;
+    int device;        /* the CUDA device ordinal every call runs on */
     int deterministic; /* deterministic cuDNN algorithms only */
+    int tf32;          /* TF32 tensor-core math allowed in convolutions and GEMMs */
     struct sl_cuda_conv_cache *conv_cache; /* descriptors and algorithms per geometry */
     /* the first failure since the last sync: kernels return nothing; the
      * lock guards it (kernels of two networks of one context may record
@@ -37,8 +39,23 @@ typedef struct sl_cuda_state {
     char error_text[768];
 } sl_cuda_state;
 
-/* The instance state behind an exec or a backend. */
-static inline sl_cuda_state *sl_cuda_of(const sl_backend *be) { return (sl_cuda_state *)be->impl; }
+/* Makes the instance's device current for the calling thread (a thread
+ * may run contexts on two GPUs in turn). */
+static inline void sl_cuda_bind(const sl_cuda_state *s)
+{
+    int cur = -1;
+    if (cudaGetDevice(&cur) != cudaSuccess || cur != s->device)
+        cudaSetDevice(s->device);
+}
+
+/* The instance state behind an exec or a backend, its device made
+ * current: every entry to the backend comes through here. */
+static inline sl_cuda_state *sl_cuda_of(const sl_backend *be)
+{
+    sl_cuda_state *s = (sl_cuda_state *)be->impl;
+    sl_cuda_bind(s);
+    return s;
+}
 static inline sl_cuda_state *sl_cuda_ex(const sl_exec *ex) { return sl_cuda_of(ex->be); }
 
 /* Records the first failure (file:line and what) until sync reports it. */

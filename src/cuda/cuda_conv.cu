@@ -5,8 +5,9 @@
  * the workspace the planner reserves (conv2d_workspace_bytes, asked while
  * planning) and the algorithm a step runs come from the same entry, so the
  * planned peak includes cuDNN's workspaces. Algorithms are cuDNN's
- * heuristic order restricted to FP32 FMA math (no TF32) and, in the
- * a deterministic instance, to deterministic ones; a re-forward then repeats
+ * heuristic order restricted to FP32 FMA math (TF32 tensor cores too when
+ * the instance allows TF32) and, in a deterministic instance, to
+ * deterministic ones; a re-forward then repeats
  * the forward bit for bit.
  */
 #include <map>
@@ -36,13 +37,18 @@ struct Entry {
     bool ok;
 };
 
-bool math_ok(cudnnMathType_t m) { return m == CUDNN_DEFAULT_MATH || m == CUDNN_FMA_MATH; }
+/* FP32 FMA math, or with tf32 also TF32 tensor cores (never down
+ * conversion to half precision). */
+bool math_ok(cudnnMathType_t m, int tf32)
+{
+    return m == CUDNN_FMA_MATH || m == CUDNN_DEFAULT_MATH || (tf32 && m == CUDNN_TENSOR_OP_MATH);
+}
 
 template <typename Perf>
-int pick(const Perf *perf, int count, int det, size_t *ws)
+int pick(const Perf *perf, int count, int det, int tf32, size_t *ws)
 {
     for (int i = 0; i < count; i++) {
-        if (perf[i].status != CUDNN_STATUS_SUCCESS || !math_ok(perf[i].mathType))
+        if (perf[i].status != CUDNN_STATUS_SUCCESS || !math_ok(perf[i].mathType, tf32))
             continue;
         if (det && perf[i].determinism != CUDNN_DETERMINISTIC)
             continue;
@@ -75,12 +81,12 @@ Entry build(sl_cuda_state *s, const sl_conv_desc *d)
     SL_CUDNN_CHECK(s, cudnnSetConvolution2dDescriptor(e.conv, d->ph, d->pw, d->sh, d->sw, d->dh, d->dw,
                                                    CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
     SL_CUDNN_CHECK(s, cudnnSetConvolutionGroupCount(e.conv, d->groups));
-    SL_CUDNN_CHECK(s, cudnnSetConvolutionMathType(e.conv, CUDNN_FMA_MATH));
+    SL_CUDNN_CHECK(s, cudnnSetConvolutionMathType(e.conv, s->tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH));
     int n = 0, i;
     cudnnConvolutionFwdAlgoPerf_t fp[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
     SL_CUDNN_CHECK(s, cudnnGetConvolutionForwardAlgorithm_v7(s->cudnn, e.x, e.w, e.conv, e.y,
                                                           CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &n, fp));
-    i = pick(fp, n, det, &e.ws[SL_CONV_FWD]);
+    i = pick(fp, n, det, s->tf32, &e.ws[SL_CONV_FWD]);
     if (i < 0) {
         sl_cuda_record(s, __FILE__, __LINE__, "choosing a forward convolution algorithm",
                        "no FP32 algorithm fits");
@@ -90,7 +96,7 @@ Entry build(sl_cuda_state *s, const sl_conv_desc *d)
     cudnnConvolutionBwdDataAlgoPerf_t dp[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
     SL_CUDNN_CHECK(s, cudnnGetConvolutionBackwardDataAlgorithm_v7(
         s->cudnn, e.w, e.y, e.conv, e.x, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &n, dp));
-    i = pick(dp, n, det, &e.ws[SL_CONV_BWD_DATA]);
+    i = pick(dp, n, det, s->tf32, &e.ws[SL_CONV_BWD_DATA]);
     if (i < 0) {
         sl_cuda_record(s, __FILE__, __LINE__, "choosing a backward-data algorithm",
                        det ? "no deterministic FP32 algorithm fits" : "no FP32 algorithm fits");
@@ -100,7 +106,7 @@ Entry build(sl_cuda_state *s, const sl_conv_desc *d)
     cudnnConvolutionBwdFilterAlgoPerf_t wp[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
     SL_CUDNN_CHECK(s, cudnnGetConvolutionBackwardFilterAlgorithm_v7(
         s->cudnn, e.x, e.y, e.conv, e.w, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &n, wp));
-    i = pick(wp, n, det, &e.ws[SL_CONV_BWD_FILTER]);
+    i = pick(wp, n, det, s->tf32, &e.ws[SL_CONV_BWD_FILTER]);
     if (i < 0) {
         sl_cuda_record(s, __FILE__, __LINE__, "choosing a backward-filter algorithm",
                        det ? "no deterministic FP32 algorithm fits" : "no FP32 algorithm fits");

@@ -5,9 +5,11 @@
 #include "base/base.h"
 #include "cuda/cuda_backend.h"
 
-sl_status sl_cuda_backend_create(int deterministic, sl_backend **out)
+sl_status sl_cuda_backend_create(int gpu, int deterministic, int tf32, sl_backend **out)
 {
+    (void)gpu;
     (void)deterministic;
+    (void)tf32;
     (void)out;
     return sl_fail(SL_ERR_UNSUPPORTED,
                    "this build of sublinear has no CUDA backend (the CUDA toolkit or cuDNN was "

@@ -11,20 +11,20 @@
 #include "cpu/cpu.h"
 #include "cuda/cuda_backend.h"
 
-sl_status sl_backend_create(sl_device device, int deterministic, sl_backend **out)
+sl_status sl_backend_create(const sl_context_options *o, sl_backend **out)
 {
-    switch (device) {
+    switch (o->device) {
     case SL_DEVICE_CPU:
         return sl_cpu_backend_create(out);
     case SL_DEVICE_CUDA:
-        return sl_cuda_backend_create(deterministic, out);
+        return sl_cuda_backend_create(o->gpu, o->deterministic, o->tf32, out);
     }
-    return sl_fail(SL_ERR_INVALID_ARG, "unknown device %d", (int)device);
+    return sl_fail(SL_ERR_INVALID_ARG, "unknown device %d", (int)o->device);
 }
 
 sl_context_options sl_context_defaults(void)
 {
-    sl_context_options o = {SL_DEVICE_CPU, 0, 0, 1};
+    sl_context_options o = {SL_DEVICE_CPU, 0, 0, 1, 0, 0};
     return o;
 }
 
@@ -36,13 +36,16 @@ sl_status sl_context_create(const sl_context_options *opts, sl_context **out)
     if (o.threads < 0)
         return sl_fail(SL_ERR_INVALID_ARG, "sl_context_create: threads is %d (use 0 for all cores)",
                        o.threads);
+    if (o.gpu < 0)
+        return sl_fail(SL_ERR_INVALID_ARG, "sl_context_create: gpu is %d (a device ordinal, 0 "
+                       "for the first)", o.gpu);
     if (o.device != SL_DEVICE_CPU && o.device != SL_DEVICE_CUDA)
         return sl_fail(SL_ERR_INVALID_ARG, "sl_context_create: unknown device %d", (int)o.device);
     sl_context *ctx = sl_zalloc(sizeof *ctx, "a context");
     if (!ctx)
         return SL_ERR_NOMEM;
     sl_backend *be;
-    sl_status st = sl_backend_create(o.device, o.deterministic, &be);
+    sl_status st = sl_backend_create(&o, &be);
     if (st != SL_OK) {
         free(ctx);
         return sl_fail(st, "sl_context_create: %s", sl_error_message());

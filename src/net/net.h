@@ -151,11 +151,11 @@ void sl_host_view_close(sl_net *net, sl_host_view *v);
  * optimizer block. */
 float *sl_host_view_at(const sl_net *net, const sl_host_view *v, const float *device);
 
-/* The backend registry: a new instance of the backend of `device`
- * (deterministic: deterministic algorithms only, where the backend has a
- * choice). SL_ERR_UNSUPPORTED when this build or machine has none; free
+/* The backend registry: a new instance of the backend of o->device (with
+ * o->deterministic, o->gpu and o->tf32 where the backend has them).
+ * SL_ERR_UNSUPPORTED when this build or machine has none; free
  * with sl_backend_destroy. */
-sl_status sl_backend_create(sl_device device, int deterministic, sl_backend **out);
+sl_status sl_backend_create(const sl_context_options *o, sl_backend **out);
 
 /* The context a network uses (for tests: they reset its dropout counter). */
 sl_context *sl_net_context(sl_net *net);
