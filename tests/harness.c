@@ -175,6 +175,39 @@ int th_run_suite(Suite *s)
     return failed;
 }
 
+/* CIFAR ResNet-56 with dropout after each stage and before the classifier. */
+static void build_resnet56_dropout(sl_net *net)
+{
+    ck_assert(sl_net_add(net, "conv1", sl_conv2d(3, 16, 3, 1, 1)) == SL_OK);
+    ck_assert(sl_net_add(net, "bn1", sl_batchnorm2d(16)) == SL_OK);
+    ck_assert(sl_net_add(net, "relu", sl_relu()) == SL_OK);
+    int width[3] = {16, 32, 64}, in = 16;
+    for (int s = 0; s < 3; s++) {
+        for (int b = 0; b < 9; b++) {
+            char name[32];
+            snprintf(name, sizeof name, "layer%d.%d", s + 1, b);
+            ck_assert_msg(sl_net_add(net, name, sl_basic_block(in, width[s], b == 0 && s > 0 ? 2 : 1)) ==
+                              SL_OK, "%s", sl_last_error());
+            in = width[s];
+        }
+        char name[32];
+        snprintf(name, sizeof name, "dropout%d", s + 1);
+        ck_assert(sl_net_add(net, name, sl_dropout(0.2f)) == SL_OK);
+    }
+    ck_assert(sl_net_add(net, "avgpool", sl_global_avgpool()) == SL_OK);
+    ck_assert(sl_net_add(net, "flatten", sl_flatten()) == SL_OK);
+    ck_assert(sl_net_add(net, "dropout", sl_dropout(0.3f)) == SL_OK);
+    ck_assert(sl_net_add(net, "fc", sl_linear(64, 10, 1)) == SL_OK);
+}
+
+void th_build_model(sl_net *net, const char *model, int res)
+{
+    if (strcmp(model, "resnet56-dropout") == 0)
+        build_resnet56_dropout(net);
+    else
+        ck_assert_msg(sl_model_build(net, model, 10, res) == SL_OK, "%s", sl_last_error());
+}
+
 int th_freeze_batchnorms(sl_net *net)
 {
     int frozen = 0;

@@ -41,6 +41,11 @@ typedef struct th_gradcheck_result {
 void th_gradcheck(sl_net *net, const float *x, sl_shape in, int check_input, int coords,
                   float eps, double rtol, double atol, th_gradcheck_result *res);
 
+/* Builds a model of 10 classes at res x res into net: a name of
+ * sl_model_build, or "resnet56-dropout" (CIFAR ResNet-56 with dropout after
+ * each stage and before the classifier). */
+void th_build_model(sl_net *net, const char *model, int res);
+
 /* Freezes every BatchNorm of net (sl_net_freeze_batchnorm) and moves its
  * running statistics away from their (0, 1) init, so that the frozen
  * normalisation does something; works on a CUDA network too. Returns how

@@ -25,42 +25,13 @@ typedef struct snapshot {
     float loss[STEPS];
 } snapshot;
 
-/* CIFAR ResNet-56 with dropout after each stage and before the classifier. */
-static void build_resnet56_dropout(sl_net *net)
-{
-    ck_assert(sl_net_add(net, "conv1", sl_conv2d(3, 16, 3, 1, 1)) == SL_OK);
-    ck_assert(sl_net_add(net, "bn1", sl_batchnorm2d(16)) == SL_OK);
-    ck_assert(sl_net_add(net, "relu", sl_relu()) == SL_OK);
-    int width[3] = {16, 32, 64}, in = 16;
-    for (int s = 0; s < 3; s++) {
-        for (int b = 0; b < 9; b++) {
-            char name[32];
-            snprintf(name, sizeof name, "layer%d.%d", s + 1, b);
-            ck_assert_msg(sl_net_add(net, name, sl_basic_block(in, width[s], b == 0 && s > 0 ? 2 : 1)) ==
-                              SL_OK, "%s", sl_last_error());
-            in = width[s];
-        }
-        char name[32];
-        snprintf(name, sizeof name, "dropout%d", s + 1);
-        ck_assert(sl_net_add(net, name, sl_dropout(0.2f)) == SL_OK);
-    }
-    ck_assert(sl_net_add(net, "avgpool", sl_global_avgpool()) == SL_OK);
-    ck_assert(sl_net_add(net, "flatten", sl_flatten()) == SL_OK);
-    ck_assert(sl_net_add(net, "dropout", sl_dropout(0.3f)) == SL_OK);
-    ck_assert(sl_net_add(net, "fc", sl_linear(64, 10, 1)) == SL_OK);
-}
-
 static sl_net *build(sl_context *ctx, const char *model, int res, sl_schedule schedule)
 {
     sl_net *net = NULL;
     ck_assert(sl_sublinear(ctx, 3, schedule, &net) == SL_OK);
-    if (strcmp(model, "resnet56-dropout") == 0)
-        build_resnet56_dropout(net);
-    else if (strcmp(model, "resnet20-frozen-bn") == 0)
-        ck_assert_msg(sl_model_build(net, "resnet20", 10, res) == SL_OK, "%s", sl_last_error());
-    else
-        ck_assert_msg(sl_model_build(net, model, 10, res) == SL_OK, "%s", sl_last_error());
-    if (strcmp(model, "resnet20-frozen-bn") == 0) /* fine-tuning */
+    int frozen = strcmp(model, "resnet20-frozen-bn") == 0;
+    th_build_model(net, frozen ? "resnet20" : model, res);
+    if (frozen) /* fine-tuning */
         ck_assert_int_gt(th_freeze_batchnorms(net), 10);
     sl_optimizer_options o = sl_sgd(0.01f, 0.9f, 1e-4f, 0);
     ck_assert(sl_net_set_optimizer(net, &o) == SL_OK);

@@ -3,9 +3,12 @@
  * visibly, when this build has no CUDA backend or no device is usable.
  * On a GPU: every layer and block gives the CPU's outputs and gradients
  * within 1e-4 relative; dropout draws the CPU's mask bit for bit;
- * checkpointed and plain training are bit-identical in deterministic
- * mode; the measured device arena equals the plan; two contexts in one
- * process work independently; a custom layer gets device memory and the
+ * checkpointed (sqrt, segments:K, budgets) and plain training are
+ * bit-identical in deterministic mode for ResNet-20, ResNet-56 with
+ * dropout and GoogLeNet; the measured device arena equals the plan and the
+ * device holds nothing else of the library's; a bad device and a step
+ * larger than the device are clear errors; two contexts in one process
+ * work independently; a custom layer gets device memory and the
  * backend's stream, and its random numbers equal the CPU's bit for bit.
  */
 #include <check.h>
@@ -238,7 +241,7 @@ static float **train_cuda(const char *model, sl_schedule s, int *n_out, uint64_t
     sl_context *ctx = cuda_context(42);
     sl_net *net = NULL;
     ck_assert(sl_sublinear(ctx, 3, s, &net) == SL_OK);
-    ck_assert(sl_model_build(net, model, 10, 32) == SL_OK);
+    th_build_model(net, model, 32);
     sl_optimizer_options o = sl_sgd(0.01f, 0.9f, 1e-4f, 0);
     ck_assert(sl_net_set_optimizer(net, &o) == SL_OK);
     float *x = malloc(8 * 3 * 32 * 32 * sizeof(float));
@@ -270,25 +273,55 @@ static float **train_cuda(const char *model, sl_schedule s, int *n_out, uint64_t
     return t;
 }
 
+/* The smallest feasible budget of a model on the GPU (its workspaces are
+ * cuDNN's) and the planned total of keeping everything. */
+static uint64_t least_budget_cuda(const char *model, uint64_t *plain_total)
+{
+    sl_context *ctx = cuda_context(42);
+    sl_net *net = NULL;
+    ck_assert(sl_sublinear(ctx, 3, SL_CKPT_NONE, &net) == SL_OK);
+    th_build_model(net, model, 32);
+    sl_optimizer_options o = sl_sgd(0.01f, 0.9f, 1e-4f, 0);
+    ck_assert(sl_net_set_optimizer(net, &o) == SL_OK);
+    sl_memory_report r;
+    ck_assert(sl_net_memory_report(net, (sl_shape){8, 3, 32, 32}, SL_MODE_TRAIN, &r) == SL_OK);
+    *plain_total = r.total;
+    uint64_t least = th_least_budget(net, (sl_shape){8, 3, 32, 32});
+    sl_net_free(net);
+    sl_context_free(ctx);
+    return least;
+}
+
 START_TEST(test_cuda_checkpoint_bit_identical)
 {
-    const char *models[3] = {"resnet20", "vgg-a", "googlenet"};
+    const char *models[3] = {"resnet20", "resnet56-dropout", "googlenet"};
     for (int m = 0; m < 3; m++) {
         int n, n2;
-        uint64_t planned, measured;
+        uint64_t planned, measured, plain_arena;
         float **plain = train_cuda(models[m], SL_CKPT_NONE, &n, &planned, &measured);
         ck_assert_msg(planned == measured, "%s: planned %llu measured %llu", models[m],
                       (unsigned long long)planned, (unsigned long long)measured);
-        sl_schedule s[3] = {SL_CKPT_SQRT, SL_CKPT_SEGMENTS(2), SL_CKPT_SEGMENTS(5)};
-        for (int k = 0; k < 3; k++) {
+        plain_arena = planned;
+        uint64_t plain_total, least = least_budget_cuda(models[m], &plain_total);
+        sl_schedule s[5] = {SL_CKPT_SQRT, SL_CKPT_SEGMENTS(2), SL_CKPT_SEGMENTS(5),
+                            SL_CKPT_BUDGET(least),
+                            SL_CKPT_BUDGET_OPS(least + (plain_total - least) / 3)};
+        const char *names[5] = {"sqrt", "segments:2", "segments:5", "least budget",
+                                "operator-level budget"};
+        for (int k = 0; k < 5; k++) {
             float **ck = train_cuda(models[m], s[k], &n2, &planned, &measured);
             ck_assert_int_eq(n, n2);
-            ck_assert(planned == measured);
+            ck_assert_msg(planned == measured, "%s %s: planned arena %llu measured %llu",
+                          models[m], names[k], (unsigned long long)planned,
+                          (unsigned long long)measured);
+            ck_assert_msg(planned < plain_arena, "%s %s: arena %llu not below plain %llu",
+                          models[m], names[k], (unsigned long long)planned,
+                          (unsigned long long)plain_arena);
             for (int i = 0; i < n; i++) {
                 size_t count;
                 memcpy(&count, plain[i], sizeof count);
                 ck_assert_msg(memcmp(plain[i], ck[i], sizeof count + count * sizeof(float)) == 0,
-                              "%s schedule %d: tensor %d differs", models[m], k, i);
+                              "%s %s: tensor %d differs", models[m], names[k], i);
                 free(ck[i]);
             }
             free(ck);
@@ -296,7 +329,8 @@ START_TEST(test_cuda_checkpoint_bit_identical)
         for (int i = 0; i < n; i++)
             free(plain[i]);
         free(plain);
-        printf("%s: CUDA checkpointed training bit-identical to plain\n", models[m]);
+        printf("%s: CUDA training under sqrt, segments:2, segments:5, the least budget and an "
+               "operator-level budget bit-identical to plain; arenas as planned\n", models[m]);
     }
 }
 END_TEST
@@ -354,6 +388,112 @@ START_TEST(test_cuda_two_contexts_work_independently)
 }
 END_TEST
 
+/* Two steps of CIFAR ResNet-56, batch 64, in a fresh context; returns the
+ * device's free-memory drop since the context was made minus the planned
+ * total (the memory that is not the library's: CUDA, cuDNN and cuBLAS
+ * state), after checking the arena is as planned. */
+static int64_t device_overhead(sl_schedule s, uint64_t *planned_total)
+{
+    sl_context *ctx = cuda_context(7);
+    sl_net *net = NULL;
+    ck_assert(sl_sublinear(ctx, 3, s, &net) == SL_OK);
+    th_build_model(net, "resnet56", 32);
+    sl_optimizer_options o = sl_sgd(0.01f, 0.9f, 1e-4f, 0);
+    ck_assert(sl_net_set_optimizer(net, &o) == SL_OK);
+    sl_shape in = {64, 3, 32, 32};
+    size_t nx = (size_t)64 * 3 * 32 * 32;
+    float *x = malloc(nx * sizeof(float));
+    int labels[64];
+    for (int b = 0; b < 64; b++)
+        labels[b] = b % 10;
+    th_fill_normal(x, nx, 5, 1.0f);
+    sl_memory_report r;
+    uint64_t used[2];
+    for (int step = 0; step < 2; step++) {
+        ck_assert_msg(sl_net_train_step(net, x, in, labels, NULL) == SL_OK, "%s", sl_last_error());
+        ck_assert(sl_net_memory_report(net, in, SL_MODE_TRAIN, &r) == SL_OK);
+        used[step] = r.device_used;
+    }
+    /* nothing more is taken by a second step */
+    ck_assert_msg(used[1] == used[0], "device use grew from %llu to %llu bytes in step 2",
+                  (unsigned long long)used[0], (unsigned long long)used[1]);
+    ck_assert_msg(r.arena_measured == r.arena_bytes, "arena %llu measured, %llu planned",
+                  (unsigned long long)r.arena_measured, (unsigned long long)r.arena_bytes);
+    ck_assert_msg(r.device_used >= r.measured_total, "device drop %llu below the %llu bytes held",
+                  (unsigned long long)r.device_used, (unsigned long long)r.measured_total);
+    *planned_total = r.total;
+    free(x);
+    sl_net_free(net);
+    sl_context_free(ctx);
+    return (int64_t)r.device_used - (int64_t)r.total;
+}
+
+/* No device memory outside the plan: what the device loses beyond the
+ * planned total is the same for plans hundreds of MiB apart (the CUDA,
+ * cuDNN and cuBLAS state of a context, stated here), and a second step
+ * takes nothing more. */
+START_TEST(test_cuda_device_memory_is_the_plan)
+{
+    uint64_t t_warm, t_none, t_sqrt;
+    device_overhead(SL_CKPT_NONE, &t_warm); /* loads every kernel module once */
+    int64_t o_none = device_overhead(SL_CKPT_NONE, &t_none);
+    int64_t o_sqrt = device_overhead(SL_CKPT_SQRT, &t_sqrt);
+    printf("device memory beyond the plan (CUDA/cuDNN/cuBLAS context): %.1f MiB keeping "
+           "everything (plan %.1f MiB), %.1f MiB under sqrt (plan %.1f MiB)\n",
+           o_none / 1048576.0, t_none / 1048576.0, o_sqrt / 1048576.0, t_sqrt / 1048576.0);
+    ck_assert(t_sqrt + (64u << 20) < t_none); /* the two plans are far apart */
+    int64_t d = o_none > o_sqrt ? o_none - o_sqrt : o_sqrt - o_none;
+    ck_assert_msg(d <= (4 << 20), "overhead differs by %lld bytes between the plans", (long long)d);
+    ck_assert_msg(o_none <= (256 << 20), "%lld bytes outside the plan", (long long)o_none);
+}
+END_TEST
+
+/* A device the machine does not have, and a step larger than the device:
+ * clear errors, and the network is unchanged and trains afterwards. */
+START_TEST(test_cuda_bad_device_and_out_of_memory)
+{
+    sl_context_options co = sl_context_defaults();
+    co.device = SL_DEVICE_CUDA;
+    co.gpu = 4096;
+    sl_context *bad = NULL;
+    th_assert_error(sl_context_create(&co, &bad), SL_ERR_INVALID_ARG, "CUDA device 4096 requested");
+    ck_assert_ptr_null(bad);
+
+    sl_context *ctx = cuda_context(11);
+    sl_net *net = NULL;
+    ck_assert(sl_sublinear(ctx, 3, SL_CKPT_NONE, &net) == SL_OK);
+    th_build_model(net, "resnet20", 32);
+    sl_optimizer_options o = sl_sgd(0.01f, 0.9f, 1e-4f, 0);
+    ck_assert(sl_net_set_optimizer(net, &o) == SL_OK);
+    th_params before;
+    th_params_capture(net, &before);
+    /* 120000 CIFAR images a step: about 176 GiB of activations, more than
+     * an H200 has, while every tensor stays below 2^31 elements (cuDNN's
+     * limit). The host buffers are never touched: the failure comes first. */
+    sl_shape huge = {120000, 3, 32, 32};
+    float *x = calloc((size_t)huge.n * 3 * 32 * 32, sizeof(float));
+    int *labels = calloc((size_t)huge.n, sizeof(int));
+    ck_assert(x && labels);
+    th_fill_normal(x, 3 * 32 * 32 * 8, 1, 1.0f);
+    /* the memory check refuses before the arena; without it cudaMalloc fails */
+    th_assert_error(sl_net_train_step(net, x, huge, labels, NULL), SL_ERR_NOMEM, "is available");
+    ck_assert(sl_net_set_memory_check(net, 0) == SL_OK);
+    th_assert_error(sl_net_train_step(net, x, huge, labels, NULL), SL_ERR_NOMEM,
+                    "out of device memory");
+    th_params after;
+    th_params_capture(net, &after);
+    th_params_assert_identical(&before, &after, "after the failed steps");
+    ck_assert_msg(sl_net_train_step(net, x, (sl_shape){8, 3, 32, 32}, labels, NULL) == SL_OK, "%s",
+                  sl_last_error());
+    th_params_free(&before);
+    th_params_free(&after);
+    free(labels);
+    free(x);
+    sl_net_free(net);
+    sl_context_free(ctx);
+}
+END_TEST
+
 int main(void)
 {
     sl_context_options o = sl_context_defaults();
@@ -372,6 +512,8 @@ int main(void)
     tcase_add_test(tc, test_cuda_checkpoint_bit_identical);
     tcase_add_test(tc, test_cuda_two_contexts_work_independently);
     tcase_add_test(tc, test_cuda_custom_layer_random_numbers_equal_cpu);
+    tcase_add_test(tc, test_cuda_device_memory_is_the_plan);
+    tcase_add_test(tc, test_cuda_bad_device_and_out_of_memory);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_set_fork_status(sr, CK_NOFORK); /* one CUDA context per process */
