@@ -667,16 +667,40 @@ sl_mode sl_net_mode(const sl_net *net);
  * as a plain framework would run. Results are identical either way. */
 sl_status sl_net_set_memory_reuse(sl_net *net, int enabled);
 
-/* Host memory check (default on, CPU only). Before a run allocates its
- * activation arena, its planned size is compared with the memory this
- * process may still take: the least of /proc/meminfo's MemAvailable, the
- * room under the memory cgroup's limit (v2 memory.max, or v1) and the room
- * under RLIMIT_AS. A step that does not fit fails with SL_ERR_NOMEM naming
+/* Memory check (default on). Before a run allocates its activation arena,
+ * its planned size is compared with the memory this process may still
+ * take: on the CPU the least of /proc/meminfo's MemAvailable, the room
+ * under the memory cgroup's limit (v2 memory.max, or v1) and the room
+ * under RLIMIT_AS; on a GPU its free memory (cudaMemGetInfo). A step that does not fit fails with SL_ERR_NOMEM naming
  * both figures and, in training, a budget schedule that fits (or that none
  * does), instead of being killed by the kernel's OOM killer while the
  * arena is filled. enabled = 0 skips the check (the allocation itself may
  * still fail with SL_ERR_NOMEM, or the kernel may kill the process). */
 sl_status sl_net_set_memory_check(sl_net *net, int enabled);
+
+/* Where a run's time goes, by layer type and pass. */
+typedef struct sl_profile_entry {
+    char layer_type[32]; /* "Conv2d", a custom layer's type name,
+                            "SoftmaxCrossEntropy", or "optimizer" */
+    char pass[16];       /* "forward", "re-forward", "eval", "backward",
+                            "loss" or "update" */
+    int64_t calls;       /* program steps (or updates) timed */
+    double seconds;      /* their wall time, each step waited for */
+} sl_profile_entry;
+
+/* Profiling (default off). On, every step of every run waits for the
+ * device (on a GPU: for its kernels to finish) and its wall time is added
+ * to the entry of its layer type and pass; sl_net_update's kernels go to
+ * ("optimizer", "update"). The waits serialise the device, so profiled
+ * runs are slower than plain ones: read the split, not the sum. Off
+ * discards the entries. */
+sl_status sl_net_set_profiling(sl_net *net, int enabled);
+
+/* The entries gathered since profiling was turned on (or last reset),
+ * slowest first: up to cap of them into out (out may be NULL when cap is
+ * 0); *n gets how many there are. reset = 1 clears them after reading.
+ * SL_ERR_STATE when profiling is off. */
+sl_status sl_net_profile(sl_net *net, sl_profile_entry *out, int cap, int *n, int reset);
 
 /* Live bytes per program step of one planned step, by category. */
 typedef struct sl_memory_timeline {

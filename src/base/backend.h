@@ -72,8 +72,12 @@ struct sl_backend {
      * previous call with sl_last_error() set (kernels return nothing: a
      * failing kernel records its error here). */
     sl_status (*sync)(const sl_exec *ex);
-    /* Free bytes on the device now (NULL on the CPU). */
-    size_t (*device_free_bytes)(const sl_backend *be);
+    /* Waits for queued work and keeps any failure for the next sync (for
+     * timing); NULL where kernels finish before they return (the CPU). */
+    void (*wait)(const sl_exec *ex);
+    /* Free bytes on the device now, and its size into *total when total
+     * is not NULL (NULL on the CPU). */
+    size_t (*device_free_bytes)(const sl_backend *be, size_t *total);
     /* The native stream kernels are queued on (a cudaStream_t), for custom
      * layers' own kernels; NULL on the CPU. */
     void *(*native_stream)(const sl_backend *be);

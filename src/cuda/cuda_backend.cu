@@ -87,12 +87,20 @@ static sl_status cu_sync(const sl_exec *ex)
     return sl_fail(SL_ERR_BACKEND, "%s", s->error_text);
 }
 
-static size_t cu_free_bytes(const sl_backend *be)
+static void cu_wait(const sl_exec *ex)
+{
+    sl_cuda_state *s = sl_cuda_ex(ex);
+    SL_CUDA_CHECK(s, cudaStreamSynchronize(s->stream));
+}
+
+static size_t cu_free_bytes(const sl_backend *be, size_t *total)
 {
     sl_cuda_of(be);
     size_t free_b = 0, total_b = 0;
     if (cudaMemGetInfo(&free_b, &total_b) != cudaSuccess)
-        return 0;
+        free_b = total_b = 0;
+    if (total)
+        *total = total_b;
     return free_b;
 }
 
@@ -183,6 +191,7 @@ static void fill_table(sl_backend *b)
     b->upload = cu_upload;
     b->download = cu_download;
     b->sync = cu_sync;
+    b->wait = cu_wait;
     b->device_free_bytes = cu_free_bytes;
     b->native_stream = cu_native_stream;
     b->gemm = sl_cuda_gemm;

@@ -56,7 +56,7 @@ sl_status sl_context_create(const sl_context_options *opts, sl_context **out)
     ctx->deterministic = o.deterministic != 0;
     ctx->backend = be;
     if (be->device_free_bytes)
-        ctx->device_free_at_start = be->device_free_bytes(be);
+        ctx->device_free_at_start = be->device_free_bytes(be, NULL);
     /* Kernels split GEMMs over the OpenMP team themselves; OpenBLAS's own
      * threads would compete with it for the cores. */
     sl_cpu_set_blas_threads(1);

@@ -1,7 +1,7 @@
 /*
- * memory_check.c — before a run allocates its activation arena in host
- * memory, the planned size is compared with what this process may still
- * take (base/sysmem.c): a step larger than memory then fails with
+ * memory_check.c — before a run allocates its activation arena, the planned
+ * size is compared with what this process may still take (host memory:
+ * base/sysmem.c; a GPU: its free memory): a step larger than memory then fails with
  * SL_ERR_NOMEM naming both figures and a budget schedule that would fit,
  * instead of being killed by the OOM killer while the arena is zero-filled.
  * Network stage; sl_net_set_memory_check switches it off.
@@ -44,14 +44,29 @@ static void suggest(sl_net *net, const sl_run_cache *c, sl_mode mode, uint64_t b
     sl_segments_release(&seg);
 }
 
-sl_status sl_net_check_host_memory(sl_net *net, const sl_run_cache *c, sl_mode mode,
-                                   const char *fn)
+/* What the device has left, in the host figures' terms. */
+static sl_host_memory device_memory(const sl_backend *be)
+{
+    sl_host_memory m;
+    memset(&m, 0, sizeof m);
+    size_t total = 0;
+    m.available = be->device_free_bytes(be, &total);
+    m.known = total > 0;
+    m.limit = total;
+    m.used = total - m.available;
+    snprintf(m.source, sizeof m.source, "the GPU's memory");
+    return m;
+}
+
+sl_status sl_net_check_memory(sl_net *net, const sl_run_cache *c, sl_mode mode, const char *fn)
 {
     const sl_backend *be = net->ctx->backend;
     size_t need = c->plan.arena_bytes;
-    if (!be->host_memory || net->no_memory_check || (net->arena && need <= net->arena_capacity))
+    if (net->no_memory_check || (net->arena && need <= net->arena_capacity))
         return SL_OK;
-    sl_host_memory m = sl_host_memory_available();
+    if (!be->host_memory && !be->device_free_bytes)
+        return SL_OK;
+    sl_host_memory m = be->host_memory ? sl_host_memory_available() : device_memory(be);
     /* The old arena is freed before the new one is allocated. */
     uint64_t room = m.available + (net->arena ? net->arena_capacity : 0);
     if (!m.known || need <= room)

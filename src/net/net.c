@@ -72,6 +72,7 @@ void sl_net_free(sl_net *net)
     be->free(be, net->param_block);
     be->free(be, net->grad_block);
     be->free(be, net->opt_block);
+    sl_profile_free(net->profile);
     free(net);
 }
 

@@ -71,12 +71,26 @@ struct sl_net {
     sl_run_cache cache[2]; /* indexed by sl_mode */
     int debug_poison; /* tests: NaN-fill dead storage during runs */
     int no_reuse;     /* plan every value in storage of its own */
-    int no_memory_check; /* skip sl_net_check_host_memory */
+    int no_memory_check; /* skip sl_net_check_memory */
     sl_mode mode;     /* SL_MODE_INFER: gradients freed */
     char *arena;
     size_t arena_capacity;
     const sl_net_comm *comm; /* set while the network is in a communicator */
+    struct sl_profile *profile; /* NULL unless profiling (profile.c) */
 };
+
+/* Profiling (profile.c); each does nothing while profiling is off.
+ * begin_run hooks io's after_step (chaining a communicator's) to time
+ * every step of the program about to run; clock waits for the device and
+ * reads the clock; add_update adds an optimizer update begun at t0. */
+typedef struct sl_profile sl_profile;
+struct sl_program;
+struct sl_run_io;
+void sl_profile_begin_run(sl_net *net, const struct sl_program *prog, const sl_exec *ex,
+                          struct sl_run_io *io);
+double sl_profile_clock(const sl_net *net, const sl_exec *ex);
+void sl_profile_add_update(sl_net *net, const sl_exec *ex, double t0);
+void sl_profile_free(sl_profile *p);
 
 /* Checks a schedule's kind and arguments (fn names the public call). */
 sl_status sl_schedule_check(sl_schedule schedule, const char *fn);
@@ -166,11 +180,11 @@ sl_context *sl_net_context(sl_net *net);
 sl_status sl_net_plan_for(sl_net *net, sl_shape input, sl_mode mode, const void *out,
                           const char *fn, sl_run_cache **cache);
 
-/* Before the arena of plan c is allocated in host memory: SL_ERR_NOMEM
- * naming the planned and the available bytes and a budget schedule that
- * fits, when the arena would not fit (memory_check.c). */
-sl_status sl_net_check_host_memory(sl_net *net, const sl_run_cache *c, sl_mode mode,
-                                   const char *fn);
+/* Before the arena of plan c is allocated (in host memory, or on the
+ * GPU): SL_ERR_NOMEM naming the planned and the available bytes and a
+ * budget schedule that fits, when the arena would not fit
+ * (memory_check.c). */
+sl_status sl_net_check_memory(sl_net *net, const sl_run_cache *c, sl_mode mode, const char *fn);
 
 /* The cost model of the network's schedule search (set or the device's). */
 sl_cost_model sl_net_cost_model(const sl_net *net);

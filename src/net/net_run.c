@@ -145,7 +145,7 @@ static sl_status prepare_run(sl_net *net, const float *x, sl_shape shape, sl_mod
             if (io->labels[i] < 0 || io->labels[i] >= classes)
                 return sl_fail(SL_ERR_INVALID_ARG, "%s: label %d of sample %d is outside [0, %d)",
                                fn, io->labels[i], i, classes);
-    st = sl_net_check_host_memory(net, c, mode, fn);
+    st = sl_net_check_memory(net, c, mode, fn);
     if (st == SL_OK)
         st = ensure_arena(net, c->plan.arena_bytes);
     if (st == SL_OK)
@@ -174,6 +174,7 @@ static sl_status run_program(sl_net *net, const float *x, sl_shape shape, sl_mod
         io->after_step = comm->after_step;
         io->after_step_user = comm->user;
     }
+    sl_profile_begin_run(net, &c->prog, &ex, io);
     net->ctx->callback_status = SL_OK;
     sl_execute(&net->graph, &c->sh, &c->prog, &c->plan, net->arena, net->ctx, &ex, io);
     /* A failing custom layer's rank still ran every step, so its
@@ -372,7 +373,7 @@ sl_status sl_net_memory_report(sl_net *net, sl_shape input, sl_mode mode, sl_mem
     out->measured_param_grads = net->grad_block ? net->grad_floats * sizeof(float) : 0;
     out->measured_optimizer = net->opt_block ? net->opt_floats * sizeof(float) : 0;
     if (net->ctx->backend->device_free_bytes) {
-        size_t now = net->ctx->backend->device_free_bytes(net->ctx->backend);
+        size_t now = net->ctx->backend->device_free_bytes(net->ctx->backend, NULL);
         out->device_used = now < net->ctx->device_free_at_start ? net->ctx->device_free_at_start - now : 0;
     }
     out->measured_total = out->arena_measured + out->measured_params + out->measured_param_grads +

@@ -149,7 +149,9 @@ sl_status sl_net_update(sl_net *net)
     if (!net->has_grads)
         return sl_fail(SL_ERR_STATE, "sl_net_update: no gradients (call sl_net_compute_gradients)");
     update_ctx u = {net, sl_net_exec(net), net->steps + 1};
+    double t0 = sl_profile_clock(net, &u.ex);
     sl_net_visit_optimizer_state(net, update_param, &u);
+    sl_profile_add_update(net, &u.ex, t0);
     st = u.ex.be->sync(&u.ex);
     if (st != SL_OK)
         return st;
