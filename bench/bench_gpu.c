@@ -6,8 +6,11 @@
  * drop since the context was created, and iterations per second (median of
  * the timed steps after a warm-up). --max-batch BYTES instead finds the
  * largest batch whose planned step fits BYTES (planning runs no kernel),
- * then runs one step at that batch to show it does. Prints one JSON line.
- * bench/gpu.sh runs it for every schedule beside PyTorch.
+ * then runs one step at that batch to show it does. --tf32 lets
+ * convolutions and GEMMs use TF32 tensor cores (PyTorch's default for
+ * convolutions); --profile adds one more profiled step and prints where its
+ * time went by layer type and pass. Prints one JSON line. bench/gpu.sh runs
+ * it for every schedule beside PyTorch.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
@@ -72,9 +75,21 @@ static int max_batch(sl_context *ctx, const char *model, sl_schedule s, int res,
 int main(int argc, char **argv)
 {
     const char *model = "resnet152", *sched = "sqrt";
-    int batch = 16, res = 224, steps = 6;
+    int batch = 16, res = 224, steps = 6, tf32 = 0, profile = 0, gpu = 0, cpu = 0;
     uint64_t limit = 0;
-    for (int i = 1; i + 1 < argc; i += 2) {
+    for (int i = 1; i < argc; i += 2) {
+        if (!strcmp(argv[i], "--tf32")) {
+            tf32 = 1;
+            i--;
+            continue;
+        }
+        if (!strcmp(argv[i], "--profile")) {
+            profile = 1;
+            i--;
+            continue;
+        }
+        if (i + 1 >= argc)
+            argv[i] = "?"; /* an option without its value: usage */
         if (!strcmp(argv[i], "--model"))
             model = argv[i + 1];
         else if (!strcmp(argv[i], "--schedule"))
@@ -87,9 +102,14 @@ int main(int argc, char **argv)
             steps = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--max-batch"))
             limit = strtoull(argv[i + 1], NULL, 10);
+        else if (!strcmp(argv[i], "--gpu"))
+            gpu = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--device") && !strcmp(argv[i + 1], "cpu"))
+            cpu = 1; /* a smoke run of this program without a GPU */
         else {
             fprintf(stderr, "usage: bench_gpu [--model M] [--schedule S] [--batch N] [--res N] "
-                            "[--steps N] [--max-batch BYTES]\n");
+                            "[--steps N] [--max-batch BYTES] [--gpu N] [--tf32] [--profile] "
+                            "[--device cpu]\n");
             return 2;
         }
     }
@@ -99,7 +119,9 @@ int main(int argc, char **argv)
         return 2;
     }
     sl_context_options co = sl_context_defaults();
-    co.device = SL_DEVICE_CUDA;
+    co.device = cpu ? SL_DEVICE_CPU : SL_DEVICE_CUDA;
+    co.gpu = gpu;
+    co.tf32 = tf32;
     sl_context *ctx = NULL;
     if (sl_context_create(&co, &ctx) != SL_OK) {
         fprintf(stderr, "bench_gpu: %s\n", sl_last_error());
@@ -129,6 +151,16 @@ int main(int argc, char **argv)
     sl_memory_report r;
     if (!rc && sl_net_memory_report(net, shape, SL_MODE_TRAIN, &r) != SL_OK)
         rc = 1;
+    /* one more step, profiled: where a step's time goes */
+    sl_profile_entry prof[48];
+    int n_prof = 0;
+    if (!rc && profile &&
+        (sl_net_set_profiling(net, 1) != SL_OK ||
+         sl_net_train_step(net, x, shape, labels, NULL) != SL_OK ||
+         sl_net_profile(net, prof, 48, &n_prof, 0) != SL_OK)) {
+        fprintf(stderr, "bench_gpu: profiling: %s\n", sl_last_error());
+        rc = 1;
+    }
     if (!rc) {
         double median = 0;
         if (!limit) {
@@ -137,11 +169,22 @@ int main(int argc, char **argv)
         }
         printf("{\"side\":\"sublinear\",\"model\":\"%s\",\"schedule\":\"%s\",\"batch\":%d,"
                "\"planned_total\":%llu,\"planned_arena\":%llu,\"measured_total\":%llu,"
-               "\"device_used\":%llu,\"recompute_fraction\":%.4f,\"it_per_s\":%.4f%s}\n",
+               "\"device_used\":%llu,\"recompute_fraction\":%.4f,\"it_per_s\":%.4f,"
+               "\"tf32\":%s%s",
                model, sched, batch, (unsigned long long)r.total,
                (unsigned long long)r.arena_bytes, (unsigned long long)r.measured_total,
                (unsigned long long)r.device_used, r.recompute_fraction,
-               median > 0 ? 1.0 / median : 0.0, limit ? ",\"max_batch_search\":true" : "");
+               median > 0 ? 1.0 / median : 0.0, tf32 ? "true" : "false",
+               limit ? ",\"max_batch_search\":true" : "");
+        if (profile) {
+            printf(",\"profile\":[");
+            for (int i = 0; i < n_prof && i < 48; i++)
+                printf("%s{\"type\":\"%s\",\"pass\":\"%s\",\"calls\":%lld,\"ms\":%.3f}",
+                       i ? "," : "", prof[i].layer_type, prof[i].pass, (long long)prof[i].calls,
+                       1e3 * prof[i].seconds);
+            printf("]");
+        }
+        printf("}\n");
     }
     free(x);
     free(labels);

@@ -2,9 +2,10 @@
 """memonger's headline on a GPU, PyTorch's side: ResNet-152 (v1.5
 bottlenecks, [3, 8, 36, 3]) as an nn.Sequential of its top-level layers,
 trained with SGD + momentum, plain or with torch.utils.checkpoint's
-checkpoint_sequential at K segments; float32 with TF32 off. Prints one
-JSON line: peak torch.cuda.max_memory_allocated, the device's free-memory
-drop, iterations per second (median after a warm-up). --max-batch BYTES
+checkpoint_sequential at K segments (use_reentrant=False); float32 with TF32
+off, or with --tf32 on for convolutions and matmuls. Prints one JSON line:
+peak torch.cuda.max_memory_allocated and max_memory_reserved, the device's
+free-memory drop, iterations per second (median after a warm-up). --max-batch BYTES
 finds the largest batch that trains within BYTES (the caching allocator is
 capped with set_per_process_memory_fraction) by doubling and bisection.
 """
@@ -54,13 +55,14 @@ def run(batch, segments, steps, res):
     free0, _ = torch.cuda.mem_get_info()
     model = resnet152().cuda()
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9, weight_decay=1e-4)
-    x = torch.randn(batch, 3, res, res, device="cuda", requires_grad=segments > 0)
+    x = torch.randn(batch, 3, res, res, device="cuda")  # no input gradient, as ours
     y = torch.randint(0, 1000, (batch,), device="cuda")
     times, drop = [], 0
     for _ in range(steps):
         torch.cuda.synchronize()
         t0 = time.perf_counter()
-        out = checkpoint_sequential(model, segments, x) if segments else model(x)
+        out = (checkpoint_sequential(model, segments, x, use_reentrant=False) if segments
+               else model(x))
         loss = nn.functional.cross_entropy(out, y)
         opt.zero_grad(set_to_none=True)
         loss.backward()
@@ -69,8 +71,9 @@ def run(batch, segments, steps, res):
         times.append(time.perf_counter() - t0)
         drop = max(drop, free0 - torch.cuda.mem_get_info()[0])
     peak = torch.cuda.max_memory_allocated()
+    reserved = torch.cuda.max_memory_reserved()
     del model, opt, x, y, out, loss
-    return peak, drop, 1.0 / statistics.median(times[1:])
+    return peak, reserved, drop, 1.0 / statistics.median(times[1:])
 
 
 def fits(batch, segments, res):
@@ -88,9 +91,10 @@ def main():
     ap.add_argument("--res", type=int, default=224)
     ap.add_argument("--steps", type=int, default=6)
     ap.add_argument("--max-batch", type=int, default=0, help="bytes")
+    ap.add_argument("--tf32", action="store_true", help="TF32 on for convolutions and matmuls")
     a = ap.parse_args()
-    torch.backends.cudnn.allow_tf32 = False
-    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = a.tf32
+    torch.backends.cuda.matmul.allow_tf32 = a.tf32
     torch.backends.cudnn.benchmark = False
     mode = f"checkpoint:{a.segments}" if a.segments else "plain"
     if a.max_batch:
@@ -102,12 +106,14 @@ def main():
         while hi - lo > 1:
             mid = (lo + hi) // 2
             lo, hi = (mid, hi) if fits(mid, a.segments, a.res) else (lo, mid)
-        print(json.dumps({"side": "pytorch", "mode": mode, "max_batch": lo, "limit": a.max_batch}))
+        print(json.dumps({"side": "pytorch", "mode": mode, "max_batch": lo, "limit": a.max_batch,
+                          "tf32": a.tf32}))
         return
-    peak, drop, its = run(a.batch, a.segments, a.steps, a.res)
+    peak, reserved, drop, its = run(a.batch, a.segments, a.steps, a.res)
     print(json.dumps({"side": "pytorch", "mode": mode, "batch": a.batch, "max_allocated": peak,
-                      "device_drop": drop, "it_per_s": round(its, 4),
-                      "device": torch.cuda.get_device_name(0), "torch": torch.__version__}))
+                      "max_reserved": reserved, "device_drop": drop, "it_per_s": round(its, 4),
+                      "tf32": a.tf32, "device": torch.cuda.get_device_name(0),
+                      "torch": torch.__version__}))
 
 
 if __name__ == "__main__":

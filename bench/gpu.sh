@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # One command for a GPU machine: builds the library with the CUDA backend
 # (sm_90), runs the whole test suite (test_cuda compares every layer with
-# the CPU backend and checks bit-identical checkpointing on the GPU), then
-# memonger's headline: ResNet-152, batch 16, 224², float32 — our
+# the CPU backend, checks bit-identical checkpointing, the device memory
+# against the plan and the device errors on the GPU), then memonger's
+# headline: ResNet-152, batch 16, 224², float32 with TF32 off and on — our
 # keep-everything, sqrt and budget schedules and PyTorch plain and
-# checkpoint_sequential at the same segment count (peak memory, it/s), and
-# the largest batch each fits in 16 GiB. Logs go to $OUT (or ./gpu-out).
+# checkpoint_sequential at the same segment count (peak memory, it/s) —
+# where one of our steps spends its time, and the largest batch each fits
+# in 16 GiB; bench/gpu_table.py turns it into the tables of
+# bench/RESULTS.md. Logs go to $OUT (or ./gpu-out).
 #   usage: bench/gpu.sh [BUILD_DIR]
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -41,17 +44,28 @@ echo "== CUDA tests"
 echo "== full suite"
 ctest --test-dir "$build" -j4 --output-on-failure 2>&1 | tail -25
 
-echo "== ResNet-152, batch 16, 224x224"
+echo "== ResNet-152, batch 16, 224x224: TF32 off, then on"
+rm -f "$out"/ours.jsonl "$out"/torch.jsonl "$out"/maxbatch.jsonl "$out"/profile.jsonl
 half=$("$build/sublinear" plan --model resnet152 --batch 16 --res 224 --schedule none --json |
        python3 -c 'import json,sys; print(json.load(sys.stdin)["planned_bytes"]["total"]//2)')
 segs=$(python3 -c 'import math; print(math.ceil(math.sqrt(57)))')
-for s in none sqrt "budget:$half"; do "$build/bench/bench_gpu" --schedule "$s" | tee -a "$out/ours.jsonl"; done
-python3 bench/bench_gpu_torch.py --segments 0 | tee -a "$out/torch.jsonl"
-python3 bench/bench_gpu_torch.py --segments "$segs" | tee -a "$out/torch.jsonl"
+for tf in "" --tf32; do
+  for s in none sqrt "budget:$half"; do "$build/bench/bench_gpu" --schedule "$s" $tf | tee -a "$out/ours.jsonl"; done
+  python3 bench/bench_gpu_torch.py --segments 0 $tf | tee -a "$out/torch.jsonl"
+  python3 bench/bench_gpu_torch.py --segments "$segs" $tf | tee -a "$out/torch.jsonl"
+done
+
+echo "== where a step goes (one profiled step, TF32 off)"
+for s in none sqrt; do "$build/bench/bench_gpu" --schedule "$s" --profile | tee -a "$out/profile.jsonl"; done
 
 echo "== largest batch in 16 GiB"
 lim=$((16 * 1024 * 1024 * 1024))
-for s in none sqrt; do "$build/bench/bench_gpu" --schedule "$s" --max-batch "$lim" | tee -a "$out/maxbatch.jsonl"; done
+for s in none sqrt "budget:$lim"; do
+  "$build/bench/bench_gpu" --schedule "$s" --max-batch "$lim" | tee -a "$out/maxbatch.jsonl"
+done
 python3 bench/bench_gpu_torch.py --segments 0 --max-batch "$lim" | tee -a "$out/maxbatch.jsonl"
 python3 bench/bench_gpu_torch.py --segments "$segs" --max-batch "$lim" | tee -a "$out/maxbatch.jsonl"
+
+echo "== tables (for bench/RESULTS.md)"
+python3 bench/gpu_table.py "$out" | tee "$out/RESULTS-gpu.md"
 echo "== done: logs in $out"
