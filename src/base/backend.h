@@ -87,7 +87,8 @@ struct sl_backend {
                  float alpha, const float *a, int lda, const float *b, int ldb,
                  float beta, float *c, int ldc);
 
-    /* Workspace bytes a convolution pass needs. */
+    /* Workspace bytes a convolution pass needs; SIZE_MAX, with the error
+     * set, when the backend cannot run this geometry. */
     size_t (*conv2d_workspace_bytes)(const sl_backend *be, const sl_conv_desc *d,
                                      sl_conv_pass pass);
     /* y = conv(x, w) + bias (bias may be NULL). w: k x c/groups x kh x kw. */

@@ -36,6 +36,10 @@ static void *cu_alloc(const sl_backend *be, size_t bytes, const char *what)
     size_t n = sl_align_up(bytes ? bytes : 1);
     cudaError_t e = cudaMalloc(&p, n);
     if (e != cudaSuccess) {
+        /* reported here: clear the runtime's last error, or the next
+         * kernel's launch check (cudaGetLastError) would record it again
+         * and fail a later, smaller step that fits */
+        (void)cudaGetLastError();
         size_t free_b = 0, total_b = 0;
         cudaMemGetInfo(&free_b, &total_b);
         sl_fail(SL_ERR_NOMEM,
@@ -45,6 +49,7 @@ static void *cu_alloc(const sl_backend *be, size_t bytes, const char *what)
     }
     /* on the instance's stream: ordered before every kernel that uses it */
     if (cudaMemsetAsync(p, 0, n, s->stream) != cudaSuccess) {
+        (void)cudaGetLastError();
         cudaFree(p);
         sl_fail(SL_ERR_BACKEND, "cudaMemset failed clearing %s", what);
         return NULL;
@@ -76,15 +81,20 @@ static void cu_download(const sl_exec *ex, void *dst, const void *src, size_t by
     SL_CUDA_CHECK(s, cudaStreamSynchronize(s->stream));
 }
 
-static sl_status cu_sync(const sl_exec *ex)
+extern "C" sl_status sl_cuda_take_error(sl_cuda_state *s)
 {
-    sl_cuda_state *s = sl_cuda_ex(ex);
-    SL_CUDA_CHECK(s, cudaStreamSynchronize(s->stream));
     std::lock_guard<std::mutex> g(s->error_lock);
     if (!s->error_set)
         return SL_OK;
     s->error_set = 0;
     return sl_fail(SL_ERR_BACKEND, "%s", s->error_text);
+}
+
+static sl_status cu_sync(const sl_exec *ex)
+{
+    sl_cuda_state *s = sl_cuda_ex(ex);
+    SL_CUDA_CHECK(s, cudaStreamSynchronize(s->stream));
+    return sl_cuda_take_error(s);
 }
 
 static void cu_wait(const sl_exec *ex)
@@ -97,8 +107,10 @@ static size_t cu_free_bytes(const sl_backend *be, size_t *total)
 {
     sl_cuda_of(be);
     size_t free_b = 0, total_b = 0;
-    if (cudaMemGetInfo(&free_b, &total_b) != cudaSuccess)
+    if (cudaMemGetInfo(&free_b, &total_b) != cudaSuccess) {
+        (void)cudaGetLastError(); /* not a kernel's failure */
         free_b = total_b = 0;
+    }
     if (total)
         *total = total_b;
     return free_b;

@@ -62,6 +62,9 @@ static inline sl_cuda_state *sl_cuda_ex(const sl_exec *ex) { return sl_cuda_of(e
 void sl_cuda_record(sl_cuda_state *s, const char *file, int line, const char *what,
                     const char *detail);
 
+/* The recorded failure as the library's error (cleared), or SL_OK. */
+sl_status sl_cuda_take_error(sl_cuda_state *s);
+
 /* Records a failure when `call` does not return `ok`; `text` turns the
  * status into words. */
 #define SL_CUDA_CHECK_STATUS(s, call, ok, text)                                                \

@@ -29,7 +29,10 @@ struct Key {
 struct Entry {
     cudnnTensorDescriptor_t x, y, bias;
     cudnnFilterDescriptor_t w;
-    cudnnConvolutionDescriptor_t conv;
+    /* one convolution descriptor per pass, each with the math type of the
+     * algorithm chosen for that pass (cuDNN runs an algorithm in the math
+     * type of the descriptor it is given, and its workspace depends on it) */
+    cudnnConvolutionDescriptor_t conv[3];
     cudnnConvolutionFwdAlgo_t fwd;
     cudnnConvolutionBwdDataAlgo_t bwd_data;
     cudnnConvolutionBwdFilterAlgo_t bwd_filter;
@@ -60,60 +63,155 @@ int pick(const Perf *perf, int count, int det, int tf32, size_t *ws)
     return -1;
 }
 
+/* Records a failed cuDNN call of build() and marks the entry failed (the
+ * instance's sticky error may already hold an unrelated failure, so it
+ * cannot tell whether this entry is usable). */
+#define BUILD_CHECK(call)                                                                      \
+    do {                                                                                       \
+        cudnnStatus_t bst_ = (call);                                                           \
+        if (bst_ != CUDNN_STATUS_SUCCESS) {                                                    \
+            sl_cuda_record(s, __FILE__, __LINE__, #call, cudnnGetErrorString(bst_));           \
+            return false;                                                                      \
+        }                                                                                      \
+    } while (0)
+
+/* A convolution descriptor of geometry d in math type `math`. */
+bool make_conv(sl_cuda_state *s, const sl_conv_desc *d, cudnnMathType_t math,
+               cudnnConvolutionDescriptor_t *out)
+{
+    BUILD_CHECK(cudnnCreateConvolutionDescriptor(out));
+    BUILD_CHECK(cudnnSetConvolution2dDescriptor(*out, d->ph, d->pw, d->sh, d->sw, d->dh, d->dw,
+                                                CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
+    BUILD_CHECK(cudnnSetConvolutionGroupCount(*out, d->groups));
+    BUILD_CHECK(cudnnSetConvolutionMathType(*out, math));
+    return true;
+}
+
+/* The math type a pass runs in: the chosen algorithm's, but never more than
+ * FMA without tf32 (CUDNN_DEFAULT_MATH lets FP32 use TF32 on sm_80+). */
+cudnnMathType_t run_math(cudnnMathType_t chosen, int tf32)
+{
+    return tf32 ? chosen : CUDNN_FMA_MATH;
+}
+
+bool build_into(sl_cuda_state *s, const sl_conv_desc *d, Entry &e)
+{
+    int det = s->deterministic;
+    cudnnMathType_t query_math = s->tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH;
+    BUILD_CHECK(cudnnCreateTensorDescriptor(&e.x));
+    BUILD_CHECK(cudnnCreateTensorDescriptor(&e.y));
+    BUILD_CHECK(cudnnCreateTensorDescriptor(&e.bias));
+    BUILD_CHECK(cudnnCreateFilterDescriptor(&e.w));
+    BUILD_CHECK(cudnnSetTensor4dDescriptor(e.x, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, d->n, d->c,
+                                           d->h, d->w));
+    BUILD_CHECK(cudnnSetTensor4dDescriptor(e.y, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, d->n, d->k,
+                                           d->oh, d->ow));
+    BUILD_CHECK(cudnnSetTensor4dDescriptor(e.bias, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, 1, d->k,
+                                           1, 1));
+    BUILD_CHECK(cudnnSetFilter4dDescriptor(e.w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, d->k,
+                                           d->c / d->groups, d->kh, d->kw));
+    /* the heuristics are asked through a descriptor in the widest allowed
+     * math; each pass then gets its own in its algorithm's math type */
+    cudnnConvolutionDescriptor_t q = NULL;
+    if (!make_conv(s, d, query_math, &q)) {
+        if (q)
+            cudnnDestroyConvolutionDescriptor(q);
+        return false;
+    }
+    bool ok = false;
+    size_t need = 0;
+    int n, i;
+    do {
+        cudnnConvolutionFwdAlgoPerf_t fp[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
+        n = 0;
+        cudnnStatus_t st = cudnnGetConvolutionForwardAlgorithm_v7(
+            s->cudnn, e.x, e.w, q, e.y, CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &n, fp);
+        i = st == CUDNN_STATUS_SUCCESS ? pick(fp, n, det, s->tf32, &e.ws[SL_CONV_FWD]) : -1;
+        if (i < 0) {
+            sl_cuda_record(s, __FILE__, __LINE__, "choosing a forward convolution algorithm",
+                           st != CUDNN_STATUS_SUCCESS ? cudnnGetErrorString(st)
+                                                      : "no FP32 algorithm fits");
+            break;
+        }
+        e.fwd = fp[i].algo;
+        if (!make_conv(s, d, run_math(fp[i].mathType, s->tf32), &e.conv[SL_CONV_FWD]))
+            break;
+        st = cudnnGetConvolutionForwardWorkspaceSize(s->cudnn, e.x, e.w, e.conv[SL_CONV_FWD], e.y,
+                                                     e.fwd, &need);
+        if (st != CUDNN_STATUS_SUCCESS) {
+            sl_cuda_record(s, __FILE__, __LINE__, "cudnnGetConvolutionForwardWorkspaceSize",
+                           cudnnGetErrorString(st));
+            break;
+        }
+        if (need > e.ws[SL_CONV_FWD])
+            e.ws[SL_CONV_FWD] = need;
+
+        cudnnConvolutionBwdDataAlgoPerf_t dp[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
+        n = 0;
+        st = cudnnGetConvolutionBackwardDataAlgorithm_v7(
+            s->cudnn, e.w, e.y, q, e.x, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &n, dp);
+        i = st == CUDNN_STATUS_SUCCESS ? pick(dp, n, det, s->tf32, &e.ws[SL_CONV_BWD_DATA]) : -1;
+        if (i < 0) {
+            sl_cuda_record(s, __FILE__, __LINE__, "choosing a backward-data algorithm",
+                           st != CUDNN_STATUS_SUCCESS ? cudnnGetErrorString(st)
+                           : det ? "no deterministic FP32 algorithm fits"
+                                 : "no FP32 algorithm fits");
+            break;
+        }
+        e.bwd_data = dp[i].algo;
+        if (!make_conv(s, d, run_math(dp[i].mathType, s->tf32), &e.conv[SL_CONV_BWD_DATA]))
+            break;
+        st = cudnnGetConvolutionBackwardDataWorkspaceSize(s->cudnn, e.w, e.y,
+                                                          e.conv[SL_CONV_BWD_DATA], e.x,
+                                                          e.bwd_data, &need);
+        if (st != CUDNN_STATUS_SUCCESS) {
+            sl_cuda_record(s, __FILE__, __LINE__, "cudnnGetConvolutionBackwardDataWorkspaceSize",
+                           cudnnGetErrorString(st));
+            break;
+        }
+        if (need > e.ws[SL_CONV_BWD_DATA])
+            e.ws[SL_CONV_BWD_DATA] = need;
+
+        cudnnConvolutionBwdFilterAlgoPerf_t wp[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
+        n = 0;
+        st = cudnnGetConvolutionBackwardFilterAlgorithm_v7(
+            s->cudnn, e.x, e.y, q, e.w, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &n, wp);
+        i = st == CUDNN_STATUS_SUCCESS ? pick(wp, n, det, s->tf32, &e.ws[SL_CONV_BWD_FILTER])
+                                       : -1;
+        if (i < 0) {
+            sl_cuda_record(s, __FILE__, __LINE__, "choosing a backward-filter algorithm",
+                           st != CUDNN_STATUS_SUCCESS ? cudnnGetErrorString(st)
+                           : det ? "no deterministic FP32 algorithm fits"
+                                 : "no FP32 algorithm fits");
+            break;
+        }
+        e.bwd_filter = wp[i].algo;
+        if (!make_conv(s, d, run_math(wp[i].mathType, s->tf32), &e.conv[SL_CONV_BWD_FILTER]))
+            break;
+        st = cudnnGetConvolutionBackwardFilterWorkspaceSize(s->cudnn, e.x, e.y,
+                                                            e.conv[SL_CONV_BWD_FILTER], e.w,
+                                                            e.bwd_filter, &need);
+        if (st != CUDNN_STATUS_SUCCESS) {
+            sl_cuda_record(s, __FILE__, __LINE__,
+                           "cudnnGetConvolutionBackwardFilterWorkspaceSize",
+                           cudnnGetErrorString(st));
+            break;
+        }
+        if (need > e.ws[SL_CONV_BWD_FILTER])
+            e.ws[SL_CONV_BWD_FILTER] = need;
+        ok = true;
+    } while (0);
+    cudnnDestroyConvolutionDescriptor(q);
+    return ok;
+}
+
+#undef BUILD_CHECK
+
 Entry build(sl_cuda_state *s, const sl_conv_desc *d)
 {
     Entry e;
     memset(&e, 0, sizeof e);
-    int det = s->deterministic;
-    SL_CUDNN_CHECK(s, cudnnCreateTensorDescriptor(&e.x));
-    SL_CUDNN_CHECK(s, cudnnCreateTensorDescriptor(&e.y));
-    SL_CUDNN_CHECK(s, cudnnCreateTensorDescriptor(&e.bias));
-    SL_CUDNN_CHECK(s, cudnnCreateFilterDescriptor(&e.w));
-    SL_CUDNN_CHECK(s, cudnnCreateConvolutionDescriptor(&e.conv));
-    SL_CUDNN_CHECK(s, cudnnSetTensor4dDescriptor(e.x, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, d->n, d->c,
-                                              d->h, d->w));
-    SL_CUDNN_CHECK(s, cudnnSetTensor4dDescriptor(e.y, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, d->n, d->k,
-                                              d->oh, d->ow));
-    SL_CUDNN_CHECK(s, cudnnSetTensor4dDescriptor(e.bias, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, 1, d->k,
-                                              1, 1));
-    SL_CUDNN_CHECK(s, cudnnSetFilter4dDescriptor(e.w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, d->k,
-                                              d->c / d->groups, d->kh, d->kw));
-    SL_CUDNN_CHECK(s, cudnnSetConvolution2dDescriptor(e.conv, d->ph, d->pw, d->sh, d->sw, d->dh, d->dw,
-                                                   CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
-    SL_CUDNN_CHECK(s, cudnnSetConvolutionGroupCount(e.conv, d->groups));
-    SL_CUDNN_CHECK(s, cudnnSetConvolutionMathType(e.conv, s->tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH));
-    int n = 0, i;
-    cudnnConvolutionFwdAlgoPerf_t fp[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
-    SL_CUDNN_CHECK(s, cudnnGetConvolutionForwardAlgorithm_v7(s->cudnn, e.x, e.w, e.conv, e.y,
-                                                          CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &n, fp));
-    i = pick(fp, n, det, s->tf32, &e.ws[SL_CONV_FWD]);
-    if (i < 0) {
-        sl_cuda_record(s, __FILE__, __LINE__, "choosing a forward convolution algorithm",
-                       "no FP32 algorithm fits");
-        return e;
-    }
-    e.fwd = fp[i].algo;
-    cudnnConvolutionBwdDataAlgoPerf_t dp[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
-    SL_CUDNN_CHECK(s, cudnnGetConvolutionBackwardDataAlgorithm_v7(
-        s->cudnn, e.w, e.y, e.conv, e.x, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &n, dp));
-    i = pick(dp, n, det, s->tf32, &e.ws[SL_CONV_BWD_DATA]);
-    if (i < 0) {
-        sl_cuda_record(s, __FILE__, __LINE__, "choosing a backward-data algorithm",
-                       det ? "no deterministic FP32 algorithm fits" : "no FP32 algorithm fits");
-        return e;
-    }
-    e.bwd_data = dp[i].algo;
-    cudnnConvolutionBwdFilterAlgoPerf_t wp[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
-    SL_CUDNN_CHECK(s, cudnnGetConvolutionBackwardFilterAlgorithm_v7(
-        s->cudnn, e.x, e.y, e.conv, e.w, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &n, wp));
-    i = pick(wp, n, det, s->tf32, &e.ws[SL_CONV_BWD_FILTER]);
-    if (i < 0) {
-        sl_cuda_record(s, __FILE__, __LINE__, "choosing a backward-filter algorithm",
-                       det ? "no deterministic FP32 algorithm fits" : "no FP32 algorithm fits");
-        return e;
-    }
-    e.bwd_filter = wp[i].algo;
-    e.ok = !s->error_set;
+    e.ok = build_into(s, d, e);
     return e;
 }
 
@@ -127,8 +225,9 @@ void destroy_entry(Entry &e)
         cudnnDestroyTensorDescriptor(e.bias);
     if (e.w)
         cudnnDestroyFilterDescriptor(e.w);
-    if (e.conv)
-        cudnnDestroyConvolutionDescriptor(e.conv);
+    for (int p = 0; p < 3; p++)
+        if (e.conv[p])
+            cudnnDestroyConvolutionDescriptor(e.conv[p]);
 }
 
 } // namespace
@@ -144,14 +243,19 @@ namespace {
  * algorithm fits (the failure is recorded in the instance). */
 const Entry *lookup(sl_cuda_state *s, const sl_conv_desc *d)
 {
-    if (!s->conv_cache) {
-        s->conv_cache = new (std::nothrow) sl_cuda_conv_cache();
-        if (!s->conv_cache) {
-            sl_cuda_record(s, __FILE__, __LINE__, "allocating the algorithm cache", "out of memory");
-            return NULL;
-        }
+    sl_cuda_conv_cache *c;
+    {
+        /* kernels of two networks of one context may get here from two
+         * threads: create the cache once */
+        std::lock_guard<std::mutex> g(s->error_lock);
+        if (!s->conv_cache)
+            s->conv_cache = new (std::nothrow) sl_cuda_conv_cache();
+        c = s->conv_cache;
     }
-    sl_cuda_conv_cache *c = s->conv_cache;
+    if (!c) {
+        sl_cuda_record(s, __FILE__, __LINE__, "allocating the algorithm cache", "out of memory");
+        return NULL;
+    }
     std::lock_guard<std::mutex> g(c->lock);
     Key k;
     memset(&k, 0, sizeof k);
@@ -159,7 +263,14 @@ const Entry *lookup(sl_cuda_state *s, const sl_conv_desc *d)
     auto it = c->entries.find(k);
     if (it == c->entries.end())
         it = c->entries.emplace(k, build(s, d)).first;
-    return it->second.ok ? &it->second : NULL;
+    if (!it->second.ok) {
+        /* build recorded why the first time; every later use fails too, and
+         * must not pass silently once a sync has reported the first */
+        sl_cuda_record(s, __FILE__, __LINE__, "convolution",
+                       "this geometry has no usable cuDNN algorithm (see the first failure)");
+        return NULL;
+    }
+    return &it->second;
 }
 
 const float kOne = 1.0f, kZero = 0.0f;
@@ -175,11 +286,18 @@ extern "C" void sl_cuda_conv_cache_free(sl_cuda_conv_cache *c)
     delete c;
 }
 
+/* Asked while planning: a geometry cuDNN cannot run fails the plan now
+ * (SIZE_MAX, the error set and taken from the instance), rather than a
+ * later, unrelated sync. */
 extern "C" size_t sl_cuda_conv_workspace(const sl_backend *be, const sl_conv_desc *d,
                                          sl_conv_pass pass)
 {
-    const Entry *e = lookup(sl_cuda_of(be), d);
-    return e ? e->ws[pass] : 0;
+    sl_cuda_state *s = sl_cuda_of(be);
+    const Entry *e = lookup(s, d);
+    if (e)
+        return e->ws[pass];
+    sl_cuda_take_error(s);
+    return SIZE_MAX;
 }
 
 extern "C" void sl_cuda_conv_forward(const sl_exec *ex, const sl_conv_desc *d, const float *x,
@@ -189,8 +307,9 @@ extern "C" void sl_cuda_conv_forward(const sl_exec *ex, const sl_conv_desc *d, c
     const Entry *e = lookup(s, d);
     if (!e)
         return;
-    SL_CUDNN_CHECK(s, cudnnConvolutionForward(s->cudnn, &kOne, e->x, x, e->w, w, e->conv, e->fwd, ws,
-                                           e->ws[SL_CONV_FWD], &kZero, e->y, y));
+    SL_CUDNN_CHECK(s, cudnnConvolutionForward(s->cudnn, &kOne, e->x, x, e->w, w,
+                                              e->conv[SL_CONV_FWD], e->fwd, ws,
+                                              e->ws[SL_CONV_FWD], &kZero, e->y, y));
     if (bias)
         SL_CUDNN_CHECK(s, cudnnAddTensor(s->cudnn, &kOne, e->bias, bias, &kOne, e->y, y));
 }
@@ -203,7 +322,8 @@ extern "C" void sl_cuda_conv_backward_data(const sl_exec *ex, const sl_conv_desc
     const Entry *e = lookup(s, d);
     if (!e)
         return;
-    SL_CUDNN_CHECK(s, cudnnConvolutionBackwardData(s->cudnn, &kOne, e->w, w, e->y, dy, e->conv,
+    SL_CUDNN_CHECK(s, cudnnConvolutionBackwardData(s->cudnn, &kOne, e->w, w, e->y, dy,
+                                                   e->conv[SL_CONV_BWD_DATA],
                                                 e->bwd_data, ws, e->ws[SL_CONV_BWD_DATA],
                                                 accumulate ? &kOne : &kZero, e->x, dx));
 }
@@ -216,7 +336,8 @@ extern "C" void sl_cuda_conv_backward_filter(const sl_exec *ex, const sl_conv_de
     const Entry *e = lookup(s, d);
     if (!e)
         return;
-    SL_CUDNN_CHECK(s, cudnnConvolutionBackwardFilter(s->cudnn, &kOne, e->x, x, e->y, dy, e->conv,
+    SL_CUDNN_CHECK(s, cudnnConvolutionBackwardFilter(s->cudnn, &kOne, e->x, x, e->y, dy,
+                                                     e->conv[SL_CONV_BWD_FILTER],
                                                   e->bwd_filter, ws, e->ws[SL_CONV_BWD_FILTER],
                                                   &kOne, e->w, dw));
     if (dbias)

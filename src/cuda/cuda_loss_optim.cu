@@ -64,6 +64,13 @@ extern "C" void sl_cuda_softmax_xent(const sl_exec *ex, int n, int classes, cons
                                      const int *labels, float *dlogits, float *loss, int *correct, void *ws)
 {
     sl_cuda_state *s = sl_cuda_ex(ex);
+    if (n <= 0) { /* as the CPU: no rows, loss 0 (and no empty grid to launch) */
+        if (loss)
+            *loss = 0.0f;
+        if (correct)
+            *correct = 0;
+        return;
+    }
     char *base = (char *)ws; /* planned: see sl_cuda_softmax_xent_workspace */
     double *row_loss = (double *)base;
     int *d_labels = (int *)(base + (size_t)n * sizeof(double));
@@ -76,7 +83,7 @@ extern "C" void sl_cuda_softmax_xent(const sl_exec *ex, int n, int classes, cons
     SL_CUDA_LAUNCHED(s);
     xent_total<<<1, 1, 0, s->stream>>>(n, row_loss, row_hit, out);
     SL_CUDA_LAUNCHED(s);
-    float host[2];
+    float host[2] = {0.0f, 0.0f}; /* defined even when a copy fails (recorded) */
     SL_CUDA_CHECK(s, cudaMemcpyAsync(host, out, sizeof host, cudaMemcpyDeviceToHost, s->stream));
     SL_CUDA_CHECK(s, cudaStreamSynchronize(s->stream));
     if (loss)

@@ -26,7 +26,7 @@ __global__ void maxpool_fwd(size_t total, sl_pool_desc d, const float *x, float 
                 if (iw < 0 || iw >= d.w)
                     continue;
                 float v = xp[ih * d.w + iw];
-                if (at < 0 || v > best || (isnan(v) && !isnan(best))) {
+                if (at < 0 || v > best || isnan(v)) { /* the CPU's rule: every NaN is taken */
                     best = v;
                     at = ih * d.w + iw;
                 }
