@@ -99,6 +99,9 @@ START_TEST(test_cli_bad_arguments_exit_2_with_usage)
         "train --steps=",
         "train --mode infer",
         "train --device gpu",
+        "train --gpu -1",
+        "train --gpu x",
+        "train --tf32 1",
         "train --bogus",
         "train stray",
         "plan",
@@ -306,6 +309,11 @@ END_TEST
 
 START_TEST(test_cli_train_on_cuda_runs_or_says_why_not)
 {
+    /* a GPU no machine has: never a run, always a reason */
+    cr_result bad = cli("%s --device cuda --gpu 4000 --tf32 --json", TINY_TRAIN);
+    ck_assert_msg(bad.status == 1, "status %d, stderr:\n%s", bad.status, bad.err);
+    ck_assert_msg(strstr(bad.err, "CUDA"), "%s", bad.err);
+    cr_free(&bad);
     cr_result r = cli("%s --device cuda --json", TINY_TRAIN);
     if (r.status == 0) { /* a CUDA build on a machine with a GPU */
         cJSON *j = cr_json(&r);
