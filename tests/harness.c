@@ -286,13 +286,45 @@ void th_params_assert_identical(const th_params *a, const th_params *b, const ch
     }
 }
 
-uint64_t th_least_budget(sl_net *net, sl_shape input)
+int th_most_forwards(const sl_net *net)
+{
+    const sl_program *p = &net->cache[SL_MODE_TRAIN].prog;
+    int *runs = calloc((size_t)net->graph.n_nodes, sizeof *runs), most = 0;
+    ck_assert(runs);
+    for (int s = 0; s < p->n_steps; s++)
+        if (p->steps[s].kind == SL_STEP_FWD || p->steps[s].kind == SL_STEP_REFWD)
+            if (++runs[p->steps[s].node] > most)
+                most = runs[p->steps[s].node];
+    free(runs);
+    return most;
+}
+
+int th_pick(th_rng *r, int n)
+{
+    int v = (int)(sl_random_uniform(r->seed, r->stream, r->i++) * (float)n);
+    return v < n ? v : n - 1;
+}
+
+void th_add_classifier(sl_net *net, int classes)
+{
+    int c = net->out_channels;
+    ck_assert(sl_net_add(net, "pool", sl_global_avgpool()) == SL_OK);
+    ck_assert(sl_net_add(net, "flatten", sl_flatten()) == SL_OK);
+    ck_assert(sl_net_add(net, "fc", sl_linear(c, classes, 1)) == SL_OK);
+}
+
+uint64_t th_named_least(void)
 {
     static const char at_text[] = "smallest planned peak is ";
-    ck_assert(sl_net_set_schedule(net, SL_CKPT_BUDGET(1)) == SL_OK);
-    sl_memory_report rep;
-    ck_assert(sl_net_memory_report(net, input, SL_MODE_TRAIN, &rep) == SL_ERR_BUDGET);
     const char *at = strstr(sl_last_error(), at_text);
     ck_assert_msg(at != NULL, "%s", sl_last_error());
     return strtoull(at + strlen(at_text), NULL, 10);
+}
+
+uint64_t th_least_budget(sl_net *net, sl_shape input)
+{
+    ck_assert(sl_net_set_schedule(net, SL_CKPT_BUDGET(1)) == SL_OK);
+    sl_memory_report rep;
+    ck_assert(sl_net_memory_report(net, input, SL_MODE_TRAIN, &rep) == SL_ERR_BUDGET);
+    return th_named_least();
 }

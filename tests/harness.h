@@ -70,6 +70,24 @@ void th_params_assert_identical(const th_params *a, const th_params *b, const ch
 /* The least planned peak any schedule of net reaches for this input, read
  * from the error a 1-byte budget gives (the net's schedule is set to it). */
 uint64_t th_least_budget(sl_net *net, sl_shape input);
+/* The least planned peak named by the SL_ERR_BUDGET error just raised. */
+uint64_t th_named_least(void);
+
+/* The largest number of forwards (the TRAIN pass and re-forwards) of one
+ * node in net's last planned training program: above 2 the schedule is
+ * multi-level. */
+int th_most_forwards(const sl_net *net);
+
+/* Draws for random networks: th_pick gives 0..n-1 from the Philox stream
+ * (seed, stream), one counter per draw. */
+typedef struct th_rng {
+    uint64_t seed, stream, i;
+} th_rng;
+int th_pick(th_rng *r, int n);
+
+/* Ends a chain with global average pooling, flatten and a linear layer of
+ * `classes` outputs. */
+void th_add_classifier(sl_net *net, int classes);
 
 /* Asserts that st is `want` and that sl_last_error() contains fragment. */
 void th_assert_error(sl_status st, sl_status want, const char *fragment);

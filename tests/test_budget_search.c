@@ -22,46 +22,33 @@
 #include "net/net.h"
 #include "harness.h"
 
-typedef struct rng {
-    uint64_t seed, i;
-} rng;
-
-static int pick(rng *r, int n)
-{
-    int v = (int)(sl_random_uniform(r->seed, 0xb0d6, r->i++) * (float)n);
-    return v < n ? v : n - 1;
-}
-
 /* A random chain of `units` top-level layers (blocks included) ending in
  * pool, flatten, fc; returns the input size. */
 static int random_chain(sl_net *net, uint64_t seed, int units)
 {
-    rng r = {seed, 0};
-    int size = 8 + 4 * pick(&r, 3), spatial = size;
+    th_rng r = {seed, 0xb0d6, 0};
+    int size = 8 + 4 * th_pick(&r, 3), spatial = size;
     for (int i = 0; i < units - 3; i++) {
         char name[32];
         snprintf(name, sizeof name, "l%d", i);
-        int c = net->out_channels, out = 2 + pick(&r, 6);
-        int stride = spatial >= 6 && pick(&r, 4) == 0 ? 2 : 1;
+        int c = net->out_channels, out = 2 + th_pick(&r, 6);
+        int stride = spatial >= 6 && th_pick(&r, 4) == 0 ? 2 : 1;
         int padded = (spatial - 1) / stride + 1;
         sl_layer *l = NULL;
-        switch (pick(&r, 9)) {
+        switch (th_pick(&r, 9)) {
         case 0: l = sl_conv2d(c, out, 3, stride, 1); spatial = padded; break;
         case 1: l = sl_batchnorm2d(c); break;
         case 2: l = sl_relu(); break;
         case 3: l = sl_maxpool2d(3, stride, 1); spatial = padded; break;
         case 4: l = sl_dropout(0.25f); break;
         case 5: l = sl_basic_block(c, out, stride); spatial = padded; break;
-        case 6: l = sl_bottleneck(c, 1 + pick(&r, 3), stride); spatial = padded; break;
-        case 7: l = sl_inception(c, 1 + pick(&r, 3), 2, 2, 1, 2, 1 + pick(&r, 2)); break;
+        case 6: l = sl_bottleneck(c, 1 + th_pick(&r, 3), stride); spatial = padded; break;
+        case 7: l = sl_inception(c, 1 + th_pick(&r, 3), 2, 2, 1, 2, 1 + th_pick(&r, 2)); break;
         default: l = sl_conv_bn_relu(c, out, 3, stride, 1); spatial = padded; break;
         }
         ck_assert_msg(sl_net_add(net, name, l) == SL_OK, "%s", sl_last_error());
     }
-    int c = net->out_channels;
-    ck_assert(sl_net_add(net, "pool", sl_global_avgpool()) == SL_OK);
-    ck_assert(sl_net_add(net, "flatten", sl_flatten()) == SL_OK);
-    ck_assert(sl_net_add(net, "fc", sl_linear(c, 5, 1)) == SL_OK);
+    th_add_classifier(net, 5);
     return size;
 }
 
@@ -163,13 +150,6 @@ static int single_level_search(sl_net *net, const sl_shapes *sh, uint64_t budget
     return SL_OK;
 }
 
-static uint64_t named_least(void)
-{
-    const char *at = strstr(sl_last_error(), "smallest planned peak is ");
-    ck_assert_msg(at != NULL, "%s", sl_last_error());
-    return strtoull(at + strlen("smallest planned peak is "), NULL, 10);
-}
-
 static int budget_report(sl_net *net, sl_shape shape, uint64_t budget, sl_memory_report *r,
                          uint64_t *redo)
 {
@@ -212,12 +192,12 @@ START_TEST(test_budget_search_exact_over_single_level_schedules)
         /* the least single-level peak, named by the error of a budget just below it */
         uint64_t peak, redo, full_redo;
         ck_assert(single_level_search(net, &sh, peaks[0] - 1, &peak, &redo) == SL_ERR_BUDGET);
-        ck_assert_msg(named_least() == peaks[0], "chain %d: error names %" PRIu64 ", least is %" PRIu64,
-                      ci, named_least(), peaks[0]);
+        ck_assert_msg(th_named_least() == peaks[0], "chain %d: error names %" PRIu64 ", least is %" PRIu64,
+                      ci, th_named_least(), peaks[0]);
         /* the whole search reaches at least as low */
         sl_memory_report r;
         if (budget_report(net, shape, peaks[0] - 1, &r, &full_redo) == SL_ERR_BUDGET)
-            ck_assert(named_least() >= peaks[0] - 1 && named_least() <= peaks[0]);
+            ck_assert(th_named_least() >= peaks[0] - 1 && th_named_least() <= peaks[0]);
         else
             ck_assert(r.total <= peaks[0] - 1);
         for (int i = 0; i < n; i++) {

@@ -38,26 +38,11 @@ static sl_net *build(sl_context *ctx, const char *model, int res, sl_schedule sc
     return net;
 }
 
-/* Three training steps; records losses, then copies every tensor and the
- * last gradients. Checks the measured arena peak against the plan. */
-/* Largest number of forwards (the TRAIN pass and re-forwards) of one node:
- * above 2 the schedule is multi-level. */
-static int most_forwards(const sl_net *net)
-{
-    const sl_program *p = &net->cache[SL_MODE_TRAIN].prog;
-    int *runs = calloc((size_t)net->graph.n_nodes, sizeof *runs), most = 0;
-    ck_assert(runs);
-    for (int s = 0; s < p->n_steps; s++)
-        if (p->steps[s].kind == SL_STEP_FWD || p->steps[s].kind == SL_STEP_REFWD)
-            if (++runs[p->steps[s].node] > most)
-                most = runs[p->steps[s].node];
-    free(runs);
-    return most;
-}
-
 static int g_most_forwards; /* of the last train() */
 static int g_keeps_conv;    /* the last train()'s schedule keeps some unit's conv outputs only */
 
+/* Three training steps; records losses, then copies every tensor and the
+ * last gradients. Checks the measured arena peak against the plan. */
 static void train(const char *model, int res, int batch, sl_schedule schedule, snapshot *out,
                   uint64_t *planned_total)
 {
@@ -82,7 +67,7 @@ static void train(const char *model, int res, int batch, sl_schedule schedule, s
                   model, rep.arena_measured, rep.arena_bytes);
     if (planned_total)
         *planned_total = rep.total;
-    g_most_forwards = most_forwards(net);
+    g_most_forwards = th_most_forwards(net);
     const sl_segments *seg = &net->cache[SL_MODE_TRAIN].seg;
     g_keeps_conv = 0;
     for (int a = 0; a < seg->n_actions; a++)

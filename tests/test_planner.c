@@ -18,31 +18,21 @@
 #include "net/net.h"
 #include "harness.h"
 
-typedef struct rng {
-    uint64_t seed, i;
-} rng;
-
-static int pick(rng *r, int n)
-{
-    int v = (int)(sl_random_uniform(r->seed, 0xc4a1, r->i++) * (float)n);
-    return v < n ? v : n - 1;
-}
-
 /* A random chain of layers and blocks ending in pool, flatten, fc; returns
  * the input size. */
 static int random_chain(sl_net *net, uint64_t seed)
 {
-    rng r = {seed, 0};
-    int size = 8 + 4 * pick(&r, 3), layers = 4 + pick(&r, 10);
+    th_rng r = {seed, 0xc4a1, 0};
+    int size = 8 + 4 * th_pick(&r, 3), layers = 4 + th_pick(&r, 10);
     int spatial = size;
     for (int i = 0; i < layers && spatial >= 4; i++) {
         char name[32];
         snprintf(name, sizeof name, "l%d", i);
-        int c = net->out_channels, out = 2 + pick(&r, 6), k = 1 + 2 * pick(&r, 2);
-        int stride = spatial >= 6 && pick(&r, 3) == 0 ? 2 : 1;
+        int c = net->out_channels, out = 2 + th_pick(&r, 6), k = 1 + 2 * th_pick(&r, 2);
+        int stride = spatial >= 6 && th_pick(&r, 3) == 0 ? 2 : 1;
         int padded = (spatial - 1) / stride + 1; /* 3x3 pad 1 or 1x1 pad 0 */
         sl_layer *l = NULL;
-        switch (pick(&r, 10)) {
+        switch (th_pick(&r, 10)) {
         case 0: l = sl_conv2d(c, out, k, stride, 0); spatial = (spatial - k) / stride + 1; break;
         case 1: l = sl_batchnorm2d(c); break;
         case 2: l = sl_relu(); break;
@@ -50,16 +40,13 @@ static int random_chain(sl_net *net, uint64_t seed)
         case 4: l = sl_avgpool2d(2, 1, 0); spatial -= 1; break;
         case 5: l = sl_dropout(0.25f); break;
         case 6: l = sl_basic_block(c, out, stride); spatial = padded; break;
-        case 7: l = sl_bottleneck(c, 1 + pick(&r, 3), stride); spatial = padded; break;
-        case 8: l = sl_inception(c, 1 + pick(&r, 3), 2, 2, 1, 2, 1 + pick(&r, 2)); break;
+        case 7: l = sl_bottleneck(c, 1 + th_pick(&r, 3), stride); spatial = padded; break;
+        case 8: l = sl_inception(c, 1 + th_pick(&r, 3), 2, 2, 1, 2, 1 + th_pick(&r, 2)); break;
         default: l = sl_conv_bn_relu(c, out, 3, stride, 1); spatial = padded; break;
         }
         ck_assert_msg(sl_net_add(net, name, l) == SL_OK, "%s", sl_last_error());
     }
-    int c = net->out_channels;
-    ck_assert(sl_net_add(net, "pool", sl_global_avgpool()) == SL_OK);
-    ck_assert(sl_net_add(net, "flatten", sl_flatten()) == SL_OK);
-    ck_assert(sl_net_add(net, "fc", sl_linear(c, 5, 1)) == SL_OK);
+    th_add_classifier(net, 5);
     return size;
 }
 
@@ -147,10 +134,7 @@ static uint64_t least_budget(uint64_t seed, uint64_t *plain)
     int size = random_chain(net, seed);
     sl_shape shape = {4, 3, size, size};
     sl_memory_report r;
-    ck_assert(sl_net_memory_report(net, shape, SL_MODE_TRAIN, &r) == SL_ERR_BUDGET);
-    const char *at = strstr(sl_last_error(), "smallest planned peak is ");
-    ck_assert_msg(at != NULL, "%s", sl_last_error());
-    uint64_t least = strtoull(at + strlen("smallest planned peak is "), NULL, 10);
+    uint64_t least = th_least_budget(net, shape);
     ck_assert(sl_net_set_schedule(net, SL_CKPT_NONE) == SL_OK);
     ck_assert(sl_net_memory_report(net, shape, SL_MODE_TRAIN, &r) == SL_OK);
     *plain = r.total;

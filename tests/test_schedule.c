@@ -239,9 +239,7 @@ START_TEST(test_budget_schedules_fit_and_trade_memory_for_time)
     ck_assert(report(ctx, SL_CKPT_NONE, &plain) == SL_OK);
     ck_assert(report(ctx, SL_CKPT_SQRT, &sqrt_r) == SL_OK);
     ck_assert(report(ctx, SL_CKPT_BUDGET(1), &r) == SL_ERR_BUDGET);
-    const char *at = strstr(sl_last_error(), "smallest planned peak is ");
-    ck_assert_msg(at != NULL, "%s", sl_last_error());
-    uint64_t least = strtoull(at + strlen("smallest planned peak is "), NULL, 10);
+    uint64_t least = th_named_least();
     ck_assert_msg(least <= sqrt_r.total, "least %" PRIu64 " above sqrt's %" PRIu64, least,
                   sqrt_r.total);
     ck_assert(report(ctx, SL_CKPT_BUDGET(least - 1), &r) == SL_ERR_BUDGET);
@@ -351,29 +349,12 @@ static uint64_t least_arena(sl_context *ctx, const char *model, int batch, int r
     ck_assert(sl_net_set_optimizer(net, &o) == SL_OK);
     sl_shape shape = {batch, 3, res, res};
     sl_memory_report r;
-    ck_assert(sl_net_memory_report(net, shape, SL_MODE_TRAIN, &r) == SL_ERR_BUDGET);
-    const char *at = strstr(sl_last_error(), "smallest planned peak is ");
-    ck_assert_msg(at != NULL, "%s", sl_last_error());
-    uint64_t least = strtoull(at + strlen("smallest planned peak is "), NULL, 10);
+    uint64_t least = th_least_budget(net, shape);
     ck_assert(sl_net_set_schedule(net, SL_CKPT_BUDGET(least)) == SL_OK);
     ck_assert_msg(sl_net_memory_report(net, shape, SL_MODE_TRAIN, &r) == SL_OK, "%s", sl_last_error());
     ck_assert(r.total <= least);
     *kept = net;
     return r.arena_bytes;
-}
-
-/* Largest number of forwards (the TRAIN pass and re-forwards) of one node. */
-static int most_forwards(const sl_net *net)
-{
-    const sl_program *p = &net->cache[SL_MODE_TRAIN].prog;
-    int *runs = calloc((size_t)net->graph.n_nodes, sizeof *runs), most = 0;
-    ck_assert(runs);
-    for (int s = 0; s < p->n_steps; s++)
-        if (p->steps[s].kind == SL_STEP_FWD || p->steps[s].kind == SL_STEP_REFWD)
-            if (++runs[p->steps[s].node] > most)
-                most = runs[p->steps[s].node];
-    free(runs);
-    return most;
 }
 
 /* Multi-level recursion below the single-level floor (issue 13's
@@ -389,11 +370,11 @@ START_TEST(test_multilevel_reaches_least_memory_targets)
         sl_net *net;
         uint64_t arena = least_arena(ctx, t[i].model, t[i].batch, t[i].res, &net);
         printf("%s batch %d: least activation arena %.1f MiB, a layer runs up to %d times\n",
-               t[i].model, t[i].batch, arena / 1048576.0, most_forwards(net));
+               t[i].model, t[i].batch, arena / 1048576.0, th_most_forwards(net));
         ck_assert_msg(arena <= (uint64_t)(t[i].mib * 1048576), "%s: %.1f MiB", t[i].model,
                       arena / 1048576.0);
         ck_assert_int_gt(net->cache[SL_MODE_TRAIN].seg.n_actions, 0); /* multi-level */
-        ck_assert_int_gt(most_forwards(net), 2);
+        ck_assert_int_gt(th_most_forwards(net), 2);
         sl_net_free(net);
     }
     sl_context_free(ctx);
@@ -416,7 +397,7 @@ START_TEST(test_bn_rescale_under_multilevel_recursion)
             ck_assert(sl_model_build(net, "resnet20", 10, 32) == SL_OK);
         } else {
             least_arena(ctx, "resnet20", 8, 32, &net);
-            ck_assert_int_gt(most_forwards(net), 2);
+            ck_assert_int_gt(th_most_forwards(net), 2);
             ck_assert(sl_net_set_bn_momentum_rescale(net, 1) == SL_OK);
         }
         sl_optimizer_options o = sl_sgd(0.1f, 0.9f, 5e-4f, 0);
@@ -427,7 +408,7 @@ START_TEST(test_bn_rescale_under_multilevel_recursion)
         ck_assert_msg(sl_net_compute_gradients(net, x, (sl_shape){8, 3, 32, 32}, labels, NULL) ==
                       SL_OK, "%s", sl_last_error());
         if (run == 1)
-            ck_assert_int_gt(most_forwards(net), 2);
+            ck_assert_int_gt(th_most_forwards(net), 2);
         count[run] = 0;
         stats[run] = NULL;
         for (int i = 0; i < sl_net_param_count(net); i++) {
