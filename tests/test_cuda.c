@@ -237,43 +237,51 @@ START_TEST(test_cuda_custom_layer_random_numbers_equal_cpu)
 }
 END_TEST
 
-/* Three SGD steps under a schedule; returns every tensor, read back. */
-static float **train_cuda(const char *model, sl_schedule s, int *n_out, uint64_t *planned,
-                          uint64_t *measured)
+/* `model` at 32x32 (10 classes) under schedule s with SGD and momentum,
+ * on ctx. */
+static sl_net *cuda_net(sl_context *ctx, sl_schedule s, const char *model)
 {
-    sl_context *ctx = cuda_context(42);
     sl_net *net = NULL;
     ck_assert(sl_sublinear(ctx, 3, s, &net) == SL_OK);
     th_build_model(net, model, 32);
     sl_optimizer_options o = sl_sgd(0.01f, 0.9f, 1e-4f, 0);
     ck_assert(sl_net_set_optimizer(net, &o) == SL_OK);
-    float *x = malloc(8 * 3 * 32 * 32 * sizeof(float));
-    int labels[8];
-    for (int step = 0; step < 3; step++) {
-        th_fill_normal(x, 8 * 3 * 32 * 32, 100 + (uint64_t)step, 1.0f);
-        for (int b = 0; b < 8; b++)
-            labels[b] = (b * 7 + step) % 10;
-        ck_assert_msg(sl_net_train_step(net, x, (sl_shape){8, 3, 32, 32}, labels, NULL) == SL_OK,
-                      "%s", sl_last_error());
-    }
+    return net;
+}
+
+#define TRAIN_BATCH 8
+#define TRAIN_FLOATS ((size_t)TRAIN_BATCH * 3 * 32 * 32)
+static const sl_shape g_train_shape = {TRAIN_BATCH, 3, 32, 32};
+
+/* Step `step` of train_cuda's data (x holds a batch). */
+static void train_step_cuda(sl_net *net, float *x, int step)
+{
+    int labels[TRAIN_BATCH];
+    th_fill_normal(x, TRAIN_FLOATS, 100 + (uint64_t)step, 1.0f);
+    for (int b = 0; b < TRAIN_BATCH; b++)
+        labels[b] = (b * 7 + step) % 10;
+    ck_assert_msg(sl_net_train_step(net, x, g_train_shape, labels, NULL) == SL_OK, "%s",
+                  sl_last_error());
+}
+
+/* Three SGD steps under a schedule; every tensor and gradient, read back,
+ * into out, and the planned and measured arena. */
+static void train_cuda(const char *model, sl_schedule s, th_params *out, uint64_t *planned,
+                       uint64_t *measured)
+{
+    sl_context *ctx = cuda_context(42);
+    sl_net *net = cuda_net(ctx, s, model);
+    float *x = malloc(TRAIN_FLOATS * sizeof(float));
+    for (int step = 0; step < 3; step++)
+        train_step_cuda(net, x, step);
     sl_memory_report r;
-    ck_assert(sl_net_memory_report(net, (sl_shape){8, 3, 32, 32}, SL_MODE_TRAIN, &r) == SL_OK);
+    ck_assert(sl_net_memory_report(net, g_train_shape, SL_MODE_TRAIN, &r) == SL_OK);
     *planned = r.arena_bytes;
     *measured = r.arena_measured;
-    int n = sl_net_param_count(net);
-    float **t = calloc((size_t)n, sizeof(float *));
-    for (int i = 0; i < n; i++) {
-        sl_param_info p;
-        ck_assert(sl_net_param(net, i, &p) == SL_OK);
-        t[i] = malloc(p.count * sizeof(float) + sizeof(size_t));
-        memcpy(t[i], &p.count, sizeof(size_t));
-        ck_assert(sl_net_param_read(net, i, (float *)((char *)t[i] + sizeof(size_t))) == SL_OK);
-    }
-    *n_out = n;
+    th_params_capture(net, out);
     free(x);
     sl_net_free(net);
     sl_context_free(ctx);
-    return t;
 }
 
 /* The smallest feasible budget of a model on the GPU (its workspaces are
@@ -281,15 +289,11 @@ static float **train_cuda(const char *model, sl_schedule s, int *n_out, uint64_t
 static uint64_t least_budget_cuda(const char *model, uint64_t *plain_total)
 {
     sl_context *ctx = cuda_context(42);
-    sl_net *net = NULL;
-    ck_assert(sl_sublinear(ctx, 3, SL_CKPT_NONE, &net) == SL_OK);
-    th_build_model(net, model, 32);
-    sl_optimizer_options o = sl_sgd(0.01f, 0.9f, 1e-4f, 0);
-    ck_assert(sl_net_set_optimizer(net, &o) == SL_OK);
+    sl_net *net = cuda_net(ctx, SL_CKPT_NONE, model);
     sl_memory_report r;
-    ck_assert(sl_net_memory_report(net, (sl_shape){8, 3, 32, 32}, SL_MODE_TRAIN, &r) == SL_OK);
+    ck_assert(sl_net_memory_report(net, g_train_shape, SL_MODE_TRAIN, &r) == SL_OK);
     *plain_total = r.total;
-    uint64_t least = th_least_budget(net, (sl_shape){8, 3, 32, 32});
+    uint64_t least = th_least_budget(net, g_train_shape);
     sl_net_free(net);
     sl_context_free(ctx);
     return least;
@@ -299,9 +303,9 @@ START_TEST(test_cuda_checkpoint_bit_identical)
 {
     const char *models[3] = {"resnet20", "resnet56-dropout", "googlenet"};
     for (int m = 0; m < 3; m++) {
-        int n, n2;
         uint64_t planned, measured, plain_arena;
-        float **plain = train_cuda(models[m], SL_CKPT_NONE, &n, &planned, &measured);
+        th_params plain, ck;
+        train_cuda(models[m], SL_CKPT_NONE, &plain, &planned, &measured);
         ck_assert_msg(planned == measured, "%s: planned %llu measured %llu", models[m],
                       (unsigned long long)planned, (unsigned long long)measured);
         plain_arena = planned;
@@ -312,26 +316,19 @@ START_TEST(test_cuda_checkpoint_bit_identical)
         const char *names[5] = {"sqrt", "segments:2", "segments:5", "least budget",
                                 "operator-level budget"};
         for (int k = 0; k < 5; k++) {
-            float **ck = train_cuda(models[m], s[k], &n2, &planned, &measured);
-            ck_assert_int_eq(n, n2);
+            train_cuda(models[m], s[k], &ck, &planned, &measured);
             ck_assert_msg(planned == measured, "%s %s: planned arena %llu measured %llu",
                           models[m], names[k], (unsigned long long)planned,
                           (unsigned long long)measured);
             ck_assert_msg(planned < plain_arena, "%s %s: arena %llu not below plain %llu",
                           models[m], names[k], (unsigned long long)planned,
                           (unsigned long long)plain_arena);
-            for (int i = 0; i < n; i++) {
-                size_t count;
-                memcpy(&count, plain[i], sizeof count);
-                ck_assert_msg(memcmp(plain[i], ck[i], sizeof count + count * sizeof(float)) == 0,
-                              "%s %s: tensor %d differs", models[m], names[k], i);
-                free(ck[i]);
-            }
-            free(ck);
+            char what[96];
+            snprintf(what, sizeof what, "%s %s", models[m], names[k]);
+            th_params_assert_identical(&plain, &ck, what);
+            th_params_free(&ck);
         }
-        for (int i = 0; i < n; i++)
-            free(plain[i]);
-        free(plain);
+        th_params_free(&plain);
         printf("%s: CUDA training under sqrt, segments:2, segments:5, the least budget and an "
                "operator-level budget bit-identical to plain; arenas as planned\n", models[m]);
     }
@@ -340,51 +337,32 @@ END_TEST
 
 /* Two CUDA contexts in one process are two backend instances (streams,
  * handles, algorithm caches, errors): networks stepping in turn on both,
- * and one context freed halfway, give the same parameters as a network
- * trained alone. */
+ * and one context freed halfway, give the same parameters and gradients
+ * as a network trained alone. */
 START_TEST(test_cuda_two_contexts_work_independently)
 {
-    int n_solo;
     uint64_t planned, measured;
-    float **solo = train_cuda("resnet20", SL_CKPT_SQRT, &n_solo, &planned, &measured);
+    th_params solo, got;
+    train_cuda("resnet20", SL_CKPT_SQRT, &solo, &planned, &measured);
     sl_context *ctx[2] = {cuda_context(42), cuda_context(42)}; /* train_cuda's seed */
     sl_net *net[2];
-    for (int c = 0; c < 2; c++) {
-        ck_assert(sl_sublinear(ctx[c], 3, SL_CKPT_SQRT, &net[c]) == SL_OK);
-        ck_assert(sl_model_build(net[c], "resnet20", 10, 32) == SL_OK);
-        sl_optimizer_options o = sl_sgd(0.01f, 0.9f, 1e-4f, 0);
-        ck_assert(sl_net_set_optimizer(net[c], &o) == SL_OK);
-    }
-    float *x = malloc(8 * 3 * 32 * 32 * sizeof(float));
-    int labels[8];
+    for (int c = 0; c < 2; c++)
+        net[c] = cuda_net(ctx[c], SL_CKPT_SQRT, "resnet20");
+    float *x = malloc(TRAIN_FLOATS * sizeof(float));
     for (int step = 0; step < 3; step++) {
-        th_fill_normal(x, 8 * 3 * 32 * 32, 100 + (uint64_t)step, 1.0f);
-        for (int b = 0; b < 8; b++)
-            labels[b] = (b * 7 + step) % 10;
-        for (int c = 0; c < 2; c++) {
-            if (!net[c])
-                continue;
-            ck_assert_msg(sl_net_train_step(net[c], x, (sl_shape){8, 3, 32, 32}, labels, NULL) ==
-                              SL_OK, "context %d: %s", c, sl_last_error());
-        }
+        for (int c = 0; c < 2; c++)
+            if (net[c])
+                train_step_cuda(net[c], x, step);
         if (step == 1) { /* the first context goes away; the second goes on */
             sl_net_free(net[0]);
             sl_context_free(ctx[0]);
             net[0] = NULL;
         }
     }
-    ck_assert_int_eq(sl_net_param_count(net[1]), n_solo);
-    for (int i = 0; i < n_solo; i++) {
-        size_t count;
-        memcpy(&count, solo[i], sizeof count);
-        float *got = malloc(count * sizeof(float));
-        ck_assert(sl_net_param_read(net[1], i, got) == SL_OK);
-        ck_assert_msg(memcmp(got, (char *)solo[i] + sizeof count, count * sizeof(float)) == 0,
-                      "tensor %d differs from the network trained alone", i);
-        free(got);
-        free(solo[i]);
-    }
-    free(solo);
+    th_params_capture(net[1], &got);
+    th_params_assert_identical(&solo, &got, "the network trained beside another");
+    th_params_free(&solo);
+    th_params_free(&got);
     free(x);
     sl_net_free(net[1]);
     sl_context_free(ctx[1]);
@@ -398,11 +376,7 @@ END_TEST
 static int64_t device_overhead(sl_schedule s, uint64_t *planned_total)
 {
     sl_context *ctx = cuda_context(7);
-    sl_net *net = NULL;
-    ck_assert(sl_sublinear(ctx, 3, s, &net) == SL_OK);
-    th_build_model(net, "resnet56", 32);
-    sl_optimizer_options o = sl_sgd(0.01f, 0.9f, 1e-4f, 0);
-    ck_assert(sl_net_set_optimizer(net, &o) == SL_OK);
+    sl_net *net = cuda_net(ctx, s, "resnet56");
     sl_shape in = {64, 3, 32, 32};
     size_t nx = (size_t)64 * 3 * 32 * 32;
     float *x = malloc(nx * sizeof(float));
@@ -463,11 +437,7 @@ START_TEST(test_cuda_bad_device_and_out_of_memory)
     ck_assert_ptr_null(bad);
 
     sl_context *ctx = cuda_context(11);
-    sl_net *net = NULL;
-    ck_assert(sl_sublinear(ctx, 3, SL_CKPT_NONE, &net) == SL_OK);
-    th_build_model(net, "resnet20", 32);
-    sl_optimizer_options o = sl_sgd(0.01f, 0.9f, 1e-4f, 0);
-    ck_assert(sl_net_set_optimizer(net, &o) == SL_OK);
+    sl_net *net = cuda_net(ctx, SL_CKPT_NONE, "resnet20");
     th_params before;
     th_params_capture(net, &before);
     /* 120000 CIFAR images a step: about 176 GiB of activations, more than
