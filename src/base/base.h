@@ -101,6 +101,9 @@ sl_host_memory sl_host_memory_available(void);
 /* Number of threads a context asks for, resolved (0 -> cores). */
 int sl_context_threads(const sl_context *ctx);
 
+/* Seconds on a monotonic clock (for timing). */
+double sl_now_seconds(void);
+
 /* `for HEADER BODY` split over `threads` OpenMP threads (static schedule)
  * when threads > 1 and cond holds; otherwise run by the calling thread
  * without entering OpenMP at all. libgomp allocates a team for every

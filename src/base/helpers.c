@@ -1,11 +1,13 @@
 /*
  * helpers.c — small helpers every stage uses: allocations that turn a
- * failed malloc into a readable error, dotted names, and the thread count
- * a context resolves to.
+ * failed malloc into a readable error, dotted names, the thread count
+ * a context resolves to, and a monotonic clock.
  */
+#define _POSIX_C_SOURCE 199309L
 #include <omp.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "base/base.h"
 
@@ -62,4 +64,11 @@ int sl_context_threads(const sl_context *ctx)
         return ctx->threads;
     int n = omp_get_num_procs();
     return n > 0 ? n : 1;
+}
+
+double sl_now_seconds(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }

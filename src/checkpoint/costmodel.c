@@ -8,9 +8,7 @@
  * backend, a roofline summed rather than maxed, since on these devices a
  * kernel rarely overlaps the two well.
  */
-#define _POSIX_C_SOURCE 199309L
 #include <stdlib.h>
-#include <time.h>
 
 #include "checkpoint/schedule.h"
 
@@ -78,13 +76,6 @@ void sl_program_seconds(const sl_graph *g, const sl_shapes *sh, const sl_program
             *refwd += sl_node_forward_seconds(g, sh, p->steps[s].node, m);
 }
 
-static double now_seconds(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
 enum { GEMM_N = 768, COPY_FLOATS = 16 << 20, ROUNDS = 3 };
 
 sl_status sl_cost_model_measure_backend(const sl_backend *be, int threads, sl_cost_model *out)
@@ -103,15 +94,15 @@ sl_status sl_cost_model_measure_backend(const sl_backend *be, int threads, sl_co
     double gemm = 1e30, copy = 1e30;
     sl_status st = be->sync(&ex);
     for (int r = 0; r < ROUNDS && st == SL_OK; r++) {
-        double t0 = now_seconds();
+        double t0 = sl_now_seconds();
         be->gemm(&ex, 0, 0, GEMM_N, GEMM_N, GEMM_N, 1.0f, a, GEMM_N, a + gemm_floats, GEMM_N, 0.0f,
                  a + 2 * gemm_floats, GEMM_N);
         st = be->sync(&ex);
-        double t1 = now_seconds();
+        double t1 = sl_now_seconds();
         be->copy(&ex, COPY_FLOATS, x, x + COPY_FLOATS, 0);
         if (st == SL_OK)
             st = be->sync(&ex);
-        double t2 = now_seconds();
+        double t2 = sl_now_seconds();
         if (t1 - t0 < gemm)
             gemm = t1 - t0;
         if (t2 - t1 < copy)

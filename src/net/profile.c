@@ -6,11 +6,9 @@
  * waits serialise the device, so a profiled step is slower than a plain
  * one; the split, not the sum, is what it is for.
  */
-#define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "base/base.h"
 #include "checkpoint/pipeline.h"
@@ -33,13 +31,6 @@ static void wait_for(const sl_exec *ex)
 {
     if (ex->be->wait)
         ex->be->wait(ex);
-}
-
-static double now_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
 /* Adds one call of `seconds` to the entry (type, pass); an entry that
@@ -72,7 +63,7 @@ static void after_step(void *user, int s)
 {
     sl_profile *p = user;
     wait_for(p->ex);
-    double t = now_s();
+    double t = sl_now_seconds();
     const sl_step *st = &p->prog->steps[s];
     const char *type = "SoftmaxCrossEntropy", *pass = "loss";
     if (st->kind != SL_STEP_LOSS) {
@@ -85,7 +76,7 @@ static void after_step(void *user, int s)
     add(p, type, pass, t - p->t_last);
     if (p->chained)
         p->chained(p->chained_user, s);
-    p->t_last = now_s();
+    p->t_last = sl_now_seconds();
 }
 
 void sl_profile_begin_run(sl_net *net, const sl_program *prog, const sl_exec *ex, sl_run_io *io)
@@ -101,7 +92,7 @@ void sl_profile_begin_run(sl_net *net, const sl_program *prog, const sl_exec *ex
     io->after_step = after_step;
     io->after_step_user = p;
     wait_for(ex);
-    p->t_last = now_s();
+    p->t_last = sl_now_seconds();
 }
 
 double sl_profile_clock(const sl_net *net, const sl_exec *ex)
@@ -109,7 +100,7 @@ double sl_profile_clock(const sl_net *net, const sl_exec *ex)
     if (!net->profile)
         return 0;
     wait_for(ex);
-    return now_s();
+    return sl_now_seconds();
 }
 
 void sl_profile_add_update(sl_net *net, const sl_exec *ex, double t0)
@@ -117,7 +108,7 @@ void sl_profile_add_update(sl_net *net, const sl_exec *ex, double t0)
     if (!net->profile)
         return;
     wait_for(ex);
-    add(net->profile, "optimizer", "update", now_s() - t0);
+    add(net->profile, "optimizer", "update", sl_now_seconds() - t0);
 }
 
 void sl_profile_free(sl_profile *p)
