@@ -70,47 +70,10 @@ common="$shape --steps $steps --threads $threads --json"
 k=$("$bin" --model resnet152 --schedule sqrt $shape --plan-only --json |
     "$py" -c 'import json,sys; print(json.load(sys.stdin)["sqrt_segments"])')
 
-# Busy and idle jiffies of the whole machine (/proc/stat).
-jiffies() { awk '/^cpu / { print $2 + $3 + $4 + $7 + $8 + $9, $5 + $6; exit }' /proc/stat; }
-wait_quiet() {
-    waited=0
-    while [ "$waited" -lt "$quiet_wait" ]; do
-        # shellcheck disable=SC2046 # two numbers, split on purpose
-        set -- $(jiffies)
-        sleep 5
-        waited=$((waited + 5))
-        # shellcheck disable=SC2046
-        set -- "$@" $(jiffies)
-        if [ $(( ($3 - $1) * 10 < ($3 - $1) + ($4 - $2) )) -eq 1 ]; then
-            return 0
-        fi
-    done
-    [ "$quiet_wait" -eq 0 ] || echo "pareto.sh: still busy after ${quiet_wait}s; running" >&2
-}
-
-list="none:ours:none torch_plain:torch:plain b2g:ours:budget:2GiB o2g:ours:ops:2GiB
+me=pareto.sh
+# shellcheck source=bench/rounds.sh
+. "$here/rounds.sh"
+run_rounds "none:ours:none torch_plain:torch:plain b2g:ours:budget:2GiB o2g:ours:ops:2GiB
 bthird:ours:budget-third othird:ours:ops-third sqrt:ours:sqrt torch_ckpt:torch:checkpoint:$k
 least:ours:least"
-reversed=$(echo "$list" | tr ' ' '\n' | awk '{ l[NR] = $0 } END { for (i = NR; i > 0; i--) print l[i] }')
-r=1
-while [ "$r" -le "$rounds" ]; do
-    if [ $((r % 2)) -eq 1 ]; then order=$list; else order=$reversed; fi
-    for item in $order; do
-        name=${item%%:*}
-        rest=${item#*:}
-        kind=${rest%%:*}
-        arg=${rest#*:}
-        wait_quiet
-        echo "pareto.sh: round $r: $kind $arg" >&2
-        # shellcheck disable=SC2086
-        if [ "$kind" = ours ]; then
-            "$bin" --model resnet152 --schedule "$arg" $common > "$tmp/$name.$r.json" \
-                2> "$tmp/$name.$r.err" || cat "$tmp/$name.$r.err" >&2
-        else
-            "$py" "$here/bench_resnet_torch.py" --depth 152 --mode "$arg" $common \
-                > "$tmp/$name.$r.json" 2> "$tmp/$name.$r.err" || cat "$tmp/$name.$r.err" >&2
-        fi
-    done
-    r=$((r + 1))
-done
 "$py" "$here/pareto.py" "$tmp" "$rounds" "$out"

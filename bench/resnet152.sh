@@ -80,54 +80,11 @@ field() { # field KEY < JSON
 k=$(field sqrt_segments < "$tmp/plan.json")
 sqrt_total=$(field planned_total < "$tmp/plan.json")
 
-# Busy and idle jiffies of the whole machine (/proc/stat).
-jiffies() { awk '/^cpu / { print $2 + $3 + $4 + $7 + $8 + $9, $5 + $6; exit }' /proc/stat; }
-# Waits up to $quiet_wait seconds for 5 seconds in which the cores are
-# less than 10 % busy.
-wait_quiet() {
-    waited=0
-    while [ "$waited" -lt "$quiet_wait" ]; do
-        # shellcheck disable=SC2046 # two numbers, split on purpose
-        set -- $(jiffies)
-        sleep 5
-        waited=$((waited + 5))
-        # shellcheck disable=SC2046
-        set -- "$@" $(jiffies)
-        if [ $(( ($3 - $1) * 10 < ($3 - $1) + ($4 - $2) )) -eq 1 ]; then
-            return 0
-        fi
-    done
-    [ "$quiet_wait" -eq 0 ] || echo "resnet152.sh: still busy after ${quiet_wait}s; running" >&2
-}
-
-# run NAME KIND ARG ROUND: one process; a failure (a budget that does not
-# fit) is recorded, not fatal.
-run() {
-    wait_quiet
-    echo "resnet152.sh: round $4: $2 $3" >&2
-    out=$tmp/$1.$4.json
-    err=$tmp/$1.$4.err
-    # shellcheck disable=SC2086
-    if [ "$2" = ours ]; then
-        "$bin" --model resnet152 --schedule "$3" $common > "$out" 2> "$err" || cat "$err" >&2
-    else
-        "$py" "$here/bench_resnet_torch.py" --depth 152 --mode "$3" $common > "$out" 2> "$err" ||
-            cat "$err" >&2
-    fi
-}
-list="none:ours:none torch_plain:torch:plain sqrt:ours:sqrt torch_ckpt:torch:checkpoint:$k
+me=resnet152.sh
+# shellcheck source=bench/rounds.sh
+. "$here/rounds.sh"
+run_rounds "none:ours:none torch_plain:torch:plain sqrt:ours:sqrt torch_ckpt:torch:checkpoint:$k
 budget_half:ours:budget-half budget_sqrt:ours:budget:$sqrt_total"
-reversed=$(echo "$list" | tr ' ' '\n' | awk '{ l[NR] = $0 } END { for (i = NR; i > 0; i--) print l[i] }')
-r=1
-while [ "$r" -le "$rounds" ]; do
-    if [ $((r % 2)) -eq 1 ]; then order=$list; else order=$reversed; fi
-    for item in $order; do
-        name=${item%%:*}
-        rest=${item#*:}
-        run "$name" "${rest%%:*}" "${rest#*:}" "$r"
-    done
-    r=$((r + 1))
-done
 
 "$py" - "$tmp" "$rounds" <<'EOF'
 import json, os, statistics, sys
