@@ -20,21 +20,6 @@
 #include "common.h"
 #include "sublinear.h"
 
-static int parse_schedule(const char *s, sl_schedule *out)
-{
-    if (!strcmp(s, "none"))
-        *out = SL_CKPT_NONE;
-    else if (!strcmp(s, "sqrt"))
-        *out = SL_CKPT_SQRT;
-    else if (!strncmp(s, "segments:", 9))
-        *out = SL_CKPT_SEGMENTS(atoi(s + 9));
-    else if (!strncmp(s, "budget:", 7))
-        *out = SL_CKPT_BUDGET(strtoull(s + 7, NULL, 10));
-    else
-        return -1;
-    return 0;
-}
-
 static sl_net *build(sl_context *ctx, const char *model, sl_schedule s, int res)
 {
     sl_net *net = NULL;
@@ -77,36 +62,30 @@ int main(int argc, char **argv)
     const char *model = "resnet152", *sched = "sqrt";
     int batch = 16, res = 224, steps = 6, tf32 = 0, profile = 0, gpu = 0, cpu = 0;
     uint64_t limit = 0;
-    for (int i = 1; i < argc; i += 2) {
-        if (!strcmp(argv[i], "--tf32")) {
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--tf32"))
             tf32 = 1;
-            i--;
-            continue;
-        }
-        if (!strcmp(argv[i], "--profile")) {
+        else if (!strcmp(a, "--profile"))
             profile = 1;
-            i--;
-            continue;
-        }
-        if (i + 1 >= argc)
-            argv[i] = "?"; /* an option without its value: usage */
-        if (!strcmp(argv[i], "--model"))
-            model = argv[i + 1];
-        else if (!strcmp(argv[i], "--schedule"))
-            sched = argv[i + 1];
-        else if (!strcmp(argv[i], "--batch"))
-            batch = atoi(argv[i + 1]);
-        else if (!strcmp(argv[i], "--res"))
-            res = atoi(argv[i + 1]);
-        else if (!strcmp(argv[i], "--steps"))
-            steps = atoi(argv[i + 1]);
-        else if (!strcmp(argv[i], "--max-batch"))
-            limit = strtoull(argv[i + 1], NULL, 10);
-        else if (!strcmp(argv[i], "--gpu"))
-            gpu = atoi(argv[i + 1]);
-        else if (!strcmp(argv[i], "--device") && !strcmp(argv[i + 1], "cpu"))
+        else if (v && !strcmp(a, "--model"))
+            model = argv[++i];
+        else if (v && !strcmp(a, "--schedule"))
+            sched = argv[++i];
+        else if (v && !strcmp(a, "--batch"))
+            batch = atoi(argv[++i]);
+        else if (v && !strcmp(a, "--res"))
+            res = atoi(argv[++i]);
+        else if (v && !strcmp(a, "--steps"))
+            steps = atoi(argv[++i]);
+        else if (v && !strcmp(a, "--max-batch"))
+            limit = strtoull(argv[++i], NULL, 10);
+        else if (v && !strcmp(a, "--gpu"))
+            gpu = atoi(argv[++i]);
+        else if (v && !strcmp(a, "--device") && !strcmp(v, "cpu")) {
             cpu = 1; /* a smoke run of this program without a GPU */
-        else {
+            i++;
+        } else {
             fprintf(stderr, "usage: bench_gpu [--model M] [--schedule S] [--batch N] [--res N] "
                             "[--steps N] [--max-batch BYTES] [--gpu N] [--tf32] [--profile] "
                             "[--device cpu]\n");
@@ -114,7 +93,7 @@ int main(int argc, char **argv)
         }
     }
     sl_schedule s;
-    if (parse_schedule(sched, &s) != 0 || batch < 1 || steps < 2) {
+    if (sl_schedule_parse(sched, &s) != SL_OK || batch < 1 || steps < 2) {
         fprintf(stderr, "bench_gpu: bad schedule, batch or steps\n");
         return 2;
     }

@@ -93,26 +93,6 @@ static int parse_int(const char *s, int min, int *out)
     return 0;
 }
 
-/* "123", "1.5GiB", "800MiB", "64KiB" -> bytes. */
-static int parse_size(const char *s, uint64_t *out)
-{
-    char *end;
-    double v = strtod(s, &end);
-    if (end == s || v <= 0)
-        return -1;
-    double mult = 1.0;
-    if (!strcmp(end, "KiB"))
-        mult = 1024.0;
-    else if (!strcmp(end, "MiB"))
-        mult = 1048576.0;
-    else if (!strcmp(end, "GiB"))
-        mult = 1073741824.0;
-    else if (*end != '\0')
-        return -1;
-    *out = (uint64_t)(v * mult);
-    return 0;
-}
-
 static int fail(const char *what)
 {
     fprintf(stderr, "bench_resnet: %s: %s\n", what, sl_last_error());
@@ -217,23 +197,13 @@ int main(int argc, char **argv)
     if ((rc = plan(net, SL_CKPT_NONE, s, &none_plan)) != 0 ||
         (rc = plan(net, SL_CKPT_SQRT, s, &sqrt_plan)) != 0)
         goto done;
+    /* schedules relative to the plans above, else the library's texts */
     sl_schedule sc;
     uint64_t bytes = 0;
-    int k = 0;
-    if (!strcmp(o.schedule, "none"))
-        sc = SL_CKPT_NONE;
-    else if (!strcmp(o.schedule, "sqrt"))
-        sc = SL_CKPT_SQRT;
-    else if (!strcmp(o.schedule, "budget-half"))
+    if (!strcmp(o.schedule, "budget-half"))
         sc = SL_CKPT_BUDGET(none_plan.total / 2);
     else if (!strcmp(o.schedule, "budget-sqrt"))
         sc = SL_CKPT_BUDGET(sqrt_plan.total);
-    else if (!strncmp(o.schedule, "segments:", 9) && parse_int(o.schedule + 9, 1, &k) == 0)
-        sc = SL_CKPT_SEGMENTS(k);
-    else if (!strncmp(o.schedule, "budget:", 7) && parse_size(o.schedule + 7, &bytes) == 0)
-        sc = SL_CKPT_BUDGET(bytes);
-    else if (!strncmp(o.schedule, "ops:", 4) && parse_size(o.schedule + 4, &bytes) == 0)
-        sc = SL_CKPT_BUDGET_OPS(bytes);
     else if (!strcmp(o.schedule, "budget-third") || !strcmp(o.schedule, "ops-third")) {
         uint64_t third = none_plan.total - none_plan.arena_bytes + none_plan.arena_bytes / 3;
         sc = o.schedule[0] == 'o' ? SL_CKPT_BUDGET_OPS(third) : SL_CKPT_BUDGET(third);
@@ -249,7 +219,7 @@ int main(int argc, char **argv)
             goto done;
         }
         sc = SL_CKPT_BUDGET(bytes);
-    } else
+    } else if (sl_schedule_parse(o.schedule, &sc) != SL_OK)
         usage(argv[0]);
     if ((rc = plan(net, sc, s, &mine)) != 0)
         goto done;

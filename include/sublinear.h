@@ -436,6 +436,13 @@ typedef struct sl_schedule {
 #define SL_CKPT_BUDGET(bytes) ((sl_schedule){SL_SCHEDULE_BUDGET, 0, (uint64_t)(bytes)})
 #define SL_CKPT_BUDGET_OPS(bytes) ((sl_schedule){SL_SCHEDULE_BUDGET_OPS, 0, (uint64_t)(bytes)})
 
+/* A schedule from its text, as the `sublinear` command takes it: "none",
+ * "sqrt", "segments:K" (1 <= K <= 1000000), "budget:SIZE" or "ops:SIZE",
+ * SIZE being bytes or a number with K/KiB, M/MiB or G/GiB (B for bytes).
+ * SL_ERR_INVALID_ARG naming the text when it is none of these (*out is
+ * then unchanged). */
+sl_status sl_schedule_parse(const char *text, sl_schedule *out);
+
 /* How SL_SCHEDULE_BUDGET_OPS weighs recomputation: a layer's time is
  * estimated as its FLOPs / flops_per_s + the bytes it moves / bytes_per_s,
  * so a memory-bound BatchNorm costs more than its FLOPs say. */

@@ -36,6 +36,30 @@ static void assert_usable(sl_net *net)
     ck_assert(r.loss > 0.0f);
 }
 
+START_TEST(test_schedule_texts)
+{
+    sl_schedule s;
+    ck_assert(sl_schedule_parse("none", &s) == SL_OK && s.kind == SL_SCHEDULE_NONE);
+    ck_assert(sl_schedule_parse("sqrt", &s) == SL_OK && s.kind == SL_SCHEDULE_SQRT);
+    ck_assert(sl_schedule_parse("segments:7", &s) == SL_OK);
+    ck_assert(s.kind == SL_SCHEDULE_SEGMENTS && s.segments == 7);
+    ck_assert(sl_schedule_parse("budget:1.5GiB", &s) == SL_OK);
+    ck_assert(s.kind == SL_SCHEDULE_BUDGET && s.budget_bytes == 3ull << 29);
+    ck_assert(sl_schedule_parse("ops:800M", &s) == SL_OK);
+    ck_assert(s.kind == SL_SCHEDULE_BUDGET_OPS && s.budget_bytes == 800ull << 20);
+    ck_assert(sl_schedule_parse("budget:4096", &s) == SL_OK && s.budget_bytes == 4096);
+    static const char *const bad[] = {"", "bogus", "segments:0", "segments:", "segments:3x",
+                                      "segments:1000001", "budget:", "budget:-3M", "budget:12XB",
+                                      "ops:0", "budget:nan", "budget:1e30"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        sl_schedule before = SL_CKPT_SEGMENTS(3), got = before;
+        th_assert_error(sl_schedule_parse(bad[i], &got), SL_ERR_INVALID_ARG, "is not a schedule");
+        ck_assert_msg(memcmp(&got, &before, sizeof got) == 0, "'%s' changed the output", bad[i]);
+    }
+    th_assert_error(sl_schedule_parse(NULL, &s), SL_ERR_INVALID_ARG, "NULL");
+}
+END_TEST
+
 START_TEST(test_null_handles)
 {
     th_assert_error(sl_sequential(NULL, 3, NULL), SL_ERR_INVALID_ARG, "out is NULL");
@@ -198,6 +222,7 @@ int main(void)
 {
     Suite *s = suite_create("errors");
     TCase *tc = tcase_create("errors");
+    tcase_add_test(tc, test_schedule_texts);
     tcase_add_test(tc, test_null_handles);
     tcase_add_test(tc, test_zero_batch_and_wrong_input);
     tcase_add_test(tc, test_shape_a_layer_cannot_take);

@@ -276,47 +276,6 @@ static int parse_u64(const char *s, uint64_t *out)
     return 0;
 }
 
-static int parse_size(const char *s, uint64_t *out)
-{
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (errno || end == s || !(v > 0) || !isfinite(v))
-        return -1;
-    static const struct { const char *suffix; double mult; } units[] = {
-        {"", 1}, {"B", 1}, {"K", 1024.0}, {"KiB", 1024.0}, {"M", 1048576.0},
-        {"MiB", 1048576.0}, {"G", 1073741824.0}, {"GiB", 1073741824.0},
-    };
-    for (size_t i = 0; i < sizeof units / sizeof *units; i++)
-        if (strcmp(end, units[i].suffix) == 0) {
-            double bytes = v * units[i].mult;
-            if (bytes >= 1.8e19)
-                return -1;
-            *out = (uint64_t)bytes;
-            return 0;
-        }
-    return -1;
-}
-
-int cli_parse_schedule(const char *s, sl_schedule *out)
-{
-    int k;
-    uint64_t bytes;
-    if (strcmp(s, "none") == 0)
-        *out = SL_CKPT_NONE;
-    else if (strcmp(s, "sqrt") == 0)
-        *out = SL_CKPT_SQRT;
-    else if (strncmp(s, "segments:", 9) == 0 && cli_parse_int(s + 9, 1, 1000000, &k) == 0)
-        *out = SL_CKPT_SEGMENTS(k);
-    else if (strncmp(s, "budget:", 7) == 0 && parse_size(s + 7, &bytes) == 0)
-        *out = SL_CKPT_BUDGET(bytes);
-    else if (strncmp(s, "ops:", 4) == 0 && parse_size(s + 4, &bytes) == 0)
-        *out = SL_CKPT_BUDGET_OPS(bytes);
-    else
-        return -1;
-    return 0;
-}
-
 static int is_model(const char *name)
 {
     for (const char *const *m = sl_model_names(); *m; m++)
@@ -347,7 +306,7 @@ static int set_option(cli_options *o, opt_id id, const char *v)
     }
     case OPT_SCHEDULE:
         snprintf(o->schedule_text, sizeof o->schedule_text, "%s", v);
-        return strlen(v) < sizeof o->schedule_text ? cli_parse_schedule(v, &o->schedule) : -1;
+        return strlen(v) < sizeof o->schedule_text ? (sl_schedule_parse(v, &o->schedule) == SL_OK ? 0 : -1) : -1;
     case OPT_SCHEDULES: o->schedules = v; return *v ? 0 : -1;
     case OPT_OUTPUT: o->output = v; return *v ? 0 : -1;
     case OPT_OPTIMIZER:

@@ -66,9 +66,6 @@ void cli_usage(FILE *f, const char *name);
 int cli_usage_error(const char *cmd, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
-/* Parses "none", "sqrt", "segments:K", "budget:SIZE" (SIZE in bytes or
- * with a K/KiB, M/MiB, G/GiB suffix). Returns 0 or -1. */
-int cli_parse_schedule(const char *s, sl_schedule *out);
 /* A decimal integer in [lo, hi], nothing after it. Returns 0 or -1. */
 int cli_parse_int(const char *s, long lo, long hi, int *out);
 

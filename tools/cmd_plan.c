@@ -147,7 +147,7 @@ static int split_schedules(const char *list, char *buf, size_t size, sl_schedule
             *next++ = '\0';
         if (*n == MAX_SERIES)
             return cli_usage_error("memplot", "at most %d schedules", MAX_SERIES);
-        if (cli_parse_schedule(tok, &s[*n]) != 0)
+        if (sl_schedule_parse(tok, &s[*n]) != SL_OK)
             return cli_usage_error("memplot", "bad schedule '%s' in --schedules", tok);
         labels[(*n)++] = tok;
     }
