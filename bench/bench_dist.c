@@ -94,7 +94,7 @@ int main(int argc, char **argv)
     sl_context *ctx;
     sl_net *net;
     CHECK(sl_context_create(&co, &ctx));
-    CHECK(sl_sublinear(ctx, 3, strcmp(o.schedule, "none") ? SL_CKPT_SQRT : SL_CKPT_NONE, &net));
+    CHECK(sl_sublinear(ctx, 3, strcmp(o.schedule, "none") ? SL_SCHEDULE_SQRT : SL_SCHEDULE_NONE, &net));
     CHECK(sl_model_build(net, o.model, 1000, o.res));
     sl_optimizer_options opt = sl_sgd(0.01f, 0.9f, 1e-4f, 0);
     CHECK(sl_net_set_optimizer(net, &opt));

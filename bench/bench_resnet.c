@@ -183,7 +183,7 @@ int main(int argc, char **argv)
 
     if (sl_context_create(&co, &ctx) != SL_OK)
         return fail("creating the context");
-    if (sl_sublinear(ctx, 3, SL_CKPT_NONE, &net) != SL_OK ||
+    if (sl_sublinear(ctx, 3, SL_SCHEDULE_NONE, &net) != SL_OK ||
         sl_model_build(net, o.model, o.classes, o.res) != SL_OK ||
         sl_net_set_optimizer(net, &opt) != SL_OK) { /* before planning: its state counts */
         rc = fail("building the network");
@@ -194,22 +194,22 @@ int main(int argc, char **argv)
 
     /* The reference plans, then the schedule under test. */
     sl_memory_report none_plan, sqrt_plan, mine;
-    if ((rc = plan(net, SL_CKPT_NONE, s, &none_plan)) != 0 ||
-        (rc = plan(net, SL_CKPT_SQRT, s, &sqrt_plan)) != 0)
+    if ((rc = plan(net, SL_SCHEDULE_NONE, s, &none_plan)) != 0 ||
+        (rc = plan(net, SL_SCHEDULE_SQRT, s, &sqrt_plan)) != 0)
         goto done;
     /* schedules relative to the plans above, else the library's texts */
     sl_schedule sc;
     uint64_t bytes = 0;
     if (!strcmp(o.schedule, "budget-half"))
-        sc = SL_CKPT_BUDGET(none_plan.total / 2);
+        sc = SL_SCHEDULE_BUDGET(none_plan.total / 2);
     else if (!strcmp(o.schedule, "budget-sqrt"))
-        sc = SL_CKPT_BUDGET(sqrt_plan.total);
+        sc = SL_SCHEDULE_BUDGET(sqrt_plan.total);
     else if (!strcmp(o.schedule, "budget-third") || !strcmp(o.schedule, "ops-third")) {
         uint64_t third = none_plan.total - none_plan.arena_bytes + none_plan.arena_bytes / 3;
-        sc = o.schedule[0] == 'o' ? SL_CKPT_BUDGET_OPS(third) : SL_CKPT_BUDGET(third);
+        sc = o.schedule[0] == 'o' ? SL_SCHEDULE_BUDGET_OPS(third) : SL_SCHEDULE_BUDGET(third);
     } else if (!strcmp(o.schedule, "least")) {
         sl_memory_report tmp;
-        if (sl_net_set_schedule(net, SL_CKPT_BUDGET(1)) == SL_OK &&
+        if (sl_net_set_schedule(net, SL_SCHEDULE_BUDGET(1)) == SL_OK &&
             sl_net_memory_report(net, s, SL_MODE_TRAIN, &tmp) == SL_ERR_BUDGET) {
             const char *at = strstr(sl_last_error(), "smallest planned peak is ");
             bytes = at ? strtoull(at + strlen("smallest planned peak is "), NULL, 10) : 0;
@@ -218,7 +218,7 @@ int main(int argc, char **argv)
             rc = fail("finding the least budget");
             goto done;
         }
-        sc = SL_CKPT_BUDGET(bytes);
+        sc = SL_SCHEDULE_BUDGET(bytes);
     } else if (sl_schedule_parse(o.schedule, &sc) != SL_OK)
         usage(argv[0]);
     if ((rc = plan(net, sc, s, &mine)) != 0)

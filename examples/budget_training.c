@@ -1,7 +1,7 @@
 /*
  * budget_training.c — training under a memory budget.
  *
- * SL_CKPT_BUDGET(bytes) picks, among checkpointing schedules, the one with
+ * SL_SCHEDULE_BUDGET(bytes) picks, among checkpointing schedules, the one with
  * the least recomputation whose planned peak (activation arena + parameters
  * + gradients + optimizer state) fits in bytes. The peak is known before
  * the first kernel runs, so a budget is checked at planning time: when no
@@ -43,7 +43,7 @@ int main(int argc, char **argv)
     sl_dataset *data;
     sl_shape shape = {BATCH, 3, RES, RES};
     CHECK(sl_context_create(NULL, &ctx));
-    CHECK(sl_sublinear(ctx, 3, SL_CKPT_NONE, &net));
+    CHECK(sl_sublinear(ctx, 3, SL_SCHEDULE_NONE, &net));
     CHECK(sl_model_build(net, "resnet20", CLASSES, RES));
     sl_optimizer_options opt = sl_sgd(0.05f, 0.9f, 5e-4f, 0);
     CHECK(sl_net_set_optimizer(net, &opt));
@@ -53,7 +53,7 @@ int main(int argc, char **argv)
     CHECK(sl_net_memory_report(net, shape, SL_MODE_TRAIN, &plain));
     uint64_t budget = (uint64_t)(fraction * (double)plain.total);
     for (;;) {
-        CHECK(sl_net_set_schedule(net, SL_CKPT_BUDGET(budget)));
+        CHECK(sl_net_set_schedule(net, SL_SCHEDULE_BUDGET(budget)));
         sl_status st = sl_net_memory_report(net, shape, SL_MODE_TRAIN, &planned);
         if (st == SL_OK)
             break;

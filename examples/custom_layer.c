@@ -22,7 +22,7 @@ int main(int argc, char **argv)
     if (argc > 1 && strcmp(argv[1], "plain") == 0)
         CHECK(sl_sequential(ctx, 3, &net));
     else
-        CHECK(sl_sublinear(ctx, 3, SL_CKPT_SQRT, &net));
+        CHECK(sl_sublinear(ctx, 3, SL_SCHEDULE_SQRT, &net));
     CHECK(sl_net_add(net, "conv1", sl_conv2d(3, 16, 3, 1, 1)));
     CHECK(sl_net_add(net, "bn1", sl_batchnorm2d(16)));
     CHECK(sl_net_add(net, "act1", swish(16)));
@@ -56,7 +56,7 @@ int main(int argc, char **argv)
     printf("layer2.1.act2.beta[0] learned %.4f (started at 1)\n", beta.data[0]);
     sl_memory_report mine, plain;
     CHECK(sl_net_memory_report(net, shape, SL_MODE_TRAIN, &mine));
-    CHECK(sl_net_set_schedule(net, SL_CKPT_NONE)); /* the same net, keeping everything */
+    CHECK(sl_net_set_schedule(net, SL_SCHEDULE_NONE)); /* the same net, keeping everything */
     CHECK(sl_net_memory_report(net, shape, SL_MODE_TRAIN, &plain));
     printf("activation memory %.1f KiB (measured %.1f KiB), keep-everything %.1f KiB: saving %.1f%%\n",
            mine.arena_bytes / 1024.0, mine.arena_measured / 1024.0, plain.arena_bytes / 1024.0,

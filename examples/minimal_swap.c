@@ -18,7 +18,7 @@ int main(int argc, char **argv)
     if (argc > 1 && strcmp(argv[1], "plain") == 0)
         CHECK(sl_sequential(ctx, 3, &net));
     else
-        CHECK(sl_sublinear(ctx, 3, SL_CKPT_SQRT, &net)); /* the swap */
+        CHECK(sl_sublinear(ctx, 3, SL_SCHEDULE_SQRT, &net)); /* the swap */
     int width[] = {16, 16, 32, 32, 64};
     for (int i = 0, in = 3; i < 5; in = width[i++]) {
         CHECK(sl_net_add(net, NULL, sl_conv2d(in, width[i], 3, i == 2 ? 2 : 1, 1)));
@@ -45,7 +45,7 @@ int main(int argc, char **argv)
     }
     sl_memory_report mine, plain;
     CHECK(sl_net_memory_report(net, shape, SL_MODE_TRAIN, &mine));
-    CHECK(sl_net_set_schedule(net, SL_CKPT_NONE)); /* the same net, keeping everything */
+    CHECK(sl_net_set_schedule(net, SL_SCHEDULE_NONE)); /* the same net, keeping everything */
     CHECK(sl_net_memory_report(net, shape, SL_MODE_TRAIN, &plain));
     printf("activation memory %.1f KiB, keep-everything %.1f KiB: saving %.1f%%\n",
            mine.arena_bytes / 1024.0, plain.arena_bytes / 1024.0,

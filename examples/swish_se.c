@@ -189,12 +189,12 @@ sl_layer *se_block(int channels, int reduction)
     int hidden = channels / reduction; /* sl_linear refuses 0 with a message */
     sl_layer *b = sl_block("SqueezeExcite");
     int t = 0;
-    t = sl_block_add(b, "pool", sl_global_avgpool(), 1, &t);
-    t = sl_block_add(b, "fc1", sl_linear(channels, hidden, 1), 1, &t);
-    t = sl_block_add(b, "relu", sl_relu(), 1, &t);
-    t = sl_block_add(b, "fc2", sl_linear(hidden, channels, 1), 1, &t);
+    sl_block_add(b, "pool", sl_global_avgpool(), 1, &t, &t);
+    sl_block_add(b, "fc1", sl_linear(channels, hidden, 1), 1, &t, &t);
+    sl_block_add(b, "relu", sl_relu(), 1, &t, &t);
+    sl_block_add(b, "fc2", sl_linear(hidden, channels, 1), 1, &t, &t);
     int gate_in[2] = {0, t};
-    if (sl_block_add(b, "gate", channel_gate(), 2, gate_in) < 0) {
+    if (sl_block_add(b, "gate", channel_gate(), 2, gate_in, NULL) != SL_OK) {
         sl_layer_free(b);
         return NULL; /* sl_last_error() says which step failed */
     }
@@ -205,15 +205,15 @@ sl_layer *se_residual_block(int channels, int reduction)
 {
     sl_layer *b = sl_block("SEBasicBlock");
     int t = 0;
-    t = sl_block_add(b, "conv1", sl_conv2d(channels, channels, 3, 1, 1), 1, &t);
-    t = sl_block_add(b, "bn1", sl_batchnorm2d(channels), 1, &t);
-    t = sl_block_add(b, "act1", swish(channels), 1, &t);
-    t = sl_block_add(b, "conv2", sl_conv2d(channels, channels, 3, 1, 1), 1, &t);
-    t = sl_block_add(b, "bn2", sl_batchnorm2d(channels), 1, &t);
-    t = sl_block_add(b, "se", se_block(channels, reduction), 1, &t);
+    sl_block_add(b, "conv1", sl_conv2d(channels, channels, 3, 1, 1), 1, &t, &t);
+    sl_block_add(b, "bn1", sl_batchnorm2d(channels), 1, &t, &t);
+    sl_block_add(b, "act1", swish(channels), 1, &t, &t);
+    sl_block_add(b, "conv2", sl_conv2d(channels, channels, 3, 1, 1), 1, &t, &t);
+    sl_block_add(b, "bn2", sl_batchnorm2d(channels), 1, &t, &t);
+    sl_block_add(b, "se", se_block(channels, reduction), 1, &t, &t);
     int sum_in[2] = {t, 0}; /* the residual: the SE output plus the block's input */
-    t = sl_block_add(b, "add", sl_join_add(), 2, sum_in);
-    if (sl_block_add(b, "act2", swish(channels), 1, &t) < 0) {
+    sl_block_add(b, "add", sl_join_add(), 2, sum_in, &t);
+    if (sl_block_add(b, "act2", swish(channels), 1, &t, NULL) != SL_OK) {
         sl_layer_free(b);
         return NULL;
     }

@@ -392,17 +392,26 @@ sl_status sl_set_error(sl_status status, const char *fmt, ...)
 sl_layer *sl_block(const char *type_name);
 
 /* Adds child to a block, reading n_in tensors of the block: 0 is the
- * block's input, k the output of the k-th child added. Returns the id of
- * the child's output (>= 1), or -1 with sl_last_error() set and the block
- * unchanged: a name that is taken, empty or too long (NULL names the child
- * by its index), an input id that does not exist yet, n_in out of range,
- * or a block child (which takes one input) with n_in != 1; an input of -1
- * (what a failed sl_block_add returned) fails too and keeps that failure's
- * message, so a chain of adds can be checked once, at its end. Takes
- * ownership of child, also when it fails. The block's output is its last child's;
- * every other child's output must be read by a later child (checked when
- * the block is added). Parameters are named "<block>.<child>.<name>". */
-int sl_block_add(sl_layer *block, const char *name, sl_layer *child, int n_in, const int *inputs);
+ * block's input, k the output of the k-th child added. On success *id (when
+ * id is not NULL) gets the id of the child's output (>= 1). Fails, with the
+ * block unchanged and *id set to -1, on a name that is taken, empty or too
+ * long (NULL names the child by its index), an input id that does not exist
+ * yet, n_in out of range, or a block child (which takes one input) with
+ * n_in != 1. An input of -1 (the id a failed sl_block_add gave) fails too,
+ * with that failure's status and message, so a chain of adds can be checked
+ * once, at its end:
+ *
+ *     int t = 0;
+ *     sl_block_add(b, "conv", sl_conv2d(c, c, 3, 1, 1), 1, &t, &t);
+ *     sl_block_add(b, "bn", sl_batchnorm2d(c), 1, &t, &t);
+ *     if (sl_block_add(b, "act", sl_relu(), 1, &t, &t) != SL_OK) ...
+ *
+ * Takes ownership of child, also when it fails. The block's output is its
+ * last child's; every other child's output must be read by a later child
+ * (checked when the block is added). Parameters are named
+ * "<block>.<child>.<name>". */
+sl_status sl_block_add(sl_layer *block, const char *name, sl_layer *child, int n_in,
+                       const int *inputs, int *id);
 
 /* The residual join for blocks: y = x0 + x1, two inputs of one shape. */
 sl_layer *sl_join_add(void);
@@ -412,13 +421,13 @@ sl_layer *sl_join_add(void);
 /* ------------------------------------------------------------------ */
 
 typedef enum sl_schedule_kind {
-    SL_SCHEDULE_NONE = 0, /* keep every activation (the baseline) */
-    SL_SCHEDULE_SQRT,     /* ceil(sqrt(N)) segments over the top-level chain */
-    SL_SCHEDULE_SEGMENTS, /* k segments balancing kept bytes */
-    SL_SCHEDULE_BUDGET,   /* least recomputed FLOPs whose planned peak fits a
+    SL_SCHEDULE_KIND_NONE = 0, /* keep every activation (the baseline) */
+    SL_SCHEDULE_KIND_SQRT,     /* ceil(sqrt(N)) segments over the top-level chain */
+    SL_SCHEDULE_KIND_SEGMENTS, /* k segments balancing kept bytes */
+    SL_SCHEDULE_KIND_BUDGET,   /* least recomputed FLOPs whose planned peak fits a
                              budget: segments, re-forwarded segments checkpointing
                              again inside (multi-level) */
-    SL_SCHEDULE_BUDGET_OPS /* the same search with operator-level choices: a block
+    SL_SCHEDULE_KIND_BUDGET_OPS /* the same search with operator-level choices: a block
                               may keep its convolution outputs and recompute its
                               BatchNorm, ReLU and add outputs from them; least
                               estimated recompute time (see sl_cost_model) */
@@ -426,15 +435,15 @@ typedef enum sl_schedule_kind {
 
 typedef struct sl_schedule {
     sl_schedule_kind kind;
-    int segments;          /* for SL_SCHEDULE_SEGMENTS */
-    uint64_t budget_bytes; /* for SL_SCHEDULE_BUDGET */
+    int segments;          /* for SL_SCHEDULE_KIND_SEGMENTS */
+    uint64_t budget_bytes; /* for SL_SCHEDULE_KIND_BUDGET */
 } sl_schedule;
 
-#define SL_CKPT_NONE ((sl_schedule){SL_SCHEDULE_NONE, 0, 0})
-#define SL_CKPT_SQRT ((sl_schedule){SL_SCHEDULE_SQRT, 0, 0})
-#define SL_CKPT_SEGMENTS(k) ((sl_schedule){SL_SCHEDULE_SEGMENTS, (k), 0})
-#define SL_CKPT_BUDGET(bytes) ((sl_schedule){SL_SCHEDULE_BUDGET, 0, (uint64_t)(bytes)})
-#define SL_CKPT_BUDGET_OPS(bytes) ((sl_schedule){SL_SCHEDULE_BUDGET_OPS, 0, (uint64_t)(bytes)})
+#define SL_SCHEDULE_NONE ((sl_schedule){SL_SCHEDULE_KIND_NONE, 0, 0})
+#define SL_SCHEDULE_SQRT ((sl_schedule){SL_SCHEDULE_KIND_SQRT, 0, 0})
+#define SL_SCHEDULE_SEGMENTS(k) ((sl_schedule){SL_SCHEDULE_KIND_SEGMENTS, (k), 0})
+#define SL_SCHEDULE_BUDGET(bytes) ((sl_schedule){SL_SCHEDULE_KIND_BUDGET, 0, (uint64_t)(bytes)})
+#define SL_SCHEDULE_BUDGET_OPS(bytes) ((sl_schedule){SL_SCHEDULE_KIND_BUDGET_OPS, 0, (uint64_t)(bytes)})
 
 /* A schedule from its text, as the `sublinear` command takes it: "none",
  * "sqrt", "segments:K" (1 <= K <= 1000000), "budget:SIZE" or "ops:SIZE",
@@ -443,7 +452,7 @@ typedef struct sl_schedule {
  * then unchanged). */
 sl_status sl_schedule_parse(const char *text, sl_schedule *out);
 
-/* How SL_SCHEDULE_BUDGET_OPS weighs recomputation: a layer's time is
+/* How SL_SCHEDULE_KIND_BUDGET_OPS weighs recomputation: a layer's time is
  * estimated as its FLOPs / flops_per_s + the bytes it moves / bytes_per_s,
  * so a memory-bound BatchNorm costs more than its FLOPs say. */
 typedef struct sl_cost_model {
@@ -467,7 +476,7 @@ typedef struct sl_net sl_net;
 sl_status sl_sequential(sl_context *ctx, int in_channels, sl_net **out);
 
 /* The same network trained in sublinear memory under the given schedule
- * (SL_CKPT_SQRT is memonger's rule). Gradients equal those of
+ * (SL_SCHEDULE_SQRT is memonger's rule). Gradients equal those of
  * sl_sequential bit for bit on the CPU. */
 sl_status sl_sublinear(sl_context *ctx, int in_channels, sl_schedule schedule, sl_net **out);
 
@@ -532,9 +541,10 @@ typedef struct sl_param_info {
     int trainable;    /* 0 for BatchNorm running statistics */
 } sl_param_info;
 
-/* Number of named tensors (parameters and running statistics). Finalises
- * the network: layers cannot be added afterwards. */
-int sl_net_param_count(sl_net *net);
+/* Number of named tensors (parameters and running statistics) into *count.
+ * Finalises the network (allocating its parameters; SL_ERR_NOMEM when that
+ * fails): layers cannot be added afterwards. */
+sl_status sl_net_param_count(sl_net *net, int *count);
 /* The i-th named tensor, in the order layers were added. */
 sl_status sl_net_param(sl_net *net, int index, sl_param_info *out);
 /* The tensor with this exact name, or SL_ERR_NOT_FOUND. */

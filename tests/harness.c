@@ -127,7 +127,7 @@ void th_gradcheck(sl_net *net, const float *x, sl_shape in, int check_input, int
     g.ctx->dropout_counter = 0;
     ck_assert_msg(sl_net_forward_backward(net, g.x, in, g.r, g.y, dx) == SL_OK, "%s",
                   sl_last_error());
-    int np = sl_net_param_count(net);
+    int np = th_param_count(net);
     float **grads = calloc((size_t)np + 1, sizeof *grads);
     ck_assert(grads);
     for (int i = 0; i < np; i++) {
@@ -212,7 +212,7 @@ int th_freeze_batchnorms(sl_net *net)
 {
     int frozen = 0;
     ck_assert_msg(sl_net_freeze_batchnorm(net, 1, &frozen) == SL_OK, "%s", sl_last_error());
-    for (int i = 0; i < sl_net_param_count(net); i++) {
+    for (int i = 0; i < th_param_count(net); i++) {
         sl_param_info p;
         ck_assert(sl_net_param(net, i, &p) == SL_OK);
         const char *dot = strrchr(p.name, '.');
@@ -239,7 +239,7 @@ void th_assert_error(sl_status st, sl_status want, const char *fragment)
 
 void th_params_capture(sl_net *net, th_params *out)
 {
-    out->n = sl_net_param_count(net);
+    out->n = th_param_count(net);
     out->data = calloc((size_t)out->n + 1, sizeof(float *));
     out->grad = calloc((size_t)out->n + 1, sizeof(float *));
     out->count = calloc((size_t)out->n + 1, sizeof(size_t));
@@ -323,8 +323,16 @@ uint64_t th_named_least(void)
 
 uint64_t th_least_budget(sl_net *net, sl_shape input)
 {
-    ck_assert(sl_net_set_schedule(net, SL_CKPT_BUDGET(1)) == SL_OK);
+    ck_assert(sl_net_set_schedule(net, SL_SCHEDULE_BUDGET(1)) == SL_OK);
     sl_memory_report rep;
     ck_assert(sl_net_memory_report(net, input, SL_MODE_TRAIN, &rep) == SL_ERR_BUDGET);
     return th_named_least();
+}
+
+int th_param_count(sl_net *net)
+{
+    int n = -1;
+    sl_status st = sl_net_param_count(net, &n);
+    ck_assert_msg(st == SL_OK, "sl_net_param_count: %s", sl_last_error());
+    return n;
 }

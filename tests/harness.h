@@ -16,6 +16,9 @@
 /* A CPU context with 2 threads and the given seed; aborts the test on failure. */
 sl_context *th_context(uint64_t seed);
 
+/* sl_net_param_count, asserting it succeeds. */
+int th_param_count(sl_net *net);
+
 /* x[i] = scale * N(0, 1), seeded. */
 void th_fill_normal(float *x, size_t n, uint64_t seed, float scale);
 

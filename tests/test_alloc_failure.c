@@ -57,7 +57,7 @@ static sl_status make_context(run_state *s, int i)
 
 static sl_status make_net(run_state *s, int i)
 {
-    return sl_sublinear(s->ctx[i], 3, SL_CKPT_SQRT, &s->net[i]);
+    return sl_sublinear(s->ctx[i], 3, SL_SCHEDULE_SQRT, &s->net[i]);
 }
 
 static sl_status build(run_state *s, int i)
@@ -166,7 +166,7 @@ static void one_run(long fail_at, run_result *out)
     sl_test_alloc_fail_at(0);
     if (!fail_at)
         out->failures = (int)counted; /* the fault-free run reports its count */
-    int n = sl_net_param_count(s->net[1]);
+    int n = th_param_count(s->net[1]);
     for (int i = 0; i < n; i++) {
         sl_param_info pi;
         ck_assert(sl_net_param(s->net[1], i, &pi) == SL_OK);

@@ -33,7 +33,7 @@ static sl_net *small_net(sl_context *ctx)
     sl_net *net;
     ck_assert(sl_sequential(ctx, 3, &net) == SL_OK);
     ck_assert(sl_model_build(net, "resnet20", 10, 32) == SL_OK);
-    ck_assert(sl_net_param_count(net) > 0);
+    ck_assert(th_param_count(net) > 0);
     return net;
 }
 

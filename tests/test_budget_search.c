@@ -84,7 +84,7 @@ static uint64_t fixed_bytes(const sl_net *net)
 static sl_net *chain_net(sl_context *ctx, uint64_t seed, int units, sl_shape *shape)
 {
     sl_net *net = NULL;
-    ck_assert(sl_sublinear(ctx, 3, SL_CKPT_NONE, &net) == SL_OK);
+    ck_assert(sl_sublinear(ctx, 3, SL_SCHEDULE_NONE, &net) == SL_OK);
     int size = random_chain(net, seed, units);
     sl_optimizer_options o = sl_sgd(0.1f, 0.9f, 0.0f, 0);
     ck_assert(sl_net_set_optimizer(net, &o) == SL_OK);
@@ -153,7 +153,7 @@ static int single_level_search(sl_net *net, const sl_shapes *sh, uint64_t budget
 static int budget_report(sl_net *net, sl_shape shape, uint64_t budget, sl_memory_report *r,
                          uint64_t *redo)
 {
-    ck_assert(sl_net_set_schedule(net, SL_CKPT_BUDGET(budget)) == SL_OK);
+    ck_assert(sl_net_set_schedule(net, SL_SCHEDULE_BUDGET(budget)) == SL_OK);
     int st = sl_net_memory_report(net, shape, SL_MODE_TRAIN, r);
     *redo = st == SL_OK ? net->cache[SL_MODE_TRAIN].prog.refwd_flops : 0;
     return st;

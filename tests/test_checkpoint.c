@@ -91,7 +91,7 @@ static void assert_identical(const snapshot *a, const snapshot *b, const char *w
 static uint64_t least_budget(const char *model, int res, int batch)
 {
     sl_context *ctx = th_context(42);
-    sl_net *net = build(ctx, model, res, SL_CKPT_NONE);
+    sl_net *net = build(ctx, model, res, SL_SCHEDULE_NONE);
     uint64_t least = th_least_budget(net, (sl_shape){batch, 3, res, res});
     sl_net_free(net);
     sl_context_free(ctx);
@@ -102,8 +102,8 @@ static void check_model(const char *model, int res, int batch)
 {
     snapshot plain, other;
     uint64_t plain_total, total;
-    train(model, res, batch, SL_CKPT_NONE, &plain, &plain_total);
-    sl_schedule fixed[3] = {SL_CKPT_SQRT, SL_CKPT_SEGMENTS(2), SL_CKPT_SEGMENTS(5)};
+    train(model, res, batch, SL_SCHEDULE_NONE, &plain, &plain_total);
+    sl_schedule fixed[3] = {SL_SCHEDULE_SQRT, SL_SCHEDULE_SEGMENTS(2), SL_SCHEDULE_SEGMENTS(5)};
     const char *names[3] = {"sqrt", "k=2", "k=5"};
     for (int i = 0; i < 3; i++) {
         train(model, res, batch, fixed[i], &other, &total);
@@ -118,7 +118,7 @@ static void check_model(const char *model, int res, int batch)
     uint64_t budgets[3] = {least, least + (plain_total - least) / 2, plain_total};
     int multilevel = 0;
     for (int i = 0; i < 3; i++) {
-        train(model, res, batch, SL_CKPT_BUDGET(budgets[i]), &other, &total);
+        train(model, res, batch, SL_SCHEDULE_BUDGET(budgets[i]), &other, &total);
         if (i == 0)
             multilevel = g_most_forwards;
         char what[96];
@@ -133,7 +133,7 @@ static void check_model(const char *model, int res, int batch)
                       multilevel);
     /* operator-level: blocks keeping their conv outputs only */
     uint64_t ops_budget = least + (plain_total - least) / 3;
-    train(model, res, batch, SL_CKPT_BUDGET_OPS(ops_budget), &other, &total);
+    train(model, res, batch, SL_SCHEDULE_BUDGET_OPS(ops_budget), &other, &total);
     assert_identical(&plain, &other, "operator-level budget");
     ck_assert_msg(total <= ops_budget, "%s: operator-level planned %" PRIu64 " over budget", model,
                   total);

@@ -63,7 +63,7 @@ static void run_layer(sl_context *ctx, sl_layer *(*make)(void), int frozen_bn, s
     o->dx = malloc(nx * sizeof(float));
     ck_assert_msg(sl_net_forward_backward(net, x, in, dy, o->y, o->dx) == SL_OK, "%s",
                   sl_last_error());
-    o->n = sl_net_param_count(net);
+    o->n = th_param_count(net);
     o->grads = calloc((size_t)o->n, sizeof(float *));
     o->count = calloc((size_t)o->n, sizeof(size_t));
     for (int i = 0; i < o->n; i++) {
@@ -289,7 +289,7 @@ static void train_cuda(const char *model, sl_schedule s, th_params *out, uint64_
 static uint64_t least_budget_cuda(const char *model, uint64_t *plain_total)
 {
     sl_context *ctx = cuda_context(42);
-    sl_net *net = cuda_net(ctx, SL_CKPT_NONE, model);
+    sl_net *net = cuda_net(ctx, SL_SCHEDULE_NONE, model);
     sl_memory_report r;
     ck_assert(sl_net_memory_report(net, g_train_shape, SL_MODE_TRAIN, &r) == SL_OK);
     *plain_total = r.total;
@@ -305,14 +305,14 @@ START_TEST(test_cuda_checkpoint_bit_identical)
     for (int m = 0; m < 3; m++) {
         uint64_t planned, measured, plain_arena;
         th_params plain, ck;
-        train_cuda(models[m], SL_CKPT_NONE, &plain, &planned, &measured);
+        train_cuda(models[m], SL_SCHEDULE_NONE, &plain, &planned, &measured);
         ck_assert_msg(planned == measured, "%s: planned %llu measured %llu", models[m],
                       (unsigned long long)planned, (unsigned long long)measured);
         plain_arena = planned;
         uint64_t plain_total, least = least_budget_cuda(models[m], &plain_total);
-        sl_schedule s[5] = {SL_CKPT_SQRT, SL_CKPT_SEGMENTS(2), SL_CKPT_SEGMENTS(5),
-                            SL_CKPT_BUDGET(least),
-                            SL_CKPT_BUDGET_OPS(least + (plain_total - least) / 3)};
+        sl_schedule s[5] = {SL_SCHEDULE_SQRT, SL_SCHEDULE_SEGMENTS(2), SL_SCHEDULE_SEGMENTS(5),
+                            SL_SCHEDULE_BUDGET(least),
+                            SL_SCHEDULE_BUDGET_OPS(least + (plain_total - least) / 3)};
         const char *names[5] = {"sqrt", "segments:2", "segments:5", "least budget",
                                 "operator-level budget"};
         for (int k = 0; k < 5; k++) {
@@ -343,11 +343,11 @@ START_TEST(test_cuda_two_contexts_work_independently)
 {
     uint64_t planned, measured;
     th_params solo, got;
-    train_cuda("resnet20", SL_CKPT_SQRT, &solo, &planned, &measured);
+    train_cuda("resnet20", SL_SCHEDULE_SQRT, &solo, &planned, &measured);
     sl_context *ctx[2] = {cuda_context(42), cuda_context(42)}; /* train_cuda's seed */
     sl_net *net[2];
     for (int c = 0; c < 2; c++)
-        net[c] = cuda_net(ctx[c], SL_CKPT_SQRT, "resnet20");
+        net[c] = cuda_net(ctx[c], SL_SCHEDULE_SQRT, "resnet20");
     float *x = malloc(TRAIN_FLOATS * sizeof(float));
     for (int step = 0; step < 3; step++) {
         for (int c = 0; c < 2; c++)
@@ -412,9 +412,9 @@ static int64_t device_overhead(sl_schedule s, uint64_t *planned_total)
 START_TEST(test_cuda_device_memory_is_the_plan)
 {
     uint64_t t_warm, t_none, t_sqrt;
-    device_overhead(SL_CKPT_NONE, &t_warm); /* loads every kernel module once */
-    int64_t o_none = device_overhead(SL_CKPT_NONE, &t_none);
-    int64_t o_sqrt = device_overhead(SL_CKPT_SQRT, &t_sqrt);
+    device_overhead(SL_SCHEDULE_NONE, &t_warm); /* loads every kernel module once */
+    int64_t o_none = device_overhead(SL_SCHEDULE_NONE, &t_none);
+    int64_t o_sqrt = device_overhead(SL_SCHEDULE_SQRT, &t_sqrt);
     printf("device memory beyond the plan (CUDA/cuDNN/cuBLAS context): %.1f MiB keeping "
            "everything (plan %.1f MiB), %.1f MiB under sqrt (plan %.1f MiB)\n",
            o_none / 1048576.0, t_none / 1048576.0, o_sqrt / 1048576.0, t_sqrt / 1048576.0);
@@ -437,7 +437,7 @@ START_TEST(test_cuda_bad_device_and_out_of_memory)
     ck_assert_ptr_null(bad);
 
     sl_context *ctx = cuda_context(11);
-    sl_net *net = cuda_net(ctx, SL_CKPT_NONE, "resnet20");
+    sl_net *net = cuda_net(ctx, SL_SCHEDULE_NONE, "resnet20");
     th_params before;
     th_params_capture(net, &before);
     /* 120000 CIFAR images a step: about 176 GiB of activations, more than

@@ -76,9 +76,10 @@ START_TEST(test_gradcheck_channel_gate_two_inputs)
     /* y = x * sigmoid(mean(x)): the gradient reaches x through both inputs. */
     sl_layer *b = sl_block("Gated");
     int t = 0;
-    t = sl_block_add(b, "pool", sl_global_avgpool(), 1, &t);
+    sl_block_add(b, "pool", sl_global_avgpool(), 1, &t, &t);
     int ins[2] = {0, t};
-    ck_assert_msg(sl_block_add(b, "gate", channel_gate(), 2, ins) == 2, "%s", sl_last_error());
+    ck_assert_msg(sl_block_add(b, "gate", channel_gate(), 2, ins, &t) == SL_OK, "%s", sl_last_error());
+    ck_assert_int_eq(t, 2);
     check_layer(b, (sl_shape){2, 3, 4, 4}, 40);
 }
 END_TEST
@@ -112,13 +113,13 @@ static sl_layer *noisy_residual(int c)
 {
     sl_layer *b = sl_block("NoisyResidual");
     int t = 0;
-    t = sl_block_add(b, "conv", sl_conv2d(c, c, 3, 1, 1), 1, &t);
-    t = sl_block_add(b, "scale", tl_batch_scale(c), 1, &t);
-    t = sl_block_add(b, "noise", tl_random_scale(0.2f, 1), 1, &t);
-    t = sl_block_add(b, "act", swish(c), 1, &t);
+    sl_block_add(b, "conv", sl_conv2d(c, c, 3, 1, 1), 1, &t, &t);
+    sl_block_add(b, "scale", tl_batch_scale(c), 1, &t, &t);
+    sl_block_add(b, "noise", tl_random_scale(0.2f, 1), 1, &t, &t);
+    sl_block_add(b, "act", swish(c), 1, &t, &t);
     int ins[2] = {t, 0};
-    t = sl_block_add(b, "add", sl_join_add(), 2, ins);
-    ck_assert_msg(sl_block_add(b, "noise_out", tl_random_scale(0.1f, 0), 1, &t) > 0, "%s",
+    sl_block_add(b, "add", sl_join_add(), 2, ins, &t);
+    ck_assert_msg(sl_block_add(b, "noise_out", tl_random_scale(0.1f, 0), 1, &t, &t) == SL_OK, "%s",
                   sl_last_error());
     return b;
 }
@@ -202,7 +203,7 @@ static void assert_identical(const run *a, const run *b, const char *what)
 static uint64_t least_budget(void)
 {
     sl_context *ctx = th_context(42);
-    sl_net *net = custom_net(ctx, SL_CKPT_NONE);
+    sl_net *net = custom_net(ctx, SL_SCHEDULE_NONE);
     uint64_t least = th_least_budget(net, SHAPE);
     sl_net_free(net);
     sl_context_free(ctx);
@@ -212,14 +213,14 @@ static uint64_t least_budget(void)
 START_TEST(test_checkpointed_equals_plain_with_custom_layers)
 {
     run plain, other;
-    train(SL_CKPT_NONE, &plain);
+    train(SL_SCHEDULE_NONE, &plain);
     ck_assert_int_eq(plain.calls.reforward, 0);
     ck_assert_int_eq(plain.calls.bad_env, 0);
     ck_assert_int_gt(plain.calls.train, 0);
     uint64_t least = least_budget();
-    sl_schedule schedules[6] = {SL_CKPT_SQRT, SL_CKPT_SEGMENTS(2), SL_CKPT_SEGMENTS(5),
-                                SL_CKPT_BUDGET(least), SL_CKPT_BUDGET(least + (plain.total - least) / 2),
-                                SL_CKPT_BUDGET(plain.total)};
+    sl_schedule schedules[6] = {SL_SCHEDULE_SQRT, SL_SCHEDULE_SEGMENTS(2), SL_SCHEDULE_SEGMENTS(5),
+                                SL_SCHEDULE_BUDGET(least), SL_SCHEDULE_BUDGET(least + (plain.total - least) / 2),
+                                SL_SCHEDULE_BUDGET(plain.total)};
     const char *names[6] = {"sqrt", "segments:2", "segments:5", "least budget", "middle budget",
                             "plain's budget"};
     for (int i = 0; i < 6; i++) {
@@ -230,7 +231,7 @@ START_TEST(test_checkpointed_equals_plain_with_custom_layers)
             ck_assert_msg(other.total < plain.total, "%s: planned %" PRIu64 " not below %" PRIu64,
                           names[i], other.total, plain.total);
         }
-        if (schedules[i].kind == SL_SCHEDULE_BUDGET)
+        if (schedules[i].kind == SL_SCHEDULE_KIND_BUDGET)
             ck_assert_msg(other.total <= schedules[i].budget_bytes, "%s: over budget", names[i]);
         ck_assert_int_eq(other.calls.train, plain.calls.train);
         ck_assert_int_eq(other.calls.backward, plain.calls.backward);
@@ -245,7 +246,7 @@ END_TEST
 START_TEST(test_inference_arena_measured_equals_planned)
 {
     sl_context *ctx = th_context(42);
-    sl_net *net = custom_net(ctx, SL_CKPT_SQRT);
+    sl_net *net = custom_net(ctx, SL_SCHEDULE_SQRT);
     size_t n = (size_t)SHAPE.n * SHAPE.c * SHAPE.h * SHAPE.w;
     float *x = malloc(n * sizeof(float)), logits[40];
     ck_assert(x);
@@ -400,7 +401,7 @@ END_TEST
 START_TEST(test_custom_parameters_save_and_load_with_the_model)
 {
     sl_context *ctx = th_context(42), *ctx2 = th_context(1234);
-    sl_net *net = custom_net(ctx, SL_CKPT_SQRT), *fresh = custom_net(ctx2, SL_CKPT_NONE);
+    sl_net *net = custom_net(ctx, SL_SCHEDULE_SQRT), *fresh = custom_net(ctx2, SL_SCHEDULE_NONE);
     size_t n = (size_t)SHAPE.n * SHAPE.c * SHAPE.h * SHAPE.w;
     float *x = malloc(n * sizeof(float)), a[40], b[40];
     int labels[4] = {1, 2, 3, 4};
@@ -413,7 +414,7 @@ START_TEST(test_custom_parameters_save_and_load_with_the_model)
     sl_load_report rep;
     ck_assert_msg(sl_load_model(fresh, path, NULL, &rep) == SL_OK, "%s", sl_last_error());
     unlink(path);
-    ck_assert_int_eq(rep.loaded, sl_net_param_count(net));
+    ck_assert_int_eq(rep.loaded, th_param_count(net));
     sl_param_info p;
     ck_assert(sl_net_find_param(fresh, "act1.beta", &p) == SL_OK && p.trainable);
     ck_assert(sl_net_find_param(fresh, "scale1.running_msq", &p) == SL_OK && !p.trainable);

@@ -31,7 +31,7 @@ static const sl_shape SHAPE = {2, 3, 6, 6};
 /* Finishes the network and trains a step: it still works. */
 static void assert_usable(sl_net *net)
 {
-    if (sl_net_param_count(net) == 3) { /* not finished yet */
+    if (th_param_count(net) == 3) { /* not finished yet */
         ck_assert(sl_net_add(net, "pool", sl_global_avgpool()) == SL_OK);
         ck_assert(sl_net_add(net, "fc", sl_linear(4, 3, 1)) == SL_OK);
     }
@@ -250,42 +250,50 @@ START_TEST(test_bad_blocks_refused_when_added)
     sl_net *net = small_net(ctx);
     sl_layer *b = sl_block("Mine");
     int t = 0;
-    ck_assert_int_eq(sl_block_add(b, "conv", sl_conv2d(4, 4, 3, 1, 1), 1, &t), 1);
-    ck_assert_int_eq(sl_block_add(b, "conv", sl_relu(), 1, &t), -1);
+    int id = 0;
+    ck_assert_int_eq(sl_block_add(b, "conv", sl_conv2d(4, 4, 3, 1, 1), 1, &t, &id), SL_OK);
+    ck_assert_int_eq(id, 1);
+    ck_assert_int_eq(sl_block_add(b, "conv", sl_relu(), 1, &t, &id), SL_ERR_INVALID_ARG);
+    ck_assert_int_eq(id, -1);
     ck_assert_ptr_nonnull(strstr(sl_last_error(), "already has a layer named 'conv'"));
     int missing = 2;
-    ck_assert_int_eq(sl_block_add(b, "relu", sl_relu(), 1, &missing), -1);
+    ck_assert_int_eq(sl_block_add(b, "relu", sl_relu(), 1, &missing, NULL), SL_ERR_INVALID_ARG);
     ck_assert_ptr_nonnull(strstr(sl_last_error(), "tensor 2, which does not exist"));
     int two[2] = {0, 1};
-    ck_assert_int_eq(sl_block_add(b, "inner", se_block(4, 2), 2, two), -1);
+    ck_assert_int_eq(sl_block_add(b, "inner", se_block(4, 2), 2, two, NULL), SL_ERR_INVALID_ARG);
     ck_assert_ptr_nonnull(strstr(sl_last_error(), "is a block, which reads one input, not 2"));
-    ck_assert_int_eq(sl_block_add(b, "gate", channel_gate(), 1, &t), -1);
+    ck_assert_int_eq(sl_block_add(b, "gate", channel_gate(), 1, &t, NULL), SL_ERR_INVALID_ARG);
     ck_assert_ptr_nonnull(strstr(sl_last_error(), "takes 2 inputs, not 1"));
-    ck_assert_int_eq(sl_block_add(b, "nothing", NULL, 1, &t), -1);
+    ck_assert_int_eq(sl_block_add(b, "nothing", NULL, 1, &t, NULL), SL_ERR_INVALID_ARG);
     ck_assert_ptr_nonnull(strstr(sl_last_error(), "constructor failed"));
     sl_layer *not_block = sl_relu();
-    ck_assert_int_eq(sl_block_add(not_block, "x", sl_relu(), 1, &t), -1); /* frees the child */
+    ck_assert_int_eq(sl_block_add(not_block, "x", sl_relu(), 1, &t, NULL), SL_ERR_INVALID_ARG); /* frees the child */
     ck_assert_ptr_nonnull(strstr(sl_last_error(), "not a block made by sl_block"));
     sl_layer_free(not_block);
     /* A failed add keeps its message through the adds that follow it. */
-    int bad = sl_block_add(b, "x", sl_conv2d(0, 4, 3, 1, 1), 1, &t);
-    ck_assert_int_eq(sl_block_add(b, "y", sl_relu(), 1, &bad), -1);
+    int bad = 0;
+    ck_assert_int_eq(sl_block_add(b, "x", sl_conv2d(0, 4, 3, 1, 1), 1, &t, &bad), SL_ERR_INVALID_ARG);
+    ck_assert_int_eq(bad, -1);
+    ck_assert_int_eq(sl_block_add(b, "y", sl_relu(), 1, &bad, &bad), SL_ERR_INVALID_ARG);
+    ck_assert_int_eq(bad, -1);
     ck_assert_ptr_nonnull(strstr(sl_last_error(), "sl_conv2d"));
     /* conv (1) and a relu reading the block input (2): conv's output is dead. */
-    ck_assert_int_eq(sl_block_add(b, "relu", sl_relu(), 1, &t), 2);
+    ck_assert_int_eq(sl_block_add(b, "relu", sl_relu(), 1, &t, &id), SL_OK);
+    ck_assert_int_eq(id, 2);
     th_assert_error(sl_net_add(net, "blk", b), SL_ERR_SHAPE, "the output of 'conv' is read by no later layer");
     th_assert_error(sl_net_add(net, "empty", sl_block("Empty")), SL_ERR_SHAPE, "has no layers");
     /* Channels are checked through the wiring, into nested blocks. */
     b = sl_block("Wide");
-    t = sl_block_add(b, "se", se_block(8, 2), 1, &t);
+    sl_block_add(b, "se", se_block(8, 2), 1, &t, &t);
     th_assert_error(sl_net_add(net, "wide", b), SL_ERR_SHAPE, 
                  "block 'wide': block 'se': custom layer 'gate' (ChannelGate) refuses input "
                  "channels 4, 8: gate of 8 channels for 4 channels");
     b = sl_block("Sum");
     t = 0;
-    t = sl_block_add(b, "conv", sl_conv2d(4, 6, 1, 1, 0), 1, &t);
+    sl_block_add(b, "conv", sl_conv2d(4, 6, 1, 1, 0), 1, &t, &t);
     int sum[2] = {0, t};
-    ck_assert_int_eq(sl_block_add(b, "add", sl_join_add(), 2, sum), 2);
+    ck_assert_int_eq(sl_block_add(b, "add", sl_join_add(), 2, sum, &t), SL_OK);
+    ck_assert_int_eq(t, 2);
     th_assert_error(sl_net_add(net, "sum", b), SL_ERR_SHAPE, "joins tensors of 4 and 6 channels");
     assert_usable(net);
     sl_net_free(net);

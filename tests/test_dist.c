@@ -108,7 +108,7 @@ static uint64_t fnv1a(uint64_t h, const void *data, size_t n)
 static uint64_t net_hash(sl_net *net)
 {
     uint64_t h = 0xcbf29ce484222325ull;
-    for (int i = 0; i < sl_net_param_count(net); i++) {
+    for (int i = 0; i < th_param_count(net); i++) {
         sl_param_info p;
         OK(sl_net_param(net, i, &p));
         float *v = malloc(p.count * sizeof(float));
@@ -137,7 +137,7 @@ START_TEST(test_dist_parameters_bit_identical_across_ranks_every_step)
     /* Different seeds per rank: the join must broadcast rank 0's network. */
     int rank = world_rank();
     sl_context *ctx = one_thread_context(11 + (uint64_t)rank);
-    sl_net *net = make_net(ctx, MODEL_BN, SL_CKPT_SQRT);
+    sl_net *net = make_net(ctx, MODEL_BN, SL_SCHEDULE_SQRT);
     sl_dist *d;
     sl_dist_options o = test_options(60);
     OK(sl_dist_join(net, &o, &d));
@@ -182,7 +182,7 @@ static double relative_error(const float *a, const float *b, size_t n)
 static double worst_error(sl_net *a, sl_net *b, int grads, char *which, size_t n)
 {
     double worst = 0;
-    for (int i = 0; i < sl_net_param_count(a); i++) {
+    for (int i = 0; i < th_param_count(a); i++) {
         sl_param_info p;
         OK(sl_net_param(a, i, &p));
         if (grads && !p.trainable)
@@ -237,7 +237,7 @@ static void check_equals_double_batch(int model, sl_schedule s)
 START_TEST(test_dist_two_ranks_equal_one_process_double_batch)
 {
     const int models[2] = {MODEL_FROZEN_BN, MODEL_NO_BN};
-    const sl_schedule schedules[2] = {SL_CKPT_NONE, SL_CKPT_SQRT};
+    const sl_schedule schedules[2] = {SL_SCHEDULE_NONE, SL_SCHEDULE_SQRT};
     for (int m = 0; m < 2; m++)
         for (int s = 0; s < 2; s++)
             check_equals_double_batch(models[m], schedules[s]);
@@ -258,8 +258,8 @@ START_TEST(test_dist_checkpointed_equals_plain_bitwise_on_each_rank)
 {
     int rank = world_rank();
     sl_context *ctx = one_thread_context(7);
-    sl_net *plain = make_net(ctx, MODEL_BN, SL_CKPT_NONE);
-    sl_net *ckpt = make_net(ctx, MODEL_BN, SL_CKPT_SQRT);
+    sl_net *plain = make_net(ctx, MODEL_BN, SL_SCHEDULE_NONE);
+    sl_net *ckpt = make_net(ctx, MODEL_BN, SL_SCHEDULE_SQRT);
     sl_dist *dp, *dc;
     sl_dist_options o = test_options(60);
     OK(sl_dist_join(plain, &o, &dp));
@@ -286,7 +286,7 @@ START_TEST(test_dist_bad_batch_on_one_rank_fails_every_rank)
 {
     int rank = world_rank();
     sl_context *ctx = one_thread_context(3);
-    sl_net *net = make_net(ctx, MODEL_BN, SL_CKPT_SQRT);
+    sl_net *net = make_net(ctx, MODEL_BN, SL_SCHEDULE_SQRT);
     sl_dist *d;
     const double timeout = 20;
     sl_dist_options o = test_options(timeout);
@@ -331,7 +331,7 @@ START_TEST(test_dist_files_written_by_rank0_and_resumed_on_two_and_one_ranks)
     MPI_Bcast(model_path, sizeof model_path, MPI_CHAR, 0, MPI_COMM_WORLD);
     MPI_Bcast(snap_path, sizeof snap_path, MPI_CHAR, 0, MPI_COMM_WORLD);
     sl_context *ctx = one_thread_context(9);
-    sl_net *net = make_net(ctx, MODEL_FROZEN_BN, SL_CKPT_SQRT);
+    sl_net *net = make_net(ctx, MODEL_FROZEN_BN, SL_SCHEDULE_SQRT);
     sl_dist *d;
     sl_dist_options o = test_options(60);
     OK(sl_dist_join(net, &o, &d));
@@ -346,7 +346,7 @@ START_TEST(test_dist_files_written_by_rank0_and_resumed_on_two_and_one_ranks)
     OK(sl_dist_save_snapshot(d, snap_path));
     /* A model file as single-process training writes it: loads strictly
      * into a plain network and gives this network's tensors. */
-    sl_net *loaded = make_net(ctx, MODEL_FROZEN_BN, SL_CKPT_NONE);
+    sl_net *loaded = make_net(ctx, MODEL_FROZEN_BN, SL_SCHEDULE_NONE);
     OK(sl_load_model(loaded, model_path, NULL, NULL));
     char which[160];
     ck_assert_msg(worst_error(loaded, net, 0, which, sizeof which) == 0, "%s", which);
@@ -355,7 +355,7 @@ START_TEST(test_dist_files_written_by_rank0_and_resumed_on_two_and_one_ranks)
     global_batch(3, x, labels);
     OK(sl_net_train_step(net, x + rank * half, rank_shape, labels + rank * B, NULL));
     /* Resumed on 2 ranks: bit for bit. */
-    sl_net *again = make_net(ctx, MODEL_FROZEN_BN, SL_CKPT_SQRT);
+    sl_net *again = make_net(ctx, MODEL_FROZEN_BN, SL_SCHEDULE_SQRT);
     OK(sl_load_snapshot(again, snap_path));
     sl_dist *d2;
     OK(sl_dist_join(again, &o, &d2));
@@ -368,7 +368,7 @@ START_TEST(test_dist_files_written_by_rank0_and_resumed_on_two_and_one_ranks)
      * global batch: equal within rounding. */
     MPI_Comm alone;
     MPI_Comm_split(MPI_COMM_WORLD, rank, 0, &alone);
-    sl_net *one = make_net(ctx, MODEL_FROZEN_BN, SL_CKPT_NONE);
+    sl_net *one = make_net(ctx, MODEL_FROZEN_BN, SL_SCHEDULE_NONE);
     OK(sl_load_snapshot(one, snap_path));
     sl_dist_options o1 = o;
     o1.mpi_comm = &alone;
@@ -398,11 +398,11 @@ END_TEST
 START_TEST(test_dist_buckets_follow_segments_and_cover_gradients_once)
 {
     sl_context *ctx = one_thread_context(1);
-    sl_net *net = make_net(ctx, MODEL_NO_BN, SL_CKPT_SQRT);
-    ck_assert(sl_net_param_count(net) > 0);
+    sl_net *net = make_net(ctx, MODEL_NO_BN, SL_SCHEDULE_SQRT);
+    ck_assert(th_param_count(net) > 0);
     /* sqrt segments with unbounded buckets; one segment with 1 KiB ones. */
     for (int cap = 0; cap < 2; cap++) {
-        OK(sl_net_set_schedule(net, cap ? SL_CKPT_NONE : SL_CKPT_SQRT));
+        OK(sl_net_set_schedule(net, cap ? SL_SCHEDULE_NONE : SL_SCHEDULE_SQRT));
         sl_run_cache *c;
         OK(sl_net_prepare(net, rank_shape, SL_MODE_TRAIN, 0, &c));
         ck_assert(cap ? c->seg.n == 1 : c->seg.n >= 3);
@@ -461,7 +461,7 @@ END_TEST
 START_TEST(test_dist_memory_report_counts_communication)
 {
     sl_context *ctx = one_thread_context(2);
-    sl_net *net = make_net(ctx, MODEL_BN, SL_CKPT_SQRT);
+    sl_net *net = make_net(ctx, MODEL_BN, SL_SCHEDULE_SQRT);
     sl_memory_report alone, joined;
     OK(sl_net_memory_report(net, rank_shape, SL_MODE_TRAIN, &alone));
     ck_assert_uint_eq(alone.communication, 0);
@@ -485,7 +485,7 @@ START_TEST(test_dist_join_checks_every_rank_has_the_same_network)
 {
     int rank = world_rank();
     sl_context *ctx = one_thread_context(4);
-    sl_net *net = make_net(ctx, rank == 0 ? MODEL_BN : MODEL_NO_BN, SL_CKPT_NONE);
+    sl_net *net = make_net(ctx, rank == 0 ? MODEL_BN : MODEL_NO_BN, SL_SCHEDULE_NONE);
     sl_dist *d = NULL;
     sl_dist_options o = test_options(60);
     ck_assert_int_eq(sl_dist_join(net, &o, &d), SL_ERR_INVALID_ARG);
@@ -518,8 +518,8 @@ START_TEST(test_dist_nccl_one_rank_per_gpu_equals_plain_run)
     MPI_Comm gpus;
     MPI_Comm_split(MPI_COMM_WORLD, have ? 0 : MPI_UNDEFINED, rank, &gpus);
     if (have) {
-        sl_net *net = make_net(ctx, MODEL_BN, SL_CKPT_SQRT), *plain = make_net(ctx, MODEL_BN,
-                                                                                  SL_CKPT_SQRT);
+        sl_net *net = make_net(ctx, MODEL_BN, SL_SCHEDULE_SQRT), *plain = make_net(ctx, MODEL_BN,
+                                                                                  SL_SCHEDULE_SQRT);
         sl_dist *d;
         sl_dist_options o = test_options(120);
         o.mpi_comm = &gpus;
@@ -554,7 +554,7 @@ START_TEST(test_dist_absent_rank_times_out_the_others)
 {
     int rank = world_rank();
     sl_context *ctx = one_thread_context(6);
-    sl_net *net = make_net(ctx, MODEL_NO_BN, SL_CKPT_NONE);
+    sl_net *net = make_net(ctx, MODEL_NO_BN, SL_SCHEDULE_NONE);
     sl_dist *d;
     const double timeout = 1.5;
     sl_dist_options o = test_options(timeout);

@@ -39,20 +39,20 @@ static void assert_usable(sl_net *net)
 START_TEST(test_schedule_texts)
 {
     sl_schedule s;
-    ck_assert(sl_schedule_parse("none", &s) == SL_OK && s.kind == SL_SCHEDULE_NONE);
-    ck_assert(sl_schedule_parse("sqrt", &s) == SL_OK && s.kind == SL_SCHEDULE_SQRT);
+    ck_assert(sl_schedule_parse("none", &s) == SL_OK && s.kind == SL_SCHEDULE_KIND_NONE);
+    ck_assert(sl_schedule_parse("sqrt", &s) == SL_OK && s.kind == SL_SCHEDULE_KIND_SQRT);
     ck_assert(sl_schedule_parse("segments:7", &s) == SL_OK);
-    ck_assert(s.kind == SL_SCHEDULE_SEGMENTS && s.segments == 7);
+    ck_assert(s.kind == SL_SCHEDULE_KIND_SEGMENTS && s.segments == 7);
     ck_assert(sl_schedule_parse("budget:1.5GiB", &s) == SL_OK);
-    ck_assert(s.kind == SL_SCHEDULE_BUDGET && s.budget_bytes == 3ull << 29);
+    ck_assert(s.kind == SL_SCHEDULE_KIND_BUDGET && s.budget_bytes == 3ull << 29);
     ck_assert(sl_schedule_parse("ops:800M", &s) == SL_OK);
-    ck_assert(s.kind == SL_SCHEDULE_BUDGET_OPS && s.budget_bytes == 800ull << 20);
+    ck_assert(s.kind == SL_SCHEDULE_KIND_BUDGET_OPS && s.budget_bytes == 800ull << 20);
     ck_assert(sl_schedule_parse("budget:4096", &s) == SL_OK && s.budget_bytes == 4096);
     static const char *const bad[] = {"", "bogus", "segments:0", "segments:", "segments:3x",
                                       "segments:1000001", "budget:", "budget:-3M", "budget:12XB",
                                       "ops:0", "budget:nan", "budget:1e30"};
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
-        sl_schedule before = SL_CKPT_SEGMENTS(3), got = before;
+        sl_schedule before = SL_SCHEDULE_SEGMENTS(3), got = before;
         th_assert_error(sl_schedule_parse(bad[i], &got), SL_ERR_INVALID_ARG, "is not a schedule");
         ck_assert_msg(memcmp(&got, &before, sizeof got) == 0, "'%s' changed the output", bad[i]);
     }

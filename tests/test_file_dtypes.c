@@ -124,7 +124,7 @@ static sl_net *small_net(uint64_t seed, sl_context **ctx)
     ck_assert(sl_net_add(net, "pool", sl_global_avgpool()) == SL_OK);
     ck_assert(sl_net_add(net, "flat", sl_flatten()) == SL_OK);
     ck_assert(sl_net_add(net, "fc", sl_linear(4, 3, 1)) == SL_OK);
-    ck_assert(sl_net_param_count(net) > 0);
+    ck_assert(th_param_count(net) > 0);
     return net;
 }
 
@@ -151,7 +151,7 @@ START_TEST(test_bf16_and_f16_models_load_the_rounded_values)
         ck_assert_msg(sl_save_model_as(a, path, dt) == SL_OK, "%s", sl_last_error());
         sl_load_report rep;
         ck_assert_msg(sl_load_model(b, path, NULL, &rep) == SL_OK, "%s", sl_last_error());
-        int n = sl_net_param_count(a);
+        int n = th_param_count(a);
         long floats = 0;
         for (int i = 0; i < n; i++) {
             sl_param_info pi;
@@ -252,7 +252,7 @@ START_TEST(test_other_dtypes_are_issues_of_their_tensor)
     l.n = 0;
     ck_assert(sl_load_model_memory(b, buf, n, &o, &rep) == SL_OK);
     ck_assert_int_eq(rep.mismatched, 1);
-    ck_assert_int_eq(rep.loaded, sl_net_param_count(b) - 1);
+    ck_assert_int_eq(rep.loaded, th_param_count(b) - 1);
     free(buf);
     /* A tensor the network does not need, of a dtype it cannot take. */
     buf = rewrite(a, "\"fc.bias\":{\"dtype\":\"F32\",\"shape\":[3]",
@@ -284,7 +284,7 @@ START_TEST(test_names_with_nul_are_other_names)
     sl_load_report rep;
     ck_assert(sl_load_model_memory(b, buf, n, &o, &rep) == SL_OK);
     ck_assert_int_eq(rep.loaded, 0);
-    ck_assert_int_eq(rep.missing, sl_net_param_count(b));
+    ck_assert_int_eq(rep.missing, th_param_count(b));
     int shown = 0;
     for (int i = 0; i < l.n; i++)
         shown += strstr(l.text[i], "conv.weight\\u0000evil") != NULL;

@@ -29,7 +29,7 @@ typedef enum { INPUT_NORMAL, INPUT_AWAY_FROM_ZERO, INPUT_DISTINCT } input_kind;
  * ReLU's own kink is checked alone. */
 static void move_relu_inputs_from_zero(sl_net *net)
 {
-    int n = sl_net_param_count(net);
+    int n = th_param_count(net);
     for (int i = 0; i < n; i++) {
         sl_param_info pi, beta;
         ck_assert(sl_net_param(net, i, &pi) == SL_OK);

@@ -106,7 +106,7 @@ START_TEST(test_mode_switch_resumes_training_bit_identically)
     ck_assert(sl_net_set_mode(switched, SL_MODE_TRAIN) == SL_OK);
     train_steps(switched, 3, 6);
     train_steps(straight, 0, 6);
-    int n = sl_net_param_count(straight);
+    int n = th_param_count(straight);
     for (int i = 0; i < n; i++) {
         sl_param_info a, b;
         ck_assert(sl_net_param(switched, i, &a) == SL_OK);
@@ -191,7 +191,7 @@ START_TEST(test_memory_timeline_svg_parses_with_a_series_per_schedule)
     char path[256], cmd[600];
     snprintf(path, sizeof path, "%s/timeline.svg", dir);
     sl_context *ctx = th_context(1);
-    sl_schedule s[3] = {SL_CKPT_NONE, SL_CKPT_SQRT, SL_CKPT_SEGMENTS(2)};
+    sl_schedule s[3] = {SL_SCHEDULE_NONE, SL_SCHEDULE_SQRT, SL_SCHEDULE_SEGMENTS(2)};
     const char *labels[3] = {"none", "sqrt", "k=2 <&>"};
     sl_memory_timeline tl[3];
     const sl_memory_timeline *series[3];

@@ -39,7 +39,7 @@ static long regions_of_a_run(int threads)
     sl_context *ctx;
     sl_net *net;
     ck_assert(sl_context_create(&o, &ctx) == SL_OK);
-    ck_assert(sl_sublinear(ctx, 3, SL_CKPT_SQRT, &net) == SL_OK);
+    ck_assert(sl_sublinear(ctx, 3, SL_SCHEDULE_SQRT, &net) == SL_OK);
     ck_assert(sl_model_build(net, "resnet20", 10, 32) == SL_OK);
     sl_optimizer_options opt = sl_adam(1e-3f, 0.9f, 0.999f, 1e-8f, 0.0f);
     ck_assert(sl_net_set_optimizer(net, &opt) == SL_OK);

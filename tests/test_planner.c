@@ -98,7 +98,7 @@ static void run(uint64_t seed, sl_schedule schedule, int poison, result *out)
     assert_no_overlap(&net->cache[SL_MODE_TRAIN].prog, &net->cache[SL_MODE_TRAIN].plan);
     ck_assert_msg(sl_net_predict(net, x, shape, out->logits) == SL_OK, "%s", sl_last_error());
     assert_no_overlap(&net->cache[SL_MODE_INFER].prog, &net->cache[SL_MODE_INFER].plan);
-    out->n = sl_net_param_count(net);
+    out->n = th_param_count(net);
     out->grad = calloc((size_t)out->n, sizeof(float *));
     out->count = calloc((size_t)out->n, sizeof(size_t));
     for (int i = 0; i < out->n; i++) {
@@ -130,12 +130,12 @@ static uint64_t least_budget(uint64_t seed, uint64_t *plain)
 {
     sl_context *ctx = th_context(seed);
     sl_net *net = NULL;
-    ck_assert(sl_sublinear(ctx, 3, SL_CKPT_BUDGET(1), &net) == SL_OK);
+    ck_assert(sl_sublinear(ctx, 3, SL_SCHEDULE_BUDGET(1), &net) == SL_OK);
     int size = random_chain(net, seed);
     sl_shape shape = {4, 3, size, size};
     sl_memory_report r;
     uint64_t least = th_least_budget(net, shape);
-    ck_assert(sl_net_set_schedule(net, SL_CKPT_NONE) == SL_OK);
+    ck_assert(sl_net_set_schedule(net, SL_SCHEDULE_NONE) == SL_OK);
     ck_assert(sl_net_memory_report(net, shape, SL_MODE_TRAIN, &r) == SL_OK);
     *plain = r.total;
     sl_net_free(net);
@@ -149,15 +149,15 @@ START_TEST(test_planner_random_chains)
     for (int c = 0; c < chains; c++) {
         uint64_t seed = 1000 + (uint64_t)c;
         result ref;
-        run(seed, SL_CKPT_NONE, 0, &ref);
+        run(seed, SL_SCHEDULE_NONE, 0, &ref);
         ck_assert(isfinite(ref.loss));
         /* the least-memory schedule runs many more steps: every 4th chain;
          * an operator-level one a third of the way up from it */
         uint64_t plain, least = least_budget(seed, &plain);
-        sl_schedule schedules[8] = {SL_CKPT_NONE, SL_CKPT_SQRT, SL_CKPT_SEGMENTS(2),
-                                    SL_CKPT_SEGMENTS(3), SL_CKPT_BUDGET(1ull << 40), SL_CKPT_SEGMENTS(50),
-                                    SL_CKPT_BUDGET(c % 4 ? 1ull << 40 : least),
-                                    SL_CKPT_BUDGET_OPS(least + (plain - least) / 3)};
+        sl_schedule schedules[8] = {SL_SCHEDULE_NONE, SL_SCHEDULE_SQRT, SL_SCHEDULE_SEGMENTS(2),
+                                    SL_SCHEDULE_SEGMENTS(3), SL_SCHEDULE_BUDGET(1ull << 40), SL_SCHEDULE_SEGMENTS(50),
+                                    SL_SCHEDULE_BUDGET(c % 4 ? 1ull << 40 : least),
+                                    SL_SCHEDULE_BUDGET_OPS(least + (plain - least) / 3)};
         for (int s = 0; s < 8; s++) {
             result got;
             run(seed, schedules[s], 1, &got);

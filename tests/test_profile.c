@@ -57,7 +57,7 @@ static double train(sl_net *net)
 static int count_params(sl_net *net, int ndim, const char *suffix)
 {
     int n = 0;
-    for (int i = 0; i < sl_net_param_count(net); i++) {
+    for (int i = 0; i < th_param_count(net); i++) {
         sl_param_info p;
         ck_assert(sl_net_param(net, i, &p) == SL_OK);
         size_t len = strlen(p.name), sl = strlen(suffix);
@@ -133,10 +133,10 @@ static void check_schedule(sl_schedule s, int checkpointed)
     sl_context_free(ctx);
 }
 
-START_TEST(test_profile_counts_keep_everything) { check_schedule(SL_CKPT_NONE, 0); }
+START_TEST(test_profile_counts_keep_everything) { check_schedule(SL_SCHEDULE_NONE, 0); }
 END_TEST
 
-START_TEST(test_profile_counts_sqrt) { check_schedule(SL_CKPT_SQRT, 1); }
+START_TEST(test_profile_counts_sqrt) { check_schedule(SL_SCHEDULE_SQRT, 1); }
 END_TEST
 
 START_TEST(test_profiled_training_is_bit_identical)
@@ -144,7 +144,7 @@ START_TEST(test_profiled_training_is_bit_identical)
     th_params plain, profiled;
     for (int k = 0; k < 2; k++) {
         sl_context *ctx = th_context(5);
-        sl_net *net = build(ctx, SL_CKPT_SQRT);
+        sl_net *net = build(ctx, SL_SCHEDULE_SQRT);
         ck_assert(sl_net_set_profiling(net, k) == SL_OK);
         train(net);
         th_params_capture(net, k ? &profiled : &plain);
@@ -163,7 +163,7 @@ START_TEST(test_profile_bad_arguments)
     th_assert_error(sl_net_set_profiling(NULL, 1), SL_ERR_INVALID_ARG, "network is NULL");
     th_assert_error(sl_net_profile(NULL, NULL, 0, &n, 0), SL_ERR_INVALID_ARG, "NULL");
     sl_context *ctx = th_context(5);
-    sl_net *net = build(ctx, SL_CKPT_NONE);
+    sl_net *net = build(ctx, SL_SCHEDULE_NONE);
     ck_assert(sl_net_set_profiling(net, 1) == SL_OK);
     th_assert_error(sl_net_profile(net, NULL, 4, &n, 0), SL_ERR_INVALID_ARG, "out is NULL");
     th_assert_error(sl_net_profile(net, NULL, 0, NULL, 0), SL_ERR_INVALID_ARG, "NULL");

@@ -29,7 +29,7 @@ static sl_net *resnet(sl_context *ctx, const char *model, sl_schedule s)
 START_TEST(test_sqrt_schedule_segment_count)
 {
     sl_context *ctx = th_context(1);
-    sl_net *net = resnet(ctx, "resnet56", SL_CKPT_SQRT);
+    sl_net *net = resnet(ctx, "resnet56", SL_SCHEDULE_SQRT);
     sl_memory_report r;
     ck_assert(sl_net_memory_report(net, (sl_shape){8, 3, 32, 32}, SL_MODE_TRAIN, &r) == SL_OK);
     const sl_segments *seg = &net->cache[SL_MODE_TRAIN].seg;
@@ -118,12 +118,12 @@ START_TEST(test_recompute_fraction_matches_flop_count)
     sl_context *ctx = th_context(1);
     /* budgets: a quarter and three quarters of the way from sqrt's planned
      * total to keep-everything's (ResNet-20, batch 4), filled in below */
-    sl_schedule s[6] = {SL_CKPT_NONE, SL_CKPT_SQRT, SL_CKPT_SEGMENTS(3), SL_CKPT_SEGMENTS(9)};
+    sl_schedule s[6] = {SL_SCHEDULE_NONE, SL_SCHEDULE_SQRT, SL_SCHEDULE_SEGMENTS(3), SL_SCHEDULE_SEGMENTS(9)};
     uint64_t total[2] = {0, 0};
     for (int i = 0; i < 6; i++) {
         if (i == 4) {
-            s[4] = SL_CKPT_BUDGET(total[1] + (total[0] - total[1]) / 4);
-            s[5] = SL_CKPT_BUDGET(total[1] + 3 * (total[0] - total[1]) / 4);
+            s[4] = SL_SCHEDULE_BUDGET(total[1] + (total[0] - total[1]) / 4);
+            s[5] = SL_SCHEDULE_BUDGET(total[1] + 3 * (total[0] - total[1]) / 4);
         }
         sl_net *net = resnet(ctx, "resnet20", s[i]);
         sl_memory_report r;
@@ -182,7 +182,7 @@ START_TEST(test_refwd_skips_nodes_nothing_reads)
     sl_context *ctx = th_context(1);
     int blocks_at_ends = 0;
     const char *models[2] = {"resnet50", "resnet20"};
-    sl_schedule s[3] = {SL_CKPT_SQRT, SL_CKPT_SEGMENTS(3), SL_CKPT_SEGMENTS(7)};
+    sl_schedule s[3] = {SL_SCHEDULE_SQRT, SL_SCHEDULE_SEGMENTS(3), SL_SCHEDULE_SEGMENTS(7)};
     for (int m = 0; m < 2; m++)
         for (int i = 0; i < 3; i++) {
             sl_net *net = resnet(ctx, models[m], s[i]);
@@ -236,17 +236,17 @@ START_TEST(test_budget_schedules_fit_and_trade_memory_for_time)
 {
     sl_context *ctx = th_context(1);
     sl_memory_report plain, sqrt_r, r;
-    ck_assert(report(ctx, SL_CKPT_NONE, &plain) == SL_OK);
-    ck_assert(report(ctx, SL_CKPT_SQRT, &sqrt_r) == SL_OK);
-    ck_assert(report(ctx, SL_CKPT_BUDGET(1), &r) == SL_ERR_BUDGET);
+    ck_assert(report(ctx, SL_SCHEDULE_NONE, &plain) == SL_OK);
+    ck_assert(report(ctx, SL_SCHEDULE_SQRT, &sqrt_r) == SL_OK);
+    ck_assert(report(ctx, SL_SCHEDULE_BUDGET(1), &r) == SL_ERR_BUDGET);
     uint64_t least = th_named_least();
     ck_assert_msg(least <= sqrt_r.total, "least %" PRIu64 " above sqrt's %" PRIu64, least,
                   sqrt_r.total);
-    ck_assert(report(ctx, SL_CKPT_BUDGET(least - 1), &r) == SL_ERR_BUDGET);
+    ck_assert(report(ctx, SL_SCHEDULE_BUDGET(least - 1), &r) == SL_ERR_BUDGET);
     double last_fraction = 2.0;
     for (int k = 0; k <= 4; k++) {
         uint64_t budget = least + (plain.total - least) * (uint64_t)k / 4;
-        ck_assert_msg(report(ctx, SL_CKPT_BUDGET(budget), &r) == SL_OK, "%s", sl_last_error());
+        ck_assert_msg(report(ctx, SL_SCHEDULE_BUDGET(budget), &r) == SL_OK, "%s", sl_last_error());
         ck_assert_msg(r.total <= budget, "planned %" PRIu64 " over budget %" PRIu64, r.total, budget);
         ck_assert_msg(r.recompute_fraction <= last_fraction, "more memory, more recompute");
         last_fraction = r.recompute_fraction;
@@ -255,7 +255,7 @@ START_TEST(test_budget_schedules_fit_and_trade_memory_for_time)
     }
     ck_assert(last_fraction == 0.0); /* the keep-everything budget needs no recompute */
     /* At sqrt's own memory the budget search recomputes no more than sqrt. */
-    ck_assert(report(ctx, SL_CKPT_BUDGET(sqrt_r.total), &r) == SL_OK);
+    ck_assert(report(ctx, SL_SCHEDULE_BUDGET(sqrt_r.total), &r) == SL_OK);
     ck_assert(r.recompute_fraction <= sqrt_r.recompute_fraction);
     sl_context_free(ctx);
 }
@@ -268,8 +268,8 @@ START_TEST(test_budget_never_loses_to_balanced_segments)
     sl_context *ctx = th_context(1);
     for (int k = 2; k <= 12; k++) {
         sl_memory_report seg, r;
-        ck_assert(report(ctx, SL_CKPT_SEGMENTS(k), &seg) == SL_OK);
-        ck_assert_msg(report(ctx, SL_CKPT_BUDGET(seg.total), &r) == SL_OK, "%s", sl_last_error());
+        ck_assert(report(ctx, SL_SCHEDULE_SEGMENTS(k), &seg) == SL_OK);
+        ck_assert_msg(report(ctx, SL_SCHEDULE_BUDGET(seg.total), &r) == SL_OK, "%s", sl_last_error());
         ck_assert_msg(r.total <= seg.total, "k=%d: planned %" PRIu64 " over %" PRIu64, k, r.total,
                       seg.total);
         ck_assert_msg(r.recompute_fraction <= seg.recompute_fraction,
@@ -290,7 +290,7 @@ START_TEST(test_bn_momentum_rescale_formula)
     for (int rescale = 0; rescale <= 1; rescale++) {
         sl_context *ctx = th_context(3);
         sl_net *net = NULL;
-        ck_assert(sl_sublinear(ctx, 2, SL_CKPT_SEGMENTS(2), &net) == SL_OK);
+        ck_assert(sl_sublinear(ctx, 2, SL_SCHEDULE_SEGMENTS(2), &net) == SL_OK);
         ck_assert(sl_net_add(net, "bn_a", sl_batchnorm2d_ex(2, m, 1e-5f)) == SL_OK);
         ck_assert(sl_net_add(net, "conv", sl_conv2d(2, 2, 1, 1, 0)) == SL_OK);
         ck_assert(sl_net_add(net, "bn_b", sl_batchnorm2d_ex(2, m, 1e-5f)) == SL_OK);
@@ -343,14 +343,14 @@ END_TEST
 static uint64_t least_arena(sl_context *ctx, const char *model, int batch, int res, sl_net **kept)
 {
     sl_net *net = NULL;
-    ck_assert(sl_sublinear(ctx, 3, SL_CKPT_BUDGET(1), &net) == SL_OK);
+    ck_assert(sl_sublinear(ctx, 3, SL_SCHEDULE_BUDGET(1), &net) == SL_OK);
     ck_assert(sl_model_build(net, model, res == 32 ? 10 : 1000, res) == SL_OK);
     sl_optimizer_options o = sl_sgd(0.1f, 0.9f, 5e-4f, 0); /* the command's */
     ck_assert(sl_net_set_optimizer(net, &o) == SL_OK);
     sl_shape shape = {batch, 3, res, res};
     sl_memory_report r;
     uint64_t least = th_least_budget(net, shape);
-    ck_assert(sl_net_set_schedule(net, SL_CKPT_BUDGET(least)) == SL_OK);
+    ck_assert(sl_net_set_schedule(net, SL_SCHEDULE_BUDGET(least)) == SL_OK);
     ck_assert_msg(sl_net_memory_report(net, shape, SL_MODE_TRAIN, &r) == SL_OK, "%s", sl_last_error());
     ck_assert(r.total <= least);
     *kept = net;
@@ -393,7 +393,7 @@ START_TEST(test_bn_rescale_under_multilevel_recursion)
         sl_context *ctx = th_context(4);
         sl_net *net;
         if (run == 0) {
-            ck_assert(sl_sublinear(ctx, 3, SL_CKPT_NONE, &net) == SL_OK);
+            ck_assert(sl_sublinear(ctx, 3, SL_SCHEDULE_NONE, &net) == SL_OK);
             ck_assert(sl_model_build(net, "resnet20", 10, 32) == SL_OK);
         } else {
             least_arena(ctx, "resnet20", 8, 32, &net);
@@ -411,7 +411,7 @@ START_TEST(test_bn_rescale_under_multilevel_recursion)
             ck_assert_int_gt(th_most_forwards(net), 2);
         count[run] = 0;
         stats[run] = NULL;
-        for (int i = 0; i < sl_net_param_count(net); i++) {
+        for (int i = 0; i < th_param_count(net); i++) {
             sl_param_info p;
             ck_assert(sl_net_param(net, i, &p) == SL_OK);
             if (!strstr(p.name, "running_"))
@@ -447,7 +447,7 @@ START_TEST(test_operator_level_never_slower_by_its_cost_model)
     sl_cost_model m;
     ck_assert(sl_cost_model_measure(ctx, &m) == SL_OK);
     ck_assert(m.flops_per_s > 0 && m.bytes_per_s > 0);
-    sl_net *net = resnet(ctx, "resnet56", SL_CKPT_NONE);
+    sl_net *net = resnet(ctx, "resnet56", SL_SCHEDULE_NONE);
     ck_assert(sl_net_set_cost_model(net, &(sl_cost_model){0, 1e9}) == SL_ERR_INVALID_ARG);
     ck_assert(sl_net_set_cost_model(net, &m) == SL_OK);
     ck_assert(sl_net_set_cost_model(net, NULL) == SL_OK);
@@ -455,7 +455,7 @@ START_TEST(test_operator_level_never_slower_by_its_cost_model)
     sl_memory_report plain, least_r, r;
     ck_assert(sl_net_memory_report(net, shape, SL_MODE_TRAIN, &plain) == SL_OK);
     ck_assert(plain.recompute_time_fraction == 0.0);
-    ck_assert(sl_net_set_schedule(net, SL_CKPT_SQRT) == SL_OK);
+    ck_assert(sl_net_set_schedule(net, SL_SCHEDULE_SQRT) == SL_OK);
     ck_assert(sl_net_memory_report(net, shape, SL_MODE_TRAIN, &least_r) == SL_OK);
     ck_assert(least_r.recompute_time_fraction > 0.0);
     int conv = 0;
@@ -463,7 +463,7 @@ START_TEST(test_operator_level_never_slower_by_its_cost_model)
         uint64_t budget = least_r.total + (plain.total - least_r.total) * (uint64_t)k / 4;
         double t[2];
         for (int ops = 0; ops < 2; ops++) {
-            ck_assert(sl_net_set_schedule(net, ops ? SL_CKPT_BUDGET_OPS(budget) : SL_CKPT_BUDGET(budget)) ==
+            ck_assert(sl_net_set_schedule(net, ops ? SL_SCHEDULE_BUDGET_OPS(budget) : SL_SCHEDULE_BUDGET(budget)) ==
                       SL_OK);
             ck_assert_msg(sl_net_memory_report(net, shape, SL_MODE_TRAIN, &r) == SL_OK, "%s",
                           sl_last_error());

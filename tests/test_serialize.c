@@ -92,7 +92,7 @@ typedef struct values {
 static values take_values(sl_net *net)
 {
     values c = {0, NULL};
-    int n = sl_net_param_count(net);
+    int n = th_param_count(net);
     for (int i = 0; i < n; i++) {
         sl_param_info pi;
         ck_assert(sl_net_param(net, i, &pi) == SL_OK);
@@ -131,7 +131,7 @@ static size_t header_length(const uint8_t *buf)
 static size_t param_bytes(sl_net *net)
 {
     size_t b = 0;
-    int n = sl_net_param_count(net);
+    int n = th_param_count(net);
     for (int i = 0; i < n; i++) {
         sl_param_info pi;
         ck_assert(sl_net_param(net, i, &pi) == SL_OK);
@@ -153,7 +153,7 @@ START_TEST(test_round_trip_gives_identical_predictions)
     ck_assert_msg(sl_save_model(a, path) == SL_OK, "%s", sl_last_error());
     sl_load_report rep;
     ck_assert_msg(sl_load_model(b, path, NULL, &rep) == SL_OK, "%s", sl_last_error());
-    ck_assert_int_eq(rep.loaded, sl_net_param_count(a));
+    ck_assert_int_eq(rep.loaded, th_param_count(a));
     ck_assert_int_eq(rep.ignored, 21); /* one num_batches_tracked per BatchNorm */
     ck_assert_int_eq(rep.missing + rep.unexpected + rep.mismatched, 0);
     values va = take_values(a);
@@ -382,7 +382,7 @@ static void tf_from_net(sl_net *net, tf_file *f)
 {
     memset(f, 0, sizeof *f);
     f->metadata = "{\"format\":\"pt\"}";
-    int n = sl_net_param_count(net);
+    int n = th_param_count(net);
     for (int i = 0; i < n; i++) {
         sl_param_info pi;
         ck_assert(sl_net_param(net, i, &pi) == SL_OK);
@@ -633,7 +633,7 @@ START_TEST(test_non_strict_loads_what_matches_and_lists_the_rest)
     ck_assert(listed(&l, "0 bn1.running_mean"));   /* SL_LOAD_MISSING */
     ck_assert(listed(&l, "1 extra.weight"));       /* SL_LOAD_UNEXPECTED */
     ck_assert(listed(&l, "2 fc.weight"));          /* SL_LOAD_MISMATCHED */
-    ck_assert_int_eq(rep.loaded, sl_net_param_count(b) - 2);
+    ck_assert_int_eq(rep.loaded, th_param_count(b) - 2);
     ck_assert_int_eq(rep.missing, 1);
     ck_assert_int_eq(rep.unexpected, 1);
     ck_assert_int_eq(rep.mismatched, 1);

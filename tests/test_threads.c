@@ -33,7 +33,7 @@ typedef struct job {
 static sl_net *build(sl_context *ctx)
 {
     sl_net *net = NULL;
-    if (sl_sublinear(ctx, 3, SL_CKPT_SQRT, &net) != SL_OK)
+    if (sl_sublinear(ctx, 3, SL_SCHEDULE_SQRT, &net) != SL_OK)
         return NULL;
     sl_status st = sl_net_add(net, "conv1", sl_conv2d(3, 8, 3, 1, 1));
     if (st == SL_OK) st = sl_net_add(net, "bn1", sl_batchnorm2d(8));
@@ -87,7 +87,7 @@ static void *work(void *arg)
     if (j->st == SL_OK) j->st = sl_load_snapshot(b, j->path);
     if (j->st == SL_OK) j->st = train(b, j->seed + 7, STEPS);
     if (j->st == SL_OK) {
-        int n = sl_net_param_count(b);
+        int n = th_param_count(b);
         for (int i = 0; i < n; i++) {
             sl_param_info pi;
             sl_net_param(b, i, &pi);

@@ -288,7 +288,7 @@ static int ends_with(const char *s, const char *suffix)
  * these tensors shows. */
 static void randomize_batchnorms(sl_net *net, uint64_t seed, int running)
 {
-    int n = sl_net_param_count(net);
+    int n = th_param_count(net);
     for (int i = 0; i < n; i++) {
         sl_param_info mean, var, gamma, beta;
         ck_assert(sl_net_param(net, i, &mean) == SL_OK);
@@ -320,7 +320,7 @@ static void randomize_batchnorms(sl_net *net, uint64_t seed, int running)
 /* Writes every named tensor (its value now) and its manifest line. */
 static void write_params(tr_case *c, sl_net *net)
 {
-    int n = sl_net_param_count(net);
+    int n = th_param_count(net);
     for (int i = 0; i < n; i++) {
         sl_param_info pi;
         ck_assert(sl_net_param(net, i, &pi) == SL_OK);
@@ -339,7 +339,7 @@ static void write_params(tr_case *c, sl_net *net)
  * (when all_values is set). */
 static void record_params(tr_case *c, sl_net *net, int grads, int all_values)
 {
-    int n = sl_net_param_count(net);
+    int n = th_param_count(net);
     char key[300];
     for (int i = 0; i < n; i++) {
         sl_param_info pi;
@@ -533,7 +533,7 @@ static void run_script(tr_batch *b, const char *option)
 /* Reads every named tensor of the network back from param.<name>.bin. */
 static void reload_params(tr_case *c, sl_net *net)
 {
-    int n = sl_net_param_count(net);
+    int n = th_param_count(net);
     for (int i = 0; i < n; i++) {
         sl_param_info pi;
         ck_assert(sl_net_param(net, i, &pi) == SL_OK);
@@ -818,7 +818,7 @@ START_TEST(test_resnet20)
         tr_case *c = case_new(b, sublinear ? "resnet20_sqrt_checkpoint" : "resnet20");
         sl_net *net = NULL;
         if (sublinear)
-            ck_assert(sl_sublinear(ctx, 3, SL_CKPT_SQRT, &net) == SL_OK);
+            ck_assert(sl_sublinear(ctx, 3, SL_SCHEDULE_SQRT, &net) == SL_OK);
         else
             ck_assert(sl_sequential(ctx, 3, &net) == SL_OK);
         ck_assert_msg(sl_model_build(net, "resnet20", 10, 32) == SL_OK, "%s", sl_last_error());

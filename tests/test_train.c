@@ -68,7 +68,7 @@ static void train_resnet20(sl_schedule schedule, int steps, float *first_loss, f
 START_TEST(test_resnet20_learns_builtin_dataset)
 {
     float first, last, acc;
-    train_resnet20(SL_CKPT_SQRT, 80, &first, &last, &acc);
+    train_resnet20(SL_SCHEDULE_SQRT, 80, &first, &last, &acc);
     printf("ResNet-20, sqrt checkpointing, 80 steps of 32: loss %.3f -> %.3f, held-out accuracy "
            "%.1f%% (chance 10%%)\n",
            first, last, 100.0 * acc);
@@ -80,7 +80,7 @@ END_TEST
 START_TEST(test_plain_resnet20_loss_falls)
 {
     float first, last, acc;
-    train_resnet20(SL_CKPT_NONE, 30, &first, &last, &acc);
+    train_resnet20(SL_SCHEDULE_NONE, 30, &first, &last, &acc);
     printf("ResNet-20, plain, 30 steps: loss %.3f -> %.3f, held-out accuracy %.1f%%\n", first, last,
            100.0 * acc);
     ck_assert_msg(last < 0.9f * first, "loss %.3f -> %.3f", first, last);

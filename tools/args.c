@@ -353,7 +353,7 @@ void cli_defaults(cli_command cmd, cli_options *o)
     o->eval_samples = 1000;
     o->log_every = 10;
     o->seed = 1;
-    o->schedule = SL_CKPT_SQRT;
+    o->schedule = SL_SCHEDULE_SQRT;
     snprintf(o->schedule_text, sizeof o->schedule_text, "sqrt");
     o->mode = SL_MODE_TRAIN;
     o->dataset = "synthetic";

@@ -91,7 +91,7 @@ static int setup(train_run *r)
     r->first_step = sl_net_step_count(r->net);
     if (sl_net_memory_report(r->net, r->shape, SL_MODE_TRAIN, &r->planned) != SL_OK)
         return cli_fail("planning");
-    if (sl_net_set_schedule(r->net, SL_CKPT_NONE) != SL_OK ||
+    if (sl_net_set_schedule(r->net, SL_SCHEDULE_NONE) != SL_OK ||
         sl_net_memory_report(r->net, r->shape, SL_MODE_TRAIN, &r->baseline) != SL_OK ||
         sl_net_set_schedule(r->net, o->schedule) != SL_OK)
         return cli_fail("planning the keep-everything baseline");

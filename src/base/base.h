@@ -15,13 +15,7 @@
 extern "C" {
 #endif
 
-/* Records a formatted message for sl_last_error() and returns status. */
-sl_status sl_fail(sl_status status, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-
-/* The current message (for wrapping: "sl_net_add: <previous>"). */
-const char *sl_error_message(void);
-/* The status of the last sl_fail on this thread (SL_OK before any). */
+/* The status of the last sl_set_error on this thread (SL_OK before any). */
 sl_status sl_error_status(void);
 
 struct sl_backend;

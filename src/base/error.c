@@ -21,16 +21,6 @@ static sl_status record(sl_status status, const char *fmt, va_list ap)
     return status;
 }
 
-sl_status sl_fail(sl_status status, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    record(status, fmt, ap);
-    va_end(ap);
-    return status;
-}
-
-/* The public form of sl_fail, for custom layers' callbacks. */
 sl_status sl_set_error(sl_status status, const char *fmt, ...)
 {
     va_list ap;
@@ -43,7 +33,6 @@ sl_status sl_set_error(sl_status status, const char *fmt, ...)
 sl_status sl_error_status(void) { return last_status; }
 
 const char *sl_last_error(void) { return last_error; }
-const char *sl_error_message(void) { return last_error; }
 
 const char *sl_status_name(sl_status status)
 {

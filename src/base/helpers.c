@@ -15,7 +15,7 @@ void *sl_alloc(size_t bytes, const char *what)
 {
     void *p = sl_malloc(bytes);
     if (!p)
-        sl_fail(SL_ERR_NOMEM, "out of memory allocating %zu bytes for %s", bytes, what);
+        sl_set_error(SL_ERR_NOMEM, "out of memory allocating %zu bytes for %s", bytes, what);
     return p;
 }
 
@@ -23,7 +23,7 @@ void *sl_zalloc(size_t bytes, const char *what)
 {
     void *p = sl_calloc(1, bytes);
     if (!p)
-        sl_fail(SL_ERR_NOMEM, "out of memory allocating %zu bytes for %s", bytes, what);
+        sl_set_error(SL_ERR_NOMEM, "out of memory allocating %zu bytes for %s", bytes, what);
     return p;
 }
 
@@ -32,7 +32,7 @@ void *sl_aligned_zalloc(size_t bytes, const char *what)
     size_t n = sl_align_up(bytes ? bytes : 1);
     void *p = sl_aligned_malloc(n);
     if (!p) {
-        sl_fail(SL_ERR_NOMEM, "out of memory allocating %zu bytes for %s", bytes, what);
+        sl_set_error(SL_ERR_NOMEM, "out of memory allocating %zu bytes for %s", bytes, what);
         return NULL;
     }
     memset(p, 0, n);

@@ -23,7 +23,7 @@
  * does (exhaustive on short chains).
  *
  * Then the multi-level search (multilevel.c; operator-level too for
- * SL_SCHEDULE_BUDGET_OPS) proposes its own answers, planned for real, and
+ * SL_SCHEDULE_KIND_BUDGET_OPS) proposes its own answers, planned for real, and
  * the best that fits wins: by FLOPs, or by estimated time for the
  * operator-level search. When nothing fits, the least planned peak of all
  * the families is named, and a budget of that size gets that schedule.
@@ -73,7 +73,7 @@ static sl_status dp_init(dp *d, const sl_seg_costs *c)
     d->pool = sl_malloc((size_t)d->pool_cap * sizeof *d->pool);
     d->fronts = sl_calloc((size_t)c->n + 1, sizeof *d->fronts);
     if (!d->pool || !d->fronts)
-        return sl_fail(SL_ERR_NOMEM, "out of memory searching schedules");
+        return sl_set_error(SL_ERR_NOMEM, "out of memory searching schedules");
     return SL_OK;
 }
 
@@ -230,7 +230,7 @@ static sl_status solve_and_plan(const sl_budget_query *q, dp *d, uint64_t live_b
     *found = 0;
     int id = solve(d, live_budget);
     if (id == -2)
-        return sl_fail(SL_ERR_NOMEM, "out of memory searching schedules");
+        return sl_set_error(SL_ERR_NOMEM, "out of memory searching schedules");
     if (id < 0)
         return SL_OK;
     sl_status st = segments_from_state(d, id, &c->seg);
@@ -388,7 +388,7 @@ static sl_status enumerate(const sl_budget_query *q, const sl_seg_costs *c, uint
     s.path_q = sl_malloc(((size_t)n + 1) * sizeof *s.path_q);
     s.path_r = sl_malloc(((size_t)n + 1) * sizeof *s.path_r);
     if (!s.maxheld || !s.path_q || !s.path_r)
-        s.st = sl_fail(SL_ERR_NOMEM, "out of memory searching schedules");
+        s.st = sl_set_error(SL_ERR_NOMEM, "out of memory searching schedules");
     else {
         completion_bounds(&s);
         enumerate_from(&s, 0, 0, 0);
@@ -413,7 +413,7 @@ static sl_status multilevel_candidates(const sl_budget_query *q, const sl_unit_p
     int n = q->g->n_top, by_time = operator_level && q->cost_model;
     double *seconds = by_time ? sl_malloc((size_t)n * 4 * sizeof *seconds) : NULL;
     if (by_time && !seconds)
-        return sl_fail(SL_ERR_NOMEM, "out of memory searching schedules");
+        return sl_set_error(SL_ERR_NOMEM, "out of memory searching schedules");
     for (int u = 0; u < n && by_time; u++) {
         seconds[4 * u + 0] = units[u].fwd_seconds;
         seconds[4 * u + 1] = units[u].kept_out_seconds;
@@ -464,7 +464,7 @@ sl_status sl_segments_for_budget(const sl_budget_query *q, sl_segments *out)
     uint64_t *held = sl_malloc(((size_t)costs.n + 1) * sizeof *held);
     sl_unit_probe *units = sl_malloc((size_t)costs.n * sizeof *units);
     st = held && units ? dp_init(&d, &costs)
-                       : sl_fail(SL_ERR_NOMEM, "out of memory searching schedules");
+                       : sl_set_error(SL_ERR_NOMEM, "out of memory searching schedules");
     if (st == SL_OK)
         st = sl_unit_probes_compute(q->g, q->sh, q->cost_model, units);
     candidate best;
@@ -521,7 +521,7 @@ sl_status sl_segments_for_budget(const sl_budget_query *q, sl_segments *out)
     }
     if (st == SL_OK && !(have && best.peak <= q->budget_bytes)) {
         uint64_t least_peak = have ? best.peak : fixed + least_live;
-        st = sl_fail(SL_ERR_BUDGET,
+        st = sl_set_error(SL_ERR_BUDGET,
                      "no schedule fits a budget of %llu bytes (%.1f MiB): the smallest planned peak "
                      "is %llu bytes (%.1f MiB), of which %llu bytes are parameters, gradients and "
                      "optimizer state",

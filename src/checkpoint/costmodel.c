@@ -121,6 +121,6 @@ sl_status sl_cost_model_measure_backend(const sl_backend *be, int threads, sl_co
 sl_status sl_cost_model_measure(sl_context *ctx, sl_cost_model *out)
 {
     if (!ctx || !out)
-        return sl_fail(SL_ERR_INVALID_ARG, "sl_cost_model_measure: context or out is NULL");
+        return sl_set_error(SL_ERR_INVALID_ARG, "sl_cost_model_measure: context or out is NULL");
     return sl_cost_model_measure_backend(ctx->backend, sl_context_threads(ctx), out);
 }

@@ -208,14 +208,14 @@ static sl_status fill_units(sl_multilevel *ml, const double *cost_of_flops_scale
                     &ml->out_read};
     for (size_t i = 0; i < sizeof ints / sizeof *ints; i++)
         if (!alloc_ints(n, ints[i]))
-            return sl_fail(SL_ERR_NOMEM, "out of memory searching schedules");
+            return sl_set_error(SL_ERR_NOMEM, "out of memory searching schedules");
     ml->rf = sl_calloc((size_t)n, sizeof *ml->rf);
     ml->rk = sl_calloc((size_t)n, sizeof *ml->rk);
     ml->rd = sl_calloc((size_t)n, sizeof *ml->rd);
     ml->rc = sl_calloc((size_t)n, sizeof *ml->rc);
     ml->chain_peak = sl_malloc((size_t)n * n * sizeof *ml->chain_peak);
     if (!ml->rf || !ml->rk || !ml->rd || !ml->rc || !ml->chain_peak)
-        return sl_fail(SL_ERR_NOMEM, "out of memory searching schedules");
+        return sl_set_error(SL_ERR_NOMEM, "out of memory searching schedules");
     for (int u = 0; u < n; u++) {
         const sl_unit_probe *p = &ml->u[u];
         ml->a[u] = slots_of(ml, p->out_bytes);
@@ -256,7 +256,7 @@ sl_status sl_multilevel_create(const sl_unit_probe *units, int n, uint64_t max_b
 {
     sl_multilevel *ml = sl_calloc(1, sizeof *ml);
     if (!ml)
-        return sl_fail(SL_ERR_NOMEM, "out of memory searching schedules");
+        return sl_set_error(SL_ERR_NOMEM, "out of memory searching schedules");
     ml->n = n;
     ml->slots = slots;
     ml->u = units;
@@ -270,7 +270,7 @@ sl_status sl_multilevel_create(const sl_unit_probe *units, int n, uint64_t max_b
         ml->top = sl_malloc((size_t)n * (slots + 1) * sizeof *ml->top);
         ml->top_choice = sl_malloc((size_t)n * (slots + 1) * sizeof *ml->top_choice);
         if (!ml->cost || !ml->choice || !ml->top || !ml->top_choice)
-            st = sl_fail(SL_ERR_NOMEM, "out of memory searching schedules");
+            st = sl_set_error(SL_ERR_NOMEM, "out of memory searching schedules");
     }
     if (st != SL_OK) {
         sl_multilevel_free(ml);
@@ -392,7 +392,7 @@ static sl_status describe(const sl_multilevel *ml, int m, sl_segments *out)
     if (!start || !redo) {
         free(start);
         free(redo);
-        return sl_fail(SL_ERR_NOMEM, "out of memory building a schedule");
+        return sl_set_error(SL_ERR_NOMEM, "out of memory building a schedule");
     }
     for (int s = 0; s < n;) {
         int mm = m > ml->slots ? ml->slots : m;
@@ -422,13 +422,13 @@ static sl_status describe(const sl_multilevel *ml, int m, sl_segments *out)
 sl_status sl_multilevel_schedule(const sl_multilevel *ml, int m, sl_segments *out)
 {
     if (m < 0 || !isfinite(top_at(ml, 0, m)))
-        return sl_fail(SL_ERR_BUDGET, "internal: no multi-level schedule at %d slots", m);
+        return sl_set_error(SL_ERR_BUDGET, "internal: no multi-level schedule at %d slots", m);
     emitter e = {NULL, 0, 0, 0};
     emit_top(ml, &e, 0, m);
     if (e.failed) {
         free(e.a);
-        return e.failed == 1 ? sl_fail(SL_ERR_NOMEM, "out of memory building a schedule")
-                             : sl_fail(SL_ERR_BUDGET, "internal: broken multi-level table");
+        return e.failed == 1 ? sl_set_error(SL_ERR_NOMEM, "out of memory building a schedule")
+                             : sl_set_error(SL_ERR_BUDGET, "internal: broken multi-level table");
     }
     sl_status st = describe(ml, m, out);
     if (st != SL_OK) {

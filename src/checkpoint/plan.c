@@ -134,7 +134,7 @@ static sl_status assign_offsets(const sl_program *p, sl_plan *pl)
         free(keys);
         free(roots);
         free(conflicts);
-        return sl_fail(SL_ERR_NOMEM, "out of memory planning the arena");
+        return sl_set_error(SL_ERR_NOMEM, "out of memory planning the arena");
     }
     for (int v = 0; v < n; v++)
         if (pl->alias[v] == v && !p->values[v].external && pl->first[v] >= 0)
@@ -183,7 +183,7 @@ static sl_status compute_peaks(const sl_program *p, sl_plan *pl)
     int steps = p->n_steps + 1;
     size_t *live = sl_calloc((size_t)steps * SL_VALUE_KIND_COUNT, sizeof *live);
     if (!live)
-        return sl_fail(SL_ERR_NOMEM, "out of memory counting the plan's live bytes per step");
+        return sl_set_error(SL_ERR_NOMEM, "out of memory counting the plan's live bytes per step");
     for (int v = 0; v < p->n_values; v++) {
         if (pl->alias[v] != v || p->values[v].external || pl->first[v] < 0)
             continue;
@@ -227,7 +227,7 @@ sl_status sl_plan_lifetimes(const sl_graph *g, const sl_program *p, int reuse, s
     if (!pl.alias || !pl.first || !pl.last || !pl.offset || !root_last) {
         free(root_last);
         sl_plan_release(&pl);
-        return sl_fail(SL_ERR_NOMEM, "out of memory planning the arena");
+        return sl_set_error(SL_ERR_NOMEM, "out of memory planning the arena");
     }
     for (int v = 0; v < n; v++) {
         pl.alias[v] = v;

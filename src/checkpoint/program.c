@@ -448,11 +448,11 @@ sl_status sl_program_build(const sl_graph *g, const sl_shapes *sh, const sl_segm
     if (b.failed) {
         sl_program_release(&p);
         if (b.failed == 2)
-            return sl_fail(SL_ERR_INVALID_ARG,
+            return sl_set_error(SL_ERR_INVALID_ARG,
                            "invalid schedule: action %d reads a tensor that is not kept, runs a "
                            "backward out of order or leaves a unit without its backward",
                            b.bad_action);
-        return sl_fail(SL_ERR_NOMEM, "out of memory building the step program");
+        return sl_set_error(SL_ERR_NOMEM, "out of memory building the step program");
     }
     *out = p;
     return SL_OK;

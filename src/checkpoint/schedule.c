@@ -37,7 +37,7 @@ sl_status sl_unit_costs_compute(const sl_graph *g, const sl_shapes *sh, sl_unit_
     out->redo_flops = sl_calloc((size_t)n, sizeof(uint64_t));
     if (!out->out_bytes || !out->stored_bytes || !out->fwd_flops || !out->redo_flops) {
         sl_unit_costs_release(out);
-        return sl_fail(SL_ERR_NOMEM, "out of memory costing the schedule");
+        return sl_set_error(SL_ERR_NOMEM, "out of memory costing the schedule");
     }
     for (int t = 0; t < n; t++) {
         int boundary = g->top_output[t];
@@ -76,7 +76,7 @@ sl_status sl_segments_alloc(int n_segments, sl_segments *out)
     out->recompute = sl_calloc((size_t)n_segments, sizeof(int));
     if (!out->start || !out->recompute) {
         sl_segments_release(out);
-        return sl_fail(SL_ERR_NOMEM, "out of memory building a schedule");
+        return sl_set_error(SL_ERR_NOMEM, "out of memory building a schedule");
     }
     return SL_OK;
 }
@@ -109,7 +109,7 @@ sl_status sl_segments_actions(const sl_segments *seg, sl_action **out, int *n)
     if (seg->n_actions) {
         *out = sl_malloc((size_t)seg->n_actions * sizeof **out);
         if (!*out)
-            return sl_fail(SL_ERR_NOMEM, "out of memory building a schedule");
+            return sl_set_error(SL_ERR_NOMEM, "out of memory building a schedule");
         memcpy(*out, seg->actions, (size_t)seg->n_actions * sizeof **out);
         *n = seg->n_actions;
         return SL_OK;
@@ -118,7 +118,7 @@ sl_status sl_segments_actions(const sl_segments *seg, sl_action **out, int *n)
      * at most one FWD and one BWD per unit */
     sl_action *a = sl_malloc((size_t)(4 * units + 1) * sizeof *a);
     if (!a)
-        return sl_fail(SL_ERR_NOMEM, "out of memory building a schedule");
+        return sl_set_error(SL_ERR_NOMEM, "out of memory building a schedule");
     int k = 0;
     for (int j = 0; j < seg->n; j++)
         for (int u = seg->start[j]; u < seg->start[j + 1]; u++) {
@@ -159,7 +159,7 @@ sl_status sl_segments_balanced(const sl_unit_costs *u, int k, sl_segments *out)
     int *cut = sl_malloc((size_t)(k + 1) * (n + 1) * sizeof *cut);
     sl_status st = (prefix && best && sq && cut)
                        ? sl_segments_alloc(k, out)
-                       : sl_fail(SL_ERR_NOMEM, "out of memory building a schedule");
+                       : sl_set_error(SL_ERR_NOMEM, "out of memory building a schedule");
     if (st != SL_OK) {
         free(prefix);
         free(best);

@@ -49,7 +49,7 @@ static sl_status window_alloc(const sl_graph *g, window *w)
     w->sh.cost = sl_malloc(nodes * sizeof *w->sh.cost);
     if (!w->g.nodes || !w->g.top_first_node || !w->g.top_output || !w->sh.tensor ||
         !w->sh.bytes || !w->sh.cost)
-        return sl_fail(SL_ERR_NOMEM, "out of memory costing segments");
+        return sl_set_error(SL_ERR_NOMEM, "out of memory costing segments");
     return SL_OK;
 }
 
@@ -104,7 +104,7 @@ static sl_status measure(const window *w, const sl_program *prog, sl_seg_cost *c
     int64_t *delta = sl_calloc((size_t)n + 2, sizeof *delta);
     if (!delta) {
         sl_plan_release(&pl);
-        return sl_fail(SL_ERR_NOMEM, "out of memory costing segments");
+        return sl_set_error(SL_ERR_NOMEM, "out of memory costing segments");
     }
     int last_fwd = -1, loss = -1;
     for (int s = 0; s < n; s++) {
@@ -198,7 +198,7 @@ sl_status sl_seg_costs_compute(const sl_graph *g, const sl_shapes *sh, int input
     window w;
     sl_status st = out->cost && out->out_bytes && out->out_read
                        ? window_alloc(g, &w)
-                       : sl_fail(SL_ERR_NOMEM, "out of memory costing segments");
+                       : sl_set_error(SL_ERR_NOMEM, "out of memory costing segments");
     if (st != SL_OK) {
         if (out->cost && out->out_bytes && out->out_read)
             window_release(&w);
@@ -257,12 +257,12 @@ int sl_seg_step(const sl_seg_costs *c, int p, int q, int r, uint64_t held,
 sl_status sl_seg_costs_peak(const sl_seg_costs *c, const sl_segments *seg, uint64_t *peak)
 {
     if (seg->n_actions || seg->n < 1 || seg->start[0] != 0 || seg->start[seg->n] != c->n)
-        return sl_fail(SL_ERR_INVALID_ARG, "internal: not a single-level schedule of %d units", c->n);
+        return sl_set_error(SL_ERR_INVALID_ARG, "internal: not a single-level schedule of %d units", c->n);
     uint64_t held = 0, worst = 0;
     for (int j = 0; j < seg->n; j++) {
         uint64_t p, h, redo;
         if (!sl_seg_step(c, seg->start[j], seg->start[j + 1], seg->recompute[j], held, &p, &h, &redo))
-            return sl_fail(SL_ERR_INVALID_ARG, "internal: the last segment is recomputed");
+            return sl_set_error(SL_ERR_INVALID_ARG, "internal: the last segment is recomputed");
         if (p > worst)
             worst = p;
         held = h;

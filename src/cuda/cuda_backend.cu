@@ -42,7 +42,7 @@ static void *cu_alloc(const sl_backend *be, size_t bytes, const char *what)
         (void)cudaGetLastError();
         size_t free_b = 0, total_b = 0;
         cudaMemGetInfo(&free_b, &total_b);
-        sl_fail(SL_ERR_NOMEM,
+        sl_set_error(SL_ERR_NOMEM,
                 "out of device memory on GPU %d allocating %zu bytes for %s (%zu of %zu bytes "
                 "free)", s->device, bytes, what, free_b, total_b);
         return NULL;
@@ -51,7 +51,7 @@ static void *cu_alloc(const sl_backend *be, size_t bytes, const char *what)
     if (cudaMemsetAsync(p, 0, n, s->stream) != cudaSuccess) {
         (void)cudaGetLastError();
         cudaFree(p);
-        sl_fail(SL_ERR_BACKEND, "cudaMemset failed clearing %s", what);
+        sl_set_error(SL_ERR_BACKEND, "cudaMemset failed clearing %s", what);
         return NULL;
     }
     return p;
@@ -87,7 +87,7 @@ extern "C" sl_status sl_cuda_take_error(sl_cuda_state *s)
     if (!s->error_set)
         return SL_OK;
     s->error_set = 0;
-    return sl_fail(SL_ERR_BACKEND, "%s", s->error_text);
+    return sl_set_error(SL_ERR_BACKEND, "%s", s->error_text);
 }
 
 static sl_status cu_sync(const sl_exec *ex)
@@ -153,19 +153,19 @@ static sl_status state_create(int gpu, int deterministic, int tf32, sl_cuda_stat
     cudaError_t e = cudaGetDeviceCount(&count);
     /* Without a driver this is an error, not zero devices. */
     if (e != cudaSuccess || count < 1)
-        return sl_fail(SL_ERR_UNSUPPORTED, "CUDA backend unavailable: no usable CUDA device (%s)",
+        return sl_set_error(SL_ERR_UNSUPPORTED, "CUDA backend unavailable: no usable CUDA device (%s)",
                        e != cudaSuccess ? cudaGetErrorString(e) : "0 devices");
     if (gpu < 0 || gpu >= count)
-        return sl_fail(SL_ERR_INVALID_ARG,
+        return sl_set_error(SL_ERR_INVALID_ARG,
                        "CUDA device %d requested, but this machine has %d (ordinals 0 to %d)", gpu,
                        count, count - 1);
     e = cudaSetDevice(gpu);
     if (e != cudaSuccess)
-        return sl_fail(SL_ERR_UNSUPPORTED, "CUDA backend unavailable: GPU %d cannot be used (%s)",
+        return sl_set_error(SL_ERR_UNSUPPORTED, "CUDA backend unavailable: GPU %d cannot be used (%s)",
                        gpu, cudaGetErrorString(e));
     sl_cuda_state *s = new (std::nothrow) sl_cuda_state();
     if (!s)
-        return sl_fail(SL_ERR_NOMEM, "out of memory creating a CUDA backend");
+        return sl_set_error(SL_ERR_NOMEM, "out of memory creating a CUDA backend");
     s->device = gpu;
     s->deterministic = deterministic != 0;
     s->tf32 = tf32 != 0;
@@ -186,7 +186,7 @@ static sl_status state_create(int gpu, int deterministic, int tf32, sl_cuda_stat
         ok = 0;
     if (!ok) {
         state_free(s);
-        return sl_fail(SL_ERR_UNSUPPORTED,
+        return sl_set_error(SL_ERR_UNSUPPORTED,
                        "CUDA backend unavailable: initialisation failed at %s on GPU %d", step, gpu);
     }
     *out = s;
@@ -253,7 +253,7 @@ extern "C" sl_status sl_cuda_backend_create(int gpu, int deterministic, int tf32
     sl_backend *b = new (std::nothrow) sl_backend();
     if (!b) {
         state_free(s);
-        return sl_fail(SL_ERR_NOMEM, "out of memory creating a CUDA backend");
+        return sl_set_error(SL_ERR_NOMEM, "out of memory creating a CUDA backend");
     }
     fill_table(b);
     b->name = deterministic ? (tf32 ? "cuda (deterministic, tf32)" : "cuda (deterministic)")

@@ -116,23 +116,23 @@ sl_status sl_dataset_synthetic(int num_classes, int channels, int height, int wi
                                uint64_t seed, sl_dataset **out)
 {
     if (!out)
-        return sl_fail(SL_ERR_INVALID_ARG, "sl_dataset_synthetic: out is NULL");
+        return sl_set_error(SL_ERR_INVALID_ARG, "sl_dataset_synthetic: out is NULL");
     if (num_classes < 2)
-        return sl_fail(SL_ERR_INVALID_ARG,
+        return sl_set_error(SL_ERR_INVALID_ARG,
                        "sl_dataset_synthetic: num_classes must be >= 2, got %d", num_classes);
     if (channels < 1 || height < 1 || width < 1)
-        return sl_fail(SL_ERR_INVALID_ARG,
+        return sl_set_error(SL_ERR_INVALID_ARG,
                        "sl_dataset_synthetic: channels, height and width must be >= 1, "
                        "got %d x %d x %d",
                        channels, height, width);
     if ((int64_t)channels * height * width > INT32_MAX)
-        return sl_fail(SL_ERR_INVALID_ARG,
+        return sl_set_error(SL_ERR_INVALID_ARG,
                        "sl_dataset_synthetic: a %d x %d x %d sample is too large", channels,
                        height, width);
 
     size_t patterns = (size_t)num_classes * (size_t)channels;
     if (patterns > SIZE_MAX / (DATASET_WAVES * sizeof(dataset_wave)))
-        return sl_fail(SL_ERR_INVALID_ARG,
+        return sl_set_error(SL_ERR_INVALID_ARG,
                        "sl_dataset_synthetic: %d classes x %d channels is too many", num_classes,
                        channels);
     sl_dataset *ds = sl_alloc(sizeof *ds, "synthetic dataset");
@@ -227,17 +227,17 @@ sl_status sl_dataset_batch(const sl_dataset *ds, sl_split split, int64_t index, 
                            float *x, int *labels)
 {
     if (!ds)
-        return sl_fail(SL_ERR_INVALID_ARG, "sl_dataset_batch: dataset is NULL");
+        return sl_set_error(SL_ERR_INVALID_ARG, "sl_dataset_batch: dataset is NULL");
     if (!x || !labels)
-        return sl_fail(SL_ERR_INVALID_ARG, "sl_dataset_batch: %s is NULL", !x ? "x" : "labels");
+        return sl_set_error(SL_ERR_INVALID_ARG, "sl_dataset_batch: %s is NULL", !x ? "x" : "labels");
     if (split != SL_SPLIT_TRAIN && split != SL_SPLIT_TEST)
-        return sl_fail(SL_ERR_INVALID_ARG,
+        return sl_set_error(SL_ERR_INVALID_ARG,
                        "sl_dataset_batch: split must be SL_SPLIT_TRAIN or SL_SPLIT_TEST, got %d",
                        (int)split);
     if (n <= 0)
-        return sl_fail(SL_ERR_INVALID_ARG, "sl_dataset_batch: n must be >= 1, got %d", n);
+        return sl_set_error(SL_ERR_INVALID_ARG, "sl_dataset_batch: n must be >= 1, got %d", n);
     if (index < 0 || index > DATASET_MAX_INDEX - n)
-        return sl_fail(SL_ERR_INVALID_ARG,
+        return sl_set_error(SL_ERR_INVALID_ARG,
                        "sl_dataset_batch: index %lld with n %d is out of range "
                        "(index must be >= 0 and index + n <= 2^62)",
                        (long long)index, n);

@@ -32,13 +32,13 @@ static sl_status grow(sl_bucket_plan *p, int n_top, int n_buckets)
         if (first)
             p->top_first = first;
         if (!ready || !first)
-            return sl_fail(SL_ERR_NOMEM, "out of memory planning gradient buckets");
+            return sl_set_error(SL_ERR_NOMEM, "out of memory planning gradient buckets");
         p->cap_top = n_top;
     }
     if (n_buckets > p->cap) {
         sl_bucket *b = sl_realloc(p->b, (size_t)n_buckets * sizeof *b);
         if (!b)
-            return sl_fail(SL_ERR_NOMEM, "out of memory planning gradient buckets");
+            return sl_set_error(SL_ERR_NOMEM, "out of memory planning gradient buckets");
         p->b = b;
         p->cap = n_buckets;
     }

@@ -30,7 +30,7 @@ sl_status sl_dist_break(sl_dist *d, const char *fmt, ...)
     vsnprintf(d->broken_why, sizeof d->broken_why, fmt, ap);
     va_end(ap);
     d->broken = 1;
-    return sl_fail(SL_ERR_BACKEND, "%s", d->broken_why);
+    return sl_set_error(SL_ERR_BACKEND, "%s", d->broken_why);
 }
 
 /* Short pauses while polling: yield first, then sleep 50 us, so a rank
@@ -86,12 +86,12 @@ static sl_status ensure_mpi(void)
     MPI_Initialized(&initialized);
     MPI_Finalized(&finalized);
     if (finalized)
-        return sl_fail(SL_ERR_STATE, "sl_dist_join: MPI has been finalised in this process");
+        return sl_set_error(SL_ERR_STATE, "sl_dist_join: MPI has been finalised in this process");
     if (initialized)
         return SL_OK;
     int provided = 0;
     if (MPI_Init_thread(NULL, NULL, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS)
-        return sl_fail(SL_ERR_BACKEND, "sl_dist_join: MPI_Init_thread failed");
+        return sl_set_error(SL_ERR_BACKEND, "sl_dist_join: MPI_Init_thread failed");
     atexit(finalize_at_exit);
     return SL_OK;
 }
@@ -147,7 +147,7 @@ static sl_status check_same_network(sl_dist *d, int *same_opt)
         return st;
     for (int i = DESC_PARAMS; i <= DESC_DEVICE; i++)
         if (v[i] != -v[DESC_N + i])
-            return sl_fail(SL_ERR_INVALID_ARG,
+            return sl_set_error(SL_ERR_INVALID_ARG,
                            "sl_dist_join: the ranks' networks differ (%s from %lld to %lld): every "
                            "rank must build the same architecture on the same kind of device",
                            i == DESC_DEVICE ? "device" : i == DESC_PARAMS ? "tensor count"
@@ -182,7 +182,7 @@ static sl_status list_stats(sl_dist *d)
     sl_net *net = d->net;
     d->stats = sl_calloc((size_t)net->n_params + 1, sizeof *d->stats);
     if (!d->stats)
-        return sl_fail(SL_ERR_NOMEM, "sl_dist_join: out of memory");
+        return sl_set_error(SL_ERR_NOMEM, "sl_dist_join: out of memory");
     for (int i = 0; i < net->n_params; i++) {
         sl_param_spec *p = net->params[i].spec;
         if (p->trainable)
@@ -204,7 +204,7 @@ static sl_status join(sl_dist *d, const sl_dist_options *o)
     MPI_Comm parent = o->mpi_comm ? *(const MPI_Comm *)o->mpi_comm : MPI_COMM_WORLD;
     if (MPI_Comm_dup(parent, &d->comm) != MPI_SUCCESS) {
         d->comm = MPI_COMM_NULL;
-        return sl_fail(SL_ERR_BACKEND, "sl_dist_join: MPI_Comm_dup failed");
+        return sl_set_error(SL_ERR_BACKEND, "sl_dist_join: MPI_Comm_dup failed");
     }
     MPI_Comm_set_errhandler(d->comm, MPI_ERRORS_RETURN);
     MPI_Comm_rank(d->comm, &d->rank);
@@ -225,12 +225,12 @@ static sl_status join(sl_dist *d, const sl_dist_options *o)
 sl_status sl_dist_join(sl_net *net, const sl_dist_options *opts, sl_dist **out)
 {
     if (!net || !out)
-        return sl_fail(SL_ERR_INVALID_ARG, "sl_dist_join: network or out is NULL");
+        return sl_set_error(SL_ERR_INVALID_ARG, "sl_dist_join: network or out is NULL");
     if (net->comm)
-        return sl_fail(SL_ERR_STATE, "sl_dist_join: the network is already in a communicator");
+        return sl_set_error(SL_ERR_STATE, "sl_dist_join: the network is already in a communicator");
     sl_dist_options o = opts ? *opts : sl_dist_defaults();
     if (!(o.timeout_seconds > 0) || o.bucket_bytes < sizeof(float))
-        return sl_fail(SL_ERR_INVALID_ARG, "sl_dist_join: timeout_seconds %g must be > 0 and "
+        return sl_set_error(SL_ERR_INVALID_ARG, "sl_dist_join: timeout_seconds %g must be > 0 and "
                        "bucket_bytes %zu at least 4", o.timeout_seconds, o.bucket_bytes);
     sl_status st = ensure_mpi();
     if (st == SL_OK)
@@ -249,7 +249,7 @@ sl_status sl_dist_join(sl_net *net, const sl_dist_options *opts, sl_dist **out)
         snprintf(msg, sizeof msg, "%s", sl_last_error());
         d->net = NULL;
         sl_dist_free(d);
-        return sl_fail(st, "%s", msg);
+        return sl_set_error(st, "%s", msg);
     }
     sl_dist_install_hooks(d);
     net->comm = &d->hooks;
@@ -285,9 +285,9 @@ int sl_dist_size(const sl_dist *d) { return d ? d->size : 1; }
 static sl_status check_usable(const sl_dist *d, const char *fn)
 {
     if (!d)
-        return sl_fail(SL_ERR_INVALID_ARG, "%s: communicator membership is NULL", fn);
+        return sl_set_error(SL_ERR_INVALID_ARG, "%s: communicator membership is NULL", fn);
     if (d->broken)
-        return sl_fail(SL_ERR_STATE, "%s: the communicator failed earlier (%s)", fn, d->broken_why);
+        return sl_set_error(SL_ERR_STATE, "%s: the communicator failed earlier (%s)", fn, d->broken_why);
     return SL_OK;
 }
 
@@ -297,7 +297,7 @@ sl_status sl_dist_sum(sl_dist *d, double *values, int n)
     if (st != SL_OK)
         return st;
     if (n < 0 || (n > 0 && !values))
-        return sl_fail(SL_ERR_INVALID_ARG, "sl_dist_sum: %d values at %p", n, (void *)values);
+        return sl_set_error(SL_ERR_INVALID_ARG, "sl_dist_sum: %d values at %p", n, (void *)values);
     MPI_Request r;
     if (MPI_Iallreduce(MPI_IN_PLACE, values, n, MPI_DOUBLE, MPI_SUM, d->comm, &r) != MPI_SUCCESS)
         return sl_dist_break(d, "sl_dist_sum: MPI_Iallreduce failed");
@@ -311,7 +311,7 @@ static sl_status save_on_rank0(sl_dist *d, const char *path, int snapshot, const
     if (st != SL_OK)
         return st;
     if (!d->net)
-        return sl_fail(SL_ERR_STATE, "%s: the network was freed", fn);
+        return sl_set_error(SL_ERR_STATE, "%s: the network was freed", fn);
     struct {
         int status;
         char message[512];
@@ -326,7 +326,7 @@ static sl_status save_on_rank0(sl_dist *d, const char *path, int snapshot, const
         return st;
     if (d->rank == 0)
         return (sl_status)result.status; /* the message is this rank's own */
-    return sl_fail((sl_status)result.status, "%s: rank 0 failed: %s", fn, result.message);
+    return sl_set_error((sl_status)result.status, "%s: rank 0 failed: %s", fn, result.message);
 }
 
 sl_status sl_dist_save_model(sl_dist *d, const char *path)
@@ -342,7 +342,7 @@ sl_status sl_dist_save_snapshot(sl_dist *d, const char *path)
 sl_status sl_dist_get_stats(const sl_dist *d, sl_dist_stats *out)
 {
     if (!d || !out)
-        return sl_fail(SL_ERR_INVALID_ARG, "sl_dist_get_stats: an argument is NULL");
+        return sl_set_error(SL_ERR_INVALID_ARG, "sl_dist_get_stats: an argument is NULL");
     *out = d->counters;
     return SL_OK;
 }

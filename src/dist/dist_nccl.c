@@ -51,7 +51,7 @@ sl_status sl_nccl_create(sl_dist *d, struct sl_nccl **out)
         e = cudaEventCreateWithFlags(&n->done, cudaEventDisableTiming);
     if (e != cudaSuccess) {
         sl_nccl_destroy(n, 0);
-        return sl_fail(SL_ERR_BACKEND, "sl_dist_join: CUDA stream or event: %s", cudaGetErrorString(e));
+        return sl_set_error(SL_ERR_BACKEND, "sl_dist_join: CUDA stream or event: %s", cudaGetErrorString(e));
     }
     ncclUniqueId id;
     ncclResult_t r = d->rank == 0 ? ncclGetUniqueId(&id) : ncclSuccess;

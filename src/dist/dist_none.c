@@ -15,7 +15,7 @@ sl_dist_options sl_dist_defaults(void)
 
 static sl_status no_mpi(const char *fn)
 {
-    return sl_fail(SL_ERR_UNSUPPORTED, "%s: this build of sublinear has no data-parallel training "
+    return sl_set_error(SL_ERR_UNSUPPORTED, "%s: this build of sublinear has no data-parallel training "
                    "(MPI, Debian's libopenmpi-dev, was not found when it was configured)", fn);
 }
 

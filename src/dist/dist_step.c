@@ -32,7 +32,7 @@ static sl_status prepare_buckets(sl_dist *d, const sl_run_cache *c)
         if (done)
             d->done = done;
         if (!req || !done)
-            return sl_fail(SL_ERR_NOMEM, "out of memory for gradient buckets");
+            return sl_set_error(SL_ERR_NOMEM, "out of memory for gradient buckets");
         d->cap_req = d->plan.n;
     }
     for (int i = 0; i < d->plan.n; i++) {
@@ -48,10 +48,10 @@ static sl_status agree(void *user, sl_status local, const sl_run_cache *c, const
     sl_dist *d = user;
     if (d->broken)
         return local != SL_OK ? local
-                              : sl_fail(SL_ERR_STATE, "%s: the communicator failed earlier (%s); "
+                              : sl_set_error(SL_ERR_STATE, "%s: the communicator failed earlier (%s); "
                                         "end the job", fn, d->broken_why);
     if (local == SL_OK && !d->net)
-        local = sl_fail(SL_ERR_STATE, "%s: the network left its communicator", fn);
+        local = sl_set_error(SL_ERR_STATE, "%s: the network left its communicator", fn);
     if (local == SL_OK)
         local = prepare_buckets(d, c);
     int v[2] = {local != SL_OK ? d->rank + 1 : 0, local != SL_OK ? (int)local : 0};
@@ -66,7 +66,7 @@ static sl_status agree(void *user, sl_status local, const sl_run_cache *c, const
     if (st != SL_OK || local != SL_OK)
         return st != SL_OK ? st : local;
     if (v[0])
-        return sl_fail(SL_ERR_STATE, "%s: rank %d of %d failed this step (%s) before running it, "
+        return sl_set_error(SL_ERR_STATE, "%s: rank %d of %d failed this step (%s) before running it, "
                        "so no rank ran it", fn, v[0] - 1, d->size, sl_status_name((sl_status)v[1]));
     return SL_OK;
 }
@@ -159,7 +159,7 @@ static sl_status finish(void *user)
         launch(d, d->launched++);
     sl_status st = SL_OK;
     if (d->broken)
-        st = sl_fail(SL_ERR_BACKEND, "gradient communication failed: %s", d->broken_why);
+        st = sl_set_error(SL_ERR_BACKEND, "gradient communication failed: %s", d->broken_why);
     else if (d->nccl)
         st = sl_nccl_finish(d, deadline);
     for (int i = 0; st == SL_OK && !d->nccl && i < d->launched; i++)

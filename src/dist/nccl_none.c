@@ -8,7 +8,7 @@ sl_status sl_nccl_create(sl_dist *d, struct sl_nccl **out)
 {
     (void)d;
     *out = NULL;
-    return sl_fail(SL_ERR_UNSUPPORTED, "sl_dist_join: this build of sublinear has no NCCL (CUDA "
+    return sl_set_error(SL_ERR_UNSUPPORTED, "sl_dist_join: this build of sublinear has no NCCL (CUDA "
                    "networks need it; it was not found in the CUDA toolkit when configured)");
 }
 
@@ -18,7 +18,7 @@ void sl_nccl_destroy(struct sl_nccl *n, int abort)
     (void)abort;
 }
 
-static sl_status none(void) { return sl_fail(SL_ERR_UNSUPPORTED, "no NCCL in this build"); }
+static sl_status none(void) { return sl_set_error(SL_ERR_UNSUPPORTED, "no NCCL in this build"); }
 
 sl_status sl_nccl_broadcast(sl_dist *d, float *data, size_t count, double deadline)
 {

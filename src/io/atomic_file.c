@@ -110,24 +110,24 @@ sl_status sl_atomic_open(sl_atomic_file *af, const char *path, const char *fn)
     af->dir_fd = -1;
     af->fn = fn;
     if (!path || !path[0])
-        return sl_fail(SL_ERR_INVALID_ARG, "%s: path is NULL or empty", fn);
+        return sl_set_error(SL_ERR_INVALID_ARG, "%s: path is NULL or empty", fn);
     size_t n = strlen(path);
     if (path[n - 1] == '/')
-        return sl_fail(SL_ERR_IO, "%s: '%s' names a directory, not a file", fn, path);
+        return sl_set_error(SL_ERR_IO, "%s: '%s' names a directory, not a file", fn, path);
     const char *slash = strrchr(path, '/');
     size_t dir_len = slash ? (size_t)(slash - path) + 1 : 0;
     af->path = sl_strdup(path);
     af->tmp = sl_malloc(n + 16);
     if (!af->path || !af->tmp) {
         release(af);
-        return sl_fail(SL_ERR_NOMEM, "%s: out of memory", fn);
+        return sl_set_error(SL_ERR_NOMEM, "%s: out of memory", fn);
     }
     /* The directory stays open: the commit syncs it without allocating. */
     snprintf(af->tmp, n + 16, "%.*s", dir_len ? (int)dir_len : 1, dir_len ? path : ".");
     af->dir_fd = open(af->tmp, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (af->dir_fd < 0) {
         int err = errno;
-        sl_status st = sl_fail(SL_ERR_IO, "%s: cannot create a file in directory '%s' to save "
+        sl_status st = sl_set_error(SL_ERR_IO, "%s: cannot create a file in directory '%s' to save "
                                "'%s': %s", fn, af->tmp, path, strerror(err));
         release(af);
         return st;
@@ -139,7 +139,7 @@ sl_status sl_atomic_open(sl_atomic_file *af, const char *path, const char *fn)
     int fd = create_locked_temp(af);
     if (fd < 0) {
         int err = errno;
-        sl_status st = sl_fail(SL_ERR_IO, "%s: cannot create a file in directory '%.*s' to save "
+        sl_status st = sl_set_error(SL_ERR_IO, "%s: cannot create a file in directory '%.*s' to save "
                                "'%s': %s", fn, dir_len ? (int)dir_len : 1,
                                dir_len ? path : ".", path, strerror(err));
         release(af);
@@ -157,7 +157,7 @@ sl_status sl_atomic_open(sl_atomic_file *af, const char *path, const char *fn)
         close(fd);
         unlink(af->tmp);
         release(af);
-        return sl_fail(err == ENOMEM ? SL_ERR_NOMEM : SL_ERR_IO,
+        return sl_set_error(err == ENOMEM ? SL_ERR_NOMEM : SL_ERR_IO,
                        "%s: cannot open a stream for '%s': %s", fn, path, strerror(err));
     }
     return SL_OK;
@@ -167,14 +167,14 @@ sl_status sl_atomic_open(sl_atomic_file *af, const char *path, const char *fn)
 static sl_status write_error(const sl_atomic_file *af, const char *step, int err, int injected)
 {
     if (err == ENOSPC || err == EDQUOT)
-        return sl_fail(SL_ERR_IO,
+        return sl_set_error(SL_ERR_IO,
                        "%s: %s '%s' failed after %llu of %llu bytes%s: %s. A save writes a "
                        "whole second copy next to the previous file before replacing it, so "
                        "the disk needs room for both; the previous file is unchanged",
                        af->fn, step, af->path, (unsigned long long)af->written,
                        (unsigned long long)af->expected_bytes,
                        injected ? " (simulated failure)" : "", strerror(err));
-    return sl_fail(SL_ERR_IO, "%s: %s '%s' failed after %llu bytes%s: %s; any previous file "
+    return sl_set_error(SL_ERR_IO, "%s: %s '%s' failed after %llu bytes%s: %s; any previous file "
                    "there is unchanged", af->fn, step, af->path,
                    (unsigned long long)af->written, injected ? " (simulated failure)" : "",
                    strerror(err));
@@ -222,7 +222,7 @@ sl_status sl_atomic_commit(sl_atomic_file *af)
     }
     if (rename(af->tmp, af->path) != 0) {
         err = errno;
-        sl_status st = sl_fail(SL_ERR_IO, "%s: renaming the temporary file over '%s' failed: "
+        sl_status st = sl_set_error(SL_ERR_IO, "%s: renaming the temporary file over '%s' failed: "
                                "%s; any previous file there is unchanged", af->fn, af->path,
                                strerror(err));
         unlink(af->tmp);
@@ -234,7 +234,7 @@ sl_status sl_atomic_commit(sl_atomic_file *af)
     err = fsync(af->dir_fd) == 0 || errno == EINVAL ? 0 : errno;
     sl_status st = SL_OK;
     if (err)
-        st = sl_fail(SL_ERR_IO, "%s: '%s' is written, but syncing its directory failed: %s",
+        st = sl_set_error(SL_ERR_IO, "%s: '%s' is written, but syncing its directory failed: %s",
                      af->fn, af->path, strerror(err));
     release(af);
     return st;
@@ -252,20 +252,20 @@ void sl_atomic_abort(sl_atomic_file *af)
 sl_status sl_read_whole_file(const char *path, const char *fn, uint8_t **data, size_t *bytes)
 {
     if (!path)
-        return sl_fail(SL_ERR_INVALID_ARG, "%s: path is NULL", fn);
+        return sl_set_error(SL_ERR_INVALID_ARG, "%s: path is NULL", fn);
     FILE *f = fopen(path, "rb");
     if (!f)
-        return sl_fail(SL_ERR_IO, "%s: cannot open '%s': %s", fn, path, strerror(errno));
+        return sl_set_error(SL_ERR_IO, "%s: cannot open '%s': %s", fn, path, strerror(errno));
     struct stat sb;
     if (fstat(fileno(f), &sb) != 0 || !S_ISREG(sb.st_mode)) {
         fclose(f);
-        return sl_fail(SL_ERR_IO, "%s: '%s' is not a regular file", fn, path);
+        return sl_set_error(SL_ERR_IO, "%s: '%s' is not a regular file", fn, path);
     }
     size_t n = (size_t)sb.st_size;
     uint8_t *buf = sl_malloc(n ? n : 1);
     if (!buf) {
         fclose(f);
-        return sl_fail(SL_ERR_NOMEM, "%s: out of memory reading '%s' (%zu bytes)", fn, path, n);
+        return sl_set_error(SL_ERR_NOMEM, "%s: out of memory reading '%s' (%zu bytes)", fn, path, n);
     }
     size_t got = fread(buf, 1, n, f);
     int err = ferror(f) ? errno : 0;
@@ -273,8 +273,8 @@ sl_status sl_read_whole_file(const char *path, const char *fn, uint8_t **data, s
     if (got != n) {
         free(buf);
         if (err)
-            return sl_fail(SL_ERR_IO, "%s: reading '%s' failed: %s", fn, path, strerror(err));
-        return sl_fail(SL_ERR_IO, "%s: '%s' shrank while being read", fn, path);
+            return sl_set_error(SL_ERR_IO, "%s: reading '%s' failed: %s", fn, path, strerror(err));
+        return sl_set_error(SL_ERR_IO, "%s: '%s' shrank while being read", fn, path);
     }
     *data = buf;
     *bytes = n;

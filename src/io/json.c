@@ -349,7 +349,7 @@ sl_status sl_json_parse(const char *text, size_t len, sl_json_doc *out)
     p.len = len;
     p.s = sl_malloc(len + 1);
     if (!p.s)
-        return sl_fail(SL_ERR_NOMEM, "out of memory for a copy of a %zu-byte header", len);
+        return sl_set_error(SL_ERR_NOMEM, "out of memory for a copy of a %zu-byte header", len);
     memcpy(p.s, text, len);
     p.s[len] = '\0';
     int root = parse_value(&p);
@@ -359,9 +359,9 @@ sl_status sl_json_parse(const char *text, size_t len, sl_json_doc *out)
             fail(&p, "bytes after the JSON value");
     }
     if (p.nomem || p.reason) {
-        sl_status st = p.nomem ? sl_fail(SL_ERR_NOMEM, "out of memory parsing a %zu-byte header",
+        sl_status st = p.nomem ? sl_set_error(SL_ERR_NOMEM, "out of memory parsing a %zu-byte header",
                                          len)
-                               : sl_fail(SL_ERR_FORMAT, "at byte %zu of %zu: %s", p.reason_at,
+                               : sl_set_error(SL_ERR_FORMAT, "at byte %zu of %zu: %s", p.reason_at,
                                          len, p.reason);
         sl_free(p.v);
         sl_free(p.s);

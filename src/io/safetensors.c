@@ -94,10 +94,10 @@ static sl_status bad(const parse_state *ps, const sl_st_entry *e, const char *pr
 {
     if (e) {
         char label[SL_ST_NAME_MAX + 16];
-        return sl_fail(SL_ERR_FORMAT, "'%s': tensor '%s': %s", ps->what,
+        return sl_set_error(SL_ERR_FORMAT, "'%s': tensor '%s': %s", ps->what,
                        sl_st_entry_label(e, label, sizeof label), problem);
     }
-    return sl_fail(SL_ERR_FORMAT, "'%s': %s", ps->what, problem);
+    return sl_set_error(SL_ERR_FORMAT, "'%s': %s", ps->what, problem);
 }
 
 static const sl_json_value *at(const parse_state *ps, int i) { return i < 0 ? NULL : &ps->doc->v[i]; }
@@ -266,7 +266,7 @@ static sl_status check_coverage(const parse_state *ps, sl_st_file *f)
 {
     const sl_st_entry **order = sl_malloc(((size_t)f->n + 1) * sizeof *order);
     if (!order)
-        return sl_fail(SL_ERR_NOMEM, "'%s': out of memory checking data offsets", ps->what);
+        return sl_set_error(SL_ERR_NOMEM, "'%s': out of memory checking data offsets", ps->what);
     for (int i = 0; i < f->n; i++)
         order[i] = &f->entries[i];
     qsort(order, (size_t)f->n, sizeof *order, by_range);
@@ -317,7 +317,7 @@ static sl_status check_metadata(const parse_state *ps, const sl_json_value *meta
     char msg[160], shown[64];
     const sl_json_value **keys = sl_malloc(((size_t)meta->count + 1) * sizeof *keys);
     if (!keys)
-        return sl_fail(SL_ERR_NOMEM, "'%s': out of memory reading \"__metadata__\"", ps->what);
+        return sl_set_error(SL_ERR_NOMEM, "'%s': out of memory reading \"__metadata__\"", ps->what);
     int n = 0;
     for (const sl_json_value *m = at(ps, meta->child); m; m = at(ps, m->next)) {
         keys[n++] = m;
@@ -346,7 +346,7 @@ static sl_status collect_entries(const parse_state *ps, sl_st_file *f)
     const sl_json_value *root = &ps->doc->v[0];
     f->entries = sl_calloc((size_t)root->count + 1, sizeof *f->entries);
     if (!f->entries)
-        return sl_fail(SL_ERR_NOMEM, "'%s': out of memory reading the header", ps->what);
+        return sl_set_error(SL_ERR_NOMEM, "'%s': out of memory reading the header", ps->what);
     for (int i = root->child; i >= 0; i = ps->doc->v[i].next) {
         const sl_json_value *it = &ps->doc->v[i];
         if (key_is(it, "__metadata__")) {
@@ -382,9 +382,9 @@ static sl_status parse_header(const parse_state *ps, const uint8_t *text, size_t
     }
     sl_status st = sl_json_parse((const char *)text, len, doc);
     if (st == SL_ERR_NOMEM)
-        return sl_fail(st, "'%s': %s", ps->what, sl_error_message());
+        return sl_set_error(st, "'%s': %s", ps->what, sl_last_error());
     if (st != SL_OK) {
-        snprintf(msg, sizeof msg, "the header is not valid JSON (%s)", sl_error_message());
+        snprintf(msg, sizeof msg, "the header is not valid JSON (%s)", sl_last_error());
         return bad(ps, NULL, msg);
     }
     if (doc->v[0].type != SL_JSON_OBJECT) {
@@ -572,7 +572,7 @@ sl_status sl_st_write(const char *path, const sl_st_tensor *tensors, int n,
     size_t hlen = 0;
     char *header = header_text(tensors, n, meta, n_meta, &hlen);
     if (!header)
-        return sl_fail(SL_ERR_NOMEM, "%s: out of memory building the header of '%s'", fn, path);
+        return sl_set_error(SL_ERR_NOMEM, "%s: out of memory building the header of '%s'", fn, path);
     sl_atomic_file af;
     sl_status st = sl_atomic_open(&af, path, fn);
     if (st == SL_OK) {

@@ -35,7 +35,7 @@ sl_status sl_net_tensor_slots(sl_net *net, sl_tensor_slot **slots, int *n)
 {
     sl_tensor_slot *s = sl_calloc((size_t)net->n_params + 1, sizeof *s);
     if (!s)
-        return sl_fail(SL_ERR_NOMEM, "out of memory listing the network's tensors");
+        return sl_set_error(SL_ERR_NOMEM, "out of memory listing the network's tensors");
     for (int i = 0; i < net->n_params; i++) {
         const sl_param_spec *p = net->params[i].spec;
         snprintf(s[i].name, sizeof s[i].name, "%s", net->params[i].name);
@@ -56,7 +56,7 @@ sl_status sl_net_model_tensors(sl_net *net, const sl_host_view *view, const int6
         bn += ends_with(net->params[i].name, ".running_var");
     sl_st_tensor *t = sl_calloc((size_t)(net->n_params + bn + extra) + 1, sizeof *t);
     if (!t)
-        return sl_fail(SL_ERR_NOMEM, "out of memory listing the network's tensors");
+        return sl_set_error(SL_ERR_NOMEM, "out of memory listing the network's tensors");
     int k = 0;
     for (int i = 0; i < net->n_params; i++) {
         const sl_param_spec *p = net->params[i].spec;
@@ -189,7 +189,7 @@ sl_status sl_match_tensors(const sl_st_file *f, sl_tensor_slot *slots, int n,
     memset(log.report, 0, sizeof *log.report);
     char *claimed = sl_calloc((size_t)f->n + 1, 1);
     if (!claimed)
-        return sl_fail(SL_ERR_NOMEM, "%s: out of memory matching tensors", fn);
+        return sl_set_error(SL_ERR_NOMEM, "%s: out of memory matching tensors", fn);
     for (int i = 0; i < n; i++) {
         slots[i].src = NULL;
         const sl_st_entry *e = sl_st_find(f, slots[i].name);
@@ -219,7 +219,7 @@ sl_status sl_match_tensors(const sl_st_file *f, sl_tensor_slot *slots, int n,
         if (log.count > 1)
             snprintf(more, sizeof more, " (and %d more problem%s)", log.count - 1,
                      log.count > 2 ? "s" : "");
-        return sl_fail(log.first_status, "%s: '%s': %s%s; nothing was loaded", fn, what,
+        return sl_set_error(log.first_status, "%s: '%s': %s%s; nothing was loaded", fn, what,
                        log.first, more);
     }
     return SL_OK;
@@ -229,7 +229,7 @@ sl_status sl_match_tensors(const sl_st_file *f, sl_tensor_slot *slots, int n,
 
 static sl_status wrap(sl_status st, const char *fn)
 {
-    return sl_fail(st, "%s: %s", fn, sl_error_message());
+    return sl_set_error(st, "%s: %s", fn, sl_last_error());
 }
 
 /* Parses, matches, then copies: the network changes only at the end. */
@@ -277,7 +277,7 @@ sl_status sl_load_model_memory(sl_net *net, const void *data, size_t bytes,
 {
     static const char fn[] = "sl_load_model_memory";
     if (!net || (!data && bytes))
-        return sl_fail(SL_ERR_INVALID_ARG, "%s: network or data is NULL", fn);
+        return sl_set_error(SL_ERR_INVALID_ARG, "%s: network or data is NULL", fn);
     static const uint8_t empty[1];
     sl_net_mark m = sl_net_mark_now(net);
     return sl_net_undo_first_use(
@@ -288,7 +288,7 @@ sl_status sl_net_load_file(sl_net *net, const char *path, const char *fn, sl_byt
                            void *user)
 {
     if (!net || !path)
-        return sl_fail(SL_ERR_INVALID_ARG, "%s: network or path is NULL", fn);
+        return sl_set_error(SL_ERR_INVALID_ARG, "%s: network or path is NULL", fn);
     uint8_t *buf = NULL;
     size_t bytes = 0;
     sl_status st = sl_read_whole_file(path, fn, &buf, &bytes);
@@ -330,7 +330,7 @@ static sl_status narrow_tensors(sl_st_tensor *t, int n, sl_file_dtype dtype, uin
             total += t[i].bytes / sizeof(float);
     uint16_t *out = sl_malloc(total * sizeof *out);
     if (!out)
-        return sl_fail(SL_ERR_NOMEM, "%s: out of memory converting %zu values to %s", fn, total,
+        return sl_set_error(SL_ERR_NOMEM, "%s: out of memory converting %zu values to %s", fn, total,
                        dtype == SL_FILE_F16 ? "F16" : "BF16");
     size_t at = 0;
     for (int i = 0; i < n; i++) {
@@ -343,7 +343,7 @@ static sl_status narrow_tensors(sl_st_tensor *t, int n, sl_file_dtype dtype, uin
             float back = dtype == SL_FILE_F16 ? sl_f16_to_f32(h) : sl_bf16_to_f32(h);
             if (isinf(back) && !isinf(src[k])) {
                 sl_free(out);
-                return sl_fail(SL_ERR_INVALID_ARG,
+                return sl_set_error(SL_ERR_INVALID_ARG,
                                "%s: tensor '%s' holds %g (element %zu), beyond the range of %s "
                                "(largest finite %s); save as %s; nothing was written",
                                fn, t[i].name, (double)src[k], k,
@@ -365,9 +365,9 @@ static sl_status narrow_tensors(sl_st_tensor *t, int n, sl_file_dtype dtype, uin
 static sl_status save_model(sl_net *net, const char *path, sl_file_dtype dtype, const char *fn)
 {
     if (!net || !path)
-        return sl_fail(SL_ERR_INVALID_ARG, "%s: network or path is NULL", fn);
+        return sl_set_error(SL_ERR_INVALID_ARG, "%s: network or path is NULL", fn);
     if (dtype != SL_FILE_F32 && dtype != SL_FILE_BF16 && dtype != SL_FILE_F16)
-        return sl_fail(SL_ERR_INVALID_ARG, "%s: unknown file dtype %d", fn, (int)dtype);
+        return sl_set_error(SL_ERR_INVALID_ARG, "%s: unknown file dtype %d", fn, (int)dtype);
     sl_net_mark m = sl_net_mark_now(net);
     sl_status st = sl_net_materialize(net);
     if (st != SL_OK)

@@ -61,13 +61,13 @@ sl_status sl_save_snapshot(sl_net *net, const char *path)
 {
     static const char fn[] = "sl_save_snapshot";
     if (!net || !path)
-        return sl_fail(SL_ERR_INVALID_ARG, "%s: network or path is NULL", fn);
+        return sl_set_error(SL_ERR_INVALID_ARG, "%s: network or path is NULL", fn);
     if (!net->has_optimizer)
-        return sl_fail(SL_ERR_STATE, "%s: no optimizer set; a snapshot resumes training (save "
+        return sl_set_error(SL_ERR_STATE, "%s: no optimizer set; a snapshot resumes training (save "
                        "weights alone with sl_save_model)", fn);
     sl_status st = sl_net_materialize(net);
     if (st != SL_OK)
-        return sl_fail(st, "%s: %s", fn, sl_error_message());
+        return sl_set_error(st, "%s: %s", fn, sl_last_error());
     const sl_optimizer_options *o = &net->opt;
     const char *names[SL_OPT_STATE_MAX];
     int per = sl_optimizer_state_blocks(o, names);
@@ -121,9 +121,9 @@ static sl_status meta_string(const sl_st_file *f, const char *key, const char *w
     size_t len = 0;
     *out = sl_st_metadata(f, key, &len);
     if (!*out || !**out)
-        return sl_fail(SL_ERR_FORMAT, "'%s': __metadata__ lacks \"%s\"", what, key);
+        return sl_set_error(SL_ERR_FORMAT, "'%s': __metadata__ lacks \"%s\"", what, key);
     if (strlen(*out) != len)
-        return sl_fail(SL_ERR_FORMAT, "'%s': __metadata__ \"%s\" holds a NUL character", what,
+        return sl_set_error(SL_ERR_FORMAT, "'%s': __metadata__ \"%s\" holds a NUL character", what,
                        key);
     return SL_OK;
 }
@@ -138,7 +138,7 @@ static sl_status meta_float(const sl_st_file *f, const char *key, const char *wh
     errno = 0;
     *out = strtof(s, &end);
     if (*end || end == s || errno == ERANGE)
-        return sl_fail(SL_ERR_FORMAT, "'%s': __metadata__ \"%s\" is \"%.32s\", not a number",
+        return sl_set_error(SL_ERR_FORMAT, "'%s': __metadata__ \"%s\" is \"%.32s\", not a number",
                        what, key, s);
     return SL_OK;
 }
@@ -154,7 +154,7 @@ static sl_status meta_uint(const sl_st_file *f, const char *key, const char *wha
     errno = 0;
     unsigned long long v = s[0] >= '0' && s[0] <= '9' ? strtoull(s, &end, 10) : 0;
     if (s[0] < '0' || s[0] > '9' || *end || errno == ERANGE || v > max)
-        return sl_fail(SL_ERR_FORMAT,
+        return sl_set_error(SL_ERR_FORMAT,
                        "'%s': __metadata__ \"%s\" is \"%.32s\", not an integer in [0, %llu]", what,
                        key, s, (unsigned long long)max);
     *out = v;
@@ -166,7 +166,7 @@ static sl_status read_meta(const sl_st_file *f, const char *what, snapshot_meta 
     size_t format_len = 0;
     const char *format = sl_st_metadata(f, "format", &format_len);
     if (!format || format_len != strlen(SNAPSHOT_FORMAT) || strcmp(format, SNAPSHOT_FORMAT) != 0)
-        return sl_fail(SL_ERR_FORMAT,
+        return sl_set_error(SL_ERR_FORMAT,
                        "'%s' is not a training snapshot (__metadata__ \"format\" is \"%.32s\", not "
                        "\"" SNAPSHOT_FORMAT "\"); load a model file with sl_load_model",
                        what, format ? format : "(none)");
@@ -180,7 +180,7 @@ static sl_status read_meta(const sl_st_file *f, const char *what, snapshot_meta 
     else if (strcmp(kind, "adam") == 0)
         m->opt.kind = SL_OPT_ADAM;
     else
-        return sl_fail(SL_ERR_FORMAT, "'%s': unknown optimizer \"%.32s\"", what, kind);
+        return sl_set_error(SL_ERR_FORMAT, "'%s': unknown optimizer \"%.32s\"", what, kind);
     uint64_t nesterov = 0, step = 0;
     sl_optimizer_options *o = &m->opt;
     if (st == SL_OK) st = meta_float(f, "lr", what, &o->lr);
@@ -207,7 +207,7 @@ static sl_status snapshot_slots(sl_net *net, const sl_optimizer_options *o, sl_t
     int n = net->n_params + trainable_count(net) * per;
     sl_tensor_slot *s = sl_calloc((size_t)n + 1, sizeof *s);
     if (!s)
-        return sl_fail(SL_ERR_NOMEM, "out of memory listing the snapshot's tensors");
+        return sl_set_error(SL_ERR_NOMEM, "out of memory listing the snapshot's tensors");
     sl_tensor_slot *params = NULL;
     int np = 0;
     sl_status st = sl_net_tensor_slots(net, &params, &np);
@@ -256,13 +256,13 @@ static sl_status commit(sl_net *net, const snapshot_meta *m, const sl_tensor_slo
 {
     sl_status st = sl_net_set_optimizer(net, &m->opt);
     if (st != SL_OK)
-        return sl_fail(st == SL_ERR_INVALID_ARG ? SL_ERR_FORMAT : st,
+        return sl_set_error(st == SL_ERR_INVALID_ARG ? SL_ERR_FORMAT : st,
                        "%s: '%s': the snapshot's optimizer cannot be set: %s", fn, what,
-                       sl_error_message());
+                       sl_last_error());
     const char *names[SL_OPT_STATE_MAX];
     int per = sl_optimizer_state_blocks(&m->opt, names);
     if (net->opt_floats != net->grad_floats * (size_t)per)
-        return sl_fail(SL_ERR_STATE, "%s: internal: optimizer state of %zu floats, expected %zu",
+        return sl_set_error(SL_ERR_STATE, "%s: internal: optimizer state of %zu floats, expected %zu",
                        fn, net->opt_floats, net->grad_floats * (size_t)per);
     sl_host_view view;
     st = sl_host_view_open(net, &view);
@@ -286,21 +286,21 @@ sl_status sl_snapshot_load_memory(sl_net *net, const uint8_t *buf, size_t bytes,
 {
     static const char fn[] = "sl_load_snapshot";
     if (!net || (!buf && bytes))
-        return sl_fail(SL_ERR_INVALID_ARG, "%s: network or data is NULL", fn);
+        return sl_set_error(SL_ERR_INVALID_ARG, "%s: network or data is NULL", fn);
     static const uint8_t empty[1];
     if (!buf)
         buf = empty;
     sl_status st = sl_net_materialize(net);
     if (st != SL_OK)
-        return sl_fail(st, "%s: %s", fn, sl_error_message());
+        return sl_set_error(st, "%s: %s", fn, sl_last_error());
     sl_st_file f;
     st = sl_st_parse(buf, bytes, what, &f);
     if (st != SL_OK)
-        return sl_fail(st, "%s: %s", fn, sl_error_message());
+        return sl_set_error(st, "%s: %s", fn, sl_last_error());
     snapshot_meta m;
     st = read_meta(&f, what, &m);
     if (st != SL_OK)
-        st = sl_fail(st, "%s: %s", fn, sl_error_message());
+        st = sl_set_error(st, "%s: %s", fn, sl_last_error());
     sl_tensor_slot *slots = NULL;
     int n = 0;
     if (st == SL_OK)

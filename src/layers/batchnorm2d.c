@@ -137,7 +137,7 @@ int sl_batchnorm2d_set_frozen(sl_layer *l, int frozen)
 sl_layer *sl_batchnorm2d_ex(int channels, float momentum, float eps)
 {
     if (channels < 1 || !(momentum >= 0.0f && momentum <= 1.0f) || !(eps > 0.0f)) {
-        sl_fail(SL_ERR_INVALID_ARG,
+        sl_set_error(SL_ERR_INVALID_ARG,
                 "sl_batchnorm2d: channels %d must be >= 1, momentum %g in [0, 1], eps %g > 0",
                 channels, momentum, eps);
         return NULL;

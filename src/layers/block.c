@@ -39,7 +39,7 @@ static int block_emit(sl_layer *l, sl_graph *g, int input)
     const block *b = (const block *)l;
     int n = l->n_children;
     if (n == 0) {
-        sl_fail(SL_ERR_STATE, "block '%s' has no layers", sl_layer_label(l));
+        sl_set_error(SL_ERR_STATE, "block '%s' has no layers", sl_layer_label(l));
         return -1;
     }
     int *map = sl_alloc((size_t)(n + 1) * sizeof *map, "a block's tensors");
@@ -71,7 +71,7 @@ static int child_channels(const block *b, int k, const int *ch)
     if (sl_custom_is(c))
         return sl_custom_channels(c, w->n_in, ins);
     if (w->n_in == 2 && ins[0] > 0 && ins[1] > 0 && ins[0] != ins[1]) {
-        sl_fail(SL_ERR_SHAPE, "%s '%s' joins tensors of %d and %d channels", c->ops->type,
+        sl_set_error(SL_ERR_SHAPE, "%s '%s' joins tensors of %d and %d channels", c->ops->type,
                 sl_layer_label(c), ins[0], ins[1]);
         return -1;
     }
@@ -89,7 +89,7 @@ static int check_every_child_read(const block *b)
             for (int i = 0; i < b->wires[j].n_in; i++)
                 read |= b->wires[j].in[i] == k + 1;
         if (!read) {
-            sl_fail(SL_ERR_STATE, "block '%s': the output of '%s' is read by no later layer (the "
+            sl_set_error(SL_ERR_STATE, "block '%s': the output of '%s' is read by no later layer (the "
                     "block's output is its last layer's; every other layer must feed a later one)",
                     sl_layer_label(l), l->children[k]->local);
             return -1;
@@ -105,7 +105,7 @@ static int block_out_channels(const sl_layer *l, int in_c)
     const block *b = (const block *)l;
     int n = l->n_children;
     if (n == 0) {
-        sl_fail(SL_ERR_STATE, "block '%s' has no layers (sl_block_add)", sl_layer_label(l));
+        sl_set_error(SL_ERR_STATE, "block '%s' has no layers (sl_block_add)", sl_layer_label(l));
         return -1;
     }
     if (check_every_child_read(b))
@@ -119,7 +119,7 @@ static int block_out_channels(const sl_layer *l, int in_c)
         ch[k + 1] = out = child_channels(b, k, ch);
     free(ch);
     if (out < 0)
-        sl_fail(SL_ERR_SHAPE, "block '%s': %s", sl_layer_label(l), sl_error_message());
+        sl_set_error(SL_ERR_SHAPE, "block '%s': %s", sl_layer_label(l), sl_last_error());
     return out;
 }
 
@@ -128,7 +128,7 @@ static void block_destroy(sl_layer *l) { free(((block *)l)->wires); }
 sl_layer *sl_block(const char *type_name)
 {
     if (!type_name || !type_name[0] || strlen(type_name) >= SL_LOCAL_NAME_MAX) {
-        sl_fail(SL_ERR_INVALID_ARG, "sl_block: the type name must have 1 to %d characters",
+        sl_set_error(SL_ERR_INVALID_ARG, "sl_block: the type name must have 1 to %d characters",
                 SL_LOCAL_NAME_MAX - 1);
         return NULL;
     }
@@ -153,43 +153,46 @@ static sl_status check_child(const block *b, const char *name, const sl_layer *c
     const sl_layer *l = &b->base;
     const char *label = sl_layer_label(l);
     if (n_in < 1 || n_in > SL_MAX_INPUTS || !inputs)
-        return sl_fail(SL_ERR_INVALID_ARG, "sl_block_add: '%s' in block '%s' reads %d inputs%s; 1 "
+        return sl_set_error(SL_ERR_INVALID_ARG, "sl_block_add: '%s' in block '%s' reads %d inputs%s; 1 "
                        "to %d", name, label, n_in, inputs ? "" : " from a NULL list", SL_MAX_INPUTS);
     for (int i = 0; i < n_in; i++)
-        if (inputs[i] < 0) /* a failed sl_block_add: its message says why */
-            return SL_ERR_INVALID_ARG;
+        if (inputs[i] < 0) /* a failed sl_block_add: its message and status say why */
+            return sl_error_status() != SL_OK ? sl_error_status() : SL_ERR_INVALID_ARG;
     for (int i = 0; i < n_in; i++)
         if (inputs[i] > l->n_children)
-            return sl_fail(SL_ERR_INVALID_ARG, "sl_block_add: input %d of '%s' in block '%s' is "
+            return sl_set_error(SL_ERR_INVALID_ARG, "sl_block_add: input %d of '%s' in block '%s' is "
                            "tensor %d, which does not exist (0 is the block's input, 1 to %d the "
                            "outputs of the layers added so far)", i, name, label, inputs[i],
                            l->n_children);
     if (child->ops->emit && n_in != 1)
-        return sl_fail(SL_ERR_INVALID_ARG, "sl_block_add: '%s' in block '%s' is a block, which "
+        return sl_set_error(SL_ERR_INVALID_ARG, "sl_block_add: '%s' in block '%s' is a block, which "
                        "reads one input, not %d", name, label, n_in);
     if (sl_custom_is(child) && n_in != sl_custom_inputs(child))
-        return sl_fail(SL_ERR_INVALID_ARG, "sl_block_add: '%s' (%s) in block '%s' takes %d inputs, "
+        return sl_set_error(SL_ERR_INVALID_ARG, "sl_block_add: '%s' (%s) in block '%s' takes %d inputs, "
                        "not %d", name, child->ops->type, label, sl_custom_inputs(child), n_in);
     if (!name[0] || strlen(name) >= SL_LOCAL_NAME_MAX)
-        return sl_fail(SL_ERR_INVALID_ARG, "sl_block_add: a name in block '%s' must have 1 to %d "
+        return sl_set_error(SL_ERR_INVALID_ARG, "sl_block_add: a name in block '%s' must have 1 to %d "
                        "characters", label, SL_LOCAL_NAME_MAX - 1);
     for (int k = 0; k < l->n_children; k++)
         if (strcmp(l->children[k]->local, name) == 0)
-            return sl_fail(SL_ERR_INVALID_ARG, "sl_block_add: block '%s' already has a layer "
+            return sl_set_error(SL_ERR_INVALID_ARG, "sl_block_add: block '%s' already has a layer "
                            "named '%s'", label, name);
     return SL_OK;
 }
 
-int sl_block_add(sl_layer *l, const char *name, sl_layer *child, int n_in, const int *inputs)
+/* sl_block_add without the id: the child's output id, or -1 with the
+ * error recorded. */
+static int block_add(sl_layer *l, const char *name, sl_layer *child, int n_in, const int *inputs)
 {
     if (!child) {
-        sl_fail(SL_ERR_INVALID_ARG, "sl_block_add: layer is NULL (its constructor failed: %s)",
-                sl_error_message());
+        sl_set_error(SL_ERR_INVALID_ARG, "sl_block_add: layer is NULL (its constructor failed: %s)",
+                     sl_last_error());
         return -1;
     }
     if (!l || !is_block(l)) {
         sl_layer_free(child);
-        sl_fail(SL_ERR_INVALID_ARG, "sl_block_add: %s", l ? "not a block made by sl_block" : "block is NULL");
+        sl_set_error(SL_ERR_INVALID_ARG, "sl_block_add: %s",
+                     l ? "not a block made by sl_block" : "block is NULL");
         return -1;
     }
     block *b = (block *)l;
@@ -205,7 +208,7 @@ int sl_block_add(sl_layer *l, const char *name, sl_layer *child, int n_in, const
     wiring *w = sl_realloc(b->wires, (size_t)(l->n_children + 1) * sizeof *w);
     if (!w) {
         sl_layer_free(child);
-        sl_fail(SL_ERR_NOMEM, "sl_block_add: out of memory");
+        sl_set_error(SL_ERR_NOMEM, "sl_block_add: out of memory");
         return -1;
     }
     b->wires = w;
@@ -218,4 +221,15 @@ int sl_block_add(sl_layer *l, const char *name, sl_layer *child, int n_in, const
     return l->n_children;
 }
 
-sl_layer *sl_join_add(void) { return sl_add_join(); }
+sl_status sl_block_add(sl_layer *l, const char *name, sl_layer *child, int n_in, const int *inputs,
+                       int *id)
+{
+    int got = block_add(l, name, child, n_in, inputs); /* reads inputs before id is written */
+    if (id)
+        *id = got;
+    if (got < 0) {
+        sl_status st = sl_error_status();
+        return st != SL_OK ? st : SL_ERR_INVALID_ARG;
+    }
+    return SL_OK;
+}

@@ -32,7 +32,7 @@ static sl_status conv_infer(const sl_layer *l, const sl_backend *be, int n_in,
     int oh = sl_window_out(in[0].h, cv->o.kernel_h, cv->o.stride_h, cv->o.pad_h, cv->o.dilation_h, 0);
     int ow = sl_window_out(in[0].w, cv->o.kernel_w, cv->o.stride_w, cv->o.pad_w, cv->o.dilation_w, 0);
     if (oh < 1 || ow < 1)
-        return sl_fail(SL_ERR_SHAPE,
+        return sl_set_error(SL_ERR_SHAPE,
                        "Conv2d '%s': input %dx%d is smaller than its %dx%d kernel (dilation %d, "
                        "padding %d)",
                        sl_layer_label(l), in[0].h, in[0].w, cv->o.kernel_h, cv->o.kernel_w,
@@ -49,8 +49,8 @@ static sl_status conv_infer(const sl_layer *l, const sl_backend *be, int n_in,
     cost->ws_bwd_bytes = a > b ? a : b;
     cost->saved_bytes = 0;
     if (cost->ws_fwd_bytes == SIZE_MAX || cost->ws_bwd_bytes == SIZE_MAX)
-        return sl_fail(SL_ERR_BACKEND, "Conv2d '%s' (input %dx%dx%dx%d): %s", sl_layer_label(l),
-                       in[0].n, in[0].c, in[0].h, in[0].w, sl_error_message());
+        return sl_set_error(SL_ERR_BACKEND, "Conv2d '%s' (input %dx%dx%dx%d): %s", sl_layer_label(l),
+                       in[0].n, in[0].c, in[0].h, in[0].w, sl_last_error());
     return SL_OK;
 }
 
@@ -91,13 +91,13 @@ static const sl_layer_ops conv_ops = {
 sl_layer *sl_conv2d_ex(const sl_conv2d_options *o)
 {
     if (!o) {
-        sl_fail(SL_ERR_INVALID_ARG, "sl_conv2d_ex: options are NULL");
+        sl_set_error(SL_ERR_INVALID_ARG, "sl_conv2d_ex: options are NULL");
         return NULL;
     }
     if (o->in_channels < 1 || o->out_channels < 1 || o->kernel_h < 1 || o->kernel_w < 1 ||
         o->stride_h < 1 || o->stride_w < 1 || o->pad_h < 0 || o->pad_w < 0 ||
         o->dilation_h < 1 || o->dilation_w < 1 || o->groups < 1) {
-        sl_fail(SL_ERR_INVALID_ARG,
+        sl_set_error(SL_ERR_INVALID_ARG,
                 "sl_conv2d: invalid options (in %d, out %d, kernel %dx%d, stride %dx%d, padding "
                 "%dx%d, dilation %dx%d, groups %d): channels, kernel, stride, dilation and groups "
                 "must be >= 1, padding >= 0",
@@ -106,7 +106,7 @@ sl_layer *sl_conv2d_ex(const sl_conv2d_options *o)
         return NULL;
     }
     if (o->in_channels % o->groups || o->out_channels % o->groups) {
-        sl_fail(SL_ERR_INVALID_ARG, "sl_conv2d: groups %d must divide in_channels %d and out_channels %d",
+        sl_set_error(SL_ERR_INVALID_ARG, "sl_conv2d: groups %d must divide in_channels %d and out_channels %d",
                 o->groups, o->in_channels, o->out_channels);
         return NULL;
     }

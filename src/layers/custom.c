@@ -89,12 +89,12 @@ static sl_status valid_status(sl_status st, sl_status fallback)
 /* The message a callback left, or a note that it left none. */
 static const char *callback_message(void)
 {
-    const char *m = sl_error_message();
+    const char *m = sl_last_error();
     return m[0] ? m : "(the callback gave no message: use sl_set_error)";
 }
 
 /* Clears the message so that a failing callback that sets none is seen. */
-static void clear_message(void) { sl_fail(SL_OK, "%s", ""); }
+static void clear_message(void) { sl_set_error(SL_OK, "%s", ""); }
 
 /* ---- planning: sizes for an input shape ---- */
 
@@ -103,12 +103,12 @@ static sl_status check_sizes(const custom *c, const char *shapes, const sl_custo
     const char *who = sl_layer_label(&c->base), *type = type_of(c);
     sl_shape o = s->out;
     if (o.n < 1 || o.c < 1 || o.h < 1 || o.w < 1)
-        return sl_fail(SL_ERR_SHAPE,
+        return sl_set_error(SL_ERR_SHAPE,
                        "custom layer '%s' (%s) declares output shape %dx%dx%dx%d for input %s: "
                        "every dimension must be >= 1", who, type, o.n, o.c, o.h, o.w, shapes);
     if (s->saved_bytes < 0 || s->forward_workspace_bytes < 0 || s->backward_workspace_bytes < 0 ||
         s->forward_flops < 0 || s->backward_flops < 0)
-        return sl_fail(SL_ERR_INVALID_ARG,
+        return sl_set_error(SL_ERR_INVALID_ARG,
                        "custom layer '%s' (%s) declares a negative size for input %s (saved_bytes "
                        "%lld, forward_workspace_bytes %lld, backward_workspace_bytes %lld, "
                        "forward_flops %lld, backward_flops %lld)", who, type, shapes,
@@ -117,12 +117,12 @@ static sl_status check_sizes(const custom *c, const char *shapes, const sl_custo
                        (long long)s->backward_flops);
     int needs = (c->type.flags & SL_CUSTOM_NEEDS_SAVED) != 0;
     if (needs && s->saved_bytes == 0)
-        return sl_fail(SL_ERR_INVALID_ARG,
+        return sl_set_error(SL_ERR_INVALID_ARG,
                        "custom layer '%s' (%s): its backward reads saved state "
                        "(SL_CUSTOM_NEEDS_SAVED) but its shape callback declares saved_bytes 0 "
                        "for input %s", who, type, shapes);
     if (!needs && s->saved_bytes > 0)
-        return sl_fail(SL_ERR_INVALID_ARG,
+        return sl_set_error(SL_ERR_INVALID_ARG,
                        "custom layer '%s' (%s) declares saved_bytes %lld for input %s but not "
                        "SL_CUSTOM_NEEDS_SAVED: add the flag if its backward reads the saved "
                        "state, else declare 0", who, type, (long long)s->saved_bytes, shapes);
@@ -135,7 +135,7 @@ static sl_status custom_infer(const sl_layer *l, const sl_backend *be, int n_in,
     const custom *c = (const custom *)l;
     (void)be;
     if (n_in != c->n_inputs)
-        return sl_fail(SL_ERR_SHAPE, "custom layer '%s' (%s) takes %d input%s but is given %d%s",
+        return sl_set_error(SL_ERR_SHAPE, "custom layer '%s' (%s) takes %d input%s but is given %d%s",
                        sl_layer_label(l), type_of(c), c->n_inputs, c->n_inputs == 1 ? "" : "s",
                        n_in, n_in == 1 ? ": a layer of several inputs goes inside a block "
                                          "(sl_block_add)" : "");
@@ -146,7 +146,7 @@ static sl_status custom_infer(const sl_layer *l, const sl_backend *be, int n_in,
     clear_message();
     sl_status st = c->type.shape(c->config, n_in, in, &s);
     if (st != SL_OK)
-        return sl_fail(valid_status(st, SL_ERR_SHAPE), "custom layer '%s' (%s) refuses input %s: %s",
+        return sl_set_error(valid_status(st, SL_ERR_SHAPE), "custom layer '%s' (%s) refuses input %s: %s",
                        sl_layer_label(l), type_of(c), shapes, callback_message());
     st = check_sizes(c, shapes, &s);
     if (st != SL_OK)
@@ -253,19 +253,19 @@ sl_status sl_custom_random_uniform(const sl_custom_call *call, uint64_t first, s
                                    float *dst)
 {
     if (!call)
-        return sl_fail(SL_ERR_INVALID_ARG, "sl_custom_random_uniform: call is NULL");
+        return sl_set_error(SL_ERR_INVALID_ARG, "sl_custom_random_uniform: call is NULL");
     custom *c = call->layer;
     const char *who = sl_layer_label(&c->base);
     if (count == 0)
         return SL_OK;
     if (!dst)
-        return sl_fail(SL_ERR_INVALID_ARG, "sl_custom_random_uniform: dst is NULL (layer '%s')", who);
+        return sl_set_error(SL_ERR_INVALID_ARG, "sl_custom_random_uniform: dst is NULL (layer '%s')", who);
     if (first > UINT64_MAX / 8 || (uint64_t)count > UINT64_MAX / 8)
-        return sl_fail(SL_ERR_INVALID_ARG, "sl_custom_random_uniform: numbers %llu + %zu are out "
+        return sl_set_error(SL_ERR_INVALID_ARG, "sl_custom_random_uniform: numbers %llu + %zu are out "
                        "of range (layer '%s')", (unsigned long long)first, count, who);
     uint64_t end = first + (uint64_t)count;
     if (call->eval)
-        return sl_fail(SL_ERR_STATE, "sl_custom_random_uniform: layer '%s' (%s) draws in an "
+        return sl_set_error(SL_ERR_STATE, "sl_custom_random_uniform: layer '%s' (%s) draws in an "
                        "evaluation forward, which has no random numbers", who, type_of(c));
     if (call->train_forward) {
         if (end > c->drawn)
@@ -274,7 +274,7 @@ sl_status sl_custom_random_uniform(const sl_custom_call *call, uint64_t first, s
         if (next > call->ctx->dropout_counter)
             call->ctx->dropout_counter = next;
     } else if (end > c->drawn) {
-        return sl_fail(SL_ERR_STATE, "sl_custom_random_uniform: layer '%s' (%s) asks in its %s for "
+        return sl_set_error(SL_ERR_STATE, "sl_custom_random_uniform: layer '%s' (%s) asks in its %s for "
                        "numbers up to %llu, but its training forward drew only %llu: a re-forward "
                        "or backward can only see the numbers the training forward drew",
                        who, type_of(c), call->what, (unsigned long long)end,
@@ -298,7 +298,7 @@ int sl_custom_channels(const sl_layer *l, int n_in, const int *in_channels)
         for (int k = 0, used = 0; k < n_in && used < (int)sizeof list; k++)
             used += snprintf(list + used, sizeof list - (size_t)used, "%s%d", k ? ", " : "",
                              in_channels[k]);
-        sl_fail(SL_ERR_SHAPE, "custom layer '%s' (%s) refuses input channels %s: %s",
+        sl_set_error(SL_ERR_SHAPE, "custom layer '%s' (%s) refuses input channels %s: %s",
                 sl_layer_label(l), type_of(c), list, callback_message());
         return -1;
     }
@@ -310,7 +310,7 @@ static int custom_out_channels(const sl_layer *l, int in_c)
 {
     const custom *c = (const custom *)l;
     if (c->n_inputs != 1) {
-        sl_fail(SL_ERR_SHAPE, "custom layer '%s' (%s) takes %d inputs: add it inside a block "
+        sl_set_error(SL_ERR_SHAPE, "custom layer '%s' (%s) takes %d inputs: add it inside a block "
                 "(sl_block_add), where it can read several tensors", sl_layer_label(l), type_of(c),
                 c->n_inputs);
         return -1;
@@ -343,23 +343,23 @@ static int name_ok(const char *name) { return name && name[0] && strlen(name) < 
 static sl_status check_type(const sl_custom_type *t)
 {
     if (!t)
-        return sl_fail(SL_ERR_INVALID_ARG, "sl_custom_layer: type is NULL");
+        return sl_set_error(SL_ERR_INVALID_ARG, "sl_custom_layer: type is NULL");
     if (!name_ok(t->name))
-        return sl_fail(SL_ERR_INVALID_ARG, "sl_custom_layer: the type's name must have 1 to %d "
+        return sl_set_error(SL_ERR_INVALID_ARG, "sl_custom_layer: the type's name must have 1 to %d "
                        "characters", SL_LOCAL_NAME_MAX - 1);
     const char *missing = !t->shape ? "shape" : !t->forward ? "forward" : !t->backward ? "backward" : NULL;
     if (missing)
-        return sl_fail(SL_ERR_INVALID_ARG, "sl_custom_layer: type '%s' has no %s callback (shape, "
+        return sl_set_error(SL_ERR_INVALID_ARG, "sl_custom_layer: type '%s' has no %s callback (shape, "
                        "forward and backward are required)", t->name, missing);
     if (t->flags & ~(unsigned)KNOWN_FLAGS)
-        return sl_fail(SL_ERR_INVALID_ARG, "sl_custom_layer: type '%s' has unknown flags 0x%x",
+        return sl_set_error(SL_ERR_INVALID_ARG, "sl_custom_layer: type '%s' has unknown flags 0x%x",
                        t->name, t->flags & ~(unsigned)KNOWN_FLAGS);
     if ((t->flags & SL_CUSTOM_SAVED_KEPT) && !(t->flags & SL_CUSTOM_NEEDS_SAVED))
-        return sl_fail(SL_ERR_INVALID_ARG, "sl_custom_layer: type '%s' keeps saved state "
+        return sl_set_error(SL_ERR_INVALID_ARG, "sl_custom_layer: type '%s' keeps saved state "
                        "(SL_CUSTOM_SAVED_KEPT) that its backward does not read (no "
                        "SL_CUSTOM_NEEDS_SAVED)", t->name);
     if (t->n_inputs < 0 || t->n_inputs > SL_MAX_INPUTS)
-        return sl_fail(SL_ERR_INVALID_ARG, "sl_custom_layer: type '%s' takes %d inputs; 1 to %d "
+        return sl_set_error(SL_ERR_INVALID_ARG, "sl_custom_layer: type '%s' takes %d inputs; 1 to %d "
                        "(0 means 1)", t->name, t->n_inputs, SL_MAX_INPUTS);
     return SL_OK;
 }
@@ -367,25 +367,25 @@ static sl_status check_type(const sl_custom_type *t)
 static sl_status check_param(const char *type, const sl_custom_param *p, int i)
 {
     if (!name_ok(p->name) || strchr(p->name, '.'))
-        return sl_fail(SL_ERR_INVALID_ARG, "sl_custom_layer: parameter %d of '%s' needs a name of 1 "
+        return sl_set_error(SL_ERR_INVALID_ARG, "sl_custom_layer: parameter %d of '%s' needs a name of 1 "
                        "to %d characters without '.'", i, type, SL_LOCAL_NAME_MAX - 1);
     if (p->ndim < 1 || p->ndim > 4)
-        return sl_fail(SL_ERR_INVALID_ARG, "sl_custom_layer: parameter '%s' of '%s' has %d "
+        return sl_set_error(SL_ERR_INVALID_ARG, "sl_custom_layer: parameter '%s' of '%s' has %d "
                        "dimensions; 1 to 4", p->name, type, p->ndim);
     size_t count = 1;
     for (int d = 0; d < p->ndim; d++) {
         if (p->dims[d] < 1 || count > ((size_t)1 << 40) / (size_t)p->dims[d])
-            return sl_fail(SL_ERR_INVALID_ARG, "sl_custom_layer: parameter '%s' of '%s' has "
+            return sl_set_error(SL_ERR_INVALID_ARG, "sl_custom_layer: parameter '%s' of '%s' has "
                            "dimension %d of size %d: each must be >= 1 (and the tensor below 2^40 "
                            "elements)", p->name, type, d, p->dims[d]);
         count *= (size_t)p->dims[d];
     }
     if ((int)p->init < (int)SL_PARAM_ZEROS || (int)p->init > (int)SL_PARAM_UNIFORM_FAN_IN)
-        return sl_fail(SL_ERR_INVALID_ARG, "sl_custom_layer: parameter '%s' of '%s' has unknown "
+        return sl_set_error(SL_ERR_INVALID_ARG, "sl_custom_layer: parameter '%s' of '%s' has unknown "
                        "init %d", p->name, type, (int)p->init);
     int fanned = p->init == SL_PARAM_KAIMING_NORMAL_FAN_OUT || p->init == SL_PARAM_UNIFORM_FAN_IN;
     if (fanned && p->fan < 1)
-        return sl_fail(SL_ERR_INVALID_ARG, "sl_custom_layer: parameter '%s' of '%s' needs fan >= 1 "
+        return sl_set_error(SL_ERR_INVALID_ARG, "sl_custom_layer: parameter '%s' of '%s' needs fan >= 1 "
                        "for its init (got %d)", p->name, type, p->fan);
     return SL_OK;
 }
@@ -393,7 +393,7 @@ static sl_status check_param(const char *type, const sl_custom_param *p, int i)
 static sl_status check_params(const char *type, const sl_custom_param *params, int n)
 {
     if (n < 0 || n > SL_MAX_PARAMS || (n > 0 && !params))
-        return sl_fail(SL_ERR_INVALID_ARG, "sl_custom_layer: '%s' declares %d parameters%s; 0 to %d",
+        return sl_set_error(SL_ERR_INVALID_ARG, "sl_custom_layer: '%s' declares %d parameters%s; 0 to %d",
                        type, n, n > 0 && !params ? " but params is NULL" : "", SL_MAX_PARAMS);
     for (int i = 0; i < n; i++) {
         sl_status st = check_param(type, &params[i], i);
@@ -401,7 +401,7 @@ static sl_status check_params(const char *type, const sl_custom_param *params, i
             return st;
         for (int j = 0; j < i; j++)
             if (strcmp(params[j].name, params[i].name) == 0)
-                return sl_fail(SL_ERR_INVALID_ARG, "sl_custom_layer: '%s' declares two parameters "
+                return sl_set_error(SL_ERR_INVALID_ARG, "sl_custom_layer: '%s' declares two parameters "
                                "named '%s'", type, params[i].name);
     }
     return SL_OK;
@@ -424,7 +424,7 @@ sl_layer *sl_custom_layer(const sl_custom_type *type, const void *config, size_t
     if (check_type(type) != SL_OK || check_params(type->name, params, n_params) != SL_OK)
         return NULL;
     if (config_bytes > 0 && !config) {
-        sl_fail(SL_ERR_INVALID_ARG, "sl_custom_layer: '%s' has config_bytes %zu but config is NULL",
+        sl_set_error(SL_ERR_INVALID_ARG, "sl_custom_layer: '%s' has config_bytes %zu but config is NULL",
                 type->name, config_bytes);
         return NULL;
     }

@@ -56,7 +56,7 @@ static const sl_layer_ops dropout_ops = {
 sl_layer *sl_dropout(float p)
 {
     if (!(p >= 0.0f && p < 1.0f)) {
-        sl_fail(SL_ERR_INVALID_ARG, "sl_dropout: probability %g must be in [0, 1)", p);
+        sl_set_error(SL_ERR_INVALID_ARG, "sl_dropout: probability %g must be in [0, 1)", p);
         return NULL;
     }
     dropout *d = sl_alloc(sizeof *d, "a Dropout layer");

@@ -13,14 +13,14 @@
 int sl_graph_add_node(sl_graph *g, sl_layer *layer, int n_in, const int *in)
 {
     if (n_in < 1 || n_in > SL_MAX_INPUTS) {
-        sl_fail(SL_ERR_INVALID_ARG, "internal: node '%s' has %d inputs", sl_layer_label(layer), n_in);
+        sl_set_error(SL_ERR_INVALID_ARG, "internal: node '%s' has %d inputs", sl_layer_label(layer), n_in);
         return -1;
     }
     if (g->n_nodes == g->cap_nodes) {
         int cap = g->cap_nodes ? 2 * g->cap_nodes : 64;
         sl_graph_node *nodes = sl_realloc(g->nodes, (size_t)cap * sizeof *nodes);
         if (!nodes) {
-            sl_fail(SL_ERR_NOMEM, "out of memory building the network graph");
+            sl_set_error(SL_ERR_NOMEM, "out of memory building the network graph");
             return -1;
         }
         g->nodes = nodes;
@@ -55,7 +55,7 @@ sl_status sl_graph_build(sl_layer *const *top, int n_top, sl_graph *out)
     g.top_output = sl_calloc((size_t)n_top + 1, sizeof(int));
     if (!g.top_first_node || !g.top_output) {
         sl_graph_release(&g);
-        return sl_fail(SL_ERR_NOMEM, "out of memory building the network graph");
+        return sl_set_error(SL_ERR_NOMEM, "out of memory building the network graph");
     }
     int t = 0;
     for (int i = 0; i < n_top; i++) {
@@ -93,7 +93,7 @@ sl_status sl_shapes_compute(const sl_graph *g, const sl_backend *be, sl_shape in
     s.cost = sl_calloc((size_t)s.n_nodes + 1, sizeof *s.cost);
     if (!s.tensor || !s.bytes || !s.cost) {
         sl_shapes_release(&s);
-        return sl_fail(SL_ERR_NOMEM, "out of memory in the shape pass");
+        return sl_set_error(SL_ERR_NOMEM, "out of memory in the shape pass");
     }
     s.tensor[0] = input;
     s.bytes[0] = sl_shape_count(input) * sizeof(float);

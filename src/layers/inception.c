@@ -93,7 +93,7 @@ sl_layer *sl_inception(int in_channels, int c1, int c3_reduce, int c3, int c5_re
 {
     if (in_channels < 1 || c1 < 1 || c3_reduce < 1 || c3 < 1 || c5_reduce < 1 || c5 < 1 ||
         pool_proj < 1) {
-        sl_fail(SL_ERR_INVALID_ARG, "sl_inception: every channel count must be >= 1");
+        sl_set_error(SL_ERR_INVALID_ARG, "sl_inception: every channel count must be >= 1");
         return NULL;
     }
     block *b = block_new(&inception_ops, in_channels, c1 + c3 + c5 + pool_proj);

@@ -10,7 +10,7 @@ static sl_status add_infer(const sl_layer *l, const sl_backend *be, int n_in, co
 {
     (void)be;
     if (n_in != 2 || !sl_shape_equal(in[0], in[1]))
-        return sl_fail(SL_ERR_SHAPE,
+        return sl_set_error(SL_ERR_SHAPE,
                        "residual add '%s': branch shapes differ (%dx%dx%dx%d vs %dx%dx%dx%d)",
                        sl_layer_label(l), in[0].n, in[0].c, in[0].h, in[0].w, in[1].n, in[1].c,
                        in[1].h, in[1].w);
@@ -44,7 +44,7 @@ static const sl_layer_ops add_ops = {
     .out_channels = sl_same_channels,
 };
 
-sl_layer *sl_add_join(void)
+sl_layer *sl_join_add(void)
 {
     sl_layer *l = sl_alloc(sizeof *l, "a residual add");
     if (l)
@@ -59,7 +59,7 @@ static sl_status concat_infer(const sl_layer *l, const sl_backend *be, int n_in,
     *out = in[0];
     for (int i = 1; i < n_in; i++) {
         if (in[i].n != in[0].n || in[i].h != in[0].h || in[i].w != in[0].w)
-            return sl_fail(SL_ERR_SHAPE,
+            return sl_set_error(SL_ERR_SHAPE,
                            "concat '%s': branch %d is %dx%dx%d, branch 0 is %dx%dx%d (batch and "
                            "spatial sizes must match)",
                            sl_layer_label(l), i, in[i].n, in[i].h, in[i].w, in[0].n, in[0].h,

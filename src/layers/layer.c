@@ -39,7 +39,7 @@ int sl_layer_add_child(sl_layer *parent, const char *local, sl_layer *child)
     sl_layer **c = sl_realloc(parent->children, (size_t)(parent->n_children + 1) * sizeof *c);
     if (!c) {
         sl_layer_free(child);
-        sl_fail(SL_ERR_NOMEM, "out of memory building a %s block", parent->ops->type);
+        sl_set_error(SL_ERR_NOMEM, "out of memory building a %s block", parent->ops->type);
         return -1;
     }
     parent->children = c;
@@ -70,7 +70,7 @@ int sl_check_channels(const sl_layer *l, int expected, int in_c)
 {
     if (in_c == 0 || expected == in_c) /* 0: not known before a shape pass (after Flatten) */
         return 0;
-    sl_fail(SL_ERR_SHAPE, "%s '%s' expects %d input channels but receives %d", l->ops->type,
+    sl_set_error(SL_ERR_SHAPE, "%s '%s' expects %d input channels but receives %d", l->ops->type,
             l->name[0] ? l->name : l->local, expected, in_c);
     return -1;
 }

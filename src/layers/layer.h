@@ -157,7 +157,7 @@ sl_status sl_elementwise_infer(const sl_layer *l, const sl_backend *be, int n_in
 int sl_same_channels(const sl_layer *l, int in_c);
 
 /* Primitive joins used by composites (no parameters). */
-sl_layer *sl_add_join(void);    /* y = x0 + x1 */
+
 sl_layer *sl_concat_join(void); /* channel concatenation of all inputs */
 
 /* memonger's BatchNorm momentum for a layer run twice a step,

@@ -17,7 +17,7 @@ static sl_status linear_infer(const sl_layer *l, const sl_backend *be, int n_in,
     (void)n_in;
     long features = (long)in[0].c * in[0].h * in[0].w;
     if (features != li->in_features)
-        return sl_fail(SL_ERR_SHAPE,
+        return sl_set_error(SL_ERR_SHAPE,
                        "Linear '%s' expects %d input features but receives %ld (%d x %d x %d)",
                        sl_layer_label(l), li->in_features, features, in[0].c, in[0].h, in[0].w);
     *out = (sl_shape){in[0].n, li->out_features, 1, 1};
@@ -54,7 +54,7 @@ static int linear_out_channels(const sl_layer *l, int in_c)
     /* The input's c x h x w features are a multiple of its channels; the
      * exact count is checked at the shape pass. */
     if (in_c > 0 && li->in_features % in_c != 0) {
-        sl_fail(SL_ERR_SHAPE, "Linear '%s' expects %d input features, which %d input channels "
+        sl_set_error(SL_ERR_SHAPE, "Linear '%s' expects %d input features, which %d input channels "
                               "cannot give (features = channels x height x width)",
                 sl_layer_label(l), li->in_features, in_c);
         return -1;
@@ -74,7 +74,7 @@ static const sl_layer_ops linear_ops = {
 sl_layer *sl_linear(int in_features, int out_features, int bias)
 {
     if (in_features < 1 || out_features < 1) {
-        sl_fail(SL_ERR_INVALID_ARG, "sl_linear: in_features %d and out_features %d must be >= 1",
+        sl_set_error(SL_ERR_INVALID_ARG, "sl_linear: in_features %d and out_features %d must be >= 1",
                 in_features, out_features);
         return NULL;
     }

@@ -27,7 +27,7 @@ static sl_status pool_infer(const sl_layer *l, const sl_backend *be, int n_in, c
     int oh = sl_window_out(in[0].h, p->kernel, p->stride, p->pad, 1, p->ceil_mode);
     int ow = sl_window_out(in[0].w, p->kernel, p->stride, p->pad, 1, p->ceil_mode);
     if (oh < 1 || ow < 1)
-        return sl_fail(SL_ERR_SHAPE, "%s '%s': input %dx%d is smaller than its %dx%d window",
+        return sl_set_error(SL_ERR_SHAPE, "%s '%s': input %dx%d is smaller than its %dx%d window",
                        l->ops->type, sl_layer_label(l), in[0].h, in[0].w, p->kernel, p->kernel);
     *out = (sl_shape){in[0].n, in[0].c, oh, ow};
     uint64_t work = sl_shape_count(*out) * (uint64_t)p->kernel * p->kernel;
@@ -81,7 +81,7 @@ static sl_layer *pool_new(int kernel, int stride, int pad, int ceil_mode, int is
 {
     const char *what = is_max ? "sl_maxpool2d" : "sl_avgpool2d";
     if (kernel < 1 || stride < 1 || pad < 0 || pad > kernel / 2) {
-        sl_fail(SL_ERR_INVALID_ARG,
+        sl_set_error(SL_ERR_INVALID_ARG,
                 "%s: kernel %d and stride %d must be >= 1, padding %d in [0, kernel/2]", what,
                 kernel, stride, pad);
         return NULL;

@@ -79,7 +79,7 @@ static sl_layer *residual_finish(residual *r, int stride)
         bad |= sl_layer_add_child(l, "downsample.0", sl_conv2d(r->in_c, r->out_c, 1, stride, 0));
         bad |= sl_layer_add_child(l, "downsample.1", sl_batchnorm2d(r->out_c));
     }
-    bad |= sl_layer_add_child(l, "add", sl_add_join());
+    bad |= sl_layer_add_child(l, "add", sl_join_add());
     bad |= sl_layer_add_child(l, "relu_out", sl_relu());
     if (bad) {
         sl_layer_free(l);
@@ -91,7 +91,7 @@ static sl_layer *residual_finish(residual *r, int stride)
 sl_layer *sl_basic_block(int in_channels, int out_channels, int stride)
 {
     if (in_channels < 1 || out_channels < 1 || stride < 1) {
-        sl_fail(SL_ERR_INVALID_ARG, "sl_basic_block: channels %d -> %d and stride %d must be >= 1",
+        sl_set_error(SL_ERR_INVALID_ARG, "sl_basic_block: channels %d -> %d and stride %d must be >= 1",
                 in_channels, out_channels, stride);
         return NULL;
     }
@@ -114,7 +114,7 @@ sl_layer *sl_basic_block(int in_channels, int out_channels, int stride)
 sl_layer *sl_bottleneck(int in_channels, int width, int stride)
 {
     if (in_channels < 1 || width < 1 || stride < 1) {
-        sl_fail(SL_ERR_INVALID_ARG, "sl_bottleneck: in_channels %d, width %d, stride %d must be >= 1",
+        sl_set_error(SL_ERR_INVALID_ARG, "sl_bottleneck: in_channels %d, width %d, stride %d must be >= 1",
                 in_channels, width, stride);
         return NULL;
     }

@@ -98,18 +98,18 @@ sl_status sl_models_alexnet(sl_net *net, int variant, int num_classes, int res)
     (void)variant;
     /* The first test also keeps the window arithmetic from overflowing. */
     if (res > INT_MAX / 4)
-        return sl_fail(SL_ERR_INVALID_ARG, "sl_model_build: alexnet: res %d is too large", res);
+        return sl_set_error(SL_ERR_INVALID_ARG, "sl_model_build: alexnet: res %d is too large", res);
     int side = alexnet_feature_side(res);
     if (side < 1) {
         int min_res = 1;
         while (alexnet_feature_side(min_res) < 1)
             min_res++;
-        return sl_fail(SL_ERR_INVALID_ARG,
+        return sl_set_error(SL_ERR_INVALID_ARG,
                        "sl_model_build: alexnet needs res >= %d (its feature map vanishes), got %d",
                        min_res, res);
     }
     if ((int64_t)ALEXNET_CHANNELS * side * side > INT_MAX)
-        return sl_fail(SL_ERR_INVALID_ARG, "sl_model_build: alexnet: res %d is too large", res);
+        return sl_set_error(SL_ERR_INVALID_ARG, "sl_model_build: alexnet: res %d is too large", res);
 
     sl_status st = alexnet_add_features(net);
     if (st == SL_OK)

@@ -70,25 +70,25 @@ static void model_list_text(char *buf, size_t size)
 sl_status sl_model_build(sl_net *net, const char *model, int num_classes, int res)
 {
     if (!net)
-        return sl_fail(SL_ERR_INVALID_ARG, "sl_model_build: net is NULL");
+        return sl_set_error(SL_ERR_INVALID_ARG, "sl_model_build: net is NULL");
     if (!model)
-        return sl_fail(SL_ERR_INVALID_ARG, "sl_model_build: model name is NULL");
+        return sl_set_error(SL_ERR_INVALID_ARG, "sl_model_build: model name is NULL");
     const model_entry *entry = model_find(model);
     if (!entry) {
         char names[256];
         model_list_text(names, sizeof names);
-        return sl_fail(SL_ERR_NOT_FOUND, "sl_model_build: unknown model \"%s\" (valid: %s)",
+        return sl_set_error(SL_ERR_NOT_FOUND, "sl_model_build: unknown model \"%s\" (valid: %s)",
                        model, names);
     }
     if (num_classes < 1)
-        return sl_fail(SL_ERR_INVALID_ARG, "sl_model_build: %s: num_classes must be >= 1, got %d",
+        return sl_set_error(SL_ERR_INVALID_ARG, "sl_model_build: %s: num_classes must be >= 1, got %d",
                        model, num_classes);
     if (res < 1)
-        return sl_fail(SL_ERR_INVALID_ARG, "sl_model_build: %s: res must be >= 1, got %d", model,
+        return sl_set_error(SL_ERR_INVALID_ARG, "sl_model_build: %s: res must be >= 1, got %d", model,
                        res);
     int existing = sl_net_layer_count(net);
     if (existing != 0)
-        return sl_fail(SL_ERR_STATE,
+        return sl_set_error(SL_ERR_STATE,
                        "sl_model_build: %s: the network already has %d layer(s); "
                        "models are built into an empty network",
                        model, existing);
@@ -108,7 +108,7 @@ sl_status sl_models_add(sl_net *net, sl_layer *layer, const char *name_fmt, ...)
     va_end(ap);
     if (n < 0 || (size_t)n >= sizeof name) {
         sl_layer_free(layer);
-        return sl_fail(SL_ERR_INVALID_ARG, "sl_model_build: layer name too long (format \"%s\")",
+        return sl_set_error(SL_ERR_INVALID_ARG, "sl_model_build: layer name too long (format \"%s\")",
                        name_fmt);
     }
     return sl_net_add(net, name, layer);

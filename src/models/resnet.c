@@ -61,11 +61,11 @@ sl_status sl_models_resnet_imagenet(sl_net *net, int depth, int num_classes, int
 {
     resnet_config cfg;
     if (!resnet_imagenet_config(depth, &cfg))
-        return sl_fail(SL_ERR_INVALID_ARG, "sl_model_build: no ImageNet ResNet of depth %d",
+        return sl_set_error(SL_ERR_INVALID_ARG, "sl_model_build: no ImageNet ResNet of depth %d",
                        depth);
     /* Five stride-2 reductions bring 32 pixels to 1. */
     if (res < 32)
-        return sl_fail(SL_ERR_INVALID_ARG, "sl_model_build: resnet%d needs res >= 32, got %d",
+        return sl_set_error(SL_ERR_INVALID_ARG, "sl_model_build: resnet%d needs res >= 32, got %d",
                        depth, res);
 
     sl_status st = sl_net_add(net, "conv1", sl_conv2d(3, 64, 7, 2, 3));
@@ -93,7 +93,7 @@ sl_status sl_models_resnet_cifar(sl_net *net, int depth, int num_classes, int re
 {
     (void)res; /* 3x3 convs with padding and a global pool take any size */
     if (depth < 8 || (depth - 2) % 6 != 0)
-        return sl_fail(SL_ERR_INVALID_ARG,
+        return sl_set_error(SL_ERR_INVALID_ARG,
                        "sl_model_build: CIFAR ResNet depth must be 6n+2 (n >= 1), got %d", depth);
     int n = (depth - 2) / 6;
 

@@ -56,13 +56,13 @@ sl_status sl_models_vgg_a(sl_net *net, int variant, int num_classes, int res)
 {
     (void)variant;
     if (res < 32 || res % 32 != 0)
-        return sl_fail(SL_ERR_INVALID_ARG,
+        return sl_set_error(SL_ERR_INVALID_ARG,
                        "sl_model_build: vgg-a needs res a positive multiple of 32 "
                        "(five 2x2 pools), got %d",
                        res);
     int side = res / 32;
     if ((int64_t)VGG_LAST_CHANNELS * side * side > INT_MAX)
-        return sl_fail(SL_ERR_INVALID_ARG, "sl_model_build: vgg-a: res %d is too large", res);
+        return sl_set_error(SL_ERR_INVALID_ARG, "sl_model_build: vgg-a: res %d is too large", res);
     int channels = 3;
     sl_status st = vgg_add_features(net, &channels);
     if (st == SL_OK)

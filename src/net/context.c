@@ -19,7 +19,7 @@ sl_status sl_backend_create(const sl_context_options *o, sl_backend **out)
     case SL_DEVICE_CUDA:
         return sl_cuda_backend_create(o->gpu, o->deterministic, o->tf32, out);
     }
-    return sl_fail(SL_ERR_INVALID_ARG, "unknown device %d", (int)o->device);
+    return sl_set_error(SL_ERR_INVALID_ARG, "unknown device %d", (int)o->device);
 }
 
 sl_context_options sl_context_defaults(void)
@@ -31,16 +31,16 @@ sl_context_options sl_context_defaults(void)
 sl_status sl_context_create(const sl_context_options *opts, sl_context **out)
 {
     if (!out)
-        return sl_fail(SL_ERR_INVALID_ARG, "sl_context_create: out is NULL");
+        return sl_set_error(SL_ERR_INVALID_ARG, "sl_context_create: out is NULL");
     sl_context_options o = opts ? *opts : sl_context_defaults();
     if (o.threads < 0)
-        return sl_fail(SL_ERR_INVALID_ARG, "sl_context_create: threads is %d (use 0 for all cores)",
+        return sl_set_error(SL_ERR_INVALID_ARG, "sl_context_create: threads is %d (use 0 for all cores)",
                        o.threads);
     if (o.gpu < 0)
-        return sl_fail(SL_ERR_INVALID_ARG, "sl_context_create: gpu is %d (a device ordinal, 0 "
+        return sl_set_error(SL_ERR_INVALID_ARG, "sl_context_create: gpu is %d (a device ordinal, 0 "
                        "for the first)", o.gpu);
     if (o.device != SL_DEVICE_CPU && o.device != SL_DEVICE_CUDA)
-        return sl_fail(SL_ERR_INVALID_ARG, "sl_context_create: unknown device %d", (int)o.device);
+        return sl_set_error(SL_ERR_INVALID_ARG, "sl_context_create: unknown device %d", (int)o.device);
     sl_context *ctx = sl_zalloc(sizeof *ctx, "a context");
     if (!ctx)
         return SL_ERR_NOMEM;
@@ -48,7 +48,7 @@ sl_status sl_context_create(const sl_context_options *opts, sl_context **out)
     sl_status st = sl_backend_create(&o, &be);
     if (st != SL_OK) {
         free(ctx);
-        return sl_fail(st, "sl_context_create: %s", sl_error_message());
+        return sl_set_error(st, "sl_context_create: %s", sl_last_error());
     }
     ctx->device = o.device;
     ctx->threads = o.threads;

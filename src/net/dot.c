@@ -69,7 +69,7 @@ sl_status sl_net_write_dot(sl_net *net, sl_shape input, sl_mode mode, const char
         free(offset);
         free(sorted);
         free(seen);
-        return sl_fail(SL_ERR_NOMEM, "out of memory writing a DOT graph");
+        return sl_set_error(SL_ERR_NOMEM, "out of memory writing a DOT graph");
     }
     for (int s = 0; s < p->n_steps; s++) {
         const sl_step *stp = &p->steps[s];
@@ -98,7 +98,7 @@ sl_status sl_net_write_dot(sl_net *net, sl_shape input, sl_mode mode, const char
         free(offset);
         free(sorted);
         free(seen);
-        return sl_fail(SL_ERR_IO, "sl_net_write_dot: cannot write '%s'", path);
+        return sl_set_error(SL_ERR_IO, "sl_net_write_dot: cannot write '%s'", path);
     }
     fprintf(f, "digraph sublinear {\n  rankdir=TB;\n  node [shape=box, style=\"filled,rounded\", "
                "fontname=\"Helvetica\", fontsize=10];\n");
@@ -141,6 +141,6 @@ sl_status sl_net_write_dot(sl_net *net, sl_shape input, sl_mode mode, const char
     free(sorted);
     free(seen);
     if (fclose(f) != 0)
-        return sl_fail(SL_ERR_IO, "sl_net_write_dot: error writing '%s'", path);
+        return sl_set_error(SL_ERR_IO, "sl_net_write_dot: error writing '%s'", path);
     return SL_OK;
 }

@@ -16,7 +16,7 @@
 sl_status sl_net_set_memory_check(sl_net *net, int enabled)
 {
     if (!net)
-        return sl_fail(SL_ERR_INVALID_ARG, "sl_net_set_memory_check: network is NULL");
+        return sl_set_error(SL_ERR_INVALID_ARG, "sl_net_set_memory_check: network is NULL");
     net->no_memory_check = !enabled;
     return SL_OK;
 }
@@ -31,14 +31,14 @@ static void suggest(sl_net *net, const sl_run_cache *c, sl_mode mode, uint64_t b
     }
     sl_segments seg;
     memset(&seg, 0, sizeof seg);
-    sl_status st = sl_schedule_segments(net, &c->sh, SL_CKPT_BUDGET(budget), &seg);
+    sl_status st = sl_schedule_segments(net, &c->sh, SL_SCHEDULE_BUDGET(budget), &seg);
     if (st == SL_OK)
-        snprintf(buf, n, "the schedule SL_CKPT_BUDGET(%llu) (the command's --schedule budget:%lluM) "
+        snprintf(buf, n, "the schedule SL_SCHEDULE_BUDGET(%llu) (the command's --schedule budget:%lluM) "
                  "fits, or a smaller batch", (unsigned long long)budget,
                  (unsigned long long)(budget >> 20));
     else if (st == SL_ERR_BUDGET)
         snprintf(buf, n, "no schedule fits at this batch size (%.400s); use a smaller batch",
-                 sl_error_message());
+                 sl_last_error());
     else
         snprintf(buf, n, "use a smaller batch");
     sl_segments_release(&seg);
@@ -76,7 +76,7 @@ sl_status sl_net_check_memory(sl_net *net, const sl_run_cache *c, sl_mode mode, 
         fixed += (uint64_t)(net->grad_floats + net->opt_floats) * sizeof(float);
     char advice[600];
     suggest(net, c, mode, room + fixed, advice, sizeof advice);
-    return sl_fail(SL_ERR_NOMEM,
+    return sl_set_error(SL_ERR_NOMEM,
                    "%s: this step needs %.2f GiB for its activation arena (%.2f GiB in all with "
                    "parameters%s), but only %.2f GiB of memory is available (%s: %.2f GiB, "
                    "%.2f GiB in use); %s. sl_net_set_memory_check(net, 0) (--no-memory-check) "

@@ -14,10 +14,10 @@
 
 sl_status sl_schedule_check(sl_schedule schedule, const char *fn)
 {
-    if (schedule.kind < SL_SCHEDULE_NONE || schedule.kind > SL_SCHEDULE_BUDGET_OPS)
-        return sl_fail(SL_ERR_INVALID_ARG, "%s: unknown schedule kind %d", fn, (int)schedule.kind);
-    if (schedule.kind == SL_SCHEDULE_SEGMENTS && schedule.segments < 1)
-        return sl_fail(SL_ERR_INVALID_ARG, "%s: segments must be >= 1, got %d", fn,
+    if (schedule.kind < SL_SCHEDULE_KIND_NONE || schedule.kind > SL_SCHEDULE_KIND_BUDGET_OPS)
+        return sl_set_error(SL_ERR_INVALID_ARG, "%s: unknown schedule kind %d", fn, (int)schedule.kind);
+    if (schedule.kind == SL_SCHEDULE_KIND_SEGMENTS && schedule.segments < 1)
+        return sl_set_error(SL_ERR_INVALID_ARG, "%s: segments must be >= 1, got %d", fn,
                        schedule.segments);
     return SL_OK;
 }
@@ -51,28 +51,28 @@ static int parse_size(const char *s, uint64_t *out)
 sl_status sl_schedule_parse(const char *text, sl_schedule *out)
 {
     if (!text || !out)
-        return sl_fail(SL_ERR_INVALID_ARG, "sl_schedule_parse: text or out is NULL");
+        return sl_set_error(SL_ERR_INVALID_ARG, "sl_schedule_parse: text or out is NULL");
     uint64_t bytes;
     char *end;
     if (strcmp(text, "none") == 0)
-        *out = SL_CKPT_NONE;
+        *out = SL_SCHEDULE_NONE;
     else if (strcmp(text, "sqrt") == 0)
-        *out = SL_CKPT_SQRT;
+        *out = SL_SCHEDULE_SQRT;
     else if (strncmp(text, "segments:", 9) == 0) {
         errno = 0;
         long k = strtol(text + 9, &end, 10);
         if (errno || end == text + 9 || *end || k < 1 || k > 1000000)
             goto bad;
-        *out = SL_CKPT_SEGMENTS((int)k);
+        *out = SL_SCHEDULE_SEGMENTS((int)k);
     } else if (strncmp(text, "budget:", 7) == 0 && parse_size(text + 7, &bytes) == 0)
-        *out = SL_CKPT_BUDGET(bytes);
+        *out = SL_SCHEDULE_BUDGET(bytes);
     else if (strncmp(text, "ops:", 4) == 0 && parse_size(text + 4, &bytes) == 0)
-        *out = SL_CKPT_BUDGET_OPS(bytes);
+        *out = SL_SCHEDULE_BUDGET_OPS(bytes);
     else
         goto bad;
     return SL_OK;
 bad:
-    return sl_fail(SL_ERR_INVALID_ARG,
+    return sl_set_error(SL_ERR_INVALID_ARG,
                    "sl_schedule_parse: '%.200s' is not a schedule (none, sqrt, segments:K, "
                    "budget:SIZE or ops:SIZE)", text);
 }
@@ -81,11 +81,11 @@ static sl_status net_new(sl_context *ctx, int in_channels, sl_schedule schedule,
                          sl_net **out)
 {
     if (!out)
-        return sl_fail(SL_ERR_INVALID_ARG, "%s: out is NULL", fn);
+        return sl_set_error(SL_ERR_INVALID_ARG, "%s: out is NULL", fn);
     if (!ctx)
-        return sl_fail(SL_ERR_INVALID_ARG, "%s: context is NULL", fn);
+        return sl_set_error(SL_ERR_INVALID_ARG, "%s: context is NULL", fn);
     if (in_channels < 1)
-        return sl_fail(SL_ERR_INVALID_ARG, "%s: in_channels is %d, must be >= 1", fn, in_channels);
+        return sl_set_error(SL_ERR_INVALID_ARG, "%s: in_channels is %d, must be >= 1", fn, in_channels);
     sl_status st = sl_schedule_check(schedule, fn);
     if (st != SL_OK)
         return st;
@@ -102,7 +102,7 @@ static sl_status net_new(sl_context *ctx, int in_channels, sl_schedule schedule,
 
 sl_status sl_sequential(sl_context *ctx, int in_channels, sl_net **out)
 {
-    return net_new(ctx, in_channels, SL_CKPT_NONE, "sl_sequential", out);
+    return net_new(ctx, in_channels, SL_SCHEDULE_NONE, "sl_sequential", out);
 }
 
 sl_status sl_sublinear(sl_context *ctx, int in_channels, sl_schedule schedule, sl_net **out)
@@ -155,13 +155,13 @@ sl_status sl_net_add(sl_net *net, const char *name, sl_layer *layer)
     sl_status st = SL_OK;
     char auto_name[16];
     if (!net) {
-        st = sl_fail(SL_ERR_INVALID_ARG, "sl_net_add: network is NULL");
+        st = sl_set_error(SL_ERR_INVALID_ARG, "sl_net_add: network is NULL");
     } else if (!layer) {
         /* An allocation failure in the constructor stays one. */
-        st = sl_fail(sl_error_status() == SL_ERR_NOMEM ? SL_ERR_NOMEM : SL_ERR_INVALID_ARG,
-                     "sl_net_add: layer is NULL (its constructor failed: %s)", sl_error_message());
+        st = sl_set_error(sl_error_status() == SL_ERR_NOMEM ? SL_ERR_NOMEM : SL_ERR_INVALID_ARG,
+                     "sl_net_add: layer is NULL (its constructor failed: %s)", sl_last_error());
     } else if (net->finalized) {
-        st = sl_fail(SL_ERR_STATE,
+        st = sl_set_error(SL_ERR_STATE,
                      "sl_net_add: the network has been used (parameters allocated); add every "
                      "layer before the first run or parameter access");
     } else {
@@ -170,10 +170,10 @@ sl_status sl_net_add(sl_net *net, const char *name, sl_layer *layer)
             name = auto_name;
         }
         if (!name[0] || strlen(name) >= SL_LOCAL_NAME_MAX * 2)
-            st = sl_fail(SL_ERR_INVALID_ARG, "sl_net_add: name '%s' must have 1 to %d characters",
+            st = sl_set_error(SL_ERR_INVALID_ARG, "sl_net_add: name '%s' must have 1 to %d characters",
                          name, SL_LOCAL_NAME_MAX * 2 - 1);
         else if (name_taken(net, name))
-            st = sl_fail(SL_ERR_INVALID_ARG, "sl_net_add: a layer named '%s' already exists", name);
+            st = sl_set_error(SL_ERR_INVALID_ARG, "sl_net_add: a layer named '%s' already exists", name);
     }
     if (st != SL_OK) {
         sl_layer_free(layer);
@@ -182,7 +182,7 @@ sl_status sl_net_add(sl_net *net, const char *name, sl_layer *layer)
     snprintf(layer->name, sizeof layer->name, "%s", name);
     int out_c = layer->ops->out_channels(layer, net->out_channels);
     if (out_c < 0) {
-        st = sl_fail(SL_ERR_SHAPE, "sl_net_add: %s", sl_error_message());
+        st = sl_set_error(SL_ERR_SHAPE, "sl_net_add: %s", sl_last_error());
         sl_layer_free(layer);
         return st;
     }
@@ -191,7 +191,7 @@ sl_status sl_net_add(sl_net *net, const char *name, sl_layer *layer)
         sl_layer **top = sl_realloc(net->top, (size_t)cap * sizeof *top);
         if (!top) {
             sl_layer_free(layer);
-            return sl_fail(SL_ERR_NOMEM, "sl_net_add: out of memory");
+            return sl_set_error(SL_ERR_NOMEM, "sl_net_add: out of memory");
         }
         net->top = top;
         net->cap_top = cap;
@@ -268,7 +268,7 @@ static sl_status list_params(sl_net *net)
         n += count_params(net->top[i]);
     net->params = sl_calloc((size_t)n + 1, sizeof *net->params);
     if (!net->params)
-        return sl_fail(SL_ERR_NOMEM, "out of memory listing parameters");
+        return sl_set_error(SL_ERR_NOMEM, "out of memory listing parameters");
     int k = 0;
     for (int i = 0; i < net->n_top; i++)
         collect_params(net, net->top[i], &k);
@@ -327,7 +327,7 @@ sl_status sl_net_finalize(sl_net *net)
     if (net->finalized)
         return SL_OK;
     if (net->n_top == 0)
-        return sl_fail(SL_ERR_STATE, "the network has no layers");
+        return sl_set_error(SL_ERR_STATE, "the network has no layers");
     sl_status st = list_params(net);
     if (st == SL_OK)
         st = sl_graph_build(net->top, net->n_top, &net->graph);
@@ -429,11 +429,15 @@ sl_status sl_net_restore_gradients(sl_net *net)
 
 /* ---- parameter access ---- */
 
-int sl_net_param_count(sl_net *net)
+sl_status sl_net_param_count(sl_net *net, int *count)
 {
-    if (!net || sl_net_materialize(net) != SL_OK)
-        return 0;
-    return net->n_params;
+    if (!net || !count)
+        return sl_set_error(SL_ERR_INVALID_ARG, "sl_net_param_count: network or count is NULL");
+    sl_status st = sl_net_materialize(net);
+    if (st != SL_OK)
+        return st;
+    *count = net->n_params;
+    return SL_OK;
 }
 
 static void fill_info(const sl_net_entry *np, sl_param_info *out)
@@ -452,12 +456,12 @@ static void fill_info(const sl_net_entry *np, sl_param_info *out)
 sl_status sl_net_param(sl_net *net, int index, sl_param_info *out)
 {
     if (!net || !out)
-        return sl_fail(SL_ERR_INVALID_ARG, "sl_net_param: network or out is NULL");
+        return sl_set_error(SL_ERR_INVALID_ARG, "sl_net_param: network or out is NULL");
     sl_status st = sl_net_materialize(net);
     if (st != SL_OK)
         return st;
     if (index < 0 || index >= net->n_params)
-        return sl_fail(SL_ERR_INVALID_ARG, "sl_net_param: index %d out of range [0, %d)", index,
+        return sl_set_error(SL_ERR_INVALID_ARG, "sl_net_param: index %d out of range [0, %d)", index,
                        net->n_params);
     fill_info(&net->params[index], out);
     return SL_OK;
@@ -466,7 +470,7 @@ sl_status sl_net_param(sl_net *net, int index, sl_param_info *out)
 sl_status sl_net_find_param(sl_net *net, const char *name, sl_param_info *out)
 {
     if (!net || !name || !out)
-        return sl_fail(SL_ERR_INVALID_ARG, "sl_net_find_param: an argument is NULL");
+        return sl_set_error(SL_ERR_INVALID_ARG, "sl_net_find_param: an argument is NULL");
     sl_status st = sl_net_materialize(net);
     if (st != SL_OK)
         return st;
@@ -475,7 +479,7 @@ sl_status sl_net_find_param(sl_net *net, const char *name, sl_param_info *out)
             fill_info(&net->params[i], out);
             return SL_OK;
         }
-    return sl_fail(SL_ERR_NOT_FOUND, "sl_net_find_param: no tensor named '%s'", name);
+    return sl_set_error(SL_ERR_NOT_FOUND, "sl_net_find_param: no tensor named '%s'", name);
 }
 
 /* ---- copies to and from the caller's memory, on any device ---- */
@@ -484,17 +488,17 @@ static sl_status param_copy(sl_net *net, int index, float *dst, const float *src
                             const char *fn)
 {
     if (!net || (!dst && !src))
-        return sl_fail(SL_ERR_INVALID_ARG, "%s: network or buffer is NULL", fn);
+        return sl_set_error(SL_ERR_INVALID_ARG, "%s: network or buffer is NULL", fn);
     sl_status st = sl_net_materialize(net);
     if (st != SL_OK)
         return st;
     if (index < 0 || index >= net->n_params)
-        return sl_fail(SL_ERR_INVALID_ARG, "%s: index %d out of range [0, %d)", fn, index,
+        return sl_set_error(SL_ERR_INVALID_ARG, "%s: index %d out of range [0, %d)", fn, index,
                        net->n_params);
     sl_param_spec *p = net->params[index].spec;
     float *dev = grad ? p->grad : p->data;
     if (!dev)
-        return sl_fail(SL_ERR_STATE, "%s: '%s' has no gradient (running statistic, or inference "
+        return sl_set_error(SL_ERR_STATE, "%s: '%s' has no gradient (running statistic, or inference "
                                      "mode)", fn, net->params[index].name);
     const sl_backend *be = net->ctx->backend;
     sl_exec ex = sl_net_exec(net);

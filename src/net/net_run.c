@@ -14,10 +14,10 @@
 static sl_status check_input(const sl_net *net, sl_shape s, const char *fn)
 {
     if (s.n < 1 || s.h < 1 || s.w < 1)
-        return sl_fail(SL_ERR_SHAPE, "%s: input shape %dx%dx%dx%d must have batch, height and width >= 1",
+        return sl_set_error(SL_ERR_SHAPE, "%s: input shape %dx%dx%dx%d must have batch, height and width >= 1",
                        fn, s.n, s.c, s.h, s.w);
     if (s.c != net->in_channels)
-        return sl_fail(SL_ERR_SHAPE, "%s: input has %d channels, the network takes %d", fn, s.c,
+        return sl_set_error(SL_ERR_SHAPE, "%s: input has %d channels, the network takes %d", fn, s.c,
                        net->in_channels);
     return SL_OK;
 }
@@ -41,14 +41,14 @@ sl_status sl_schedule_segments(const sl_net *net, const sl_shapes *sh, sl_schedu
                                sl_segments *out)
 {
     const sl_graph *g = &net->graph;
-    if (schedule.kind == SL_SCHEDULE_NONE)
+    if (schedule.kind == SL_SCHEDULE_KIND_NONE)
         return sl_segments_keep_all(g->n_top, out);
-    if (schedule.kind == SL_SCHEDULE_BUDGET || schedule.kind == SL_SCHEDULE_BUDGET_OPS) {
+    if (schedule.kind == SL_SCHEDULE_KIND_BUDGET || schedule.kind == SL_SCHEDULE_KIND_BUDGET_OPS) {
         sl_cost_model model = sl_net_cost_model(net);
         sl_budget_query q = {.g = g, .sh = sh, .budget_bytes = schedule.budget_bytes,
                              .fixed_bytes = fixed_train_bytes(net), .bn_rescale = net->bn_rescale,
                              .input_in_arena = !net->ctx->backend->host_memory,
-                             .operator_level = schedule.kind == SL_SCHEDULE_BUDGET_OPS,
+                             .operator_level = schedule.kind == SL_SCHEDULE_KIND_BUDGET_OPS,
                              .cost_model = &model};
         return sl_segments_for_budget(&q, out);
     }
@@ -56,7 +56,7 @@ sl_status sl_schedule_segments(const sl_net *net, const sl_shapes *sh, sl_schedu
     sl_status st = sl_unit_costs_compute(g, sh, &u);
     if (st != SL_OK)
         return st;
-    int k = schedule.kind == SL_SCHEDULE_SQRT ? sl_sqrt_segments(g->n_top) : schedule.segments;
+    int k = schedule.kind == SL_SCHEDULE_KIND_SQRT ? sl_sqrt_segments(g->n_top) : schedule.segments;
     st = sl_segments_balanced(&u, k, out);
     sl_unit_costs_release(&u);
     return st;
@@ -128,7 +128,7 @@ static sl_status prepare_run(sl_net *net, const float *x, sl_shape shape, sl_mod
                              const sl_run_io *io, const char *fn, sl_run_cache **cache)
 {
     if (!net || !x)
-        return sl_fail(SL_ERR_INVALID_ARG, "%s: network or input is NULL", fn);
+        return sl_set_error(SL_ERR_INVALID_ARG, "%s: network or input is NULL", fn);
     sl_status st = check_input(net, shape, fn);
     if (st == SL_OK)
         st = sl_net_materialize(net);
@@ -143,7 +143,7 @@ static sl_status prepare_run(sl_net *net, const float *x, sl_shape shape, sl_mod
     if (io->labels)
         for (int i = 0; i < shape.n; i++)
             if (io->labels[i] < 0 || io->labels[i] >= classes)
-                return sl_fail(SL_ERR_INVALID_ARG, "%s: label %d of sample %d is outside [0, %d)",
+                return sl_set_error(SL_ERR_INVALID_ARG, "%s: label %d of sample %d is outside [0, %d)",
                                fn, io->labels[i], i, classes);
     st = sl_net_check_memory(net, c, mode, fn);
     if (st == SL_OK)
@@ -184,7 +184,7 @@ static sl_status run_program(sl_net *net, const float *x, sl_shape shape, sl_mod
     if (st == SL_OK)
         st = synced;
     if (net->ctx->callback_status != SL_OK) /* a custom layer's own report comes first */
-        st = sl_fail(net->ctx->callback_status, "%s: %s", fn, net->ctx->callback_error);
+        st = sl_set_error(net->ctx->callback_status, "%s: %s", fn, net->ctx->callback_error);
     if (st != SL_OK)
         return st;
     c->arena_touched = io->arena_touched;
@@ -211,7 +211,7 @@ static sl_status run(sl_net *net, const float *x, sl_shape shape, sl_mode mode, 
 sl_status sl_net_predict(sl_net *net, const float *x, sl_shape shape, float *logits)
 {
     if (!logits)
-        return sl_fail(SL_ERR_INVALID_ARG, "sl_net_predict: logits is NULL");
+        return sl_set_error(SL_ERR_INVALID_ARG, "sl_net_predict: logits is NULL");
     sl_run_io io;
     memset(&io, 0, sizeof io);
     io.logits_out = logits;
@@ -221,7 +221,7 @@ sl_status sl_net_predict(sl_net *net, const float *x, sl_shape shape, float *log
 sl_status sl_net_check_training(const sl_net *net, const char *fn)
 {
     if (net && net->mode == SL_MODE_INFER)
-        return sl_fail(SL_ERR_STATE, "%s: the network is in inference mode (gradients freed); "
+        return sl_set_error(SL_ERR_STATE, "%s: the network is in inference mode (gradients freed); "
                                      "call sl_net_set_mode(net, SL_MODE_TRAIN) first", fn);
     return SL_OK;
 }
@@ -231,7 +231,7 @@ sl_status sl_net_compute_gradients(sl_net *net, const float *x, sl_shape shape, 
 {
     sl_status pre = sl_net_check_training(net, "sl_net_compute_gradients");
     if (pre == SL_OK && !labels)
-        pre = sl_fail(SL_ERR_INVALID_ARG, "sl_net_compute_gradients: labels is NULL");
+        pre = sl_set_error(SL_ERR_INVALID_ARG, "sl_net_compute_gradients: labels is NULL");
     sl_run_io io;
     memset(&io, 0, sizeof io);
     io.labels = labels;
@@ -243,7 +243,7 @@ sl_status sl_net_forward_backward(sl_net *net, const float *x, sl_shape shape, c
 {
     sl_status pre = sl_net_check_training(net, "sl_net_forward_backward");
     if (pre == SL_OK && !dy)
-        pre = sl_fail(SL_ERR_INVALID_ARG, "sl_net_forward_backward: dy is NULL");
+        pre = sl_set_error(SL_ERR_INVALID_ARG, "sl_net_forward_backward: dy is NULL");
     sl_run_io io;
     memset(&io, 0, sizeof io);
     io.dy_in = dy;
@@ -255,7 +255,7 @@ sl_status sl_net_forward_backward(sl_net *net, const float *x, sl_shape shape, c
 sl_status sl_net_output_shape(sl_net *net, sl_shape input, sl_shape *output)
 {
     if (!net || !output)
-        return sl_fail(SL_ERR_INVALID_ARG, "sl_net_output_shape: network or output is NULL");
+        return sl_set_error(SL_ERR_INVALID_ARG, "sl_net_output_shape: network or output is NULL");
     sl_status st = check_input(net, input, "sl_net_output_shape");
     if (st != SL_OK)
         return st;
@@ -275,7 +275,7 @@ sl_status sl_net_output_shape(sl_net *net, sl_shape input, sl_shape *output)
 sl_status sl_net_set_bn_momentum_rescale(sl_net *net, int enabled)
 {
     if (!net)
-        return sl_fail(SL_ERR_INVALID_ARG, "sl_net_set_bn_momentum_rescale: network is NULL");
+        return sl_set_error(SL_ERR_INVALID_ARG, "sl_net_set_bn_momentum_rescale: network is NULL");
     net->bn_rescale = enabled != 0;
     sl_run_cache_release(&net->cache[SL_MODE_TRAIN]);
     return SL_OK;
@@ -284,7 +284,7 @@ sl_status sl_net_set_bn_momentum_rescale(sl_net *net, int enabled)
 sl_status sl_net_freeze_batchnorm(sl_net *net, int frozen, int *count)
 {
     if (!net)
-        return sl_fail(SL_ERR_INVALID_ARG, "sl_net_freeze_batchnorm: network is NULL");
+        return sl_set_error(SL_ERR_INVALID_ARG, "sl_net_freeze_batchnorm: network is NULL");
     sl_status st = sl_net_finalize(net);
     if (st != SL_OK)
         return st;
@@ -299,7 +299,7 @@ sl_status sl_net_freeze_batchnorm(sl_net *net, int frozen, int *count)
 sl_status sl_net_set_schedule(sl_net *net, sl_schedule schedule)
 {
     if (!net)
-        return sl_fail(SL_ERR_INVALID_ARG, "sl_net_set_schedule: network is NULL");
+        return sl_set_error(SL_ERR_INVALID_ARG, "sl_net_set_schedule: network is NULL");
     sl_status st = sl_schedule_check(schedule, "sl_net_set_schedule");
     if (st != SL_OK)
         return st;
@@ -318,10 +318,10 @@ sl_cost_model sl_net_cost_model(const sl_net *net)
 sl_status sl_net_set_cost_model(sl_net *net, const sl_cost_model *model)
 {
     if (!net)
-        return sl_fail(SL_ERR_INVALID_ARG, "sl_net_set_cost_model: network is NULL");
+        return sl_set_error(SL_ERR_INVALID_ARG, "sl_net_set_cost_model: network is NULL");
     if (model && !(model->flops_per_s > 0 && model->bytes_per_s > 0 &&
                    model->flops_per_s < INFINITY && model->bytes_per_s < INFINITY))
-        return sl_fail(SL_ERR_INVALID_ARG,
+        return sl_set_error(SL_ERR_INVALID_ARG,
                        "sl_net_set_cost_model: rates %g FLOP/s and %g bytes/s must be positive "
                        "and finite", model->flops_per_s, model->bytes_per_s);
     net->cost_model = model ? *model : (sl_cost_model){0, 0};
@@ -335,9 +335,9 @@ sl_status sl_net_plan_for(sl_net *net, sl_shape input, sl_mode mode, const void 
                           const char *fn, sl_run_cache **cache)
 {
     if (!net || !out)
-        return sl_fail(SL_ERR_INVALID_ARG, "%s: network or out is NULL", fn);
+        return sl_set_error(SL_ERR_INVALID_ARG, "%s: network or out is NULL", fn);
     if (mode != SL_MODE_TRAIN && mode != SL_MODE_INFER)
-        return sl_fail(SL_ERR_INVALID_ARG, "%s: unknown mode %d", fn, (int)mode);
+        return sl_set_error(SL_ERR_INVALID_ARG, "%s: unknown mode %d", fn, (int)mode);
     sl_status st = check_input(net, input, fn);
     if (st != SL_OK)
         return st;
@@ -393,7 +393,7 @@ sl_context *sl_net_context(sl_net *net) { return net ? net->ctx : NULL; }
 sl_status sl_memory_report_json(const sl_memory_report *r, char *buf, size_t n)
 {
     if (!r || !buf)
-        return sl_fail(SL_ERR_INVALID_ARG, "sl_memory_report_json: report or buffer is NULL");
+        return sl_set_error(SL_ERR_INVALID_ARG, "sl_memory_report_json: report or buffer is NULL");
     int len = snprintf(buf, n,
                        "{\"outputs\":%llu,\"grad_inputs\":%llu,\"buffers\":%llu,\"params\":%llu,"
                        "\"param_grads\":%llu,\"optimizer\":%llu,\"communication\":%llu,"
@@ -407,14 +407,14 @@ sl_status sl_memory_report_json(const sl_memory_report *r, char *buf, size_t n)
                        (unsigned long long)r->measured_total,
                        r->recompute_fraction, r->recompute_time_fraction);
     if (len < 0 || (size_t)len >= n)
-        return sl_fail(SL_ERR_INVALID_ARG, "sl_memory_report_json: buffer of %zu bytes is too small", n);
+        return sl_set_error(SL_ERR_INVALID_ARG, "sl_memory_report_json: buffer of %zu bytes is too small", n);
     return SL_OK;
 }
 
 sl_status sl_net_set_memory_reuse(sl_net *net, int enabled)
 {
     if (!net)
-        return sl_fail(SL_ERR_INVALID_ARG, "sl_net_set_memory_reuse: network is NULL");
+        return sl_set_error(SL_ERR_INVALID_ARG, "sl_net_set_memory_reuse: network is NULL");
     net->no_reuse = !enabled;
     sl_run_cache_release(&net->cache[SL_MODE_TRAIN]);
     sl_run_cache_release(&net->cache[SL_MODE_INFER]);
@@ -426,9 +426,9 @@ sl_mode sl_net_mode(const sl_net *net) { return net ? net->mode : SL_MODE_TRAIN;
 sl_status sl_net_set_mode(sl_net *net, sl_mode mode)
 {
     if (!net)
-        return sl_fail(SL_ERR_INVALID_ARG, "sl_net_set_mode: network is NULL");
+        return sl_set_error(SL_ERR_INVALID_ARG, "sl_net_set_mode: network is NULL");
     if (mode != SL_MODE_TRAIN && mode != SL_MODE_INFER)
-        return sl_fail(SL_ERR_INVALID_ARG, "sl_net_set_mode: unknown mode %d", (int)mode);
+        return sl_set_error(SL_ERR_INVALID_ARG, "sl_net_set_mode: unknown mode %d", (int)mode);
     if (mode == net->mode)
         return SL_OK;
     sl_status st = mode == SL_MODE_INFER ? sl_net_drop_gradients(net) : sl_net_restore_gradients(net);

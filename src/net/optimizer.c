@@ -25,19 +25,19 @@ sl_optimizer_options sl_adam(float lr, float beta1, float beta2, float eps, floa
 static sl_status check_optimizer(const sl_optimizer_options *o)
 {
     if (o->kind != SL_OPT_SGD && o->kind != SL_OPT_ADAM)
-        return sl_fail(SL_ERR_INVALID_ARG, "sl_net_set_optimizer: unknown optimizer kind %d",
+        return sl_set_error(SL_ERR_INVALID_ARG, "sl_net_set_optimizer: unknown optimizer kind %d",
                        (int)o->kind);
     if (!(o->lr >= 0.0f) || !(o->weight_decay >= 0.0f) || !isfinite(o->lr))
-        return sl_fail(SL_ERR_INVALID_ARG,
+        return sl_set_error(SL_ERR_INVALID_ARG,
                        "sl_net_set_optimizer: lr %g and weight_decay %g must be finite and >= 0",
                        o->lr, o->weight_decay);
     if (o->kind == SL_OPT_SGD && (!(o->momentum >= 0.0f) || (o->nesterov && o->momentum == 0.0f)))
-        return sl_fail(SL_ERR_INVALID_ARG,
+        return sl_set_error(SL_ERR_INVALID_ARG,
                        "sl_net_set_optimizer: momentum %g must be >= 0 (and > 0 for Nesterov)",
                        o->momentum);
     if (o->kind == SL_OPT_ADAM &&
         !(o->beta1 >= 0.0f && o->beta1 < 1.0f && o->beta2 >= 0.0f && o->beta2 < 1.0f && o->eps > 0.0f))
-        return sl_fail(SL_ERR_INVALID_ARG,
+        return sl_set_error(SL_ERR_INVALID_ARG,
                        "sl_net_set_optimizer: Adam needs betas in [0, 1) and eps > 0 (got %g, %g, %g)",
                        o->beta1, o->beta2, o->eps);
     return SL_OK;
@@ -78,7 +78,7 @@ void sl_net_visit_optimizer_state(sl_net *net, sl_opt_state_visit visit, void *u
 sl_status sl_net_set_optimizer(sl_net *net, const sl_optimizer_options *opts)
 {
     if (!net || !opts)
-        return sl_fail(SL_ERR_INVALID_ARG, "sl_net_set_optimizer: network or options are NULL");
+        return sl_set_error(SL_ERR_INVALID_ARG, "sl_net_set_optimizer: network or options are NULL");
     sl_net_mark m = sl_net_mark_now(net);
     sl_status st = check_optimizer(opts);
     if (st == SL_OK)
@@ -108,11 +108,11 @@ sl_status sl_net_set_optimizer(sl_net *net, const sl_optimizer_options *opts)
 sl_status sl_net_set_lr(sl_net *net, float lr)
 {
     if (!net)
-        return sl_fail(SL_ERR_INVALID_ARG, "sl_net_set_lr: network is NULL");
+        return sl_set_error(SL_ERR_INVALID_ARG, "sl_net_set_lr: network is NULL");
     if (!net->has_optimizer)
-        return sl_fail(SL_ERR_STATE, "sl_net_set_lr: no optimizer set (call sl_net_set_optimizer)");
+        return sl_set_error(SL_ERR_STATE, "sl_net_set_lr: no optimizer set (call sl_net_set_optimizer)");
     if (!(lr >= 0.0f) || !isfinite(lr))
-        return sl_fail(SL_ERR_INVALID_ARG, "sl_net_set_lr: lr %g must be finite and >= 0", lr);
+        return sl_set_error(SL_ERR_INVALID_ARG, "sl_net_set_lr: lr %g must be finite and >= 0", lr);
     net->opt.lr = lr;
     return SL_OK;
 }
@@ -140,14 +140,14 @@ static void update_param(void *user, int param, int per, float *const *blocks)
 sl_status sl_net_update(sl_net *net)
 {
     if (!net)
-        return sl_fail(SL_ERR_INVALID_ARG, "sl_net_update: network is NULL");
+        return sl_set_error(SL_ERR_INVALID_ARG, "sl_net_update: network is NULL");
     if (!net->has_optimizer)
-        return sl_fail(SL_ERR_STATE, "sl_net_update: no optimizer set (call sl_net_set_optimizer)");
+        return sl_set_error(SL_ERR_STATE, "sl_net_update: no optimizer set (call sl_net_set_optimizer)");
     sl_status st = sl_net_check_training(net, "sl_net_update");
     if (st != SL_OK)
         return st;
     if (!net->has_grads)
-        return sl_fail(SL_ERR_STATE, "sl_net_update: no gradients (call sl_net_compute_gradients)");
+        return sl_set_error(SL_ERR_STATE, "sl_net_update: no gradients (call sl_net_compute_gradients)");
     update_ctx u = {net, sl_net_exec(net), net->steps + 1};
     double t0 = sl_profile_clock(net, &u.ex);
     sl_net_visit_optimizer_state(net, update_param, &u);
@@ -163,7 +163,7 @@ sl_status sl_net_train_step(sl_net *net, const float *x, sl_shape shape, const i
                             sl_step_result *result)
 {
     if (net && !net->has_optimizer)
-        return sl_fail(SL_ERR_STATE, "sl_net_train_step: no optimizer set (call sl_net_set_optimizer)");
+        return sl_set_error(SL_ERR_STATE, "sl_net_train_step: no optimizer set (call sl_net_set_optimizer)");
     sl_status st = sl_net_compute_gradients(net, x, shape, labels, result);
     return st == SL_OK ? sl_net_update(net) : st;
 }

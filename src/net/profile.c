@@ -122,7 +122,7 @@ void sl_profile_free(sl_profile *p)
 sl_status sl_net_set_profiling(sl_net *net, int enabled)
 {
     if (!net)
-        return sl_fail(SL_ERR_INVALID_ARG, "sl_net_set_profiling: network is NULL");
+        return sl_set_error(SL_ERR_INVALID_ARG, "sl_net_set_profiling: network is NULL");
     if (!enabled) {
         sl_profile_free(net->profile);
         net->profile = NULL;
@@ -143,10 +143,10 @@ static int slower_first(const void *a, const void *b)
 sl_status sl_net_profile(sl_net *net, sl_profile_entry *out, int cap, int *n, int reset)
 {
     if (!net || !n || (cap > 0 && !out) || cap < 0)
-        return sl_fail(SL_ERR_INVALID_ARG, "sl_net_profile: network or n is NULL, or out is NULL "
+        return sl_set_error(SL_ERR_INVALID_ARG, "sl_net_profile: network or n is NULL, or out is NULL "
                                            "with cap %d", cap);
     if (!net->profile)
-        return sl_fail(SL_ERR_STATE, "sl_net_profile: profiling is off (sl_net_set_profiling)");
+        return sl_set_error(SL_ERR_STATE, "sl_net_profile: profiling is off (sl_net_set_profiling)");
     sl_profile *p = net->profile;
     qsort(p->e, (size_t)p->n, sizeof *p->e, slower_first);
     memcpy(out, p->e, (size_t)(cap < p->n ? cap : p->n) * sizeof *p->e);

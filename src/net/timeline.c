@@ -54,7 +54,7 @@ sl_status sl_net_memory_timeline(sl_net *net, sl_shape input, sl_mode mode, sl_m
     t.step_names = sl_calloc((size_t)t.steps + 1, sizeof(char *));
     if (!t.outputs || !t.grad_inputs || !t.buffers || !t.step_names) {
         sl_memory_timeline_free(&t);
-        return sl_fail(SL_ERR_NOMEM, "out of memory building a memory timeline");
+        return sl_set_error(SL_ERR_NOMEM, "out of memory building a memory timeline");
     }
     for (int s = 0; s < t.steps; s++) {
         const size_t *live = pl->step_live + (size_t)s * SL_VALUE_KIND_COUNT;
@@ -69,7 +69,7 @@ sl_status sl_net_memory_timeline(sl_net *net, sl_shape input, sl_mode mode, sl_m
         t.step_names[s] = sl_malloc(len);
         if (!t.step_names[s]) {
             sl_memory_timeline_free(&t);
-            return sl_fail(SL_ERR_NOMEM, "out of memory building a memory timeline");
+            return sl_set_error(SL_ERR_NOMEM, "out of memory building a memory timeline");
         }
         snprintf(t.step_names[s], len, "%s%s%s", step_verb(st_->kind), who[0] ? " " : "", who);
     }
@@ -98,12 +98,12 @@ sl_status sl_memory_timeline_svg(const char *path, const sl_memory_timeline *con
                                  const char *const *labels, int n)
 {
     if (!path || !series || !labels || n < 1)
-        return sl_fail(SL_ERR_INVALID_ARG, "sl_memory_timeline_svg: path, series or labels missing");
+        return sl_set_error(SL_ERR_INVALID_ARG, "sl_memory_timeline_svg: path, series or labels missing");
     int max_steps = 1;
     uint64_t max_bytes = 1;
     for (int i = 0; i < n; i++) {
         if (!series[i] || !labels[i])
-            return sl_fail(SL_ERR_INVALID_ARG, "sl_memory_timeline_svg: series %d is NULL", i);
+            return sl_set_error(SL_ERR_INVALID_ARG, "sl_memory_timeline_svg: series %d is NULL", i);
         if (series[i]->steps > max_steps)
             max_steps = series[i]->steps;
         for (int s = 0; s < series[i]->steps; s++) {
@@ -114,7 +114,7 @@ sl_status sl_memory_timeline_svg(const char *path, const sl_memory_timeline *con
     }
     FILE *f = fopen(path, "w");
     if (!f)
-        return sl_fail(SL_ERR_IO, "sl_memory_timeline_svg: cannot write '%s'", path);
+        return sl_set_error(SL_ERR_IO, "sl_memory_timeline_svg: cannot write '%s'", path);
     const double W = 920, H = 420, L = 90, R = 20, T = 40, B = 50;
     double pw = W - L - R, ph = H - T - B, mib = (double)max_bytes / 1048576.0;
     fprintf(f, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
@@ -158,7 +158,7 @@ sl_status sl_memory_timeline_svg(const char *path, const sl_memory_timeline *con
     }
     fprintf(f, "</svg>\n");
     if (fclose(f) != 0)
-        return sl_fail(SL_ERR_IO, "sl_memory_timeline_svg: error writing '%s'", path);
+        return sl_set_error(SL_ERR_IO, "sl_memory_timeline_svg: error writing '%s'", path);
     return SL_OK;
 }
 
@@ -194,7 +194,7 @@ sl_status sl_net_unit_reports(sl_net *net, sl_shape input, sl_mode mode, sl_unit
     if (st != SL_OK)
         return st;
     if (!n)
-        return sl_fail(SL_ERR_INVALID_ARG, "sl_net_unit_reports: n is NULL");
+        return sl_set_error(SL_ERR_INVALID_ARG, "sl_net_unit_reports: n is NULL");
     const sl_graph *g = &net->graph;
     int units = g->n_top;
     sl_cost_model model = sl_net_cost_model(net);
@@ -204,7 +204,7 @@ sl_status sl_net_unit_reports(sl_net *net, sl_shape input, sl_mode mode, sl_unit
     sl_action *acts = NULL;
     int n_acts = 0;
     if (!r || !probe || !runs)
-        st = sl_fail(SL_ERR_NOMEM, "out of memory reporting units");
+        st = sl_set_error(SL_ERR_NOMEM, "out of memory reporting units");
     if (st == SL_OK)
         st = sl_unit_probes_compute(g, &c->sh, &model, probe);
     if (st == SL_OK && mode == SL_MODE_TRAIN)

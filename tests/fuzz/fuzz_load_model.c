@@ -26,7 +26,9 @@ static size_t g_floats;
 static void tensors(int check)
 {
     size_t at = 0;
-    int n = sl_net_param_count(g_net);
+    int n = 0;
+    if (sl_net_param_count(g_net, &n) != SL_OK)
+        abort();
     for (int i = 0; i < n; i++) {
         sl_param_info pi;
         if (sl_net_param(g_net, i, &pi) != SL_OK)
@@ -42,7 +44,9 @@ static void tensors(int check)
 static void init(void)
 {
     g_net = fuzz_net_build(&g_ctx);
-    int n = sl_net_param_count(g_net);
+    int n = 0;
+    if (sl_net_param_count(g_net, &n) != SL_OK)
+        abort();
     for (int i = 0; i < n; i++) {
         sl_param_info pi;
         sl_net_param(g_net, i, &pi);

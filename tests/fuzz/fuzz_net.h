@@ -16,6 +16,7 @@ static inline sl_net *fuzz_net_build(sl_context **ctx)
     o.threads = 1;
     o.seed = 7;
     sl_net *net = NULL;
+    int n_params = 0;
     if (sl_context_create(&o, ctx) != SL_OK || sl_sequential(*ctx, 3, &net) != SL_OK ||
         sl_net_add(net, "conv", sl_conv2d_ex(&(sl_conv2d_options){3, 4, 3, 3, 1, 1, 1, 1, 1, 1,
                                                                   1, 1})) != SL_OK ||
@@ -23,7 +24,8 @@ static inline sl_net *fuzz_net_build(sl_context **ctx)
         sl_net_add(net, "relu", sl_relu()) != SL_OK ||
         sl_net_add(net, "pool", sl_global_avgpool()) != SL_OK ||
         sl_net_add(net, "flatten", sl_flatten()) != SL_OK ||
-        sl_net_add(net, "fc", sl_linear(4, 3, 1)) != SL_OK || sl_net_param_count(net) == 0)
+        sl_net_add(net, "fc", sl_linear(4, 3, 1)) != SL_OK || sl_net_param_count(net, &n_params) != SL_OK ||
+        n_params == 0)
         abort();
     return net;
 }

@@ -25,7 +25,7 @@ int main(int argc, char **argv)
     sl_net *net;
     sl_dataset *data;
     CHECK(sl_context_create(NULL, &ctx));
-    CHECK(sl_sublinear(ctx, 3, SL_CKPT_SQRT, &net));
+    CHECK(sl_sublinear(ctx, 3, SL_SCHEDULE_SQRT, &net));
     CHECK(sl_net_add(net, "conv1", sl_conv2d(3, 8, 3, 1, 1)));
     CHECK(sl_net_add(net, "bn1", sl_batchnorm2d(8)));
     CHECK(sl_net_add(net, "relu1", sl_relu()));
