@@ -1,6 +1,6 @@
 # Installation: `cmake --install BUILD [--prefix DIR]` puts in place
 #   bin/sublinear                          the command
-#   include/sublinear.h                    the header
+#   include/sublinear.h, sublinear/*.h     the headers (one umbrella, topic headers)
 #   lib/libsublinear.a (or .so)            the library
 #   lib/cmake/sublinear/                   find_package(sublinear) -> sublinear::sublinear
 #   lib/pkgconfig/sublinear.pc             pkg-config sublinear
@@ -45,6 +45,8 @@ install(TARGETS sublinear EXPORT sublinearTargets
   RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR}
   INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 install(FILES ${PROJECT_SOURCE_DIR}/include/sublinear.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+install(DIRECTORY ${PROJECT_SOURCE_DIR}/include/sublinear DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}
+  FILES_MATCHING PATTERN "*.h")
 install(TARGETS sublinear_cli RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 foreach(bench bench_optnet bench_conv bench_resnet)
   if(TARGET ${bench})

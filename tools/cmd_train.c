@@ -24,11 +24,11 @@
 #include <unistd.h>
 
 #include "cli.h"
-#include "datasets.h"
 
 typedef struct train_run {
     cli_options *o;
-    cli_data data;
+    sl_dataset *data;
+    sl_dataset_info info;
     sl_context *ctx;
     sl_net *net;
     sl_dist *dist; /* --distributed */
@@ -62,14 +62,25 @@ static float lr_at(const cli_options *o, int64_t step)
 static int setup(train_run *r)
 {
     cli_options *o = r->o;
-    char err[1024];
-    if (cli_data_open(o->dataset, o->data_dir, o->classes, o->res, o->seed, &r->data, err,
-                      sizeof err) != 0) {
-        fprintf(stderr, "sublinear train: %s\n", err);
+    sl_status st;
+    if (strcmp(o->dataset, "synthetic") == 0)
+        st = sl_dataset_synthetic(o->classes, 3, o->res, o->res, o->seed, &r->data);
+    else if (strcmp(o->dataset, "mnist") == 0)
+        st = sl_dataset_mnist(o->data_dir, 3, o->seed, &r->data);
+    else if (strcmp(o->dataset, "cifar10") == 0)
+        st = sl_dataset_cifar10(o->data_dir, o->seed, &r->data);
+    else
+        st = sl_set_error(SL_ERR_INVALID_ARG, "unknown dataset '%s'", o->dataset);
+    if (st == SL_OK)
+        st = sl_dataset_get_info(r->data, &r->info);
+    if (st != SL_OK) {
+        fprintf(stderr, "sublinear train: %s%s\n",
+                strcmp(o->dataset, "synthetic") == 0 ? "the built-in dataset: " : "",
+                sl_last_error());
         return CLI_EXIT_FAIL;
     }
-    o->classes = r->data.classes;
-    o->res = r->data.h;
+    o->classes = r->info.classes;
+    o->res = r->info.height;
     r->shape = (sl_shape){o->batch, 3, o->res, o->res};
     int rc = cli_build(o, &r->ctx, &r->net);
     if (rc)
@@ -102,7 +113,7 @@ static void print_header(const train_run *r)
 {
     const cli_options *o = r->o;
     printf("training %s on %s (%d classes, %dx%d), batch %d, schedule %s, %s lr %g, %s\n",
-           o->model, r->data.name, o->classes, o->res, o->res, o->batch, o->schedule_text,
+           o->model, r->info.name, o->classes, o->res, o->res, o->batch, o->schedule_text,
            o->optimizer, (double)o->lr, o->device == SL_DEVICE_CUDA ? "CUDA" : "CPU");
     if (r->dist)
         printf("data-parallel over %d ranks: batch %d per rank, %d per step\n", r->ranks,
@@ -137,12 +148,12 @@ static sl_status fetch_batch(train_run *r, int64_t step)
 {
     int n = r->o->batch;
     if (r->ranks == 1)
-        return cli_data_batch(&r->data, SL_SPLIT_TRAIN, step * n, n, r->x, r->labels);
+        return sl_dataset_batch(r->data, SL_SPLIT_TRAIN, step * n, n, r->x, r->labels);
     size_t image = (size_t)3 * r->o->res * r->o->res;
     for (int b = 0; b < n; b++) {
         int64_t at = (step * n + b) * r->ranks + r->rank;
-        sl_status st = cli_data_batch(&r->data, SL_SPLIT_TRAIN, at, 1, r->x + b * image,
-                                      r->labels + b);
+        sl_status st = sl_dataset_batch(r->data, SL_SPLIT_TRAIN, at, 1, r->x + b * image,
+                                        r->labels + b);
         if (st != SL_OK)
             return st;
     }
@@ -213,13 +224,13 @@ static int evaluate(train_run *r)
     int64_t samples = o->eval_samples;
     r->test_accuracy = -1;
     /* Every rank holds the same network: rank 0 alone measures. */
-    if (!cli_data_has(&r->data, SL_SPLIT_TEST) || samples == 0 || r->rank != 0)
+    if (r->info.samples[SL_SPLIT_TEST] == 0 || samples == 0 || r->rank != 0)
         return 0;
-    if (!r->data.synthetic && samples > r->data.split[SL_SPLIT_TEST].count)
-        samples = r->data.split[SL_SPLIT_TEST].count;
+    if (samples > r->info.samples[SL_SPLIT_TEST])
+        samples = r->info.samples[SL_SPLIT_TEST];
     int64_t correct = 0, seen = 0;
     for (int64_t i = 0; seen < samples; i += o->batch) {
-        if (cli_data_batch(&r->data, SL_SPLIT_TEST, i, o->batch, r->x, r->labels) != SL_OK ||
+        if (sl_dataset_batch(r->data, SL_SPLIT_TEST, i, o->batch, r->x, r->labels) != SL_OK ||
             sl_net_predict(r->net, r->x, r->shape, r->logits) != SL_OK)
             return cli_fail("evaluating");
         for (int b = 0; b < o->batch && seen < samples; b++, seen++) {
@@ -267,7 +278,7 @@ static void print_json(const train_run *r, const sl_memory_report *m)
     int ran = r->steps_run > 0;
     printf("{\"model\":");
     cli_json_string(stdout, o->model);
-    printf(",\"dataset\":\"%s\",\"device\":\"%s\",\"schedule\":", r->data.name,
+    printf(",\"dataset\":\"%s\",\"device\":\"%s\",\"schedule\":", r->info.name,
            o->device == SL_DEVICE_CUDA ? "cuda" : "cpu");
     cli_json_string(stdout, o->schedule_text);
     printf(",\"batch\":%d,\"ranks\":%d,\"res\":%d,\"classes\":%d,\"steps\":%d,"
@@ -362,6 +373,6 @@ int cli_cmd_train(cli_options *o)
     sl_dist_free(r.dist);
     sl_net_free(r.net);
     sl_context_free(r.ctx);
-    cli_data_free(&r.data);
+    sl_dataset_free(r.data);
     return rc;
 }

@@ -10,8 +10,8 @@
  *   sublinear bench   optnet|conv|resnet152|list [options]
  *
  * Files: args.c (options, usage), common.c (building, reports),
- * cmd_train.c, cmd_plan.c (plan, dot, memplot), cmd_bench.c, datasets.c
- * (MNIST / CIFAR-10 readers). Bad arguments print a usage message and exit
+ * cmd_train.c (datasets from the library: sl_dataset_*), cmd_plan.c (plan,
+ * dot, memplot), cmd_bench.c. Bad arguments print a usage message and exit
  * with status 2; failures while running exit with 1.
  */
 #define _POSIX_C_SOURCE 200809L

@@ -1,226 +1,124 @@
 /*
- * dataset.c — the built-in synthetic image-classification dataset.
+ * dataset.c — the public dataset object (src/data): the built-in synthetic
+ * set (synthetic.c), MNIST and CIFAR-10 read from their files
+ * (image_files.c), one batch call for all three.
  *
- * Stage: outside the pipeline; it feeds sl_net_train_step and the tests,
- * benches and examples without a download. Each class owns, per channel,
- * a smooth pattern: a sum of DATASET_WAVES 2-D sinusoids with small
- * integer frequencies (so the pattern is periodic over the image and a
- * cyclic shift is a phase change), random orientation, phase and
- * amplitude, normalised to RMS 1. A sample is its class pattern shifted
- * cyclically by up to 1/4 of the image, scaled by [0.7, 1.3], plus
- * Gaussian noise of std 0.6: a template matched over the shifts classifies
- * it, a fixed linear classifier does not (see DATASET_SHIFT_DIVISOR).
- *
- * Everything random is drawn from the counter-based RNG, keyed by the seed
- * and a stream number that encodes (split, index), so a sample is a pure
- * function of (seed, split, index), any batch can be drawn in any order,
- * and the two splits never share a stream.
+ * Outside the pipeline: it feeds sl_net_train_step, the `sublinear`
+ * command, the tests, benches and examples. File sets give 3-channel
+ * float images by default (MNIST's grey images repeated into 3 equal
+ * channels, so RGB networks take them unchanged), pixels scaled to [0, 1]
+ * and normalised with the dataset's usual mean and standard deviation.
  */
-#include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "base/base.h"
-
-#define DATASET_WAVES 4
-#define DATASET_MAX_FREQ 3     /* highest cycles per image along an axis */
-#define DATASET_NOISE_STD 0.6f
-/* Shifts reach +-size/DATASET_SHIFT_DIVISOR. At 8 (+-1/8 of the image) a
- * linear classifier still scores 100% on 32x32x3; at 4 it scores ~85%
- * while matching the class pattern over the shifts scores 100%. */
-#define DATASET_SHIFT_DIVISOR 4
-#define DATASET_SCALE_MIN 0.7f
-#define DATASET_SCALE_MAX 1.3f
-/* Sample streams encode (index << 1 | split); keeping index below 2^62
- * keeps them disjoint from the pattern streams (see pattern_stream). */
-#define DATASET_MAX_INDEX ((int64_t)1 << 62)
-/* Element numbers of a sample's stream: a few uniforms, then the noise. */
-#define DRAW_SHIFT_X 0
-#define DRAW_SHIFT_Y 1
-#define DRAW_SCALE 2
-#define DRAW_NOISE_BASE 8
-
-static const double two_pi = 6.28318530717958647692;
-
-typedef struct dataset_wave {
-    int kx, ky;      /* cycles per image width / height */
-    float phase;     /* radians */
-    float amplitude;
-} dataset_wave;
+#include "data/data.h"
 
 struct sl_dataset {
-    int num_classes, channels, height, width;
-    uint64_t seed;
-    dataset_wave *waves; /* [num_classes][channels][DATASET_WAVES] */
+    sl_dataset_info info;
+    sl_synthetic *synthetic; /* the built-in set, else NULL */
+    sl_image_files files;    /* the file sets */
 };
-
-/* SplitMix64's finaliser: a bijection on 64-bit words. */
-static uint64_t mix64(uint64_t z)
-{
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-}
-
-/* Streams for the class patterns: inputs >= 2^63, sample streams' inputs
- * are < 2^63, and mix64 is a bijection, so the two never collide. */
-static uint64_t pattern_stream(uint64_t class_channel)
-{
-    return mix64(~class_channel);
-}
-
-static uint64_t sample_stream(sl_split split, int64_t index)
-{
-    return mix64(((uint64_t)index << 1) | (uint64_t)split);
-}
-
-static size_t plane_size(const sl_dataset *ds)
-{
-    return (size_t)ds->height * (size_t)ds->width;
-}
-
-/* Uniform integer in [lo, hi] from a uniform draw in [0, 1). */
-static int uniform_int(float u, int lo, int hi)
-{
-    int v = lo + (int)(u * (float)(hi - lo + 1));
-    return v > hi ? hi : v;
-}
-
-static void dataset_make_pattern(uint64_t seed, uint64_t class_channel, int height, int width,
-                                 dataset_wave *waves)
-{
-    uint64_t stream = pattern_stream(class_channel);
-    int kx_max = (width - 1) / 2 < DATASET_MAX_FREQ ? (width - 1) / 2 : DATASET_MAX_FREQ;
-    int ky_max = (height - 1) / 2 < DATASET_MAX_FREQ ? (height - 1) / 2 : DATASET_MAX_FREQ;
-    double power = 0.0;
-    for (int j = 0; j < DATASET_WAVES; j++) {
-        uint64_t i = 4 * (uint64_t)j;
-        dataset_wave *w = &waves[j];
-        w->kx = uniform_int(sl_random_uniform(seed, stream, i), 0, kx_max);
-        w->ky = uniform_int(sl_random_uniform(seed, stream, i + 1), -ky_max, ky_max);
-        if (w->kx == 0 && w->ky == 0) { /* a constant is no pattern */
-            if (kx_max > 0)
-                w->kx = 1;
-            else if (ky_max > 0)
-                w->ky = 1;
-        }
-        w->phase = (float)(two_pi * sl_random_uniform(seed, stream, i + 2));
-        w->amplitude = 0.5f + 0.5f * sl_random_uniform(seed, stream, i + 3);
-        power += 0.5 * (double)w->amplitude * w->amplitude; /* mean of a^2 sin^2 */
-    }
-    float norm = (float)(1.0 / sqrt(power));
-    for (int j = 0; j < DATASET_WAVES; j++)
-        waves[j].amplitude *= norm;
-}
 
 sl_status sl_dataset_synthetic(int num_classes, int channels, int height, int width,
                                uint64_t seed, sl_dataset **out)
 {
     if (!out)
         return sl_set_error(SL_ERR_INVALID_ARG, "sl_dataset_synthetic: out is NULL");
-    if (num_classes < 2)
-        return sl_set_error(SL_ERR_INVALID_ARG,
-                       "sl_dataset_synthetic: num_classes must be >= 2, got %d", num_classes);
-    if (channels < 1 || height < 1 || width < 1)
-        return sl_set_error(SL_ERR_INVALID_ARG,
-                       "sl_dataset_synthetic: channels, height and width must be >= 1, "
-                       "got %d x %d x %d",
-                       channels, height, width);
-    if ((int64_t)channels * height * width > INT32_MAX)
-        return sl_set_error(SL_ERR_INVALID_ARG,
-                       "sl_dataset_synthetic: a %d x %d x %d sample is too large", channels,
-                       height, width);
-
-    size_t patterns = (size_t)num_classes * (size_t)channels;
-    if (patterns > SIZE_MAX / (DATASET_WAVES * sizeof(dataset_wave)))
-        return sl_set_error(SL_ERR_INVALID_ARG,
-                       "sl_dataset_synthetic: %d classes x %d channels is too many", num_classes,
-                       channels);
-    sl_dataset *ds = sl_alloc(sizeof *ds, "synthetic dataset");
+    sl_dataset *ds = sl_zalloc(sizeof *ds, "synthetic dataset");
     if (!ds)
         return SL_ERR_NOMEM;
-    ds->waves = sl_alloc(patterns * DATASET_WAVES * sizeof(dataset_wave),
-                         "synthetic dataset class patterns");
-    if (!ds->waves) {
-        free(ds);
-        return SL_ERR_NOMEM;
+    sl_status st = sl_synthetic_create(num_classes, channels, height, width, seed, &ds->synthetic);
+    if (st != SL_OK) {
+        sl_free(ds);
+        return st;
     }
-    ds->num_classes = num_classes;
-    ds->channels = channels;
-    ds->height = height;
-    ds->width = width;
-    ds->seed = seed;
-    for (size_t p = 0; p < patterns; p++)
-        dataset_make_pattern(seed, p, height, width, &ds->waves[p * DATASET_WAVES]);
+    ds->info = (sl_dataset_info){"synthetic", num_classes, channels, height, width,
+                                 {sl_synthetic_samples(), sl_synthetic_samples()}};
     *out = ds;
     return SL_OK;
+}
+
+typedef sl_status (*files_reader)(const char *dir, uint64_t seed, sl_image_files *f);
+
+static sl_status open_files(const char *fn, const char *name, files_reader read, const char *dir,
+                            int channels, uint64_t seed, sl_dataset **out)
+{
+    if (!out || !dir)
+        return sl_set_error(SL_ERR_INVALID_ARG, "%s: %s is NULL", fn, !out ? "out" : "dir");
+    if (channels != 3 && (channels != 1 || strcmp(name, "mnist") != 0))
+        return sl_set_error(SL_ERR_INVALID_ARG, "%s: channels must be %s, got %d", fn,
+                            strcmp(name, "mnist") == 0 ? "1 or 3" : "3", channels);
+    sl_dataset *ds = sl_zalloc(sizeof *ds, "dataset");
+    if (!ds)
+        return SL_ERR_NOMEM;
+    sl_status st = read(dir, seed, &ds->files);
+    if (st != SL_OK) {
+        sl_free(ds);
+        return st;
+    }
+    const sl_image_files *f = &ds->files;
+    ds->info = (sl_dataset_info){name, 10, channels, f->h, f->w,
+                                 {f->split[SL_SPLIT_TRAIN].count, f->split[SL_SPLIT_TEST].count}};
+    *out = ds;
+    return SL_OK;
+}
+
+sl_status sl_dataset_mnist(const char *dir, int channels, uint64_t seed, sl_dataset **out)
+{
+    return open_files("sl_dataset_mnist", "mnist", sl_image_files_mnist, dir, channels, seed, out);
+}
+
+sl_status sl_dataset_cifar10(const char *dir, uint64_t seed, sl_dataset **out)
+{
+    return open_files("sl_dataset_cifar10", "cifar10", sl_image_files_cifar10, dir, 3, seed, out);
 }
 
 void sl_dataset_free(sl_dataset *ds)
 {
     if (!ds)
         return;
-    free(ds->waves);
-    free(ds);
+    sl_synthetic_free(ds->synthetic);
+    sl_image_files_free(&ds->files);
+    sl_free(ds);
 }
 
-/* Per-sample lookup tables that make a wave separable:
- * sin(ax + by) = sin(ax) cos(by) + cos(ax) sin(by). */
-typedef struct wave_tables {
-    float *sin_x, *cos_x; /* [DATASET_WAVES][width] */
-    float *sin_y, *cos_y; /* [DATASET_WAVES][height] */
-} wave_tables;
-
-/* Writes one channel of one sample: scale * (shifted pattern). */
-static void dataset_render_channel(const sl_dataset *ds, const dataset_wave *waves, int shift_x,
-                                   int shift_y, float scale, wave_tables *t, float *dst)
+sl_status sl_dataset_get_info(const sl_dataset *ds, sl_dataset_info *out)
 {
-    size_t h = (size_t)ds->height, w = (size_t)ds->width;
-    for (size_t j = 0; j < DATASET_WAVES; j++) {
-        double amplitude = (double)scale * waves[j].amplitude;
-        for (size_t x = 0; x < w; x++) {
-            double a = two_pi * waves[j].kx * ((double)x - shift_x) / (double)w;
-            t->sin_x[j * w + x] = (float)sin(a);
-            t->cos_x[j * w + x] = (float)cos(a);
-        }
-        for (size_t y = 0; y < h; y++) {
-            double b = two_pi * waves[j].ky * ((double)y - shift_y) / (double)h + waves[j].phase;
-            t->sin_y[j * h + y] = (float)(amplitude * sin(b));
-            t->cos_y[j * h + y] = (float)(amplitude * cos(b));
-        }
-    }
-    for (size_t y = 0; y < h; y++) {
-        float *row = dst + y * w;
-        for (size_t x = 0; x < w; x++)
-            row[x] = 0.0f;
-        for (size_t j = 0; j < DATASET_WAVES; j++) {
-            const float *sx = t->sin_x + j * w, *cx = t->cos_x + j * w;
-            float sy = t->sin_y[j * h + y], cy = t->cos_y[j * h + y];
-            for (size_t x = 0; x < w; x++)
-                row[x] += sx[x] * cy + cx[x] * sy;
-        }
-    }
+    if (!ds || !out)
+        return sl_set_error(SL_ERR_INVALID_ARG, "sl_dataset_get_info: %s is NULL",
+                            !ds ? "dataset" : "out");
+    *out = ds->info;
+    return SL_OK;
 }
 
-static void dataset_render_sample(const sl_dataset *ds, sl_split split, int64_t index,
-                                  wave_tables *t, float *x, int *label)
+/* Samples of a file set: stored bytes normalised per channel. */
+static void files_batch(const sl_dataset *ds, sl_split split, int64_t index, int n, float *x,
+                        int *labels)
 {
-    uint64_t stream = sample_stream(split, index);
-    int klass = (int)(mix64(ds->seed ^ stream) % (uint64_t)ds->num_classes);
-    int mx = ds->width / DATASET_SHIFT_DIVISOR, my = ds->height / DATASET_SHIFT_DIVISOR;
-    int shift_x = uniform_int(sl_random_uniform(ds->seed, stream, DRAW_SHIFT_X), -mx, mx);
-    int shift_y = uniform_int(sl_random_uniform(ds->seed, stream, DRAW_SHIFT_Y), -my, my);
-    float scale = DATASET_SCALE_MIN + (DATASET_SCALE_MAX - DATASET_SCALE_MIN) *
-                                          sl_random_uniform(ds->seed, stream, DRAW_SCALE);
-    size_t plane = plane_size(ds);
-    for (int c = 0; c < ds->channels; c++) {
-        const dataset_wave *waves =
-            &ds->waves[((size_t)klass * (size_t)ds->channels + (size_t)c) * DATASET_WAVES];
-        dataset_render_channel(ds, waves, shift_x, shift_y, scale, t, x + (size_t)c * plane);
+    const sl_image_files *f = &ds->files;
+    const sl_image_split *s = &f->split[split];
+    int channels = ds->info.channels;
+    size_t plane = (size_t)f->h * f->w;
+    float scale[3], shift[3];
+    for (int c = 0; c < 3; c++) {
+        scale[c] = 1.0f / (255.0f * f->std[c]);
+        shift[c] = -f->mean[c] / f->std[c];
     }
-    size_t count = plane * (size_t)ds->channels;
-    for (size_t e = 0; e < count; e++)
-        x[e] += DATASET_NOISE_STD * sl_random_normal(ds->seed, stream, DRAW_NOISE_BASE + e);
-    *label = klass;
+    for (int b = 0; b < n; b++) {
+        int64_t i = (index + b) % s->count;
+        if (s->order)
+            i = s->order[i];
+        const uint8_t *img = s->pixels + (size_t)i * f->stored_channels * plane;
+        float *out = x + (size_t)b * channels * plane;
+        for (int c = 0; c < channels; c++) {
+            const uint8_t *src = img + (f->stored_channels == 1 ? 0 : (size_t)c * plane);
+            for (size_t p = 0; p < plane; p++)
+                out[(size_t)c * plane + p] = (float)src[p] * scale[c] + shift[c];
+        }
+        labels[b] = s->labels[i];
+    }
 }
 
 sl_status sl_dataset_batch(const sl_dataset *ds, sl_split split, int64_t index, int n,
@@ -229,32 +127,23 @@ sl_status sl_dataset_batch(const sl_dataset *ds, sl_split split, int64_t index, 
     if (!ds)
         return sl_set_error(SL_ERR_INVALID_ARG, "sl_dataset_batch: dataset is NULL");
     if (!x || !labels)
-        return sl_set_error(SL_ERR_INVALID_ARG, "sl_dataset_batch: %s is NULL", !x ? "x" : "labels");
+        return sl_set_error(SL_ERR_INVALID_ARG, "sl_dataset_batch: %s is NULL",
+                            !x ? "x" : "labels");
     if (split != SL_SPLIT_TRAIN && split != SL_SPLIT_TEST)
         return sl_set_error(SL_ERR_INVALID_ARG,
-                       "sl_dataset_batch: split must be SL_SPLIT_TRAIN or SL_SPLIT_TEST, got %d",
-                       (int)split);
+                            "sl_dataset_batch: split must be SL_SPLIT_TRAIN or SL_SPLIT_TEST, "
+                            "got %d", (int)split);
     if (n <= 0)
         return sl_set_error(SL_ERR_INVALID_ARG, "sl_dataset_batch: n must be >= 1, got %d", n);
-    if (index < 0 || index > DATASET_MAX_INDEX - n)
-        return sl_set_error(SL_ERR_INVALID_ARG,
-                       "sl_dataset_batch: index %lld with n %d is out of range "
-                       "(index must be >= 0 and index + n <= 2^62)",
-                       (long long)index, n);
-
-    size_t table_floats = 2 * DATASET_WAVES * ((size_t)ds->width + (size_t)ds->height);
-    float *tables = sl_alloc(table_floats * sizeof(float), "synthetic dataset wave tables");
-    if (!tables)
-        return SL_ERR_NOMEM;
-    wave_tables t = {
-        .sin_x = tables,
-        .cos_x = tables + DATASET_WAVES * (size_t)ds->width,
-        .sin_y = tables + 2 * DATASET_WAVES * (size_t)ds->width,
-        .cos_y = tables + 2 * DATASET_WAVES * (size_t)ds->width + DATASET_WAVES * (size_t)ds->height,
-    };
-    size_t sample = (size_t)ds->channels * plane_size(ds);
-    for (int s = 0; s < n; s++)
-        dataset_render_sample(ds, split, index + s, &t, x + (size_t)s * sample, &labels[s]);
-    free(tables);
+    if (ds->synthetic)
+        return sl_synthetic_batch(ds->synthetic, split, index, n, x, labels);
+    if (index < 0)
+        return sl_set_error(SL_ERR_INVALID_ARG, "sl_dataset_batch: index must be >= 0, got %lld",
+                            (long long)index);
+    if (ds->info.samples[split] == 0)
+        return sl_set_error(SL_ERR_NOT_FOUND, "sl_dataset_batch: this %s set has no %s split "
+                            "(its files were not found)", ds->info.name,
+                            split == SL_SPLIT_TEST ? "test" : "training");
+    files_batch(ds, split, index, n, x, labels);
     return SL_OK;
 }

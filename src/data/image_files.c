@@ -1,18 +1,19 @@
 /*
- * datasets.c — MNIST (IDX) and CIFAR-10 (binary) readers and the batch
- * source of `sublinear train` (see datasets.h). Files are read whole and
- * checked before anything is kept: a wrong magic number, a count the file
- * is too short or too long for, a label out of range or a gzip file that
- * was not unpacked each get a message naming the file.
+ * image_files.c — MNIST (IDX) and CIFAR-10 (binary) readers behind
+ * sl_dataset_mnist and sl_dataset_cifar10 (src/data; dataset.c makes the
+ * public object). Files are read whole and checked before anything is
+ * kept: a wrong magic number, a count the file is too short or too long
+ * for, a label out of range or a gzip file that was not unpacked each get
+ * a message naming the file.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
-#include "datasets.h"
+#include "base/base.h"
+#include "data/data.h"
 
 enum {
     IDX_IMAGES_MAGIC = 0x00000803,
@@ -28,33 +29,33 @@ static uint32_t be32(const uint8_t *p)
 }
 
 /* Reads a whole regular file. Returns 0, or -1 with a message. */
-static int read_whole(const char *path, uint8_t **data, size_t *size, char *err, size_t n)
+static int read_whole(const char *path, uint8_t **data, size_t *size)
 {
     FILE *f = fopen(path, "rb");
     struct stat st;
     *data = NULL;
     if (!f) {
-        snprintf(err, n, "cannot open %s: %s", path, strerror(errno));
+        sl_set_error(SL_ERR_IO, "cannot open %s: %s", path, strerror(errno));
         return -1;
     }
     if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
-        snprintf(err, n, "%s is not a regular file", path);
+        sl_set_error(SL_ERR_IO, "%s is not a regular file", path);
         fclose(f);
         return -1;
     }
     *size = (size_t)st.st_size;
-    *data = malloc(*size ? *size : 1);
+    *data = sl_malloc(*size ? *size : 1);
     if (!*data || fread(*data, 1, *size, f) != *size) {
-        snprintf(err, n, *data ? "cannot read %s" : "out of memory reading %s", path);
-        free(*data);
+        sl_set_error(*data ? SL_ERR_IO : SL_ERR_NOMEM, *data ? "cannot read %s" : "out of memory reading %s", path);
+        sl_free(*data);
         *data = NULL;
         fclose(f);
         return -1;
     }
     fclose(f);
     if (*size >= 2 && (*data)[0] == 0x1f && (*data)[1] == 0x8b) {
-        snprintf(err, n, "%s is gzip-compressed: unpack it first (gunzip)", path);
-        free(*data);
+        sl_set_error(SL_ERR_FORMAT, "%s is gzip-compressed: unpack it first (gunzip)", path);
+        sl_free(*data);
         *data = NULL;
         return -1;
     }
@@ -63,16 +64,16 @@ static int read_whole(const char *path, uint8_t **data, size_t *size, char *err,
 
 /* Checks an IDX header; returns the item count or -1 with a message. */
 static int64_t idx_header(const char *path, const uint8_t *d, size_t size, uint32_t magic,
-                          size_t header, char *err, size_t n)
+                          size_t header)
 {
     if (size < header) {
-        snprintf(err, n, "%s is truncated: %zu bytes, shorter than the %zu-byte IDX header", path,
+        sl_set_error(SL_ERR_FORMAT, "%s is truncated: %zu bytes, shorter than the %zu-byte IDX header", path,
                  size, header);
         return -1;
     }
     uint32_t m = be32(d);
     if (m != magic) {
-        snprintf(err, n, "%s is not an IDX %s file: magic 0x%08x, expected 0x%08x%s", path,
+        sl_set_error(SL_ERR_FORMAT, "%s is not an IDX %s file: magic 0x%08x, expected 0x%08x%s", path,
                  magic == IDX_IMAGES_MAGIC ? "image" : "label", (unsigned)m, (unsigned)magic,
                  m == IDX_IMAGES_MAGIC   ? " (this is an image file)"
                  : m == IDX_LABELS_MAGIC ? " (this is a label file)"
@@ -81,27 +82,27 @@ static int64_t idx_header(const char *path, const uint8_t *d, size_t size, uint3
     }
     int64_t count = be32(d + 4);
     if (count == 0) {
-        snprintf(err, n, "%s holds no items", path);
+        sl_set_error(SL_ERR_FORMAT, "%s holds no items", path);
         return -1;
     }
     return count;
 }
 
-int cli_read_idx_images(const char *path, cli_split *s, int *h, int *w, char *err, size_t n)
+static int read_idx_images(const char *path, sl_image_split *s, int *h, int *w)
 {
     uint8_t *d;
     size_t size;
-    if (read_whole(path, &d, &size, err, n) != 0)
+    if (read_whole(path, &d, &size) != 0)
         return -1;
-    int64_t count = idx_header(path, d, size, IDX_IMAGES_MAGIC, 16, err, n);
+    int64_t count = idx_header(path, d, size, IDX_IMAGES_MAGIC, 16);
     uint32_t rows = count > 0 ? be32(d + 8) : 0, cols = count > 0 ? be32(d + 12) : 0;
     uint64_t want = 16 + (uint64_t)count * rows * cols;
     if (count > 0 && (rows < 8 || rows > 4096 || cols != rows)) {
-        snprintf(err, n, "%s: images of %ux%u; square images of 8x8 to 4096x4096 are supported",
+        sl_set_error(SL_ERR_FORMAT, "%s: images of %ux%u; square images of 8x8 to 4096x4096 are supported",
                  path, (unsigned)rows, (unsigned)cols);
         count = -1;
     } else if (count > 0 && want != size) {
-        snprintf(err, n, "%s is %s: the header promises %lld images of %ux%u (%llu bytes), the "
+        sl_set_error(SL_ERR_FORMAT, "%s is %s: the header promises %lld images of %ux%u (%llu bytes), the "
                  "file has %zu bytes", path, size < want ? "truncated" : "too long",
                  (long long)count, (unsigned)rows, (unsigned)cols, (unsigned long long)want, size);
         count = -1;
@@ -114,26 +115,26 @@ int cli_read_idx_images(const char *path, cli_split *s, int *h, int *w, char *er
         *w = (int)cols;
         return 0;
     }
-    free(d);
+    sl_free(d);
     return -1;
 }
 
-int cli_read_idx_labels(const char *path, cli_split *s, char *err, size_t n)
+static int read_idx_labels(const char *path, sl_image_split *s)
 {
     uint8_t *d;
     size_t size;
-    if (read_whole(path, &d, &size, err, n) != 0)
+    if (read_whole(path, &d, &size) != 0)
         return -1;
-    int64_t count = idx_header(path, d, size, IDX_LABELS_MAGIC, 8, err, n);
+    int64_t count = idx_header(path, d, size, IDX_LABELS_MAGIC, 8);
     if (count > 0 && (uint64_t)count + 8 != size) {
-        snprintf(err, n, "%s is %s: the header promises %lld labels, the file has %zu bytes of "
+        sl_set_error(SL_ERR_FORMAT, "%s is %s: the header promises %lld labels, the file has %zu bytes of "
                  "labels", path, size < (uint64_t)count + 8 ? "truncated" : "too long",
                  (long long)count, size - 8);
         count = -1;
     }
     for (int64_t i = 0; count > 0 && i < count; i++)
         if (d[8 + i] >= DATA_CLASSES) {
-            snprintf(err, n, "%s: label %u of item %lld is not a class 0-9", path, d[8 + i],
+            sl_set_error(SL_ERR_FORMAT, "%s: label %u of item %lld is not a class 0-9", path, d[8 + i],
                      (long long)i);
             count = -1;
         }
@@ -143,37 +144,37 @@ int cli_read_idx_labels(const char *path, cli_split *s, char *err, size_t n)
         s->count = count;
         return 0;
     }
-    free(d);
+    sl_free(d);
     return -1;
 }
 
-int cli_read_cifar_batch(const char *path, cli_split *s, char *err, size_t n)
+static int read_cifar_batch(const char *path, sl_image_split *s)
 {
     uint8_t *d;
     size_t size;
-    if (read_whole(path, &d, &size, err, n) != 0)
+    if (read_whole(path, &d, &size) != 0)
         return -1;
     int64_t records = (int64_t)(size / CIFAR_RECORD);
     int ok = 0;
     if (size == 0 || size % CIFAR_RECORD != 0)
-        snprintf(err, n, "%s: %zu bytes is not a whole number of %d-byte CIFAR-10 records "
+        sl_set_error(SL_ERR_FORMAT, "%s: %zu bytes is not a whole number of %d-byte CIFAR-10 records "
                  "(truncated, or not the binary version of CIFAR-10)", path, size, CIFAR_RECORD);
     else
         ok = 1;
     for (int64_t i = 0; ok && i < records; i++)
         if (d[i * CIFAR_RECORD] >= DATA_CLASSES) {
-            snprintf(err, n, "%s: record %lld has label %u: not a CIFAR-10 batch (CIFAR-100's "
+            sl_set_error(SL_ERR_FORMAT, "%s: record %lld has label %u: not a CIFAR-10 batch (CIFAR-100's "
                      "records carry two label bytes)", path, (long long)i, d[i * CIFAR_RECORD]);
             ok = 0;
         }
-    uint8_t *px = ok ? realloc(s->pixels, (size_t)(s->count + records) * CIFAR_PIXELS) : NULL;
+    uint8_t *px = ok ? sl_realloc(s->pixels, (size_t)(s->count + records) * CIFAR_PIXELS) : NULL;
     if (px)
         s->pixels = px;
-    uint8_t *lb = px ? realloc(s->labels, (size_t)(s->count + records)) : NULL;
+    uint8_t *lb = px ? sl_realloc(s->labels, (size_t)(s->count + records)) : NULL;
     if (lb)
         s->labels = lb;
     if (ok && (!px || !lb)) {
-        snprintf(err, n, "out of memory reading %s", path);
+        sl_set_error(SL_ERR_NOMEM, "out of memory reading %s", path);
         ok = 0;
     }
     for (int64_t i = 0; ok && i < records; i++) {
@@ -183,7 +184,7 @@ int cli_read_cifar_batch(const char *path, cli_split *s, char *err, size_t n)
     }
     if (ok)
         s->count += records;
-    free(d);
+    sl_free(d);
     return ok ? 0 : -1;
 }
 
@@ -204,7 +205,7 @@ static int find_file(const char *dir, const char *const *names, char *path, size
     return -1;
 }
 
-static int open_mnist_split(const char *dir, int test, cli_data *d, char *err, size_t n)
+static int open_mnist_split(const char *dir, int test, sl_image_files *d)
 {
     static const char *const train_images[] = {"train-images-idx3-ubyte", "train-images.idx3-ubyte", NULL};
     static const char *const train_labels[] = {"train-labels-idx1-ubyte", "train-labels.idx1-ubyte", NULL};
@@ -218,25 +219,25 @@ static int open_mnist_split(const char *dir, int test, cli_data *d, char *err, s
     if (!have_i || !have_l) {
         const char *missing = !have_i ? (test ? test_images[0] : train_images[0])
                                       : (test ? test_labels[0] : train_labels[0]);
-        snprintf(err, n, "MNIST: %s/%s not found%s (the uncompressed IDX files are needed: "
+        sl_set_error(SL_ERR_NOT_FOUND, "MNIST: %s/%s not found%s (the uncompressed IDX files are needed: "
                  "train-images-idx3-ubyte, train-labels-idx1-ubyte, optionally t10k-*)", dir,
                  missing, exists(dir) ? "" : " (no such directory)");
         return -1;
     }
-    cli_split *s = &d->split[test ? SL_SPLIT_TEST : SL_SPLIT_TRAIN];
-    cli_split labels = {0};
+    sl_image_split *s = &d->split[test ? SL_SPLIT_TEST : SL_SPLIT_TRAIN];
+    sl_image_split labels = {0};
     int h, w;
-    if (cli_read_idx_images(ipath, s, &h, &w, err, n) != 0 ||
-        cli_read_idx_labels(lpath, &labels, err, n) != 0)
+    if (read_idx_images(ipath, s, &h, &w) != 0 ||
+        read_idx_labels(lpath, &labels) != 0)
         return -1;
     s->labels = labels.labels;
     if (labels.count != s->count) {
-        snprintf(err, n, "MNIST: %s has %lld labels for the %lld images of %s", lpath,
+        sl_set_error(SL_ERR_FORMAT, "MNIST: %s has %lld labels for the %lld images of %s", lpath,
                  (long long)labels.count, (long long)s->count, ipath);
         return -1;
     }
     if (test && (h != d->h || w != d->w)) {
-        snprintf(err, n, "MNIST: %s holds %dx%d images, the training images are %dx%d", ipath, h,
+        sl_set_error(SL_ERR_FORMAT, "MNIST: %s holds %dx%d images, the training images are %dx%d", ipath, h,
                  w, d->h, d->w);
         return -1;
     }
@@ -245,17 +246,17 @@ static int open_mnist_split(const char *dir, int test, cli_data *d, char *err, s
     return 0;
 }
 
-static int open_mnist(const char *dir, cli_data *d, char *err, size_t n)
+static int open_mnist(const char *dir, sl_image_files *d)
 {
-    d->channels = 1;
+    d->stored_channels = 1;
     for (int c = 0; c < 3; c++) {
         d->mean[c] = 0.1307f;
         d->std[c] = 0.3081f;
     }
-    return open_mnist_split(dir, 0, d, err, n) || open_mnist_split(dir, 1, d, err, n) ? -1 : 0;
+    return open_mnist_split(dir, 0, d) || open_mnist_split(dir, 1, d) ? -1 : 0;
 }
 
-static int open_cifar10(const char *dir_arg, cli_data *d, char *err, size_t n)
+static int open_cifar10(const char *dir_arg, sl_image_files *d)
 {
     static const float mean[3] = {0.4914f, 0.4822f, 0.4465f}, std[3] = {0.2470f, 0.2435f, 0.2616f};
     char dir[4096], path[4200];
@@ -263,23 +264,23 @@ static int open_cifar10(const char *dir_arg, cli_data *d, char *err, size_t n)
     snprintf(dir, sizeof dir, "%s/cifar-10-batches-bin", dir_arg);
     if (!exists(dir))
         snprintf(dir, sizeof dir, "%s", dir_arg);
-    d->channels = 3;
+    d->stored_channels = 3;
     d->h = d->w = 32;
     memcpy(d->mean, mean, sizeof mean);
     memcpy(d->std, std, sizeof std);
     for (int b = 1; b <= 5; b++) {
         snprintf(path, sizeof path, "%s/data_batch_%d.bin", dir, b);
-        if (exists(path) && cli_read_cifar_batch(path, &d->split[SL_SPLIT_TRAIN], err, n) != 0)
+        if (exists(path) && read_cifar_batch(path, &d->split[SL_SPLIT_TRAIN]) != 0)
             return -1;
     }
     if (d->split[SL_SPLIT_TRAIN].count == 0) {
-        snprintf(err, n, "CIFAR-10: no data_batch_1.bin .. data_batch_5.bin in %s%s (the binary "
+        sl_set_error(SL_ERR_NOT_FOUND, "CIFAR-10: no data_batch_1.bin .. data_batch_5.bin in %s%s (the binary "
                  "version, cifar-10-binary.tar.gz, unpacked)", dir_arg,
                  exists(dir_arg) ? "" : " (no such directory)");
         return -1;
     }
     snprintf(path, sizeof path, "%s/test_batch.bin", dir);
-    if (exists(path) && cli_read_cifar_batch(path, &d->split[SL_SPLIT_TEST], err, n) != 0)
+    if (exists(path) && read_cifar_batch(path, &d->split[SL_SPLIT_TEST]) != 0)
         return -1;
     return 0;
 }
@@ -293,11 +294,11 @@ static uint64_t splitmix64(uint64_t *state)
 }
 
 /* A seeded Fisher-Yates shuffle of the training split. */
-static int shuffle(cli_split *s, uint64_t seed, char *err, size_t n)
+static int shuffle(sl_image_split *s, uint64_t seed)
 {
-    s->order = malloc((size_t)s->count * sizeof *s->order);
+    s->order = sl_malloc((size_t)s->count * sizeof *s->order);
     if (!s->order) {
-        snprintf(err, n, "out of memory shuffling %lld images", (long long)s->count);
+        sl_set_error(SL_ERR_NOMEM, "out of memory shuffling %lld images", (long long)s->count);
         return -1;
     }
     for (int64_t i = 0; i < s->count; i++)
@@ -312,79 +313,35 @@ static int shuffle(cli_split *s, uint64_t seed, char *err, size_t n)
     return 0;
 }
 
-int cli_data_open(const char *kind, const char *dir, int classes, int res, uint64_t seed,
-                  cli_data *d, char *err, size_t err_size)
+void sl_image_files_free(sl_image_files *f)
 {
-    memset(d, 0, sizeof *d);
-    int rc;
-    if (strcmp(kind, "synthetic") == 0) {
-        d->name = "synthetic";
-        d->classes = classes;
-        d->channels = 3;
-        d->h = d->w = res;
-        rc = sl_dataset_synthetic(classes, 3, res, res, seed, &d->synthetic) == SL_OK ? 0 : -1;
-        if (rc)
-            snprintf(err, err_size, "the built-in dataset: %s", sl_last_error());
-        return rc;
-    }
-    d->classes = DATA_CLASSES;
-    if (strcmp(kind, "mnist") == 0) {
-        d->name = "mnist";
-        rc = open_mnist(dir, d, err, err_size);
-    } else if (strcmp(kind, "cifar10") == 0) {
-        d->name = "cifar10";
-        rc = open_cifar10(dir, d, err, err_size);
-    } else {
-        snprintf(err, err_size, "unknown dataset '%s'", kind);
-        rc = -1;
-    }
-    if (!rc)
-        rc = shuffle(&d->split[SL_SPLIT_TRAIN], seed, err, err_size);
-    if (rc)
-        cli_data_free(d);
-    return rc;
-}
-
-int cli_data_has(const cli_data *d, sl_split split)
-{
-    return d->synthetic != NULL || d->split[split].count > 0;
-}
-
-sl_status cli_data_batch(const cli_data *d, sl_split split, int64_t index, int n, float *x,
-                         int *labels)
-{
-    if (d->synthetic)
-        return sl_dataset_batch(d->synthetic, split, index, n, x, labels);
-    const cli_split *s = &d->split[split];
-    size_t plane = (size_t)d->h * d->w;
-    float scale[3], shift[3];
-    for (int c = 0; c < 3; c++) {
-        scale[c] = 1.0f / (255.0f * d->std[c]);
-        shift[c] = -d->mean[c] / d->std[c];
-    }
-    for (int b = 0; b < n; b++) {
-        int64_t i = (index + b) % s->count;
-        if (s->order)
-            i = s->order[i];
-        const uint8_t *img = s->pixels + (size_t)i * d->channels * plane;
-        float *out = x + (size_t)b * 3 * plane;
-        for (int c = 0; c < 3; c++) {
-            const uint8_t *src = img + (d->channels == 1 ? 0 : (size_t)c * plane);
-            for (size_t p = 0; p < plane; p++)
-                out[(size_t)c * plane + p] = (float)src[p] * scale[c] + shift[c];
-        }
-        labels[b] = s->labels[i];
-    }
-    return SL_OK;
-}
-
-void cli_data_free(cli_data *d)
-{
-    sl_dataset_free(d->synthetic);
     for (int i = 0; i < 2; i++) {
-        free(d->split[i].pixels);
-        free(d->split[i].labels);
-        free(d->split[i].order);
+        sl_free(f->split[i].pixels);
+        sl_free(f->split[i].labels);
+        sl_free(f->split[i].order);
     }
-    memset(d, 0, sizeof *d);
+    memset(f, 0, sizeof *f);
+}
+
+static sl_status finish(int rc, uint64_t seed, sl_image_files *f)
+{
+    if (!rc)
+        rc = shuffle(&f->split[SL_SPLIT_TRAIN], seed);
+    if (!rc)
+        return SL_OK;
+    sl_status st = sl_error_status();
+    sl_image_files_free(f);
+    return st != SL_OK ? st : SL_ERR_FORMAT;
+}
+
+sl_status sl_image_files_mnist(const char *dir, uint64_t seed, sl_image_files *f)
+{
+    memset(f, 0, sizeof *f);
+    return finish(open_mnist(dir, f), seed, f);
+}
+
+sl_status sl_image_files_cifar10(const char *dir, uint64_t seed, sl_image_files *f)
+{
+    memset(f, 0, sizeof *f);
+    return finish(open_cifar10(dir, f), seed, f);
 }

@@ -1,0 +1,84 @@
+/*
+ * sublinear/data.h — datasets: the built-in synthetic set, MNIST and
+ * CIFAR-10 from their files.
+ *
+ *     sl_dataset *ds;
+ *     sl_dataset_synthetic(10, 3, 32, 32, 42, &ds);
+ *     sl_dataset_batch(ds, SL_SPLIT_TRAIN, step * 32, 32, x, labels);
+ *     sl_dataset_free(ds);
+ */
+#ifndef SUBLINEAR_DATA_H
+#define SUBLINEAR_DATA_H
+
+#include "sublinear/core.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ------------------------------------------------------------------ */
+/* Datasets                                                            */
+/* ------------------------------------------------------------------ */
+
+/* An image-classification dataset: the built-in synthetic set, or MNIST or
+ * CIFAR-10 read from their files. Every kind gives float NCHW images and
+ * int labels through sl_dataset_batch. */
+typedef struct sl_dataset sl_dataset;
+
+typedef enum sl_split { SL_SPLIT_TRAIN = 0, SL_SPLIT_TEST = 1 } sl_split;
+
+/* What a dataset gives. */
+typedef struct sl_dataset_info {
+    const char *name;          /* "synthetic", "mnist" or "cifar10" (static) */
+    int classes;
+    int channels, height, width; /* of one sample as sl_dataset_batch writes it */
+    int64_t samples[2];        /* distinct samples per split (indexed by
+                                  sl_split): 0 where a file set has no test
+                                  files; 2^62 for the synthetic set */
+} sl_dataset_info;
+
+/* The built-in dataset, which needs no download: each class is a smooth
+ * random pattern; a sample is its class pattern, randomly shifted and
+ * scaled, plus noise. Learnable, not noise. Samples are a pure function of
+ * (seed, split, index). num_classes >= 2, sizes >= 1. On success *out
+ * owns it; free with sl_dataset_free. */
+SL_API sl_status sl_dataset_synthetic(int num_classes, int channels, int height, int width,
+                               uint64_t seed, sl_dataset **out);
+
+/* MNIST from its uncompressed IDX files in dir (train-images-idx3-ubyte,
+ * train-labels-idx1-ubyte, and optionally the t10k-* test pair; the
+ * ".idx3-ubyte" spellings are accepted too). channels is 1 (the grey
+ * images) or 3 (repeated into 3 equal channels, so RGB networks take
+ * them unchanged). Pixels are scaled to [0, 1] and normalised with
+ * MNIST's mean 0.1307 and standard deviation 0.3081. Every file is read
+ * and checked whole when the set opens: a missing file is
+ * SL_ERR_NOT_FOUND, an unreadable one SL_ERR_IO, a truncated, gzip'd or
+ * foreign one (wrong magic, labels out of 0-9, image and label counts that
+ * differ) SL_ERR_FORMAT, each with a message naming the file. The
+ * training split is read in an order shuffled by seed; the test split in
+ * file order. On failure *out is unchanged. */
+SL_API sl_status sl_dataset_mnist(const char *dir, int channels, uint64_t seed, sl_dataset **out);
+
+/* CIFAR-10's binary version (data_batch_1.bin .. data_batch_5.bin and
+ * test_batch.bin, in dir or in dir/cifar-10-batches-bin), 3 x 32 x 32,
+ * normalised with its usual per-channel mean and standard deviation;
+ * errors and order as sl_dataset_mnist. */
+SL_API sl_status sl_dataset_cifar10(const char *dir, uint64_t seed, sl_dataset **out);
+
+/* Frees a dataset. Accepts NULL. */
+SL_API void sl_dataset_free(sl_dataset *ds);
+
+/* The dataset's kind, classes, sample shape and split sizes. */
+SL_API sl_status sl_dataset_get_info(const sl_dataset *ds, sl_dataset_info *out);
+
+/* Fills x (n x channels x height x width floats) and labels (n ints) with
+ * samples index .. index + n - 1 of a split. File sets wrap around (index
+ * counts on through epochs); a split without files is SL_ERR_NOT_FOUND. */
+SL_API sl_status sl_dataset_batch(const sl_dataset *ds, sl_split split, int64_t index, int n,
+                           float *x, int *labels);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* SUBLINEAR_DATA_H */

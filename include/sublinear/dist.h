@@ -1,0 +1,138 @@
+/*
+ * sublinear/dist.h — data-parallel training over MPI ranks (CPU) and
+ * NCCL (CUDA, bootstrapped over MPI): gradients reduced in buckets while
+ * backward runs.
+ *
+ *     sl_dist *dist;
+ *     sl_dist_join(net, NULL, &dist);        (every rank, after building net)
+ *     ... train as usual ...
+ *     sl_dist_free(dist);
+ */
+#ifndef SUBLINEAR_DIST_H
+#define SUBLINEAR_DIST_H
+
+#include "sublinear/core.h"
+#include "sublinear/net.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ------------------------------------------------------------------ */
+/* Data-parallel training: MPI (CPU ranks), NCCL (CUDA ranks)           */
+/* ------------------------------------------------------------------ */
+
+/* Ranks started by the MPI launcher (`mpirun -np N prog`) each build the
+ * same network, join a communicator, and then run the usual training loop
+ * (sl_net_train_step, or sl_net_compute_gradients + sl_net_update) on
+ * their own batches. Every training run of a joined network:
+ *  - first agrees with the other ranks that every rank can run this step
+ *    (its input, labels, plan and arena are fine): when one rank's call
+ *    fails before its kernels (a bad batch shape, a bad label, out of
+ *    memory), every rank's call returns an error (SL_ERR_STATE on the
+ *    others, naming the rank) and no rank has changed anything; the ranks
+ *    stay usable for the next step;
+ *  - reduces the parameter gradients while backward runs, in buckets that
+ *    end where the schedule's segments end (so a re-forward never waits
+ *    on communication) and at most bucket_bytes long inside a segment:
+ *    a bucket starts (non-blocking MPI allreduce, progressed between
+ *    program steps; on CUDA ncclAllReduce on a second stream after an
+ *    event) as soon as backward has finished its gradients. The gradients
+ *    are reduced in place (they are the bucket buffers): afterwards every
+ *    rank's gradients hold the mean over the ranks, so with the same
+ *    optimizer every rank takes the same update and parameters stay
+ *    identical. With equal batches of B per rank this is the gradient of
+ *    the mean loss over all N * B samples;
+ *  - BatchNorm: each rank normalises with its own batch statistics (as
+ *    PyTorch's DistributedDataParallel does); after the step rank 0's
+ *    running statistics are broadcast to every rank (DDP's
+ *    broadcast_buffers rule), so they stay identical. Frozen BatchNorm
+ *    never changes them. The packed copy of the running statistics this
+ *    broadcast uses is the report's `communication` line.
+ * Prediction (sl_net_predict) and the update (sl_net_update) are local to
+ * each rank: every rank must update after every training run, as the
+ * usual loop does, or parameters drift apart.
+ *
+ * Timeout: a rank that waits longer than timeout_seconds for the others
+ * in any collective (a rank that crashed, hangs, or stopped calling)
+ * returns SL_ERR_BACKEND; on CUDA the NCCL communicator is aborted. (Not
+ * covered: creating the NCCL communicator inside sl_dist_join, which
+ * blocks until every rank has come.) The
+ * communicator is then unusable (operations already started cannot be
+ * cancelled): every later training run fails with SL_ERR_STATE; end the
+ * job. */
+typedef struct sl_dist sl_dist;
+
+typedef struct sl_dist_options {
+    /* The address of the MPI_Comm to join (the library works on a
+     * duplicate of it); NULL for MPI_COMM_WORLD. */
+    const void *mpi_comm;
+    /* Seconds a rank waits for the others in one collective before it
+     * fails (default 600, PyTorch's default for NCCL). */
+    double timeout_seconds;
+    /* Largest gradient bucket inside one segment, in bytes (default 4 MiB;
+     * a bucket never spans a segment boundary). */
+    size_t bucket_bytes;
+    /* 1 (default): buckets start as backward produces them. 0: one
+     * blocking reduction of every bucket after backward (for measuring
+     * what the overlap hides). */
+    int overlap;
+} sl_dist_options;
+
+/* Defaults: MPI_COMM_WORLD, 600 s, 4 MiB buckets, overlap on. */
+SL_API sl_dist_options sl_dist_defaults(void);
+
+/* Joins net to a communicator; opts may be NULL for the defaults. A
+ * collective call: every rank of the communicator calls it with a network
+ * of the same architecture (checked: SL_ERR_INVALID_ARG on every rank
+ * otherwise). Initialises MPI when the program has not (MPI_Init_thread,
+ * MPI_THREAD_FUNNELED; it is then finalised at exit); a program that
+ * initialises MPI itself finalises it after sl_dist_free. Broadcasts rank
+ * 0's parameters and running statistics, and its optimizer state and
+ * step count when every rank has the same optimizer, so every rank starts
+ * from the same network (resume from a snapshot on any rank count by
+ * loading it on every rank, or on rank 0 only, before joining). A
+ * network on a CUDA context uses NCCL, bootstrapped over MPI, one GPU per
+ * rank (give each rank its own GPU, e.g. CUDA_VISIBLE_DEVICES).
+ * On success *out owns the membership; net must stay alive while it is
+ * joined. SL_ERR_UNSUPPORTED when this build has no MPI (or, on CUDA, no
+ * NCCL); SL_ERR_STATE when net is already joined. */
+SL_API sl_status sl_dist_join(sl_net *net, const sl_dist_options *opts, sl_dist **out);
+
+/* Leaves the communicator (not collective): the network trains alone
+ * again. Accepts NULL. */
+SL_API void sl_dist_free(sl_dist *dist);
+
+/* This rank and the number of ranks (0 and 1 for NULL). */
+SL_API int sl_dist_rank(const sl_dist *dist);
+SL_API int sl_dist_size(const sl_dist *dist);
+
+/* Sums n doubles over the ranks in place (every rank gets the sums); for
+ * global figures such as images/s or accuracy. Collective. */
+SL_API sl_status sl_dist_sum(sl_dist *dist, double *values, int n);
+
+/* sl_save_model / sl_save_snapshot of the joined network, written by rank
+ * 0 only (atomically, as always) and the same file single-process
+ * training writes; every rank returns rank 0's status. Collective. */
+SL_API sl_status sl_dist_save_model(sl_dist *dist, const char *path);
+SL_API sl_status sl_dist_save_snapshot(sl_dist *dist, const char *path);
+
+/* Where a rank's time went in communication, since the join. */
+typedef struct sl_dist_stats {
+    int64_t steps;           /* training runs that communicated */
+    int64_t buckets;         /* bucket reductions started */
+    int64_t buckets_hidden;  /* of those, finished while backward still ran
+                                (CPU: seen by MPI_Test between steps) */
+    uint64_t bytes_reduced;  /* gradient bytes reduced (per rank) */
+    double wait_seconds;     /* time the rank waited after backward for
+                                reductions to finish: the exposed part */
+    double agree_seconds;    /* time in the per-step agreement */
+} sl_dist_stats;
+
+SL_API sl_status sl_dist_get_stats(const sl_dist *dist, sl_dist_stats *out);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* SUBLINEAR_DIST_H */

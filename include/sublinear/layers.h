@@ -1,0 +1,136 @@
+/*
+ * sublinear/layers.h — the built-in layers and blocks (torchvision's
+ * names and defaults), and blocks of your own built from them.
+ *
+ *     sl_net_add(net, "conv1", sl_conv2d(3, 16, 3, 1, 1));
+ *     sl_net_add(net, "bn1", sl_batchnorm2d(16));
+ *     sl_net_add(net, "relu", sl_relu());
+ *     sl_net_add(net, "layer1.0", sl_basic_block(16, 16, 1));
+ */
+#ifndef SUBLINEAR_LAYERS_H
+#define SUBLINEAR_LAYERS_H
+
+#include "sublinear/core.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ------------------------------------------------------------------ */
+/* Layers                                                              */
+/* ------------------------------------------------------------------ */
+
+/* A layer specification. Constructors return a new layer, or NULL with
+ * sl_last_error() set when an argument is invalid. A layer is owned by the
+ * caller until sl_net_add() takes it (sl_net_add always takes ownership,
+ * also when it fails); free an unused layer with sl_layer_free(). */
+typedef struct sl_layer sl_layer;
+
+typedef struct sl_conv2d_options {
+    int in_channels, out_channels;
+    int kernel_h, kernel_w;
+    int stride_h, stride_w;     /* >= 1 */
+    int pad_h, pad_w;           /* >= 0, zero padding */
+    int dilation_h, dilation_w; /* >= 1 */
+    int groups;                 /* divides both channel counts */
+    int bias;                   /* nonzero: add a learned bias */
+} sl_conv2d_options;
+
+/* Square kernel, no dilation, one group, no bias: the convolution of
+ * residual networks. */
+SL_API sl_layer *sl_conv2d(int in_channels, int out_channels, int kernel, int stride, int pad);
+/* Every option of Conv2d. */
+SL_API sl_layer *sl_conv2d_ex(const sl_conv2d_options *opts);
+
+/* BatchNorm2d with PyTorch's defaults: momentum 0.1, eps 1e-5. In training
+ * it normalises with the batch statistics and updates the running mean and
+ * (unbiased) variance; in evaluation it uses the running statistics. */
+SL_API sl_layer *sl_batchnorm2d(int channels);
+SL_API sl_layer *sl_batchnorm2d_ex(int channels, float momentum, float eps);
+
+/* y = max(x, 0); runs in place when nothing later reads its input. */
+SL_API sl_layer *sl_relu(void);
+
+/* Pooling over kernel x kernel windows. Average pooling divides by the
+ * window size including padding (PyTorch's count_include_pad=True). */
+SL_API sl_layer *sl_maxpool2d(int kernel, int stride, int pad);
+SL_API sl_layer *sl_avgpool2d(int kernel, int stride, int pad);
+/* Pooling with ceil_mode: the output size rounds up (GoogLeNet's pools). */
+SL_API sl_layer *sl_maxpool2d_ceil(int kernel, int stride, int pad);
+
+/* Mean over H and W: {n, c, h, w} -> {n, c, 1, 1}. */
+SL_API sl_layer *sl_global_avgpool(void);
+
+/* {n, c, h, w} -> {n, c*h*w, 1, 1}; no copy. */
+SL_API sl_layer *sl_flatten(void);
+
+/* y = x W^T + b over the flattened input; in_features must equal c*h*w. */
+SL_API sl_layer *sl_linear(int in_features, int out_features, int bias);
+
+/* Dropout with drop probability p in [0, 1). Masks are drawn with
+ * Philox4x32-10 keyed by (context seed, counter): a mask is a pure
+ * function of the counter saved at forward time. */
+SL_API sl_layer *sl_dropout(float p);
+
+/* Residual blocks of torchvision's ResNet. A projection shortcut
+ * (1x1 conv + BN, named "downsample.0" / "downsample.1") is added when the
+ * stride is not 1 or the channel counts differ. */
+SL_API sl_layer *sl_basic_block(int in_channels, int out_channels, int stride);
+/* Bottleneck: 1x1 (width) -> 3x3 (width, stride) -> 1x1 (4 * width). */
+SL_API sl_layer *sl_bottleneck(int in_channels, int width, int stride);
+/* GoogLeNet's inception block (torchvision's naming: branch1, branch2.0,
+ * branch2.1, branch3.0, branch3.1, branch4.1; each a conv + BN + ReLU; the
+ * third branch uses a 3x3 conv where the paper has 5x5, as torchvision
+ * does). Output channels: c1 + c3 + c5 + pool_proj. */
+SL_API sl_layer *sl_inception(int in_channels, int c1, int c3_reduce, int c3,
+                       int c5_reduce, int c5, int pool_proj);
+
+/* "conv + BN + ReLU" as one block (torchvision's BasicConv2d: children
+ * "conv" and "bn"; the conv has no bias, BN eps 1e-3). */
+SL_API sl_layer *sl_conv_bn_relu(int in_channels, int out_channels, int kernel, int stride, int pad);
+
+/* Frees a layer that was not added to a network. Accepts NULL. */
+SL_API void sl_layer_free(sl_layer *layer);
+
+/* ------------------------------------------------------------------ */
+/* Blocks of your own                                                  */
+/* ------------------------------------------------------------------ */
+
+/* A composite block of your own: layers (built-in, custom, or blocks)
+ * wired as a graph inside one top-level layer, emitted into the network's
+ * graph as ResNet's blocks are, so the top level stays a chain
+ * (checkpoints sit between blocks) while the planner sees every tensor.
+ * type_name (1 to 31 characters) names the block kind in graphs. An empty
+ * block; NULL with sl_last_error() set on a bad name. */
+SL_API sl_layer *sl_block(const char *type_name);
+
+/* Adds child to a block, reading n_in tensors of the block: 0 is the
+ * block's input, k the output of the k-th child added. On success *id (when
+ * id is not NULL) gets the id of the child's output (>= 1). Fails, with the
+ * block unchanged and *id set to -1, on a name that is taken, empty or too
+ * long (NULL names the child by its index), an input id that does not exist
+ * yet, n_in out of range, or a block child (which takes one input) with
+ * n_in != 1. An input of -1 (the id a failed sl_block_add gave) fails too,
+ * with that failure's status and message, so a chain of adds can be checked
+ * once, at its end:
+ *
+ *     int t = 0;
+ *     sl_block_add(b, "conv", sl_conv2d(c, c, 3, 1, 1), 1, &t, &t);
+ *     sl_block_add(b, "bn", sl_batchnorm2d(c), 1, &t, &t);
+ *     if (sl_block_add(b, "act", sl_relu(), 1, &t, &t) != SL_OK) ...
+ *
+ * Takes ownership of child, also when it fails. The block's output is its
+ * last child's; every other child's output must be read by a later child
+ * (checked when the block is added). Parameters are named
+ * "<block>.<child>.<name>". */
+SL_API sl_status sl_block_add(sl_layer *block, const char *name, sl_layer *child, int n_in,
+                       const int *inputs, int *id);
+
+/* The residual join for blocks: y = x0 + x1, two inputs of one shape. */
+SL_API sl_layer *sl_join_add(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* SUBLINEAR_LAYERS_H */

@@ -1,0 +1,236 @@
+/*
+ * sublinear/net.h — networks and how they train: schedules (what to keep,
+ * what to recompute), building a network, its parameters, optimizers,
+ * and running a step.
+ *
+ *     sl_net *net;
+ *     sl_sublinear(ctx, 3, SL_SCHEDULE_SQRT, &net);   (or sl_sequential)
+ *     sl_model_build(net, "resnet20", 10, 32);         (or sl_net_add ...)
+ *     sl_optimizer_options opt = sl_sgd(0.1f, 0.9f, 5e-4f, 0);
+ *     sl_net_set_optimizer(net, &opt);
+ *     sl_step_result r;
+ *     sl_net_train_step(net, x, (sl_shape){32, 3, 32, 32}, labels, &r);
+ */
+#ifndef SUBLINEAR_NET_H
+#define SUBLINEAR_NET_H
+
+#include "sublinear/core.h"
+#include "sublinear/layers.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ------------------------------------------------------------------ */
+/* Schedules                                                           */
+/* ------------------------------------------------------------------ */
+
+typedef enum sl_schedule_kind {
+    SL_SCHEDULE_KIND_NONE = 0,  /* keep every activation (the baseline) */
+    SL_SCHEDULE_KIND_SQRT,      /* ceil(sqrt(N)) segments over the top-level chain */
+    SL_SCHEDULE_KIND_SEGMENTS,  /* k segments balancing kept bytes */
+    SL_SCHEDULE_KIND_BUDGET,    /* least recomputed FLOPs whose planned peak fits a
+                                   budget: segments, re-forwarded segments
+                                   checkpointing again inside (multi-level) */
+    SL_SCHEDULE_KIND_BUDGET_OPS /* the same search with operator-level choices: a
+                                   block may keep its convolution outputs and
+                                   recompute its BatchNorm, ReLU and add outputs
+                                   from them; least estimated recompute time (see
+                                   sl_cost_model) */
+} sl_schedule_kind;
+
+/* A schedule: build one with the SL_SCHEDULE_* values below (or
+ * sl_schedule_parse), not field by field. */
+typedef struct sl_schedule {
+    sl_schedule_kind kind;
+    int segments;          /* for SL_SCHEDULE_KIND_SEGMENTS */
+    uint64_t budget_bytes; /* for SL_SCHEDULE_KIND_BUDGET */
+} sl_schedule;
+
+#define SL_SCHEDULE_NONE ((sl_schedule){SL_SCHEDULE_KIND_NONE, 0, 0})
+#define SL_SCHEDULE_SQRT ((sl_schedule){SL_SCHEDULE_KIND_SQRT, 0, 0})
+#define SL_SCHEDULE_SEGMENTS(k) ((sl_schedule){SL_SCHEDULE_KIND_SEGMENTS, (k), 0})
+#define SL_SCHEDULE_BUDGET(bytes) ((sl_schedule){SL_SCHEDULE_KIND_BUDGET, 0, (uint64_t)(bytes)})
+#define SL_SCHEDULE_BUDGET_OPS(bytes) ((sl_schedule){SL_SCHEDULE_KIND_BUDGET_OPS, 0, (uint64_t)(bytes)})
+
+/* A schedule from its text, as the `sublinear` command takes it: "none",
+ * "sqrt", "segments:K" (1 <= K <= 1000000), "budget:SIZE" or "ops:SIZE",
+ * SIZE being bytes or a number with K/KiB, M/MiB or G/GiB (B for bytes).
+ * SL_ERR_INVALID_ARG naming the text when it is none of these (*out is
+ * then unchanged). */
+SL_API sl_status sl_schedule_parse(const char *text, sl_schedule *out);
+
+/* How SL_SCHEDULE_KIND_BUDGET_OPS weighs recomputation: a layer's time is
+ * estimated as its FLOPs / flops_per_s + the bytes it moves / bytes_per_s,
+ * so a memory-bound BatchNorm costs more than its FLOPs say. */
+typedef struct sl_cost_model {
+    double flops_per_s;
+    double bytes_per_s;
+} sl_cost_model;
+
+/* Measures the pair on the context's device: a 768^3 matrix product and a
+ * 64 MiB copy, the best of three (well under a second). */
+SL_API sl_status sl_cost_model_measure(sl_context *ctx, sl_cost_model *out);
+
+/* ------------------------------------------------------------------ */
+/* Networks                                                            */
+/* ------------------------------------------------------------------ */
+
+typedef struct sl_net sl_net;
+
+/* A plain network: every activation kept for backward. in_channels is the
+ * channel count of the input images. The network refers to ctx, which
+ * must outlive it. On success *out owns the network (sl_net_free). */
+SL_API sl_status sl_sequential(sl_context *ctx, int in_channels, sl_net **out);
+
+/* The same network trained in sublinear memory under the given schedule
+ * (SL_SCHEDULE_SQRT is memonger's rule). Gradients equal those of
+ * sl_sequential bit for bit on the CPU. */
+SL_API sl_status sl_sublinear(sl_context *ctx, int in_channels, sl_schedule schedule, sl_net **out);
+
+/* Frees a network, its layers, parameters and memory. Accepts NULL. */
+SL_API void sl_net_free(sl_net *net);
+
+/* Appends a layer under a name (its parameters become "name.weight" ...;
+ * NULL names it by its index, as torch.nn.Sequential does). Takes
+ * ownership of layer, also on failure. Fails when layer is NULL (with the
+ * constructor's message), when its input channels differ from the
+ * current output channels, or after the network has been run. */
+SL_API sl_status sl_net_add(sl_net *net, const char *name, sl_layer *layer);
+
+/* Number of layers added at the top level. */
+SL_API int sl_net_layer_count(const sl_net *net);
+
+/* The output shape for an input shape, or SL_ERR_SHAPE naming the first
+ * layer that cannot take its input. */
+SL_API sl_status sl_net_output_shape(sl_net *net, sl_shape input, sl_shape *output);
+
+/* Changes the schedule; the next step plans anew. */
+SL_API sl_status sl_net_set_schedule(sl_net *net, sl_schedule schedule);
+
+/* The cost model the network's schedule search and memory report use;
+ * NULL restores the device's default (a pair measured once on a
+ * development machine). Both rates must be positive. Plans anew. */
+SL_API sl_status sl_net_set_cost_model(sl_net *net, const sl_cost_model *model);
+
+/* BatchNorm under re-forward. By default (0) a re-forward normalises with
+ * the batch statistics saved by the first forward and leaves the running
+ * statistics alone: exact, the running statistics equal the plain run's.
+ * With 1, memonger's behaviour: every BatchNorm layer the schedule
+ * re-forwards computes its batch statistics in both passes and updates
+ * its running statistics in both, with momentum m' = 1 - sqrt(1 - m), so
+ * the two updates together decay the old value as one update with m does.
+ * Layers that are not re-forwarded keep momentum m. */
+SL_API sl_status sl_net_set_bn_momentum_rescale(sl_net *net, int enabled);
+
+/* Frozen BatchNorm, for fine-tuning: with frozen = 1 every BatchNorm layer
+ * of the network (inside blocks too) normalises with its running
+ * statistics in training as in evaluation, never updates them, and
+ * back-propagates through that fixed affine map (dx = dy * gamma /
+ * sqrt(running_var + eps)); gamma and beta still learn. 0 restores batch
+ * statistics. Re-forward stays exact, so checkpointed and plain runs still
+ * agree bit for bit. The network counts as used afterwards (no more
+ * sl_net_add). count, when not NULL, gets how many layers were set. */
+SL_API sl_status sl_net_freeze_batchnorm(sl_net *net, int frozen, int *count);
+
+/* ------------------------------------------------------------------ */
+/* Parameters                                                          */
+/* ------------------------------------------------------------------ */
+
+typedef struct sl_param_info {
+    const char *name; /* torchvision-style name, owned by the network */
+    int ndim;
+    int dims[4];
+    size_t count;     /* number of floats */
+    float *data;      /* owned by the network; writable. Device memory on a
+                         CUDA context: use sl_net_param_read / _write */
+    float *grad;      /* gradient after the last backward; NULL for
+                         running statistics and in inference mode */
+    int trainable;    /* 0 for BatchNorm running statistics */
+} sl_param_info;
+
+/* Number of named tensors (parameters and running statistics) into *count.
+ * Finalises the network (allocating its parameters; SL_ERR_NOMEM when that
+ * fails): layers cannot be added afterwards. */
+SL_API sl_status sl_net_param_count(sl_net *net, int *count);
+/* The i-th named tensor, in the order layers were added. */
+SL_API sl_status sl_net_param(sl_net *net, int index, sl_param_info *out);
+/* The tensor with this exact name, or SL_ERR_NOT_FOUND. */
+SL_API sl_status sl_net_find_param(sl_net *net, const char *name, sl_param_info *out);
+
+/* Copies tensor `index` (count floats) to / from the caller's host memory,
+ * on any device. read_grad copies its gradient (SL_ERR_STATE when it has
+ * none: running statistics, inference mode). */
+SL_API sl_status sl_net_param_read(sl_net *net, int index, float *dst);
+SL_API sl_status sl_net_param_write(sl_net *net, int index, const float *src);
+SL_API sl_status sl_net_param_read_grad(sl_net *net, int index, float *dst);
+
+/* ------------------------------------------------------------------ */
+/* Optimizers                                                          */
+/* ------------------------------------------------------------------ */
+
+typedef enum sl_optimizer_kind { SL_OPT_SGD = 0, SL_OPT_ADAM = 1 } sl_optimizer_kind;
+
+typedef struct sl_optimizer_options {
+    sl_optimizer_kind kind;
+    float lr;
+    float momentum;     /* SGD */
+    int nesterov;       /* SGD */
+    float weight_decay; /* L2, added to the gradient (PyTorch's rule) */
+    float beta1, beta2, eps; /* Adam */
+} sl_optimizer_options;
+
+/* SGD as torch.optim.SGD (dampening 0). */
+SL_API sl_optimizer_options sl_sgd(float lr, float momentum, float weight_decay, int nesterov);
+/* Adam as torch.optim.Adam (bias-corrected, L2 weight decay). */
+SL_API sl_optimizer_options sl_adam(float lr, float beta1, float beta2, float eps, float weight_decay);
+
+/* Sets the optimizer; its state (momentum, moments) starts at zero. */
+SL_API sl_status sl_net_set_optimizer(sl_net *net, const sl_optimizer_options *opts);
+/* Changes the learning rate, keeping the optimizer state. */
+SL_API sl_status sl_net_set_lr(sl_net *net, float lr);
+
+/* ------------------------------------------------------------------ */
+/* Running                                                             */
+/* ------------------------------------------------------------------ */
+
+typedef struct sl_step_result {
+    float loss;   /* mean softmax cross-entropy over the batch */
+    int correct;  /* samples whose arg-max logit equals the label */
+} sl_step_result;
+
+/* Forward in evaluation mode (running BN statistics, no dropout). x holds
+ * shape.n images; logits receives the output (n x output features),
+ * caller-allocated. */
+SL_API sl_status sl_net_predict(sl_net *net, const float *x, sl_shape shape, float *logits);
+
+/* Forward in training mode, softmax cross-entropy against labels (each in
+ * [0, classes)), and backward: afterwards every parameter's grad holds
+ * d(loss)/d(param). Updates BN running statistics as a training forward
+ * does. Does not change the weights. result may be NULL. */
+SL_API sl_status sl_net_compute_gradients(sl_net *net, const float *x, sl_shape shape,
+                                   const int *labels, sl_step_result *result);
+
+/* One optimizer step from the current gradients. */
+SL_API sl_status sl_net_update(sl_net *net);
+
+/* For losses other than softmax cross-entropy: forward in training mode,
+ * then backward from the caller's gradient dy of the network output
+ * (n x output features). output (may be NULL) receives the forward output;
+ * dx (may be NULL) receives the gradient with respect to the input (same
+ * size as x). Parameter gradients are set as by sl_net_compute_gradients. */
+SL_API sl_status sl_net_forward_backward(sl_net *net, const float *x, sl_shape shape, const float *dy,
+                                  float *output, float *dx);
+
+/* sl_net_compute_gradients followed by sl_net_update. */
+SL_API sl_status sl_net_train_step(sl_net *net, const float *x, sl_shape shape,
+                            const int *labels, sl_step_result *result);
+
+/* Number of optimizer steps taken. */
+SL_API int64_t sl_net_step_count(const sl_net *net);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* SUBLINEAR_NET_H */
