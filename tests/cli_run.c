@@ -141,10 +141,11 @@ const char *cr_write(const char *name, const void *data, size_t n)
 {
     static char path[512];
     snprintf(path, sizeof path, "%s/%s", g_dir, name);
-    char *slash = strrchr(path, '/');
-    *slash = '\0';
-    mkdir(path, 0755); /* one level of sub-directory is enough here */
-    *slash = '/';
+    for (char *slash = path + strlen(g_dir) + 1; (slash = strchr(slash, '/')); slash++) {
+        *slash = '\0';
+        mkdir(path, 0755); /* the sub-directories of name, each level */
+        *slash = '/';
+    }
     FILE *f = fopen(path, "wb");
     ck_assert_msg(f, "cannot write %s", path);
     ck_assert(fwrite(data, 1, n, f) == n);
