@@ -8,13 +8,12 @@
  * counters. Every collective wait has the membership's timeout.
  */
 #define _POSIX_C_SOURCE 200809L
-#include <sched.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "base/poll.h"
 #include "dist/dist.h"
 
 sl_dist_options sl_dist_defaults(void)
@@ -33,38 +32,38 @@ sl_status sl_dist_break(sl_dist *d, const char *fmt, ...)
     return sl_set_error(SL_ERR_BACKEND, "%s", d->broken_why);
 }
 
-/* Short pauses while polling: yield first, then sleep 50 us, so a rank
- * that waits leaves the cores to ranks still computing. */
-static void poll_pause(long spins)
+/* An MPI request as a poll probe: its MPI_Test result is kept. */
+typedef struct mpi_probe {
+    MPI_Request *request;
+    int rc;
+} mpi_probe;
+
+static sl_poll test_request(void *state)
 {
-    if (spins < 200) {
-        sched_yield();
-        return;
-    }
-    struct timespec ts = {0, 50000};
-    nanosleep(&ts, NULL);
+    mpi_probe *p = state;
+    int done = 0;
+    p->rc = MPI_Test(p->request, &done, MPI_STATUS_IGNORE);
+    if (p->rc != MPI_SUCCESS)
+        return SL_POLL_FAILED;
+    return done ? SL_POLL_DONE : SL_POLL_PENDING;
 }
 
 sl_status sl_dist_wait_until(sl_dist *d, MPI_Request *r, double deadline, const char *what)
 {
-    for (long spins = 0;; spins++) {
-        int done = 0;
-        int rc = MPI_Test(r, &done, MPI_STATUS_IGNORE);
-        if (rc != MPI_SUCCESS) {
-            char msg[MPI_MAX_ERROR_STRING];
-            int len = 0;
-            MPI_Error_string(rc, msg, &len);
-            return sl_dist_break(d, "%s: MPI failed on rank %d: %s", what, d->rank, msg);
-        }
-        if (done)
-            return SL_OK;
-        if (MPI_Wtime() > deadline)
-            return sl_dist_break(d, "%s: rank %d of %d waited %.3g s for the other ranks (the "
-                                 "timeout): a rank failed, hangs or stopped calling; the "
-                                 "communicator is unusable now", what, d->rank, d->size,
-                                 d->opts.timeout_seconds);
-        poll_pause(spins);
+    mpi_probe p = {r, MPI_SUCCESS};
+    sl_poll got = sl_poll_until(test_request, &p, deadline, MPI_Wtime);
+    if (got == SL_POLL_DONE)
+        return SL_OK;
+    if (got == SL_POLL_FAILED) {
+        char msg[MPI_MAX_ERROR_STRING];
+        int len = 0;
+        MPI_Error_string(p.rc, msg, &len);
+        return sl_dist_break(d, "%s: MPI failed on rank %d: %s", what, d->rank, msg);
     }
+    return sl_dist_break(d, "%s: rank %d of %d waited %.3g s for the other ranks (the "
+                         "timeout): a rank failed, hangs or stopped calling; the "
+                         "communicator is unusable now", what, d->rank, d->size,
+                         d->opts.timeout_seconds);
 }
 
 sl_status sl_dist_wait(sl_dist *d, MPI_Request *r, const char *what)
