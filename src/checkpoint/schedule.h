@@ -1,6 +1,9 @@
 /*
  * schedule.h — costs of the top-level units and the schedules built from
- * them (schedule stage). See schedule.c and budget.c.
+ * them (schedule stage): schedule.c (units, balanced segments), budget.c
+ * and multilevel.c (the budget searches, over segcost.c's measures),
+ * costmodel.c (time-like costs) and schedule_parse.c (checking and
+ * reading a schedule).
  */
 #ifndef SL_SCHEDULE_H
 #define SL_SCHEDULE_H
@@ -17,6 +20,10 @@ typedef struct sl_unit_costs {
 
 sl_status sl_unit_costs_compute(const sl_graph *g, const sl_shapes *sh, sl_unit_costs *out);
 void sl_unit_costs_release(sl_unit_costs *u);
+
+/* Checks a schedule's kind and arguments (fn names the public call;
+ * schedule_parse.c, with sl_schedule_parse). */
+sl_status sl_schedule_check(sl_schedule schedule, const char *fn);
 
 sl_status sl_segments_alloc(int n_segments, sl_segments *out);
 /* k segments balancing stored bytes; all but the last recomputed. */

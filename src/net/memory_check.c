@@ -1,10 +1,11 @@
 /*
- * memory_check.c — before a run allocates its activation arena, the planned
- * size is compared with what this process may still take (host memory:
- * base/sysmem.c; a GPU: its free memory): a step larger than memory then fails with
- * SL_ERR_NOMEM naming both figures and a budget schedule that would fit,
+ * memory_check.c — before a run allocates its activation arena (net
+ * stage), the planned size is compared with what this process may still
+ * take (host memory: base/sysmem.c; a GPU: its free memory): a step larger
+ * than memory then fails with SL_ERR_NOMEM naming both figures and a budget
+ * schedule that would fit (found with net_plan.c's sl_schedule_segments),
  * instead of being killed by the OOM killer while the arena is zero-filled.
- * Network stage; sl_net_set_memory_check switches it off.
+ * net_run.c calls it; sl_net_set_memory_check switches it off.
  */
 #include <stdio.h>
 #include <string.h>
