@@ -1,11 +1,11 @@
 /*
  * dataset.c — the built-in synthetic image-classification dataset.
  *
- * Stage: outside the pipeline; it feeds sl_net_train_step and the tests,
- * benches and examples without a download. Each class owns, per channel,
- * a smooth pattern: a sum of DATASET_WAVES 2-D sinusoids with small
- * integer frequencies (so the pattern is periodic over the image and a
- * cyclic shift is a phase change), random orientation, phase and
+ * Stage: data, outside the pipeline; it feeds sl_net_train_step and the
+ * tests, benches and examples without a download. Each class owns, per
+ * channel, a smooth pattern: a sum of DATASET_WAVES 2-D sinusoids with
+ * small integer frequencies (so the pattern is periodic over the image and
+ * a cyclic shift is a phase change), random orientation, phase and
  * amplitude, normalised to RMS 1. A sample is its class pattern shifted
  * cyclically by up to 1/4 of the image, scaled by [0.7, 1.3], plus
  * Gaussian noise of std 0.6: a template matched over the shifts classifies

@@ -1,14 +1,14 @@
 /*
- * dist_nccl.c — the NCCL transport of data-parallel training (src/dist)
+ * dist_nccl.c — the NCCL transport of data-parallel training (dist stage)
  * for networks on a CUDA context: one NCCL communicator per membership,
  * bootstrapped over the membership's MPI communicator (rank 0's unique id
  * broadcast), one GPU per rank, and a stream of its own. A bucket's
  * reduction waits on an event recorded on the compute stream after the
  * backward steps that produced it, then runs ncclAllReduce (ncclAvg, in
- * place) on the communication stream while the compute stream goes on
- * with the rest of backward and the re-forwards. finish waits on the
- * host, polling an event until the membership's deadline; past it the
- * NCCL communicator is aborted (ncclCommAbort), so no rank hangs.
+ * place) on the communication stream while the compute stream goes on with
+ * the rest of backward and the re-forwards. finish waits on the host,
+ * polling an event until the membership's deadline; past it the NCCL
+ * communicator is aborted (ncclCommAbort), so no rank hangs.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <cuda_runtime.h>
