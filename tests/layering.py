@@ -248,6 +248,9 @@ def main(argv):
         table = read_symbols(nm, objects)
         keys = [object_name(obj) for obj in objects]
         symbols = {object_name(obj): table[obj] for obj in objects}
+        if not any(defined for defined, _ in table.values()):
+            problems.append(f"{nm} read no symbols from the {len(objects)} object(s): "
+                            "the calls were not checked")
         problems += check_calls(keys, symbols)
     for p in problems:
         print(p)

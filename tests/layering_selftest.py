@@ -116,6 +116,10 @@ def main(cc, nm):
         status, out = run([src, "--nm", nm, "--objects", ";".join(across)])
         expect("calls between two folders are the order's business, not a circle in one folder",
                status == 1 and "a circle of" not in out and "src/net/a.c calls b of src/io/b.c" in out)
+
+        status, out = run([src, "--nm", "true", "--objects", ";".join(chain)])
+        expect("objects nm reads nothing from fail, instead of passing unchecked",
+               status == 1 and "read no symbols" in out)
     print(f"{len(FAILURES)} failure(s)")
     return 1 if FAILURES else 0
 

@@ -182,7 +182,7 @@ sl_context *sl_net_context(sl_net *net);
 /* Checks the arguments of a public planning call (net and out not NULL, a
  * known mode, an input the network takes) and plans: the common head of
  * sl_net_memory_report, sl_net_memory_timeline and sl_net_write_dot
- * (net_plan.c, like sl_net_prepare and sl_schedule_segments). */
+ * (net_plan.c, like sl_net_prepare and sl_net_schedule_segments). */
 sl_status sl_net_plan_for(sl_net *net, sl_shape input, sl_mode mode, const void *out,
                           const char *fn, sl_run_cache **cache);
 
@@ -195,8 +195,10 @@ sl_status sl_net_check_memory(sl_net *net, const sl_run_cache *c, sl_mode mode, 
 /* The cost model of the network's schedule search (set or the device's). */
 sl_cost_model sl_net_cost_model(const sl_net *net);
 
-/* Segments for a schedule over the network's top-level chain. */
-sl_status sl_schedule_segments(const sl_net *net, const sl_shapes *sh, sl_schedule schedule,
-                               sl_segments *out);
+/* Segments for a schedule over the network's top-level chain, with its
+ * parameter, gradient and optimizer bytes and its cost model
+ * (checkpoint/schedule_kind.c's sl_schedule_segments). */
+sl_status sl_net_schedule_segments(const sl_net *net, const sl_shapes *sh, sl_schedule schedule,
+                                   sl_segments *out);
 
 #endif

@@ -1,10 +1,11 @@
 /*
  * net_plan.c — planning a network (net stage: the schedule, program and
- * plan stages of src/checkpoint for one input shape and mode, cached
- * until the shape, mode or a setting changes): the segments of its
- * schedule, the cached plan, the common head of the public planning calls
- * and the planned memory report. Runs (net_run.c), the memory check
- * (memory_check.c) and the pictures (dot.c, timeline.c) plan through it.
+ * plan stages of src/checkpoint for one input shape and mode, cached until
+ * the shape, mode or a setting changes): the segments of its schedule
+ * (chosen by checkpoint/schedule_kind.c), the cached plan, the common head
+ * of the public planning calls and the planned memory report. Runs
+ * (net_run.c), the memory check (memory_check.c) and the pictures (dot.c,
+ * timeline.c) plan through it.
  */
 #include <stdio.h>
 #include <string.h>
@@ -18,29 +19,15 @@ static uint64_t fixed_train_bytes(const sl_net *net)
     return (uint64_t)(net->param_floats + net->grad_floats + net->opt_floats) * sizeof(float);
 }
 
-sl_status sl_schedule_segments(const sl_net *net, const sl_shapes *sh, sl_schedule schedule,
-                               sl_segments *out)
+sl_status sl_net_schedule_segments(const sl_net *net, const sl_shapes *sh, sl_schedule schedule,
+                                   sl_segments *out)
 {
-    const sl_graph *g = &net->graph;
-    if (schedule.kind == SL_SCHEDULE_KIND_NONE)
-        return sl_segments_keep_all(g->n_top, out);
-    if (schedule.kind == SL_SCHEDULE_KIND_BUDGET || schedule.kind == SL_SCHEDULE_KIND_BUDGET_OPS) {
-        sl_cost_model model = sl_net_cost_model(net);
-        sl_budget_query q = {.g = g, .sh = sh, .budget_bytes = schedule.budget_bytes,
-                             .fixed_bytes = fixed_train_bytes(net), .bn_rescale = net->bn_rescale,
+    sl_cost_model model = sl_net_cost_model(net);
+    sl_budget_query chain = {.g = &net->graph, .sh = sh, .fixed_bytes = fixed_train_bytes(net),
+                             .bn_rescale = net->bn_rescale,
                              .input_in_arena = !net->ctx->backend->host_memory,
-                             .operator_level = schedule.kind == SL_SCHEDULE_KIND_BUDGET_OPS,
                              .cost_model = &model};
-        return sl_segments_for_budget(&q, out);
-    }
-    sl_unit_costs u;
-    sl_status st = sl_unit_costs_compute(g, sh, &u);
-    if (st != SL_OK)
-        return st;
-    int k = schedule.kind == SL_SCHEDULE_KIND_SQRT ? sl_sqrt_segments(g->n_top) : schedule.segments;
-    st = sl_segments_balanced(&u, k, out);
-    sl_unit_costs_release(&u);
-    return st;
+    return sl_schedule_segments(&chain, schedule, out);
 }
 
 sl_status sl_net_prepare(sl_net *net, sl_shape input, sl_mode mode, int input_grad,
@@ -61,7 +48,7 @@ sl_status sl_net_prepare(sl_net *net, sl_shape input, sl_mode mode, int input_gr
     st = sl_shapes_compute(&net->graph, net->ctx->backend, input, &fresh.sh);
     if (st == SL_OK) {
         if (mode == SL_MODE_TRAIN)
-            st = sl_schedule_segments(net, &fresh.sh, net->schedule, &fresh.seg);
+            st = sl_net_schedule_segments(net, &fresh.sh, net->schedule, &fresh.seg);
         else
             st = sl_segments_keep_all(net->n_top, &fresh.seg);
     }

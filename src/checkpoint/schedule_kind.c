@@ -1,9 +1,11 @@
 /*
- * schedule_parse.c — a schedule checked and read from text (schedule
- * stage): the kinds and arguments every public call that takes a schedule
- * accepts (sl_sublinear, sl_net_set_schedule), and sl_schedule_parse, the
+ * schedule_kind.c — a schedule as the public API gives it (schedule
+ * stage): checking its kind and arguments for every public call that
+ * takes one (sl_sublinear, sl_net_set_schedule); sl_schedule_parse, the
  * one reader of "none", "sqrt", "segments:K", "budget:SIZE" and
- * "ops:SIZE" that the command and the benches share.
+ * "ops:SIZE" that the command and the benches share; and the segments it
+ * stands for over a chain: all kept, a balanced split (schedule.c), or
+ * the budget search (budget.c).
  */
 #include <errno.h>
 #include <math.h>
@@ -75,4 +77,26 @@ bad:
     return sl_set_error(SL_ERR_INVALID_ARG,
                    "sl_schedule_parse: '%.200s' is not a schedule (none, sqrt, segments:K, "
                    "budget:SIZE or ops:SIZE)", text);
+}
+
+sl_status sl_schedule_segments(const sl_budget_query *chain, sl_schedule schedule,
+                               sl_segments *out)
+{
+    const sl_graph *g = chain->g;
+    if (schedule.kind == SL_SCHEDULE_KIND_NONE)
+        return sl_segments_keep_all(g->n_top, out);
+    if (schedule.kind == SL_SCHEDULE_KIND_BUDGET || schedule.kind == SL_SCHEDULE_KIND_BUDGET_OPS) {
+        sl_budget_query q = *chain;
+        q.budget_bytes = schedule.budget_bytes;
+        q.operator_level = schedule.kind == SL_SCHEDULE_KIND_BUDGET_OPS;
+        return sl_segments_for_budget(&q, out);
+    }
+    sl_unit_costs u;
+    sl_status st = sl_unit_costs_compute(g, chain->sh, &u);
+    if (st != SL_OK)
+        return st;
+    int k = schedule.kind == SL_SCHEDULE_KIND_SQRT ? sl_sqrt_segments(g->n_top) : schedule.segments;
+    st = sl_segments_balanced(&u, k, out);
+    sl_unit_costs_release(&u);
+    return st;
 }
