@@ -1,6 +1,6 @@
 /*
- * base.h — internal plumbing shared by every stage (the lowest folder,
- * src/base): error reporting, the context's fields, the Philox counter RNG
+ * base.h — internal plumbing shared by every stage (base stage, the lowest
+ * folder): error reporting, the context's fields, the Philox counter RNG
  * and small helpers. Not installed.
  */
 #ifndef SL_BASE_H

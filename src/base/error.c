@@ -1,6 +1,6 @@
 /*
  * error.c — the thread-local error message behind sl_last_error() and the
- * names of status codes.
+ * names of status codes (base stage).
  */
 #include <stdarg.h>
 #include <stdio.h>

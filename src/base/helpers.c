@@ -1,7 +1,7 @@
 /*
- * helpers.c — small helpers every stage uses: allocations that turn a
- * failed malloc into a readable error, dotted names, the thread count
- * a context resolves to, and a monotonic clock.
+ * helpers.c — small helpers every stage uses (base stage): allocations
+ * that turn a failed malloc into a readable error, dotted names, the
+ * thread count a context resolves to, and a monotonic clock.
  */
 #define _POSIX_C_SOURCE 199309L
 #include <omp.h>

@@ -1,9 +1,9 @@
 /*
  * philox.c — Philox4x32-10 (Salmon, Moraes, Dror, Shaw: "Parallel random
  * numbers: as easy as 1, 2, 3", SC'11), the counter-based generator cuRAND
- * also offers. A draw is a pure function of (key, counter), which is what
- * lets a re-forward reproduce a dropout mask from a saved counter, and the
- * CPU and GPU backends draw identical masks.
+ * also offers (base stage). A draw is a pure function of (key, counter),
+ * which is what lets a re-forward reproduce a dropout mask from a saved
+ * counter, and the CPU and GPU backends draw identical masks.
  */
 #include <math.h>
 

@@ -1,7 +1,8 @@
 /*
- * executor.c — runs a planned program (run stage): each step's values are
- * pointers into the one arena at their planned offsets; layers call the
- * backend's kernels on them. Nothing is allocated here.
+ * executor.c — runs a planned program (executor stage): each step's values
+ * are pointers into the one arena at their planned offsets; layers call
+ * the backend's kernels on them (the run stage, src/cpu and src/cuda).
+ * Nothing is allocated here.
  */
 #include <string.h>
 

@@ -1,6 +1,7 @@
 /*
- * pipeline.h — the stages between a network and its kernels, over the
- * graph and shapes of layers/graph.h:
+ * pipeline.h — the stages between a network and its kernels
+ * (src/checkpoint: schedule, program, plan, executor), over the graph and
+ * shapes of layers/graph.h:
  *
  *   schedule  which top-level segments are re-forwarded during backward
  *   program   one step as a flat list of FWD / REFWD / LOSS / BWD steps

@@ -1,6 +1,9 @@
 /*
  * schedule.h — costs of the top-level units and the schedules built from
- * them (schedule stage). See schedule.c and budget.c.
+ * them (schedule stage): schedule.c (units, balanced segments), budget.c
+ * and multilevel.c (the budget searches, over segcost.c's measures),
+ * costmodel.c (time-like costs) and schedule_kind.c (a schedule of the
+ * public API: checked, read from text, turned into segments).
  */
 #ifndef SL_SCHEDULE_H
 #define SL_SCHEDULE_H
@@ -142,5 +145,17 @@ typedef struct sl_budget_query {
  * fixed bytes) fits the budget, single-level or multi-level; SL_ERR_BUDGET
  * naming the smallest planned peak the search reaches when none does. */
 sl_status sl_segments_for_budget(const sl_budget_query *q, sl_segments *out);
+
+/* ---- a schedule of the public API (schedule_kind.c, with
+ * sl_schedule_parse) ---- */
+
+/* Checks a schedule's kind and arguments (fn names the public call). */
+sl_status sl_schedule_check(sl_schedule schedule, const char *fn);
+/* The segments of a checked schedule over the chain of `chain` (its
+ * budget_bytes and operator_level are the schedule's, the rest is used
+ * as given): one kept segment for NONE, a balanced split for SQRT and
+ * SEGMENTS, the budget search for BUDGET and BUDGET_OPS. */
+sl_status sl_schedule_segments(const sl_budget_query *chain, sl_schedule schedule,
+                               sl_segments *out);
 
 #endif

@@ -3,7 +3,7 @@
  * set (synthetic.c), MNIST and CIFAR-10 read from their files
  * (image_files.c), one batch call for all three.
  *
- * Outside the pipeline: it feeds sl_net_train_step, the `sublinear`
+ * Stage: data, outside the pipeline; it feeds sl_net_train_step, the `sublinear`
  * command, the tests, benches and examples. File sets give 3-channel
  * float images by default (MNIST's grey images repeated into 3 equal
  * channels, so RGB networks take them unchanged), pixels scaled to [0, 1]

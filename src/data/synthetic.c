@@ -2,7 +2,7 @@
  * synthetic.c — the generator behind sl_dataset_synthetic (src/data, beside
  * the image files' readers; dataset.c makes the public object of either).
  *
- * Outside the pipeline: it feeds sl_net_train_step and the tests, benches
+ * Stage: data, outside the pipeline; it feeds sl_net_train_step and the tests, benches
  * and examples without a download. Each class owns, per channel,
  * a smooth pattern: a sum of DATASET_WAVES 2-D sinusoids with small
  * integer frequencies (so the pattern is periodic over the image and a

@@ -1,11 +1,12 @@
 /*
- * buckets.c — the gradient buckets of one planned training program
- * (data-parallel training, src/dist). Parameter gradients lie in one block
- * in the order layers were added, so the gradients of a run of top-level
+ * buckets.c — the gradient buckets of one planned training program (dist
+ * stage: data-parallel training). Parameter gradients lie in one block in
+ * the order layers were added, so the gradients of a run of top-level
  * layers are one contiguous slice: a bucket is such a slice, reduced in
- * place (the block is the bucket buffer, as DDP's gradient_as_bucket_view).
- * Backward runs the top-level layers last to first, so layers join the
- * current bucket in descending order as their last backward step runs.
+ * place (the block is the bucket buffer, as DDP's
+ * gradient_as_bucket_view). Backward runs the top-level layers last to
+ * first, so layers join the current bucket in descending order as their
+ * last backward step runs.
  */
 #include <stdlib.h>
 #include <string.h>

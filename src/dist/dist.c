@@ -1,6 +1,6 @@
 /*
- * dist.c — a network joins a communicator (data-parallel training,
- * src/dist): MPI set up when the program has not, a duplicate of the
+ * dist.c — a network joins a communicator (dist stage: data-parallel
+ * training): MPI set up when the program has not, a duplicate of the
  * caller's communicator, a check that every rank built the same network,
  * rank 0's parameters (and optimizer state) broadcast, the hooks that the
  * network's training runs call (dist_step.c) installed; and the public
@@ -8,67 +8,16 @@
  * counters. Every collective wait has the membership's timeout.
  */
 #define _POSIX_C_SOURCE 200809L
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "base/poll.h"
 #include "dist/dist.h"
 
 sl_dist_options sl_dist_defaults(void)
 {
     sl_dist_options o = {NULL, 600.0, (size_t)4 << 20, 1};
     return o;
-}
-
-sl_status sl_dist_break(sl_dist *d, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(d->broken_why, sizeof d->broken_why, fmt, ap);
-    va_end(ap);
-    d->broken = 1;
-    return sl_set_error(SL_ERR_BACKEND, "%s", d->broken_why);
-}
-
-/* An MPI request as a poll probe: its MPI_Test result is kept. */
-typedef struct mpi_probe {
-    MPI_Request *request;
-    int rc;
-} mpi_probe;
-
-static sl_poll test_request(void *state)
-{
-    mpi_probe *p = state;
-    int done = 0;
-    p->rc = MPI_Test(p->request, &done, MPI_STATUS_IGNORE);
-    if (p->rc != MPI_SUCCESS)
-        return SL_POLL_FAILED;
-    return done ? SL_POLL_DONE : SL_POLL_PENDING;
-}
-
-sl_status sl_dist_wait_until(sl_dist *d, MPI_Request *r, double deadline, const char *what)
-{
-    mpi_probe p = {r, MPI_SUCCESS};
-    sl_poll got = sl_poll_until(test_request, &p, deadline, MPI_Wtime);
-    if (got == SL_POLL_DONE)
-        return SL_OK;
-    if (got == SL_POLL_FAILED) {
-        char msg[MPI_MAX_ERROR_STRING];
-        int len = 0;
-        MPI_Error_string(p.rc, msg, &len);
-        return sl_dist_break(d, "%s: MPI failed on rank %d: %s", what, d->rank, msg);
-    }
-    return sl_dist_break(d, "%s: rank %d of %d waited %.3g s for the other ranks (the "
-                         "timeout): a rank failed, hangs or stopped calling; the "
-                         "communicator is unusable now", what, d->rank, d->size,
-                         d->opts.timeout_seconds);
-}
-
-sl_status sl_dist_wait(sl_dist *d, MPI_Request *r, const char *what)
-{
-    return sl_dist_wait_until(d, r, MPI_Wtime() + d->opts.timeout_seconds, what);
 }
 
 static void finalize_at_exit(void)

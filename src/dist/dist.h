@@ -1,10 +1,10 @@
 /*
- * dist.h — data-parallel training (src/dist, above the network stage: it
- * uses net/ and below; nothing below includes it). A network's membership
- * of a communicator (sl_dist), the gradient buckets of a planned training
- * program, and the transports that reduce them: non-blocking MPI on the
- * CPU, NCCL on a second CUDA stream. The network reaches all of it only
- * through the hooks of net.h's sl_net_comm.
+ * dist.h — data-parallel training (dist stage, above io and the net stage:
+ * it uses io/, net/ and below; nothing below includes it). A network's
+ * membership of a communicator (sl_dist), the gradient buckets of a
+ * planned training program, and the transports that reduce them:
+ * non-blocking MPI on the CPU, NCCL on a second CUDA stream. The network
+ * reaches all of it only through the hooks of net.h's sl_net_comm.
  */
 #ifndef SL_DIST_H
 #define SL_DIST_H

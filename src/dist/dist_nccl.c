@@ -1,5 +1,5 @@
 /*
- * dist_nccl.c — the NCCL transport of data-parallel training (src/dist)
+ * dist_nccl.c — the NCCL transport of data-parallel training (dist stage)
  * for networks on a CUDA context: one NCCL communicator per membership,
  * bootstrapped over the membership's MPI communicator (rank 0's unique id
  * broadcast), one GPU per rank, and a stream of its own. A bucket's

@@ -1,7 +1,7 @@
 /*
- * dist_none.c — data-parallel training in a build without MPI: joining a
- * communicator is a clear error, and the other calls behave as for a
- * single process that never joined.
+ * dist_none.c — data-parallel training in a build without MPI (dist
+ * stage): joining a communicator is a clear error, and the other calls
+ * behave as for a single process that never joined.
  */
 #include <string.h>
 

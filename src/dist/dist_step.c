@@ -1,6 +1,6 @@
 /*
  * dist_step.c — what a joined network's training run does with the other
- * ranks (data-parallel training, src/dist), through the hooks of
+ * ranks (dist stage: data-parallel training), through the hooks of
  * net.h's sl_net_comm:
  *
  *   agree       before any kernel: plan this run's buckets, then one small

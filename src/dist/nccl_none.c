@@ -1,6 +1,6 @@
 /*
  * nccl_none.c — the NCCL transport of a build with MPI but without NCCL
- * (or without CUDA): a network on a CUDA context cannot join.
+ * (or without CUDA; dist stage): a network on a CUDA context cannot join.
  */
 #include "dist/dist.h"
 

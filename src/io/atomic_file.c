@@ -1,13 +1,13 @@
 /*
  * atomic_file.c — writing a file so that a crash or an error never leaves
- * a half-written one: write a temporary file in the target's directory
- * (mkstemp), flush and fsync it, rename it over the target, and fsync the
- * directory so the rename itself is durable. Any failure removes the
- * temporary file and leaves a previous file at the target intact. A writer
- * holds an flock on its temporary file while it lives, so the temporary
- * files a killed writer left behind (".<name>.tmp.XXXXXX", unlocked) are
- * recognised and removed by the next save of the same target. Also reads a
- * file whole, for the loaders' staging.
+ * a half-written one (io stage): write a temporary file in the target's
+ * directory (mkstemp), flush and fsync it, rename it over the target, and
+ * fsync the directory so the rename itself is durable. Any failure removes
+ * the temporary file and leaves a previous file at the target intact. A
+ * writer holds an flock on its temporary file while it lives, so the
+ * temporary files a killed writer left behind (".<name>.tmp.XXXXXX",
+ * unlocked) are recognised and removed by the next save of the same
+ * target. Also reads a file whole, for the loaders' staging.
  */
 #define _GNU_SOURCE
 

@@ -1,12 +1,12 @@
 /*
- * safetensors.c — the .safetensors container: parsing and validating a
- * whole file held in memory, and writing one. The JSON header is read with
- * the strict reader of json.c and interpreted as the reference
- * implementation (safetensors 0.8, serde) does; a parsed file is trusted by
- * the loaders only after every rule of the format holds: known dtypes,
- * integral shapes and offsets, each entry's byte range equal to its shape
- * times its dtype's size, and the ranges covering the data section exactly
- * (no overlap, no hole, nothing past the end).
+ * safetensors.c — the .safetensors container (io stage): parsing and
+ * validating a whole file held in memory, and writing one. The JSON header
+ * is read with the strict reader of json.c and interpreted as the
+ * reference implementation (safetensors 0.8, serde) does; a parsed file is
+ * trusted by the loaders only after every rule of the format holds: known
+ * dtypes, integral shapes and offsets, each entry's byte range equal to
+ * its shape times its dtype's size, and the ranges covering the data
+ * section exactly (no overlap, no hole, nothing past the end).
  */
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,7 +1,7 @@
 /*
- * serialize.c — model files: sl_save_model / sl_load_model, and the
- * mapping between a network's named tensors and a safetensors file that
- * snapshots (snapshot.c) share. A model file holds parameters and
+ * serialize.c — model files (io stage): sl_save_model / sl_load_model, and
+ * the mapping between a network's named tensors and a safetensors file
+ * that snapshots (snapshot.c) share. A model file holds parameters and
  * BatchNorm running statistics only (neuraltalk2's lesson: a 2 MB model
  * saves as about 2 MB). Loading validates the whole file, matches every
  * name, shape and dtype, and only then copies the staged bytes into the

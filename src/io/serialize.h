@@ -3,7 +3,7 @@
  * mapping between a network's tensors and a file's entries shared by
  * models (serialize.c) and training snapshots (snapshot.c), over the
  * container of io/safetensors.h. Reads and writes the parameter block that
- * the network stage owns.
+ * the net stage owns.
  */
 #ifndef SL_SERIALIZE_H
 #define SL_SERIALIZE_H

@@ -1,8 +1,8 @@
 /*
- * snapshot.c — training snapshots: everything a run needs to go on as if
- * it had never stopped. A snapshot is a model file (serialize.c) plus the
- * optimizer's state tensors ("optimizer.<param>.momentum_buffer", or
- * ".exp_avg" and ".exp_avg_sq"), with the optimizer's kind and
+ * snapshot.c — training snapshots (io stage): everything a run needs to go
+ * on as if it had never stopped. A snapshot is a model file (serialize.c)
+ * plus the optimizer's state tensors ("optimizer.<param>.momentum_buffer",
+ * or ".exp_avg" and ".exp_avg_sq"), with the optimizer's kind and
  * hyperparameters, the step count, and the context's seed and dropout
  * counter as strings in __metadata__. Floats are printed with 9
  * significant digits, which read back to the same float.

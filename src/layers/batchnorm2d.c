@@ -1,5 +1,5 @@
 /*
- * batchnorm2d.c — BatchNorm2d (network stage).
+ * batchnorm2d.c — BatchNorm2d (layers stage).
  *
  * TRAIN normalises with the batch statistics, saves the batch mean and
  * inverse std (the saved state, 2C floats) and updates the running

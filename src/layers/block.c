@@ -1,5 +1,5 @@
 /*
- * block.c — composite blocks built in the user's code (network stage):
+ * block.c — composite blocks built in the user's code (layers stage):
  * sl_block, sl_block_add and the residual join sl_join_add.
  *
  * A block is a small graph inside one top-level layer: each child reads

@@ -1,5 +1,5 @@
 /*
- * conv2d.c — Conv2d (network stage): stride, padding, dilation, groups,
+ * conv2d.c — Conv2d (layers stage): stride, padding, dilation, groups,
  * optional bias. Kernels come from the backend (im2col + sgemm on the CPU,
  * cuDNN on CUDA); the workspace each pass needs is declared here so the
  * planner can share it between steps.

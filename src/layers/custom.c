@@ -1,5 +1,5 @@
 /*
- * custom.c — layer types written in the user's code (network stage).
+ * custom.c — layer types written in the user's code (layers stage).
  *
  * An adapter: a custom layer is an ordinary layer of the internal contract
  * (layer.h) whose infer / forward / backward translate the internal

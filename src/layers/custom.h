@@ -1,5 +1,5 @@
 /*
- * custom.h — layer types defined in the user's code (network stage): the
+ * custom.h — layer types defined in the user's code (layers stage): the
  * adapter in custom.c turns a public sl_custom_type into the internal
  * layer contract (layer.h), so schedules, programs, plans and the executor
  * treat custom layers exactly as built-in ones. block.c wires them (and

@@ -1,5 +1,5 @@
 /*
- * dropout.c — Dropout (network stage). A TRAIN forward takes a fresh
+ * dropout.c — Dropout (layers stage). A TRAIN forward takes a fresh
  * Philox counter range from the context and remembers the counter in the
  * layer (host memory, 8 bytes, whatever the device); a REFORWARD and the
  * backward redraw the identical mask from it, so no mask is ever stored

@@ -1,5 +1,5 @@
 /*
- * global_avgpool.c — global average pooling and Flatten (network stage).
+ * global_avgpool.c — global average pooling and Flatten (layers stage).
  * Flatten is a view: the planner gives its output the storage of its
  * input, no kernel runs.
  */

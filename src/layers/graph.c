@@ -1,9 +1,9 @@
 /*
  * graph.c — the network flattened to primitive nodes, and the shape pass
- * (network stage). Composites emit their children; tensor 0 is the input
- * and tensor i + 1 the output of node i, so nodes are in topological
- * order by construction. The shape pass computes every tensor's shape and
- * every node's cost for one input shape without running a kernel.
+ * (layers stage). Composites emit their children; tensor 0 is the input
+ * and tensor i + 1 the output of node i, so nodes are in topological order
+ * by construction. The shape pass computes every tensor's shape and every
+ * node's cost for one input shape without running a kernel.
  */
 #include <stdlib.h>
 #include <string.h>

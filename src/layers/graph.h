@@ -1,10 +1,10 @@
 /*
- * graph.h — a network flattened to primitive nodes (composites emit their
- * children and joins here, so the top level stays a chain while the
- * planner sees every primitive tensor), and the shape pass: every tensor's
- * shape and bytes and every node's cost for one input shape, without
- * running a kernel. The checkpoint stage (checkpoint/pipeline.h) builds
- * schedules, programs and plans over these.
+ * graph.h — a network flattened to primitive nodes (layers stage;
+ * composites emit their children and joins here, so the top level stays
+ * a chain while the planner sees every primitive tensor), and the shape
+ * pass: every tensor's shape and bytes and every node's cost for one
+ * input shape, without running a kernel. The checkpoint stages
+ * (checkpoint/pipeline.h) build schedules, programs and plans over these.
  */
 #ifndef SL_GRAPH_H
 #define SL_GRAPH_H

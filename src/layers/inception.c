@@ -1,5 +1,5 @@
 /*
- * inception.c — GoogLeNet's blocks as composites (network stage):
+ * inception.c — GoogLeNet's blocks as composites (layers stage):
  * BasicConv2d (conv + BN(eps 1e-3) + ReLU, torchvision's naming "conv",
  * "bn") and the four-branch Inception block joined by a channel Concat.
  */

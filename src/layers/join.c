@@ -1,7 +1,8 @@
 /*
- * join.c — the joins composites use to stay chains at the top level:
- * Add (residual sum of two tensors of one shape) and Concat (channel
- * concatenation, inception). No parameters; their backward reads only dy.
+ * join.c — the joins composites use to stay chains at the top level
+ * (layers stage): Add (residual sum of two tensors of one shape) and
+ * Concat (channel concatenation, inception). No parameters; their backward
+ * reads only dy.
  */
 #include "layers/layer.h"
 

@@ -1,6 +1,7 @@
 /*
- * layer.c — what every layer type shares: the common header, parameter
- * declarations, children of composites, freeing, and window arithmetic.
+ * layer.c — what every layer type shares (layers stage): the common
+ * header, parameter declarations, children of composites, freeing, and
+ * window arithmetic.
  */
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,5 +1,5 @@
 /*
- * layer.h — the layer contract (network stage).
+ * layer.h — the layer contract (layers stage).
  *
  * A layer type is a table of functions (sl_layer_ops) plus a struct of its
  * own that starts with sl_layer. A primitive layer declares, for an input

@@ -1,5 +1,5 @@
 /*
- * linear.c — Linear (network stage): y = x W^T + b over the flattened
+ * linear.c — Linear (layers stage): y = x W^T + b over the flattened
  * input, through the backend's GEMM (OpenBLAS / cuBLAS).
  */
 #include "layers/layer.h"

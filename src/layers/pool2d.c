@@ -1,5 +1,5 @@
 /*
- * pool2d.c — MaxPool2d and AvgPool2d (network stage). Max pooling keeps
+ * pool2d.c — MaxPool2d and AvgPool2d (layers stage). Max pooling keeps
  * the argmax of each window (int32, output-sized) from forward to
  * backward; a re-forward recomputes it with the output, so it is not
  * "kept" state. Average pooling counts padding in the divisor.

@@ -1,5 +1,5 @@
 /*
- * relu.c — ReLU (network stage). Runs in place when nothing later reads its
+ * relu.c — ReLU (layers stage). Runs in place when nothing later reads its
  * input (ReLU after BatchNorm: BN's backward reads BN's input, not its
  * output); its backward reads only its own output, and dx may overwrite dy.
  */

@@ -1,5 +1,5 @@
 /*
- * residual.c — torchvision's residual blocks as composites (network
+ * residual.c — torchvision's residual blocks as composites (layers
  * stage): BasicBlock (two 3x3 convs) and Bottleneck (1x1, 3x3, 1x1 with
  * 4x expansion, stride on the 3x3 as in ResNet v1.5). A projection
  * shortcut ("downsample.0" conv 1x1 + "downsample.1" BN) is used when the

@@ -1,11 +1,11 @@
 /*
  * alexnet.c — torchvision's AlexNet, one of OptNet's benchmark models.
  *
- * Stage: before the pipeline (see models.h). Names follow torchvision's
- * numbering ("features.0" … "features.12", "classifier.0" …
+ * Stage: models, before the pipeline (see models.h). Names follow
+ * torchvision's numbering ("features.0" … "features.12", "classifier.0" …
  * "classifier.6"). torchvision's AdaptiveAvgPool2d(6) is left out: the
- * first Linear is sized for the real feature map at this resolution
- * (6x6 at res 224, the same as torchvision's).
+ * first Linear is sized for the real feature map at this resolution (6x6
+ * at res 224, the same as torchvision's).
  */
 #include <limits.h>
 #include <stdint.h>

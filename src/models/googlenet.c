@@ -3,10 +3,10 @@
  * auxiliary classifiers and without transform_input: OptNet's benchmark
  * model.
  *
- * Stage: before the pipeline (see models.h). Names follow torchvision
- * ("conv1", "maxpool1", "inception3a", "fc"); torchvision has no flatten
- * module (it calls torch.flatten), so ours is named "flatten". The
- * inception blocks and BasicConv2d blocks name their own children
+ * Stage: models, before the pipeline (see models.h). Names follow
+ * torchvision ("conv1", "maxpool1", "inception3a", "fc"); torchvision has
+ * no flatten module (it calls torch.flatten), so ours is named "flatten".
+ * The inception blocks and BasicConv2d blocks name their own children
  * ("inception3a.branch2.1.conv.weight", "conv1.bn.running_var").
  */
 #include "base/base.h"

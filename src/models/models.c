@@ -1,11 +1,10 @@
 /*
  * models.c — the model registry: sl_model_build() and sl_model_names().
  *
- * Stage: before the pipeline. A model is just a sequence of sl_net_add
- * calls, so the schedule, planner and executor see no difference between
- * a hand-built network and a registered model.
+ * Stage: models, before the pipeline. A model is just a sequence of
+ * sl_net_add calls, so the schedule, planner and executor see no
+ * difference between a hand-built network and a registered model.
  */
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -97,19 +96,4 @@ sl_status sl_model_build(sl_net *net, const char *model, int num_classes, int re
     if (st != SL_OK) /* objects as they were: no half-built model */
         sl_net_remove_layers_from(net, 0, out_channels);
     return st;
-}
-
-sl_status sl_models_add(sl_net *net, sl_layer *layer, const char *name_fmt, ...)
-{
-    char name[SL_NAME_MAX];
-    va_list ap;
-    va_start(ap, name_fmt);
-    int n = vsnprintf(name, sizeof name, name_fmt, ap);
-    va_end(ap);
-    if (n < 0 || (size_t)n >= sizeof name) {
-        sl_layer_free(layer);
-        return sl_set_error(SL_ERR_INVALID_ARG, "sl_model_build: layer name too long (format \"%s\")",
-                       name_fmt);
-    }
-    return sl_net_add(net, name, layer);
 }

@@ -1,5 +1,5 @@
 /*
- * models.h — internal interface of the model builders (src/models/).
+ * models.h — internal interface of the model builders (models stage).
  *
  * A builder appends a known architecture to an empty network through the
  * public API only (sl_net_add and the layer constructors), so it sits

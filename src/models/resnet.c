@@ -2,10 +2,10 @@
  * resnet.c — ResNet builders: torchvision's ImageNet ResNets (18 … 152)
  * and the CIFAR ResNets of He et al. 2016 (20, 56, 110).
  *
- * Stage: before the pipeline (see models.h). Layer names follow
- * torchvision ("conv1", "bn1", "layer2.0", "fc"), so "layer2.0.conv1.weight"
- * and "layer2.0.downsample.0.weight" match its state_dict; the blocks
- * name their own children.
+ * Stage: models, before the pipeline (see models.h). Layer names follow
+ * torchvision ("conv1", "bn1", "layer2.0", "fc"), so
+ * "layer2.0.conv1.weight" and "layer2.0.downsample.0.weight" match its
+ * state_dict; the blocks name their own children.
  */
 #include "base/base.h"
 #include "models/models.h"

@@ -1,9 +1,9 @@
 /*
  * vgg.c — VGG-A (VGG-11 without BatchNorm), the model of OptNet's tables.
  *
- * Stage: before the pipeline (see models.h). "features.<i>" follows
- * torchvision's vgg11 numbering (each conv and its ReLU take one index
- * each, a max-pool one), and "classifier.<i>" its classifier, so the
+ * Stage: models, before the pipeline (see models.h). "features.<i>"
+ * follows torchvision's vgg11 numbering (each conv and its ReLU take one
+ * index each, a max-pool one), and "classifier.<i>" its classifier, so the
  * parameter names match torchvision's state_dict. torchvision's
  * AdaptiveAvgPool2d(7) is left out: the first Linear is sized for the real
  * res/32 x res/32 feature map instead (at res 224 it is 7x7, the same).

@@ -1,8 +1,9 @@
 /*
- * context.c — the context a caller owns: device, threads and seed, and the
- * backend instance it owns, made by the one registry function
- * sl_backend_create. Holds the dropout counter so that every dropout mask
- * drawn in a context comes from a distinct Philox counter block.
+ * context.c — the context a caller owns (net stage): device, threads and
+ * seed, and the backend instance it owns, made by the one registry
+ * function sl_backend_create (src/cpu or src/cuda, the run stage). Holds
+ * the dropout counter so that every dropout mask drawn in a context comes
+ * from a distinct Philox counter block.
  */
 #include <stdlib.h>
 

@@ -1,10 +1,11 @@
 /*
- * dot.c — the network as a Graphviz DOT graph (plan stage, for people),
- * optnet's graphgen for our nets: one node per primitive layer labelled
- * with its output shape and size, composite blocks as clusters, and fill
- * colour = the arena offset of the layer's output, so layers whose outputs
- * reuse the same storage share a colour. In-place layers share their
- * input's colour; with reuse off every output has a colour of its own.
+ * dot.c — the network as a Graphviz DOT graph (net stage: a picture of
+ * the plan, for people), optnet's graphgen for our nets: one node per
+ * primitive layer labelled with its output shape and size, composite
+ * blocks as clusters, and fill colour = the arena offset of the layer's
+ * output, so layers whose outputs reuse the same storage share a colour.
+ * In-place layers share their input's colour; with reuse off every output
+ * has a colour of its own.
  */
 #include <math.h>
 #include <stdio.h>

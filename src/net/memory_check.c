@@ -1,10 +1,12 @@
 /*
- * memory_check.c — before a run allocates its activation arena, the planned
- * size is compared with what this process may still take (host memory:
- * base/sysmem.c; a GPU: its free memory): a step larger than memory then fails with
- * SL_ERR_NOMEM naming both figures and a budget schedule that would fit,
- * instead of being killed by the OOM killer while the arena is zero-filled.
- * Network stage; sl_net_set_memory_check switches it off.
+ * memory_check.c — before a run allocates its activation arena (net
+ * stage), the planned size is compared with what this process may still
+ * take (host memory: base/sysmem.c; a GPU: its free memory): a step larger
+ * than memory then fails with SL_ERR_NOMEM naming both figures and a
+ * budget schedule that would fit (found with net_plan.c's
+ * sl_net_schedule_segments), instead of being killed by the OOM killer
+ * while the arena is zero-filled. net_run.c calls it;
+ * sl_net_set_memory_check switches it off.
  */
 #include <stdio.h>
 #include <string.h>
@@ -31,7 +33,7 @@ static void suggest(sl_net *net, const sl_run_cache *c, sl_mode mode, uint64_t b
     }
     sl_segments seg;
     memset(&seg, 0, sizeof seg);
-    sl_status st = sl_schedule_segments(net, &c->sh, SL_SCHEDULE_BUDGET(budget), &seg);
+    sl_status st = sl_net_schedule_segments(net, &c->sh, SL_SCHEDULE_BUDGET(budget), &seg);
     if (st == SL_OK)
         snprintf(buf, n, "the schedule SL_SCHEDULE_BUDGET(%llu) (the command's --schedule budget:%lluM) "
                  "fits, or a smaller batch", (unsigned long long)budget,

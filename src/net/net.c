@@ -1,81 +1,20 @@
 /*
- * net.c — building a network (network stage): the public constructors,
- * appending layers with channel checks and torchvision-style names, and
- * finalising: one block for parameters (initialised from the context's
- * seed), one for their gradients, and the flattened graph.
+ * net.c — the network object (net stage): the public constructors,
+ * appending layers with channel checks and torchvision-style names,
+ * finalising (one block for parameters, initialised from the context's
+ * seed, one for their gradients, and the flattened graph), parameter
+ * access, host views of the blocks, and the small accessors every other
+ * file of src/net shares. It calls into no other file of src/net but
+ * profile.c, so the rest (net_plan.c, net_run.c, memory_check.c,
+ * optimizer.c, dot.c, timeline.c) build on it without a circle.
  */
-#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "checkpoint/schedule.h"
 #include "net/net.h"
-
-sl_status sl_schedule_check(sl_schedule schedule, const char *fn)
-{
-    if (schedule.kind < SL_SCHEDULE_KIND_NONE || schedule.kind > SL_SCHEDULE_KIND_BUDGET_OPS)
-        return sl_set_error(SL_ERR_INVALID_ARG, "%s: unknown schedule kind %d", fn, (int)schedule.kind);
-    if (schedule.kind == SL_SCHEDULE_KIND_SEGMENTS && schedule.segments < 1)
-        return sl_set_error(SL_ERR_INVALID_ARG, "%s: segments must be >= 1, got %d", fn,
-                       schedule.segments);
-    return SL_OK;
-}
-
-/* SIZE of budget:SIZE in bytes; -1 when it is not a positive size. */
-static int parse_size(const char *s, uint64_t *out)
-{
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (errno || end == s || !(v > 0) || !isfinite(v))
-        return -1;
-    static const struct {
-        const char *suffix;
-        double mult;
-    } units[] = {
-        {"", 1},           {"B", 1},           {"K", 1024.0},          {"KiB", 1024.0},
-        {"M", 1048576.0},  {"MiB", 1048576.0}, {"G", 1073741824.0},   {"GiB", 1073741824.0},
-    };
-    for (size_t i = 0; i < sizeof units / sizeof *units; i++)
-        if (strcmp(end, units[i].suffix) == 0) {
-            double bytes = v * units[i].mult;
-            if (bytes >= 1.8e19)
-                return -1;
-            *out = (uint64_t)bytes;
-            return 0;
-        }
-    return -1;
-}
-
-sl_status sl_schedule_parse(const char *text, sl_schedule *out)
-{
-    if (!text || !out)
-        return sl_set_error(SL_ERR_INVALID_ARG, "sl_schedule_parse: text or out is NULL");
-    uint64_t bytes;
-    char *end;
-    if (strcmp(text, "none") == 0)
-        *out = SL_SCHEDULE_NONE;
-    else if (strcmp(text, "sqrt") == 0)
-        *out = SL_SCHEDULE_SQRT;
-    else if (strncmp(text, "segments:", 9) == 0) {
-        errno = 0;
-        long k = strtol(text + 9, &end, 10);
-        if (errno || end == text + 9 || *end || k < 1 || k > 1000000)
-            goto bad;
-        *out = SL_SCHEDULE_SEGMENTS((int)k);
-    } else if (strncmp(text, "budget:", 7) == 0 && parse_size(text + 7, &bytes) == 0)
-        *out = SL_SCHEDULE_BUDGET(bytes);
-    else if (strncmp(text, "ops:", 4) == 0 && parse_size(text + 4, &bytes) == 0)
-        *out = SL_SCHEDULE_BUDGET_OPS(bytes);
-    else
-        goto bad;
-    return SL_OK;
-bad:
-    return sl_set_error(SL_ERR_INVALID_ARG,
-                   "sl_schedule_parse: '%.200s' is not a schedule (none, sqrt, segments:K, "
-                   "budget:SIZE or ops:SIZE)", text);
-}
 
 static sl_status net_new(sl_context *ctx, int in_channels, sl_schedule schedule, const char *fn,
                          sl_net **out)
@@ -581,3 +520,49 @@ float *sl_host_view_at(const sl_net *net, const sl_host_view *v, const float *de
         return v->params + (device - net->param_block);
     return v->opt + (device - net->opt_block);
 }
+
+/* ---- what the other files of src/net share ---- */
+
+sl_status sl_net_check_input(const sl_net *net, sl_shape s, const char *fn)
+{
+    if (s.n < 1 || s.h < 1 || s.w < 1)
+        return sl_set_error(SL_ERR_SHAPE, "%s: input shape %dx%dx%dx%d must have batch, height and width >= 1",
+                       fn, s.n, s.c, s.h, s.w);
+    if (s.c != net->in_channels)
+        return sl_set_error(SL_ERR_SHAPE, "%s: input has %d channels, the network takes %d", fn, s.c,
+                       net->in_channels);
+    return SL_OK;
+}
+
+sl_status sl_net_check_training(const sl_net *net, const char *fn)
+{
+    if (net && net->mode == SL_MODE_INFER)
+        return sl_set_error(SL_ERR_STATE, "%s: the network is in inference mode (gradients freed); "
+                                     "call sl_net_set_mode(net, SL_MODE_TRAIN) first", fn);
+    return SL_OK;
+}
+
+sl_exec sl_net_exec(const sl_net *net)
+{
+    sl_exec ex = {net->ctx->backend, sl_context_threads(net->ctx)};
+    return ex;
+}
+
+sl_cost_model sl_net_cost_model(const sl_net *net)
+{
+    if (net->cost_model.flops_per_s > 0)
+        return net->cost_model;
+    return sl_cost_model_for(net->ctx->backend->host_memory);
+}
+
+void sl_run_cache_release(sl_run_cache *c)
+{
+    sl_plan_release(&c->plan);
+    sl_program_release(&c->prog);
+    sl_segments_release(&c->seg);
+    sl_shapes_release(&c->sh);
+    c->valid = 0;
+}
+
+/* For tests and tools inside the project: the context a network uses. */
+sl_context *sl_net_context(sl_net *net) { return net ? net->ctx : NULL; }

@@ -1,7 +1,11 @@
 /*
- * net.h — the network object behind sl_net (internal): its top-level
- * chain, its parameters in one block, its optimizer state, and the cached
- * plan for the last input shape of each mode.
+ * net.h — the network object behind sl_net (internal, net stage): its
+ * top-level chain, its parameters in one block, its optimizer state, and
+ * the cached plan for the last input shape of each mode; and what the
+ * files of src/net call in each other. Calls go one way: net.c (and
+ * profile.c, context.c) at the bottom, net_plan.c on it, memory_check.c
+ * on those, net_run.c on all of them, optimizer.c, dot.c and timeline.c
+ * on top.
  */
 #ifndef SL_NET_H
 #define SL_NET_H
@@ -92,11 +96,12 @@ double sl_profile_clock(const sl_net *net, const sl_exec *ex);
 void sl_profile_add_update(sl_net *net, const sl_exec *ex, double t0);
 void sl_profile_free(sl_profile *p);
 
-/* Checks a schedule's kind and arguments (fn names the public call). */
-sl_status sl_schedule_check(sl_schedule schedule, const char *fn);
-
 /* Releases a cached plan (and what it was built from); it is then invalid. */
 void sl_run_cache_release(sl_run_cache *c);
+
+/* SL_ERR_SHAPE naming fn unless input has batch, height and width >= 1
+ * and the network's input channels. */
+sl_status sl_net_check_input(const sl_net *net, sl_shape input, const char *fn);
 
 /* SL_ERR_STATE naming fn when the network is in inference mode. */
 sl_status sl_net_check_training(const sl_net *net, const char *fn);
@@ -176,7 +181,8 @@ sl_context *sl_net_context(sl_net *net);
 
 /* Checks the arguments of a public planning call (net and out not NULL, a
  * known mode, an input the network takes) and plans: the common head of
- * sl_net_memory_report, sl_net_memory_timeline and sl_net_write_dot. */
+ * sl_net_memory_report, sl_net_memory_timeline and sl_net_write_dot
+ * (net_plan.c, like sl_net_prepare and sl_net_schedule_segments). */
 sl_status sl_net_plan_for(sl_net *net, sl_shape input, sl_mode mode, const void *out,
                           const char *fn, sl_run_cache **cache);
 
@@ -189,8 +195,10 @@ sl_status sl_net_check_memory(sl_net *net, const sl_run_cache *c, sl_mode mode, 
 /* The cost model of the network's schedule search (set or the device's). */
 sl_cost_model sl_net_cost_model(const sl_net *net);
 
-/* Segments for a schedule over the network's top-level chain. */
-sl_status sl_schedule_segments(const sl_net *net, const sl_shapes *sh, sl_schedule schedule,
-                               sl_segments *out);
+/* Segments for a schedule over the network's top-level chain, with its
+ * parameter, gradient and optimizer bytes and its cost model
+ * (checkpoint/schedule_kind.c's sl_schedule_segments). */
+sl_status sl_net_schedule_segments(const sl_net *net, const sl_shapes *sh, sl_schedule schedule,
+                                   sl_segments *out);
 
 #endif

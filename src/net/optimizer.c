@@ -1,5 +1,5 @@
 /*
- * optimizer.c — the optimizer of a network (network stage): SGD and Adam
+ * optimizer.c — the optimizer of a network (net stage): SGD and Adam
  * options, their state, and the update after a backward. The layout of
  * the optimizer state is defined here once (sl_optimizer_state_blocks and
  * sl_net_visit_optimizer_state); the update and training snapshots

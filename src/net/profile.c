@@ -1,5 +1,5 @@
 /*
- * profile.c — where a run's time goes (network stage): with profiling on,
+ * profile.c — where a run's time goes (net stage): with profiling on,
  * every program step waits for the backend (on a GPU: for its kernels to
  * finish) and its wall time is added to the entry of its layer type and
  * pass; sl_net_update's optimizer kernels get an entry of their own. The

@@ -1,8 +1,9 @@
 /*
- * timeline.c — pictures of a plan (plan stage, for people): live bytes per
+ * timeline.c — pictures of a plan (net stage, for people): live bytes per
  * program step by category, drawn as a self-contained SVG for one or more
  * schedules on the same axes; and the per-unit table of what each
- * top-level unit costs and what the schedule does with it.
+ * top-level unit costs and what the schedule does with it. Plans through
+ * net_plan.c.
  */
 #include <stdio.h>
 #include <stdlib.h>

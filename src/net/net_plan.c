@@ -1,0 +1,148 @@
+/*
+ * net_plan.c — planning a network (net stage: the schedule, program and
+ * plan stages of src/checkpoint for one input shape and mode, cached until
+ * the shape, mode or a setting changes): the segments of its schedule
+ * (chosen by checkpoint/schedule_kind.c), the cached plan, the common head
+ * of the public planning calls and the planned memory report. Runs
+ * (net_run.c), the memory check (memory_check.c) and the pictures (dot.c,
+ * timeline.c) plan through it.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "checkpoint/schedule.h"
+#include "net/net.h"
+
+/* Bytes outside the arena in training: parameters, gradients, optimizer. */
+static uint64_t fixed_train_bytes(const sl_net *net)
+{
+    return (uint64_t)(net->param_floats + net->grad_floats + net->opt_floats) * sizeof(float);
+}
+
+sl_status sl_net_schedule_segments(const sl_net *net, const sl_shapes *sh, sl_schedule schedule,
+                                   sl_segments *out)
+{
+    sl_cost_model model = sl_net_cost_model(net);
+    sl_budget_query chain = {.g = &net->graph, .sh = sh, .fixed_bytes = fixed_train_bytes(net),
+                             .bn_rescale = net->bn_rescale,
+                             .input_in_arena = !net->ctx->backend->host_memory,
+                             .cost_model = &model};
+    return sl_schedule_segments(&chain, schedule, out);
+}
+
+sl_status sl_net_prepare(sl_net *net, sl_shape input, sl_mode mode, int input_grad,
+                         sl_run_cache **out)
+{
+    sl_status st = sl_net_finalize(net);
+    if (st != SL_OK)
+        return st;
+    sl_run_cache *c = &net->cache[mode];
+    if (c->valid && sl_shape_equal(c->shape, input) && c->input_grad == input_grad) {
+        *out = c;
+        return SL_OK;
+    }
+    sl_run_cache fresh;
+    memset(&fresh, 0, sizeof fresh);
+    fresh.shape = input;
+    fresh.input_grad = input_grad;
+    st = sl_shapes_compute(&net->graph, net->ctx->backend, input, &fresh.sh);
+    if (st == SL_OK) {
+        if (mode == SL_MODE_TRAIN)
+            st = sl_net_schedule_segments(net, &fresh.sh, net->schedule, &fresh.seg);
+        else
+            st = sl_segments_keep_all(net->n_top, &fresh.seg);
+    }
+    if (st == SL_OK)
+        st = sl_program_build(&net->graph, &fresh.sh, &fresh.seg, mode, net->bn_rescale, input_grad,
+                              !net->ctx->backend->host_memory, &fresh.prog);
+    if (st == SL_OK)
+        st = sl_plan_build(&net->graph, &fresh.prog, !net->no_reuse, &fresh.plan);
+    if (st != SL_OK) {
+        sl_run_cache_release(&fresh);
+        return st;
+    }
+    sl_run_cache_release(c);
+    *c = fresh;
+    c->valid = 1;
+    *out = c;
+    return SL_OK;
+}
+
+/* ---- the planned memory report ---- */
+
+sl_status sl_net_plan_for(sl_net *net, sl_shape input, sl_mode mode, const void *out,
+                          const char *fn, sl_run_cache **cache)
+{
+    if (!net || !out)
+        return sl_set_error(SL_ERR_INVALID_ARG, "%s: network or out is NULL", fn);
+    if (mode != SL_MODE_TRAIN && mode != SL_MODE_INFER)
+        return sl_set_error(SL_ERR_INVALID_ARG, "%s: unknown mode %d", fn, (int)mode);
+    sl_status st = sl_net_check_input(net, input, fn);
+    if (st != SL_OK)
+        return st;
+    /* The plan the last run used, when it was for this shape (with or
+     * without the input's gradient): its measured bytes stay valid and
+     * the next run need not plan again. */
+    const sl_run_cache *c = &net->cache[mode];
+    int input_grad = c->valid && sl_shape_equal(c->shape, input) ? c->input_grad : 0;
+    sl_net_mark m = sl_net_mark_now(net);
+    return sl_net_undo_first_use(net, m, sl_net_prepare(net, input, mode, input_grad, cache));
+}
+
+sl_status sl_net_memory_report(sl_net *net, sl_shape input, sl_mode mode, sl_memory_report *out)
+{
+    sl_run_cache *c;
+    sl_status st = sl_net_plan_for(net, input, mode, out, "sl_net_memory_report", &c);
+    if (st != SL_OK)
+        return st;
+    memset(out, 0, sizeof *out);
+    const sl_plan *pl = &c->plan;
+    out->outputs = pl->category_peak[SL_VALUE_OUTPUT];
+    out->grad_inputs = pl->category_peak[SL_VALUE_GRAD];
+    out->buffers = pl->category_peak[SL_VALUE_SAVED] + pl->category_peak[SL_VALUE_WORKSPACE];
+    out->params = net->param_floats * sizeof(float);
+    out->param_grads = mode == SL_MODE_TRAIN ? net->grad_floats * sizeof(float) : 0;
+    out->optimizer = mode == SL_MODE_TRAIN ? net->opt_floats * sizeof(float) : 0;
+    out->arena_bytes = pl->arena_bytes;
+    out->communication = mode == SL_MODE_TRAIN && net->comm ? net->comm->bytes : 0;
+    out->total = out->arena_bytes + out->params + out->param_grads + out->optimizer +
+                 out->communication;
+    out->arena_measured = c->arena_touched;
+    out->measured_params = net->param_block ? net->param_floats * sizeof(float) : 0;
+    out->measured_param_grads = net->grad_block ? net->grad_floats * sizeof(float) : 0;
+    out->measured_optimizer = net->opt_block ? net->opt_floats * sizeof(float) : 0;
+    if (net->ctx->backend->device_free_bytes) {
+        size_t now = net->ctx->backend->device_free_bytes(net->ctx->backend, NULL);
+        out->device_used = now < net->ctx->device_free_at_start ? net->ctx->device_free_at_start - now : 0;
+    }
+    out->measured_total = out->arena_measured + out->measured_params + out->measured_param_grads +
+                          out->measured_optimizer + out->communication;
+    uint64_t plain = c->prog.fwd_flops + (mode == SL_MODE_TRAIN ? c->prog.bwd_flops : 0);
+    out->recompute_fraction = plain ? (double)c->prog.refwd_flops / (double)plain : 0.0;
+    sl_cost_model model = sl_net_cost_model(net);
+    double plain_s, refwd_s;
+    sl_program_seconds(&net->graph, &c->sh, &c->prog, &model, &plain_s, &refwd_s);
+    out->recompute_time_fraction = plain_s > 0 && mode == SL_MODE_TRAIN ? refwd_s / plain_s : 0.0;
+    return SL_OK;
+}
+
+sl_status sl_memory_report_json(const sl_memory_report *r, char *buf, size_t n)
+{
+    if (!r || !buf)
+        return sl_set_error(SL_ERR_INVALID_ARG, "sl_memory_report_json: report or buffer is NULL");
+    int len = snprintf(buf, n,
+                       "{\"outputs\":%llu,\"grad_inputs\":%llu,\"buffers\":%llu,\"params\":%llu,"
+                       "\"param_grads\":%llu,\"optimizer\":%llu,\"communication\":%llu,"
+                       "\"arena\":%llu,\"total\":%llu,\"arena_measured\":%llu,\"measured_total\":%llu,"
+                       "\"recompute_fraction\":%.6f,\"recompute_time_fraction\":%.6f}",
+                       (unsigned long long)r->outputs, (unsigned long long)r->grad_inputs,
+                       (unsigned long long)r->buffers, (unsigned long long)r->params,
+                       (unsigned long long)r->param_grads, (unsigned long long)r->optimizer,
+                       (unsigned long long)r->communication, (unsigned long long)r->arena_bytes,
+                       (unsigned long long)r->total, (unsigned long long)r->arena_measured,
+                       (unsigned long long)r->measured_total,
+                       r->recompute_fraction, r->recompute_time_fraction);
+    if (len < 0 || (size_t)len >= n)
+        return sl_set_error(SL_ERR_INVALID_ARG, "sl_memory_report_json: buffer of %zu bytes is too small", n);
+    return SL_OK;
+}
