@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "sublinear.h"
+#include "base/philox.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -34,10 +35,8 @@ struct sl_context {
     char callback_error[512];
 };
 
-/* ---- Philox4x32-10 (Salmon et al., SC'11) ---- */
-
-/* One Philox4x32-10 block: 4 random words for counter ctr under key. */
-void sl_philox4x32_10(const uint32_t ctr[4], const uint32_t key[2], uint32_t out[4]);
+/* ---- Philox4x32-10 (Salmon et al., SC'11): the generator is
+ * sl_philox4x32_10 in base/philox.h ---- */
 
 /* Standard normal and uniform draws for initialisation: element i of a
  * stream (seed, stream) is a pure function of those three numbers. */
