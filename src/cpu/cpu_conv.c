@@ -13,7 +13,7 @@
  *   col_g   kdim x ohw  = W_g^T dy_g       (then col2im adds col into dx)
  *   dW_g   += dy_g col_g^T                  (images in order)
  *
- * Threads: with a tiled GEMM (see sl_cpu_gemm.c) a whole pass runs in one
+ * Threads: with a tiled GEMM (see cpu_gemm.c) a whole pass runs in one
  * OpenMP team: im2col / col2im split over rows or channels, each GEMM split
  * into tiles of C, or whole groups handed out when there are at least as
  * many groups as threads. The tiling depends only on shape and team size,

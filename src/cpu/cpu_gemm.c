@@ -1,5 +1,5 @@
 /*
- * sl_cpu_gemm.c — GEMM for the CPU backend (run stage): OpenBLAS cblas_sgemm,
+ * cpu_gemm.c — GEMM for the CPU backend (run stage): OpenBLAS cblas_sgemm,
  * split into tiles over the OpenMP team of a kernel.
  *
  * Why tiles instead of OpenBLAS's own threads: the other kernels run on an

@@ -1,7 +1,10 @@
 /*
- * sl_cpu_batchnorm.c — BatchNorm2d kernels on the CPU (run stage): training
+ * cpu_norm.c — BatchNorm2d kernels on the CPU (run stage): training
  * forward with batch statistics, forward with given statistics (eval, or
- * re-forward of a checkpointed segment) and backward.
+ * re-forward of a checkpointed segment) and backward. The per-element
+ * rules (normalise, the backward's dx, invstd, the running statistics) are
+ * base/element.h's, shared with cuda_norm.cu; the channel sums here are
+ * the CPU's own reduction.
  *
  * Each channel is handled by one thread; its sums are accumulated in double
  * over a fixed set of 8 partial sums, so the statistics are the same bits on
