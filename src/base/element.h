@@ -114,6 +114,21 @@ SL_HD static inline size_t sl_channel_plane(size_t img, int c_total, int off, si
     return (img * c_total + off + ch) * hw;
 }
 
+/* ---- Linear's bias ---- */
+
+/* acc[j] += column j0 + j of the rows x cols matrix dy (j < nj), rows in
+ * order, in double: the bias gradient's column sums (the CPU sums a block
+ * of columns per thread, the GPU one column per thread). */
+SL_HD static inline void sl_column_sums(const float *dy, int rows, int cols, int j0, int nj,
+                                        double *acc)
+{
+    for (int r = 0; r < rows; r++) {
+        const float *row = dy + (size_t)r * cols + j0;
+        for (int j = 0; j < nj; j++)
+            acc[j] += row[j];
+    }
+}
+
 /* ---- BatchNorm ---- */
 
 /* A channel's scale and shift; NULL (no affine parameters): 1 and 0. */

@@ -152,11 +152,7 @@ void sl_cpu_bias_backward(const sl_exec *ex, int rows, int cols, const float *dy
         int j0 = b * BIAS_BLOCK;
         int nj = cols - j0 < BIAS_BLOCK ? cols - j0 : BIAS_BLOCK;
         double acc[BIAS_BLOCK] = {0};
-        for (int r = 0; r < rows; r++) {
-            const float *row = dy + (size_t)r * cols + j0;
-            for (int j = 0; j < nj; j++)
-                acc[j] += row[j];
-        }
+        sl_column_sums(dy, rows, cols, j0, nj, acc);
         for (int j = 0; j < nj; j++)
             dbias[j0 + j] += (float)acc[j];
     });

@@ -146,8 +146,7 @@ static __global__ void bias_bwd_k(int rows, int cols, const float *dy, float *db
     GRID_STRIDE(j, (size_t)cols)
     {
         double acc = 0.0;
-        for (int r = 0; r < rows; r++)
-            acc += dy[(size_t)r * cols + j];
+        sl_column_sums(dy, rows, cols, (int)j, 1, &acc);
         dbias[j] += (float)acc;
     }
 }
