@@ -34,8 +34,11 @@ if(SL_HAVE_CUDA)
   target_link_libraries(sublinear PRIVATE CUDA::cudart CUDA::cublas ${CUDNN_LIB})
   set_target_properties(sublinear PROPERTIES CUDA_STANDARD 17 CUDA_STANDARD_REQUIRED ON
     CUDA_ARCHITECTURES "${CMAKE_CUDA_ARCHITECTURES}")
+  # No C++ exceptions: the backend reports failures as sl_status (nothing in
+  # it throws), and without unwind tables the library exports no C++
+  # personality reference (DW.ref.__gxx_personality_v0).
   target_compile_options(sublinear PRIVATE
-    $<$<COMPILE_LANGUAGE:CUDA>:--extended-lambda -Xcompiler=-Wall,-Wextra -Wno-deprecated-gpu-targets>)
+    $<$<COMPILE_LANGUAGE:CUDA>:--extended-lambda -Xcompiler=-Wall,-Wextra,-fno-exceptions -Wno-deprecated-gpu-targets>)
   if(SL_WERROR)
     target_compile_options(sublinear PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:-Werror=all-warnings>)
   endif()

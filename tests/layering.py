@@ -38,18 +38,6 @@ LEVELS = [
     ["models"],        # model builders
 ]
 
-# Circles of calls known and owned elsewhere, by folder: the exact group
-# of files that reach each other. Each is printed on every run and does
-# not fail the test while its group stays exactly this; a group that grows
-# or changes fails. Delete an entry once its circle is gone.
-KNOWN_CALL_CIRCLES = {
-    # CUDA builds: cuda_backend.cu's table calls every kernel file, and they
-    # call its helpers (sl_cuda_record, ...). Reported to the owner of
-    # src/cuda (issue 20); the shared helpers want a file of their own.
-    "cuda": {"cuda_backend.cu", "cuda_conv.cu", "cuda_elementwise.cu", "cuda_gemm.cu",
-             "cuda_loss_optim.cu", "cuda_norm.cu", "cuda_pool.cu"},
-}
-
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
 SOURCE_SUFFIXES = (".c", ".h", ".cu")
 
@@ -128,17 +116,12 @@ def strongly_connected(graph):
     return sorted(groups)
 
 
-def describe_cycles(kind, folder, graph, display, known=None):
+def describe_cycles(kind, folder, graph, display):
     """One line per group of files that reach each other: a circle through
     them, 'a circle of calls in src/net/: a.c -> b.c (sym) -> a.c', and
-    every file of the group when the circle does not pass through all.
-    A group equal to `known` is printed here and left out."""
+    every file of the group when the circle does not pass through all."""
     lines = []
     for group in strongly_connected(graph):
-        if known is not None and set(group) == set(known):
-            print(f"known circle of {kind} in src/{folder}/ (not failing, see "
-                  f"KNOWN_CALL_CIRCLES): " + ", ".join(display(n) for n in group))
-            continue
         sub = {n: {t: lab for t, lab in graph.get(n, {}).items() if t in group} for n in group}
         cycle = find_cycle(sub)
         parts = [display(cycle[0])]
@@ -240,8 +223,7 @@ def check_calls(objects, symbols):
                                 f"src/{folder}/ may not use src/{other[0]}/ "
                                 f"(level {level[folder]} <= {level[other[0]]})")
     for folder in sorted(graphs):
-        problems += describe_cycles("calls", folder, graphs[folder], lambda n: n,
-                                    KNOWN_CALL_CIRCLES.get(folder))
+        problems += describe_cycles("calls", folder, graphs[folder], lambda n: n)
     return problems
 
 

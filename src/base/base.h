@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "sublinear.h"
+#include "base/philox.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -34,15 +35,9 @@ struct sl_context {
     char callback_error[512];
 };
 
-/* ---- Philox4x32-10 (Salmon et al., SC'11) ---- */
-
-/* One Philox4x32-10 block: 4 random words for counter ctr under key. */
-void sl_philox4x32_10(const uint32_t ctr[4], const uint32_t key[2], uint32_t out[4]);
-
-/* Standard normal and uniform draws for initialisation: element i of a
- * stream (seed, stream) is a pure function of those three numbers. */
-float sl_random_normal(uint64_t seed, uint64_t stream, uint64_t i);
-float sl_random_uniform(uint64_t seed, uint64_t stream, uint64_t i); /* [0,1) */
+/* ---- Philox4x32-10 (Salmon et al., SC'11): the generator
+ * sl_philox4x32_10 and the initialisation streams sl_random_normal /
+ * sl_random_uniform are in base/philox.h ---- */
 
 /* ---- helpers ---- */
 

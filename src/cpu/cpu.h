@@ -37,91 +37,65 @@ static inline int cpu_threads(const sl_exec *ex)
 /* ---- cpu_gemm.c ---- */
 
 /* The table's gemm: tiled over the team, or one call to threaded OpenBLAS. */
-void cpu_gemm(const sl_exec *ex, int trans_a, int trans_b, int m, int n, int k, float alpha,
-              const float *a, int lda, const float *b, int ldb, float beta, float *c, int ldc);
+sl_gemm_fn sl_cpu_gemm;
 
 /* 1 when kernels should split their GEMMs over their own OpenMP team
  * (OpenBLAS single-threaded, or an OpenMP build of it), 0 when each GEMM
  * should be one call from one thread (OpenBLAS runs its own threads). */
-int cpu_gemm_tiled(const sl_exec *ex);
+int sl_cpu_gemm_tiled(const sl_exec *ex);
 
 /* A grid of tm x tn tiles of C, one per thread of a team. */
-typedef struct cpu_tiling {
+typedef struct sl_cpu_tiling {
     int tm, tn;
-} cpu_tiling;
+} sl_cpu_tiling;
 
-cpu_tiling cpu_gemm_tiling(int threads, int m, int n);
+sl_cpu_tiling sl_cpu_gemm_tiling(int threads, int m, int n);
 
 /* Tile `part` (a thread number) of C = alpha op(A) op(B) + beta C, on the
  * calling thread; parts past tm * tn do nothing. */
-void cpu_gemm_part(const cpu_tiling *t, int part, int trans_a, int trans_b, int m, int n, int k,
-                   float alpha, const float *a, int lda, const float *b, int ldb, float beta,
-                   float *c, int ldc);
+void sl_cpu_gemm_part(const sl_cpu_tiling *t, int part, int trans_a, int trans_b, int m, int n,
+                      int k, float alpha, const float *a, int lda, const float *b, int ldb,
+                      float beta, float *c, int ldc);
+
+/* The table's kernels, one file per op family; signatures and contracts
+ * in base/backend.h. */
 
 /* ---- cpu_conv.c ---- */
-size_t cpu_conv2d_workspace_bytes(const sl_backend *be, const sl_conv_desc *d, sl_conv_pass pass);
-void cpu_conv2d_forward(const sl_exec *ex, const sl_conv_desc *d, const float *x, const float *w,
-                        const float *bias, float *y, void *ws);
-void cpu_conv2d_backward_data(const sl_exec *ex, const sl_conv_desc *d, const float *w,
-                              const float *dy, float *dx, int accumulate, void *ws);
-void cpu_conv2d_backward_filter(const sl_exec *ex, const sl_conv_desc *d, const float *x,
-                                const float *dy, float *dw, float *dbias, void *ws);
+sl_conv2d_workspace_bytes_fn sl_cpu_conv2d_workspace_bytes;
+sl_conv2d_forward_fn sl_cpu_conv2d_forward;
+sl_conv2d_backward_data_fn sl_cpu_conv2d_backward_data;
+sl_conv2d_backward_filter_fn sl_cpu_conv2d_backward_filter;
 
 /* ---- cpu_norm.c ---- */
-void cpu_batchnorm_forward_train(const sl_exec *ex, int n, int c, int hw, const float *x,
-                                 const float *gamma, const float *beta, float *y,
-                                 float *save_mean, float *save_invstd, float *running_mean,
-                                 float *running_var, float momentum, float eps);
-void cpu_batchnorm_forward_apply(const sl_exec *ex, int n, int c, int hw, const float *x,
-                                 const float *gamma, const float *beta, const float *mean,
-                                 const float *invstd, float *y);
-void cpu_batchnorm_forward_infer(const sl_exec *ex, int n, int c, int hw, const float *x,
-                                 const float *gamma, const float *beta, const float *running_mean,
-                                 const float *running_var, float eps, float *y, float *save_mean,
-                                 float *save_invstd);
-void cpu_batchnorm_backward(const sl_exec *ex, int n, int c, int hw, const float *x,
-                            const float *dy, const float *gamma, const float *save_mean,
-                            const float *save_invstd, float *dx, int accumulate, float *dgamma,
-                            float *dbeta, int frozen, void *ws);
+sl_batchnorm_forward_train_fn sl_cpu_batchnorm_forward_train;
+sl_batchnorm_forward_apply_fn sl_cpu_batchnorm_forward_apply;
+sl_batchnorm_forward_infer_fn sl_cpu_batchnorm_forward_infer;
+sl_batchnorm_backward_fn sl_cpu_batchnorm_backward;
 
 /* ---- cpu_pool.c ---- */
-void cpu_maxpool_forward(const sl_exec *ex, const sl_pool_desc *d, const float *x, float *y,
-                         int32_t *argmax);
-void cpu_maxpool_backward(const sl_exec *ex, const sl_pool_desc *d, const int32_t *argmax,
-                          const float *dy, float *dx, int accumulate);
-void cpu_avgpool_forward(const sl_exec *ex, const sl_pool_desc *d, const float *x, float *y);
-void cpu_avgpool_backward(const sl_exec *ex, const sl_pool_desc *d, const float *dy, float *dx,
-                          int accumulate);
-void cpu_global_avgpool_forward(const sl_exec *ex, int nc, int hw, const float *x, float *y);
-void cpu_global_avgpool_backward(const sl_exec *ex, int nc, int hw, const float *dy, float *dx,
-                                 int accumulate);
+sl_maxpool_forward_fn sl_cpu_maxpool_forward;
+sl_maxpool_backward_fn sl_cpu_maxpool_backward;
+sl_avgpool_forward_fn sl_cpu_avgpool_forward;
+sl_avgpool_backward_fn sl_cpu_avgpool_backward;
+sl_global_avgpool_forward_fn sl_cpu_global_avgpool_forward;
+sl_global_avgpool_backward_fn sl_cpu_global_avgpool_backward;
 
 /* ---- cpu_elementwise.c ---- */
-void cpu_dropout_forward(const sl_exec *ex, size_t count, const float *x, float *y, float p,
-                         uint64_t seed, uint64_t counter);
-void cpu_dropout_backward(const sl_exec *ex, size_t count, const float *dy, float *dx, float p,
-                          uint64_t seed, uint64_t counter, int accumulate);
-void cpu_random_uniform(const sl_exec *ex, size_t count, uint64_t seed, uint64_t counter,
-                        uint64_t first, float *dst);
-void cpu_relu_forward(const sl_exec *ex, size_t count, const float *x, float *y);
-void cpu_relu_backward(const sl_exec *ex, size_t count, const float *y, const float *dy,
-                       float *dx, int accumulate);
-void cpu_add(const sl_exec *ex, size_t count, const float *a, const float *b, float *y);
-void cpu_copy(const sl_exec *ex, size_t count, const float *src, float *dst, int accumulate);
-void cpu_fill(const sl_exec *ex, size_t count, float value, float *dst);
-void cpu_copy_channels(const sl_exec *ex, int n, int hw, int c_count, const float *src,
-                       int src_c, int src_off, float *dst, int dst_c, int dst_off,
-                       int accumulate);
-void cpu_bias_add(const sl_exec *ex, int rows, int cols, const float *bias, float *y);
-void cpu_bias_backward(const sl_exec *ex, int rows, int cols, const float *dy, float *dbias);
+sl_dropout_forward_fn sl_cpu_dropout_forward;
+sl_dropout_backward_fn sl_cpu_dropout_backward;
+sl_random_uniform_fn sl_cpu_random_uniform;
+sl_relu_forward_fn sl_cpu_relu_forward;
+sl_relu_backward_fn sl_cpu_relu_backward;
+sl_add_fn sl_cpu_add;
+sl_copy_fn sl_cpu_copy;
+sl_fill_fn sl_cpu_fill;
+sl_copy_channels_fn sl_cpu_copy_channels;
+sl_bias_add_fn sl_cpu_bias_add;
+sl_bias_backward_fn sl_cpu_bias_backward;
 
 /* ---- cpu_loss_optim.c ---- */
-void cpu_softmax_xent(const sl_exec *ex, int n, int classes, const float *logits,
-                      const int *labels, float *dlogits, float *loss, int *correct, void *ws);
-void cpu_sgd_update(const sl_exec *ex, size_t count, float *w, const float *g, float *mom,
-                    float lr, float momentum, float weight_decay, int nesterov, int first);
-void cpu_adam_update(const sl_exec *ex, size_t count, float *w, const float *g, float *m,
-                     float *v, float lr, float beta1, float beta2, float eps, float weight_decay,
-                     int64_t step);
+sl_softmax_xent_fn sl_cpu_softmax_xent;
+sl_sgd_update_fn sl_cpu_sgd_update;
+sl_adam_update_fn sl_cpu_adam_update;
 
 #endif

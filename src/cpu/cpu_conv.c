@@ -45,7 +45,7 @@ static conv_dims conv_dims_of(const sl_conv_desc *d)
     return g;
 }
 
-size_t cpu_conv2d_workspace_bytes(const sl_backend *be, const sl_conv_desc *d, sl_conv_pass pass)
+size_t sl_cpu_conv2d_workspace_bytes(const sl_backend *be, const sl_conv_desc *d, sl_conv_pass pass)
 {
     (void)be;
     (void)pass;
@@ -210,10 +210,10 @@ typedef struct group_gemm {
 
 static void group_gemm_whole(const group_gemm *q, int gr)
 {
-    cpu_tiling one = {1, 1};
-    cpu_gemm_part(&one, 0, q->trans_a, q->trans_b, q->m, q->n, q->k, 1.0f,
-                  q->a + gr * q->a_step, q->lda, q->b + gr * q->b_step, q->ldb, q->beta,
-                  q->c + gr * q->c_step, q->ldc);
+    sl_cpu_tiling one = {1, 1};
+    sl_cpu_gemm_part(&one, 0, q->trans_a, q->trans_b, q->m, q->n, q->k, 1.0f,
+                     q->a + gr * q->a_step, q->lda, q->b + gr * q->b_step, q->ldb, q->beta,
+                     q->c + gr * q->c_step, q->ldc);
 }
 
 static void run_group_gemms(const conv_team *tm, const group_gemm *q, int groups)
@@ -225,11 +225,11 @@ static void run_group_gemms(const conv_team *tm, const group_gemm *q, int groups
         for (int gr = tm->id; gr < groups; gr += tm->size)
             group_gemm_whole(q, gr);
     } else {
-        cpu_tiling t = cpu_gemm_tiling(tm->size, q->m, q->n);
+        sl_cpu_tiling t = sl_cpu_gemm_tiling(tm->size, q->m, q->n);
         for (int gr = 0; gr < groups; gr++)
-            cpu_gemm_part(&t, tm->id, q->trans_a, q->trans_b, q->m, q->n, q->k, 1.0f,
-                          q->a + gr * q->a_step, q->lda, q->b + gr * q->b_step, q->ldb,
-                          q->beta, q->c + gr * q->c_step, q->ldc);
+            sl_cpu_gemm_part(&t, tm->id, q->trans_a, q->trans_b, q->m, q->n, q->k, 1.0f,
+                             q->a + gr * q->a_step, q->lda, q->b + gr * q->b_step, q->ldb,
+                             q->beta, q->c + gr * q->c_step, q->ldc);
     }
 }
 
@@ -272,10 +272,10 @@ static void conv_forward_run(const conv_team *tm, const sl_conv_desc *d, const f
     }
 }
 
-void cpu_conv2d_forward(const sl_exec *ex, const sl_conv_desc *d, const float *x, const float *w,
-                        const float *bias, float *y, void *ws)
+void sl_cpu_conv2d_forward(const sl_exec *ex, const sl_conv_desc *d, const float *x, const float *w,
+                           const float *bias, float *y, void *ws)
 {
-    if (cpu_gemm_tiled(ex)) {
+    if (sl_cpu_gemm_tiled(ex)) {
 #pragma omp parallel num_threads(cpu_threads(ex))
         {
             conv_team tm = conv_team_here(ex, 1);
@@ -312,10 +312,10 @@ static void conv_backward_data_run(const conv_team *tm, const sl_conv_desc *d, c
     }
 }
 
-void cpu_conv2d_backward_data(const sl_exec *ex, const sl_conv_desc *d, const float *w,
-                              const float *dy, float *dx, int accumulate, void *ws)
+void sl_cpu_conv2d_backward_data(const sl_exec *ex, const sl_conv_desc *d, const float *w,
+                                 const float *dy, float *dx, int accumulate, void *ws)
 {
-    if (cpu_gemm_tiled(ex)) {
+    if (sl_cpu_gemm_tiled(ex)) {
 #pragma omp parallel num_threads(cpu_threads(ex))
         {
             conv_team tm = conv_team_here(ex, 1);
@@ -375,10 +375,10 @@ static void conv_backward_filter_run(const conv_team *tm, const sl_conv_desc *d,
     }
 }
 
-void cpu_conv2d_backward_filter(const sl_exec *ex, const sl_conv_desc *d, const float *x,
-                                const float *dy, float *dw, float *dbias, void *ws)
+void sl_cpu_conv2d_backward_filter(const sl_exec *ex, const sl_conv_desc *d, const float *x,
+                                   const float *dy, float *dw, float *dbias, void *ws)
 {
-    if (cpu_gemm_tiled(ex)) {
+    if (sl_cpu_gemm_tiled(ex)) {
 #pragma omp parallel num_threads(cpu_threads(ex))
         {
             conv_team tm = conv_team_here(ex, 1);

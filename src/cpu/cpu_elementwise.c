@@ -11,118 +11,74 @@
 #include <string.h>
 
 #include "base/base.h"
+#include "base/element.h"
 #include "cpu/cpu.h"
 
-typedef struct dropout_mask {
-    uint32_t key[2];
-    uint32_t threshold;
-    float scale;
-    int drop_all;
-} dropout_mask;
-
-static dropout_mask dropout_mask_of(float p, uint64_t seed)
-{
-    dropout_mask m;
-    double t = (double)p * 4294967296.0;
-    m.key[0] = (uint32_t)seed;
-    m.key[1] = (uint32_t)(seed >> 32);
-    m.threshold = t <= 0.0 ? 0u : t >= 4294967295.0 ? 4294967295u : (uint32_t)t;
-    m.drop_all = p >= 1.0f;
-    m.scale = m.drop_all ? 0.0f : 1.0f / (1.0f - p);
-    return m;
-}
-
-/* The four random words of block `b` past `counter`. */
-static void dropout_words(const dropout_mask *m, uint64_t counter, size_t b, uint32_t out[4])
-{
-    uint64_t c = counter + (uint64_t)b;
-    uint32_t ctr[4] = {(uint32_t)c, (uint32_t)(c >> 32), 0u, 0u};
-    sl_philox4x32_10(ctr, m->key, out);
-}
-
-/* dst (+)= keep ? src * scale : 0, the mask of (seed, counter); src and
- * dst may alias (each element is read once, then written). Forward is
- * this over x with accumulate 0; backward the same mask over dy. */
+/* The mask of (seed, counter) over count elements, four (one Philox
+ * block) per iteration. */
 static void apply_mask(const sl_exec *ex, size_t count, const float *src, float *dst, float p,
                        uint64_t seed, uint64_t counter, int accumulate)
 {
-    dropout_mask m = dropout_mask_of(p, seed);
+    sl_dropout_mask m = sl_dropout_mask_of(p, seed);
     long long blocks = (long long)((count + 3) / 4);
     SL_PARALLEL_FOR(cpu_threads(ex), count >= CPU_PAR_MIN / 4, (long long b = 0; b < blocks; b++), {
-        uint32_t r[4];
-        dropout_words(&m, counter, (size_t)b, r);
-        size_t i0 = (size_t)b * 4;
-        for (size_t u = 0; u < 4 && i0 + u < count; u++) {
-            int keep = !m.drop_all && r[u] >= m.threshold;
-            float v = keep ? src[i0 + u] * m.scale : 0.0f;
-            if (accumulate)
-                dst[i0 + u] += v;
-            else
-                dst[i0 + u] = v;
-        }
+        sl_dropout_block(&m, counter, (uint64_t)b, count, src, dst, accumulate);
     });
 }
 
-void cpu_dropout_forward(const sl_exec *ex, size_t count, const float *x, float *y, float p,
-                         uint64_t seed, uint64_t counter)
+void sl_cpu_dropout_forward(const sl_exec *ex, size_t count, const float *x, float *y, float p,
+                            uint64_t seed, uint64_t counter)
 {
     apply_mask(ex, count, x, y, p, seed, counter, 0);
 }
 
-void cpu_dropout_backward(const sl_exec *ex, size_t count, const float *dy, float *dx, float p,
-                          uint64_t seed, uint64_t counter, int accumulate)
+void sl_cpu_dropout_backward(const sl_exec *ex, size_t count, const float *dy, float *dx, float p,
+                             uint64_t seed, uint64_t counter, int accumulate)
 {
     apply_mask(ex, count, dy, dx, p, seed, counter, accumulate);
 }
 
 /* Uniforms for custom layers from dropout's words: element e = first + j
  * is word e % 4 of block counter + e / 4, scaled from its top 24 bits. */
-void cpu_random_uniform(const sl_exec *ex, size_t count, uint64_t seed, uint64_t counter,
-                        uint64_t first, float *dst)
+void sl_cpu_random_uniform(const sl_exec *ex, size_t count, uint64_t seed, uint64_t counter,
+                           uint64_t first, float *dst)
 {
     if (count == 0)
         return;
-    dropout_mask m = dropout_mask_of(0.0f, seed);
+    sl_dropout_mask m = sl_dropout_mask_of(0.0f, seed);
     uint64_t b0 = first / 4, b1 = (first + count - 1) / 4;
     long long blocks = (long long)(b1 - b0 + 1);
     SL_PARALLEL_FOR(cpu_threads(ex), count >= CPU_PAR_MIN / 4, (long long k = 0; k < blocks; k++), {
-        uint32_t r[4];
-        uint64_t b = b0 + (uint64_t)k;
-        dropout_words(&m, counter, (size_t)b, r);
-        for (uint64_t u = 0; u < 4; u++) {
-            uint64_t e = 4 * b + u;
-            if (e >= first && e < first + count)
-                dst[e - first] = (float)(r[u] >> 8) * (1.0f / 16777216.0f);
-        }
+        sl_uniform_block(&m, counter, b0 + (uint64_t)k, first, count, dst);
     });
 }
 
 /* ---- elementwise ---- */
 
-void cpu_relu_forward(const sl_exec *ex, size_t count, const float *x, float *y)
+void sl_cpu_relu_forward(const sl_exec *ex, size_t count, const float *x, float *y)
 {
     long long cnt = (long long)count;
     SL_PARALLEL_FOR(cpu_threads(ex), cnt >= CPU_PAR_MIN, (long long i = 0; i < cnt; i++), {
-        y[i] = x[i] > 0.0f ? x[i] : 0.0f;
+        y[i] = sl_relu_of(x[i]);
     });
 }
 
-void cpu_relu_backward(const sl_exec *ex, size_t count, const float *y, const float *dy,
+void sl_cpu_relu_backward(const sl_exec *ex, size_t count, const float *y, const float *dy,
                               float *dx, int accumulate)
 {
     long long cnt = (long long)count;
     if (accumulate) {
         SL_PARALLEL_FOR(cpu_threads(ex), cnt >= CPU_PAR_MIN, (long long i = 0; i < cnt; i++), {
-            dx[i] += y[i] > 0.0f ? dy[i] : 0.0f;
+            dx[i] += sl_relu_grad_of(y[i], dy[i]);
         });
     } else {
         SL_PARALLEL_FOR(cpu_threads(ex), cnt >= CPU_PAR_MIN, (long long i = 0; i < cnt; i++), {
-            dx[i] = y[i] > 0.0f ? dy[i] : 0.0f;
+            dx[i] = sl_relu_grad_of(y[i], dy[i]);
         });
     }
 }
 
-void cpu_add(const sl_exec *ex, size_t count, const float *a, const float *b, float *y)
+void sl_cpu_add(const sl_exec *ex, size_t count, const float *a, const float *b, float *y)
 {
     long long cnt = (long long)count;
     SL_PARALLEL_FOR(cpu_threads(ex), cnt >= CPU_PAR_MIN, (long long i = 0; i < cnt; i++), {
@@ -130,7 +86,7 @@ void cpu_add(const sl_exec *ex, size_t count, const float *a, const float *b, fl
     });
 }
 
-void cpu_copy(const sl_exec *ex, size_t count, const float *src, float *dst,
+void sl_cpu_copy(const sl_exec *ex, size_t count, const float *src, float *dst,
                      int accumulate)
 {
     long long cnt = (long long)count;
@@ -143,7 +99,7 @@ void cpu_copy(const sl_exec *ex, size_t count, const float *src, float *dst,
     }
 }
 
-void cpu_fill(const sl_exec *ex, size_t count, float value, float *dst)
+void sl_cpu_fill(const sl_exec *ex, size_t count, float value, float *dst)
 {
     long long cnt = (long long)count;
     SL_PARALLEL_FOR(cpu_threads(ex), cnt >= CPU_PAR_MIN, (long long i = 0; i < cnt; i++), {
@@ -152,7 +108,7 @@ void cpu_fill(const sl_exec *ex, size_t count, float value, float *dst)
 }
 
 /* One (image, channel) plane per iteration: planes are disjoint. */
-void cpu_copy_channels(const sl_exec *ex, int n, int hw, int c_count, const float *src,
+void sl_cpu_copy_channels(const sl_exec *ex, int n, int hw, int c_count, const float *src,
                               int src_c, int src_off, float *dst, int dst_c, int dst_off,
                               int accumulate)
 {
@@ -160,8 +116,8 @@ void cpu_copy_channels(const sl_exec *ex, int n, int hw, int c_count, const floa
     int par = (long long)planes * hw >= CPU_PAR_MIN;
     SL_PARALLEL_FOR(cpu_threads(ex), par, (int p = 0; p < planes; p++), {
         int i = p / c_count, ch = p % c_count;
-        const float *s = src + ((size_t)i * src_c + src_off + ch) * hw;
-        float *t = dst + ((size_t)i * dst_c + dst_off + ch) * hw;
+        const float *s = src + sl_channel_plane((size_t)i, src_c, src_off, (size_t)ch, hw);
+        float *t = dst + sl_channel_plane((size_t)i, dst_c, dst_off, (size_t)ch, hw);
         if (accumulate) {
             for (int j = 0; j < hw; j++)
                 t[j] += s[j];
@@ -173,7 +129,7 @@ void cpu_copy_channels(const sl_exec *ex, int n, int hw, int c_count, const floa
 
 /* ---- bias of a rows x cols row-major matrix (Linear) ---- */
 
-void cpu_bias_add(const sl_exec *ex, int rows, int cols, const float *bias, float *y)
+void sl_cpu_bias_add(const sl_exec *ex, int rows, int cols, const float *bias, float *y)
 {
     int par = (long long)rows * cols >= CPU_PAR_MIN;
     SL_PARALLEL_FOR(cpu_threads(ex), par, (int r = 0; r < rows; r++), {
@@ -187,7 +143,7 @@ void cpu_bias_add(const sl_exec *ex, int rows, int cols, const float *bias, floa
 
 /* Column sums over blocks of columns: each column is summed by one thread,
  * rows in order, in double. */
-void cpu_bias_backward(const sl_exec *ex, int rows, int cols, const float *dy,
+void sl_cpu_bias_backward(const sl_exec *ex, int rows, int cols, const float *dy,
                               float *dbias)
 {
     int blocks = (cols + BIAS_BLOCK - 1) / BIAS_BLOCK;
@@ -196,11 +152,7 @@ void cpu_bias_backward(const sl_exec *ex, int rows, int cols, const float *dy,
         int j0 = b * BIAS_BLOCK;
         int nj = cols - j0 < BIAS_BLOCK ? cols - j0 : BIAS_BLOCK;
         double acc[BIAS_BLOCK] = {0};
-        for (int r = 0; r < rows; r++) {
-            const float *row = dy + (size_t)r * cols + j0;
-            for (int j = 0; j < nj; j++)
-                acc[j] += row[j];
-        }
+        sl_column_sums(dy, rows, cols, j0, nj, acc);
         for (int j = 0; j < nj; j++)
             dbias[j0 + j] += (float)acc[j];
     });

@@ -30,7 +30,7 @@ void sl_cpu_set_blas_threads(int n)
     openblas_set_num_threads(n > 0 ? n : 1);
 }
 
-int cpu_gemm_tiled(const sl_exec *ex)
+int sl_cpu_gemm_tiled(const sl_exec *ex)
 {
     if (cpu_threads(ex) <= 1)
         return 0;
@@ -52,9 +52,9 @@ static int tile_chunk(int size, int parts, int align)
 /* Chooses tm x tn <= threads tiles minimising the largest tile's work: its
  * multiply-adds plus the packing of its slices of A and B (each element
  * packed costs about as much as 8 multiply-adds per K). */
-cpu_tiling cpu_gemm_tiling(int threads, int m, int n)
+sl_cpu_tiling sl_cpu_gemm_tiling(int threads, int m, int n)
 {
-    cpu_tiling best = {1, 1};
+    sl_cpu_tiling best = {1, 1};
     double best_cost = -1.0;
     if (threads < 1)
         threads = 1;
@@ -71,9 +71,9 @@ cpu_tiling cpu_gemm_tiling(int threads, int m, int n)
     return best;
 }
 
-void cpu_gemm_part(const cpu_tiling *t, int part, int trans_a, int trans_b, int m, int n, int k,
-                   float alpha, const float *a, int lda, const float *b, int ldb, float beta,
-                   float *c, int ldc)
+void sl_cpu_gemm_part(const sl_cpu_tiling *t, int part, int trans_a, int trans_b, int m, int n,
+                      int k, float alpha, const float *a, int lda, const float *b, int ldb,
+                      float beta, float *c, int ldc)
 {
     if (part >= t->tm * t->tn)
         return;
@@ -92,12 +92,12 @@ void cpu_gemm_part(const cpu_tiling *t, int part, int trans_a, int trans_b, int 
 /* Below this many multiply-adds a GEMM runs on the calling thread. */
 #define GEMM_PAR_MIN_FLOPS 262144.0
 
-void cpu_gemm(const sl_exec *ex, int trans_a, int trans_b, int m, int n, int k, float alpha,
-              const float *a, int lda, const float *b, int ldb, float beta, float *c, int ldc)
+void sl_cpu_gemm(const sl_exec *ex, int trans_a, int trans_b, int m, int n, int k, float alpha,
+                 const float *a, int lda, const float *b, int ldb, float beta, float *c, int ldc)
 {
     if (m <= 0 || n <= 0)
         return;
-    if (!cpu_gemm_tiled(ex) || (double)m * n * k < GEMM_PAR_MIN_FLOPS) {
+    if (!sl_cpu_gemm_tiled(ex) || (double)m * n * k < GEMM_PAR_MIN_FLOPS) {
         cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
                     trans_b ? CblasTrans : CblasNoTrans, m, n, k, alpha, a, lda, b, ldb, beta, c,
                     ldc);
@@ -105,8 +105,8 @@ void cpu_gemm(const sl_exec *ex, int trans_a, int trans_b, int m, int n, int k, 
     }
 #pragma omp parallel num_threads(cpu_threads(ex))
     {
-        cpu_tiling t = cpu_gemm_tiling(omp_get_num_threads(), m, n);
-        cpu_gemm_part(&t, omp_get_thread_num(), trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb,
-                      beta, c, ldc);
+        sl_cpu_tiling t = sl_cpu_gemm_tiling(omp_get_num_threads(), m, n);
+        sl_cpu_gemm_part(&t, omp_get_thread_num(), trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb,
+                         beta, c, ldc);
     }
 }

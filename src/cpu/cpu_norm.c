@@ -1,7 +1,10 @@
 /*
- * cpu_batchnorm.c — BatchNorm2d kernels on the CPU (run stage): training
+ * cpu_norm.c — BatchNorm2d kernels on the CPU (run stage): training
  * forward with batch statistics, forward with given statistics (eval, or
- * re-forward of a checkpointed segment) and backward.
+ * re-forward of a checkpointed segment) and backward. The per-element
+ * rules (normalise, the backward's dx, invstd, the running statistics) are
+ * base/element.h's, shared with cuda_norm.cu; the channel sums here are
+ * the CPU's own reduction.
  *
  * Each channel is handled by one thread; its sums are accumulated in double
  * over a fixed set of 8 partial sums, so the statistics are the same bits on
@@ -11,6 +14,7 @@
  */
 #include <math.h>
 
+#include "base/element.h"
 #include "cpu/cpu.h"
 
 #define BN_LANES 8
@@ -62,29 +66,27 @@ static double bn_lanes_total(const double lane[BN_LANES])
     return t;
 }
 
-/* y = (x - mean) * invstd * gamma + beta over channel ch of every image.
- * The one place this arithmetic is written: train and apply must agree. */
+/* y = sl_bn_normalise(x) over channel ch of every image: train, apply and
+ * infer must agree. */
 static void bn_normalise_channel(int n, int c, size_t hw, int ch, const float *x,
                                  const float *gamma, const float *beta, float mean,
                                  float invstd, float *y)
 {
-    float gm = gamma ? gamma[ch] : 1.0f;
-    float bt = beta ? beta[ch] : 0.0f;
+    float gm = sl_bn_gamma(gamma, ch);
+    float bt = sl_bn_beta(beta, ch);
     for (int i = 0; i < n; i++) {
         size_t base = ((size_t)i * c + ch) * hw;
         const float *xp = x + base;
         float *yp = y + base;
-        for (size_t j = 0; j < hw; j++) {
-            float xhat = (xp[j] - mean) * invstd;
-            yp[j] = xhat * gm + bt;
-        }
+        for (size_t j = 0; j < hw; j++)
+            yp[j] = sl_bn_normalise(xp[j], mean, invstd, gm, bt);
     }
 }
 
-void cpu_batchnorm_forward_train(const sl_exec *ex, int n, int c, int hw, const float *x,
-                                 const float *gamma, const float *beta, float *y,
-                                 float *save_mean, float *save_invstd, float *running_mean,
-                                 float *running_var, float momentum, float eps)
+void sl_cpu_batchnorm_forward_train(const sl_exec *ex, int n, int c, int hw, const float *x,
+                                    const float *gamma, const float *beta, float *y,
+                                    float *save_mean, float *save_invstd, float *running_mean,
+                                    float *running_var, float momentum, float eps)
 {
     size_t count = (size_t)n * (size_t)hw;
     int par = (double)count * c >= CPU_PAR_MIN;
@@ -97,21 +99,19 @@ void cpu_batchnorm_forward_train(const sl_exec *ex, int n, int c, int hw, const 
         if (var < 0.0)
             var = 0.0;
         float m = (float)mean;
-        float invstd = (float)(1.0 / sqrt(var + (double)eps));
+        float invstd = sl_bn_batch_invstd(var, eps);
         save_mean[ch] = m;
         save_invstd[ch] = invstd;
-        if (running_mean) {
-            double unbiased = count > 1 ? var * (double)count / (double)(count - 1) : var;
-            running_mean[ch] = (1.0f - momentum) * running_mean[ch] + momentum * m;
-            running_var[ch] = (1.0f - momentum) * running_var[ch] + momentum * (float)unbiased;
-        }
+        if (running_mean)
+            sl_bn_running_update(&running_mean[ch], &running_var[ch], m, var, (double)count,
+                                 momentum);
         bn_normalise_channel(n, c, (size_t)hw, ch, x, gamma, beta, m, invstd, y);
     });
 }
 
-void cpu_batchnorm_forward_apply(const sl_exec *ex, int n, int c, int hw, const float *x,
-                                 const float *gamma, const float *beta, const float *mean,
-                                 const float *invstd, float *y)
+void sl_cpu_batchnorm_forward_apply(const sl_exec *ex, int n, int c, int hw, const float *x,
+                                    const float *gamma, const float *beta, const float *mean,
+                                    const float *invstd, float *y)
 {
     int par = (double)n * hw * c >= CPU_PAR_MIN;
     SL_PARALLEL_FOR(cpu_threads(ex), par, (int ch = 0; ch < c; ch++), {
@@ -119,14 +119,14 @@ void cpu_batchnorm_forward_apply(const sl_exec *ex, int n, int c, int hw, const 
     });
 }
 
-void cpu_batchnorm_forward_infer(const sl_exec *ex, int n, int c, int hw, const float *x,
-                                 const float *gamma, const float *beta, const float *running_mean,
-                                 const float *running_var, float eps, float *y, float *save_mean,
-                                 float *save_invstd)
+void sl_cpu_batchnorm_forward_infer(const sl_exec *ex, int n, int c, int hw, const float *x,
+                                    const float *gamma, const float *beta,
+                                    const float *running_mean, const float *running_var, float eps,
+                                    float *y, float *save_mean, float *save_invstd)
 {
     int par = (double)n * hw * c >= CPU_PAR_MIN;
     SL_PARALLEL_FOR(cpu_threads(ex), par, (int ch = 0; ch < c; ch++), {
-        float invstd = 1.0f / sqrtf(running_var[ch] + eps);
+        float invstd = sl_bn_running_invstd(running_var[ch], eps);
         if (save_mean) {
             save_mean[ch] = running_mean[ch];
             save_invstd[ch] = invstd;
@@ -141,10 +141,10 @@ void cpu_batchnorm_forward_infer(const sl_exec *ex, int n, int c, int hw, const 
  * or, frozen (mean and invstd constants), dx = gamma * invstd * dy.
  * The sums come first, so dx may alias dy (each dy read before its dx is
  * written). */
-void cpu_batchnorm_backward(const sl_exec *ex, int n, int c, int hw, const float *x,
-                            const float *dy, const float *gamma, const float *save_mean,
-                            const float *save_invstd, float *dx, int accumulate, float *dgamma,
-                            float *dbeta, int frozen, void *ws)
+void sl_cpu_batchnorm_backward(const sl_exec *ex, int n, int c, int hw, const float *x,
+                               const float *dy, const float *gamma, const float *save_mean,
+                               const float *save_invstd, float *dx, int accumulate, float *dgamma,
+                               float *dbeta, int frozen, void *ws)
 {
     (void)ws; /* the sums live on the stack */
     size_t count = (size_t)n * (size_t)hw;
@@ -164,24 +164,19 @@ void cpu_batchnorm_backward(const sl_exec *ex, int n, int c, int hw, const float
             dgamma[ch] += (float)sum_dy_xhat;
         if (!dx)
             continue; /* parameter gradients only */
-        float scale = (gamma ? gamma[ch] : 1.0f) * invstd;
-        /* frozen: the statistics do not depend on x, their terms vanish */
-        float mean_dy = frozen ? 0.0f : (float)(sum_dy / (double)count);
-        float mean_dy_xhat = frozen ? 0.0f : (float)(sum_dy_xhat / (double)count);
+        float scale = sl_bn_gamma(gamma, ch) * invstd;
+        float mean_dy, mean_dy_xhat;
+        sl_bn_grad_means(sum_dy, sum_dy_xhat, (double)count, frozen, &mean_dy, &mean_dy_xhat);
         for (int i = 0; i < n; i++) {
             size_t base = ((size_t)i * c + ch) * hw;
             const float *xp = x + base, *gp = dy + base;
             float *dp = dx + base;
             if (accumulate) {
-                for (int j = 0; j < hw; j++) {
-                    float xhat = (xp[j] - mean) * invstd;
-                    dp[j] += scale * (gp[j] - mean_dy - xhat * mean_dy_xhat);
-                }
+                for (int j = 0; j < hw; j++)
+                    dp[j] += sl_bn_dx(xp[j], gp[j], mean, invstd, scale, mean_dy, mean_dy_xhat);
             } else {
-                for (int j = 0; j < hw; j++) {
-                    float xhat = (xp[j] - mean) * invstd;
-                    dp[j] = scale * (gp[j] - mean_dy - xhat * mean_dy_xhat);
-                }
+                for (int j = 0; j < hw; j++)
+                    dp[j] = sl_bn_dx(xp[j], gp[j], mean, invstd, scale, mean_dy, mean_dy_xhat);
             }
         }
     });

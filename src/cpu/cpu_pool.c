@@ -3,23 +3,16 @@
  * argmax indices, average pooling (padding counted, PyTorch's
  * count_include_pad=True) and global average pooling, forward and backward.
  *
- * Work is split over (image, channel) planes only: pooling windows may
+ * Windows, the max rule and the averages are base/element.h's, shared with
+ * cuda_pool.cu. Work is split over (image, channel) planes only: pooling windows may
  * overlap, so every plane's gradient is scattered by a single thread in a
  * fixed order.
  */
 #include <math.h>
 #include <string.h>
 
+#include "base/element.h"
 #include "cpu/cpu.h"
-
-/* The input rows / columns [lo, hi) that output index o's window covers. */
-static void pool_window(int o, int stride, int pad, int k, int size, int *lo, int *hi)
-{
-    int a = o * stride - pad;
-    int b = a + k;
-    *lo = a < 0 ? 0 : a;
-    *hi = b > size ? size : b;
-}
 
 static int pool_par(const sl_pool_desc *d)
 {
@@ -44,14 +37,12 @@ static void pool_col_range(const sl_pool_desc *d, int kj, int *lo, int *hi)
 static void maxpool_row(const sl_pool_desc *d, const float *xp, int oy, float *yr, int32_t *ar)
 {
     int y0, y1;
-    pool_window(oy, d->sh, d->ph, d->kh, d->h, &y0, &y1);
-    int ya = y0 < d->h ? y0 : d->h - 1;
+    sl_pool_window(oy, d->sh, d->ph, d->kh, d->h, &y0, &y1);
+    int ya = sl_pool_first(oy, d->sh, d->ph, d->h);
     for (int ox = 0; ox < d->ow; ox++) {
-        int x0 = ox * d->sw - d->pw;
-        x0 = x0 < 0 ? 0 : x0 < d->w ? x0 : d->w - 1;
         yr[ox] = -INFINITY;
         if (ar)
-            ar[ox] = ya * d->w + x0;
+            ar[ox] = ya * d->w + sl_pool_first(ox, d->sw, d->pw, d->w);
     }
     for (int iy = y0; iy < y1; iy++) {
         const float *row = xp + (size_t)iy * d->w;
@@ -63,22 +54,22 @@ static void maxpool_row(const sl_pool_desc *d, const float *xp, int oy, float *y
                 for (int ox = lo; ox < hi; ox++) {
                     int ix = ox * sw + off;
                     float v = row[ix], b = yr[ox];
-                    int take = (v > b) | (v != v);
+                    int take = sl_maxpool_takes(v, b);
                     yr[ox] = take ? v : b;
                     ar[ox] = take ? base + ix : ar[ox];
                 }
             } else {
                 for (int ox = lo; ox < hi; ox++) {
                     float v = row[ox * sw + off], b = yr[ox];
-                    yr[ox] = ((v > b) | (v != v)) ? v : b;
+                    yr[ox] = sl_maxpool_takes(v, b) ? v : b;
                 }
             }
         }
     }
 }
 
-void cpu_maxpool_forward(const sl_exec *ex, const sl_pool_desc *d, const float *x, float *y,
-                         int32_t *argmax)
+void sl_cpu_maxpool_forward(const sl_exec *ex, const sl_pool_desc *d, const float *x, float *y,
+                            int32_t *argmax)
 {
     int planes = d->n * d->c;
     size_t hw = (size_t)d->h * d->w, ohw = (size_t)d->oh * d->ow;
@@ -91,8 +82,8 @@ void cpu_maxpool_forward(const sl_exec *ex, const sl_pool_desc *d, const float *
     });
 }
 
-void cpu_maxpool_backward(const sl_exec *ex, const sl_pool_desc *d, const int32_t *argmax,
-                          const float *dy, float *dx, int accumulate)
+void sl_cpu_maxpool_backward(const sl_exec *ex, const sl_pool_desc *d, const int32_t *argmax,
+                             const float *dy, float *dx, int accumulate)
 {
     int planes = d->n * d->c;
     size_t hw = (size_t)d->h * d->w, ohw = (size_t)d->oh * d->ow;
@@ -109,36 +100,32 @@ void cpu_maxpool_backward(const sl_exec *ex, const sl_pool_desc *d, const int32_
     });
 }
 
-void cpu_avgpool_forward(const sl_exec *ex, const sl_pool_desc *d, const float *x, float *y)
+void sl_cpu_avgpool_forward(const sl_exec *ex, const sl_pool_desc *d, const float *x, float *y)
 {
     int planes = d->n * d->c;
     size_t hw = (size_t)d->h * d->w, ohw = (size_t)d->oh * d->ow;
-    float area = (float)(d->kh * d->kw);
+    float area = sl_avgpool_area(d);
     SL_PARALLEL_FOR(cpu_threads(ex), pool_par(d), (int p = 0; p < planes; p++), {
         const float *xp = x + (size_t)p * hw;
         float *yp = y + (size_t)p * ohw;
         for (int oy = 0; oy < d->oh; oy++) {
             int y0, y1;
-            pool_window(oy, d->sh, d->ph, d->kh, d->h, &y0, &y1);
+            sl_pool_window(oy, d->sh, d->ph, d->kh, d->h, &y0, &y1);
             for (int ox = 0; ox < d->ow; ox++) {
                 int x0, x1;
-                pool_window(ox, d->sw, d->pw, d->kw, d->w, &x0, &x1);
-                float s = 0.0f;
-                for (int iy = y0; iy < y1; iy++)
-                    for (int ix = x0; ix < x1; ix++)
-                        s += xp[iy * d->w + ix];
-                yp[oy * d->ow + ox] = s / area;
+                sl_pool_window(ox, d->sw, d->pw, d->kw, d->w, &x0, &x1);
+                yp[oy * d->ow + ox] = sl_avgpool_window_sum(xp, d->w, y0, y1, x0, x1) / area;
             }
         }
     });
 }
 
-void cpu_avgpool_backward(const sl_exec *ex, const sl_pool_desc *d, const float *dy, float *dx,
-                          int accumulate)
+void sl_cpu_avgpool_backward(const sl_exec *ex, const sl_pool_desc *d, const float *dy, float *dx,
+                             int accumulate)
 {
     int planes = d->n * d->c;
     size_t hw = (size_t)d->h * d->w, ohw = (size_t)d->oh * d->ow;
-    float area = (float)(d->kh * d->kw);
+    float area = sl_avgpool_area(d);
     SL_PARALLEL_FOR(cpu_threads(ex), pool_par(d), (int p = 0; p < planes; p++), {
         float *dxp = dx + (size_t)p * hw;
         const float *dyp = dy + (size_t)p * ohw;
@@ -146,11 +133,11 @@ void cpu_avgpool_backward(const sl_exec *ex, const sl_pool_desc *d, const float 
             memset(dxp, 0, hw * sizeof(float));
         for (int oy = 0; oy < d->oh; oy++) {
             int y0, y1;
-            pool_window(oy, d->sh, d->ph, d->kh, d->h, &y0, &y1);
+            sl_pool_window(oy, d->sh, d->ph, d->kh, d->h, &y0, &y1);
             for (int ox = 0; ox < d->ow; ox++) {
                 int x0, x1;
-                pool_window(ox, d->sw, d->pw, d->kw, d->w, &x0, &x1);
-                float g = dyp[oy * d->ow + ox] / area;
+                sl_pool_window(ox, d->sw, d->pw, d->kw, d->w, &x0, &x1);
+                float g = sl_avgpool_grad(dyp[oy * d->ow + ox], area);
                 for (int iy = y0; iy < y1; iy++)
                     for (int ix = x0; ix < x1; ix++)
                         dxp[iy * d->w + ix] += g;
@@ -159,25 +146,21 @@ void cpu_avgpool_backward(const sl_exec *ex, const sl_pool_desc *d, const float 
     });
 }
 
-void cpu_global_avgpool_forward(const sl_exec *ex, int nc, int hw, const float *x, float *y)
+void sl_cpu_global_avgpool_forward(const sl_exec *ex, int nc, int hw, const float *x, float *y)
 {
     int par = (double)nc * hw >= CPU_PAR_MIN;
     SL_PARALLEL_FOR(cpu_threads(ex), par, (int p = 0; p < nc; p++), {
-        const float *xp = x + (size_t)p * hw;
-        double s = 0.0;
-        for (int j = 0; j < hw; j++)
-            s += xp[j];
-        y[p] = (float)(s / hw);
+        y[p] = sl_gap_mean(x + (size_t)p * hw, hw);
     });
 }
 
-void cpu_global_avgpool_backward(const sl_exec *ex, int nc, int hw, const float *dy, float *dx,
-                                 int accumulate)
+void sl_cpu_global_avgpool_backward(const sl_exec *ex, int nc, int hw, const float *dy, float *dx,
+                                    int accumulate)
 {
     int par = (double)nc * hw >= CPU_PAR_MIN;
     SL_PARALLEL_FOR(cpu_threads(ex), par, (int p = 0; p < nc; p++), {
         float *dxp = dx + (size_t)p * hw;
-        float g = dy[p] / (float)hw;
+        float g = sl_gap_grad(dy[p], hw);
         if (accumulate) {
             for (int j = 0; j < hw; j++)
                 dxp[j] += g;

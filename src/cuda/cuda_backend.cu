@@ -18,18 +18,7 @@ extern "C" {
 #include "base/base.h"
 }
 
-extern "C" void sl_cuda_record(sl_cuda_state *s, const char *file, int line, const char *what,
-                               const char *detail)
-{
-    std::lock_guard<std::mutex> g(s->error_lock);
-    if (s->error_set)
-        return;
-    s->error_set = 1;
-    snprintf(s->error_text, sizeof s->error_text, "CUDA backend: %s failed (%s) at %s:%d", what,
-             detail, file, line);
-}
-
-static void *cu_alloc(const sl_backend *be, size_t bytes, const char *what)
+static void *sl_cuda_alloc(const sl_backend *be, size_t bytes, const char *what)
 {
     sl_cuda_state *s = sl_cuda_of(be);
     void *p = NULL;
@@ -57,14 +46,14 @@ static void *cu_alloc(const sl_backend *be, size_t bytes, const char *what)
     return p;
 }
 
-static void cu_free(const sl_backend *be, void *p)
+static void sl_cuda_free(const sl_backend *be, void *p)
 {
     sl_cuda_of(be);
     if (p)
         cudaFree(p);
 }
 
-static void cu_upload(const sl_exec *ex, void *dst, const void *src, size_t bytes)
+static void sl_cuda_upload(const sl_exec *ex, void *dst, const void *src, size_t bytes)
 {
     sl_cuda_state *s = sl_cuda_ex(ex);
     if (bytes)
@@ -73,7 +62,7 @@ static void cu_upload(const sl_exec *ex, void *dst, const void *src, size_t byte
     SL_CUDA_CHECK(s, cudaStreamSynchronize(s->stream));
 }
 
-static void cu_download(const sl_exec *ex, void *dst, const void *src, size_t bytes)
+static void sl_cuda_download(const sl_exec *ex, void *dst, const void *src, size_t bytes)
 {
     sl_cuda_state *s = sl_cuda_ex(ex);
     if (bytes)
@@ -81,29 +70,20 @@ static void cu_download(const sl_exec *ex, void *dst, const void *src, size_t by
     SL_CUDA_CHECK(s, cudaStreamSynchronize(s->stream));
 }
 
-extern "C" sl_status sl_cuda_take_error(sl_cuda_state *s)
-{
-    std::lock_guard<std::mutex> g(s->error_lock);
-    if (!s->error_set)
-        return SL_OK;
-    s->error_set = 0;
-    return sl_set_error(SL_ERR_BACKEND, "%s", s->error_text);
-}
-
-static sl_status cu_sync(const sl_exec *ex)
+static sl_status sl_cuda_sync(const sl_exec *ex)
 {
     sl_cuda_state *s = sl_cuda_ex(ex);
     SL_CUDA_CHECK(s, cudaStreamSynchronize(s->stream));
     return sl_cuda_take_error(s);
 }
 
-static void cu_wait(const sl_exec *ex)
+static void sl_cuda_wait(const sl_exec *ex)
 {
     sl_cuda_state *s = sl_cuda_ex(ex);
     SL_CUDA_CHECK(s, cudaStreamSynchronize(s->stream));
 }
 
-static size_t cu_free_bytes(const sl_backend *be, size_t *total)
+static size_t sl_cuda_device_free_bytes(const sl_backend *be, size_t *total)
 {
     sl_cuda_of(be);
     size_t free_b = 0, total_b = 0;
@@ -117,7 +97,7 @@ static size_t cu_free_bytes(const sl_backend *be, size_t *total)
 }
 
 /* Custom layers queue their own kernels on the instance's stream. */
-static void *cu_native_stream(const sl_backend *be) { return (void *)sl_cuda_of(be)->stream; }
+static void *sl_cuda_native_stream(const sl_backend *be) { return (void *)sl_cuda_of(be)->stream; }
 
 static void state_free(sl_cuda_state *s)
 {
@@ -136,7 +116,7 @@ static void state_free(sl_cuda_state *s)
     delete s;
 }
 
-static void cu_destroy(sl_backend *be)
+static void sl_cuda_destroy(sl_backend *be)
 {
     if (!be)
         return;
@@ -193,29 +173,32 @@ static sl_status state_create(int gpu, int deterministic, int tf32, sl_cuda_stat
     return SL_OK;
 }
 
-static void fill_table(sl_backend *b)
+/* The table of every instance, impl and name aside. */
+static sl_backend table_of(void)
 {
+    sl_backend t = {};
+    sl_backend *b = &t;
     b->name = "cuda";
     b->host_memory = 0;
-    b->destroy = cu_destroy;
-    b->alloc = cu_alloc;
-    b->free = cu_free;
-    b->upload = cu_upload;
-    b->download = cu_download;
-    b->sync = cu_sync;
-    b->wait = cu_wait;
-    b->device_free_bytes = cu_free_bytes;
-    b->native_stream = cu_native_stream;
+    b->destroy = sl_cuda_destroy;
+    b->alloc = sl_cuda_alloc;
+    b->free = sl_cuda_free;
+    b->upload = sl_cuda_upload;
+    b->download = sl_cuda_download;
+    b->sync = sl_cuda_sync;
+    b->wait = sl_cuda_wait;
+    b->device_free_bytes = sl_cuda_device_free_bytes;
+    b->native_stream = sl_cuda_native_stream;
     b->gemm = sl_cuda_gemm;
-    b->conv2d_workspace_bytes = sl_cuda_conv_workspace;
-    b->conv2d_forward = sl_cuda_conv_forward;
-    b->conv2d_backward_data = sl_cuda_conv_backward_data;
-    b->conv2d_backward_filter = sl_cuda_conv_backward_filter;
+    b->conv2d_workspace_bytes = sl_cuda_conv2d_workspace_bytes;
+    b->conv2d_forward = sl_cuda_conv2d_forward;
+    b->conv2d_backward_data = sl_cuda_conv2d_backward_data;
+    b->conv2d_backward_filter = sl_cuda_conv2d_backward_filter;
     b->batchnorm_forward_train = sl_cuda_batchnorm_forward_train;
     b->batchnorm_forward_apply = sl_cuda_batchnorm_forward_apply;
     b->batchnorm_forward_infer = sl_cuda_batchnorm_forward_infer;
     b->batchnorm_backward = sl_cuda_batchnorm_backward;
-    b->batchnorm_backward_workspace_bytes = sl_cuda_batchnorm_backward_workspace;
+    b->batchnorm_backward_workspace_bytes = sl_cuda_batchnorm_backward_workspace_bytes;
     b->maxpool_forward = sl_cuda_maxpool_forward;
     b->maxpool_backward = sl_cuda_maxpool_backward;
     b->avgpool_forward = sl_cuda_avgpool_forward;
@@ -234,9 +217,16 @@ static void fill_table(sl_backend *b)
     b->bias_add = sl_cuda_bias_add;
     b->bias_backward = sl_cuda_bias_backward;
     b->softmax_xent = sl_cuda_softmax_xent;
-    b->softmax_xent_workspace_bytes = sl_cuda_softmax_xent_workspace;
+    b->softmax_xent_workspace_bytes = sl_cuda_softmax_xent_workspace_bytes;
     b->sgd_update = sl_cuda_sgd_update;
     b->adam_update = sl_cuda_adam_update;
+    return t;
+}
+
+extern "C" const sl_backend *sl_cuda_backend_template(void)
+{
+    static const sl_backend table = table_of();
+    return &table;
 }
 
 extern "C" void *sl_cuda_backend_stream(const sl_backend *be)
@@ -255,7 +245,7 @@ extern "C" sl_status sl_cuda_backend_create(int gpu, int deterministic, int tf32
         state_free(s);
         return sl_set_error(SL_ERR_NOMEM, "out of memory creating a CUDA backend");
     }
-    fill_table(b);
+    *b = *sl_cuda_backend_template();
     b->name = deterministic ? (tf32 ? "cuda (deterministic, tf32)" : "cuda (deterministic)")
                             : (tf32 ? "cuda (tf32)" : "cuda");
     b->impl = s;

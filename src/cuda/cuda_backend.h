@@ -25,6 +25,11 @@ sl_status sl_cuda_backend_create(int gpu, int deterministic, int tf32, sl_backen
  * reductions, src/dist). NULL in a build without CUDA. */
 void *sl_cuda_backend_stream(const sl_backend *be);
 
+/* The function table every CUDA instance starts from (impl NULL, no
+ * device touched): what tests check for unset members on a machine without
+ * a GPU. NULL in a build without CUDA. */
+const sl_backend *sl_cuda_backend_template(void);
+
 #ifdef __cplusplus
 }
 #endif

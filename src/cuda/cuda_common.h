@@ -104,79 +104,53 @@ static inline unsigned sl_cuda_blocks(size_t n)
     return (unsigned)(b > 65535 ? 65535 : (b ? b : 1));
 }
 
+/* The table's kernels, one file per op family; signatures and contracts
+ * in base/backend.h. */
+
 /* ---- cuda_conv.cu: algorithms per the instance's deterministic flag ---- */
-size_t sl_cuda_conv_workspace(const sl_backend *be, const sl_conv_desc *d, sl_conv_pass pass);
-void sl_cuda_conv_forward(const sl_exec *ex, const sl_conv_desc *d, const float *x,
-                          const float *w, const float *bias, float *y, void *ws);
-void sl_cuda_conv_backward_data(const sl_exec *ex, const sl_conv_desc *d, const float *w,
-                                const float *dy, float *dx, int accumulate, void *ws);
-void sl_cuda_conv_backward_filter(const sl_exec *ex, const sl_conv_desc *d, const float *x,
-                                  const float *dy, float *dw, float *dbias, void *ws);
+sl_conv2d_workspace_bytes_fn sl_cuda_conv2d_workspace_bytes;
+sl_conv2d_forward_fn sl_cuda_conv2d_forward;
+sl_conv2d_backward_data_fn sl_cuda_conv2d_backward_data;
+sl_conv2d_backward_filter_fn sl_cuda_conv2d_backward_filter;
 /* Frees the instance's descriptors and cache (NULL is fine). */
 void sl_cuda_conv_cache_free(struct sl_cuda_conv_cache *c);
 
 /* ---- cuda_gemm.cu ---- */
-void sl_cuda_gemm(const sl_exec *ex, int trans_a, int trans_b, int m, int n, int k, float alpha,
-                  const float *a, int lda, const float *b, int ldb, float beta, float *c, int ldc);
+sl_gemm_fn sl_cuda_gemm;
 
 /* ---- cuda_norm.cu ---- */
-void sl_cuda_batchnorm_forward_train(const sl_exec *ex, int n, int c, int hw, const float *x,
-                                     const float *gamma, const float *beta, float *y,
-                                     float *save_mean, float *save_invstd, float *running_mean,
-                                     float *running_var, float momentum, float eps);
-void sl_cuda_batchnorm_forward_apply(const sl_exec *ex, int n, int c, int hw, const float *x,
-                                     const float *gamma, const float *beta, const float *mean,
-                                     const float *invstd, float *y);
-void sl_cuda_batchnorm_forward_infer(const sl_exec *ex, int n, int c, int hw, const float *x,
-                                     const float *gamma, const float *beta,
-                                     const float *running_mean, const float *running_var,
-                                     float eps, float *y, float *save_mean, float *save_invstd);
-size_t sl_cuda_batchnorm_backward_workspace(const sl_backend *be, int c);
-void sl_cuda_batchnorm_backward(const sl_exec *ex, int n, int c, int hw, const float *x,
-                                const float *dy, const float *gamma, const float *save_mean,
-                                const float *save_invstd, float *dx, int accumulate,
-                                float *dgamma, float *dbeta, int frozen, void *ws);
+sl_batchnorm_forward_train_fn sl_cuda_batchnorm_forward_train;
+sl_batchnorm_forward_apply_fn sl_cuda_batchnorm_forward_apply;
+sl_batchnorm_forward_infer_fn sl_cuda_batchnorm_forward_infer;
+sl_batchnorm_backward_workspace_bytes_fn sl_cuda_batchnorm_backward_workspace_bytes;
+sl_batchnorm_backward_fn sl_cuda_batchnorm_backward;
 
 /* ---- cuda_pool.cu ---- */
-void sl_cuda_maxpool_forward(const sl_exec *ex, const sl_pool_desc *d, const float *x, float *y,
-                             int32_t *argmax);
-void sl_cuda_maxpool_backward(const sl_exec *ex, const sl_pool_desc *d, const int32_t *argmax,
-                              const float *dy, float *dx, int accumulate);
-void sl_cuda_avgpool_forward(const sl_exec *ex, const sl_pool_desc *d, const float *x, float *y);
-void sl_cuda_avgpool_backward(const sl_exec *ex, const sl_pool_desc *d, const float *dy,
-                              float *dx, int accumulate);
-void sl_cuda_global_avgpool_forward(const sl_exec *ex, int nc, int hw, const float *x, float *y);
-void sl_cuda_global_avgpool_backward(const sl_exec *ex, int nc, int hw, const float *dy,
-                                     float *dx, int accumulate);
+sl_maxpool_forward_fn sl_cuda_maxpool_forward;
+sl_maxpool_backward_fn sl_cuda_maxpool_backward;
+sl_avgpool_forward_fn sl_cuda_avgpool_forward;
+sl_avgpool_backward_fn sl_cuda_avgpool_backward;
+sl_global_avgpool_forward_fn sl_cuda_global_avgpool_forward;
+sl_global_avgpool_backward_fn sl_cuda_global_avgpool_backward;
 
 /* ---- cuda_elementwise.cu ---- */
-void sl_cuda_relu_forward(const sl_exec *ex, size_t count, const float *x, float *y);
-void sl_cuda_relu_backward(const sl_exec *ex, size_t count, const float *y, const float *dy,
-                           float *dx, int accumulate);
-void sl_cuda_dropout_forward(const sl_exec *ex, size_t count, const float *x, float *y, float p,
-                             uint64_t seed, uint64_t counter);
-void sl_cuda_dropout_backward(const sl_exec *ex, size_t count, const float *dy, float *dx,
-                              float p, uint64_t seed, uint64_t counter, int accumulate);
-void sl_cuda_random_uniform(const sl_exec *ex, size_t count, uint64_t seed, uint64_t counter,
-                            uint64_t first, float *dst);
-void sl_cuda_add(const sl_exec *ex, size_t count, const float *a, const float *b, float *y);
-void sl_cuda_copy(const sl_exec *ex, size_t count, const float *src, float *dst, int accumulate);
-void sl_cuda_fill(const sl_exec *ex, size_t count, float value, float *dst);
-void sl_cuda_copy_channels(const sl_exec *ex, int n, int hw, int c_count, const float *src,
-                           int src_c, int src_off, float *dst, int dst_c, int dst_off,
-                           int accumulate);
-void sl_cuda_bias_add(const sl_exec *ex, int rows, int cols, const float *bias, float *y);
-void sl_cuda_bias_backward(const sl_exec *ex, int rows, int cols, const float *dy, float *dbias);
+sl_relu_forward_fn sl_cuda_relu_forward;
+sl_relu_backward_fn sl_cuda_relu_backward;
+sl_dropout_forward_fn sl_cuda_dropout_forward;
+sl_dropout_backward_fn sl_cuda_dropout_backward;
+sl_random_uniform_fn sl_cuda_random_uniform;
+sl_add_fn sl_cuda_add;
+sl_copy_fn sl_cuda_copy;
+sl_fill_fn sl_cuda_fill;
+sl_copy_channels_fn sl_cuda_copy_channels;
+sl_bias_add_fn sl_cuda_bias_add;
+sl_bias_backward_fn sl_cuda_bias_backward;
 
 /* ---- cuda_loss_optim.cu ---- */
-size_t sl_cuda_softmax_xent_workspace(const sl_backend *be, int n);
-void sl_cuda_softmax_xent(const sl_exec *ex, int n, int classes, const float *logits,
-                          const int *labels, float *dlogits, float *loss, int *correct, void *ws);
-void sl_cuda_sgd_update(const sl_exec *ex, size_t count, float *w, const float *g, float *mom,
-                        float lr, float momentum, float weight_decay, int nesterov, int first);
-void sl_cuda_adam_update(const sl_exec *ex, size_t count, float *w, const float *g, float *m,
-                         float *v, float lr, float beta1, float beta2, float eps,
-                         float weight_decay, int64_t step);
+sl_softmax_xent_workspace_bytes_fn sl_cuda_softmax_xent_workspace_bytes;
+sl_softmax_xent_fn sl_cuda_softmax_xent;
+sl_sgd_update_fn sl_cuda_sgd_update;
+sl_adam_update_fn sl_cuda_adam_update;
 
 #ifdef __cplusplus
 }

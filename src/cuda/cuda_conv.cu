@@ -10,23 +10,18 @@
  * deterministic ones; a re-forward then repeats
  * the forward bit for bit.
  */
-#include <map>
 #include <mutex>
 #include <new>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cuda/cuda_common.h"
 
-namespace {
+static const size_t kWorkspaceCap = (size_t)512 << 20; /* bytes one conv may ask for */
 
-const size_t kWorkspaceCap = (size_t)512 << 20; /* bytes one conv may ask for */
-
-struct Key {
-    sl_conv_desc d;
-    bool operator<(const Key &o) const { return memcmp(&d, &o.d, sizeof d) < 0; }
-};
-
+/* One geometry's descriptors and algorithms. */
 struct Entry {
+    sl_conv_desc key; /* the geometry (all ints: compared with memcmp) */
     cudnnTensorDescriptor_t x, y, bias;
     cudnnFilterDescriptor_t w;
     /* one convolution descriptor per pass, each with the math type of the
@@ -42,13 +37,13 @@ struct Entry {
 
 /* FP32 FMA math, or with tf32 also TF32 tensor cores (never down
  * conversion to half precision). */
-bool math_ok(cudnnMathType_t m, int tf32)
+static bool math_ok(cudnnMathType_t m, int tf32)
 {
     return m == CUDNN_FMA_MATH || m == CUDNN_DEFAULT_MATH || (tf32 && m == CUDNN_TENSOR_OP_MATH);
 }
 
 template <typename Perf>
-int pick(const Perf *perf, int count, int det, int tf32, size_t *ws)
+static int pick(const Perf *perf, int count, int det, int tf32, size_t *ws)
 {
     for (int i = 0; i < count; i++) {
         if (perf[i].status != CUDNN_STATUS_SUCCESS || !math_ok(perf[i].mathType, tf32))
@@ -76,7 +71,7 @@ int pick(const Perf *perf, int count, int det, int tf32, size_t *ws)
     } while (0)
 
 /* A convolution descriptor of geometry d in math type `math`. */
-bool make_conv(sl_cuda_state *s, const sl_conv_desc *d, cudnnMathType_t math,
+static bool make_conv(sl_cuda_state *s, const sl_conv_desc *d, cudnnMathType_t math,
                cudnnConvolutionDescriptor_t *out)
 {
     BUILD_CHECK(cudnnCreateConvolutionDescriptor(out));
@@ -89,12 +84,12 @@ bool make_conv(sl_cuda_state *s, const sl_conv_desc *d, cudnnMathType_t math,
 
 /* The math type a pass runs in: the chosen algorithm's, but never more than
  * FMA without tf32 (CUDNN_DEFAULT_MATH lets FP32 use TF32 on sm_80+). */
-cudnnMathType_t run_math(cudnnMathType_t chosen, int tf32)
+static cudnnMathType_t run_math(cudnnMathType_t chosen, int tf32)
 {
     return tf32 ? chosen : CUDNN_FMA_MATH;
 }
 
-bool build_into(sl_cuda_state *s, const sl_conv_desc *d, Entry &e)
+static bool build_into(sl_cuda_state *s, const sl_conv_desc *d, Entry &e)
 {
     int det = s->deterministic;
     cudnnMathType_t query_math = s->tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH;
@@ -207,41 +202,54 @@ bool build_into(sl_cuda_state *s, const sl_conv_desc *d, Entry &e)
 
 #undef BUILD_CHECK
 
-Entry build(sl_cuda_state *s, const sl_conv_desc *d)
+static void destroy_entry(Entry *e)
 {
-    Entry e;
-    memset(&e, 0, sizeof e);
-    e.ok = build_into(s, d, e);
+    if (e->x)
+        cudnnDestroyTensorDescriptor(e->x);
+    if (e->y)
+        cudnnDestroyTensorDescriptor(e->y);
+    if (e->bias)
+        cudnnDestroyTensorDescriptor(e->bias);
+    if (e->w)
+        cudnnDestroyFilterDescriptor(e->w);
+    for (int p = 0; p < 3; p++)
+        if (e->conv[p])
+            cudnnDestroyConvolutionDescriptor(e->conv[p]);
+}
+
+/* The instance's entries, one allocation each so that a pointer handed
+ * out stays valid while the table grows; found by a linear search (a
+ * network has tens of geometries). */
+struct sl_cuda_conv_cache {
+    std::mutex lock;
+    Entry **entries;
+    int count, capacity;
+};
+
+/* A new entry for geometry d, built, appended to c (locked); NULL when out
+ * of memory (recorded). */
+static Entry *add_entry(sl_cuda_state *s, sl_cuda_conv_cache *c, const sl_conv_desc *d)
+{
+    if (c->count == c->capacity) {
+        int cap = c->capacity ? 2 * c->capacity : 16;
+        Entry **grown = (Entry **)realloc(c->entries, (size_t)cap * sizeof *grown);
+        if (!grown)
+            return NULL;
+        c->entries = grown;
+        c->capacity = cap;
+    }
+    Entry *e = (Entry *)calloc(1, sizeof *e);
+    if (!e)
+        return NULL;
+    e->key = *d;
+    e->ok = build_into(s, d, *e);
+    c->entries[c->count++] = e;
     return e;
 }
 
-void destroy_entry(Entry &e)
-{
-    if (e.x)
-        cudnnDestroyTensorDescriptor(e.x);
-    if (e.y)
-        cudnnDestroyTensorDescriptor(e.y);
-    if (e.bias)
-        cudnnDestroyTensorDescriptor(e.bias);
-    if (e.w)
-        cudnnDestroyFilterDescriptor(e.w);
-    for (int p = 0; p < 3; p++)
-        if (e.conv[p])
-            cudnnDestroyConvolutionDescriptor(e.conv[p]);
-}
-
-} // namespace
-
-struct sl_cuda_conv_cache {
-    std::mutex lock;
-    std::map<Key, Entry> entries;
-};
-
-namespace {
-
 /* The cached entry of a geometry, built on first use; NULL when no
  * algorithm fits (the failure is recorded in the instance). */
-const Entry *lookup(sl_cuda_state *s, const sl_conv_desc *d)
+static const Entry *lookup(sl_cuda_state *s, const sl_conv_desc *d)
 {
     sl_cuda_conv_cache *c;
     {
@@ -257,39 +265,45 @@ const Entry *lookup(sl_cuda_state *s, const sl_conv_desc *d)
         return NULL;
     }
     std::lock_guard<std::mutex> g(c->lock);
-    Key k;
-    memset(&k, 0, sizeof k);
-    k.d = *d;
-    auto it = c->entries.find(k);
-    if (it == c->entries.end())
-        it = c->entries.emplace(k, build(s, d)).first;
-    if (!it->second.ok) {
+    sl_conv_desc key = *d;
+    Entry *e = NULL;
+    for (int i = 0; i < c->count && !e; i++)
+        if (memcmp(&c->entries[i]->key, &key, sizeof key) == 0)
+            e = c->entries[i];
+    if (!e)
+        e = add_entry(s, c, &key);
+    if (!e) {
+        sl_cuda_record(s, __FILE__, __LINE__, "growing the algorithm cache", "out of memory");
+        return NULL;
+    }
+    if (!e->ok) {
         /* build recorded why the first time; every later use fails too, and
          * must not pass silently once a sync has reported the first */
         sl_cuda_record(s, __FILE__, __LINE__, "convolution",
                        "this geometry has no usable cuDNN algorithm (see the first failure)");
         return NULL;
     }
-    return &it->second;
+    return e;
 }
 
-const float kOne = 1.0f, kZero = 0.0f;
-
-} // namespace
+static const float kOne = 1.0f, kZero = 0.0f;
 
 extern "C" void sl_cuda_conv_cache_free(sl_cuda_conv_cache *c)
 {
     if (!c)
         return;
-    for (auto &kv : c->entries)
-        destroy_entry(kv.second);
+    for (int i = 0; i < c->count; i++) {
+        destroy_entry(c->entries[i]);
+        free(c->entries[i]);
+    }
+    free(c->entries);
     delete c;
 }
 
 /* Asked while planning: a geometry cuDNN cannot run fails the plan now
  * (SIZE_MAX, the error set and taken from the instance), rather than a
  * later, unrelated sync. */
-extern "C" size_t sl_cuda_conv_workspace(const sl_backend *be, const sl_conv_desc *d,
+extern "C" size_t sl_cuda_conv2d_workspace_bytes(const sl_backend *be, const sl_conv_desc *d,
                                          sl_conv_pass pass)
 {
     sl_cuda_state *s = sl_cuda_of(be);
@@ -300,7 +314,7 @@ extern "C" size_t sl_cuda_conv_workspace(const sl_backend *be, const sl_conv_des
     return SIZE_MAX;
 }
 
-extern "C" void sl_cuda_conv_forward(const sl_exec *ex, const sl_conv_desc *d, const float *x,
+extern "C" void sl_cuda_conv2d_forward(const sl_exec *ex, const sl_conv_desc *d, const float *x,
                                          const float *w, const float *bias, float *y, void *ws)
 {
     sl_cuda_state *s = sl_cuda_ex(ex);
@@ -314,7 +328,7 @@ extern "C" void sl_cuda_conv_forward(const sl_exec *ex, const sl_conv_desc *d, c
         SL_CUDNN_CHECK(s, cudnnAddTensor(s->cudnn, &kOne, e->bias, bias, &kOne, e->y, y));
 }
 
-extern "C" void sl_cuda_conv_backward_data(const sl_exec *ex, const sl_conv_desc *d,
+extern "C" void sl_cuda_conv2d_backward_data(const sl_exec *ex, const sl_conv_desc *d,
                                                const float *w, const float *dy, float *dx,
                                                int accumulate, void *ws)
 {
@@ -328,7 +342,7 @@ extern "C" void sl_cuda_conv_backward_data(const sl_exec *ex, const sl_conv_desc
                                                 accumulate ? &kOne : &kZero, e->x, dx));
 }
 
-extern "C" void sl_cuda_conv_backward_filter(const sl_exec *ex, const sl_conv_desc *d,
+extern "C" void sl_cuda_conv2d_backward_filter(const sl_exec *ex, const sl_conv_desc *d,
                                                  const float *x, const float *dy, float *dw,
                                                  float *dbias, void *ws)
 {

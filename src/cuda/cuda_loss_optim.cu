@@ -1,47 +1,33 @@
 /*
  * cuda_loss_optim.cu — softmax cross-entropy and the optimizer updates on
- * the GPU (run stage), with the CPU backend's arithmetic (cpu_loss_optim.c)
- * so both devices follow PyTorch's rules the same way.
+ * the GPU (run stage). The per-row and per-parameter rules are
+ * base/element.h's, the ones cpu_loss_optim.c calls, so both devices follow
+ * PyTorch's rules the same way; here only launch geometry and the in-order
+ * sum of the row losses.
  */
-#include <math.h>
+#include <string.h>
 
+#include "base/element.h"
 #include "cuda/cuda_common.h"
 
 /* One thread per row: gradient row, and the row's loss and hit. */
-__global__ void xent_rows(int n, int classes, const float *logits, const int *labels,
-                          float *dlogits, double *row_loss, int *row_hit)
+static __global__ void xent_rows(int n, int classes, const float *logits, const int *labels,
+                                 float *dlogits, double *row_loss, int *row_hit)
 {
+    float inv_n = 1.0f / (float)n;
     for (int r = blockIdx.x * blockDim.x + threadIdx.x; r < n; r += gridDim.x * blockDim.x) {
         const float *x = logits + (size_t)r * classes;
-        float mx = x[0];
-        int arg = 0;
-        for (int j = 1; j < classes; j++)
-            if (x[j] > mx) {
-                mx = x[j];
-                arg = j;
-            }
-        double s = 0.0, sd = 0.0;
-        for (int j = 0; j < classes; j++) {
-            float e = expf(x[j] - mx);
-            if (dlogits)
-                dlogits[(size_t)r * classes + j] = e;
-            s += e;
-            sd += exp((double)x[j] - (double)mx);
-        }
-        if (dlogits) {
-            float inv_s = (float)(1.0 / s), inv_n = 1.0f / (float)n;
-            float *g = dlogits + (size_t)r * classes;
-            for (int j = 0; j < classes; j++)
-                g[j] = g[j] * inv_s * inv_n;
-            g[labels[r]] -= inv_n;
-        }
-        row_loss[r] = log(sd) - ((double)x[labels[r]] - (double)mx);
+        int arg;
+        float mx = sl_row_max(x, classes, &arg);
+        if (dlogits)
+            sl_xent_row_grad(x, classes, mx, labels[r], inv_n, dlogits + (size_t)r * classes);
+        row_loss[r] = sl_xent_row_loss(x, classes, mx, labels[r]);
         row_hit[r] = arg == labels[r];
     }
 }
 
 /* Rows summed in order by one thread. */
-__global__ void xent_total(int n, const double *row_loss, const int *row_hit, float *out)
+static __global__ void xent_total(int n, const double *row_loss, const int *row_hit, float *out)
 {
     double t = 0.0;
     int hits = 0;
@@ -54,7 +40,7 @@ __global__ void xent_total(int n, const double *row_loss, const int *row_hit, fl
 }
 
 /* Row losses (double), labels, row hits and the two results. */
-extern "C" size_t sl_cuda_softmax_xent_workspace(const sl_backend *be, int n)
+extern "C" size_t sl_cuda_softmax_xent_workspace_bytes(const sl_backend *be, int n)
 {
     (void)be;
     return (size_t)n * (sizeof(double) + 2 * sizeof(int)) + 64;
@@ -71,7 +57,7 @@ extern "C" void sl_cuda_softmax_xent(const sl_exec *ex, int n, int classes, cons
             *correct = 0;
         return;
     }
-    char *base = (char *)ws; /* planned: see sl_cuda_softmax_xent_workspace */
+    char *base = (char *)ws; /* planned: see sl_cuda_softmax_xent_workspace_bytes */
     double *row_loss = (double *)base;
     int *d_labels = (int *)(base + (size_t)n * sizeof(double));
     int *row_hit = d_labels + n;
@@ -92,39 +78,16 @@ extern "C" void sl_cuda_softmax_xent(const sl_exec *ex, int n, int classes, cons
         memcpy(correct, &host[1], sizeof(int));
 }
 
-__global__ void sgd_k(size_t n, float *w, const float *g, float *mom, float lr, float momentum,
-                      float wd, int nesterov, int first)
+static __global__ void sgd_k(size_t n, float *w, const float *g, float *mom, float lr,
+                             float momentum, float wd, int nesterov, int first)
 {
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
-         i += (size_t)gridDim.x * blockDim.x) {
-        float d = g[i];
-        if (wd != 0.0f)
-            d = d + wd * w[i];
-        if (momentum != 0.0f) {
-            float buf = first ? d : momentum * mom[i] + d;
-            mom[i] = buf;
-            d = nesterov ? d + momentum * buf : buf;
-        }
-        w[i] = w[i] - lr * d;
-    }
+    GRID_STRIDE(i, n) sl_sgd_element(i, w, g, mom, lr, momentum, wd, nesterov, first);
 }
 
-__global__ void adam_k(size_t n, float *w, const float *g, float *m, float *v, float step_size,
-                       float bc2_sqrt, float beta1, float beta2, float eps, float wd)
+static __global__ void adam_k(size_t n, float *w, const float *g, float *m, float *v,
+                              sl_adam_step a)
 {
-    float one_b1 = 1.0f - beta1, one_b2 = 1.0f - beta2;
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
-         i += (size_t)gridDim.x * blockDim.x) {
-        float d = g[i];
-        if (wd != 0.0f)
-            d = d + wd * w[i];
-        float mi = beta1 * m[i] + one_b1 * d;
-        float vi = beta2 * v[i] + one_b2 * d * d;
-        m[i] = mi;
-        v[i] = vi;
-        float denom = sqrtf(vi) / bc2_sqrt + eps;
-        w[i] = w[i] - step_size * mi / denom;
-    }
+    GRID_STRIDE(i, n) sl_adam_element(i, w, g, m, v, &a);
 }
 
 extern "C" void sl_cuda_sgd_update(const sl_exec *ex, size_t count, float *w, const float *g,
@@ -139,8 +102,6 @@ extern "C" void sl_cuda_adam_update(const sl_exec *ex, size_t count, float *w, c
                                     float *m, float *v, float lr, float beta1, float beta2,
                                     float eps, float weight_decay, int64_t step)
 {
-    double bc1 = 1.0 - pow((double)beta1, (double)step);
-    double bc2 = 1.0 - pow((double)beta2, (double)step);
-    SL_CUDA_LAUNCH(ex, adam_k, count, count, w, g, m, v, (float)((double)lr / bc1),
-                   (float)sqrt(bc2), beta1, beta2, eps, weight_decay);
+    SL_CUDA_LAUNCH(ex, adam_k, count, count, w, g, m, v,
+                   sl_adam_step_of(lr, beta1, beta2, eps, weight_decay, step));
 }

@@ -21,3 +21,5 @@ void *sl_cuda_backend_stream(const sl_backend *be)
     (void)be;
     return NULL;
 }
+
+const sl_backend *sl_cuda_backend_template(void) { return NULL; }

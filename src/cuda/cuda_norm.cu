@@ -5,15 +5,19 @@
  * statistics run the same normalising arithmetic (so a re-forward repeats
  * the forward bit for bit), and every reduction runs in a fixed order
  * (one block per channel, a fixed tree), so results do not depend on
- * scheduling. Statistics are accumulated in double as on the CPU.
+ * scheduling. Statistics are accumulated in double as on the CPU. The
+ * element rules (normalise, dx, the running statistics, invstd) are
+ * base/element.h's, the ones cpu_norm.c calls; the per-channel block
+ * reductions are the GPU's own.
  */
+#include "base/element.h"
 #include "cuda/cuda_common.h"
 
 #define BN_THREADS 256
 
 /* Sum over channel ch of f(i) for the M = n*hw elements, one block. */
 template <typename F>
-__device__ double block_channel_sum(int n, int c, int hw, int ch, F f, double *shared)
+static __device__ double block_channel_sum(int n, int c, int hw, int ch, F f, double *shared)
 {
     double acc = 0.0;
     long long m = (long long)n * hw;
@@ -33,9 +37,9 @@ __device__ double block_channel_sum(int n, int c, int hw, int ch, F f, double *s
     return total;
 }
 
-__global__ void bn_stats(int n, int c, int hw, const float *x, float *save_mean,
-                         float *save_invstd, float *running_mean, float *running_var,
-                         float momentum, float eps)
+static __global__ void bn_stats(int n, int c, int hw, const float *x, float *save_mean,
+                                float *save_invstd, float *running_mean, float *running_var,
+                                float momentum, float eps)
 {
     __shared__ double shared[BN_THREADS];
     int ch = blockIdx.x;
@@ -53,26 +57,23 @@ __global__ void bn_stats(int n, int c, int hw, const float *x, float *save_mean,
         double var = sq / m;
         float mf = (float)mean;
         save_mean[ch] = mf;
-        save_invstd[ch] = (float)(1.0 / sqrt(var + (double)eps));
-        if (running_mean) {
-            double unbiased = m > 1 ? var * m / (m - 1) : var;
-            running_mean[ch] = (1.0f - momentum) * running_mean[ch] + momentum * mf;
-            running_var[ch] = (1.0f - momentum) * running_var[ch] + momentum * (float)unbiased;
-        }
+        save_invstd[ch] = sl_bn_batch_invstd(var, eps);
+        if (running_mean)
+            sl_bn_running_update(&running_mean[ch], &running_var[ch], mf, var, m, momentum);
     }
 }
 
-/* The one normalising expression, shared by train, apply and infer. */
-__global__ void bn_apply(size_t total, int c, int hw, const float *x, const float *gamma,
-                         const float *beta, const float *mean, const float *invstd,
-                         const float *var, float eps, float *y)
+/* y = sl_bn_normalise(x), the expression of train, apply and infer on both
+ * devices; invstd from var when var is not NULL (eval). */
+static __global__ void bn_apply(size_t total, int c, int hw, const float *x, const float *gamma,
+                                const float *beta, const float *mean, const float *invstd,
+                                const float *var, float eps, float *y)
 {
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total;
-         i += (size_t)gridDim.x * blockDim.x) {
+    GRID_STRIDE(i, total)
+    {
         int ch = (int)((i / hw) % c);
-        float is = var ? 1.0f / sqrtf(var[ch] + eps) : invstd[ch];
-        float xhat = (x[i] - mean[ch]) * is;
-        y[i] = xhat * (gamma ? gamma[ch] : 1.0f) + (beta ? beta[ch] : 0.0f);
+        float is = var ? sl_bn_running_invstd(var[ch], eps) : invstd[ch];
+        y[i] = sl_bn_normalise(x[i], mean[ch], is, sl_bn_gamma(gamma, ch), sl_bn_beta(beta, ch));
     }
 }
 
@@ -106,13 +107,14 @@ extern "C" void sl_cuda_batchnorm_forward_apply(const sl_exec *ex, int n, int c,
 
 /* Frozen BatchNorm: the running statistics as the saved ones, invstd by
  * bn_apply's own expression. */
-__global__ void bn_frozen_stats(int c, const float *running_mean, const float *running_var,
-                                float eps, float *save_mean, float *save_invstd)
+static __global__ void bn_frozen_stats(int c, const float *running_mean,
+                                       const float *running_var, float eps, float *save_mean,
+                                       float *save_invstd)
 {
     int ch = blockIdx.x * blockDim.x + threadIdx.x;
     if (ch < c) {
         save_mean[ch] = running_mean[ch];
-        save_invstd[ch] = 1.0f / sqrtf(running_var[ch] + eps);
+        save_invstd[ch] = sl_bn_running_invstd(running_var[ch], eps);
     }
 }
 
@@ -138,11 +140,11 @@ extern "C" void sl_cuda_batchnorm_forward_infer(const sl_exec *ex, int n, int c,
     SL_CUDA_LAUNCHED(s);
 }
 
-/* Per channel: sum(dy) and sum(dy * xhat) into sums[2c]; parameter
- * gradients accumulate. */
-__global__ void bn_grad_sums(int n, int c, int hw, const float *x, const float *dy,
-                             const float *mean, const float *invstd, float *sums, float *dgamma,
-                             float *dbeta)
+/* Per channel: the means of dy and dy * xhat into means[2c] (zero when
+ * frozen); parameter gradients accumulate. */
+static __global__ void bn_grad_sums(int n, int c, int hw, const float *x, const float *dy,
+                                    const float *mean, const float *invstd, int frozen,
+                                    float *means, float *dgamma, float *dbeta)
 {
     __shared__ double shared[BN_THREADS];
     int ch = blockIdx.x;
@@ -153,8 +155,7 @@ __global__ void bn_grad_sums(int n, int c, int hw, const float *x, const float *
         shared);
     if (threadIdx.x == 0) {
         double s_dyxhat = s_dyx * (double)invstd[ch];
-        sums[ch] = (float)s_dy;
-        sums[c + ch] = (float)s_dyxhat;
+        sl_bn_grad_means(s_dy, s_dyxhat, (double)n * hw, frozen, &means[ch], &means[c + ch]);
         if (dbeta)
             dbeta[ch] += (float)s_dy;
         if (dgamma)
@@ -162,26 +163,22 @@ __global__ void bn_grad_sums(int n, int c, int hw, const float *x, const float *
     }
 }
 
-__global__ void bn_dx(size_t total, int c, int hw, float m, const float *x, const float *dy,
-                      const float *gamma, const float *mean, const float *invstd, const float *sums,
-                      float *dx, int accumulate, int frozen)
+static __global__ void bn_dx(size_t total, int c, int hw, const float *x, const float *dy,
+                             const float *gamma, const float *mean, const float *invstd,
+                             const float *means, float *dx, int accumulate)
 {
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total;
-         i += (size_t)gridDim.x * blockDim.x) {
+    GRID_STRIDE(i, total)
+    {
         int ch = (int)((i / hw) % c);
         float is = invstd[ch];
-        float scale = (gamma ? gamma[ch] : 1.0f) * is;
-        /* frozen: constant statistics, their terms vanish (as on the CPU) */
-        float mean_dy = frozen ? 0.0f : sums[ch] / m;
-        float mean_dyxhat = frozen ? 0.0f : sums[c + ch] / m;
-        float xhat = (x[i] - mean[ch]) * is;
-        float g = scale * (dy[i] - mean_dy - xhat * mean_dyxhat);
-        dx[i] = accumulate ? dx[i] + g : g;
+        float scale = sl_bn_gamma(gamma, ch) * is;
+        sl_put(&dx[i], sl_bn_dx(x[i], dy[i], mean[ch], is, scale, means[ch], means[c + ch]),
+               accumulate);
     }
 }
 
-/* The per-channel sums of dy and dy * xhat. */
-extern "C" size_t sl_cuda_batchnorm_backward_workspace(const sl_backend *be, int c)
+/* The per-channel means of dy and dy * xhat. */
+extern "C" size_t sl_cuda_batchnorm_backward_workspace_bytes(const sl_backend *be, int c)
 {
     (void)be;
     return 2 * (size_t)c * sizeof(float);
@@ -194,15 +191,14 @@ extern "C" void sl_cuda_batchnorm_backward(const sl_exec *ex, int n, int c, int 
                                            int frozen, void *ws)
 {
     sl_cuda_state *s = sl_cuda_ex(ex);
-    float *sums = (float *)ws; /* 2c per-channel sums, planned */
-    bn_grad_sums<<<c, BN_THREADS, 0, s->stream>>>(n, c, hw, x, dy, save_mean, save_invstd, sums,
-                                                   dgamma, dbeta);
+    float *means = (float *)ws; /* 2c per-channel means, planned */
+    bn_grad_sums<<<c, BN_THREADS, 0, s->stream>>>(n, c, hw, x, dy, save_mean, save_invstd, frozen,
+                                                   means, dgamma, dbeta);
     SL_CUDA_LAUNCHED(s);
     if (!dx)
         return;
     size_t total = (size_t)n * c * hw;
-    bn_dx<<<sl_cuda_blocks(total), 256, 0, s->stream>>>(total, c, hw, (float)((double)n * hw), x,
-                                                         dy, gamma, save_mean, save_invstd, sums,
-                                                         dx, accumulate, frozen);
+    bn_dx<<<sl_cuda_blocks(total), 256, 0, s->stream>>>(total, c, hw, x, dy, gamma, save_mean,
+                                                         save_invstd, means, dx, accumulate);
     SL_CUDA_LAUNCHED(s);
 }

@@ -2,31 +2,36 @@
  * cuda_pool.cu — pooling on the GPU (run stage): max and average pooling
  * and global average pooling. Backward passes are gathers (each input
  * element summed by one thread over the windows that cover it, in a fixed
- * order), never atomic scatters, so results are deterministic.
+ * order), never atomic scatters, so results are deterministic. Windows,
+ * the max rule (NaN included) and the averages are base/element.h's, the
+ * ones cpu_pool.c calls.
  */
+#include <math.h>
+
+#include "base/element.h"
 #include "cuda/cuda_common.h"
 
 /* ---- pooling ---- */
 
-__global__ void maxpool_fwd(size_t total, sl_pool_desc d, const float *x, float *y, int32_t *argmax)
+/* One thread per output: its window's taps in the CPU's order (row by
+ * row), the first maximum or a NaN winning. */
+static __global__ void maxpool_fwd(size_t total, sl_pool_desc d, const float *x, float *y,
+                                   int32_t *argmax)
 {
     GRID_STRIDE(i, total)
     {
         int ow = (int)(i % d.ow), oh = (int)((i / d.ow) % d.oh);
         size_t plane = i / ((size_t)d.ow * d.oh);
         const float *xp = x + plane * d.h * d.w;
-        float best = 0.0f;
-        int at = -1;
-        for (int ky = 0; ky < d.kh; ky++) {
-            int ih = oh * d.sh - d.ph + ky;
-            if (ih < 0 || ih >= d.h)
-                continue;
-            for (int kx = 0; kx < d.kw; kx++) {
-                int iw = ow * d.sw - d.pw + kx;
-                if (iw < 0 || iw >= d.w)
-                    continue;
+        int y0, y1, x0, x1;
+        sl_pool_window(oh, d.sh, d.ph, d.kh, d.h, &y0, &y1);
+        sl_pool_window(ow, d.sw, d.pw, d.kw, d.w, &x0, &x1);
+        float best = -INFINITY;
+        int at = sl_pool_first(oh, d.sh, d.ph, d.h) * d.w + sl_pool_first(ow, d.sw, d.pw, d.w);
+        for (int ih = y0; ih < y1; ih++) {
+            for (int iw = x0; iw < x1; iw++) {
                 float v = xp[ih * d.w + iw];
-                if (at < 0 || v > best || isnan(v)) { /* the CPU's rule: every NaN is taken */
+                if (sl_maxpool_takes(v, best)) {
                     best = v;
                     at = ih * d.w + iw;
                 }
@@ -39,7 +44,7 @@ __global__ void maxpool_fwd(size_t total, sl_pool_desc d, const float *x, float 
 }
 
 /* Output windows covering input row/column `i`: [lo, hi]. */
-__device__ static void windows(int i, int k, int s, int p, int out, int *lo, int *hi)
+static __device__ void windows(int i, int k, int s, int p, int out, int *lo, int *hi)
 {
     int a = i + p - k + 1;
     *lo = a <= 0 ? 0 : (a + s - 1) / s;
@@ -47,8 +52,8 @@ __device__ static void windows(int i, int k, int s, int p, int out, int *lo, int
     *hi = b < out - 1 ? b : out - 1;
 }
 
-__global__ void maxpool_bwd(size_t total, sl_pool_desc d, const int32_t *argmax, const float *dy,
-                            float *dx, int accumulate)
+static __global__ void maxpool_bwd(size_t total, sl_pool_desc d, const int32_t *argmax,
+                                   const float *dy, float *dx, int accumulate)
 {
     GRID_STRIDE(i, total)
     {
@@ -65,33 +70,26 @@ __global__ void maxpool_bwd(size_t total, sl_pool_desc d, const int32_t *argmax,
             for (int ox = xlo; ox <= xhi; ox++)
                 if (am[oy * d.ow + ox] == me)
                     acc += g[oy * d.ow + ox];
-        dx[i] = accumulate ? dx[i] + acc : acc;
+        sl_put(&dx[i], acc, accumulate);
     }
 }
 
-__global__ void avgpool_fwd(size_t total, sl_pool_desc d, const float *x, float *y)
+static __global__ void avgpool_fwd(size_t total, sl_pool_desc d, const float *x, float *y)
 {
     GRID_STRIDE(i, total)
     {
         int ow = (int)(i % d.ow), oh = (int)((i / d.ow) % d.oh);
         size_t plane = i / ((size_t)d.ow * d.oh);
-        const float *xp = x + plane * d.h * d.w;
-        float acc = 0.0f;
-        for (int ky = 0; ky < d.kh; ky++) {
-            int ih = oh * d.sh - d.ph + ky;
-            if (ih < 0 || ih >= d.h)
-                continue;
-            for (int kx = 0; kx < d.kw; kx++) {
-                int iw = ow * d.sw - d.pw + kx;
-                if (iw >= 0 && iw < d.w)
-                    acc += xp[ih * d.w + iw];
-            }
-        }
-        y[i] = acc / (float)(d.kh * d.kw);
+        int y0, y1, x0, x1;
+        sl_pool_window(oh, d.sh, d.ph, d.kh, d.h, &y0, &y1);
+        sl_pool_window(ow, d.sw, d.pw, d.kw, d.w, &x0, &x1);
+        y[i] = sl_avgpool_window_sum(x + plane * d.h * d.w, d.w, y0, y1, x0, x1) /
+               sl_avgpool_area(&d);
     }
 }
 
-__global__ void avgpool_bwd(size_t total, sl_pool_desc d, const float *dy, float *dx, int accumulate)
+static __global__ void avgpool_bwd(size_t total, sl_pool_desc d, const float *dy, float *dx,
+                                   int accumulate)
 {
     GRID_STRIDE(i, total)
     {
@@ -101,12 +99,11 @@ __global__ void avgpool_bwd(size_t total, sl_pool_desc d, const float *dy, float
         windows(ih, d.kh, d.sh, d.ph, d.oh, &ylo, &yhi);
         windows(iw, d.kw, d.sw, d.pw, d.ow, &xlo, &xhi);
         const float *g = dy + plane * d.oh * d.ow;
-        float acc = 0.0f;
+        float area = sl_avgpool_area(&d), acc = 0.0f;
         for (int oy = ylo; oy <= yhi; oy++)
             for (int ox = xlo; ox <= xhi; ox++)
-                acc += g[oy * d.ow + ox];
-        acc /= (float)(d.kh * d.kw);
-        dx[i] = accumulate ? dx[i] + acc : acc;
+                acc += sl_avgpool_grad(g[oy * d.ow + ox], area);
+        sl_put(&dx[i], acc, accumulate);
     }
 }
 
@@ -140,24 +137,14 @@ extern "C" void sl_cuda_avgpool_backward(const sl_exec *ex, const sl_pool_desc *
 }
 
 /* One thread per plane: the mean summed in order (as the CPU). */
-__global__ void gap_fwd(size_t nc, int hw, const float *x, float *y)
+static __global__ void gap_fwd(size_t nc, int hw, const float *x, float *y)
 {
-    GRID_STRIDE(i, nc)
-    {
-        double acc = 0.0;
-        for (int j = 0; j < hw; j++)
-            acc += x[i * hw + j];
-        y[i] = (float)(acc / hw);
-    }
+    GRID_STRIDE(i, nc) y[i] = sl_gap_mean(x + i * hw, hw);
 }
 
-__global__ void gap_bwd(size_t total, int hw, const float *dy, float *dx, int accumulate)
+static __global__ void gap_bwd(size_t total, int hw, const float *dy, float *dx, int accumulate)
 {
-    GRID_STRIDE(i, total)
-    {
-        float g = dy[i / hw] / (float)hw;
-        dx[i] = accumulate ? dx[i] + g : g;
-    }
+    GRID_STRIDE(i, total) sl_put(&dx[i], sl_gap_grad(dy[i / hw], hw), accumulate);
 }
 
 extern "C" void sl_cuda_global_avgpool_forward(const sl_exec *ex, int nc, int hw, const float *x,

@@ -1,0 +1,345 @@
+/*
+ * element.h — the per-element rules of the "run" stage, written once for
+ * both backends: src/cpu's loops and src/cuda's kernels call these same
+ * functions, so the GPU (which no test here runs) computes what the tested
+ * CPU computes. Only what cannot be shared stays in a backend: loop order
+ * and threading on the CPU, launch geometry, cross-thread reductions and
+ * cuDNN / cuBLAS calls on the GPU.
+ *
+ * Read by C11 (gcc) and by nvcc (C++17): SL_HD (base/philox.h) is
+ * `__host__ __device__` under nvcc and empty in C. Each function keeps the
+ * exact float operation order the CPU results (and their comparisons with
+ * PyTorch and across checkpointed runs) depend on.
+ */
+#ifndef SL_ELEMENT_H
+#define SL_ELEMENT_H
+
+#include <math.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/backend.h"
+#include "base/philox.h"
+
+/* dst = v, or dst += v when accumulating (a gradient read by several
+ * layers gets their sum). */
+SL_HD static inline void sl_put(float *dst, float v, int accumulate)
+{
+    *dst = accumulate ? *dst + v : v;
+}
+
+/* ---- ReLU ---- */
+
+SL_HD static inline float sl_relu_of(float x) { return x > 0.0f ? x : 0.0f; }
+
+/* The gradient through y = relu(x), from the output y. */
+SL_HD static inline float sl_relu_grad_of(float y, float dy) { return y > 0.0f ? dy : 0.0f; }
+
+/* ---- dropout and uniforms: Philox4x32-10 words of (seed, counter) ---- */
+
+/* A dropout mask's constants: element i is kept iff word i % 4 of block
+ * counter + i / 4 is at least threshold (= p * 2^32), and scaled by
+ * 1 / (1 - p); p >= 1 drops all. */
+typedef struct sl_dropout_mask {
+    uint32_t key[2];
+    uint32_t threshold;
+    float scale;
+    int drop_all;
+} sl_dropout_mask;
+
+SL_HD static inline sl_dropout_mask sl_dropout_mask_of(float p, uint64_t seed)
+{
+    sl_dropout_mask m;
+    double t = (double)p * 4294967296.0;
+    m.key[0] = (uint32_t)seed;
+    m.key[1] = (uint32_t)(seed >> 32);
+    m.threshold = t <= 0.0 ? 0u : t >= 4294967295.0 ? 4294967295u : (uint32_t)t;
+    m.drop_all = p >= 1.0f;
+    m.scale = m.drop_all ? 0.0f : 1.0f / (1.0f - p);
+    return m;
+}
+
+/* The four words of block b past counter. */
+SL_HD static inline void sl_dropout_words(const sl_dropout_mask *m, uint64_t counter, uint64_t b,
+                                          uint32_t out[4])
+{
+    uint64_t c = counter + b;
+    uint32_t ctr[4] = {(uint32_t)c, (uint32_t)(c >> 32), 0u, 0u};
+    sl_philox4x32_10(ctr, m->key, out);
+}
+
+/* Elements 4b .. 4b+3 (those below count) of dst (+)= keep ? src * scale
+ * : 0. src and dst may alias: each element is read once, then written.
+ * The forward is this over x; the backward the same mask over dy. */
+SL_HD static inline void sl_dropout_block(const sl_dropout_mask *m, uint64_t counter, uint64_t b,
+                                          size_t count, const float *src, float *dst,
+                                          int accumulate)
+{
+    uint32_t r[4];
+    sl_dropout_words(m, counter, b, r);
+    size_t i0 = (size_t)b * 4;
+    for (size_t u = 0; u < 4 && i0 + u < count; u++) {
+        int keep = !m->drop_all && r[u] >= m->threshold;
+        float v = keep ? src[i0 + u] * m->scale : 0.0f;
+        sl_put(&dst[i0 + u], v, accumulate);
+    }
+}
+
+/* A word's top 24 bits as a uniform float in [0, 1). */
+SL_HD static inline float sl_uniform_of_word(uint32_t w)
+{
+    return (float)(w >> 8) * (1.0f / 16777216.0f);
+}
+
+/* dst[e - first] for the elements e of block b inside [first, first +
+ * count): word e % 4 of block counter + e / 4 (dropout's words). */
+SL_HD static inline void sl_uniform_block(const sl_dropout_mask *m, uint64_t counter, uint64_t b,
+                                          uint64_t first, size_t count, float *dst)
+{
+    uint32_t r[4];
+    sl_dropout_words(m, counter, b, r);
+    for (uint64_t u = 0; u < 4; u++) {
+        uint64_t e = 4 * b + u;
+        if (e >= first && e < first + count)
+            dst[e - first] = sl_uniform_of_word(r[u]);
+    }
+}
+
+/* ---- concatenation slices ---- */
+
+/* The offset of channel `off + ch` of image img in a tensor of c_total
+ * channels of hw values. */
+SL_HD static inline size_t sl_channel_plane(size_t img, int c_total, int off, size_t ch, int hw)
+{
+    return (img * c_total + off + ch) * hw;
+}
+
+/* ---- Linear's bias ---- */
+
+/* acc[j] += column j0 + j of the rows x cols matrix dy (j < nj), rows in
+ * order, in double: the bias gradient's column sums (the CPU sums a block
+ * of columns per thread, the GPU one column per thread). */
+SL_HD static inline void sl_column_sums(const float *dy, int rows, int cols, int j0, int nj,
+                                        double *acc)
+{
+    for (int r = 0; r < rows; r++) {
+        const float *row = dy + (size_t)r * cols + j0;
+        for (int j = 0; j < nj; j++)
+            acc[j] += row[j];
+    }
+}
+
+/* ---- BatchNorm ---- */
+
+/* A channel's scale and shift; NULL (no affine parameters): 1 and 0. */
+SL_HD static inline float sl_bn_gamma(const float *gamma, int ch)
+{
+    return gamma ? gamma[ch] : 1.0f;
+}
+
+SL_HD static inline float sl_bn_beta(const float *beta, int ch) { return beta ? beta[ch] : 0.0f; }
+
+/* y = (x - mean) * invstd * gamma + beta: the one normalising expression
+ * of train, apply and infer (a re-forward repeats the forward's bits). */
+SL_HD static inline float sl_bn_normalise(float x, float mean, float invstd, float gamma,
+                                          float beta)
+{
+    float xhat = (x - mean) * invstd;
+    return xhat * gamma + beta;
+}
+
+/* invstd of batch statistics (the variance in double). */
+SL_HD static inline float sl_bn_batch_invstd(double var, float eps)
+{
+    return (float)(1.0 / sqrt(var + (double)eps));
+}
+
+/* invstd of running statistics, in float (eval and frozen BatchNorm). */
+SL_HD static inline float sl_bn_running_invstd(float var, float eps)
+{
+    return 1.0f / sqrtf(var + eps);
+}
+
+/* PyTorch's running statistics update with the batch's mean and biased
+ * variance var over count values (unbiased variance kept). */
+SL_HD static inline void sl_bn_running_update(float *running_mean, float *running_var, float mean,
+                                              double var, double count, float momentum)
+{
+    double unbiased = count > 1.0 ? var * count / (count - 1.0) : var;
+    *running_mean = (1.0f - momentum) * *running_mean + momentum * mean;
+    *running_var = (1.0f - momentum) * *running_var + momentum * (float)unbiased;
+}
+
+/* The per-channel means of dy and of dy * xhat over count values, from
+ * their sums; zero when frozen (constant statistics: their terms vanish). */
+SL_HD static inline void sl_bn_grad_means(double sum_dy, double sum_dy_xhat, double count,
+                                          int frozen, float *mean_dy, float *mean_dy_xhat)
+{
+    *mean_dy = frozen ? 0.0f : (float)(sum_dy / count);
+    *mean_dy_xhat = frozen ? 0.0f : (float)(sum_dy_xhat / count);
+}
+
+/* dx = gamma * invstd * (dy - mean(dy) - xhat * mean(dy * xhat)), with
+ * scale = gamma * invstd. */
+SL_HD static inline float sl_bn_dx(float x, float dy, float mean, float invstd, float scale,
+                                   float mean_dy, float mean_dy_xhat)
+{
+    float xhat = (x - mean) * invstd;
+    return scale * (dy - mean_dy - xhat * mean_dy_xhat);
+}
+
+/* ---- pooling ---- */
+
+/* The input rows / columns [lo, hi) that output index o's window covers. */
+SL_HD static inline void sl_pool_window(int o, int stride, int pad, int k, int size, int *lo,
+                                        int *hi)
+{
+    int a = o * stride - pad;
+    int b = a + k;
+    *lo = a < 0 ? 0 : a;
+    *hi = b > size ? size : b;
+}
+
+/* The first valid row / column of output index o's window: where a
+ * window's argmax starts, so a window of -inf still names a cell inside it. */
+SL_HD static inline int sl_pool_first(int o, int stride, int pad, int size)
+{
+    int a = o * stride - pad;
+    return a < 0 ? 0 : a < size ? a : size - 1;
+}
+
+/* Max pooling's rule: v replaces the best so far when larger (the first
+ * maximum wins ties) or NaN (a NaN wins, as in PyTorch). */
+SL_HD static inline int sl_maxpool_takes(float v, float best) { return (v > best) | (v != v); }
+
+/* Average pooling divides by the whole window (padding counted). */
+SL_HD static inline float sl_avgpool_area(const sl_pool_desc *d) { return (float)(d->kh * d->kw); }
+
+/* Each input cell of a window gets dy / area. */
+SL_HD static inline float sl_avgpool_grad(float dy, float area) { return dy / area; }
+
+/* The sum of a plane's window rows [y0, y1) x columns [x0, x1), row by row. */
+SL_HD static inline float sl_avgpool_window_sum(const float *xp, int w, int y0, int y1, int x0,
+                                                int x1)
+{
+    float s = 0.0f;
+    for (int iy = y0; iy < y1; iy++)
+        for (int ix = x0; ix < x1; ix++)
+            s += xp[iy * w + ix];
+    return s;
+}
+
+/* The mean of hw values, summed in order in double. */
+SL_HD static inline float sl_gap_mean(const float *x, int hw)
+{
+    double s = 0.0;
+    for (int j = 0; j < hw; j++)
+        s += x[j];
+    return (float)(s / hw);
+}
+
+/* Each of the hw inputs of a global average gets dy / hw. */
+SL_HD static inline float sl_gap_grad(float dy, int hw) { return dy / (float)hw; }
+
+/* ---- softmax cross-entropy, one row of logits ---- */
+
+/* The row's maximum and the index of its first maximum. */
+SL_HD static inline float sl_row_max(const float *x, int classes, int *arg)
+{
+    float best = x[0];
+    int at = 0;
+    for (int j = 1; j < classes; j++) {
+        if (x[j] > best) {
+            best = x[j];
+            at = j;
+        }
+    }
+    *arg = at;
+    return best;
+}
+
+/* g = (softmax(x) - onehot(label)) * inv_n, with mx the row's maximum. */
+SL_HD static inline void sl_xent_row_grad(const float *x, int classes, float mx, int label,
+                                          float inv_n, float *g)
+{
+    double s = 0.0;
+    for (int j = 0; j < classes; j++) {
+        g[j] = expf(x[j] - mx);
+        s += g[j];
+    }
+    float inv_s = (float)(1.0 / s);
+    for (int j = 0; j < classes; j++)
+        g[j] = g[j] * inv_s * inv_n;
+    g[label] -= inv_n;
+}
+
+/* The row's loss -log softmax(x)[label], in double. */
+SL_HD static inline double sl_xent_row_loss(const float *x, int classes, float mx, int label)
+{
+    double s = 0.0;
+    for (int j = 0; j < classes; j++)
+        s += exp((double)x[j] - (double)mx);
+    return log(s) - ((double)x[label] - (double)mx);
+}
+
+/* ---- optimizer updates (PyTorch's rules) ---- */
+
+/* torch.optim.SGD with dampening 0 on parameter i; mom may be NULL when
+ * momentum is 0. */
+SL_HD static inline void sl_sgd_element(size_t i, float *w, const float *g, float *mom, float lr,
+                                        float momentum, float weight_decay, int nesterov,
+                                        int first)
+{
+    float d = g[i];
+    if (weight_decay != 0.0f)
+        d = d + weight_decay * w[i];
+    if (momentum != 0.0f) {
+        float buf = first ? d : momentum * mom[i] + d;
+        mom[i] = buf;
+        d = nesterov ? d + momentum * buf : buf;
+    }
+    w[i] = w[i] - lr * d;
+}
+
+/* torch.optim.Adam's constants of one step: in float except the bias
+ * corrections (Python doubles there). */
+typedef struct sl_adam_step {
+    float step_size; /* lr / (1 - beta1^step) */
+    float bc2_sqrt;  /* sqrt(1 - beta2^step) */
+    float beta1, beta2, one_b1, one_b2, eps, weight_decay;
+} sl_adam_step;
+
+static inline sl_adam_step sl_adam_step_of(float lr, float beta1, float beta2, float eps,
+                                           float weight_decay, int64_t step)
+{
+    sl_adam_step a;
+    double bc1 = 1.0 - pow((double)beta1, (double)step);
+    double bc2 = 1.0 - pow((double)beta2, (double)step);
+    a.step_size = (float)((double)lr / bc1);
+    a.bc2_sqrt = (float)sqrt(bc2);
+    a.beta1 = beta1;
+    a.beta2 = beta2;
+    a.one_b1 = 1.0f - beta1;
+    a.one_b2 = 1.0f - beta2;
+    a.eps = eps;
+    a.weight_decay = weight_decay;
+    return a;
+}
+
+/* Adam (L2 weight decay added to the gradient) on parameter i:
+ * denom = sqrt(v) / sqrt(bc2) + eps; w -= (lr / bc1) * m / denom. */
+SL_HD static inline void sl_adam_element(size_t i, float *w, const float *g, float *m, float *v,
+                                         const sl_adam_step *a)
+{
+    float d = g[i];
+    if (a->weight_decay != 0.0f)
+        d = d + a->weight_decay * w[i];
+    float mi = a->beta1 * m[i] + a->one_b1 * d;
+    float vi = a->beta2 * v[i] + a->one_b2 * d * d;
+    m[i] = mi;
+    v[i] = vi;
+    float denom = sqrtf(vi) / a->bc2_sqrt + a->eps;
+    w[i] = w[i] - a->step_size * mi / denom;
+}
+
+#endif

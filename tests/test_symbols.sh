@@ -1,0 +1,53 @@
+#!/bin/sh
+# test_symbols.sh — the library exports only its API:
+#
+#   tests/test_symbols.sh LIBSUBLINEAR_A INCLUDE_DIR [C_COMPILER]
+#
+# 1. Every extern symbol the static library defines starts with sl_, so a
+#    program that links libsublinear.a never collides with its internals.
+# 2. A shared object linked from the same objects (the library is built
+#    with hidden visibility) exports exactly the functions declared with
+#    SL_API in INCLUDE_DIR: none missing, nothing else.
+set -eu
+
+lib=$1
+include=$2
+cc=${3:-cc}
+tmp=$(mktemp -d /tmp/sl_symbols_XXXXXX)
+trap 'rm -rf "$tmp"' EXIT INT TERM
+status=0
+
+# Defined extern symbols (T/D/B/R/W/V...; lower-case letters are local).
+nm -g --defined-only "$lib" | awk 'NF == 3 { print $3 }' | sort -u > "$tmp/extern"
+[ -s "$tmp/extern" ] || { echo "test_symbols: no symbols in $lib"; exit 1; }
+grep -v '^sl_' "$tmp/extern" > "$tmp/unprefixed" || true
+if [ -s "$tmp/unprefixed" ]; then
+    echo "test_symbols: $(wc -l < "$tmp/unprefixed") extern symbol(s) of $lib without the sl_ prefix:"
+    sed 's/^/  /' "$tmp/unprefixed"
+    status=1
+fi
+
+# The API: every function declared with SL_API in the public headers.
+cat "$include"/sublinear.h "$include"/sublinear/*.h |
+    tr '\n' ' ' | grep -o 'SL_API[^;{(]*(' | grep -o 'sl_[a-z0-9_]*[ ]*($' |
+    tr -d ' (' | sort -u > "$tmp/api"
+[ -s "$tmp/api" ] || { echo "test_symbols: no SL_API declarations under $include"; exit 1; }
+
+"$cc" -shared -o "$tmp/libcheck.so" -Wl,--whole-archive "$lib" -Wl,--no-whole-archive
+nm -D --defined-only "$tmp/libcheck.so" | awk 'NF == 3 && $2 ~ /[TDBRWVu]/ { print $3 }' |
+    sort -u > "$tmp/exported"
+comm -23 "$tmp/exported" "$tmp/api" > "$tmp/extra"
+comm -13 "$tmp/exported" "$tmp/api" > "$tmp/missing"
+if [ -s "$tmp/extra" ]; then
+    echo "test_symbols: exported but not declared with SL_API:"
+    sed 's/^/  /' "$tmp/extra"
+    status=1
+fi
+if [ -s "$tmp/missing" ]; then
+    echo "test_symbols: declared with SL_API but not exported (not defined, or hidden):"
+    sed 's/^/  /' "$tmp/missing"
+    status=1
+fi
+echo "test_symbols: $(wc -l < "$tmp/api") API functions, $(wc -l < "$tmp/exported") exported," \
+    "$(wc -l < "$tmp/extern") extern symbols in the archive, $(wc -l < "$tmp/unprefixed") without sl_"
+exit $status
