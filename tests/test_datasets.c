@@ -127,55 +127,50 @@ START_TEST(test_training_order_is_seeded_and_wraps_around)
 }
 END_TEST
 
-/* Opening dir fails with want and a message holding fragment; *out keeps
- * the caller's value. */
-static void expect_mnist_error(const char *dir, sl_status want, const char *fragment)
+/* Opening dir as kind ("mnist" or "cifar10") fails with want and a
+ * message holding fragment; *out keeps the caller's value. */
+static void expect_error(const char *kind, const char *dir, sl_status want, const char *fragment)
 {
     sl_dataset *sentinel = (sl_dataset *)&sentinel, *ds = sentinel;
-    th_assert_error(sl_dataset_mnist(dir_of(dir), 3, 0, &ds), want, fragment);
-    ck_assert_ptr_eq(ds, sentinel);
-}
-
-static void expect_cifar_error(const char *dir, sl_status want, const char *fragment)
-{
-    sl_dataset *sentinel = (sl_dataset *)&sentinel, *ds = sentinel;
-    th_assert_error(sl_dataset_cifar10(dir_of(dir), 0, &ds), want, fragment);
+    sl_status st = strcmp(kind, "mnist") == 0 ? sl_dataset_mnist(dir_of(dir), 3, 0, &ds)
+                                              : sl_dataset_cifar10(dir_of(dir), 0, &ds);
+    th_assert_error(st, want, fragment);
     ck_assert_ptr_eq(ds, sentinel);
 }
 
 START_TEST(test_broken_mnist_files_are_refused)
 {
-    expect_mnist_error("no_such_dir", SL_ERR_NOT_FOUND, "no such directory");
+    expect_error("mnist", "no_such_dir", SL_ERR_NOT_FOUND, "no such directory");
     write_idx_images("mnist_nolabels/train-images-idx3-ubyte", 0x803, 20, 0);
-    expect_mnist_error("mnist_nolabels", SL_ERR_NOT_FOUND, "train-labels-idx1-ubyte not found");
+    expect_error("mnist", "mnist_nolabels", SL_ERR_NOT_FOUND, "train-labels-idx1-ubyte not found");
 
     write_mnist("mnist_cut", 20, 0);
     write_idx_images("mnist_cut/train-images-idx3-ubyte", 0x803, 20, 100);
-    expect_mnist_error("mnist_cut", SL_ERR_FORMAT, "train-images-idx3-ubyte is truncated");
+    expect_error("mnist", "mnist_cut", SL_ERR_FORMAT, "train-images-idx3-ubyte is truncated");
 
     write_mnist("mnist_long", 20, 0);
     write_idx_images("mnist_long/train-images-idx3-ubyte", 0x803, 19, 0);
-    expect_mnist_error("mnist_long", SL_ERR_FORMAT, "20 labels for the 19 images");
+    expect_error("mnist", "mnist_long", SL_ERR_FORMAT, "20 labels for the 19 images");
 
     write_mnist("mnist_magic", 20, 0);
     write_idx_images("mnist_magic/train-images-idx3-ubyte", 0x801, 20, 0);
-    expect_mnist_error("mnist_magic", SL_ERR_FORMAT, "magic 0x00000801");
+    expect_error("mnist", "mnist_magic", SL_ERR_FORMAT, "magic 0x00000801");
 
     write_mnist("mnist_label", 20, 0);
     write_idx_labels("mnist_label/train-labels-idx1-ubyte", 20, 1);
-    expect_mnist_error("mnist_label", SL_ERR_FORMAT, "not a class 0-9");
+    expect_error("mnist", "mnist_label", SL_ERR_FORMAT, "not a class 0-9");
 
     write_mnist("mnist_gz", 20, 0);
     cr_write("mnist_gz/train-images-idx3-ubyte", "\x1f\x8b\x08\x00rest", 8);
-    expect_mnist_error("mnist_gz", SL_ERR_FORMAT, "gzip");
+    expect_error("mnist", "mnist_gz", SL_ERR_FORMAT, "gzip");
 
     write_mnist("mnist_header", 20, 0);
     cr_write("mnist_header/train-images-idx3-ubyte", "\x00\x00\x08\x03\x00", 5);
-    expect_mnist_error("mnist_header", SL_ERR_FORMAT, "shorter than the 16-byte IDX header");
+    expect_error("mnist", "mnist_header", SL_ERR_FORMAT, "shorter than the 16-byte IDX header");
 
     write_mnist("mnist_test_cut", 20, 10);
     write_idx_images("mnist_test_cut/t10k-images-idx3-ubyte", 0x803, 10, 1);
-    expect_mnist_error("mnist_test_cut", SL_ERR_FORMAT, "t10k-images-idx3-ubyte is truncated");
+    expect_error("mnist", "mnist_test_cut", SL_ERR_FORMAT, "t10k-images-idx3-ubyte is truncated");
 
     write_mnist("mnist_ok", 20, 0);
     sl_dataset *ds = NULL;
@@ -221,16 +216,16 @@ END_TEST
 
 START_TEST(test_broken_cifar10_files_are_refused)
 {
-    expect_cifar_error("no_such_dir", SL_ERR_NOT_FOUND, "no data_batch_1.bin");
+    expect_error("cifar10", "no_such_dir", SL_ERR_NOT_FOUND, "no data_batch_1.bin");
     write_cifar("cifar_cut/data_batch_1.bin", 5, 7, 0);
-    expect_cifar_error("cifar_cut", SL_ERR_FORMAT, "not a whole number of 3073-byte");
+    expect_error("cifar10", "cifar_cut", SL_ERR_FORMAT, "not a whole number of 3073-byte");
     write_cifar("cifar_label/data_batch_1.bin", 6, 0, 1);
-    expect_cifar_error("cifar_label", SL_ERR_FORMAT, "label 57");
+    expect_error("cifar10", "cifar_label", SL_ERR_FORMAT, "label 57");
     cr_write("cifar_empty/data_batch_1.bin", "", 0);
-    expect_cifar_error("cifar_empty", SL_ERR_FORMAT, "0 bytes");
+    expect_error("cifar10", "cifar_empty", SL_ERR_FORMAT, "0 bytes");
     write_cifar("cifar_test/data_batch_1.bin", 6, 0, 0);
     write_cifar("cifar_test/test_batch.bin", 6, 1, 0);
-    expect_cifar_error("cifar_test", SL_ERR_FORMAT, "test_batch.bin");
+    expect_error("cifar10", "cifar_test", SL_ERR_FORMAT, "test_batch.bin");
 }
 END_TEST
 
