@@ -74,7 +74,21 @@ sl_status sl_cuda_take_error(sl_cuda_state *s);
             sl_cuda_record((s), __FILE__, __LINE__, #call, text(st_));                         \
     } while (0)
 
-#define SL_CUDA_CHECK(s, call) SL_CUDA_CHECK_STATUS(s, call, cudaSuccess, cudaGetErrorString)
+/* A CUDA runtime call's failure is recorded, then cleared from the
+ * runtime's last error: left there, the next launch check
+ * (SL_CUDA_LAUNCHED, which reads cudaGetLastError) would record it again
+ * and fail a later, healthy step after sync has reported this one (a
+ * failed cudaMemcpyAsync of an upload, say). A sticky error (a kernel
+ * fault) is not cleared by this: every later call reports it, as it
+ * should. */
+#define SL_CUDA_CHECK(s, call)                                                                 \
+    do {                                                                                       \
+        cudaError_t ce_ = (call);                                                              \
+        if (ce_ != cudaSuccess) {                                                              \
+            sl_cuda_record((s), __FILE__, __LINE__, #call, cudaGetErrorString(ce_));           \
+            (void)cudaGetLastError();                                                          \
+        }                                                                                      \
+    } while (0)
 #define SL_CUDNN_CHECK(s, call)                                                                \
     SL_CUDA_CHECK_STATUS(s, call, CUDNN_STATUS_SUCCESS, cudnnGetErrorString)
 #define SL_CUBLAS_CHECK(s, call)                                                               \

@@ -33,13 +33,21 @@ struct Entry {
     cudnnConvolutionBwdFilterAlgo_t bwd_filter;
     size_t ws[3];
     bool ok;
+    char why[256]; /* why build_into failed (this geometry's own reason) */
 };
 
-/* FP32 FMA math, or with tf32 also TF32 tensor cores (never down
- * conversion to half precision). */
+/* The math types an algorithm may run in. Without tf32, FMA math only:
+ * cuDNN's default math lets FP32 use TF32 tensor cores on sm_80+, so an
+ * algorithm the heuristics give in default math is left out rather than
+ * run in another math type than the one it was chosen (and sized) for,
+ * where it could fail at run time instead of at plan time. With tf32,
+ * FMA, default or tensor-op math (never down-conversion to half). Each
+ * pass then runs in exactly its algorithm's math type. */
 static bool math_ok(cudnnMathType_t m, int tf32)
 {
-    return m == CUDNN_FMA_MATH || m == CUDNN_DEFAULT_MATH || (tf32 && m == CUDNN_TENSOR_OP_MATH);
+    if (!tf32)
+        return m == CUDNN_FMA_MATH;
+    return m == CUDNN_FMA_MATH || m == CUDNN_DEFAULT_MATH || m == CUDNN_TENSOR_OP_MATH;
 }
 
 template <typename Perf>
@@ -58,21 +66,22 @@ static int pick(const Perf *perf, int count, int det, int tf32, size_t *ws)
     return -1;
 }
 
-/* Records a failed cuDNN call of build() and marks the entry failed (the
- * instance's sticky error may already hold an unrelated failure, so it
- * cannot tell whether this entry is usable). */
+/* Writes why building an entry failed into `why` (the entry's own text:
+ * the instance's sticky error may hold an unrelated failure, and must not
+ * be taken for this geometry's reason, nor this one hidden behind it). */
+#define BUILD_FAIL(what, detail) snprintf(why, sizeof(((Entry *)0)->why), "%s: %s", (what), (detail))
 #define BUILD_CHECK(call)                                                                      \
     do {                                                                                       \
         cudnnStatus_t bst_ = (call);                                                           \
         if (bst_ != CUDNN_STATUS_SUCCESS) {                                                    \
-            sl_cuda_record(s, __FILE__, __LINE__, #call, cudnnGetErrorString(bst_));           \
+            BUILD_FAIL(#call, cudnnGetErrorString(bst_));                                      \
             return false;                                                                      \
         }                                                                                      \
     } while (0)
 
 /* A convolution descriptor of geometry d in math type `math`. */
-static bool make_conv(sl_cuda_state *s, const sl_conv_desc *d, cudnnMathType_t math,
-               cudnnConvolutionDescriptor_t *out)
+static bool make_conv(const sl_conv_desc *d, cudnnMathType_t math,
+                      cudnnConvolutionDescriptor_t *out, char *why)
 {
     BUILD_CHECK(cudnnCreateConvolutionDescriptor(out));
     BUILD_CHECK(cudnnSetConvolution2dDescriptor(*out, d->ph, d->pw, d->sh, d->sw, d->dh, d->dw,
@@ -82,16 +91,10 @@ static bool make_conv(sl_cuda_state *s, const sl_conv_desc *d, cudnnMathType_t m
     return true;
 }
 
-/* The math type a pass runs in: the chosen algorithm's, but never more than
- * FMA without tf32 (CUDNN_DEFAULT_MATH lets FP32 use TF32 on sm_80+). */
-static cudnnMathType_t run_math(cudnnMathType_t chosen, int tf32)
-{
-    return tf32 ? chosen : CUDNN_FMA_MATH;
-}
-
 static bool build_into(sl_cuda_state *s, const sl_conv_desc *d, Entry &e)
 {
     int det = s->deterministic;
+    char *why = e.why;
     cudnnMathType_t query_math = s->tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH;
     BUILD_CHECK(cudnnCreateTensorDescriptor(&e.x));
     BUILD_CHECK(cudnnCreateTensorDescriptor(&e.y));
@@ -108,7 +111,7 @@ static bool build_into(sl_cuda_state *s, const sl_conv_desc *d, Entry &e)
     /* the heuristics are asked through a descriptor in the widest allowed
      * math; each pass then gets its own in its algorithm's math type */
     cudnnConvolutionDescriptor_t q = NULL;
-    if (!make_conv(s, d, query_math, &q)) {
+    if (!make_conv(d, query_math, &q, why)) {
         if (q)
             cudnnDestroyConvolutionDescriptor(q);
         return false;
@@ -123,18 +126,18 @@ static bool build_into(sl_cuda_state *s, const sl_conv_desc *d, Entry &e)
             s->cudnn, e.x, e.w, q, e.y, CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &n, fp);
         i = st == CUDNN_STATUS_SUCCESS ? pick(fp, n, det, s->tf32, &e.ws[SL_CONV_FWD]) : -1;
         if (i < 0) {
-            sl_cuda_record(s, __FILE__, __LINE__, "choosing a forward convolution algorithm",
+            BUILD_FAIL("choosing a forward convolution algorithm",
                            st != CUDNN_STATUS_SUCCESS ? cudnnGetErrorString(st)
-                                                      : "no FP32 algorithm fits");
+                                                      : "no FP32 algorithm fits (FMA math, or TF32 with --tf32)");
             break;
         }
         e.fwd = fp[i].algo;
-        if (!make_conv(s, d, run_math(fp[i].mathType, s->tf32), &e.conv[SL_CONV_FWD]))
+        if (!make_conv(d, fp[i].mathType, &e.conv[SL_CONV_FWD], why))
             break;
         st = cudnnGetConvolutionForwardWorkspaceSize(s->cudnn, e.x, e.w, e.conv[SL_CONV_FWD], e.y,
                                                      e.fwd, &need);
         if (st != CUDNN_STATUS_SUCCESS) {
-            sl_cuda_record(s, __FILE__, __LINE__, "cudnnGetConvolutionForwardWorkspaceSize",
+            BUILD_FAIL("cudnnGetConvolutionForwardWorkspaceSize",
                            cudnnGetErrorString(st));
             break;
         }
@@ -147,20 +150,20 @@ static bool build_into(sl_cuda_state *s, const sl_conv_desc *d, Entry &e)
             s->cudnn, e.w, e.y, q, e.x, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &n, dp);
         i = st == CUDNN_STATUS_SUCCESS ? pick(dp, n, det, s->tf32, &e.ws[SL_CONV_BWD_DATA]) : -1;
         if (i < 0) {
-            sl_cuda_record(s, __FILE__, __LINE__, "choosing a backward-data algorithm",
+            BUILD_FAIL("choosing a backward-data algorithm",
                            st != CUDNN_STATUS_SUCCESS ? cudnnGetErrorString(st)
                            : det ? "no deterministic FP32 algorithm fits"
-                                 : "no FP32 algorithm fits");
+                                 : "no FP32 algorithm fits (FMA math, or TF32 with --tf32)");
             break;
         }
         e.bwd_data = dp[i].algo;
-        if (!make_conv(s, d, run_math(dp[i].mathType, s->tf32), &e.conv[SL_CONV_BWD_DATA]))
+        if (!make_conv(d, dp[i].mathType, &e.conv[SL_CONV_BWD_DATA], why))
             break;
         st = cudnnGetConvolutionBackwardDataWorkspaceSize(s->cudnn, e.w, e.y,
                                                           e.conv[SL_CONV_BWD_DATA], e.x,
                                                           e.bwd_data, &need);
         if (st != CUDNN_STATUS_SUCCESS) {
-            sl_cuda_record(s, __FILE__, __LINE__, "cudnnGetConvolutionBackwardDataWorkspaceSize",
+            BUILD_FAIL("cudnnGetConvolutionBackwardDataWorkspaceSize",
                            cudnnGetErrorString(st));
             break;
         }
@@ -174,21 +177,20 @@ static bool build_into(sl_cuda_state *s, const sl_conv_desc *d, Entry &e)
         i = st == CUDNN_STATUS_SUCCESS ? pick(wp, n, det, s->tf32, &e.ws[SL_CONV_BWD_FILTER])
                                        : -1;
         if (i < 0) {
-            sl_cuda_record(s, __FILE__, __LINE__, "choosing a backward-filter algorithm",
+            BUILD_FAIL("choosing a backward-filter algorithm",
                            st != CUDNN_STATUS_SUCCESS ? cudnnGetErrorString(st)
                            : det ? "no deterministic FP32 algorithm fits"
-                                 : "no FP32 algorithm fits");
+                                 : "no FP32 algorithm fits (FMA math, or TF32 with --tf32)");
             break;
         }
         e.bwd_filter = wp[i].algo;
-        if (!make_conv(s, d, run_math(wp[i].mathType, s->tf32), &e.conv[SL_CONV_BWD_FILTER]))
+        if (!make_conv(d, wp[i].mathType, &e.conv[SL_CONV_BWD_FILTER], why))
             break;
         st = cudnnGetConvolutionBackwardFilterWorkspaceSize(s->cudnn, e.x, e.y,
                                                             e.conv[SL_CONV_BWD_FILTER], e.w,
                                                             e.bwd_filter, &need);
         if (st != CUDNN_STATUS_SUCCESS) {
-            sl_cuda_record(s, __FILE__, __LINE__,
-                           "cudnnGetConvolutionBackwardFilterWorkspaceSize",
+            BUILD_FAIL("cudnnGetConvolutionBackwardFilterWorkspaceSize",
                            cudnnGetErrorString(st));
             break;
         }
@@ -227,7 +229,7 @@ struct sl_cuda_conv_cache {
 };
 
 /* A new entry for geometry d, built, appended to c (locked); NULL when out
- * of memory (recorded). */
+ * of memory. */
 static Entry *add_entry(sl_cuda_state *s, sl_cuda_conv_cache *c, const sl_conv_desc *d)
 {
     if (c->count == c->capacity) {
@@ -247,9 +249,9 @@ static Entry *add_entry(sl_cuda_state *s, sl_cuda_conv_cache *c, const sl_conv_d
     return e;
 }
 
-/* The cached entry of a geometry, built on first use; NULL when no
- * algorithm fits (the failure is recorded in the instance). */
-static const Entry *lookup(sl_cuda_state *s, const sl_conv_desc *d)
+/* The cached entry of a geometry, built on first use; NULL when it has no
+ * usable algorithm or memory ran out, with *why saying which. */
+static const Entry *find(sl_cuda_state *s, const sl_conv_desc *d, const char **why)
 {
     sl_cuda_conv_cache *c;
     {
@@ -261,7 +263,7 @@ static const Entry *lookup(sl_cuda_state *s, const sl_conv_desc *d)
         c = s->conv_cache;
     }
     if (!c) {
-        sl_cuda_record(s, __FILE__, __LINE__, "allocating the algorithm cache", "out of memory");
+        *why = "allocating the algorithm cache: out of memory";
         return NULL;
     }
     std::lock_guard<std::mutex> g(c->lock);
@@ -273,16 +275,25 @@ static const Entry *lookup(sl_cuda_state *s, const sl_conv_desc *d)
     if (!e)
         e = add_entry(s, c, &key);
     if (!e) {
-        sl_cuda_record(s, __FILE__, __LINE__, "growing the algorithm cache", "out of memory");
+        *why = "growing the algorithm cache: out of memory";
         return NULL;
     }
     if (!e->ok) {
-        /* build recorded why the first time; every later use fails too, and
-         * must not pass silently once a sync has reported the first */
-        sl_cuda_record(s, __FILE__, __LINE__, "convolution",
-                       "this geometry has no usable cuDNN algorithm (see the first failure)");
+        *why = e->why; /* lives as long as the cache */
         return NULL;
     }
+    return e;
+}
+
+/* find for a kernel: a failure is recorded in the instance for sync (every
+ * use fails, so a later step cannot pass silently after the first sync
+ * reported it). */
+static const Entry *lookup(sl_cuda_state *s, const sl_conv_desc *d)
+{
+    const char *why = NULL;
+    const Entry *e = find(s, d, &why);
+    if (!e)
+        sl_cuda_record(s, __FILE__, __LINE__, "convolution", why);
     return e;
 }
 
@@ -307,10 +318,17 @@ extern "C" size_t sl_cuda_conv2d_workspace_bytes(const sl_backend *be, const sl_
                                          sl_conv_pass pass)
 {
     sl_cuda_state *s = sl_cuda_of(be);
-    const Entry *e = lookup(s, d);
+    const char *why = NULL;
+    const Entry *e = find(s, d, &why);
     if (e)
         return e->ws[pass];
-    sl_cuda_take_error(s);
+    /* this geometry's own reason, set here: the instance's sticky error is
+     * neither consulted (it may hold an unrelated failure) nor changed */
+    sl_set_error(SL_ERR_BACKEND,
+                 "CUDA backend: cuDNN cannot run the convolution of %dx%dx%dx%d by %d filters "
+                 "%dx%d (stride %dx%d, padding %dx%d, dilation %dx%d, groups %d): %s",
+                 d->n, d->c, d->h, d->w, d->k, d->kh, d->kw, d->sh, d->sw, d->ph, d->pw, d->dh,
+                 d->dw, d->groups, why);
     return SIZE_MAX;
 }
 

@@ -1,6 +1,8 @@
 /*
  * cuda_gemm.cu — GEMM with cuBLAS (run stage on a GPU), on the backend
- * instance's handle and stream, in pedantic FP32 math (no TF32).
+ * instance's handle and stream, in the instance's math mode (set on the
+ * handle when the instance is made): pedantic FP32 by default, TF32 tensor
+ * cores when the context asks for them (sl_context_options.tf32, --tf32).
  */
 #include "cuda/cuda_common.h"
 

@@ -10,7 +10,8 @@ sl_status sl_cuda_backend_create(int gpu, int deterministic, int tf32, sl_backen
     (void)gpu;
     (void)deterministic;
     (void)tf32;
-    (void)out;
+    if (out)
+        *out = NULL;
     return sl_set_error(SL_ERR_UNSUPPORTED,
                    "this build of sublinear has no CUDA backend (the CUDA toolkit or cuDNN was "
                    "not found when it was configured)");
