@@ -108,6 +108,7 @@ START_TEST(test_backend_table_cuda_sets_every_required_member)
     ck_assert_ptr_nonnull(t->wait);
     ck_assert_ptr_nonnull(t->device_free_bytes);
     ck_assert_ptr_nonnull(t->native_stream);
+    ck_assert_ptr_nonnull(t->batchnorm_forward_workspace_bytes);
     ck_assert_ptr_nonnull(t->batchnorm_backward_workspace_bytes);
     ck_assert_ptr_nonnull(t->softmax_xent_workspace_bytes);
     ck_assert_int_eq(t->host_memory, 0);

@@ -83,7 +83,7 @@ typedef void sl_batchnorm_forward_train_fn(const sl_exec *ex, int n, int c, int 
                                            const float *gamma, const float *beta, float *y,
                                            float *save_mean, float *save_invstd,
                                            float *running_mean, float *running_var, float momentum,
-                                           float eps);
+                                           float eps, void *ws);
 typedef void sl_batchnorm_forward_apply_fn(const sl_exec *ex, int n, int c, int hw, const float *x,
                                            const float *gamma, const float *beta, const float *mean,
                                            const float *invstd, float *y);
@@ -96,7 +96,7 @@ typedef void sl_batchnorm_backward_fn(const sl_exec *ex, int n, int c, int hw, c
                                       const float *dy, const float *gamma, const float *save_mean,
                                       const float *save_invstd, float *dx, int accumulate,
                                       float *dgamma, float *dbeta, int frozen, void *ws);
-typedef size_t sl_batchnorm_backward_workspace_bytes_fn(const sl_backend *be, int c);
+typedef size_t sl_batchnorm_workspace_bytes_fn(const sl_backend *be, int n, int c, int hw);
 typedef void sl_maxpool_forward_fn(const sl_exec *ex, const sl_pool_desc *d, const float *x,
                                    float *y, int32_t *argmax);
 typedef void sl_maxpool_backward_fn(const sl_exec *ex, const sl_pool_desc *d, const int32_t *argmax,
@@ -186,8 +186,13 @@ struct sl_backend {
     /* Training BatchNorm over n x c x hw: batch mean and 1/sqrt(var+eps)
      * (biased var) into save_mean / save_invstd, y = normalised * gamma +
      * beta. When running_mean is not NULL the running statistics are
-     * updated with momentum (unbiased variance), as PyTorch does. */
+     * updated with momentum (unbiased variance), as PyTorch does. ws:
+     * batchnorm_forward_workspace_bytes(n, c, hw) of planned scratch (NULL
+     * when that is 0). */
     sl_batchnorm_forward_train_fn *batchnorm_forward_train;
+    /* (optional) Workspace bytes batchnorm_forward_train needs over n x c x
+     * hw (a GPU's partial sums); NULL: none (the CPU). */
+    sl_batchnorm_workspace_bytes_fn *batchnorm_forward_workspace_bytes;
     /* y = (x - mean) * invstd * gamma + beta with given statistics (eval
      * mode with running stats turned into invstd by the layer, or
      * re-forward with the saved batch statistics). */
@@ -202,12 +207,12 @@ struct sl_backend {
      * dx may be NULL (parameter gradients only) or alias dy. With frozen 0
      * the backward of normalising with the batch's own statistics; with 1
      * of normalising with constant statistics (frozen BatchNorm: dx = dy *
-     * gamma * invstd). ws: batchnorm_backward_workspace_bytes(c) of
-     * planned scratch (NULL when that is 0). */
+     * gamma * invstd). ws: batchnorm_backward_workspace_bytes(n, c, hw)
+     * of planned scratch (NULL when that is 0). */
     sl_batchnorm_backward_fn *batchnorm_backward;
-    /* (optional) Workspace bytes batchnorm_backward needs for c channels;
+    /* (optional) Workspace bytes batchnorm_backward needs over n x c x hw;
      * NULL: none (the CPU). */
-    sl_batchnorm_backward_workspace_bytes_fn *batchnorm_backward_workspace_bytes;
+    sl_batchnorm_workspace_bytes_fn *batchnorm_backward_workspace_bytes;
 
     /* Max pooling; argmax (may be NULL in eval) gets the flat h*w index of
      * each window's maximum (first maximum on ties). Padding never wins. */

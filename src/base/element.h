@@ -148,6 +148,25 @@ SL_HD static inline float sl_bn_normalise(float x, float mean, float invstd, flo
     return xhat * gamma + beta;
 }
 
+/* A batch's mean and biased variance from the double sums of x and x * x
+ * over count values (clamped at 0: rounding can make E[x^2] - mean^2
+ * slightly negative). One pass over x on both devices. */
+SL_HD static inline void sl_bn_batch_moments(double sum, double sum_sq, double count,
+                                             double *mean, double *var)
+{
+    double m = sum / count;
+    double v = sum_sq / count - m * m;
+    *mean = m;
+    *var = v < 0.0 ? 0.0 : v;
+}
+
+/* One value's terms of the backward's sums: dy, and dy * (x - mean), in
+ * double (mean is the saved batch mean). */
+SL_HD static inline double sl_bn_dy_xc(float dy, float x, double mean)
+{
+    return (double)dy * ((double)x - mean);
+}
+
 /* invstd of batch statistics (the variance in double). */
 SL_HD static inline float sl_bn_batch_invstd(double var, float eps)
 {

@@ -46,15 +46,13 @@ static void bn_grad_sums(const float *x, const float *dy, size_t len, double mea
     size_t j = 0;
     for (; j + BN_LANES <= len; j += BN_LANES) {
         for (int u = 0; u < BN_LANES; u++) {
-            double g = dy[j + u];
-            lane_s[u] += g;
-            lane_p[u] += g * ((double)x[j + u] - mean);
+            lane_s[u] += (double)dy[j + u];
+            lane_p[u] += sl_bn_dy_xc(dy[j + u], x[j + u], mean);
         }
     }
     for (int u = 0; j < len; j++, u++) {
-        double g = dy[j];
-        lane_s[u] += g;
-        lane_p[u] += g * ((double)x[j] - mean);
+        lane_s[u] += (double)dy[j];
+        lane_p[u] += sl_bn_dy_xc(dy[j], x[j], mean);
     }
 }
 
@@ -86,18 +84,17 @@ static void bn_normalise_channel(int n, int c, size_t hw, int ch, const float *x
 void sl_cpu_batchnorm_forward_train(const sl_exec *ex, int n, int c, int hw, const float *x,
                                     const float *gamma, const float *beta, float *y,
                                     float *save_mean, float *save_invstd, float *running_mean,
-                                    float *running_var, float momentum, float eps)
+                                    float *running_var, float momentum, float eps, void *ws)
 {
+    (void)ws; /* the sums live on the stack */
     size_t count = (size_t)n * (size_t)hw;
     int par = (double)count * c >= CPU_PAR_MIN;
     SL_PARALLEL_FOR(cpu_threads(ex), par, (int ch = 0; ch < c; ch++), {
         double ls[BN_LANES] = {0}, lq[BN_LANES] = {0};
         for (int i = 0; i < n; i++)
             bn_sums(x + ((size_t)i * c + ch) * hw, (size_t)hw, ls, lq);
-        double mean = bn_lanes_total(ls) / (double)count;
-        double var = bn_lanes_total(lq) / (double)count - mean * mean;
-        if (var < 0.0)
-            var = 0.0;
+        double mean, var;
+        sl_bn_batch_moments(bn_lanes_total(ls), bn_lanes_total(lq), (double)count, &mean, &var);
         float m = (float)mean;
         float invstd = sl_bn_batch_invstd(var, eps);
         save_mean[ch] = m;

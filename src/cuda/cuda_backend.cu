@@ -198,6 +198,7 @@ static sl_backend table_of(void)
     b->batchnorm_forward_apply = sl_cuda_batchnorm_forward_apply;
     b->batchnorm_forward_infer = sl_cuda_batchnorm_forward_infer;
     b->batchnorm_backward = sl_cuda_batchnorm_backward;
+    b->batchnorm_forward_workspace_bytes = sl_cuda_batchnorm_forward_workspace_bytes;
     b->batchnorm_backward_workspace_bytes = sl_cuda_batchnorm_backward_workspace_bytes;
     b->maxpool_forward = sl_cuda_maxpool_forward;
     b->maxpool_backward = sl_cuda_maxpool_backward;

@@ -118,6 +118,37 @@ static inline unsigned sl_cuda_blocks(size_t n)
     return (unsigned)(b > 65535 ? 65535 : (b ? b : 1));
 }
 
+/* Launch geometry over `planes` planes (an image's channel) of len values
+ * each: block x a plane (grid-stride beyond 2^31 - 1), block y a range of
+ * the plane, blocks no wider than a small plane needs. Kernels find the
+ * channel once per plane and index within it without 64-bit division. */
+static inline void sl_cuda_plane_grid(size_t planes, int len, dim3 *grid, dim3 *block)
+{
+    unsigned threads = len >= 256 ? 256u : (unsigned)((len + 31) / 32 * 32);
+    size_t ys = ((size_t)len + threads - 1) / threads;
+    *block = dim3(threads);
+    *grid = dim3((unsigned)(planes < 0x7fffffffu ? (planes ? planes : 1) : 0x7fffffffu),
+                 (unsigned)(ys < 65535 ? (ys ? ys : 1) : 65535));
+}
+
+/* The loop of a kernel launched with sl_cuda_plane_grid: plane, and j the
+ * index within it. */
+#define PLANE_LOOP(plane, j, planes, len)                                                      \
+    for (size_t plane = blockIdx.x; plane < (planes); plane += gridDim.x)                      \
+        for (int j = (int)(blockIdx.y * blockDim.x + threadIdx.x); j < (len);                  \
+             j += (int)(gridDim.y * blockDim.x))
+
+/* Launches kernel over `planes` planes of len values on the instance's
+ * stream of exec `ex`, and checks the launch. */
+#define SL_CUDA_LAUNCH_PLANES(ex, kernel, planes, len, ...)                                    \
+    do {                                                                                       \
+        sl_cuda_state *lp_ = sl_cuda_ex(ex);                                                   \
+        dim3 grid_, block_;                                                                    \
+        sl_cuda_plane_grid((planes), (len), &grid_, &block_);                                  \
+        kernel<<<grid_, block_, 0, lp_->stream>>>(__VA_ARGS__);                                \
+        SL_CUDA_LAUNCHED(lp_);                                                                 \
+    } while (0)
+
 /* The table's kernels, one file per op family; signatures and contracts
  * in base/backend.h. */
 
@@ -136,7 +167,8 @@ sl_gemm_fn sl_cuda_gemm;
 sl_batchnorm_forward_train_fn sl_cuda_batchnorm_forward_train;
 sl_batchnorm_forward_apply_fn sl_cuda_batchnorm_forward_apply;
 sl_batchnorm_forward_infer_fn sl_cuda_batchnorm_forward_infer;
-sl_batchnorm_backward_workspace_bytes_fn sl_cuda_batchnorm_backward_workspace_bytes;
+sl_batchnorm_workspace_bytes_fn sl_cuda_batchnorm_forward_workspace_bytes;
+sl_batchnorm_workspace_bytes_fn sl_cuda_batchnorm_backward_workspace_bytes;
 sl_batchnorm_backward_fn sl_cuda_batchnorm_backward;
 
 /* ---- cuda_pool.cu ---- */

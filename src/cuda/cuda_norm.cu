@@ -3,94 +3,181 @@
  * kernels rather than cuDNN's batch-norm calls, for two guarantees cuDNN
  * does not give: the training forward and the re-forward with saved
  * statistics run the same normalising arithmetic (so a re-forward repeats
- * the forward bit for bit), and every reduction runs in a fixed order
- * (one block per channel, a fixed tree), so results do not depend on
- * scheduling. Statistics are accumulated in double as on the CPU. The
- * element rules (normalise, dx, the running statistics, invstd) are
- * base/element.h's, the ones cpu_norm.c calls; the per-channel block
- * reductions are the GPU's own.
+ * the forward bit for bit), and every reduction runs in a fixed order, so
+ * results do not depend on scheduling. Statistics are accumulated in
+ * double as on the CPU. The element rules (the moments, normalise, dx, the
+ * running statistics, invstd, the backward's terms) are base/element.h's,
+ * the ones cpu_norm.c calls; the block reductions are the GPU's own.
+ *
+ * The sums run at memory bandwidth: each channel's n x hw values are split
+ * into base/bn_grid.h's parts, one block per (channel, part), so the
+ * stem's 64 channels fill every SM instead of 64 of them; each block walks
+ * its images, then a range of hw, with no division per value, and reads x
+ * (or x and dy) once.
+ *
+ * Reduction order, and why it is deterministic:
+ *   1. Block (ch, p), p = q * slices + s, thread t accumulates, in double,
+ *      the values j = s * slice_len + t, + 256, ... below the slice's end,
+ *      of image q, then image q + image_groups, ...: a fixed sequence that
+ *      depends only on (n, c, hw) and t.
+ *   2. The block adds its 256 accumulators by a fixed tree (stride 128,
+ *      64, ..., 1, each step one add per pair, barriers between) and
+ *      writes the pair of partial sums to partials[(ch * parts + p) * 2].
+ *   3. A second kernel, one thread per channel, adds parts 0, 1, ... in
+ *      order and applies the element rules.
+ * No atomics and no dependence on which block runs first: every add has
+ * fixed operands in a fixed order, so the statistics are the same bits on
+ * every call. The training forward's normalise and the re-forward's are
+ * one kernel (bn_apply) over equal statistics, so the re-forward repeats
+ * the training output bit for bit; with memonger's rescale the re-forward
+ * recomputes the statistics, and by the argument above gets the same bits.
+ * The partial sums live in the planned workspace
+ * (batchnorm_*_workspace_bytes): the backend allocates nothing.
+ *
+ * bn_apply and bn_dx index by channel planes: block x takes plane n * c
+ * (its channel one modulo per plane, not per value), block y a range of
+ * the plane's hw.
  */
+#include "base/bn_grid.h"
 #include "base/element.h"
 #include "cuda/cuda_common.h"
 
-#define BN_THREADS 256
+#define BN_THREADS SL_BN_GRID_THREADS
 
-/* Sum over channel ch of f(i) for the M = n*hw elements, one block. */
-template <typename F>
-static __device__ double block_channel_sum(int n, int c, int hw, int ch, F f, double *shared)
+/* The two double sums of one block, by a fixed tree; thread 0 gets them. */
+static __device__ void block_pair_sum(double a, double b, double *sa, double *sb)
 {
-    double acc = 0.0;
-    long long m = (long long)n * hw;
-    for (long long i = threadIdx.x; i < m; i += blockDim.x) {
-        long long img = i / hw, j = i % hw;
-        acc += f(((img * c) + ch) * hw + j);
-    }
-    shared[threadIdx.x] = acc;
+    sa[threadIdx.x] = a;
+    sb[threadIdx.x] = b;
     __syncthreads();
-    for (int s = blockDim.x / 2; s > 0; s >>= 1) {
-        if (threadIdx.x < s)
-            shared[threadIdx.x] += shared[threadIdx.x + s];
+    for (int stride = BN_THREADS / 2; stride > 0; stride >>= 1) {
+        if (threadIdx.x < stride) {
+            sa[threadIdx.x] += sa[threadIdx.x + stride];
+            sb[threadIdx.x] += sb[threadIdx.x + stride];
+        }
         __syncthreads();
     }
-    double total = shared[0];
-    __syncthreads();
-    return total;
 }
 
-static __global__ void bn_stats(int n, int c, int hw, const float *x, float *save_mean,
-                                float *save_invstd, float *running_mean, float *running_var,
-                                float momentum, float eps)
+/* Block (ch, p)'s values: images q, q + groups, ...; hw in [lo, hi). The
+ * caller's f(k) adds the value at flat index k to its accumulators. */
+template <typename F>
+static __device__ void for_part_values(int n, int c, int hw, sl_bn_grid g, F f)
 {
-    __shared__ double shared[BN_THREADS];
-    int ch = blockIdx.x;
-    double m = (double)n * hw;
-    double sum = block_channel_sum(n, c, hw, ch, [=] __device__(long long k) { return (double)x[k]; }, shared);
-    double mean = sum / m;
-    double sq = block_channel_sum(
-        n, c, hw, ch,
-        [=] __device__(long long k) {
-            double d = (double)x[k] - mean;
-            return d * d;
-        },
-        shared);
-    if (threadIdx.x == 0) {
-        double var = sq / m;
-        float mf = (float)mean;
-        save_mean[ch] = mf;
-        save_invstd[ch] = sl_bn_batch_invstd(var, eps);
-        if (running_mean)
-            sl_bn_running_update(&running_mean[ch], &running_var[ch], mf, var, m, momentum);
+    int ch = (int)(blockIdx.x / (unsigned)g.parts);
+    int p = (int)(blockIdx.x - (unsigned)ch * (unsigned)g.parts);
+    int q = p / g.slices, s = p - q * g.slices;
+    int lo = s * g.slice_len;
+    int hi = lo + g.slice_len < hw ? lo + g.slice_len : hw;
+    for (int img = q; img < n; img += g.image_groups) {
+        size_t base = ((size_t)img * c + ch) * (size_t)hw;
+        for (int j = lo + (int)threadIdx.x; j < hi; j += BN_THREADS)
+            f(base + j);
     }
+}
+
+/* Partial sums of x and x * x: partials[(ch * parts + p) * 2 + {0, 1}]. */
+static __global__ void __launch_bounds__(BN_THREADS)
+    bn_stat_parts(int n, int c, int hw, sl_bn_grid g, const float *x, double *partials)
+{
+    __shared__ double sa[BN_THREADS], sb[BN_THREADS];
+    double s = 0.0, q = 0.0;
+    for_part_values(n, c, hw, g, [&](size_t k) {
+        double v = (double)x[k];
+        s += v;
+        q += v * v;
+    });
+    block_pair_sum(s, q, sa, sb);
+    if (threadIdx.x == 0) {
+        partials[(size_t)blockIdx.x * 2] = sa[0];
+        partials[(size_t)blockIdx.x * 2 + 1] = sb[0];
+    }
+}
+
+/* Channel ch's totals: parts 0, 1, ... in order. */
+static __device__ void parts_total(const double *partials, int ch, int parts, double *a,
+                                   double *b)
+{
+    const double *pp = partials + (size_t)ch * parts * 2;
+    double ta = 0.0, tb = 0.0;
+    for (int p = 0; p < parts; p++) {
+        ta += pp[2 * p];
+        tb += pp[2 * p + 1];
+    }
+    *a = ta;
+    *b = tb;
+}
+
+static __global__ void bn_stat_final(int c, int parts, double count, const double *partials,
+                                     float *save_mean, float *save_invstd, float *running_mean,
+                                     float *running_var, float momentum, float eps)
+{
+    int ch = blockIdx.x * blockDim.x + threadIdx.x;
+    if (ch >= c)
+        return;
+    double sum, sum_sq, mean, var;
+    parts_total(partials, ch, parts, &sum, &sum_sq);
+    sl_bn_batch_moments(sum, sum_sq, count, &mean, &var);
+    float mf = (float)mean;
+    save_mean[ch] = mf;
+    save_invstd[ch] = sl_bn_batch_invstd(var, eps);
+    if (running_mean)
+        sl_bn_running_update(&running_mean[ch], &running_var[ch], mf, var, count, momentum);
 }
 
 /* y = sl_bn_normalise(x), the expression of train, apply and infer on both
  * devices; invstd from var when var is not NULL (eval). */
-static __global__ void bn_apply(size_t total, int c, int hw, const float *x, const float *gamma,
+static __global__ void bn_apply(size_t planes, int c, int hw, const float *x, const float *gamma,
                                 const float *beta, const float *mean, const float *invstd,
                                 const float *var, float eps, float *y)
 {
-    GRID_STRIDE(i, total)
+    PLANE_LOOP(plane, j, planes, hw)
     {
-        int ch = (int)((i / hw) % c);
+        int ch = (int)(plane % (size_t)c);
         float is = var ? sl_bn_running_invstd(var[ch], eps) : invstd[ch];
-        y[i] = sl_bn_normalise(x[i], mean[ch], is, sl_bn_gamma(gamma, ch), sl_bn_beta(beta, ch));
+        size_t k = plane * (size_t)hw + (size_t)j;
+        y[k] = sl_bn_normalise(x[k], mean[ch], is, sl_bn_gamma(gamma, ch), sl_bn_beta(beta, ch));
     }
+}
+
+static void launch_apply(sl_cuda_state *s, int n, int c, int hw, const float *x,
+                         const float *gamma, const float *beta, const float *mean,
+                         const float *invstd, const float *var, float eps, float *y)
+{
+    size_t planes = (size_t)n * c;
+    dim3 grid, block;
+    sl_cuda_plane_grid(planes, hw, &grid, &block);
+    bn_apply<<<grid, block, 0, s->stream>>>(planes, c, hw, x, gamma, beta, mean, invstd, var, eps,
+                                            y);
+    SL_CUDA_LAUNCHED(s);
+}
+
+/* The partial sums of forward and backward: c * parts pairs of doubles. */
+extern "C" size_t sl_cuda_batchnorm_forward_workspace_bytes(const sl_backend *be, int n, int c,
+                                                            int hw)
+{
+    (void)be;
+    return sl_bn_grid_partials_bytes(n, c, hw);
 }
 
 extern "C" void sl_cuda_batchnorm_forward_train(const sl_exec *ex, int n, int c, int hw,
                                                 const float *x, const float *gamma,
                                                 const float *beta, float *y, float *save_mean,
                                                 float *save_invstd, float *running_mean,
-                                                float *running_var, float momentum, float eps)
+                                                float *running_var, float momentum, float eps,
+                                                void *ws)
 {
     sl_cuda_state *s = sl_cuda_ex(ex);
-    bn_stats<<<c, BN_THREADS, 0, s->stream>>>(n, c, hw, x, save_mean, save_invstd, running_mean,
-                                               running_var, momentum, eps);
+    sl_bn_grid g = sl_bn_grid_for(n, c, hw);
+    double *partials = (double *)ws; /* planned: forward_workspace_bytes */
+    bn_stat_parts<<<(unsigned)c * (unsigned)g.parts, BN_THREADS, 0, s->stream>>>(n, c, hw, g, x,
+                                                                                 partials);
     SL_CUDA_LAUNCHED(s);
-    size_t total = (size_t)n * c * hw;
-    bn_apply<<<sl_cuda_blocks(total), 256, 0, s->stream>>>(total, c, hw, x, gamma, beta, save_mean,
-                                                            save_invstd, NULL, 0.0f, y);
+    bn_stat_final<<<(c + 255) / 256, 256, 0, s->stream>>>(c, g.parts, (double)n * hw, partials,
+                                                           save_mean, save_invstd, running_mean,
+                                                           running_var, momentum, eps);
     SL_CUDA_LAUNCHED(s);
+    launch_apply(s, n, c, hw, x, gamma, beta, save_mean, save_invstd, NULL, 0.0f, y);
 }
 
 extern "C" void sl_cuda_batchnorm_forward_apply(const sl_exec *ex, int n, int c, int hw,
@@ -98,11 +185,7 @@ extern "C" void sl_cuda_batchnorm_forward_apply(const sl_exec *ex, int n, int c,
                                                 const float *beta, const float *mean,
                                                 const float *invstd, float *y)
 {
-    sl_cuda_state *s = sl_cuda_ex(ex);
-    size_t total = (size_t)n * c * hw;
-    bn_apply<<<sl_cuda_blocks(total), 256, 0, s->stream>>>(total, c, hw, x, gamma, beta, mean,
-                                                            invstd, NULL, 0.0f, y);
-    SL_CUDA_LAUNCHED(s);
+    launch_apply(sl_cuda_ex(ex), n, c, hw, x, gamma, beta, mean, invstd, NULL, 0.0f, y);
 }
 
 /* Frozen BatchNorm: the running statistics as the saved ones, invstd by
@@ -125,63 +208,76 @@ extern "C" void sl_cuda_batchnorm_forward_infer(const sl_exec *ex, int n, int c,
                                                 float *save_mean, float *save_invstd)
 {
     sl_cuda_state *s = sl_cuda_ex(ex);
-    size_t total = (size_t)n * c * hw;
     if (save_mean) {
         bn_frozen_stats<<<(c + 255) / 256, 256, 0, s->stream>>>(c, running_mean, running_var, eps,
                                                                 save_mean, save_invstd);
         SL_CUDA_LAUNCHED(s);
-        bn_apply<<<sl_cuda_blocks(total), 256, 0, s->stream>>>(
-            total, c, hw, x, gamma, beta, save_mean, save_invstd, NULL, 0.0f, y);
-        SL_CUDA_LAUNCHED(s);
+        launch_apply(s, n, c, hw, x, gamma, beta, save_mean, save_invstd, NULL, 0.0f, y);
         return;
     }
-    bn_apply<<<sl_cuda_blocks(total), 256, 0, s->stream>>>(total, c, hw, x, gamma, beta,
-                                                            running_mean, NULL, running_var, eps, y);
-    SL_CUDA_LAUNCHED(s);
+    launch_apply(s, n, c, hw, x, gamma, beta, running_mean, NULL, running_var, eps, y);
+}
+
+/* Partial sums of dy and dy * (x - mean), in the order of bn_stat_parts. */
+static __global__ void __launch_bounds__(BN_THREADS)
+    bn_grad_parts(int n, int c, int hw, sl_bn_grid g, const float *x, const float *dy,
+                  const float *mean, double *partials)
+{
+    __shared__ double sa[BN_THREADS], sb[BN_THREADS];
+    double mu = mean[blockIdx.x / (unsigned)g.parts];
+    double s = 0.0, p = 0.0;
+    for_part_values(n, c, hw, g, [&](size_t k) {
+        s += (double)dy[k];
+        p += sl_bn_dy_xc(dy[k], x[k], mu);
+    });
+    block_pair_sum(s, p, sa, sb);
+    if (threadIdx.x == 0) {
+        partials[(size_t)blockIdx.x * 2] = sa[0];
+        partials[(size_t)blockIdx.x * 2 + 1] = sb[0];
+    }
 }
 
 /* Per channel: the means of dy and dy * xhat into means[2c] (zero when
  * frozen); parameter gradients accumulate. */
-static __global__ void bn_grad_sums(int n, int c, int hw, const float *x, const float *dy,
-                                    const float *mean, const float *invstd, int frozen,
-                                    float *means, float *dgamma, float *dbeta)
+static __global__ void bn_grad_final(int c, int parts, double count, const double *partials,
+                                     const float *invstd, int frozen, float *means, float *dgamma,
+                                     float *dbeta)
 {
-    __shared__ double shared[BN_THREADS];
-    int ch = blockIdx.x;
-    double mu = mean[ch];
-    double s_dy = block_channel_sum(n, c, hw, ch, [=] __device__(long long k) { return (double)dy[k]; }, shared);
-    double s_dyx = block_channel_sum(
-        n, c, hw, ch, [=] __device__(long long k) { return (double)dy[k] * ((double)x[k] - mu); },
-        shared);
-    if (threadIdx.x == 0) {
-        double s_dyxhat = s_dyx * (double)invstd[ch];
-        sl_bn_grad_means(s_dy, s_dyxhat, (double)n * hw, frozen, &means[ch], &means[c + ch]);
-        if (dbeta)
-            dbeta[ch] += (float)s_dy;
-        if (dgamma)
-            dgamma[ch] += (float)s_dyxhat;
-    }
+    int ch = blockIdx.x * blockDim.x + threadIdx.x;
+    if (ch >= c)
+        return;
+    double s_dy, s_dyx;
+    parts_total(partials, ch, parts, &s_dy, &s_dyx);
+    double s_dyxhat = s_dyx * (double)invstd[ch];
+    sl_bn_grad_means(s_dy, s_dyxhat, count, frozen, &means[ch], &means[c + ch]);
+    if (dbeta)
+        dbeta[ch] += (float)s_dy;
+    if (dgamma)
+        dgamma[ch] += (float)s_dyxhat;
 }
 
-static __global__ void bn_dx(size_t total, int c, int hw, const float *x, const float *dy,
+static __global__ void bn_dx(size_t planes, int c, int hw, const float *x, const float *dy,
                              const float *gamma, const float *mean, const float *invstd,
                              const float *means, float *dx, int accumulate)
 {
-    GRID_STRIDE(i, total)
+    PLANE_LOOP(plane, j, planes, hw)
     {
-        int ch = (int)((i / hw) % c);
+        int ch = (int)(plane % (size_t)c);
         float is = invstd[ch];
         float scale = sl_bn_gamma(gamma, ch) * is;
-        sl_put(&dx[i], sl_bn_dx(x[i], dy[i], mean[ch], is, scale, means[ch], means[c + ch]),
+        size_t k = plane * (size_t)hw + (size_t)j;
+        sl_put(&dx[k], sl_bn_dx(x[k], dy[k], mean[ch], is, scale, means[ch], means[c + ch]),
                accumulate);
     }
 }
 
-/* The per-channel means of dy and dy * xhat. */
-extern "C" size_t sl_cuda_batchnorm_backward_workspace_bytes(const sl_backend *be, int c)
+/* The partial sums, then the per-channel means of dy and dy * xhat
+ * (2c floats after the doubles, so both stay aligned). */
+extern "C" size_t sl_cuda_batchnorm_backward_workspace_bytes(const sl_backend *be, int n, int c,
+                                                             int hw)
 {
     (void)be;
-    return 2 * (size_t)c * sizeof(float);
+    return sl_bn_grid_partials_bytes(n, c, hw) + 2 * (size_t)c * sizeof(float);
 }
 
 extern "C" void sl_cuda_batchnorm_backward(const sl_exec *ex, int n, int c, int hw, const float *x,
@@ -191,14 +287,22 @@ extern "C" void sl_cuda_batchnorm_backward(const sl_exec *ex, int n, int c, int 
                                            int frozen, void *ws)
 {
     sl_cuda_state *s = sl_cuda_ex(ex);
-    float *means = (float *)ws; /* 2c per-channel means, planned */
-    bn_grad_sums<<<c, BN_THREADS, 0, s->stream>>>(n, c, hw, x, dy, save_mean, save_invstd, frozen,
-                                                   means, dgamma, dbeta);
+    sl_bn_grid g = sl_bn_grid_for(n, c, hw);
+    double *partials = (double *)ws; /* planned: backward_workspace_bytes */
+    float *means = (float *)((char *)ws + sl_bn_grid_partials_bytes(n, c, hw));
+    bn_grad_parts<<<(unsigned)c * (unsigned)g.parts, BN_THREADS, 0, s->stream>>>(
+        n, c, hw, g, x, dy, save_mean, partials);
+    SL_CUDA_LAUNCHED(s);
+    bn_grad_final<<<(c + 255) / 256, 256, 0, s->stream>>>(c, g.parts, (double)n * hw, partials,
+                                                           save_invstd, frozen, means, dgamma,
+                                                           dbeta);
     SL_CUDA_LAUNCHED(s);
     if (!dx)
         return;
-    size_t total = (size_t)n * c * hw;
-    bn_dx<<<sl_cuda_blocks(total), 256, 0, s->stream>>>(total, c, hw, x, dy, gamma, save_mean,
-                                                         save_invstd, means, dx, accumulate);
+    size_t planes = (size_t)n * c;
+    dim3 grid, block;
+    sl_cuda_plane_grid(planes, hw, &grid, &block);
+    bn_dx<<<grid, block, 0, s->stream>>>(planes, c, hw, x, dy, gamma, save_mean, save_invstd,
+                                         means, dx, accumulate);
     SL_CUDA_LAUNCHED(s);
 }

@@ -14,14 +14,17 @@
 /* ---- pooling ---- */
 
 /* One thread per output: its window's taps in the CPU's order (row by
- * row), the first maximum or a NaN winning. */
-static __global__ void maxpool_fwd(size_t total, sl_pool_desc d, const float *x, float *y,
+ * row), the first maximum or a NaN winning. Kernels run over channel
+ * planes (sl_cuda_plane_grid): j indexes the plane, so a row and column
+ * cost one 32-bit division, never a 64-bit one per element. */
+static __global__ void maxpool_fwd(size_t planes, sl_pool_desc d, const float *x, float *y,
                                    int32_t *argmax)
 {
-    GRID_STRIDE(i, total)
+    int len = d.oh * d.ow;
+    PLANE_LOOP(plane, j, planes, len)
     {
-        int ow = (int)(i % d.ow), oh = (int)((i / d.ow) % d.oh);
-        size_t plane = i / ((size_t)d.ow * d.oh);
+        int oh = j / d.ow, ow = j - oh * d.ow;
+        size_t i = plane * (size_t)len + (size_t)j;
         const float *xp = x + plane * d.h * d.w;
         int y0, y1, x0, x1;
         sl_pool_window(oh, d.sh, d.ph, d.kh, d.h, &y0, &y1);
@@ -52,13 +55,14 @@ static __device__ void windows(int i, int k, int s, int p, int out, int *lo, int
     *hi = b < out - 1 ? b : out - 1;
 }
 
-static __global__ void maxpool_bwd(size_t total, sl_pool_desc d, const int32_t *argmax,
+static __global__ void maxpool_bwd(size_t planes, sl_pool_desc d, const int32_t *argmax,
                                    const float *dy, float *dx, int accumulate)
 {
-    GRID_STRIDE(i, total)
+    int len = d.h * d.w;
+    PLANE_LOOP(plane, j, planes, len)
     {
-        int iw = (int)(i % d.w), ih = (int)((i / d.w) % d.h);
-        size_t plane = i / ((size_t)d.w * d.h);
+        int ih = j / d.w, iw = j - ih * d.w;
+        size_t i = plane * (size_t)len + (size_t)j;
         int ylo, yhi, xlo, xhi;
         windows(ih, d.kh, d.sh, d.ph, d.oh, &ylo, &yhi);
         windows(iw, d.kw, d.sw, d.pw, d.ow, &xlo, &xhi);
@@ -74,12 +78,13 @@ static __global__ void maxpool_bwd(size_t total, sl_pool_desc d, const int32_t *
     }
 }
 
-static __global__ void avgpool_fwd(size_t total, sl_pool_desc d, const float *x, float *y)
+static __global__ void avgpool_fwd(size_t planes, sl_pool_desc d, const float *x, float *y)
 {
-    GRID_STRIDE(i, total)
+    int len = d.oh * d.ow;
+    PLANE_LOOP(plane, j, planes, len)
     {
-        int ow = (int)(i % d.ow), oh = (int)((i / d.ow) % d.oh);
-        size_t plane = i / ((size_t)d.ow * d.oh);
+        int oh = j / d.ow, ow = j - oh * d.ow;
+        size_t i = plane * (size_t)len + (size_t)j;
         int y0, y1, x0, x1;
         sl_pool_window(oh, d.sh, d.ph, d.kh, d.h, &y0, &y1);
         sl_pool_window(ow, d.sw, d.pw, d.kw, d.w, &x0, &x1);
@@ -88,13 +93,14 @@ static __global__ void avgpool_fwd(size_t total, sl_pool_desc d, const float *x,
     }
 }
 
-static __global__ void avgpool_bwd(size_t total, sl_pool_desc d, const float *dy, float *dx,
+static __global__ void avgpool_bwd(size_t planes, sl_pool_desc d, const float *dy, float *dx,
                                    int accumulate)
 {
-    GRID_STRIDE(i, total)
+    int len = d.h * d.w;
+    PLANE_LOOP(plane, j, planes, len)
     {
-        int iw = (int)(i % d.w), ih = (int)((i / d.w) % d.h);
-        size_t plane = i / ((size_t)d.w * d.h);
+        int ih = j / d.w, iw = j - ih * d.w;
+        size_t i = plane * (size_t)len + (size_t)j;
         int ylo, yhi, xlo, xhi;
         windows(ih, d.kh, d.sh, d.ph, d.oh, &ylo, &yhi);
         windows(iw, d.kw, d.sw, d.pw, d.ow, &xlo, &xhi);
@@ -110,30 +116,31 @@ static __global__ void avgpool_bwd(size_t total, sl_pool_desc d, const float *dy
 extern "C" void sl_cuda_maxpool_forward(const sl_exec *ex, const sl_pool_desc *d, const float *x,
                                         float *y, int32_t *argmax)
 {
-    size_t total = (size_t)d->n * d->c * d->oh * d->ow;
-    SL_CUDA_LAUNCH(ex, maxpool_fwd, total, total, *d, x, y, argmax);
+    size_t planes = (size_t)d->n * d->c;
+    SL_CUDA_LAUNCH_PLANES(ex, maxpool_fwd, planes, d->oh * d->ow, planes, *d, x, y, argmax);
 }
 
 extern "C" void sl_cuda_maxpool_backward(const sl_exec *ex, const sl_pool_desc *d,
                                          const int32_t *argmax, const float *dy, float *dx,
                                          int accumulate)
 {
-    size_t total = (size_t)d->n * d->c * d->h * d->w;
-    SL_CUDA_LAUNCH(ex, maxpool_bwd, total, total, *d, argmax, dy, dx, accumulate);
+    size_t planes = (size_t)d->n * d->c;
+    SL_CUDA_LAUNCH_PLANES(ex, maxpool_bwd, planes, d->h * d->w, planes, *d, argmax, dy, dx,
+                          accumulate);
 }
 
 extern "C" void sl_cuda_avgpool_forward(const sl_exec *ex, const sl_pool_desc *d, const float *x,
                                         float *y)
 {
-    size_t total = (size_t)d->n * d->c * d->oh * d->ow;
-    SL_CUDA_LAUNCH(ex, avgpool_fwd, total, total, *d, x, y);
+    size_t planes = (size_t)d->n * d->c;
+    SL_CUDA_LAUNCH_PLANES(ex, avgpool_fwd, planes, d->oh * d->ow, planes, *d, x, y);
 }
 
 extern "C" void sl_cuda_avgpool_backward(const sl_exec *ex, const sl_pool_desc *d, const float *dy,
                                          float *dx, int accumulate)
 {
-    size_t total = (size_t)d->n * d->c * d->h * d->w;
-    SL_CUDA_LAUNCH(ex, avgpool_bwd, total, total, *d, dy, dx, accumulate);
+    size_t planes = (size_t)d->n * d->c;
+    SL_CUDA_LAUNCH_PLANES(ex, avgpool_bwd, planes, d->h * d->w, planes, *d, dy, dx, accumulate);
 }
 
 /* One thread per plane: the mean summed in order (as the CPU). */
@@ -142,9 +149,12 @@ static __global__ void gap_fwd(size_t nc, int hw, const float *x, float *y)
     GRID_STRIDE(i, nc) y[i] = sl_gap_mean(x + i * hw, hw);
 }
 
-static __global__ void gap_bwd(size_t total, int hw, const float *dy, float *dx, int accumulate)
+static __global__ void gap_bwd(size_t nc, int hw, const float *dy, float *dx, int accumulate)
 {
-    GRID_STRIDE(i, total) sl_put(&dx[i], sl_gap_grad(dy[i / hw], hw), accumulate);
+    PLANE_LOOP(plane, j, nc, hw)
+    {
+        sl_put(&dx[plane * (size_t)hw + (size_t)j], sl_gap_grad(dy[plane], hw), accumulate);
+    }
 }
 
 extern "C" void sl_cuda_global_avgpool_forward(const sl_exec *ex, int nc, int hw, const float *x,
@@ -156,7 +166,6 @@ extern "C" void sl_cuda_global_avgpool_forward(const sl_exec *ex, int nc, int hw
 extern "C" void sl_cuda_global_avgpool_backward(const sl_exec *ex, int nc, int hw, const float *dy,
                                                 float *dx, int accumulate)
 {
-    size_t total = (size_t)nc * hw;
-    SL_CUDA_LAUNCH(ex, gap_bwd, total, total, hw, dy, dx, accumulate);
+    SL_CUDA_LAUNCH_PLANES(ex, gap_bwd, (size_t)nc, hw, (size_t)nc, hw, dy, dx, accumulate);
 }
 

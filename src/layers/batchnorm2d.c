@@ -42,10 +42,15 @@ static sl_status bn_infer(const sl_layer *l, const sl_backend *be, int n_in, con
     uint64_t count = sl_shape_count(in[0]);
     cost->fwd_flops = 5 * count;
     cost->bwd_flops = 8 * count;
-    cost->ws_fwd_bytes = 0;
-    cost->ws_bwd_bytes =
-        be->batchnorm_backward_workspace_bytes ? be->batchnorm_backward_workspace_bytes(be, in[0].c)
-                                               : 0;
+    /* a GPU's partial sums and per-channel means: planned like any
+     * workspace, since a backend allocates nothing of its own */
+    int hw = in[0].h * in[0].w;
+    cost->ws_fwd_bytes = be->batchnorm_forward_workspace_bytes
+                             ? be->batchnorm_forward_workspace_bytes(be, in[0].n, in[0].c, hw)
+                             : 0;
+    cost->ws_bwd_bytes = be->batchnorm_backward_workspace_bytes
+                             ? be->batchnorm_backward_workspace_bytes(be, in[0].n, in[0].c, hw)
+                             : 0;
     cost->saved_bytes = 2 * (size_t)bn->channels * sizeof(float);
     return SL_OK;
 }
@@ -90,7 +95,7 @@ static void bn_forward(sl_layer *l, const sl_exec *ex, const sl_fwd_args *a)
                                         rmean, rvar,
                                         sl_bn_rescaled_momentum_runs(bn->momentum,
                                                                      a->bn_rescale_momentum),
-                                        bn->eps);
+                                        bn->eps, a->ws);
         return;
     }
     if (a->pass == SL_PASS_REFORWARD) {
@@ -98,7 +103,7 @@ static void bn_forward(sl_layer *l, const sl_exec *ex, const sl_fwd_args *a)
         return;
     }
     ex->be->batchnorm_forward_train(ex, s.n, s.c, hw, a->x[0], gamma, beta, a->y, mean, invstd,
-                                    rmean, rvar, bn->momentum, bn->eps);
+                                    rmean, rvar, bn->momentum, bn->eps, a->ws);
 }
 
 static void bn_backward(sl_layer *l, const sl_exec *ex, const sl_bwd_args *a)
