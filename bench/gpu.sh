@@ -6,7 +6,8 @@
 # headline: ResNet-152, batch 16, 224², float32 with TF32 off and on — our
 # keep-everything, sqrt and budget schedules and PyTorch plain and
 # checkpoint_sequential at the same segment count (peak memory, it/s) —
-# where one of our steps spends its time, and the largest batch each fits
+# where one of our steps spends its time (BatchNorm's share printed and kept
+# in batchnorm_share.txt), and the largest batch each fits
 # in 16 GiB; bench/gpu_table.py turns it into the tables of
 # bench/RESULTS.md. Logs go to $OUT (or ./gpu-out).
 #   usage: bench/gpu.sh [BUILD_DIR]
@@ -57,6 +58,21 @@ done
 
 echo "== where a step goes (one profiled step, TF32 off)"
 for s in none sqrt; do "$build/bench/bench_gpu" --schedule "$s" --profile | tee -a "$out/profile.jsonl"; done
+# BatchNorm's share of the profiled step (its statistics and normalise,
+# forward, re-forward and backward), from sl_net_profile's entries: the
+# figure issue 25's BatchNorm kernels are judged by.
+python3 - "$out/profile.jsonl" <<'PY' | tee "$out/batchnorm_share.txt"
+import json, sys
+for line in open(sys.argv[1]):
+    r = json.loads(line)
+    prof = r.get("profile") or []
+    total = sum(e["ms"] for e in prof)
+    bn = [e for e in prof if e["type"] == "BatchNorm2d"]
+    share = sum(e["ms"] for e in bn)
+    parts = ", ".join(f'{e["pass"]} {e["ms"]:.2f} ms ({e["calls"]} calls)' for e in bn)
+    print(f'BatchNorm2d, schedule {r["schedule"]}: {share:.2f} of {total:.2f} ms profiled '
+          f'({100 * share / total if total else 0:.1f}%): {parts}')
+PY
 
 echo "== largest batch in 16 GiB"
 lim=$((16 * 1024 * 1024 * 1024))

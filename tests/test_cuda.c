@@ -99,6 +99,7 @@ static sl_layer *mk_conv_dilated(void)
     return sl_conv2d_ex(&o);
 }
 static sl_layer *mk_bn(void) { return sl_batchnorm2d(4); }
+static sl_layer *mk_bn2(void) { return sl_batchnorm2d(2); }
 static sl_layer *mk_relu(void) { return sl_relu(); }
 static sl_layer *mk_maxpool(void) { return sl_maxpool2d(3, 2, 1); }
 static sl_layer *mk_avgpool(void) { return sl_avgpool2d(3, 2, 1); }
@@ -467,6 +468,123 @@ START_TEST(test_cuda_bad_device_and_out_of_memory)
 }
 END_TEST
 
+/* BatchNorm on geometries whose statistics are split over several blocks
+ * per channel (base/bn_grid.h: 16 image groups; 2 groups by 4 slices of
+ * hw): the CPU's results within 1e-4, and the same bits on a second run
+ * (fixed reduction order: no atomics, no dependence on block timing). */
+START_TEST(test_cuda_batchnorm_split_statistics_match_cpu_and_repeat_bits)
+{
+    static const sl_shape shapes[] = {{16, 4, 64, 64}, {2, 2, 128, 128}};
+    for (size_t k = 0; k < sizeof shapes / sizeof *shapes; k++) {
+        sl_shape in = shapes[k];
+        size_t nx = (size_t)in.n * in.c * in.h * in.w;
+        float *x = malloc(nx * sizeof(float)), *dy = malloc(nx * sizeof(float));
+        th_fill_normal(x, nx, 21, 3.0f);
+        th_fill_normal(dy, nx, 22, 1.0f);
+        for (size_t i = 0; i < nx; i++)
+            x[i] += 5.0f; /* a mean far from 0, as after a ReLU */
+        sl_context *cpu = th_context(3), *gpu = cuda_context(3);
+        outputs a, b, c;
+        sl_layer *(*make)(void) = in.c == 4 ? mk_bn : mk_bn2;
+        run_layer(cpu, make, 0, in, x, dy, &a);
+        run_layer(gpu, make, 0, in, x, dy, &b);
+        run_layer(gpu, make, 0, in, x, dy, &c);
+        double e = fmax(rel_err(b.y, a.y, nx), rel_err(b.dx, a.dx, nx));
+        for (int i = 0; i < a.n; i++)
+            if (a.grads[i]) {
+                e = fmax(e, rel_err(b.grads[i], a.grads[i], a.count[i]));
+                ck_assert(memcmp(b.grads[i], c.grads[i], a.count[i] * sizeof(float)) == 0);
+            }
+        printf("batchnorm %dx%dx%dx%d split statistics: CUDA vs CPU worst relative error %.2e\n",
+               in.n, in.c, in.h, in.w, e);
+        ck_assert_msg(e <= 1e-4, "%g", e);
+        ck_assert(memcmp(b.y, c.y, nx * sizeof(float)) == 0);
+        ck_assert(memcmp(b.dx, c.dx, nx * sizeof(float)) == 0);
+        outputs_free(&a);
+        outputs_free(&b);
+        outputs_free(&c);
+        sl_context_free(cpu);
+        sl_context_free(gpu);
+        free(x);
+        free(dy);
+    }
+}
+END_TEST
+
+/* A convolution cuDNN cannot run (an input of 2.5e9 elements, beyond its
+ * 2^31-element tensors) fails the plan, before any memory is taken, with a
+ * message naming the geometry; the context then trains a healthy network
+ * (no error left behind in the instance or the runtime). */
+START_TEST(test_cuda_conv_geometry_cudnn_cannot_run_fails_the_plan)
+{
+    sl_context *ctx = cuda_context(5);
+    sl_net *net = NULL;
+    ck_assert(sl_sequential(ctx, 1, &net) == SL_OK);
+    ck_assert(sl_net_add(net, "conv", sl_conv2d(1, 1, 3, 1, 1)) == SL_OK);
+    sl_memory_report r;
+    th_assert_error(sl_net_memory_report(net, (sl_shape){1, 1, 50000, 50000}, SL_MODE_TRAIN, &r),
+                    SL_ERR_BACKEND, "cannot run the convolution of 1x1x50000x50000");
+    sl_net_free(net);
+    sl_net *ok = cuda_net(ctx, SL_SCHEDULE_NONE, "resnet20");
+    float *x = malloc(TRAIN_FLOATS * sizeof(float));
+    for (int step = 0; step < 2; step++)
+        train_step_cuda(ok, x, step);
+    free(x);
+    sl_net_free(ok);
+    sl_context_free(ctx);
+}
+END_TEST
+
+/* TF32 off and on: both plan (every convolution's engine accepted in the
+ * math type it will run in) and train two steps; off, the network stays
+ * within 1e-3 of the CPU after them. */
+START_TEST(test_cuda_tf32_off_and_on_both_plan_and_train)
+{
+    th_params ref;
+    {
+        sl_context *cpu = th_context(42);
+        sl_net *net = cuda_net(cpu, SL_SCHEDULE_SQRT, "resnet20");
+        float *x = malloc(TRAIN_FLOATS * sizeof(float));
+        for (int step = 0; step < 2; step++)
+            train_step_cuda(net, x, step);
+        th_params_capture(net, &ref);
+        free(x);
+        sl_net_free(net);
+        sl_context_free(cpu);
+    }
+    for (int tf32 = 0; tf32 <= 1; tf32++) {
+        sl_context_options co = sl_context_defaults();
+        co.device = SL_DEVICE_CUDA;
+        co.seed = 42;
+        co.threads = 2;
+        co.tf32 = tf32;
+        sl_context *ctx = NULL;
+        ck_assert_msg(sl_context_create(&co, &ctx) == SL_OK, "%s", sl_last_error());
+        sl_net *net = cuda_net(ctx, SL_SCHEDULE_SQRT, "resnet20");
+        sl_memory_report r;
+        ck_assert_msg(sl_net_memory_report(net, g_train_shape, SL_MODE_TRAIN, &r) == SL_OK,
+                      "TF32 %d: %s", tf32, sl_last_error());
+        float *x = malloc(TRAIN_FLOATS * sizeof(float));
+        for (int step = 0; step < 2; step++)
+            train_step_cuda(net, x, step);
+        th_params got;
+        th_params_capture(net, &got);
+        double e = 0;
+        for (int i = 0; i < ref.n; i++)
+            e = fmax(e, rel_err(got.data[i], ref.data[i], ref.count[i]));
+        printf("TF32 %s: parameters after two steps within %.2e of the CPU\n", tf32 ? "on" : "off",
+               e);
+        if (!tf32)
+            ck_assert_msg(e <= 1e-3, "TF32 off: %g", e);
+        th_params_free(&got);
+        free(x);
+        sl_net_free(net);
+        sl_context_free(ctx);
+    }
+    th_params_free(&ref);
+}
+END_TEST
+
 int main(void)
 {
     sl_context_options o = sl_context_defaults();
@@ -487,6 +605,9 @@ int main(void)
     tcase_add_test(tc, test_cuda_custom_layer_random_numbers_equal_cpu);
     tcase_add_test(tc, test_cuda_device_memory_is_the_plan);
     tcase_add_test(tc, test_cuda_bad_device_and_out_of_memory);
+    tcase_add_test(tc, test_cuda_batchnorm_split_statistics_match_cpu_and_repeat_bits);
+    tcase_add_test(tc, test_cuda_conv_geometry_cudnn_cannot_run_fails_the_plan);
+    tcase_add_test(tc, test_cuda_tf32_off_and_on_both_plan_and_train);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_set_fork_status(sr, CK_NOFORK); /* one CUDA context per process */
