@@ -59,8 +59,8 @@ def load(tmp, rounds, name, max_foreign):
 
 def table(res, base, max_foreign):
     print("| config | planned peak MiB | planned activations MiB | peak RSS MiB | s/step median "
-          "(min-max) | s/step each round | vs keep-everything median (min-max) | "
-          "recomputed FLOPs % | recomputed est. time % | foreign CPU % each round |")
+          "(min-max) | vs keep-everything median (min-max) | recomputed est. time % | "
+          "recomputed FLOPs % | s/step each round | foreign CPU % each round |")
     print("|---|---|---|---|---|---|---|---|---|---|")
     for name, label in CONFIGS:
         r = res.get(name)
@@ -68,17 +68,17 @@ def table(res, base, max_foreign):
             print("| %s | failed | | | | | | | | |" % label)
             continue
         ours = r.get("impl") == "sublinear"
-        mark = lambda x, fmt: fmt % x["s_per_step"] + ("*" if x["disturbed"] else "")
-        print("| %s `%s` | %s | %s | %.1f | %.2f (%.2f-%.2f) | %s | %.3f (%.3f-%.3f) | %s | %s "
+        print("| %s `%s` | %s | %s | %.1f | %.2f (%.2f-%.2f) | %.3f (%.3f-%.3f) | %s | %s | %s "
               "| %s |" % (
                   label, r.get("schedule", r.get("mode")),
                   "%.1f" % (r["planned_total"] / M) if ours else "",
                   "%.1f" % (r["planned_arena"] / M) if ours else "",
                   r["peak_rss"] / M, r["s_per_step"], r["s_min"], r["s_max"],
-                  " ".join(mark(x, "%.2f") for x in r["runs"]),
                   r["s_per_step"] / base, r["s_min"] / base, r["s_max"] / base,
-                  "%.1f" % (100 * r["recompute_fraction"]) if ours else "",
                   "%.1f" % (100 * r["recompute_time_fraction"]) if ours else "",
+                  "%.1f" % (100 * r["recompute_fraction"]) if ours else "",
+                  " ".join("%.2f%s" % (x["s_per_step"], "*" if x["disturbed"] else "")
+                           for x in r["runs"]),
                   " ".join("%.0f" % x["foreign_cpu_pct"] for x in r["runs"])))
     print()
     left_out = ["%s round %d (%.0f %%)" % (SHORT[n], x["round"], x["foreign_cpu_pct"])
