@@ -122,12 +122,13 @@ def crosses(box, segs):
     return False
 
 
-def place(x, y, s, frame, taken, segs):
+def place(x, y, s, frame, taken, segs, dists):
     """A spot for label s near the point (x, y): the first candidate, going
-    outwards, that stays in frame and clear of the boxes in taken, trying
-    first also to stay off the segments. (tx, ty, anchor, box) or None."""
+    outwards through dists, that stays in frame and clear of the boxes in
+    taken, trying first also to stay off the segments. (tx, ty, anchor,
+    box) or None."""
     for avoid_lines in (True, False):
-        for d in (9, 16, 26):
+        for d in dists:
             for dx, dy, anchor in ((d, 4, "start"), (-d, 4, "end"), (0, -d + 2, "middle"),
                                    (0, d + 8, "middle"), (d * .7, -d * .7, "start"),
                                    (d * .7, d * .7 + 8, "start"), (-d * .7, -d * .7, "end"),
@@ -206,11 +207,13 @@ def svg(res, base, path, rounds):
     key = []
     for (n, r), x, y in zip(pts, xs, ys):
         color = OURS if r.get("impl") == "sublinear" else THEIRS
-        spot = place(px(x), py(y), SHORT[n], frame, taken, segs)
+        # A name close to its point, else a number (explained below the
+        # plot), else no label and the point's numbers below the plot.
+        spot = place(px(x), py(y), SHORT[n], frame, taken, segs, (9, 16))
         text = SHORT[n]
         if not spot:
-            text = str(len(key) + 1)
-            spot = place(px(x), py(y), text, frame, taken, segs)
+            text = str(1 + sum(" = " in k for k in key))
+            spot = place(px(x), py(y), text, frame, taken, segs, (9, 16, 26))
             key.append("%s = %s" % (text, SHORT[n]) if spot else
                        "%s: %.0f MiB, %.2f\u00d7" % (SHORT[n], x, y))
         if spot:

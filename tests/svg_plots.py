@@ -69,6 +69,12 @@ def crowded():
             for i, (n, v) in enumerate(RUN_2026_11_23.items())}
 
 
+def stacked():
+    """Every configuration at one point: only numbers, or nothing, fit."""
+    return {n: (v[0] and 1000, v[1] and 300, v[2], v[3], 1010 if v[0] is None else v[4],
+                [1.0, 1.0, 1.0]) for n, v in RUN_2026_11_23.items()}
+
+
 def render(svg, failures):
     if not shutil.which("rsvg-convert"):
         print("SKIPPED: rsvg-convert not installed (Debian: librsvg2-bin), %s not rendered" % svg)
@@ -124,7 +130,8 @@ def main():
     for name, run, over, disturbed in (
             ("pareto_2026_11_23", RUN_2026_11_23, None, {("sqrt", 3)}),
             ("pareto_rss_170", RUN_2026_11_23, 170, set()),
-            ("pareto_crowded", crowded(), None, {("none", 2)})):
+            ("pareto_crowded", crowded(), None, {("none", 2)}),
+            ("pareto_stacked", stacked(), None, set())):
         data = os.path.join(tmp, name)
         os.makedirs(data, exist_ok=True)
         write_rounds(data, run, over, disturbed)
@@ -139,6 +146,8 @@ def main():
         if disturbed and "left out: %s round" % ("sqrt" if ("sqrt", 3) in disturbed
                                                  else "none") not in p.stdout:
             failures.append("pareto.py on %s did not say which round it left out" % name)
+        if name == "pareto_stacked" and ">1 = " not in open(out).read():
+            failures.append("pareto.py's key on %s numbers no label" % name)
         if over == 170 and "170 MiB above the planned peak" not in open(out).read():
             failures.append("pareto.py's legend on %s does not state 170 MiB" % name)
         svgs.append(out)
