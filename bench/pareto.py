@@ -11,7 +11,10 @@ configuration is then its rounds' median s/step, with their min-max range,
 and its largest peak RSS. Prints a markdown table and writes a
 self-contained SVG: peak RSS (x) against s/step relative to our
 keep-everything's median (y), the range as an error bar, ours joined in
-order of memory, PyTorch's points apart. Standard library only.
+order of memory, PyTorch's points apart. Below the table it lists where
+the measurement contradicts the cost model (one of ours recomputes more
+estimated time yet is measured faster than another) and whether the two
+ranges overlap. Standard library only.
 """
 import json
 import math
@@ -89,6 +92,29 @@ def table(res, base, max_foreign):
     for n, _ in CONFIGS:
         if res.get(n) and res[n]["all_disturbed"]:
             print("Every round of %s was disturbed; all are kept." % SHORT[n])
+
+
+def order_check(res):
+    """Where the measurement contradicts the model: a configuration of ours
+    that recomputes a larger share of the estimated time yet is measured
+    faster than another, with whether their ranges overlap (noise can
+    explain it) or not."""
+    ours = [(n, res[n]) for n, _ in CONFIGS if res.get(n) and res[n].get("impl") == "sublinear"]
+    lines = []
+    for n, a in ours:
+        for m, b in ours:
+            if a["recompute_time_fraction"] > b["recompute_time_fraction"] and \
+                    a["s_per_step"] < b["s_per_step"]:
+                lines.append("- %s (%.1f %% recomputed) measured faster than %s (%.1f %%): %s"
+                             % (SHORT[n], 100 * a["recompute_time_fraction"], SHORT[m],
+                                100 * b["recompute_time_fraction"],
+                                "ranges overlap" if a["s_max"] >= b["s_min"]
+                                else "ranges do NOT overlap"))
+    print()
+    print("Against the model (more recomputed estimated time, yet faster):"
+          + ("" if lines else " none"))
+    for line in lines:
+        print(line)
 
 
 def nice_ticks(lo, hi, target=5):
@@ -267,6 +293,7 @@ def main():
           % (n["batch"], n["res"], n["res"], n["threads"], n["steps"] - 1, rounds))
     print()
     table(res, base, max_foreign)
+    order_check(res)
     svg(res, base, path, rounds)
     print()
     print("wrote %s" % path)

@@ -23,7 +23,8 @@
 # is left out, and the output names it. The SVG (default pareto.svg) plots
 # each configuration at its peak RSS (x) against its median s/step over
 # our keep-everything's (y), the range as an error bar; the table adds
-# planned peaks and the recomputed share of FLOPs and of estimated time.
+# planned peaks and the recomputed share of FLOPs and of estimated time,
+# and a list of where the measured order contradicts that estimate.
 # Both sides run with OMP_WAIT_POLICY=passive unless it is set: on cores
 # other processes use, spinning OpenMP threads slow a step many times
 # over (docs/guide.md). --quiet-wait S waits up to S seconds before each
