@@ -4,9 +4,10 @@
 # ResNet-152 training configurations, ours (bench_resnet) and PyTorch's
 # (bench_resnet_torch.py), each in a process of its own, for $rounds
 # rounds, every other round in reverse order, optionally waiting for quiet
-# cores first. The caller sets me (its name, for messages), bin, py, here,
-# tmp, common, quiet_wait and rounds; each run writes $tmp/NAME.ROUND.json
-# (and .err).
+# cores first, and says after each run how busy other processes kept the
+# cores meanwhile. The caller sets me (its name, for messages), bin, py,
+# here, tmp, common, quiet_wait and rounds; each run writes
+# $tmp/NAME.ROUND.json (and .err).
 
 # Busy and idle jiffies of the whole machine (/proc/stat).
 jiffies() { awk '/^cpu / { print $2 + $3 + $4 + $7 + $8 + $9, $5 + $6; exit }' /proc/stat; }
@@ -42,6 +43,14 @@ run_one() {
         "$py" "$here/bench_resnet_torch.py" --depth 152 --mode "$3" $common \
             > "$tmp/$1.$4.json" 2> "$tmp/$1.$4.err" || cat "$tmp/$1.$4.err" >&2
     fi
+    "$py" -c 'import json, sys
+try:
+    r = json.load(open(sys.argv[1]))
+    print("%s: round %s: %s %s: %.3f s/step, other processes used %.0f %% of the cores"
+          % (sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5], r["s_per_step"],
+             r["foreign_cpu_pct"]))
+except (OSError, ValueError, KeyError):
+    pass' "$tmp/$1.$4.json" "$me" "$4" "$2" "$3" >&2
 }
 
 # run_rounds "NAME:KIND:ARG ...": every configuration, $rounds times.

@@ -1,7 +1,7 @@
 /*
  * timeline.c — pictures of a plan (net stage, for people): live bytes per
- * program step by category, drawn as a self-contained SVG for one or more
- * schedules on the same axes; and the per-unit table of what each
+ * program step by category (drawn as an SVG by timeline_svg.c, one or
+ * more schedules on the same axes); and the per-unit table of what each
  * top-level unit costs and what the schedule does with it. Plans through
  * net_plan.c.
  */
@@ -75,91 +75,6 @@ sl_status sl_net_memory_timeline(sl_net *net, sl_shape input, sl_mode mode, sl_m
         snprintf(t.step_names[s], len, "%s%s%s", step_verb(st_->kind), who[0] ? " " : "", who);
     }
     *out = t;
-    return SL_OK;
-}
-
-/* Escapes &, <, > and quotes for SVG text. */
-static void put_text(FILE *f, const char *s)
-{
-    for (; *s; s++) {
-        switch (*s) {
-        case '&': fputs("&amp;", f); break;
-        case '<': fputs("&lt;", f); break;
-        case '>': fputs("&gt;", f); break;
-        case '"': fputs("&quot;", f); break;
-        default: fputc(*s, f);
-        }
-    }
-}
-
-static const char *const palette[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e",
-                                      "#9467bd", "#8c564b", "#e377c2", "#17becf"};
-
-sl_status sl_memory_timeline_svg(const char *path, const sl_memory_timeline *const *series,
-                                 const char *const *labels, int n)
-{
-    if (!path || !series || !labels || n < 1)
-        return sl_set_error(SL_ERR_INVALID_ARG, "sl_memory_timeline_svg: path, series or labels missing");
-    int max_steps = 1;
-    uint64_t max_bytes = 1;
-    for (int i = 0; i < n; i++) {
-        if (!series[i] || !labels[i])
-            return sl_set_error(SL_ERR_INVALID_ARG, "sl_memory_timeline_svg: series %d is NULL", i);
-        if (series[i]->steps > max_steps)
-            max_steps = series[i]->steps;
-        for (int s = 0; s < series[i]->steps; s++) {
-            uint64_t tot = series[i]->outputs[s] + series[i]->grad_inputs[s] + series[i]->buffers[s];
-            if (tot > max_bytes)
-                max_bytes = tot;
-        }
-    }
-    FILE *f = fopen(path, "w");
-    if (!f)
-        return sl_set_error(SL_ERR_IO, "sl_memory_timeline_svg: cannot write '%s'", path);
-    const double W = 920, H = 420, L = 90, R = 20, T = 40, B = 50;
-    double pw = W - L - R, ph = H - T - B, mib = (double)max_bytes / 1048576.0;
-    fprintf(f, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
-               "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" "
-               "font-family=\"sans-serif\" font-size=\"12\">\n"
-               "<title>Live memory per program step</title>\n"
-               "<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n"
-               "<text x=\"%.0f\" y=\"22\" font-size=\"15\">Live activation memory per step "
-               "(outputs + gradInputs + buffers)</text>\n",
-            W, H, L);
-    fprintf(f, "<g stroke=\"#888\" stroke-width=\"1\">\n<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" "
-               "y2=\"%.1f\"/>\n<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"/>\n</g>\n",
-            L, T + ph, L + pw, T + ph, L, T, L, T + ph);
-    for (int k = 0; k <= 4; k++) {
-        double y = T + ph - ph * k / 4.0;
-        fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">%.1f MiB</text>\n", L - 6,
-                y + 4, mib * k / 4.0);
-        fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%d</text>\n",
-                L + pw * k / 4.0, T + ph + 18, (max_steps - 1) * k / 4);
-    }
-    fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">program step</text>\n",
-            L + pw / 2, H - 10);
-    for (int i = 0; i < n; i++) {
-        const sl_memory_timeline *t = series[i];
-        const char *color = palette[i % (int)(sizeof palette / sizeof *palette)];
-        fprintf(f, "<g class=\"series\" id=\"series-%d\">\n<title>", i);
-        put_text(f, labels[i]);
-        fprintf(f, "</title>\n<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"1.5\" points=\"",
-                color);
-        for (int s = 0; s < t->steps; s++) {
-            uint64_t tot = t->outputs[s] + t->grad_inputs[s] + t->buffers[s];
-            double x = L + (max_steps > 1 ? pw * s / (max_steps - 1) : 0);
-            double y = T + ph - ph * (double)tot / (double)max_bytes;
-            fprintf(f, "%.1f,%.1f ", x, y);
-        }
-        fprintf(f, "\"/>\n<rect x=\"%.1f\" y=\"%.1f\" width=\"12\" height=\"12\" fill=\"%s\"/>\n"
-                   "<text x=\"%.1f\" y=\"%.1f\">",
-                L + 10, T + 6 + 18.0 * i, color, L + 28, T + 16 + 18.0 * i);
-        put_text(f, labels[i]);
-        fprintf(f, " (arena %.1f MiB)</text>\n</g>\n", t->arena_bytes / 1048576.0);
-    }
-    fprintf(f, "</svg>\n");
-    if (fclose(f) != 0)
-        return sl_set_error(SL_ERR_IO, "sl_memory_timeline_svg: error writing '%s'", path);
     return SL_OK;
 }
 
