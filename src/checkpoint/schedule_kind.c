@@ -20,7 +20,7 @@ sl_status sl_schedule_check(sl_schedule schedule, const char *fn)
         return sl_set_error(SL_ERR_INVALID_ARG, "%s: unknown schedule kind %d", fn, (int)schedule.kind);
     if (schedule.kind == SL_SCHEDULE_KIND_SEGMENTS && schedule.segments < 1)
         return sl_set_error(SL_ERR_INVALID_ARG, "%s: segments must be >= 1, got %d", fn,
-                       schedule.segments);
+                            schedule.segments);
     return SL_OK;
 }
 
@@ -75,8 +75,8 @@ sl_status sl_schedule_parse(const char *text, sl_schedule *out)
     return SL_OK;
 bad:
     return sl_set_error(SL_ERR_INVALID_ARG,
-                   "sl_schedule_parse: '%.200s' is not a schedule (none, sqrt, segments:K, "
-                   "budget:SIZE or ops:SIZE)", text);
+                        "sl_schedule_parse: '%.200s' is not a schedule (none, sqrt, segments:K, "
+                        "budget:SIZE or ops:SIZE)", text);
 }
 
 sl_status sl_schedule_segments(const sl_budget_query *chain, sl_schedule schedule,

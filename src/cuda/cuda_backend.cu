@@ -32,8 +32,8 @@ static void *sl_cuda_alloc(const sl_backend *be, size_t bytes, const char *what)
         size_t free_b = 0, total_b = 0;
         cudaMemGetInfo(&free_b, &total_b);
         sl_set_error(SL_ERR_NOMEM,
-                "out of device memory on GPU %d allocating %zu bytes for %s (%zu of %zu bytes "
-                "free)", s->device, bytes, what, free_b, total_b);
+                     "out of device memory on GPU %d allocating %zu bytes for %s (%zu of %zu bytes "
+                     "free)", s->device, bytes, what, free_b, total_b);
         return NULL;
     }
     /* on the instance's stream: ordered before every kernel that uses it */
@@ -134,7 +134,7 @@ static sl_status state_create(int gpu, int deterministic, int tf32, sl_cuda_stat
     /* Without a driver this is an error, not zero devices. */
     if (e != cudaSuccess || count < 1)
         return sl_set_error(SL_ERR_UNSUPPORTED, "CUDA backend unavailable: no usable CUDA device (%s)",
-                       e != cudaSuccess ? cudaGetErrorString(e) : "0 devices");
+                            e != cudaSuccess ? cudaGetErrorString(e) : "0 devices");
     if (gpu < 0 || gpu >= count)
         return sl_set_error(SL_ERR_INVALID_ARG,
                        "CUDA device %d requested, but this machine has %d (ordinals 0 to %d)", gpu,
@@ -142,7 +142,7 @@ static sl_status state_create(int gpu, int deterministic, int tf32, sl_cuda_stat
     e = cudaSetDevice(gpu);
     if (e != cudaSuccess)
         return sl_set_error(SL_ERR_UNSUPPORTED, "CUDA backend unavailable: GPU %d cannot be used (%s)",
-                       gpu, cudaGetErrorString(e));
+                            gpu, cudaGetErrorString(e));
     sl_cuda_state *s = new (std::nothrow) sl_cuda_state();
     if (!s)
         return sl_set_error(SL_ERR_NOMEM, "out of memory creating a CUDA backend");

@@ -88,6 +88,22 @@ static int64_t idx_header(const char *path, const uint8_t *d, size_t size, uint3
     return count;
 }
 
+/* The items after an IDX header of `header` bytes, kept in place as
+ * *items (count of them); with count <= 0 (a refused file) the file's
+ * bytes are freed and -1 returned. */
+static int keep_items(uint8_t *d, size_t size, size_t header, int64_t count, uint8_t **items,
+                      int64_t *n)
+{
+    if (count <= 0) {
+        sl_free(d);
+        return -1;
+    }
+    memmove(d, d + header, size - header);
+    *items = d;
+    *n = count;
+    return 0;
+}
+
 static int read_idx_images(const char *path, sl_image_split *s, int *h, int *w)
 {
     uint8_t *d;
@@ -107,16 +123,11 @@ static int read_idx_images(const char *path, sl_image_split *s, int *h, int *w)
                  (long long)count, (unsigned)rows, (unsigned)cols, (unsigned long long)want, size);
         count = -1;
     }
-    if (count > 0) {
-        memmove(d, d + 16, size - 16);
-        s->pixels = d;
-        s->count = count;
-        *h = (int)rows;
-        *w = (int)cols;
-        return 0;
-    }
-    sl_free(d);
-    return -1;
+    if (keep_items(d, size, 16, count, &s->pixels, &s->count) != 0)
+        return -1;
+    *h = (int)rows;
+    *w = (int)cols;
+    return 0;
 }
 
 static int read_idx_labels(const char *path, sl_image_split *s)
@@ -138,14 +149,7 @@ static int read_idx_labels(const char *path, sl_image_split *s)
                      (long long)i);
             count = -1;
         }
-    if (count > 0) {
-        memmove(d, d + 8, size - 8);
-        s->labels = d;
-        s->count = count;
-        return 0;
-    }
-    sl_free(d);
-    return -1;
+    return keep_items(d, size, 8, count, &s->labels, &s->count);
 }
 
 static int read_cifar_batch(const char *path, sl_image_split *s)

@@ -121,16 +121,16 @@ sl_status sl_synthetic_create(int num_classes, int channels, int height, int wid
         return sl_set_error(SL_ERR_INVALID_ARG, "sl_dataset_synthetic: out is NULL");
     if (num_classes < 2)
         return sl_set_error(SL_ERR_INVALID_ARG,
-                       "sl_dataset_synthetic: num_classes must be >= 2, got %d", num_classes);
+                            "sl_dataset_synthetic: num_classes must be >= 2, got %d", num_classes);
     if (channels < 1 || height < 1 || width < 1)
         return sl_set_error(SL_ERR_INVALID_ARG,
-                       "sl_dataset_synthetic: channels, height and width must be >= 1, "
-                       "got %d x %d x %d",
-                       channels, height, width);
+                            "sl_dataset_synthetic: channels, height and width must be >= 1, "
+                            "got %d x %d x %d",
+                            channels, height, width);
     if ((int64_t)channels * height * width > INT32_MAX)
         return sl_set_error(SL_ERR_INVALID_ARG,
-                       "sl_dataset_synthetic: a %d x %d x %d sample is too large", channels,
-                       height, width);
+                            "sl_dataset_synthetic: a %d x %d x %d sample is too large", channels,
+                            height, width);
 
     size_t patterns = (size_t)num_classes * (size_t)channels;
     if (patterns > SIZE_MAX / (DATASET_WAVES * sizeof(dataset_wave)))

@@ -179,7 +179,7 @@ sl_status sl_dist_join(sl_net *net, const sl_dist_options *opts, sl_dist **out)
     sl_dist_options o = opts ? *opts : sl_dist_defaults();
     if (!(o.timeout_seconds > 0) || o.bucket_bytes < sizeof(float))
         return sl_set_error(SL_ERR_INVALID_ARG, "sl_dist_join: timeout_seconds %g must be > 0 and "
-                       "bucket_bytes %zu at least 4", o.timeout_seconds, o.bucket_bytes);
+                            "bucket_bytes %zu at least 4", o.timeout_seconds, o.bucket_bytes);
     sl_status st = ensure_mpi();
     if (st == SL_OK)
         st = sl_net_materialize(net);

@@ -16,7 +16,7 @@ sl_dist_options sl_dist_defaults(void)
 static sl_status no_mpi(const char *fn)
 {
     return sl_set_error(SL_ERR_UNSUPPORTED, "%s: this build of sublinear has no data-parallel training "
-                   "(MPI, Debian's libopenmpi-dev, was not found when it was configured)", fn);
+                        "(MPI, Debian's libopenmpi-dev, was not found when it was configured)", fn);
 }
 
 sl_status sl_dist_join(sl_net *net, const sl_dist_options *opts, sl_dist **out)

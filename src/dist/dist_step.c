@@ -49,7 +49,7 @@ static sl_status agree(void *user, sl_status local, const sl_run_cache *c, const
     if (d->broken)
         return local != SL_OK ? local
                               : sl_set_error(SL_ERR_STATE, "%s: the communicator failed earlier (%s); "
-                                        "end the job", fn, d->broken_why);
+                                             "end the job", fn, d->broken_why);
     if (local == SL_OK && !d->net)
         local = sl_set_error(SL_ERR_STATE, "%s: the network left its communicator", fn);
     if (local == SL_OK)

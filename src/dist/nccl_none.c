@@ -9,7 +9,7 @@ sl_status sl_nccl_create(sl_dist *d, struct sl_nccl **out)
     (void)d;
     *out = NULL;
     return sl_set_error(SL_ERR_UNSUPPORTED, "sl_dist_join: this build of sublinear has no NCCL (CUDA "
-                   "networks need it; it was not found in the CUDA toolkit when configured)");
+                        "networks need it; it was not found in the CUDA toolkit when configured)");
 }
 
 void sl_nccl_destroy(struct sl_nccl *n, int abort)

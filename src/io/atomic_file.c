@@ -128,7 +128,7 @@ sl_status sl_atomic_open(sl_atomic_file *af, const char *path, const char *fn)
     if (af->dir_fd < 0) {
         int err = errno;
         sl_status st = sl_set_error(SL_ERR_IO, "%s: cannot create a file in directory '%s' to save "
-                               "'%s': %s", fn, af->tmp, path, strerror(err));
+                                    "'%s': %s", fn, af->tmp, path, strerror(err));
         release(af);
         return st;
     }
@@ -140,8 +140,8 @@ sl_status sl_atomic_open(sl_atomic_file *af, const char *path, const char *fn)
     if (fd < 0) {
         int err = errno;
         sl_status st = sl_set_error(SL_ERR_IO, "%s: cannot create a file in directory '%.*s' to save "
-                               "'%s': %s", fn, dir_len ? (int)dir_len : 1,
-                               dir_len ? path : ".", path, strerror(err));
+                                    "'%s': %s", fn, dir_len ? (int)dir_len : 1,
+                                    dir_len ? path : ".", path, strerror(err));
         release(af);
         return st;
     }
@@ -158,7 +158,7 @@ sl_status sl_atomic_open(sl_atomic_file *af, const char *path, const char *fn)
         unlink(af->tmp);
         release(af);
         return sl_set_error(err == ENOMEM ? SL_ERR_NOMEM : SL_ERR_IO,
-                       "%s: cannot open a stream for '%s': %s", fn, path, strerror(err));
+                            "%s: cannot open a stream for '%s': %s", fn, path, strerror(err));
     }
     return SL_OK;
 }
@@ -168,16 +168,16 @@ static sl_status write_error(const sl_atomic_file *af, const char *step, int err
 {
     if (err == ENOSPC || err == EDQUOT)
         return sl_set_error(SL_ERR_IO,
-                       "%s: %s '%s' failed after %llu of %llu bytes%s: %s. A save writes a "
-                       "whole second copy next to the previous file before replacing it, so "
-                       "the disk needs room for both; the previous file is unchanged",
-                       af->fn, step, af->path, (unsigned long long)af->written,
-                       (unsigned long long)af->expected_bytes,
-                       injected ? " (simulated failure)" : "", strerror(err));
+                            "%s: %s '%s' failed after %llu of %llu bytes%s: %s. A save writes a "
+                            "whole second copy next to the previous file before replacing it, so "
+                            "the disk needs room for both; the previous file is unchanged",
+                            af->fn, step, af->path, (unsigned long long)af->written,
+                            (unsigned long long)af->expected_bytes,
+                            injected ? " (simulated failure)" : "", strerror(err));
     return sl_set_error(SL_ERR_IO, "%s: %s '%s' failed after %llu bytes%s: %s; any previous file "
-                   "there is unchanged", af->fn, step, af->path,
-                   (unsigned long long)af->written, injected ? " (simulated failure)" : "",
-                   strerror(err));
+                        "there is unchanged", af->fn, step, af->path,
+                        (unsigned long long)af->written, injected ? " (simulated failure)" : "",
+                        strerror(err));
 }
 
 sl_status sl_atomic_write(sl_atomic_file *af, const void *data, size_t bytes)
@@ -223,8 +223,8 @@ sl_status sl_atomic_commit(sl_atomic_file *af)
     if (rename(af->tmp, af->path) != 0) {
         err = errno;
         sl_status st = sl_set_error(SL_ERR_IO, "%s: renaming the temporary file over '%s' failed: "
-                               "%s; any previous file there is unchanged", af->fn, af->path,
-                               strerror(err));
+                                    "%s; any previous file there is unchanged", af->fn, af->path,
+                                    strerror(err));
         unlink(af->tmp);
         release(af);
         return st;
@@ -235,7 +235,7 @@ sl_status sl_atomic_commit(sl_atomic_file *af)
     sl_status st = SL_OK;
     if (err)
         st = sl_set_error(SL_ERR_IO, "%s: '%s' is written, but syncing its directory failed: %s",
-                     af->fn, af->path, strerror(err));
+                          af->fn, af->path, strerror(err));
     release(af);
     return st;
 }

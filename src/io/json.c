@@ -360,9 +360,9 @@ sl_status sl_json_parse(const char *text, size_t len, sl_json_doc *out)
     }
     if (p.nomem || p.reason) {
         sl_status st = p.nomem ? sl_set_error(SL_ERR_NOMEM, "out of memory parsing a %zu-byte header",
-                                         len)
+                                              len)
                                : sl_set_error(SL_ERR_FORMAT, "at byte %zu of %zu: %s", p.reason_at,
-                                         len, p.reason);
+                                              len, p.reason);
         sl_free(p.v);
         sl_free(p.s);
         return st;

@@ -95,7 +95,7 @@ static sl_status bad(const parse_state *ps, const sl_st_entry *e, const char *pr
     if (e) {
         char label[SL_ST_NAME_MAX + 16];
         return sl_set_error(SL_ERR_FORMAT, "'%s': tensor '%s': %s", ps->what,
-                       sl_st_entry_label(e, label, sizeof label), problem);
+                            sl_st_entry_label(e, label, sizeof label), problem);
     }
     return sl_set_error(SL_ERR_FORMAT, "'%s': %s", ps->what, problem);
 }

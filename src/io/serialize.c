@@ -220,7 +220,7 @@ sl_status sl_match_tensors(const sl_st_file *f, sl_tensor_slot *slots, int n,
             snprintf(more, sizeof more, " (and %d more problem%s)", log.count - 1,
                      log.count > 2 ? "s" : "");
         return sl_set_error(log.first_status, "%s: '%s': %s%s; nothing was loaded", fn, what,
-                       log.first, more);
+                            log.first, more);
     }
     return SL_OK;
 }
@@ -331,7 +331,7 @@ static sl_status narrow_tensors(sl_st_tensor *t, int n, sl_file_dtype dtype, uin
     uint16_t *out = sl_malloc(total * sizeof *out);
     if (!out)
         return sl_set_error(SL_ERR_NOMEM, "%s: out of memory converting %zu values to %s", fn, total,
-                       dtype == SL_FILE_F16 ? "F16" : "BF16");
+                            dtype == SL_FILE_F16 ? "F16" : "BF16");
     size_t at = 0;
     for (int i = 0; i < n; i++) {
         if (t[i].dtype != SL_ST_F32)

@@ -64,7 +64,7 @@ sl_status sl_save_snapshot(sl_net *net, const char *path)
         return sl_set_error(SL_ERR_INVALID_ARG, "%s: network or path is NULL", fn);
     if (!net->has_optimizer)
         return sl_set_error(SL_ERR_STATE, "%s: no optimizer set; a snapshot resumes training (save "
-                       "weights alone with sl_save_model)", fn);
+                            "weights alone with sl_save_model)", fn);
     sl_status st = sl_net_materialize(net);
     if (st != SL_OK)
         return sl_set_error(st, "%s: %s", fn, sl_last_error());
@@ -124,7 +124,7 @@ static sl_status meta_string(const sl_st_file *f, const char *key, const char *w
         return sl_set_error(SL_ERR_FORMAT, "'%s': __metadata__ lacks \"%s\"", what, key);
     if (strlen(*out) != len)
         return sl_set_error(SL_ERR_FORMAT, "'%s': __metadata__ \"%s\" holds a NUL character", what,
-                       key);
+                            key);
     return SL_OK;
 }
 
@@ -139,7 +139,7 @@ static sl_status meta_float(const sl_st_file *f, const char *key, const char *wh
     *out = strtof(s, &end);
     if (*end || end == s || errno == ERANGE)
         return sl_set_error(SL_ERR_FORMAT, "'%s': __metadata__ \"%s\" is \"%.32s\", not a number",
-                       what, key, s);
+                            what, key, s);
     return SL_OK;
 }
 
@@ -257,13 +257,13 @@ static sl_status commit(sl_net *net, const snapshot_meta *m, const sl_tensor_slo
     sl_status st = sl_net_set_optimizer(net, &m->opt);
     if (st != SL_OK)
         return sl_set_error(st == SL_ERR_INVALID_ARG ? SL_ERR_FORMAT : st,
-                       "%s: '%s': the snapshot's optimizer cannot be set: %s", fn, what,
-                       sl_last_error());
+                            "%s: '%s': the snapshot's optimizer cannot be set: %s", fn, what,
+                            sl_last_error());
     const char *names[SL_OPT_STATE_MAX];
     int per = sl_optimizer_state_blocks(&m->opt, names);
     if (net->opt_floats != net->grad_floats * (size_t)per)
         return sl_set_error(SL_ERR_STATE, "%s: internal: optimizer state of %zu floats, expected %zu",
-                       fn, net->opt_floats, net->grad_floats * (size_t)per);
+                            fn, net->opt_floats, net->grad_floats * (size_t)per);
     sl_host_view view;
     st = sl_host_view_open(net, &view);
     if (st != SL_OK)

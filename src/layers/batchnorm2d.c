@@ -143,8 +143,8 @@ sl_layer *sl_batchnorm2d_ex(int channels, float momentum, float eps)
 {
     if (channels < 1 || !(momentum >= 0.0f && momentum <= 1.0f) || !(eps > 0.0f)) {
         sl_set_error(SL_ERR_INVALID_ARG,
-                "sl_batchnorm2d: channels %d must be >= 1, momentum %g in [0, 1], eps %g > 0",
-                channels, momentum, eps);
+                     "sl_batchnorm2d: channels %d must be >= 1, momentum %g in [0, 1], eps %g > 0",
+                     channels, momentum, eps);
         return NULL;
     }
     batchnorm2d *bn = sl_zalloc(sizeof *bn, "a BatchNorm2d layer");

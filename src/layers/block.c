@@ -72,7 +72,7 @@ static int child_channels(const block *b, int k, const int *ch)
         return sl_custom_channels(c, w->n_in, ins);
     if (w->n_in == 2 && ins[0] > 0 && ins[1] > 0 && ins[0] != ins[1]) {
         sl_set_error(SL_ERR_SHAPE, "%s '%s' joins tensors of %d and %d channels", c->ops->type,
-                sl_layer_label(c), ins[0], ins[1]);
+                     sl_layer_label(c), ins[0], ins[1]);
         return -1;
     }
     return c->ops->out_channels(c, ins[0]);
@@ -129,7 +129,7 @@ sl_layer *sl_block(const char *type_name)
 {
     if (!type_name || !type_name[0] || strlen(type_name) >= SL_LOCAL_NAME_MAX) {
         sl_set_error(SL_ERR_INVALID_ARG, "sl_block: the type name must have 1 to %d characters",
-                SL_LOCAL_NAME_MAX - 1);
+                     SL_LOCAL_NAME_MAX - 1);
         return NULL;
     }
     block *b = sl_zalloc(sizeof *b, "a block");
@@ -166,17 +166,17 @@ static sl_status check_child(const block *b, const char *name, const sl_layer *c
                            l->n_children);
     if (child->ops->emit && n_in != 1)
         return sl_set_error(SL_ERR_INVALID_ARG, "sl_block_add: '%s' in block '%s' is a block, which "
-                       "reads one input, not %d", name, label, n_in);
+                            "reads one input, not %d", name, label, n_in);
     if (sl_custom_is(child) && n_in != sl_custom_inputs(child))
         return sl_set_error(SL_ERR_INVALID_ARG, "sl_block_add: '%s' (%s) in block '%s' takes %d inputs, "
-                       "not %d", name, child->ops->type, label, sl_custom_inputs(child), n_in);
+                            "not %d", name, child->ops->type, label, sl_custom_inputs(child), n_in);
     if (!name[0] || strlen(name) >= SL_LOCAL_NAME_MAX)
         return sl_set_error(SL_ERR_INVALID_ARG, "sl_block_add: a name in block '%s' must have 1 to %d "
-                       "characters", label, SL_LOCAL_NAME_MAX - 1);
+                            "characters", label, SL_LOCAL_NAME_MAX - 1);
     for (int k = 0; k < l->n_children; k++)
         if (strcmp(l->children[k]->local, name) == 0)
             return sl_set_error(SL_ERR_INVALID_ARG, "sl_block_add: block '%s' already has a layer "
-                           "named '%s'", label, name);
+                                "named '%s'", label, name);
     return SL_OK;
 }
 

@@ -50,7 +50,7 @@ static sl_status conv_infer(const sl_layer *l, const sl_backend *be, int n_in,
     cost->saved_bytes = 0;
     if (cost->ws_fwd_bytes == SIZE_MAX || cost->ws_bwd_bytes == SIZE_MAX)
         return sl_set_error(SL_ERR_BACKEND, "Conv2d '%s' (input %dx%dx%dx%d): %s", sl_layer_label(l),
-                       in[0].n, in[0].c, in[0].h, in[0].w, sl_last_error());
+                            in[0].n, in[0].c, in[0].h, in[0].w, sl_last_error());
     return SL_OK;
 }
 
@@ -107,7 +107,7 @@ sl_layer *sl_conv2d_ex(const sl_conv2d_options *o)
     }
     if (o->in_channels % o->groups || o->out_channels % o->groups) {
         sl_set_error(SL_ERR_INVALID_ARG, "sl_conv2d: groups %d must divide in_channels %d and out_channels %d",
-                o->groups, o->in_channels, o->out_channels);
+                     o->groups, o->in_channels, o->out_channels);
         return NULL;
     }
     conv2d *cv = sl_alloc(sizeof *cv, "a Conv2d layer");

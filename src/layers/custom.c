@@ -118,14 +118,14 @@ static sl_status check_sizes(const custom *c, const char *shapes, const sl_custo
     int needs = (c->type.flags & SL_CUSTOM_NEEDS_SAVED) != 0;
     if (needs && s->saved_bytes == 0)
         return sl_set_error(SL_ERR_INVALID_ARG,
-                       "custom layer '%s' (%s): its backward reads saved state "
-                       "(SL_CUSTOM_NEEDS_SAVED) but its shape callback declares saved_bytes 0 "
-                       "for input %s", who, type, shapes);
+                            "custom layer '%s' (%s): its backward reads saved state "
+                            "(SL_CUSTOM_NEEDS_SAVED) but its shape callback declares saved_bytes 0 "
+                            "for input %s", who, type, shapes);
     if (!needs && s->saved_bytes > 0)
         return sl_set_error(SL_ERR_INVALID_ARG,
-                       "custom layer '%s' (%s) declares saved_bytes %lld for input %s but not "
-                       "SL_CUSTOM_NEEDS_SAVED: add the flag if its backward reads the saved "
-                       "state, else declare 0", who, type, (long long)s->saved_bytes, shapes);
+                            "custom layer '%s' (%s) declares saved_bytes %lld for input %s but not "
+                            "SL_CUSTOM_NEEDS_SAVED: add the flag if its backward reads the saved "
+                            "state, else declare 0", who, type, (long long)s->saved_bytes, shapes);
     return SL_OK;
 }
 
@@ -136,8 +136,8 @@ static sl_status custom_infer(const sl_layer *l, const sl_backend *be, int n_in,
     (void)be;
     if (n_in != c->n_inputs)
         return sl_set_error(SL_ERR_SHAPE, "custom layer '%s' (%s) takes %d input%s but is given %d%s",
-                       sl_layer_label(l), type_of(c), c->n_inputs, c->n_inputs == 1 ? "" : "s",
-                       n_in, n_in == 1 ? ": a layer of several inputs goes inside a block "
+                            sl_layer_label(l), type_of(c), c->n_inputs, c->n_inputs == 1 ? "" : "s",
+                            n_in, n_in == 1 ? ": a layer of several inputs goes inside a block "
                                          "(sl_block_add)" : "");
     char shapes[160];
     format_shapes(shapes, sizeof shapes, n_in, in);
@@ -147,7 +147,7 @@ static sl_status custom_infer(const sl_layer *l, const sl_backend *be, int n_in,
     sl_status st = c->type.shape(c->config, n_in, in, &s);
     if (st != SL_OK)
         return sl_set_error(valid_status(st, SL_ERR_SHAPE), "custom layer '%s' (%s) refuses input %s: %s",
-                       sl_layer_label(l), type_of(c), shapes, callback_message());
+                            sl_layer_label(l), type_of(c), shapes, callback_message());
     st = check_sizes(c, shapes, &s);
     if (st != SL_OK)
         return st;
@@ -262,11 +262,11 @@ sl_status sl_custom_random_uniform(const sl_custom_call *call, uint64_t first, s
         return sl_set_error(SL_ERR_INVALID_ARG, "sl_custom_random_uniform: dst is NULL (layer '%s')", who);
     if (first > UINT64_MAX / 8 || (uint64_t)count > UINT64_MAX / 8)
         return sl_set_error(SL_ERR_INVALID_ARG, "sl_custom_random_uniform: numbers %llu + %zu are out "
-                       "of range (layer '%s')", (unsigned long long)first, count, who);
+                            "of range (layer '%s')", (unsigned long long)first, count, who);
     uint64_t end = first + (uint64_t)count;
     if (call->eval)
         return sl_set_error(SL_ERR_STATE, "sl_custom_random_uniform: layer '%s' (%s) draws in an "
-                       "evaluation forward, which has no random numbers", who, type_of(c));
+                            "evaluation forward, which has no random numbers", who, type_of(c));
     if (call->train_forward) {
         if (end > c->drawn)
             c->drawn = end;
@@ -299,7 +299,7 @@ int sl_custom_channels(const sl_layer *l, int n_in, const int *in_channels)
             used += snprintf(list + used, sizeof list - (size_t)used, "%s%d", k ? ", " : "",
                              in_channels[k]);
         sl_set_error(SL_ERR_SHAPE, "custom layer '%s' (%s) refuses input channels %s: %s",
-                sl_layer_label(l), type_of(c), list, callback_message());
+                     sl_layer_label(l), type_of(c), list, callback_message());
         return -1;
     }
     return out;
@@ -346,21 +346,21 @@ static sl_status check_type(const sl_custom_type *t)
         return sl_set_error(SL_ERR_INVALID_ARG, "sl_custom_layer: type is NULL");
     if (!name_ok(t->name))
         return sl_set_error(SL_ERR_INVALID_ARG, "sl_custom_layer: the type's name must have 1 to %d "
-                       "characters", SL_LOCAL_NAME_MAX - 1);
+                            "characters", SL_LOCAL_NAME_MAX - 1);
     const char *missing = !t->shape ? "shape" : !t->forward ? "forward" : !t->backward ? "backward" : NULL;
     if (missing)
         return sl_set_error(SL_ERR_INVALID_ARG, "sl_custom_layer: type '%s' has no %s callback (shape, "
-                       "forward and backward are required)", t->name, missing);
+                            "forward and backward are required)", t->name, missing);
     if (t->flags & ~(unsigned)KNOWN_FLAGS)
         return sl_set_error(SL_ERR_INVALID_ARG, "sl_custom_layer: type '%s' has unknown flags 0x%x",
-                       t->name, t->flags & ~(unsigned)KNOWN_FLAGS);
+                            t->name, t->flags & ~(unsigned)KNOWN_FLAGS);
     if ((t->flags & SL_CUSTOM_SAVED_KEPT) && !(t->flags & SL_CUSTOM_NEEDS_SAVED))
         return sl_set_error(SL_ERR_INVALID_ARG, "sl_custom_layer: type '%s' keeps saved state "
-                       "(SL_CUSTOM_SAVED_KEPT) that its backward does not read (no "
-                       "SL_CUSTOM_NEEDS_SAVED)", t->name);
+                            "(SL_CUSTOM_SAVED_KEPT) that its backward does not read (no "
+                            "SL_CUSTOM_NEEDS_SAVED)", t->name);
     if (t->n_inputs < 0 || t->n_inputs > SL_MAX_INPUTS)
         return sl_set_error(SL_ERR_INVALID_ARG, "sl_custom_layer: type '%s' takes %d inputs; 1 to %d "
-                       "(0 means 1)", t->name, t->n_inputs, SL_MAX_INPUTS);
+                            "(0 means 1)", t->name, t->n_inputs, SL_MAX_INPUTS);
     return SL_OK;
 }
 
@@ -368,10 +368,10 @@ static sl_status check_param(const char *type, const sl_custom_param *p, int i)
 {
     if (!name_ok(p->name) || strchr(p->name, '.'))
         return sl_set_error(SL_ERR_INVALID_ARG, "sl_custom_layer: parameter %d of '%s' needs a name of 1 "
-                       "to %d characters without '.'", i, type, SL_LOCAL_NAME_MAX - 1);
+                            "to %d characters without '.'", i, type, SL_LOCAL_NAME_MAX - 1);
     if (p->ndim < 1 || p->ndim > 4)
         return sl_set_error(SL_ERR_INVALID_ARG, "sl_custom_layer: parameter '%s' of '%s' has %d "
-                       "dimensions; 1 to 4", p->name, type, p->ndim);
+                            "dimensions; 1 to 4", p->name, type, p->ndim);
     size_t count = 1;
     for (int d = 0; d < p->ndim; d++) {
         if (p->dims[d] < 1 || count > ((size_t)1 << 40) / (size_t)p->dims[d])
@@ -382,11 +382,11 @@ static sl_status check_param(const char *type, const sl_custom_param *p, int i)
     }
     if ((int)p->init < (int)SL_PARAM_ZEROS || (int)p->init > (int)SL_PARAM_UNIFORM_FAN_IN)
         return sl_set_error(SL_ERR_INVALID_ARG, "sl_custom_layer: parameter '%s' of '%s' has unknown "
-                       "init %d", p->name, type, (int)p->init);
+                            "init %d", p->name, type, (int)p->init);
     int fanned = p->init == SL_PARAM_KAIMING_NORMAL_FAN_OUT || p->init == SL_PARAM_UNIFORM_FAN_IN;
     if (fanned && p->fan < 1)
         return sl_set_error(SL_ERR_INVALID_ARG, "sl_custom_layer: parameter '%s' of '%s' needs fan >= 1 "
-                       "for its init (got %d)", p->name, type, p->fan);
+                            "for its init (got %d)", p->name, type, p->fan);
     return SL_OK;
 }
 
@@ -394,7 +394,7 @@ static sl_status check_params(const char *type, const sl_custom_param *params, i
 {
     if (n < 0 || n > SL_MAX_PARAMS || (n > 0 && !params))
         return sl_set_error(SL_ERR_INVALID_ARG, "sl_custom_layer: '%s' declares %d parameters%s; 0 to %d",
-                       type, n, n > 0 && !params ? " but params is NULL" : "", SL_MAX_PARAMS);
+                            type, n, n > 0 && !params ? " but params is NULL" : "", SL_MAX_PARAMS);
     for (int i = 0; i < n; i++) {
         sl_status st = check_param(type, &params[i], i);
         if (st != SL_OK)
@@ -402,7 +402,7 @@ static sl_status check_params(const char *type, const sl_custom_param *params, i
         for (int j = 0; j < i; j++)
             if (strcmp(params[j].name, params[i].name) == 0)
                 return sl_set_error(SL_ERR_INVALID_ARG, "sl_custom_layer: '%s' declares two parameters "
-                               "named '%s'", type, params[i].name);
+                                    "named '%s'", type, params[i].name);
     }
     return SL_OK;
 }
@@ -425,7 +425,7 @@ sl_layer *sl_custom_layer(const sl_custom_type *type, const void *config, size_t
         return NULL;
     if (config_bytes > 0 && !config) {
         sl_set_error(SL_ERR_INVALID_ARG, "sl_custom_layer: '%s' has config_bytes %zu but config is NULL",
-                type->name, config_bytes);
+                     type->name, config_bytes);
         return NULL;
     }
     custom *c = sl_zalloc(sizeof *c, "a custom layer");

@@ -12,9 +12,9 @@ static sl_status add_infer(const sl_layer *l, const sl_backend *be, int n_in, co
     (void)be;
     if (n_in != 2 || !sl_shape_equal(in[0], in[1]))
         return sl_set_error(SL_ERR_SHAPE,
-                       "residual add '%s': branch shapes differ (%dx%dx%dx%d vs %dx%dx%dx%d)",
-                       sl_layer_label(l), in[0].n, in[0].c, in[0].h, in[0].w, in[1].n, in[1].c,
-                       in[1].h, in[1].w);
+                            "residual add '%s': branch shapes differ (%dx%dx%dx%d vs %dx%dx%dx%d)",
+                            sl_layer_label(l), in[0].n, in[0].c, in[0].h, in[0].w, in[1].n, in[1].c,
+                            in[1].h, in[1].w);
     *out = in[0];
     cost->fwd_flops = sl_shape_count(in[0]);
     cost->bwd_flops = 0;

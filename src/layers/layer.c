@@ -72,7 +72,7 @@ int sl_check_channels(const sl_layer *l, int expected, int in_c)
     if (in_c == 0 || expected == in_c) /* 0: not known before a shape pass (after Flatten) */
         return 0;
     sl_set_error(SL_ERR_SHAPE, "%s '%s' expects %d input channels but receives %d", l->ops->type,
-            l->name[0] ? l->name : l->local, expected, in_c);
+                 l->name[0] ? l->name : l->local, expected, in_c);
     return -1;
 }
 

@@ -18,7 +18,7 @@ static sl_status linear_infer(const sl_layer *l, const sl_backend *be, int n_in,
     long features = (long)in[0].c * in[0].h * in[0].w;
     if (features != li->in_features)
         return sl_set_error(SL_ERR_SHAPE,
-                       "Linear '%s' expects %d input features but receives %ld (%d x %d x %d)",
+                            "Linear '%s' expects %d input features but receives %ld (%d x %d x %d)",
                        sl_layer_label(l), li->in_features, features, in[0].c, in[0].h, in[0].w);
     *out = (sl_shape){in[0].n, li->out_features, 1, 1};
     uint64_t macs = (uint64_t)in[0].n * li->in_features * li->out_features;
@@ -75,7 +75,7 @@ sl_layer *sl_linear(int in_features, int out_features, int bias)
 {
     if (in_features < 1 || out_features < 1) {
         sl_set_error(SL_ERR_INVALID_ARG, "sl_linear: in_features %d and out_features %d must be >= 1",
-                in_features, out_features);
+                     in_features, out_features);
         return NULL;
     }
     linear *li = sl_alloc(sizeof *li, "a Linear layer");

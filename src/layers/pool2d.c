@@ -82,8 +82,8 @@ static sl_layer *pool_new(int kernel, int stride, int pad, int ceil_mode, int is
     const char *what = is_max ? "sl_maxpool2d" : "sl_avgpool2d";
     if (kernel < 1 || stride < 1 || pad < 0 || pad > kernel / 2) {
         sl_set_error(SL_ERR_INVALID_ARG,
-                "%s: kernel %d and stride %d must be >= 1, padding %d in [0, kernel/2]", what,
-                kernel, stride, pad);
+                     "%s: kernel %d and stride %d must be >= 1, padding %d in [0, kernel/2]", what,
+                     kernel, stride, pad);
         return NULL;
     }
     pool2d *p = sl_alloc(sizeof *p, "a pooling layer");

@@ -92,7 +92,7 @@ sl_layer *sl_basic_block(int in_channels, int out_channels, int stride)
 {
     if (in_channels < 1 || out_channels < 1 || stride < 1) {
         sl_set_error(SL_ERR_INVALID_ARG, "sl_basic_block: channels %d -> %d and stride %d must be >= 1",
-                in_channels, out_channels, stride);
+                     in_channels, out_channels, stride);
         return NULL;
     }
     residual *r = residual_new(&basic_ops, in_channels, out_channels);
@@ -115,7 +115,7 @@ sl_layer *sl_bottleneck(int in_channels, int width, int stride)
 {
     if (in_channels < 1 || width < 1 || stride < 1) {
         sl_set_error(SL_ERR_INVALID_ARG, "sl_bottleneck: in_channels %d, width %d, stride %d must be >= 1",
-                in_channels, width, stride);
+                     in_channels, width, stride);
         return NULL;
     }
     residual *r = residual_new(&bottleneck_ops, in_channels, 4 * width);

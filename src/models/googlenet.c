@@ -78,7 +78,7 @@ sl_status sl_models_googlenet(sl_net *net, int variant, int num_classes, int res
     /* A stride-2 conv and four stride-2 pools bring 32 pixels to 1. */
     if (res < 32)
         return sl_set_error(SL_ERR_INVALID_ARG, "sl_model_build: googlenet needs res >= 32, got %d",
-                       res);
+                            res);
     sl_status st = googlenet_add_stem(net);
     if (st == SL_OK)
         st = googlenet_add_body(net);

@@ -77,20 +77,20 @@ sl_status sl_model_build(sl_net *net, const char *model, int num_classes, int re
         char names[256];
         model_list_text(names, sizeof names);
         return sl_set_error(SL_ERR_NOT_FOUND, "sl_model_build: unknown model \"%s\" (valid: %s)",
-                       model, names);
+                            model, names);
     }
     if (num_classes < 1)
         return sl_set_error(SL_ERR_INVALID_ARG, "sl_model_build: %s: num_classes must be >= 1, got %d",
-                       model, num_classes);
+                            model, num_classes);
     if (res < 1)
         return sl_set_error(SL_ERR_INVALID_ARG, "sl_model_build: %s: res must be >= 1, got %d", model,
-                       res);
+                            res);
     int existing = sl_net_layer_count(net);
     if (existing != 0)
         return sl_set_error(SL_ERR_STATE,
-                       "sl_model_build: %s: the network already has %d layer(s); "
-                       "models are built into an empty network",
-                       model, existing);
+                            "sl_model_build: %s: the network already has %d layer(s); "
+                            "models are built into an empty network",
+                            model, existing);
     int out_channels = net->out_channels;
     sl_status st = entry->build(net, entry->variant, num_classes, res);
     if (st != SL_OK) /* objects as they were: no half-built model */

@@ -20,7 +20,7 @@ sl_status sl_models_add(sl_net *net, sl_layer *layer, const char *name_fmt, ...)
     if (n < 0 || (size_t)n >= sizeof name) {
         sl_layer_free(layer);
         return sl_set_error(SL_ERR_INVALID_ARG, "sl_model_build: layer name too long (format \"%s\")",
-                       name_fmt);
+                            name_fmt);
     }
     return sl_net_add(net, name, layer);
 }

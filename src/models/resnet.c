@@ -62,11 +62,11 @@ sl_status sl_models_resnet_imagenet(sl_net *net, int depth, int num_classes, int
     resnet_config cfg;
     if (!resnet_imagenet_config(depth, &cfg))
         return sl_set_error(SL_ERR_INVALID_ARG, "sl_model_build: no ImageNet ResNet of depth %d",
-                       depth);
+                            depth);
     /* Five stride-2 reductions bring 32 pixels to 1. */
     if (res < 32)
         return sl_set_error(SL_ERR_INVALID_ARG, "sl_model_build: resnet%d needs res >= 32, got %d",
-                       depth, res);
+                            depth, res);
 
     sl_status st = sl_net_add(net, "conv1", sl_conv2d(3, 64, 7, 2, 3));
     if (st == SL_OK)

@@ -57,9 +57,9 @@ sl_status sl_models_vgg_a(sl_net *net, int variant, int num_classes, int res)
     (void)variant;
     if (res < 32 || res % 32 != 0)
         return sl_set_error(SL_ERR_INVALID_ARG,
-                       "sl_model_build: vgg-a needs res a positive multiple of 32 "
-                       "(five 2x2 pools), got %d",
-                       res);
+                            "sl_model_build: vgg-a needs res a positive multiple of 32 "
+                            "(five 2x2 pools), got %d",
+                            res);
     int side = res / 32;
     if ((int64_t)VGG_LAST_CHANNELS * side * side > INT_MAX)
         return sl_set_error(SL_ERR_INVALID_ARG, "sl_model_build: vgg-a: res %d is too large", res);

@@ -36,10 +36,10 @@ sl_status sl_context_create(const sl_context_options *opts, sl_context **out)
     sl_context_options o = opts ? *opts : sl_context_defaults();
     if (o.threads < 0)
         return sl_set_error(SL_ERR_INVALID_ARG, "sl_context_create: threads is %d (use 0 for all cores)",
-                       o.threads);
+                            o.threads);
     if (o.gpu < 0)
         return sl_set_error(SL_ERR_INVALID_ARG, "sl_context_create: gpu is %d (a device ordinal, 0 "
-                       "for the first)", o.gpu);
+                            "for the first)", o.gpu);
     if (o.device != SL_DEVICE_CPU && o.device != SL_DEVICE_CUDA)
         return sl_set_error(SL_ERR_INVALID_ARG, "sl_context_create: unknown device %d", (int)o.device);
     sl_context *ctx = sl_zalloc(sizeof *ctx, "a context");

@@ -101,8 +101,8 @@ sl_status sl_net_add(sl_net *net, const char *name, sl_layer *layer)
                      "sl_net_add: layer is NULL (its constructor failed: %s)", sl_last_error());
     } else if (net->finalized) {
         st = sl_set_error(SL_ERR_STATE,
-                     "sl_net_add: the network has been used (parameters allocated); add every "
-                     "layer before the first run or parameter access");
+                          "sl_net_add: the network has been used (parameters allocated); add every "
+                          "layer before the first run or parameter access");
     } else {
         if (!name) {
             snprintf(auto_name, sizeof auto_name, "%d", net->n_top);
@@ -110,7 +110,7 @@ sl_status sl_net_add(sl_net *net, const char *name, sl_layer *layer)
         }
         if (!name[0] || strlen(name) >= SL_LOCAL_NAME_MAX * 2)
             st = sl_set_error(SL_ERR_INVALID_ARG, "sl_net_add: name '%s' must have 1 to %d characters",
-                         name, SL_LOCAL_NAME_MAX * 2 - 1);
+                              name, SL_LOCAL_NAME_MAX * 2 - 1);
         else if (name_taken(net, name))
             st = sl_set_error(SL_ERR_INVALID_ARG, "sl_net_add: a layer named '%s' already exists", name);
     }
@@ -401,7 +401,7 @@ sl_status sl_net_param(sl_net *net, int index, sl_param_info *out)
         return st;
     if (index < 0 || index >= net->n_params)
         return sl_set_error(SL_ERR_INVALID_ARG, "sl_net_param: index %d out of range [0, %d)", index,
-                       net->n_params);
+                            net->n_params);
     fill_info(&net->params[index], out);
     return SL_OK;
 }
@@ -433,7 +433,7 @@ static sl_status param_copy(sl_net *net, int index, float *dst, const float *src
         return st;
     if (index < 0 || index >= net->n_params)
         return sl_set_error(SL_ERR_INVALID_ARG, "%s: index %d out of range [0, %d)", fn, index,
-                       net->n_params);
+                            net->n_params);
     sl_param_spec *p = net->params[index].spec;
     float *dev = grad ? p->grad : p->data;
     if (!dev)
@@ -527,10 +527,10 @@ sl_status sl_net_check_input(const sl_net *net, sl_shape s, const char *fn)
 {
     if (s.n < 1 || s.h < 1 || s.w < 1)
         return sl_set_error(SL_ERR_SHAPE, "%s: input shape %dx%dx%dx%d must have batch, height and width >= 1",
-                       fn, s.n, s.c, s.h, s.w);
+                            fn, s.n, s.c, s.h, s.w);
     if (s.c != net->in_channels)
         return sl_set_error(SL_ERR_SHAPE, "%s: input has %d channels, the network takes %d", fn, s.c,
-                       net->in_channels);
+                            net->in_channels);
     return SL_OK;
 }
 

@@ -53,7 +53,7 @@ static sl_status prepare_run(sl_net *net, const float *x, sl_shape shape, sl_mod
         for (int i = 0; i < shape.n; i++)
             if (io->labels[i] < 0 || io->labels[i] >= classes)
                 return sl_set_error(SL_ERR_INVALID_ARG, "%s: label %d of sample %d is outside [0, %d)",
-                               fn, io->labels[i], i, classes);
+                                    fn, io->labels[i], i, classes);
     st = sl_net_check_memory(net, c, mode, fn);
     if (st == SL_OK)
         st = ensure_arena(net, c->plan.arena_bytes);

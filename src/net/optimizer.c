@@ -26,15 +26,15 @@ static sl_status check_optimizer(const sl_optimizer_options *o)
 {
     if (o->kind != SL_OPT_SGD && o->kind != SL_OPT_ADAM)
         return sl_set_error(SL_ERR_INVALID_ARG, "sl_net_set_optimizer: unknown optimizer kind %d",
-                       (int)o->kind);
+                            (int)o->kind);
     if (!(o->lr >= 0.0f) || !(o->weight_decay >= 0.0f) || !isfinite(o->lr))
         return sl_set_error(SL_ERR_INVALID_ARG,
                        "sl_net_set_optimizer: lr %g and weight_decay %g must be finite and >= 0",
                        o->lr, o->weight_decay);
     if (o->kind == SL_OPT_SGD && (!(o->momentum >= 0.0f) || (o->nesterov && o->momentum == 0.0f)))
         return sl_set_error(SL_ERR_INVALID_ARG,
-                       "sl_net_set_optimizer: momentum %g must be >= 0 (and > 0 for Nesterov)",
-                       o->momentum);
+                            "sl_net_set_optimizer: momentum %g must be >= 0 (and > 0 for Nesterov)",
+                            o->momentum);
     if (o->kind == SL_OPT_ADAM &&
         !(o->beta1 >= 0.0f && o->beta1 < 1.0f && o->beta2 >= 0.0f && o->beta2 < 1.0f && o->eps > 0.0f))
         return sl_set_error(SL_ERR_INVALID_ARG,
