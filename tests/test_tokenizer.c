@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "base/base.h"
+#include "bpe_files.h"
 #include "sublinear.h"
 
 #define DATA_DIR SL_TEST_SOURCE_DIR "/../data"
@@ -67,68 +68,11 @@ static int have_gpt2_files(const char *test)
     return 0;
 }
 
-/* ---- a small vocabulary in GPT-2's format --------------------------- */
+/* ---- a small vocabulary (tests/bpe_files.c) ------------------------- */
 
-/* GPT-2's character for byte b, as UTF-8 into out; returns its length. */
-static int byte_char(int b, char *out)
-{
-    int cp = b, extra = 0;
-    for (int x = 0; x < 256; x++) {
-        int printable = (x >= '!' && x <= '~') || (x >= 0xA1 && x <= 0xAC) || x >= 0xAE;
-        if (!printable && x == b)
-            cp = 256 + extra;
-        extra += !printable;
-    }
-    if (cp < 0x80) {
-        out[0] = (char)cp;
-        return 1;
-    }
-    out[0] = (char)(0xC0 | cp >> 6);
-    out[1] = (char)(0x80 | (cp & 0x3F));
-    return 2;
-}
-
-/* The merges of the small vocabulary, in order; token 256 + i is merge i.
- * "Ġ" is GPT-2's character for the space. */
-static const char *const g_small_merges[] = {"h e", "l l", "he ll", "Ġ w", "Ġw o", "r l", "Ġwo rl", "a a"};
-#define SMALL_MERGES 8
-
-/* Writes encoder.json and vocab.bpe of the small vocabulary (bytes, the
- * merges, "<|endoftext|>"), with `json_extra` appended inside the object
- * and the merge lines followed by `bpe_extra`. */
 static void write_small(const char *json_extra, const char *bpe_extra)
 {
-    static char json[16384];
-    size_t at = 0;
-    at += (size_t)snprintf(json + at, sizeof json - at, "{");
-    for (int b = 0; b < 256; b++) {
-        char c[2];
-        int n = byte_char(b, c);
-        json[at++] = '"';
-        if (c[0] == '"' || c[0] == '\\')
-            json[at++] = '\\';
-        memcpy(json + at, c, (size_t)n);
-        at += (size_t)n;
-        at += (size_t)snprintf(json + at, sizeof json - at, "\": %d, ", b);
-    }
-    for (int i = 0; i < SMALL_MERGES; i++) {
-        char merged[16];
-        size_t k = 0;
-        for (const char *s = g_small_merges[i]; *s; s++)
-            if (*s != ' ')
-                merged[k++] = *s;
-        merged[k] = '\0';
-        at += (size_t)snprintf(json + at, sizeof json - at, "\"%s\": %d, ", merged, 256 + i);
-    }
-    at += (size_t)snprintf(json + at, sizeof json - at, "\"<|endoftext|>\": %d%s}", 256 + SMALL_MERGES,
-                           json_extra);
-    write_file(path_in_dir("small.json"), json, at);
-    char bpe[1024];
-    at = (size_t)snprintf(bpe, sizeof bpe, "#version: 0.2\n");
-    for (int i = 0; i < SMALL_MERGES; i++)
-        at += (size_t)snprintf(bpe + at, sizeof bpe - at, "%s\n", g_small_merges[i]);
-    at += (size_t)snprintf(bpe + at, sizeof bpe - at, "%s", bpe_extra);
-    write_file(path_in_dir("small.bpe"), bpe, at);
+    bf_write_small(path_in_dir("small.json"), path_in_dir("small.bpe"), json_extra, bpe_extra);
 }
 
 static sl_tokenizer *load_small(void)
@@ -143,7 +87,7 @@ static sl_tokenizer *load_small(void)
 START_TEST(test_tokenizer_small_vocabulary_merges_lowest_first)
 {
     sl_tokenizer *tok = load_small();
-    ck_assert_int_eq(sl_tokenizer_vocab_size(tok), 257 + SMALL_MERGES);
+    ck_assert_int_eq(sl_tokenizer_vocab_size(tok), 257 + BF_SMALL_MERGES);
     int32_t ids[32];
     size_t n = 0;
     /* "hello" -> "hell" (he + ll) "o"; " world" -> " worl" "d"; "aaa" -> "aa" "a". */
@@ -154,7 +98,7 @@ START_TEST(test_tokenizer_small_vocabulary_merges_lowest_first)
         ck_assert_int_eq(ids[i], want[i]);
     int32_t eot;
     ck_assert_int_eq(sl_tokenizer_token_id(tok, "<|endoftext|>", 13, &eot), SL_OK);
-    ck_assert_int_eq(eot, 256 + SMALL_MERGES);
+    ck_assert_int_eq(eot, 256 + BF_SMALL_MERGES);
     ck_assert_int_eq(sl_tokenizer_token_id(tok, "hex", 3, &eot), SL_ERR_NOT_FOUND);
     sl_tokenizer_free(tok);
 }
