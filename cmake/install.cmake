@@ -11,6 +11,7 @@
 # The library is static by default (BUILD_SHARED_LIBS=ON builds it shared).
 # A static libsublinear.a does not carry its dependencies, so both package
 # files name them: the CMake package finds BLAS (OpenBLAS), OpenMP
+# (PCRE2 is named by its path in the exported link interface)
 # (and CUDA, MPI where built with them) with find_dependency, and
 # sublinear.pc lists them in Libs.private (`pkg-config --static --libs`).
 # A static library built with the CUDA backend holds it: a program that
@@ -96,7 +97,7 @@ function(sl_pc_link_flags out)
   set(${out} "${flags}" PARENT_SCOPE)
 endfunction()
 
-set(SL_PC_PRIVATE_LIBS ${BLAS_LIBRARIES} ${OpenMP_C_FLAGS})
+set(SL_PC_PRIVATE_LIBS ${BLAS_LIBRARIES} ${OpenMP_C_FLAGS} ${PCRE2_LINK_LIBRARIES})
 if(SL_HAVE_CUDA)
   list(APPEND SL_PC_PRIVATE_LIBS ${CUDA_cudart_LIBRARY} ${CUDA_cublas_LIBRARY} ${CUDNN_LIB} -lstdc++)
 endif()

@@ -41,6 +41,7 @@
  *                       profiling
  *   sublinear/io.h      model files and snapshots
  *   sublinear/data.h    datasets (synthetic, MNIST, CIFAR-10)
+ *   sublinear/text.h    GPT-2's byte-level BPE tokenizer
  *   sublinear/models.h  model builders
  *   sublinear/dist.h    data-parallel training
  *   sublinear/custom.h  writing a layer of your own
@@ -54,6 +55,7 @@
 #include "sublinear/memory.h"
 #include "sublinear/io.h"
 #include "sublinear/data.h"
+#include "sublinear/text.h"
 #include "sublinear/models.h"
 #include "sublinear/dist.h"
 #include "sublinear/custom.h"

@@ -34,6 +34,7 @@ LEVELS = [
     ["cpu", "cuda"],   # backend instances
     ["net"],           # the network object, optimizer, reports, pictures
     ["io", "data"],    # safetensors files, snapshots; datasets
+    ["text"],          # GPT-2's byte-level BPE tokenizer (reads JSON through io)
     ["dist"],          # data-parallel training (saves through io)
     ["models"],        # model builders
 ]

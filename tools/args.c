@@ -212,6 +212,7 @@ void cli_usage(FILE *f, const char *name)
                    "  dot      write the network as a Graphviz graph of shared storage\n"
                    "  memplot  draw live memory per step for several schedules (SVG)\n"
                    "  bench    run a benchmark (optnet tables, conv kernels, ResNet-152)\n"
+                   "  tokenize text files to llm.c token shards with GPT-2's BPE\n"
                    "  version  print the version\n"
                    "exit status: 0 success, 1 failure, 2 bad arguments\n\n%s"
                    "models:",
@@ -231,6 +232,9 @@ void cli_usage(FILE *f, const char *name)
         fputs(g_memplot_help, f);
     else if (strcmp(name, "bench") == 0) {
         fputs(g_bench_help, f);
+        return;
+    } else if (strcmp(name, "tokenize") == 0) {
+        cli_tokenize_usage(f);
         return;
     }
     fputs(g_schedules_help, f);

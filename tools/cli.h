@@ -103,5 +103,9 @@ int cli_cmd_memplot(cli_options *o);
 /* bench takes the raw words after "bench". argv0 locates the bench
  * programs when /proc/self/exe cannot. */
 int cli_cmd_bench(const char *argv0, int argc, char **argv);
+/* `sublinear tokenize` (cmd_tokenize.c), with its own parser like bench;
+ * cli_tokenize_usage prints its usage. */
+int cli_cmd_tokenize(int argc, char **argv);
+void cli_tokenize_usage(FILE *f);
 
 #endif

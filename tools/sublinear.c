@@ -8,10 +8,11 @@
  *   sublinear dot     --model resnet20 --res 32 --batch 8 -o net.dot [--no-reuse]
  *   sublinear memplot --model resnet152 --schedules none,sqrt -o timeline.svg
  *   sublinear bench   optnet|conv|resnet152|list [options]
+ *   sublinear tokenize --vocab encoder.json --merges vocab.bpe --out train.bin IN.txt...
  *
  * Files: args.c (options, usage), common.c (building, reports),
  * cmd_train.c (datasets from the library: sl_dataset_*), cmd_plan.c (plan,
- * dot, memplot), cmd_bench.c. Bad arguments print a usage message and exit
+ * dot, memplot), cmd_bench.c, cmd_tokenize.c. Bad arguments print a usage message and exit
  * with status 2; failures while running exit with 1.
  */
 #define _POSIX_C_SOURCE 200809L
@@ -61,7 +62,7 @@ int main(int argc, char **argv)
             name = argv[2];
         else
             name = NULL;
-        if (name && strcmp(name, "bench") != 0) {
+        if (name && strcmp(name, "bench") != 0 && strcmp(name, "tokenize") != 0) {
             int known = 0;
             for (size_t i = 0; i < sizeof g_commands / sizeof *g_commands; i++)
                 known |= strcmp(name, g_commands[i].name) == 0;
@@ -80,6 +81,8 @@ int main(int argc, char **argv)
     }
     if (strcmp(name, "bench") == 0)
         return cli_cmd_bench(argv[0], argc - 2, argv + 2);
+    if (strcmp(name, "tokenize") == 0)
+        return cli_cmd_tokenize(argc - 2, argv + 2);
     for (size_t i = 0; i < sizeof g_commands / sizeof *g_commands; i++) {
         if (strcmp(name, g_commands[i].name) != 0)
             continue;

@@ -1,0 +1,233 @@
+/*
+ * cmd_tokenize.c — `sublinear tokenize`: text files to llm.c's token
+ * shards with GPT-2's tokenizer (sl_tokenizer, include/sublinear/text.h).
+ * It has its own small parser (its options share nothing with train's).
+ *
+ * Each file is read whole and encoded on its own, preceded by the
+ * vocabulary's "<|endoftext|>" token (the document separator GPT-2 was
+ * trained with) when it has one. A shard is 256 little-endian int32 —
+ * 20240520 (the magic), 1 (the version), the token count, zeros — then the
+ * tokens as little-endian uint16. With --val-fraction F the last
+ * floor(F * tokens) tokens go to a second shard (val.bin in the directory
+ * of --out unless --val-out names it) and the rest to --out.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "cli.h"
+
+#define SHARD_MAGIC 20240520
+#define SHARD_VERSION 1
+#define SHARD_HEADER_INTS 256
+
+static const char g_tokenize_help[] =
+    "usage: sublinear tokenize --vocab encoder.json --merges vocab.bpe --out train.bin\n"
+    "                          [--val-fraction F] [--val-out FILE] IN.txt...\n"
+    "Encodes text files with GPT-2's byte-level BPE and writes llm.c's token shard:\n"
+    "a header of 256 int32 [20240520, 1, tokens, 0...], then the tokens as uint16\n"
+    "(all little-endian). Each file is preceded by <|endoftext|> when the vocabulary\n"
+    "has it.\n"
+    "  --vocab FILE         encoder.json (token -> id)\n"
+    "  --merges FILE        vocab.bpe (the merges, in order)\n"
+    "  --out FILE           the training shard\n"
+    "  --val-fraction F     0 <= F < 1: the last floor(F * tokens) tokens go to a\n"
+    "                       validation shard instead (default 0: none)\n"
+    "  --val-out FILE       the validation shard (default: val.bin beside --out)\n";
+
+void cli_tokenize_usage(FILE *f)
+{
+    fputs(g_tokenize_help, f);
+}
+
+typedef struct tokenize_options {
+    const char *vocab, *merges, *out, *val_out;
+    double val_fraction;
+    char val_default[4096];
+    int n_inputs;
+    char **inputs;
+} tokenize_options;
+
+static int parse(int argc, char **argv, tokenize_options *o, int *help)
+{
+    memset(o, 0, sizeof *o);
+    o->inputs = argv;
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+            fputs(g_tokenize_help, stdout);
+            *help = 1;
+            return 0;
+        }
+        if (a[0] != '-' || a[1] == '\0') {
+            o->inputs[o->n_inputs++] = argv[i];
+            continue;
+        }
+        const char **dest = strcmp(a, "--vocab") == 0     ? &o->vocab
+                            : strcmp(a, "--merges") == 0  ? &o->merges
+                            : strcmp(a, "--out") == 0     ? &o->out
+                            : strcmp(a, "--val-out") == 0 ? &o->val_out
+                                                          : NULL;
+        int is_fraction = strcmp(a, "--val-fraction") == 0;
+        if (!dest && !is_fraction)
+            return cli_usage_error("tokenize", "unknown option '%s'", a);
+        if (i + 1 >= argc)
+            return cli_usage_error("tokenize", "%s needs a value", a);
+        const char *v = argv[++i];
+        if (dest) {
+            *dest = v;
+            continue;
+        }
+        char *end;
+        errno = 0;
+        o->val_fraction = strtod(v, &end);
+        if (errno || end == v || *end || !(o->val_fraction >= 0 && o->val_fraction < 1))
+            return cli_usage_error("tokenize", "--val-fraction wants a number in [0, 1), not '%s'", v);
+    }
+    if (!o->vocab || !o->merges || !o->out)
+        return cli_usage_error("tokenize", "--vocab, --merges and --out are required");
+    if (o->n_inputs == 0)
+        return cli_usage_error("tokenize", "no input text files");
+    if (o->val_fraction > 0 && !o->val_out) {
+        const char *slash = strrchr(o->out, '/');
+        int dir = slash ? (int)(slash - o->out + 1) : 0;
+        snprintf(o->val_default, sizeof o->val_default, "%.*sval.bin", dir, o->out);
+        o->val_out = o->val_default;
+    }
+    if (o->val_fraction > 0 && strcmp(o->val_out, o->out) == 0)
+        return cli_usage_error("tokenize", "the validation shard would overwrite --out (%s): give --val-out",
+                               o->out);
+    return 0;
+}
+
+static char *read_whole(const char *path, size_t *n)
+{
+    FILE *f = fopen(path, "rb");
+    struct stat st;
+    if (!f || fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
+        fprintf(stderr, "sublinear tokenize: cannot read %s: %s\n", path,
+                f ? "not a regular file" : strerror(errno));
+        if (f)
+            fclose(f);
+        return NULL;
+    }
+    *n = (size_t)st.st_size;
+    char *text = malloc(*n ? *n : 1);
+    if (!text || fread(text, 1, *n, f) != *n) {
+        fprintf(stderr, "sublinear tokenize: cannot read %s\n", path);
+        free(text);
+        text = NULL;
+    }
+    fclose(f);
+    return text;
+}
+
+/* Appends the ids of one file (after the separator, when sep >= 0). */
+static int encode_file(const sl_tokenizer *tok, const char *path, int32_t sep, uint16_t **tokens,
+                       size_t *count, size_t *cap)
+{
+    size_t n;
+    char *text = read_whole(path, &n);
+    if (!text)
+        return CLI_EXIT_FAIL;
+    int32_t *ids = malloc((n + 1) * sizeof *ids);
+    size_t got = 0;
+    int rc = 0;
+    if (!ids)
+        rc = (fprintf(stderr, "sublinear tokenize: out of memory for %s\n", path), CLI_EXIT_FAIL);
+    else if (sl_tokenizer_encode(tok, text, n, ids + 1, n, &got) != SL_OK)
+        rc = cli_fail(path);
+    if (rc == 0 && sep >= 0)
+        ids[0] = sep;
+    size_t add = got + (sep >= 0);
+    if (rc == 0 && *count + add > *cap) {
+        size_t want = 2 * (*count + add);
+        uint16_t *grown = realloc(*tokens, want * sizeof *grown);
+        if (!grown)
+            rc = (fprintf(stderr, "sublinear tokenize: out of memory for %zu tokens\n", want), CLI_EXIT_FAIL);
+        else
+            *tokens = grown, *cap = want;
+    }
+    for (size_t i = 0; rc == 0 && i < add; i++)
+        (*tokens)[(*count)++] = (uint16_t)ids[i + (sep < 0)];
+    free(ids);
+    free(text);
+    return rc;
+}
+
+static int write_shard(const char *path, const uint16_t *tokens, size_t n)
+{
+    FILE *f = fopen(path, "wb");
+    if (!f) {
+        fprintf(stderr, "sublinear tokenize: cannot write %s: %s\n", path, strerror(errno));
+        return CLI_EXIT_FAIL;
+    }
+    uint8_t header[4 * SHARD_HEADER_INTS] = {0};
+    const uint32_t fields[3] = {SHARD_MAGIC, SHARD_VERSION, (uint32_t)n};
+    for (int i = 0; i < 3; i++)
+        for (int b = 0; b < 4; b++)
+            header[4 * i + b] = (uint8_t)(fields[i] >> (8 * b));
+    int ok = fwrite(header, 1, sizeof header, f) == sizeof header;
+    uint8_t buf[8192];
+    for (size_t i = 0; ok && i < n;) {
+        size_t k = 0;
+        for (; k < sizeof buf && i < n; i++, k += 2) {
+            buf[k] = (uint8_t)tokens[i];
+            buf[k + 1] = (uint8_t)(tokens[i] >> 8);
+        }
+        ok = fwrite(buf, 1, k, f) == k;
+    }
+    if (fclose(f) != 0 || !ok) {
+        fprintf(stderr, "sublinear tokenize: cannot write %s\n", path);
+        remove(path);
+        return CLI_EXIT_FAIL;
+    }
+    return 0;
+}
+
+int cli_cmd_tokenize(int argc, char **argv)
+{
+    tokenize_options o;
+    int help = 0;
+    int rc = parse(argc, argv, &o, &help);
+    if (rc || help)
+        return rc;
+    sl_tokenizer *tok;
+    if (sl_tokenizer_load(o.vocab, o.merges, &tok) != SL_OK)
+        return cli_fail("loading the tokenizer");
+    if (sl_tokenizer_vocab_size(tok) > 65536) {
+        fprintf(stderr, "sublinear tokenize: %d tokens do not fit the shard's uint16\n",
+                sl_tokenizer_vocab_size(tok));
+        sl_tokenizer_free(tok);
+        return CLI_EXIT_FAIL;
+    }
+    int32_t sep = -1;
+    if (sl_tokenizer_token_id(tok, "<|endoftext|>", 13, &sep) != SL_OK)
+        sep = -1;
+    uint16_t *tokens = NULL;
+    size_t count = 0, cap = 0, bytes = 0;
+    for (int i = 0; i < o.n_inputs && rc == 0; i++) {
+        struct stat st;
+        bytes += stat(o.inputs[i], &st) == 0 ? (size_t)st.st_size : 0;
+        rc = encode_file(tok, o.inputs[i], sep, &tokens, &count, &cap);
+    }
+    sl_tokenizer_free(tok);
+    size_t val = (size_t)(o.val_fraction * (double)count);
+    if (rc == 0 && count - val > INT32_MAX)
+        rc = (fprintf(stderr, "sublinear tokenize: %zu tokens: more than a shard holds\n", count), CLI_EXIT_FAIL);
+    if (rc == 0)
+        rc = write_shard(o.out, tokens, count - val);
+    if (rc == 0 && o.val_fraction > 0)
+        rc = write_shard(o.val_out, tokens + count - val, val);
+    if (rc == 0) {
+        printf("tokenize: %d file(s), %zu bytes -> %zu tokens; %s: %zu tokens", o.n_inputs, bytes, count,
+               o.out, count - val);
+        if (o.val_fraction > 0)
+            printf("; %s: %zu tokens", o.val_out, val);
+        printf("\n");
+    }
+    free(tokens);
+    return rc;
+}
