@@ -37,8 +37,14 @@ if(SL_HAVE_CUDA)
   # No C++ exceptions: the backend reports failures as sl_status (nothing in
   # it throws), and without unwind tables the library exports no C++
   # personality reference (DW.ref.__gxx_personality_v0).
+  # --fmad=false: the element rules (src/base/element.h) are the CPU's
+  # arithmetic, which gcc in C11 mode compiles without contracting a * b + c
+  # into one fused multiply-add; nvcc contracts by default, which would
+  # round differently from the tested CPU. These kernels are memory-bound,
+  # so the separate rounding costs nothing measurable (cuDNN and cuBLAS are
+  # not affected).
   target_compile_options(sublinear PRIVATE
-    $<$<COMPILE_LANGUAGE:CUDA>:--extended-lambda -Xcompiler=-Wall,-Wextra,-fno-exceptions -Wno-deprecated-gpu-targets>)
+    $<$<COMPILE_LANGUAGE:CUDA>:--extended-lambda --fmad=false -Xcompiler=-Wall,-Wextra,-fno-exceptions -Wno-deprecated-gpu-targets>)
   if(SL_WERROR)
     target_compile_options(sublinear PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:-Werror=all-warnings>)
   endif()

@@ -36,6 +36,11 @@ typedef struct sl_bn_grid {
 static inline sl_bn_grid sl_bn_grid_for(int n, int c, int hw)
 {
     sl_bn_grid g;
+    if (n < 1 || c < 1 || hw < 1) { /* nothing to sum: one empty part */
+        g.image_groups = g.slices = g.parts = 1;
+        g.slice_len = 32;
+        return g;
+    }
     long long per_channel = (long long)n * hw;
     long long want = (SL_BN_GRID_TARGET_BLOCKS + c - 1) / c;
     long long cap = per_channel / SL_BN_GRID_MIN_VALUES;

@@ -143,6 +143,8 @@ static inline void sl_cuda_plane_grid(size_t planes, int len, dim3 *grid, dim3 *
 #define SL_CUDA_LAUNCH_PLANES(ex, kernel, planes, len, ...)                                    \
     do {                                                                                       \
         sl_cuda_state *lp_ = sl_cuda_ex(ex);                                                   \
+        if ((planes) == 0 || (len) <= 0)                                                       \
+            break; /* nothing to do, and no empty grid to launch */                            \
         dim3 grid_, block_;                                                                    \
         sl_cuda_plane_grid((planes), (len), &grid_, &block_);                                  \
         kernel<<<grid_, block_, 0, lp_->stream>>>(__VA_ARGS__);                                \

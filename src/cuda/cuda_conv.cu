@@ -12,6 +12,7 @@
  */
 #include <mutex>
 #include <new>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -20,7 +21,7 @@
 static const size_t kWorkspaceCap = (size_t)512 << 20; /* bytes one conv may ask for */
 
 /* One geometry's descriptors and algorithms. */
-struct Entry {
+struct sl_conv_entry {
     sl_conv_desc key; /* the geometry (all ints: compared with memcmp) */
     cudnnTensorDescriptor_t x, y, bias;
     cudnnFilterDescriptor_t w;
@@ -69,7 +70,7 @@ static int pick(const Perf *perf, int count, int det, int tf32, size_t *ws)
 /* Writes why building an entry failed into `why` (the entry's own text:
  * the instance's sticky error may hold an unrelated failure, and must not
  * be taken for this geometry's reason, nor this one hidden behind it). */
-#define BUILD_FAIL(what, detail) snprintf(why, sizeof(((Entry *)0)->why), "%s: %s", (what), (detail))
+#define BUILD_FAIL(what, detail) snprintf(why, sizeof(((sl_conv_entry *)0)->why), "%s: %s", (what), (detail))
 #define BUILD_CHECK(call)                                                                      \
     do {                                                                                       \
         cudnnStatus_t bst_ = (call);                                                           \
@@ -91,7 +92,7 @@ static bool make_conv(const sl_conv_desc *d, cudnnMathType_t math,
     return true;
 }
 
-static bool build_into(sl_cuda_state *s, const sl_conv_desc *d, Entry &e)
+static bool build_into(sl_cuda_state *s, const sl_conv_desc *d, sl_conv_entry &e)
 {
     int det = s->deterministic;
     char *why = e.why;
@@ -203,8 +204,9 @@ static bool build_into(sl_cuda_state *s, const sl_conv_desc *d, Entry &e)
 }
 
 #undef BUILD_CHECK
+#undef BUILD_FAIL
 
-static void destroy_entry(Entry *e)
+static void destroy_entry(sl_conv_entry *e)
 {
     if (e->x)
         cudnnDestroyTensorDescriptor(e->x);
@@ -224,23 +226,23 @@ static void destroy_entry(Entry *e)
  * network has tens of geometries). */
 struct sl_cuda_conv_cache {
     std::mutex lock;
-    Entry **entries;
+    sl_conv_entry **entries;
     int count, capacity;
 };
 
 /* A new entry for geometry d, built, appended to c (locked); NULL when out
  * of memory. */
-static Entry *add_entry(sl_cuda_state *s, sl_cuda_conv_cache *c, const sl_conv_desc *d)
+static sl_conv_entry *add_entry(sl_cuda_state *s, sl_cuda_conv_cache *c, const sl_conv_desc *d)
 {
     if (c->count == c->capacity) {
         int cap = c->capacity ? 2 * c->capacity : 16;
-        Entry **grown = (Entry **)realloc(c->entries, (size_t)cap * sizeof *grown);
+        sl_conv_entry **grown = (sl_conv_entry **)realloc(c->entries, (size_t)cap * sizeof *grown);
         if (!grown)
             return NULL;
         c->entries = grown;
         c->capacity = cap;
     }
-    Entry *e = (Entry *)calloc(1, sizeof *e);
+    sl_conv_entry *e = (sl_conv_entry *)calloc(1, sizeof *e);
     if (!e)
         return NULL;
     e->key = *d;
@@ -251,7 +253,7 @@ static Entry *add_entry(sl_cuda_state *s, sl_cuda_conv_cache *c, const sl_conv_d
 
 /* The cached entry of a geometry, built on first use; NULL when it has no
  * usable algorithm or memory ran out, with *why saying which. */
-static const Entry *find(sl_cuda_state *s, const sl_conv_desc *d, const char **why)
+static const sl_conv_entry *find(sl_cuda_state *s, const sl_conv_desc *d, const char **why)
 {
     sl_cuda_conv_cache *c;
     {
@@ -268,7 +270,7 @@ static const Entry *find(sl_cuda_state *s, const sl_conv_desc *d, const char **w
     }
     std::lock_guard<std::mutex> g(c->lock);
     sl_conv_desc key = *d;
-    Entry *e = NULL;
+    sl_conv_entry *e = NULL;
     for (int i = 0; i < c->count && !e; i++)
         if (memcmp(&c->entries[i]->key, &key, sizeof key) == 0)
             e = c->entries[i];
@@ -288,10 +290,10 @@ static const Entry *find(sl_cuda_state *s, const sl_conv_desc *d, const char **w
 /* find for a kernel: a failure is recorded in the instance for sync (every
  * use fails, so a later step cannot pass silently after the first sync
  * reported it). */
-static const Entry *lookup(sl_cuda_state *s, const sl_conv_desc *d)
+static const sl_conv_entry *lookup(sl_cuda_state *s, const sl_conv_desc *d)
 {
     const char *why = NULL;
-    const Entry *e = find(s, d, &why);
+    const sl_conv_entry *e = find(s, d, &why);
     if (!e)
         sl_cuda_record(s, __FILE__, __LINE__, "convolution", why);
     return e;
@@ -319,7 +321,7 @@ extern "C" size_t sl_cuda_conv2d_workspace_bytes(const sl_backend *be, const sl_
 {
     sl_cuda_state *s = sl_cuda_of(be);
     const char *why = NULL;
-    const Entry *e = find(s, d, &why);
+    const sl_conv_entry *e = find(s, d, &why);
     if (e)
         return e->ws[pass];
     /* this geometry's own reason, set here: the instance's sticky error is
@@ -336,7 +338,7 @@ extern "C" void sl_cuda_conv2d_forward(const sl_exec *ex, const sl_conv_desc *d,
                                          const float *w, const float *bias, float *y, void *ws)
 {
     sl_cuda_state *s = sl_cuda_ex(ex);
-    const Entry *e = lookup(s, d);
+    const sl_conv_entry *e = lookup(s, d);
     if (!e)
         return;
     SL_CUDNN_CHECK(s, cudnnConvolutionForward(s->cudnn, &kOne, e->x, x, e->w, w,
@@ -351,7 +353,7 @@ extern "C" void sl_cuda_conv2d_backward_data(const sl_exec *ex, const sl_conv_de
                                                int accumulate, void *ws)
 {
     sl_cuda_state *s = sl_cuda_ex(ex);
-    const Entry *e = lookup(s, d);
+    const sl_conv_entry *e = lookup(s, d);
     if (!e)
         return;
     SL_CUDNN_CHECK(s, cudnnConvolutionBackwardData(s->cudnn, &kOne, e->w, w, e->y, dy,
@@ -365,7 +367,7 @@ extern "C" void sl_cuda_conv2d_backward_filter(const sl_exec *ex, const sl_conv_
                                                  float *dbias, void *ws)
 {
     sl_cuda_state *s = sl_cuda_ex(ex);
-    const Entry *e = lookup(s, d);
+    const sl_conv_entry *e = lookup(s, d);
     if (!e)
         return;
     SL_CUDNN_CHECK(s, cudnnConvolutionBackwardFilter(s->cudnn, &kOne, e->x, x, e->y, dy,

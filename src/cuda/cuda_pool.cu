@@ -69,12 +69,14 @@ static __global__ void maxpool_bwd(size_t planes, sl_pool_desc d, const int32_t 
         const float *g = dy + plane * d.oh * d.ow;
         const int32_t *am = argmax + plane * d.oh * d.ow;
         int me = ih * d.w + iw;
-        float acc = 0.0f;
+        /* accumulating, start from dx as the CPU's scatter does: its sum
+         * is ((dx + g1) + g2) ..., in the same window order */
+        float acc = accumulate ? dx[i] : 0.0f;
         for (int oy = ylo; oy <= yhi; oy++)
             for (int ox = xlo; ox <= xhi; ox++)
                 if (am[oy * d.ow + ox] == me)
                     acc += g[oy * d.ow + ox];
-        sl_put(&dx[i], acc, accumulate);
+        dx[i] = acc;
     }
 }
 
@@ -105,11 +107,11 @@ static __global__ void avgpool_bwd(size_t planes, sl_pool_desc d, const float *d
         windows(ih, d.kh, d.sh, d.ph, d.oh, &ylo, &yhi);
         windows(iw, d.kw, d.sw, d.pw, d.ow, &xlo, &xhi);
         const float *g = dy + plane * d.oh * d.ow;
-        float area = sl_avgpool_area(&d), acc = 0.0f;
+        float area = sl_avgpool_area(&d), acc = accumulate ? dx[i] : 0.0f;
         for (int oy = ylo; oy <= yhi; oy++)
             for (int ox = xlo; ox <= xhi; ox++)
                 acc += sl_avgpool_grad(g[oy * d.ow + ox], area);
-        sl_put(&dx[i], acc, accumulate);
+        dx[i] = acc;
     }
 }
 

@@ -30,6 +30,7 @@
 struct sl_nccl {
     ncclComm_t comm;
     int comm_ok;
+    double timeout_seconds; /* the membership's, for the teardown */
     cudaStream_t stream;  /* communication */
     cudaStream_t compute; /* the backend instance's stream */
     cudaEvent_t ready, done;
@@ -132,6 +133,7 @@ sl_status sl_nccl_create(sl_dist *d, struct sl_nccl **out)
     if (!n)
         return SL_ERR_NOMEM;
     n->compute = (cudaStream_t)sl_cuda_backend_stream(d->net->ctx->backend);
+    n->timeout_seconds = d->opts.timeout_seconds;
     cudaError_t e = cudaStreamCreateWithFlags(&n->stream, cudaStreamNonBlocking);
     if (e == cudaSuccess)
         e = cudaEventCreateWithFlags(&n->ready, cudaEventDisableTiming);
@@ -169,10 +171,23 @@ void sl_nccl_destroy(struct sl_nccl *n, int abort)
     if (!n)
         return;
     if (n->comm_ok) {
-        if (abort)
-            ncclCommAbort(n->comm);
-        else
+        /* A non-blocking communicator is finalised first (a collective
+         * with the other ranks that may answer ncclInProgress), polled
+         * against the membership's timeout, and only then destroyed; a
+         * finalise that fails or outlasts the timeout aborts instead, so
+         * a peer that went away cannot hang this rank's teardown. */
+        ncclResult_t r = abort ? ncclInternalError : ncclCommFinalize(n->comm);
+        if (r == ncclInProgress) {
+            comm_probe p = {n->comm, r};
+            r = sl_poll_until(comm_ready, &p, MPI_Wtime() + n->timeout_seconds, MPI_Wtime) ==
+                        SL_POLL_DONE
+                    ? ncclSuccess
+                    : ncclInternalError;
+        }
+        if (r == ncclSuccess)
             ncclCommDestroy(n->comm);
+        else
+            ncclCommAbort(n->comm);
     }
     if (n->ready)
         cudaEventDestroy(n->ready);
@@ -210,7 +225,11 @@ static sl_poll stream_done(void *state)
         return SL_POLL_FAILED;
     forget_not_ready();
     p->e = cudaSuccess;
-    ncclCommGetAsyncError(p->n->comm, &p->async);
+    ncclResult_t r = ncclCommGetAsyncError(p->n->comm, &p->async);
+    if (r != ncclSuccess) { /* the query itself failed: fail now, not at the timeout */
+        p->async = r;
+        return SL_POLL_FAILED;
+    }
     return p->async == ncclSuccess || p->async == ncclInProgress ? SL_POLL_PENDING
                                                                  : SL_POLL_FAILED;
 }
