@@ -16,6 +16,7 @@
 
 #include "bpe_files.h"
 #include "cli_run.h"
+#include "harness.h"
 #include "sublinear.h"
 
 #define DATA_DIR SL_TEST_SOURCE_DIR "/../data"
@@ -172,10 +173,7 @@ int main(void)
     tcase_add_test(tc, test_cli_tokenize_refuses_bad_arguments_and_files);
     tcase_add_test(tc, test_cli_tokenize_gpt2_shard_matches_the_library_on_hamlet);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
+    int failed = th_run_suite(s);
     cr_cleanup();
     return failed ? EXIT_FAILURE : EXIT_SUCCESS;
 }

@@ -21,43 +21,22 @@
 
 #include "base/base.h"
 #include "bpe_files.h"
+#include "cli_run.h"
+#include "harness.h"
 #include "sublinear.h"
 
 #define DATA_DIR SL_TEST_SOURCE_DIR "/../data"
 #define ENCODER_JSON DATA_DIR "/gpt2/encoder.json"
 #define VOCAB_BPE DATA_DIR "/gpt2/vocab.bpe"
 
-static char g_dir[] = "/tmp/sl_test_tokenizer_XXXXXX";
-
+/* A path in the scratch directory (cli_run.h); four live at once. */
 static char *path_in_dir(const char *name)
 {
     static char path[4][512];
     static int next;
     char *p = path[next++ % 4];
-    snprintf(p, sizeof path[0], "%s/%s", g_dir, name);
+    snprintf(p, sizeof path[0], "%s/%s", cr_dir(), name);
     return p;
-}
-
-static void write_file(const char *path, const void *data, size_t n)
-{
-    FILE *f = fopen(path, "wb");
-    ck_assert_ptr_nonnull(f);
-    ck_assert_uint_eq(fwrite(data, 1, n, f), n);
-    fclose(f);
-}
-
-static char *read_file(const char *path, size_t *n)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    fseek(f, 0, SEEK_END);
-    *n = (size_t)ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *b = malloc(*n + 1);
-    ck_assert(b && fread(b, 1, *n, f) == *n);
-    fclose(f);
-    return b;
 }
 
 static int have_gpt2_files(const char *test)
@@ -158,12 +137,12 @@ START_TEST(test_tokenizer_bad_files_are_refused_with_messages)
     /* Truncated or foreign encoder.json. */
     write_small("", "");
     size_t n;
-    char *json = read_file(path_in_dir("small.json"), &n);
+    char *json = cr_read(path_in_dir("small.json"), &n);
     sl_tokenizer *tok = NULL;
-    write_file(path_in_dir("cut.json"), json, n / 2);
+    cr_write("cut.json", json, n / 2);
     ck_assert_int_eq(sl_tokenizer_load(path_in_dir("cut.json"), path_in_dir("small.bpe"), &tok), SL_ERR_FORMAT);
     ck_assert_ptr_nonnull(strstr(sl_last_error(), "cut.json"));
-    write_file(path_in_dir("list.json"), "[1, 2]", 6);
+    cr_write("list.json", "[1, 2]", 6);
     ck_assert_int_eq(sl_tokenizer_load(path_in_dir("list.json"), path_in_dir("small.bpe"), &tok), SL_ERR_FORMAT);
     ck_assert_ptr_nonnull(strstr(sl_last_error(), "not a JSON object"));
     ck_assert_int_eq(sl_tokenizer_load(path_in_dir("small.bpe"), path_in_dir("small.json"), &tok), SL_ERR_FORMAT);
@@ -171,7 +150,7 @@ START_TEST(test_tokenizer_bad_files_are_refused_with_messages)
     ck_assert_ptr_nonnull(strstr(sl_last_error(), "#version"));
     ck_assert_int_eq(sl_tokenizer_load(path_in_dir("none.json"), path_in_dir("small.bpe"), &tok), SL_ERR_IO);
     ck_assert_ptr_nonnull(strstr(sl_last_error(), "none.json"));
-    ck_assert_int_eq(sl_tokenizer_load(path_in_dir("small.json"), g_dir, &tok), SL_ERR_IO);
+    ck_assert_int_eq(sl_tokenizer_load(path_in_dir("small.json"), cr_dir(), &tok), SL_ERR_IO);
     ck_assert_ptr_null(tok);
     free(json);
 }
@@ -248,7 +227,7 @@ static size_t write_corpus(const char *path, size_t shakespeare, size_t unicode)
         char name[1024];
         snprintf(name, sizeof name, DATA_DIR "/shakespeare/%s", names[i]->d_name);
         size_t n;
-        char *text = total < shakespeare ? read_file(name, &n) : NULL;
+        char *text = total < shakespeare ? cr_read(name, &n) : NULL;
         if (text) {
             if (n > shakespeare - total)
                 n = shakespeare - total;
@@ -311,8 +290,8 @@ START_TEST(test_tokenizer_gpt2_matches_tiktoken_on_a_megabyte_of_text)
     }
     ck_assert_msg(WIFEXITED(rc) && WEXITSTATUS(rc) == 0, "%s failed", cmd);
     size_t ref_bytes, n;
-    int32_t *ref = (int32_t *)read_file(path_in_dir("corpus.ids"), &ref_bytes);
-    char *text = read_file(corpus, &n);
+    int32_t *ref = (int32_t *)cr_read(path_in_dir("corpus.ids"), &ref_bytes);
+    char *text = cr_read(corpus, &n);
     ck_assert(ref && text);
     size_t ref_n = ref_bytes / 4, got_n = 0;
     int32_t *got = malloc(n * sizeof *got);
@@ -390,10 +369,7 @@ END_TEST
 
 int main(void)
 {
-    if (!mkdtemp(g_dir)) {
-        perror("mkdtemp");
-        return EXIT_FAILURE;
-    }
+    cr_init();
     Suite *s = suite_create("tokenizer");
     TCase *tc = tcase_create("bpe");
     tcase_set_timeout(tc, 120);
@@ -404,13 +380,7 @@ int main(void)
     tcase_add_test(tc, test_tokenizer_gpt2_matches_tiktoken_on_a_megabyte_of_text);
     tcase_add_test(tc, test_tokenizer_gpt2_decode_of_encode_is_identity_on_any_bytes);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    char cmd[600];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
-    if (system(cmd) != 0)
-        fprintf(stderr, "could not remove %s\n", g_dir);
+    int failed = th_run_suite(s);
+    cr_cleanup();
     return failed ? EXIT_FAILURE : EXIT_SUCCESS;
 }

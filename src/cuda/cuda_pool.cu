@@ -55,26 +55,37 @@ static __device__ void windows(int i, int k, int s, int p, int out, int *lo, int
     *hi = b < out - 1 ? b : out - 1;
 }
 
+/* The outputs whose windows hold cell j of an input plane: rows
+ * ylo..yhi, columns xlo..xhi (the backward gathers' loop bounds). */
+struct out_range {
+    int ylo, yhi, xlo, xhi;
+};
+
+static __device__ out_range outputs_reading(int j, const sl_pool_desc &d)
+{
+    int ih = j / d.w, iw = j - ih * d.w;
+    out_range r;
+    windows(ih, d.kh, d.sh, d.ph, d.oh, &r.ylo, &r.yhi);
+    windows(iw, d.kw, d.sw, d.pw, d.ow, &r.xlo, &r.xhi);
+    return r;
+}
+
 static __global__ void maxpool_bwd(size_t planes, sl_pool_desc d, const int32_t *argmax,
                                    const float *dy, float *dx, int accumulate)
 {
     int len = d.h * d.w;
     PLANE_LOOP(plane, j, planes, len)
     {
-        int ih = j / d.w, iw = j - ih * d.w;
         size_t i = plane * (size_t)len + (size_t)j;
-        int ylo, yhi, xlo, xhi;
-        windows(ih, d.kh, d.sh, d.ph, d.oh, &ylo, &yhi);
-        windows(iw, d.kw, d.sw, d.pw, d.ow, &xlo, &xhi);
+        out_range r = outputs_reading(j, d);
         const float *g = dy + plane * d.oh * d.ow;
         const int32_t *am = argmax + plane * d.oh * d.ow;
-        int me = ih * d.w + iw;
         /* accumulating, start from dx as the CPU's scatter does: its sum
          * is ((dx + g1) + g2) ..., in the same window order */
         float acc = accumulate ? dx[i] : 0.0f;
-        for (int oy = ylo; oy <= yhi; oy++)
-            for (int ox = xlo; ox <= xhi; ox++)
-                if (am[oy * d.ow + ox] == me)
+        for (int oy = r.ylo; oy <= r.yhi; oy++)
+            for (int ox = r.xlo; ox <= r.xhi; ox++)
+                if (am[oy * d.ow + ox] == j) /* argmax: the flat h*w index */
                     acc += g[oy * d.ow + ox];
         dx[i] = acc;
     }
@@ -101,15 +112,12 @@ static __global__ void avgpool_bwd(size_t planes, sl_pool_desc d, const float *d
     int len = d.h * d.w;
     PLANE_LOOP(plane, j, planes, len)
     {
-        int ih = j / d.w, iw = j - ih * d.w;
         size_t i = plane * (size_t)len + (size_t)j;
-        int ylo, yhi, xlo, xhi;
-        windows(ih, d.kh, d.sh, d.ph, d.oh, &ylo, &yhi);
-        windows(iw, d.kw, d.sw, d.pw, d.ow, &xlo, &xhi);
+        out_range r = outputs_reading(j, d);
         const float *g = dy + plane * d.oh * d.ow;
         float area = sl_avgpool_area(&d), acc = accumulate ? dx[i] : 0.0f;
-        for (int oy = ylo; oy <= yhi; oy++)
-            for (int ox = xlo; ox <= xhi; ox++)
+        for (int oy = r.ylo; oy <= r.yhi; oy++)
+            for (int ox = r.xlo; ox <= r.xhi; ox++)
                 acc += sl_avgpool_grad(g[oy * d.ow + ox], area);
         dx[i] = acc;
     }

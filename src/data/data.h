@@ -14,7 +14,8 @@
 
 typedef struct sl_synthetic sl_synthetic;
 
-/* The generator of sl_dataset_synthetic (same arguments and errors). */
+/* The generator of sl_dataset_synthetic (same arguments and errors; out
+ * is checked by the caller). */
 sl_status sl_synthetic_create(int num_classes, int channels, int height, int width,
                               uint64_t seed, sl_synthetic **out);
 void sl_synthetic_free(sl_synthetic *s);

@@ -117,8 +117,6 @@ static void dataset_make_pattern(uint64_t seed, uint64_t class_channel, int heig
 sl_status sl_synthetic_create(int num_classes, int channels, int height, int width,
                               uint64_t seed, sl_synthetic **out)
 {
-    if (!out)
-        return sl_set_error(SL_ERR_INVALID_ARG, "sl_dataset_synthetic: out is NULL");
     if (num_classes < 2)
         return sl_set_error(SL_ERR_INVALID_ARG,
                             "sl_dataset_synthetic: num_classes must be >= 2, got %d", num_classes);
