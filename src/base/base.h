@@ -76,6 +76,12 @@ void *sl_zalloc(size_t bytes, const char *what);
 void *sl_aligned_zalloc(size_t bytes, const char *what);
 void sl_aligned_free(void *p);
 
+/* Reads a regular file whole into *data (free with sl_free), followed by
+ * a NUL that *bytes does not count (so text can be parsed in place).
+ * SL_ERR_IO (a missing, unreadable or not regular file) or SL_ERR_NOMEM,
+ * with a message that starts with fn and names the file. */
+sl_status sl_read_whole_file(const char *path, const char *fn, uint8_t **data, size_t *bytes);
+
 /* Host memory this process may still take (sysmem.c): the least of
  * MemAvailable, the room under the memory cgroup's limit and the room
  * under RLIMIT_AS, with the binding one's limit, use and name. known = 0

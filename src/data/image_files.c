@@ -7,7 +7,6 @@
  * a message naming the file.
  */
 #define _POSIX_C_SOURCE 200809L
-#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -28,31 +27,13 @@ static uint32_t be32(const uint8_t *p)
     return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
 }
 
-/* Reads a whole regular file. Returns 0, or -1 with a message. */
+/* Reads a whole regular file (sl_read_whole_file) and refuses a gzip one.
+ * Returns 0, or -1 with a message. */
 static int read_whole(const char *path, uint8_t **data, size_t *size)
 {
-    FILE *f = fopen(path, "rb");
-    struct stat st;
     *data = NULL;
-    if (!f) {
-        sl_set_error(SL_ERR_IO, "cannot open %s: %s", path, strerror(errno));
+    if (sl_read_whole_file(path, "dataset", data, size) != SL_OK)
         return -1;
-    }
-    if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
-        sl_set_error(SL_ERR_IO, "%s is not a regular file", path);
-        fclose(f);
-        return -1;
-    }
-    *size = (size_t)st.st_size;
-    *data = sl_malloc(*size ? *size : 1);
-    if (!*data || fread(*data, 1, *size, f) != *size) {
-        sl_set_error(*data ? SL_ERR_IO : SL_ERR_NOMEM, *data ? "cannot read %s" : "out of memory reading %s", path);
-        sl_free(*data);
-        *data = NULL;
-        fclose(f);
-        return -1;
-    }
-    fclose(f);
     if (*size >= 2 && (*data)[0] == 0x1f && (*data)[1] == 0x8b) {
         sl_set_error(SL_ERR_FORMAT, "%s is gzip-compressed: unpack it first (gunzip)", path);
         sl_free(*data);

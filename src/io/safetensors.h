@@ -137,7 +137,4 @@ void sl_atomic_test_fail_after(long long bytes);
 /* Tests only: the errno those failures report (default EIO). */
 void sl_atomic_test_fail_errno(int err);
 
-/* Reads a regular file whole into *data (free()); SL_ERR_IO on failure. */
-sl_status sl_read_whole_file(const char *path, const char *fn, uint8_t **data, size_t *bytes);
-
 #endif

@@ -8,10 +8,8 @@
  * (left id, right id) -> merge.
  */
 #define _DEFAULT_SOURCE
-#include <errno.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "io/json.h"
 #include "text/bpe.h"
@@ -64,32 +62,12 @@ static size_t table_slots(size_t n)
     return slots;
 }
 
-/* Reads a whole regular file into a NUL-terminated buffer. */
+/* A vocabulary file whole, NUL-terminated (sl_read_whole_file). */
 static sl_status read_text(const char *path, const char *what, char **data, size_t *size)
 {
-    *data = NULL;
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return sl_set_error(SL_ERR_IO, "cannot open the %s %s: %s", what, path, strerror(errno));
-    struct stat st;
-    if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
-        fclose(f);
-        return sl_set_error(SL_ERR_IO, "the %s %s is not a regular file", what, path);
-    }
-    *size = (size_t)st.st_size;
-    *data = sl_malloc(*size + 1);
-    if (!*data || fread(*data, 1, *size, f) != *size) {
-        sl_status st_ = *data ? sl_set_error(SL_ERR_IO, "cannot read the %s %s", what, path)
-                              : sl_set_error(SL_ERR_NOMEM, "out of memory reading the %s %s (%zu bytes)",
-                                             what, path, *size);
-        sl_free(*data);
-        *data = NULL;
-        fclose(f);
-        return st_;
-    }
-    fclose(f);
-    (*data)[*size] = '\0';
-    return SL_OK;
+    char fn[64];
+    snprintf(fn, sizeof fn, "sl_tokenizer_load: the %s", what);
+    return sl_read_whole_file(path, fn, (uint8_t **)data, size);
 }
 
 /* Fills tok's token bytes, offsets, the bytes table and byte_id from the
