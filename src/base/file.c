@@ -3,6 +3,7 @@
  * loaders (model and snapshot files, io), the image datasets (data) and the
  * tokenizer's vocabulary (text).
  */
+#define _POSIX_C_SOURCE 200809L
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
