@@ -64,6 +64,7 @@ static int missing_members(const sl_backend *t, char *missing, size_t size)
     REQUIRE(bias_add);
     REQUIRE(bias_backward);
     REQUIRE(softmax_xent);
+    REQUIRE(lm_xent);
     REQUIRE(sgd_update);
     REQUIRE(adam_update);
 #undef REQUIRE

@@ -77,6 +77,33 @@ SL_API sl_status sl_dataset_get_info(const sl_dataset *ds, sl_dataset_info *out)
 SL_API sl_status sl_dataset_batch(const sl_dataset *ds, sl_split split, int64_t index, int n,
                            float *x, int *labels);
 
+/* ------------------------------------------------------------------ */
+/* Token shards (llm.c's format)                                       */
+/* ------------------------------------------------------------------ */
+
+/* A file of tokens as llm.c writes them (and `sublinear tokenize`): a
+ * header of 256 int32 [20240520, 1, count, 0 ...], then count uint16
+ * tokens. Held in memory whole. */
+typedef struct sl_token_shard sl_token_shard;
+
+/* Reads a shard. SL_ERR_IO when the file cannot be read, SL_ERR_FORMAT
+ * naming what is wrong when it is not a shard (another magic or version,
+ * a size that does not match its count). */
+SL_API sl_status sl_token_shard_open(const char *path, sl_token_shard **out);
+SL_API void sl_token_shard_free(sl_token_shard *s);
+/* The number of tokens in the shard. */
+SL_API size_t sl_token_shard_count(const sl_token_shard *s);
+/* How many distinct batches of batch x seq positions the shard holds:
+ * (count - 1) / (batch * seq); 0 when it is too short for one. */
+SL_API int64_t sl_token_shard_batches(const sl_token_shard *s, int batch, int seq);
+/* Batch `index` (wrapping around: index counts on through epochs) as
+ * llm.c's loader cuts it: batch * seq + 1 consecutive tokens from position
+ * (index mod batches) * batch * seq; ids gets the first batch * seq and
+ * targets the same shifted by one (the next token at every position).
+ * SL_ERR_SHAPE when the shard is too short for one batch. */
+SL_API sl_status sl_token_shard_batch(const sl_token_shard *s, int64_t index, int batch, int seq,
+                                      int32_t *ids, int32_t *targets);
+
 #ifdef __cplusplus
 }
 #endif

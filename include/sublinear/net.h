@@ -196,7 +196,11 @@ SL_API sl_status sl_net_set_lr(sl_net *net, float lr);
 
 typedef struct sl_step_result {
     float loss;   /* mean softmax cross-entropy over the batch */
-    int correct;  /* samples whose arg-max logit equals the label */
+    int correct;  /* samples (positions, with a language-model head) whose
+                     arg-max logit equals the label */
+    int counted;  /* samples the loss averages over: the batch, or with a
+                     language-model head the positions whose label is not
+                     the ignore index */
 } sl_step_result;
 
 /* Forward in evaluation mode (running BN statistics, no dropout). x holds
@@ -225,6 +229,46 @@ SL_API sl_status sl_net_forward_backward(sl_net *net, const float *x, sl_shape s
 /* sl_net_compute_gradients followed by sl_net_update. */
 SL_API sl_status sl_net_train_step(sl_net *net, const float *x, sl_shape shape,
                             const int *labels, sl_step_result *result);
+
+/* ------------------------------------------------------------------ */
+/* Language models                                                     */
+/* ------------------------------------------------------------------ */
+
+/* Ends the network with a language-model head tied to the parameter named
+ * `weight` ([vocab, C], such as GPT-2's "transformer.wte.weight"). The last
+ * layer gives hidden states of C channels per position (sequence tensors
+ * {B, C, T, 1}, stored position by position) and the logits of a row h are
+ * h W^T. The head is fused with the loss, softmax cross-entropy averaged
+ * over the positions whose label is not ignore_index (which must lie
+ * outside [0, vocab); PyTorch uses -100): rows go through in chunks of
+ * chunk_rows (0: about 32 MiB of logits at a time), so the B*T x vocab
+ * logits never exist, in forward or backward; a chunk of every row is the
+ * plain computation. W then gets gradient from the head and from its own
+ * layer. Finalises the network (no more sl_net_add); call it again to
+ * change ignore_index or chunk_rows. With a head, sl_net_predict gives
+ * logits (vocab per position, sl_net_output_shape says so) and labels are
+ * per position. */
+SL_API sl_status sl_net_set_lm_head(sl_net *net, const char *weight, int ignore_index,
+                                    int chunk_rows);
+
+/* Token runs of a network with a language-model head, on input shape
+ * {batch, 1, seq, 1}. ids and targets hold batch x seq int32 values, row
+ * by row, as llm.c's token shards give them: ids in [0, vocab), targets in
+ * [0, vocab) or the ignore index. result->loss is the mean over counted
+ * positions (0 when every target is ignored), result->correct the
+ * positions predicted right, result->counted the positions counted. */
+SL_API sl_status sl_net_compute_gradients_tokens(sl_net *net, const int32_t *ids,
+                                                 const int32_t *targets, int batch, int seq,
+                                                 sl_step_result *result);
+/* sl_net_compute_gradients_tokens followed by sl_net_update. */
+SL_API sl_status sl_net_train_step_tokens(sl_net *net, const int32_t *ids, const int32_t *targets,
+                                          int batch, int seq, sl_step_result *result);
+/* The loss in evaluation mode (no dropout), without gradients. */
+SL_API sl_status sl_net_evaluate_tokens(sl_net *net, const int32_t *ids, const int32_t *targets,
+                                        int batch, int seq, sl_step_result *result);
+/* The logits of every position: batch x seq x vocab floats, caller-allocated. */
+SL_API sl_status sl_net_predict_tokens(sl_net *net, const int32_t *ids, int batch, int seq,
+                                       float *logits);
 
 /* Number of optimizer steps taken. */
 SL_API int64_t sl_net_step_count(const sl_net *net);

@@ -132,6 +132,9 @@ typedef void sl_softmax_xent_fn(const sl_exec *ex, int n, int classes, const flo
                                 const int *labels, float *dlogits, float *loss, int *correct,
                                 void *ws);
 typedef size_t sl_softmax_xent_workspace_bytes_fn(const sl_backend *be, int n);
+typedef void sl_lm_xent_fn(const sl_exec *ex, int rows, int vocab, float *logits,
+                           const int *labels, int ignore_index, float scale, int grad,
+                           double *row_loss, int *row_hit);
 typedef void sl_sgd_update_fn(const sl_exec *ex, size_t count, float *w, const float *g, float *mom,
                               float lr, float momentum, float weight_decay, int nesterov,
                               int first);
@@ -265,6 +268,13 @@ struct sl_backend {
     /* (optional) Workspace bytes softmax_xent needs for n rows; NULL: none
      * (the CPU). */
     sl_softmax_xent_workspace_bytes_fn *softmax_xent_workspace_bytes;
+    /* A language model's loss on one chunk of rows x vocab logits (device
+     * memory, as labels, row_loss and row_hit): for each row whose label
+     * is not ignore_index, row_loss = -log softmax(row)[label] (double),
+     * row_hit = 1 when the row's first arg-max is the label, and with grad
+     * the row is overwritten by (softmax - onehot) * scale; an ignored row
+     * gets loss 0, hit 0 and (with grad) a zero gradient. */
+    sl_lm_xent_fn *lm_xent;
 
     /* Optimizer updates over count parameters (PyTorch's rules). */
     sl_sgd_update_fn *sgd_update;

@@ -301,6 +301,29 @@ SL_HD static inline double sl_xent_row_loss(const float *x, int classes, float m
     return log(s) - ((double)x[label] - (double)mx);
 }
 
+/* One row of a language model's loss (backend lm_xent): the loss and hit
+ * of row x against label, then, with grad, x overwritten in place by
+ * (softmax(x) - onehot(label)) * scale. A row labelled ignore_index counts
+ * nothing and gets a zero gradient. */
+SL_HD static inline void sl_lm_xent_row(float *x, int vocab, int label, int ignore_index,
+                                        float scale, int grad, double *loss, int *hit)
+{
+    if (label == ignore_index) {
+        *loss = 0.0;
+        *hit = 0;
+        if (grad)
+            for (int j = 0; j < vocab; j++)
+                x[j] = 0.0f;
+        return;
+    }
+    int arg;
+    float mx = sl_row_max(x, vocab, &arg);
+    *loss = sl_xent_row_loss(x, vocab, mx, label);
+    *hit = arg == label;
+    if (grad)
+        sl_xent_row_grad(x, vocab, mx, label, scale, x); /* reads x[j] before writing it */
+}
+
 /* ---- optimizer updates (PyTorch's rules) ---- */
 
 /* torch.optim.SGD with dampening 0 on parameter i; mom may be NULL when

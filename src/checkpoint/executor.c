@@ -84,6 +84,21 @@ static void run_backward(runner *r, const sl_graph *g, const sl_shapes *sh, cons
     nd->layer->ops->backward(nd->layer, ex, &a);
 }
 
+/* The language-model head's loss step: in training the loss, the hidden
+ * states' gradient and the tied weight's; in inference the logits and,
+ * with labels, the loss. */
+static void run_head(runner *r, const sl_graph *g, sl_shape ls, const sl_step *st,
+                     const sl_exec *ex, sl_run_io *io)
+{
+    int rows = ls.n * ls.h * ls.w;
+    sl_lm_head_result res;
+    sl_lm_head_run(g->head, ex, rows, ptr(r, st->y), io->labels, ptr(r, st->dy),
+                   io->logits_out, ptr(r, st->ws), &res);
+    io->loss = res.counted ? (float)(res.loss_sum / res.counted) : 0.0f;
+    io->correct = res.hits;
+    io->counted = res.counted;
+}
+
 /* Debug: fills every storage whose life ended at `step` with NaN, so a
  * read the plan did not foresee sees garbage instead of a stale value. */
 static void poison_dead(const sl_program *p, const sl_plan *pl, char *arena, int step)
@@ -106,6 +121,13 @@ void sl_execute(const sl_graph *g, const sl_shapes *sh, const sl_program *p, con
         ex->be->upload(ex, ptr(&r, 0), io->input, p->values[0].bytes);
     for (int s = 0; s < p->n_steps; s++) {
         const sl_step *st = &p->steps[s];
+        /* Before the first write of a parameter gradient: a backward, or
+         * the loss of a language-model head (it adds its weight's). */
+        if (!grads_zeroed && p->mode == SL_MODE_TRAIN &&
+            (st->kind == SL_STEP_BWD || st->kind == SL_STEP_LOSS)) {
+            zero_param_grads(g, ex);
+            grads_zeroed = 1;
+        }
         switch (st->kind) {
         case SL_STEP_FWD:
         case SL_STEP_REFWD:
@@ -113,6 +135,10 @@ void sl_execute(const sl_graph *g, const sl_shapes *sh, const sl_program *p, con
             break;
         case SL_STEP_LOSS: {
             sl_shape ls = sh->tensor[g->n_nodes];
+            if (g->head) {
+                run_head(&r, g, ls, st, ex, io);
+                break;
+            }
             if (io->logits_out)
                 ex->be->download(ex, io->logits_out, ptr(&r, st->y), p->values[st->y].bytes);
             if (io->dy_in)
@@ -123,10 +149,6 @@ void sl_execute(const sl_graph *g, const sl_shapes *sh, const sl_program *p, con
             break;
         }
         case SL_STEP_BWD:
-            if (!grads_zeroed) {
-                zero_param_grads(g, ex);
-                grads_zeroed = 1;
-            }
             run_backward(&r, g, sh, st, ctx, ex);
             break;
         }
@@ -135,7 +157,7 @@ void sl_execute(const sl_graph *g, const sl_shapes *sh, const sl_program *p, con
         if (io->after_step)
             io->after_step(io->after_step_user, s);
     }
-    if (io->logits_out && p->mode == SL_MODE_INFER)
+    if (io->logits_out && p->mode == SL_MODE_INFER && !g->head)
         ex->be->download(ex, io->logits_out, ptr(&r, p->logits), p->values[p->logits].bytes);
     if (io->dx_out && p->input_grad >= 0)
         ex->be->download(ex, io->dx_out, ptr(&r, p->input_grad), p->values[p->input_grad].bytes);

@@ -183,6 +183,7 @@ typedef struct sl_run_io {
     float *dx_out;      /* the input's gradient, when the program has it */
     float loss;
     int correct;
+    int counted;        /* rows the loss counts (a head's labels not ignored) */
     int poison;         /* debug: NaN-fill storage as soon as it dies */
     size_t arena_touched; /* high-water mark of arena bytes the run used */
     /* Called after each program step's kernels are queued (may be NULL):
@@ -193,7 +194,8 @@ typedef struct sl_run_io {
 } sl_run_io;
 
 /* Runs program p planned by pl with the arena `arena` (pl->arena_bytes).
- * Zeroes parameter gradients before the first BWD step. */
+ * A training program zeroes parameter gradients before its first LOSS or
+ * BWD step. */
 void sl_execute(const sl_graph *g, const sl_shapes *sh, const sl_program *p, const sl_plan *pl,
                 char *arena, sl_context *ctx, const sl_exec *ex, sl_run_io *io);
 

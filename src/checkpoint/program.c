@@ -309,6 +309,20 @@ static void emit_loss(builder *b)
     b->loss_done = 1;
 }
 
+/* Inference with a language-model head: its logits (and loss, when the
+ * caller gives labels) from the hidden states, in chunks. */
+static void emit_head_eval(builder *b)
+{
+    int ws = b->sh->loss_ws_bytes
+                 ? new_value(b, SL_VALUE_WORKSPACE, b->g->n_nodes - 1, b->sh->loss_ws_bytes)
+                 : -1;
+    sl_step *s = new_step(b, SL_STEP_LOSS, -1);
+    if (!s)
+        return;
+    s->y = b->cur[b->g->n_nodes];
+    s->ws = ws;
+}
+
 static void action_backward(builder *b, int u, int bn_rescale)
 {
     int first = unit_first(b, u), end = unit_end(b, u);
@@ -434,6 +448,8 @@ sl_status sl_program_build(const sl_graph *g, const sl_shapes *sh, const sl_segm
             for (int i = 0; i < g->n_nodes; i++)
                 emit_eval(&b, i);
             p.logits = b.cur[g->n_nodes];
+            if (g->head && !b.failed)
+                emit_head_eval(&b);
         }
     }
     free(b.cur);

@@ -95,6 +95,7 @@ sl_bias_backward_fn sl_cpu_bias_backward;
 
 /* ---- cpu_loss_optim.c ---- */
 sl_softmax_xent_fn sl_cpu_softmax_xent;
+sl_lm_xent_fn sl_cpu_lm_xent;
 sl_sgd_update_fn sl_cpu_sgd_update;
 sl_adam_update_fn sl_cpu_adam_update;
 

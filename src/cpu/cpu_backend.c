@@ -72,6 +72,7 @@ static const sl_backend sl_cpu_table = {
     .bias_add = sl_cpu_bias_add,
     .bias_backward = sl_cpu_bias_backward,
     .softmax_xent = sl_cpu_softmax_xent,
+    .lm_xent = sl_cpu_lm_xent,
     .sgd_update = sl_cpu_sgd_update,
     .adam_update = sl_cpu_adam_update,
 };

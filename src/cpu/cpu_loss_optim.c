@@ -10,6 +10,17 @@
 #include "base/element.h"
 #include "cpu/cpu.h"
 
+/* Rows of a language model's loss chunk are independent: one thread each. */
+void sl_cpu_lm_xent(const sl_exec *ex, int rows, int vocab, float *logits, const int *labels,
+                    int ignore_index, float scale, int grad, double *row_loss, int *row_hit)
+{
+    int par = (double)rows * vocab >= CPU_PAR_MIN;
+    SL_PARALLEL_FOR(cpu_threads(ex), par, (int r = 0; r < rows; r++), {
+        sl_lm_xent_row(logits + (size_t)r * vocab, vocab, labels[r], ignore_index, scale, grad,
+                       &row_loss[r], &row_hit[r]);
+    });
+}
+
 /* dlogits rows are independent (one thread each); the loss and the count of
  * correct rows are then summed by one thread, rows in order, in double. */
 void sl_cpu_softmax_xent(const sl_exec *ex, int n, int classes, const float *logits,

@@ -219,6 +219,7 @@ static sl_backend table_of(void)
     b->bias_backward = sl_cuda_bias_backward;
     b->softmax_xent = sl_cuda_softmax_xent;
     b->softmax_xent_workspace_bytes = sl_cuda_softmax_xent_workspace_bytes;
+    b->lm_xent = sl_cuda_lm_xent;
     b->sgd_update = sl_cuda_sgd_update;
     b->adam_update = sl_cuda_adam_update;
     return t;

@@ -197,6 +197,7 @@ sl_bias_backward_fn sl_cuda_bias_backward;
 /* ---- cuda_loss_optim.cu ---- */
 sl_softmax_xent_workspace_bytes_fn sl_cuda_softmax_xent_workspace_bytes;
 sl_softmax_xent_fn sl_cuda_softmax_xent;
+sl_lm_xent_fn sl_cuda_lm_xent;
 sl_sgd_update_fn sl_cuda_sgd_update;
 sl_adam_update_fn sl_cuda_adam_update;
 

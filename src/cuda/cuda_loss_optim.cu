@@ -78,6 +78,28 @@ extern "C" void sl_cuda_softmax_xent(const sl_exec *ex, int n, int classes, cons
         memcpy(correct, &host[1], sizeof(int));
 }
 
+/* One thread per row of a language model's loss chunk. */
+static __global__ void lm_xent_k(int rows, int vocab, float *logits, const int *labels,
+                                 int ignore_index, float scale, int grad, double *row_loss,
+                                 int *row_hit)
+{
+    for (int r = blockIdx.x * blockDim.x + threadIdx.x; r < rows; r += gridDim.x * blockDim.x)
+        sl_lm_xent_row(logits + (size_t)r * vocab, vocab, labels[r], ignore_index, scale, grad,
+                       &row_loss[r], &row_hit[r]);
+}
+
+extern "C" void sl_cuda_lm_xent(const sl_exec *ex, int rows, int vocab, float *logits,
+                                const int *labels, int ignore_index, float scale, int grad,
+                                double *row_loss, int *row_hit)
+{
+    sl_cuda_state *s = sl_cuda_ex(ex);
+    if (rows <= 0)
+        return;
+    lm_xent_k<<<(rows + 127) / 128, 128, 0, s->stream>>>(rows, vocab, logits, labels, ignore_index,
+                                                         scale, grad, row_loss, row_hit);
+    SL_CUDA_LAUNCHED(s);
+}
+
 static __global__ void sgd_k(size_t n, float *w, const float *g, float *mom, float lr,
                              float momentum, float wd, int nesterov, int first)
 {

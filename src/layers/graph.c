@@ -113,8 +113,20 @@ sl_status sl_shapes_compute(const sl_graph *g, const sl_backend *be, sl_shape in
         s.fwd_flops += s.cost[i].fwd_flops;
         s.bwd_flops += s.cost[i].bwd_flops;
     }
-    if (be->softmax_xent_workspace_bytes)
-        s.loss_ws_bytes = be->softmax_xent_workspace_bytes(be, s.tensor[g->n_nodes].n);
+    sl_shape last = s.tensor[g->n_nodes];
+    if (g->head) {
+        if (last.c != g->head->channels) {
+            sl_shapes_release(&s);
+            return sl_set_error(SL_ERR_SHAPE, "the language-model head reads rows of %d channels but "
+                                "the last layer gives %d", g->head->channels, last.c);
+        }
+        int rows = last.n * last.h * last.w;
+        s.loss_ws_bytes = sl_lm_head_ws_bytes(g->head, rows);
+        s.fwd_flops += sl_lm_head_fwd_flops(g->head, rows);
+        s.bwd_flops += sl_lm_head_bwd_flops(g->head, rows);
+    } else if (be->softmax_xent_workspace_bytes) {
+        s.loss_ws_bytes = be->softmax_xent_workspace_bytes(be, last.n);
+    }
     *out = s;
     return SL_OK;
 }

@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include "layers/layer.h"
+#include "layers/lm_head.h"
 
 typedef struct sl_graph_node {
     sl_layer *layer;
@@ -30,6 +31,10 @@ struct sl_graph {
     int *top_first_node; /* [n_top + 1]: nodes of top layer t are [first[t], first[t+1]) */
     int *top_output;     /* [n_top]: tensor at the end of top layer t */
     int current_top;     /* while emitting */
+    /* A language model's head fused with its loss, read by the loss step
+     * (NULL: softmax cross-entropy on the last tensor). The last tensor
+     * then holds hidden states, rows of head->channels. */
+    const sl_lm_head *head;
 };
 
 /* Builds the graph of a chain of top-level layers. */
@@ -47,7 +52,8 @@ typedef struct sl_shapes {
     size_t *bytes;       /* [n_tensors] */
     sl_layer_cost *cost; /* [n_nodes], TRAIN pass costs (saved_bytes 0 in eval) */
     uint64_t fwd_flops, bwd_flops; /* totals */
-    size_t loss_ws_bytes;          /* the backend's softmax cross-entropy scratch */
+    size_t loss_ws_bytes;          /* the loss step's scratch: the backend's softmax
+                                      cross-entropy's, or the LM head's */
 } sl_shapes;
 
 /* Shape pass. On failure the message names the layer and the shapes. */

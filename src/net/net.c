@@ -270,6 +270,8 @@ sl_status sl_net_finalize(sl_net *net)
     sl_status st = list_params(net);
     if (st == SL_OK)
         st = sl_graph_build(net->top, net->n_top, &net->graph);
+    if (st == SL_OK && net->has_head)
+        net->graph.head = &net->head;
     if (st != SL_OK) {
         free(net->params);
         net->params = NULL;

@@ -80,6 +80,8 @@ struct sl_net {
     char *arena;
     size_t arena_capacity;
     const sl_net_comm *comm; /* set while the network is in a communicator */
+    int has_head;            /* a language-model head ends the network (lm.c) */
+    sl_lm_head head;         /* graph.head points here once finalised */
     struct sl_profile *profile; /* NULL unless profiling (profile.c) */
 };
 
@@ -140,6 +142,13 @@ sl_status sl_net_undo_first_use(sl_net *net, sl_net_mark m, sl_status st);
 /* Frees the top-level layers from index n_top on and restores the output
  * channel count (sl_model_build undoing a build that failed). */
 void sl_net_remove_layers_from(sl_net *net, int n_top, int out_channels);
+
+/* Plans if needed and runs one program in the given mode (net_run.c):
+ * the input check, the plan, the memory check and the arena, then the
+ * kernels; io carries the caller's buffers, pre the status of the
+ * caller's own checks. A failing call leaves the network as it was. */
+sl_status sl_net_run(sl_net *net, const float *x, sl_shape shape, sl_mode mode, sl_status pre,
+                     sl_run_io *io, sl_step_result *result, const char *fn);
 
 /* Lists parameters (names, sizes) and builds the graph, once; layers can
  * no longer be added. Allocates no parameter memory (planning needs none). */

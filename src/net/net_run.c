@@ -48,12 +48,16 @@ static sl_status prepare_run(sl_net *net, const float *x, sl_shape shape, sl_mod
     if (st != SL_OK)
         return st;
     sl_shape out = c->sh.tensor[net->graph.n_nodes];
-    int classes = out.c * out.h * out.w;
+    const sl_lm_head *head = net->graph.head;
+    int classes = head ? head->vocab : out.c * out.h * out.w;
+    int rows = head ? out.n * out.h * out.w : shape.n;
     if (io->labels)
-        for (int i = 0; i < shape.n; i++)
-            if (io->labels[i] < 0 || io->labels[i] >= classes)
-                return sl_set_error(SL_ERR_INVALID_ARG, "%s: label %d of sample %d is outside [0, %d)",
-                                    fn, io->labels[i], i, classes);
+        for (int i = 0; i < rows; i++)
+            if ((io->labels[i] < 0 || io->labels[i] >= classes) &&
+                !(head && io->labels[i] == head->ignore_index))
+                return sl_set_error(SL_ERR_INVALID_ARG, "%s: label %d of %s %d is outside [0, %d)%s",
+                                    fn, io->labels[i], head ? "position" : "sample", i, classes,
+                                    head ? " and is not the ignore index" : "");
     st = sl_net_check_memory(net, c, mode, fn);
     if (st == SL_OK)
         st = ensure_arena(net, c->plan.arena_bytes);
@@ -102,13 +106,14 @@ static sl_status run_program(sl_net *net, const float *x, sl_shape shape, sl_mod
     if (result) {
         result->loss = io->loss;
         result->correct = io->correct;
+        result->counted = net->graph.head ? io->counted : shape.n;
     }
     return SL_OK;
 }
 
 /* run_program, undoing what a failing call did on the network's first
  * use (parameters allocated, graph built), so the network is as it was. */
-static sl_status run(sl_net *net, const float *x, sl_shape shape, sl_mode mode, sl_status pre,
+sl_status sl_net_run(sl_net *net, const float *x, sl_shape shape, sl_mode mode, sl_status pre,
                      sl_run_io *io, sl_step_result *result, const char *fn)
 {
     if (!net)
@@ -124,7 +129,7 @@ sl_status sl_net_predict(sl_net *net, const float *x, sl_shape shape, float *log
     sl_run_io io;
     memset(&io, 0, sizeof io);
     io.logits_out = logits;
-    return run(net, x, shape, SL_MODE_INFER, SL_OK, &io, NULL, "sl_net_predict");
+    return sl_net_run(net, x, shape, SL_MODE_INFER, SL_OK, &io, NULL, "sl_net_predict");
 }
 
 sl_status sl_net_compute_gradients(sl_net *net, const float *x, sl_shape shape, const int *labels,
@@ -136,7 +141,7 @@ sl_status sl_net_compute_gradients(sl_net *net, const float *x, sl_shape shape, 
     sl_run_io io;
     memset(&io, 0, sizeof io);
     io.labels = labels;
-    return run(net, x, shape, SL_MODE_TRAIN, pre, &io, result, "sl_net_compute_gradients");
+    return sl_net_run(net, x, shape, SL_MODE_TRAIN, pre, &io, result, "sl_net_compute_gradients");
 }
 
 sl_status sl_net_forward_backward(sl_net *net, const float *x, sl_shape shape, const float *dy,
@@ -145,12 +150,16 @@ sl_status sl_net_forward_backward(sl_net *net, const float *x, sl_shape shape, c
     sl_status pre = sl_net_check_training(net, "sl_net_forward_backward");
     if (pre == SL_OK && !dy)
         pre = sl_set_error(SL_ERR_INVALID_ARG, "sl_net_forward_backward: dy is NULL");
+    if (pre == SL_OK && net && net->has_head)
+        pre = sl_set_error(SL_ERR_STATE, "sl_net_forward_backward: the network ends with a "
+                           "language-model head, whose loss is its own; use "
+                           "sl_net_compute_gradients or sl_net_compute_gradients_tokens");
     sl_run_io io;
     memset(&io, 0, sizeof io);
     io.dy_in = dy;
     io.logits_out = output;
     io.dx_out = dx;
-    return run(net, x, shape, SL_MODE_TRAIN, pre, &io, NULL, "sl_net_forward_backward");
+    return sl_net_run(net, x, shape, SL_MODE_TRAIN, pre, &io, NULL, "sl_net_forward_backward");
 }
 
 sl_status sl_net_output_shape(sl_net *net, sl_shape input, sl_shape *output)
@@ -169,6 +178,8 @@ sl_status sl_net_output_shape(sl_net *net, sl_shape input, sl_shape *output)
     if (st != SL_OK)
         return sl_net_undo_first_use(net, m, st);
     *output = sh.tensor[net->graph.n_nodes];
+    if (net->graph.head) /* the head's logits: vocab per row */
+        output->c = net->graph.head->vocab;
     sl_shapes_release(&sh);
     return SL_OK;
 }

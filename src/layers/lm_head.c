@@ -1,0 +1,114 @@
+/*
+ * lm_head.c — the language model's head fused with its loss (layers
+ * stage): per chunk of rows, logits = h W^T (GEMM), the loss rows
+ * (backend lm_xent, base/element.h's rule), then dh = dlogits W and
+ * dW += dlogits^T h (GEMMs), so scratch is one chunk of logits.
+ */
+#include <string.h>
+
+#include "layers/lm_head.h"
+
+int sl_lm_head_chunk(const sl_lm_head *h, int rows)
+{
+    if (rows < 1)
+        return 1;
+    if (h->chunk_rows > 0)
+        return h->chunk_rows < rows ? h->chunk_rows : rows;
+    size_t row_bytes = (size_t)h->vocab * sizeof(float);
+    size_t per = SL_LM_HEAD_CHUNK_BYTES / row_bytes;
+    if (per < 1)
+        per = 1;
+    size_t chunks = ((size_t)rows + per - 1) / per; /* then equal chunks */
+    return (int)(((size_t)rows + chunks - 1) / chunks);
+}
+
+/* Scratch: one chunk of logits, then per row a loss (double), a hit and a
+ * label (ints). */
+static size_t logits_bytes(const sl_lm_head *h, int rows)
+{
+    return sl_align_up((size_t)sl_lm_head_chunk(h, rows) * h->vocab * sizeof(float));
+}
+
+size_t sl_lm_head_ws_bytes(const sl_lm_head *h, int rows)
+{
+    size_t r = rows > 0 ? (size_t)rows : 0;
+    return logits_bytes(h, rows) + sl_align_up(r * sizeof(double)) + 2 * sl_align_up(r * sizeof(int));
+}
+
+uint64_t sl_lm_head_fwd_flops(const sl_lm_head *h, int rows)
+{
+    return 2ull * (uint64_t)rows * h->vocab * h->channels;
+}
+
+uint64_t sl_lm_head_bwd_flops(const sl_lm_head *h, int rows)
+{
+    return 4ull * (uint64_t)rows * h->vocab * h->channels;
+}
+
+/* Sums the rows' losses and hits in order, in double, on the host. */
+static void sum_rows(const sl_exec *ex, int rows, const double *row_loss, const int *row_hit,
+                     const int *labels, int ignore_index, sl_lm_head_result *res)
+{
+    enum { PIECE = 512 };
+    double loss[PIECE];
+    int hit[PIECE];
+    for (int r0 = 0; r0 < rows; r0 += PIECE) {
+        int n = rows - r0 < PIECE ? rows - r0 : PIECE;
+        const double *l = row_loss + r0;
+        const int *hh = row_hit + r0;
+        if (!ex->be->host_memory) {
+            ex->be->download(ex, loss, l, (size_t)n * sizeof(double));
+            ex->be->download(ex, hit, hh, (size_t)n * sizeof(int));
+            l = loss;
+            hh = hit;
+        }
+        for (int i = 0; i < n; i++) {
+            if (labels[r0 + i] == ignore_index)
+                continue;
+            res->loss_sum += l[i];
+            res->hits += hh[i];
+        }
+    }
+}
+
+void sl_lm_head_run(const sl_lm_head *hd, const sl_exec *ex, int rows, const float *h,
+                    const int *labels, float *dh, float *logits_out, void *ws,
+                    sl_lm_head_result *res)
+{
+    memset(res, 0, sizeof *res);
+    const sl_backend *be = ex->be;
+    int V = hd->vocab, C = hd->channels;
+    int chunk = sl_lm_head_chunk(hd, rows);
+    char *base = ws;
+    float *logits = (float *)base;
+    double *row_loss = (double *)(base + logits_bytes(hd, rows));
+    int *row_hit = (int *)((char *)row_loss + sl_align_up((size_t)rows * sizeof(double)));
+    int *dev_labels = (int *)((char *)row_hit + sl_align_up((size_t)rows * sizeof(int)));
+    float scale = 0.0f;
+    if (labels) {
+        for (int r = 0; r < rows; r++)
+            res->counted += labels[r] != hd->ignore_index;
+        scale = res->counted ? 1.0f / (float)res->counted : 0.0f;
+        be->upload(ex, dev_labels, labels, (size_t)rows * sizeof(int));
+    }
+    const float *W = hd->weight->data;
+    for (int r0 = 0; r0 < rows; r0 += chunk) {
+        int n = rows - r0 < chunk ? rows - r0 : chunk;
+        const float *hc = h + (size_t)r0 * C;
+        /* Logits straight into the caller's buffer when it is reachable. */
+        float *lg = logits_out && be->host_memory && !dh ? logits_out + (size_t)r0 * V : logits;
+        be->gemm(ex, 0, 1, n, V, C, 1.0f, hc, C, W, C, 0.0f, lg, V);
+        if (logits_out && lg == logits)
+            be->download(ex, logits_out + (size_t)r0 * V, logits, (size_t)n * V * sizeof(float));
+        if (!labels)
+            continue;
+        be->lm_xent(ex, n, V, lg, dev_labels + r0, hd->ignore_index, scale, dh != NULL,
+                    row_loss + r0, row_hit + r0);
+        if (!dh)
+            continue;
+        be->gemm(ex, 0, 0, n, C, V, 1.0f, lg, V, W, C, 0.0f, dh + (size_t)r0 * C, C);
+        be->gemm(ex, 1, 0, V, C, n, 1.0f, lg, V, hc, C, 1.0f, hd->weight->grad, C);
+    }
+    if (labels)
+        sum_rows(ex, rows, row_loss, row_hit, labels, hd->ignore_index, res);
+}

@@ -1,0 +1,125 @@
+/*
+ * lm.c — language models (net stage): the head tied to a parameter and
+ * fused with the loss (layers/lm_head.c runs it in the loss step), and
+ * the token-id runs, on top of net_run.c's runs and optimizer.c's update.
+ */
+#include <string.h>
+
+#include "net/net.h"
+
+sl_status sl_net_set_lm_head(sl_net *net, const char *weight, int ignore_index, int chunk_rows)
+{
+    const char *fn = "sl_net_set_lm_head";
+    if (!net || !weight)
+        return sl_set_error(SL_ERR_INVALID_ARG, "%s: network or weight name is NULL", fn);
+    if (chunk_rows < 0)
+        return sl_set_error(SL_ERR_INVALID_ARG, "%s: chunk_rows %d must be >= 0 (0: automatic)", fn,
+                            chunk_rows);
+    sl_status st = sl_net_finalize(net);
+    if (st != SL_OK)
+        return st;
+    sl_param_spec *w = NULL;
+    for (int i = 0; i < net->n_params && !w; i++)
+        if (strcmp(net->params[i].name, weight) == 0)
+            w = net->params[i].spec;
+    if (!w)
+        return sl_set_error(SL_ERR_NOT_FOUND, "%s: the network has no parameter named '%s'", fn, weight);
+    if (w->ndim != 2 || !w->trainable)
+        return sl_set_error(SL_ERR_SHAPE, "%s: '%s' must be a trainable [vocab, channels] matrix", fn,
+                            weight);
+    if (net->out_channels > 0 && w->dims[1] != net->out_channels)
+        return sl_set_error(SL_ERR_SHAPE, "%s: '%s' is [%d, %d] but the last layer gives %d channels",
+                            fn, weight, w->dims[0], w->dims[1], net->out_channels);
+    if (ignore_index >= 0 && ignore_index < w->dims[0])
+        return sl_set_error(SL_ERR_INVALID_ARG, "%s: ignore_index %d is a token of the vocabulary "
+                            "[0, %d); use a negative value such as -100", fn, ignore_index, w->dims[0]);
+    net->head = (sl_lm_head){w, w->dims[0], w->dims[1], ignore_index, chunk_rows};
+    net->has_head = 1;
+    net->graph.head = &net->head;
+    sl_run_cache_release(&net->cache[SL_MODE_TRAIN]);
+    sl_run_cache_release(&net->cache[SL_MODE_INFER]);
+    return SL_OK;
+}
+
+/* The checks every token run shares; *shape is the input's. */
+static sl_status check_tokens(const sl_net *net, const int32_t *ids, int batch, int seq,
+                              const char *fn, sl_shape *shape)
+{
+    if (!net || !ids)
+        return sl_set_error(SL_ERR_INVALID_ARG, "%s: network or ids is NULL", fn);
+    if (!net->has_head)
+        return sl_set_error(SL_ERR_STATE, "%s: the network has no language-model head "
+                            "(sl_net_set_lm_head; sl_model_gpt2 sets one)", fn);
+    if (batch < 1 || seq < 1)
+        return sl_set_error(SL_ERR_SHAPE, "%s: batch %d and seq %d must be >= 1", fn, batch, seq);
+    size_t n = (size_t)batch * (size_t)seq;
+    for (size_t i = 0; i < n; i++)
+        if (ids[i] < 0 || ids[i] >= net->head.vocab)
+            return sl_set_error(SL_ERR_INVALID_ARG, "%s: token id %d at position %zu is outside the "
+                                "vocabulary [0, %d)", fn, (int)ids[i], i, net->head.vocab);
+    *shape = (sl_shape){batch, 1, seq, 1};
+    return SL_OK;
+}
+
+/* The ids travel as the run's input buffer: 4 bytes per position, read
+ * back as int32 by the embedding layer. */
+static const float *ids_input(const int32_t *ids) { return (const float *)(const void *)ids; }
+
+sl_status sl_net_compute_gradients_tokens(sl_net *net, const int32_t *ids, const int32_t *targets,
+                                          int batch, int seq, sl_step_result *result)
+{
+    const char *fn = "sl_net_compute_gradients_tokens";
+    sl_shape shape = {0, 0, 0, 0};
+    sl_status pre = check_tokens(net, ids, batch, seq, fn, &shape);
+    if (pre == SL_OK)
+        pre = sl_net_check_training(net, fn);
+    if (pre == SL_OK && !targets)
+        pre = sl_set_error(SL_ERR_INVALID_ARG, "%s: targets is NULL", fn);
+    if (pre != SL_OK)
+        return pre;
+    sl_run_io io;
+    memset(&io, 0, sizeof io);
+    io.labels = (const int *)targets;
+    return sl_net_run(net, ids_input(ids), shape, SL_MODE_TRAIN, pre, &io, result, fn);
+}
+
+sl_status sl_net_train_step_tokens(sl_net *net, const int32_t *ids, const int32_t *targets,
+                                   int batch, int seq, sl_step_result *result)
+{
+    if (net && !net->has_optimizer)
+        return sl_set_error(SL_ERR_STATE, "sl_net_train_step_tokens: no optimizer set (call "
+                            "sl_net_set_optimizer)");
+    sl_status st = sl_net_compute_gradients_tokens(net, ids, targets, batch, seq, result);
+    return st == SL_OK ? sl_net_update(net) : st;
+}
+
+sl_status sl_net_evaluate_tokens(sl_net *net, const int32_t *ids, const int32_t *targets, int batch,
+                                 int seq, sl_step_result *result)
+{
+    const char *fn = "sl_net_evaluate_tokens";
+    sl_shape shape = {0, 0, 0, 0};
+    sl_status pre = check_tokens(net, ids, batch, seq, fn, &shape);
+    if (pre == SL_OK && !targets)
+        pre = sl_set_error(SL_ERR_INVALID_ARG, "%s: targets is NULL", fn);
+    if (pre != SL_OK)
+        return pre;
+    sl_run_io io;
+    memset(&io, 0, sizeof io);
+    io.labels = (const int *)targets;
+    return sl_net_run(net, ids_input(ids), shape, SL_MODE_INFER, pre, &io, result, fn);
+}
+
+sl_status sl_net_predict_tokens(sl_net *net, const int32_t *ids, int batch, int seq, float *logits)
+{
+    const char *fn = "sl_net_predict_tokens";
+    sl_shape shape = {0, 0, 0, 0};
+    sl_status pre = check_tokens(net, ids, batch, seq, fn, &shape);
+    if (pre == SL_OK && !logits)
+        pre = sl_set_error(SL_ERR_INVALID_ARG, "%s: logits is NULL", fn);
+    if (pre != SL_OK)
+        return pre;
+    sl_run_io io;
+    memset(&io, 0, sizeof io);
+    io.logits_out = logits;
+    return sl_net_run(net, ids_input(ids), shape, SL_MODE_INFER, pre, &io, NULL, fn);
+}

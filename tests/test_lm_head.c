@@ -1,0 +1,296 @@
+/*
+ * test_lm_head.c — the language-model head fused with its loss
+ * (sl_net_set_lm_head): against the same network ending in a separate
+ * Linear classifier and the plain softmax cross-entropy (loss, logits,
+ * and the tied weight's gradient as the sum of its two uses), chunked
+ * against unfused, the ignore index, the planned scratch of one chunk,
+ * checkpointed runs bit-identical to plain, and the errors.
+ */
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+
+#define C 6
+#define V 11
+#define N 9
+
+/* in -> a: Linear(C, V) (weight [V, C], the tied one) -> relu -> b:
+ * Linear(V, C); with `separate`, a classifier Linear(C, V) named "head"
+ * ends the chain instead of the tied head. Weights are seeded alike. */
+static sl_net *make_net(sl_context *ctx, int separate, sl_schedule schedule, int depth)
+{
+    sl_net *net;
+    ck_assert(sl_sublinear(ctx, C, schedule, &net) == SL_OK);
+    ck_assert(sl_net_add(net, "a", sl_linear(C, V, 1)) == SL_OK);
+    ck_assert(sl_net_add(net, "act", sl_relu()) == SL_OK);
+    ck_assert(sl_net_add(net, "b", sl_linear(V, C, 1)) == SL_OK);
+    for (int i = 0; i < depth; i++) {
+        char name[16];
+        snprintf(name, sizeof name, "deep%d", i);
+        ck_assert(sl_net_add(net, name, sl_linear(C, C, 1)) == SL_OK);
+    }
+    if (separate)
+        ck_assert(sl_net_add(net, "head", sl_linear(C, V, 0)) == SL_OK);
+    return net;
+}
+
+static void copy_params(sl_net *dst, sl_net *src)
+{
+    int n = th_param_count(src);
+    for (int i = 0; i < n; i++) {
+        sl_param_info a, b;
+        ck_assert(sl_net_param(src, i, &a) == SL_OK);
+        if (sl_net_find_param(dst, a.name, &b) != SL_OK)
+            continue;
+        memcpy(b.data, a.data, a.count * sizeof(float));
+    }
+    sl_param_info w, h;
+    if (sl_net_find_param(dst, "head.weight", &h) == SL_OK) {
+        ck_assert(sl_net_find_param(src, "a.weight", &w) == SL_OK);
+        memcpy(h.data, w.data, w.count * sizeof(float));
+    }
+}
+
+static void assert_close(const float *a, const float *b, size_t n, double rtol, const char *what)
+{
+    double scale = 0;
+    for (size_t i = 0; i < n; i++)
+        scale = fmax(scale, fabs((double)b[i]));
+    for (size_t i = 0; i < n; i++)
+        ck_assert_msg(fabs((double)a[i] - b[i]) <= rtol * scale + 1e-7, "%s[%zu]: %.9g vs %.9g", what,
+                      i, a[i], b[i]);
+}
+
+static float *grad_of(sl_net *net, const char *name)
+{
+    sl_param_info p;
+    ck_assert_msg(sl_net_find_param(net, name, &p) == SL_OK, "%s", name);
+    float *g = malloc(p.count * sizeof(float));
+    ck_assert(g);
+    memcpy(g, p.grad, p.count * sizeof(float));
+    return g;
+}
+
+/* The tied head (any chunk) equals a separate classifier with the same
+ * weight: loss, logits, the hidden layers' gradients, and the tied
+ * weight's gradient = its own use's + the classifier's. */
+static void check_against_separate(int chunk)
+{
+    sl_context *ctx = th_context(3);
+    sl_net *tied = make_net(ctx, 0, SL_SCHEDULE_NONE, 0);
+    sl_net *sep = make_net(ctx, 1, SL_SCHEDULE_NONE, 0);
+    ck_assert(sl_net_set_lm_head(tied, "a.weight", -100, chunk) == SL_OK);
+    copy_params(sep, tied);
+    float x[N * C];
+    int labels[N];
+    th_fill_normal(x, N * C, 5, 1.0f);
+    for (int i = 0; i < N; i++)
+        labels[i] = (i * 7 + 3) % V;
+    sl_step_result rt, rs;
+    ck_assert_msg(sl_net_compute_gradients(tied, x, (sl_shape){N, C, 1, 1}, labels, &rt) == SL_OK,
+                  "%s", sl_last_error());
+    ck_assert(sl_net_compute_gradients(sep, x, (sl_shape){N, C, 1, 1}, labels, &rs) == SL_OK);
+    ck_assert_msg(fabsf(rt.loss - rs.loss) <= 1e-6f * fabsf(rs.loss), "loss %.9g vs %.9g", rt.loss,
+                  rs.loss);
+    ck_assert_int_eq(rt.correct, rs.correct);
+    ck_assert_int_eq(rt.counted, N);
+    const char *same[] = {"a.bias", "b.weight", "b.bias"};
+    for (int k = 0; k < 3; k++) {
+        float *gt = grad_of(tied, same[k]), *gs = grad_of(sep, same[k]);
+        sl_param_info p;
+        sl_net_find_param(tied, same[k], &p);
+        assert_close(gt, gs, p.count, 1e-5, same[k]);
+        free(gt);
+        free(gs);
+    }
+    float *gw = grad_of(tied, "a.weight"), *ga = grad_of(sep, "a.weight"),
+          *gh = grad_of(sep, "head.weight");
+    for (int i = 0; i < V * C; i++)
+        ga[i] += gh[i];
+    assert_close(gw, ga, V * C, 1e-5, "tied a.weight");
+    free(gw);
+    free(ga);
+    free(gh);
+    float lt[N * V], ls[N * V];
+    sl_shape out;
+    ck_assert(sl_net_output_shape(tied, (sl_shape){N, C, 1, 1}, &out) == SL_OK);
+    ck_assert_int_eq(out.c, V);
+    ck_assert(sl_net_predict(tied, x, (sl_shape){N, C, 1, 1}, lt) == SL_OK);
+    ck_assert(sl_net_predict(sep, x, (sl_shape){N, C, 1, 1}, ls) == SL_OK);
+    assert_close(lt, ls, N * V, 1e-6, "logits");
+    sl_net_free(tied);
+    sl_net_free(sep);
+    sl_context_free(ctx);
+}
+
+START_TEST(test_unfused_matches_separate) { check_against_separate(N); }
+END_TEST
+
+START_TEST(test_chunked_matches_separate)
+{
+    check_against_separate(2); /* 5 chunks, the last of one row */
+    check_against_separate(0); /* automatic: one chunk here */
+}
+END_TEST
+
+/* Ignored positions count nothing: the loss and gradients equal those of
+ * the batch without them. */
+START_TEST(test_ignore_index)
+{
+    sl_context *ctx = th_context(4);
+    sl_net *all = make_net(ctx, 0, SL_SCHEDULE_NONE, 0);
+    sl_net *sub = make_net(ctx, 0, SL_SCHEDULE_NONE, 0);
+    ck_assert(sl_net_set_lm_head(all, "a.weight", -1, 4) == SL_OK);
+    ck_assert(sl_net_set_lm_head(sub, "a.weight", -1, 4) == SL_OK);
+    copy_params(sub, all);
+    float x[N * C], xs[N * C];
+    int labels[N], ls[N], kept = 0;
+    th_fill_normal(x, N * C, 6, 1.0f);
+    for (int i = 0; i < N; i++) {
+        labels[i] = i % 3 == 1 ? -1 : (i * 5 + 1) % V;
+        if (labels[i] >= 0) {
+            memcpy(xs + kept * C, x + i * C, C * sizeof(float));
+            ls[kept++] = labels[i];
+        }
+    }
+    sl_step_result ra, rs;
+    ck_assert(sl_net_compute_gradients(all, x, (sl_shape){N, C, 1, 1}, labels, &ra) == SL_OK);
+    ck_assert(sl_net_compute_gradients(sub, xs, (sl_shape){kept, C, 1, 1}, ls, &rs) == SL_OK);
+    ck_assert_int_eq(ra.counted, kept);
+    ck_assert(fabsf(ra.loss - rs.loss) <= 1e-6f * rs.loss);
+    const char *names[] = {"a.weight", "a.bias", "b.weight", "b.bias"};
+    for (int k = 0; k < 4; k++) {
+        sl_param_info p;
+        sl_net_find_param(all, names[k], &p);
+        float *g1 = grad_of(all, names[k]), *g2 = grad_of(sub, names[k]);
+        assert_close(g1, g2, p.count, 1e-5, names[k]);
+        free(g1);
+        free(g2);
+    }
+    /* Every position ignored: loss 0, no gradient from the head. */
+    for (int i = 0; i < N; i++)
+        labels[i] = -1;
+    ck_assert(sl_net_compute_gradients(all, x, (sl_shape){N, C, 1, 1}, labels, &ra) == SL_OK);
+    ck_assert_int_eq(ra.counted, 0);
+    ck_assert(ra.loss == 0.0f);
+    float *g = grad_of(all, "b.bias");
+    for (int i = 0; i < C; i++)
+        ck_assert(g[i] == 0.0f);
+    free(g);
+    sl_net_free(all);
+    sl_net_free(sub);
+    sl_context_free(ctx);
+}
+END_TEST
+
+/* The loss step's planned scratch is one chunk of logits, not N of them. */
+START_TEST(test_scratch_is_one_chunk)
+{
+    sl_context *ctx = th_context(5);
+    sl_net *net = make_net(ctx, 0, SL_SCHEDULE_NONE, 0);
+    const int rows = 4096;
+    sl_shape in = {rows, C, 1, 1};
+    sl_memory_report full, chunked;
+    ck_assert(sl_net_set_lm_head(net, "a.weight", -100, rows) == SL_OK);
+    ck_assert(sl_net_memory_report(net, in, SL_MODE_TRAIN, &full) == SL_OK);
+    ck_assert(sl_net_set_lm_head(net, "a.weight", -100, 16) == SL_OK);
+    ck_assert(sl_net_memory_report(net, in, SL_MODE_TRAIN, &chunked) == SL_OK);
+    uint64_t logits = (uint64_t)rows * V * sizeof(float), chunk = 16 * V * sizeof(float);
+    ck_assert_msg(full.buffers >= logits, "unfused scratch %llu < logits %llu",
+                  (unsigned long long)full.buffers, (unsigned long long)logits);
+    ck_assert_msg(chunked.buffers < chunk + (uint64_t)rows * 16 + 1024,
+                  "chunked scratch %llu", (unsigned long long)chunked.buffers);
+    ck_assert_msg(full.arena_bytes >= logits && chunked.arena_bytes < full.arena_bytes,
+                  "arena %llu chunked vs %llu unfused", (unsigned long long)chunked.arena_bytes,
+                  (unsigned long long)full.arena_bytes);
+    sl_net_free(net);
+    sl_context_free(ctx);
+}
+END_TEST
+
+/* Checkpointed schedules give the plain run's bits, the head included. */
+START_TEST(test_schedules_bit_identical)
+{
+    sl_context *ctx = th_context(6);
+    const int rows = 40;
+    float *x = malloc(rows * C * sizeof(float));
+    int labels[rows];
+    th_fill_normal(x, rows * C, 8, 1.0f);
+    for (int i = 0; i < rows; i++)
+        labels[i] = i % 5 == 0 ? -100 : (i * 3) % V;
+    sl_schedule schedules[] = {SL_SCHEDULE_NONE, SL_SCHEDULE_SQRT, SL_SCHEDULE_SEGMENTS(3)};
+    th_params ref;
+    float ref_loss = 0;
+    for (int s = 0; s < 3; s++) {
+        sl_net *net = make_net(ctx, 0, schedules[s], 6);
+        ck_assert(sl_net_set_lm_head(net, "a.weight", -100, 7) == SL_OK);
+        sl_step_result r;
+        ck_assert(sl_net_compute_gradients(net, x, (sl_shape){rows, C, 1, 1}, labels, &r) == SL_OK);
+        th_params got;
+        th_params_capture(net, &got);
+        if (s == 0) {
+            ref = got;
+            ref_loss = r.loss;
+        } else {
+            ck_assert(r.loss == ref_loss);
+            th_params_assert_identical(&ref, &got, "checkpointed vs plain");
+            th_params_free(&got);
+        }
+        sl_net_free(net);
+    }
+    th_params_free(&ref);
+    free(x);
+    sl_context_free(ctx);
+}
+END_TEST
+
+START_TEST(test_errors)
+{
+    sl_context *ctx = th_context(7);
+    sl_net *net = make_net(ctx, 0, SL_SCHEDULE_NONE, 0);
+    th_assert_error(sl_net_set_lm_head(net, "nope.weight", -100, 0), SL_ERR_NOT_FOUND, "nope.weight");
+    th_assert_error(sl_net_set_lm_head(net, "b.weight", -100, 0), SL_ERR_SHAPE, "b.weight");
+    th_assert_error(sl_net_set_lm_head(net, "a.bias", -100, 0), SL_ERR_SHAPE, "a.bias");
+    th_assert_error(sl_net_set_lm_head(net, "a.weight", 3, 0), SL_ERR_INVALID_ARG, "ignore_index");
+    th_assert_error(sl_net_set_lm_head(net, "a.weight", -100, -1), SL_ERR_INVALID_ARG, "chunk_rows");
+    int32_t ids[4] = {0, 1, 2, 3};
+    sl_step_result r;
+    th_assert_error(sl_net_compute_gradients_tokens(net, ids, ids, 1, 4, &r), SL_ERR_STATE,
+                    "language-model head");
+    ck_assert(sl_net_set_lm_head(net, "a.weight", -100, 0) == SL_OK);
+    float x[2 * C] = {0}, dy[2 * C] = {0};
+    int labels[2] = {1, V};
+    th_assert_error(sl_net_compute_gradients(net, x, (sl_shape){2, C, 1, 1}, labels, &r),
+                    SL_ERR_INVALID_ARG, "outside [0, 11)");
+    th_assert_error(sl_net_forward_backward(net, x, (sl_shape){2, C, 1, 1}, dy, NULL, NULL),
+                    SL_ERR_STATE, "language-model head");
+    /* Token runs need a token input ({B, 1, T, 1}); this network takes C channels. */
+    int32_t bad[2] = {0, V};
+    th_assert_error(sl_net_compute_gradients_tokens(net, bad, bad, 1, 2, &r), SL_ERR_INVALID_ARG,
+                    "outside the vocabulary");
+    th_assert_error(sl_net_compute_gradients_tokens(net, ids, ids, 0, 4, &r), SL_ERR_SHAPE,
+                    "batch 0");
+    sl_net_free(net);
+    sl_context_free(ctx);
+}
+END_TEST
+
+static Suite *suite(void)
+{
+    Suite *s = suite_create("lm_head");
+    TCase *t = tcase_create("lm_head");
+    tcase_add_test(t, test_unfused_matches_separate);
+    tcase_add_test(t, test_chunked_matches_separate);
+    tcase_add_test(t, test_ignore_index);
+    tcase_add_test(t, test_scratch_is_one_chunk);
+    tcase_add_test(t, test_schedules_bit_identical);
+    tcase_add_test(t, test_errors);
+    suite_add_tcase(s, t);
+    return s;
+}
+
+int main(void) { return th_run_suite(suite()) ? EXIT_FAILURE : EXIT_SUCCESS; }
