@@ -221,6 +221,12 @@ static sl_backend table_of(void)
     b->softmax_xent_workspace_bytes = sl_cuda_softmax_xent_workspace_bytes;
     b->sgd_update = sl_cuda_sgd_update;
     b->adam_update = sl_cuda_adam_update;
+    b->layernorm_forward = sl_cuda_layernorm_forward;
+    b->layernorm_backward = sl_cuda_layernorm_backward;
+    b->gelu_forward = sl_cuda_gelu_forward;
+    b->gelu_backward = sl_cuda_gelu_backward;
+    b->embedding_forward = sl_cuda_embedding_forward;
+    b->embedding_backward = sl_cuda_embedding_backward;
     return t;
 }
 
