@@ -67,6 +67,12 @@ static int missing_members(const sl_backend *t, char *missing, size_t size)
     REQUIRE(lm_xent);
     REQUIRE(sgd_update);
     REQUIRE(adam_update);
+    REQUIRE(layernorm_forward);
+    REQUIRE(layernorm_backward);
+    REQUIRE(gelu_forward);
+    REQUIRE(gelu_backward);
+    REQUIRE(embedding_forward);
+    REQUIRE(embedding_backward);
 #undef REQUIRE
     return count;
 }

@@ -92,6 +92,43 @@ SL_API sl_layer *sl_conv_bn_relu(int in_channels, int out_channels, int kernel, 
 /* Frees a layer that was not added to a network. Accepts NULL. */
 SL_API void sl_layer_free(sl_layer *layer);
 
+/* GPT-2's layers. They work on sequence tensors: a [B, T, C] activation
+ * has shape {B, C, T, 1} and is stored token-major, element (b, t, ch) at
+ * (b * T + t) * C + ch, so each token is a row of C values; a layer that
+ * works on rows treats n x h x w as rows and c as C (feature vectors {N,
+ * C, 1, 1} are N rows). Build such a network with sl_sequential(ctx, C,
+ * ...) and run it with input shape {B, C, T, 1}, or {B, 1, T, 1} token
+ * ids after sl_embedding. */
+
+/* LayerNorm over the C channels of each token (nn.LayerNorm(C, eps)): the
+ * row's mean and biased variance, statistics in double; parameters
+ * "weight" [C] (ones) and "bias" [C] (zeros). eps > 0 (GPT-2: 1e-5). */
+SL_API sl_layer *sl_layernorm(int channels, float eps);
+
+/* Hugging Face GPT-2's Conv1D: y = x W + b for each token, weight
+ * "weight" stored [in_features, out_features] (the transpose of
+ * sl_linear's), "bias" [out_features]. {B, in, T, 1} -> {B, out, T, 1}
+ * (also {N, in, 1, 1} -> {N, out, 1, 1}). Init: weight N(0, 0.02^2),
+ * bias zeros. */
+SL_API sl_layer *sl_conv1d(int in_features, int out_features);
+
+/* GPT-2's GELU, the tanh approximation (torch's F.gelu(x,
+ * approximate='tanh')): 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))).
+ * Keeps the input's shape; its backward reads its input. */
+SL_API sl_layer *sl_gelu(void);
+
+/* GPT-2's token + position embedding: y[b, t, :] = wte[id[b, t], :] +
+ * wpe[t, :]. The input {B, 1, T, 1} holds int32 token ids in the float
+ * slots (each id's 4 bytes, e.g. memcpy'd into the float array), T <=
+ * context; the output is {B, channels, T, 1}. Parameters "wte.weight"
+ * [vocab, channels] and "wpe.weight" [context, channels], both N(0,
+ * 0.02^2); added to a network as "transformer" they get Hugging Face's
+ * names (transformer.wte.weight). Ids must lie in [0, vocab): the caller
+ * checks them (an id outside embeds as wpe[t] alone and gets no gradient;
+ * nothing outside the tables is read). The ids get no gradient (zeros
+ * where one is asked for). */
+SL_API sl_layer *sl_embedding(int vocab, int context, int channels);
+
 /* ------------------------------------------------------------------ */
 /* Blocks of your own                                                  */
 /* ------------------------------------------------------------------ */

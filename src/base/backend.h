@@ -141,6 +141,22 @@ typedef void sl_sgd_update_fn(const sl_exec *ex, size_t count, float *w, const f
 typedef void sl_adam_update_fn(const sl_exec *ex, size_t count, float *w, const float *g, float *m,
                                float *v, float lr, float beta1, float beta2, float eps,
                                float weight_decay, int64_t step);
+typedef void sl_layernorm_forward_fn(const sl_exec *ex, int rows, int c, const float *x,
+                                     const float *weight, const float *bias, float eps, float *y,
+                                     float *mean, float *rstd);
+typedef void sl_layernorm_backward_fn(const sl_exec *ex, int rows, int c, const float *x,
+                                      const float *dy, const float *weight, const float *mean,
+                                      const float *rstd, float *dx, int accumulate,
+                                      float *dweight, float *dbias);
+typedef void sl_gelu_forward_fn(const sl_exec *ex, size_t count, const float *x, float *y);
+typedef void sl_gelu_backward_fn(const sl_exec *ex, size_t count, const float *x, const float *dy,
+                                 float *dx, int accumulate);
+typedef void sl_embedding_forward_fn(const sl_exec *ex, int n, int t, int c, int vocab,
+                                     const int32_t *ids, const float *wte, const float *wpe,
+                                     float *y);
+typedef void sl_embedding_backward_fn(const sl_exec *ex, int n, int t, int c, int vocab,
+                                      const int32_t *ids, const float *dy, float *dwte,
+                                      float *dwpe);
 
 struct sl_backend {
     const char *name;
@@ -279,6 +295,29 @@ struct sl_backend {
     /* Optimizer updates over count parameters (PyTorch's rules). */
     sl_sgd_update_fn *sgd_update;
     sl_adam_update_fn *adam_update;
+
+    /* LayerNorm over each of `rows` rows of c values (row-major): y =
+     * (x - mean) * rstd * weight + bias with the row's mean and rstd = 1 /
+     * sqrt(biased var + eps), written to mean / rstd (rows floats each)
+     * unless they are NULL (evaluation). Deterministic, so a re-forward
+     * writes the same bits. */
+    sl_layernorm_forward_fn *layernorm_forward;
+    /* dx (+)= LayerNorm's input gradient (dx may be NULL); dweight +=
+     * column sums of dy * xhat, dbias += column sums of dy (rows in order,
+     * in double), from the forward's mean and rstd. */
+    sl_layernorm_backward_fn *layernorm_backward;
+    /* GPT-2's tanh GELU, y = sl_gelu_of(x) (x and y may alias), and
+     * dx (+)= sl_gelu_grad_of(x, dy) from the forward's input. */
+    sl_gelu_forward_fn *gelu_forward;
+    sl_gelu_backward_fn *gelu_backward;
+    /* Token + position embedding of n x t token ids (int32, row-major):
+     * y[(b t) row] = wte[id] + wpe[t], rows of c values. Ids outside [0,
+     * vocab) must be rejected by the caller; the kernels read nothing out
+     * of bounds for them (a zero token row, no gradient). Backward: dwte[id]
+     * += dy row, dwpe[t] += dy row, each column summed by one thread with
+     * tokens in order. */
+    sl_embedding_forward_fn *embedding_forward;
+    sl_embedding_backward_fn *embedding_backward;
 };
 
 /* Per-run state: which backend, how many threads. */

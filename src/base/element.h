@@ -384,4 +384,133 @@ SL_HD static inline void sl_adam_element(size_t i, float *w, const float *g, flo
     w[i] = w[i] - a->step_size * mi / denom;
 }
 
+/* ---- transformer layers: LayerNorm, GELU, token + position embedding ---- */
+
+/* LayerNorm's statistics of one row of c values: mean and 1 / sqrt(var +
+ * eps) (biased variance), from double sums as BatchNorm's batch moments. */
+SL_HD static inline void sl_ln_row_stats(const float *x, int c, float eps, float *mean,
+                                         float *rstd)
+{
+    double s = 0.0, q = 0.0;
+    for (int j = 0; j < c; j++) {
+        double v = x[j];
+        s += v;
+        q += v * v;
+    }
+    double m, var;
+    sl_bn_batch_moments(s, q, (double)c, &m, &var);
+    *mean = (float)m;
+    *rstd = sl_bn_batch_invstd(var, eps);
+}
+
+/* The normalised value of LayerNorm's forward and backward. */
+SL_HD static inline float sl_ln_xhat(float x, float mean, float rstd) { return (x - mean) * rstd; }
+
+/* One row of LayerNorm's output: y = xhat * weight + bias (BatchNorm's
+ * normalising expression, so a re-forward repeats the bits). */
+SL_HD static inline void sl_ln_row_forward(const float *x, int c, const float *weight,
+                                           const float *bias, float mean, float rstd, float *y)
+{
+    for (int j = 0; j < c; j++)
+        y[j] = sl_bn_normalise(x[j], mean, rstd, weight[j], bias[j]);
+}
+
+/* One row of LayerNorm's input gradient, with g = dy * weight:
+ * dx (+)= rstd * (g - mean(g) - xhat * mean(g * xhat)), the means summed
+ * in double first (so dx may alias dy). */
+SL_HD static inline void sl_ln_row_backward(const float *x, const float *dy, int c,
+                                            const float *weight, float mean, float rstd,
+                                            float *dx, int accumulate)
+{
+    double sg = 0.0, sgx = 0.0;
+    for (int j = 0; j < c; j++) {
+        double g = (double)dy[j] * (double)weight[j];
+        sg += g;
+        sgx += g * (double)sl_ln_xhat(x[j], mean, rstd);
+    }
+    float mg = (float)(sg / c), mgx = (float)(sgx / c);
+    for (int j = 0; j < c; j++) {
+        float xh = sl_ln_xhat(x[j], mean, rstd);
+        sl_put(&dx[j], rstd * (dy[j] * weight[j] - mg - xh * mgx), accumulate);
+    }
+}
+
+/* LayerNorm's parameter gradients over columns j0 .. j0 + nj - 1 of the
+ * rows x c matrices x and dy, rows in order, in double: aw[j] += dy *
+ * xhat (weight), ab[j] += dy (bias). The CPU sums a block of columns per
+ * thread, the GPU one column per thread. */
+SL_HD static inline void sl_ln_param_sums(const float *x, const float *dy, int rows, int c,
+                                          const float *mean, const float *rstd, int j0, int nj,
+                                          double *aw, double *ab)
+{
+    for (int r = 0; r < rows; r++) {
+        const float *xr = x + (size_t)r * c + j0;
+        const float *dr = dy + (size_t)r * c + j0;
+        for (int j = 0; j < nj; j++) {
+            aw[j] += (double)dr[j] * (double)sl_ln_xhat(xr[j], mean[r], rstd[r]);
+            ab[j] += dr[j];
+        }
+    }
+}
+
+/* GPT-2's tanh approximation of GELU (torch's F.gelu(approximate='tanh')):
+ * 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))), in float. */
+#define SL_GELU_BETA 0.7978845608028654f /* sqrt(2 / pi) */
+#define SL_GELU_KAPPA 0.044715f
+
+SL_HD static inline float sl_gelu_of(float x)
+{
+    float inner = SL_GELU_BETA * (x + SL_GELU_KAPPA * (x * x * x));
+    return 0.5f * x * (1.0f + tanhf(inner));
+}
+
+/* dy times the exact derivative of sl_gelu_of at x:
+ * 0.5 (1 + t) + 0.5 x (1 - t^2) beta (1 + 3 kappa x^2), t = tanh(inner). */
+SL_HD static inline float sl_gelu_grad_of(float x, float dy)
+{
+    float x2 = x * x;
+    float t = tanhf(SL_GELU_BETA * (x + SL_GELU_KAPPA * (x2 * x)));
+    float d_inner = SL_GELU_BETA * (1.0f + 3.0f * SL_GELU_KAPPA * x2);
+    float d = 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * d_inner;
+    return dy * d;
+}
+
+/* The token embedding row of id, or NULL for an id outside [0, vocab)
+ * (callers validate ids; a bad one reads nothing out of bounds: it
+ * embeds as zeros and gets no gradient). */
+SL_HD static inline const float *sl_embedding_row(const float *wte, int32_t id, int vocab, int c)
+{
+    return id >= 0 && id < vocab ? wte + (size_t)id * c : NULL;
+}
+
+/* Element j of token (b, t)'s embedding: wte[id] + wpe[t]. */
+SL_HD static inline float sl_embedding_of(const float *te_row, const float *pe_row, int j)
+{
+    return (te_row ? te_row[j] : 0.0f) + pe_row[j];
+}
+
+/* The embedding's parameter gradients over columns j0 .. j0 + nj - 1:
+ * dwte[id] += dy row, dwpe[t] += dy row, tokens (b, t) in order, so each
+ * column is one thread's fixed sequence of adds (the CPU sums a block of
+ * columns per thread, the GPU one column per thread). */
+SL_HD static inline void sl_embedding_grad_columns(const int32_t *ids, const float *dy, int n,
+                                                   int t_len, int c, int vocab, int j0, int nj,
+                                                   float *dwte, float *dwpe)
+{
+    for (int b = 0; b < n; b++) {
+        for (int t = 0; t < t_len; t++) {
+            size_t tok = (size_t)b * t_len + t;
+            const float *dr = dy + tok * c + j0;
+            float *pe = dwpe + (size_t)t * c + j0;
+            int32_t id = ids[tok];
+            float *te = id >= 0 && id < vocab ? dwte + (size_t)id * c + j0 : NULL;
+            for (int j = 0; j < nj; j++) {
+                pe[j] += dr[j];
+                if (te)
+                    te[j] += dr[j];
+            }
+        }
+    }
+}
+
 #endif

@@ -99,4 +99,12 @@ sl_lm_xent_fn sl_cpu_lm_xent;
 sl_sgd_update_fn sl_cpu_sgd_update;
 sl_adam_update_fn sl_cpu_adam_update;
 
+/* ---- cpu_transformer.c ---- */
+sl_layernorm_forward_fn sl_cpu_layernorm_forward;
+sl_layernorm_backward_fn sl_cpu_layernorm_backward;
+sl_gelu_forward_fn sl_cpu_gelu_forward;
+sl_gelu_backward_fn sl_cpu_gelu_backward;
+sl_embedding_forward_fn sl_cpu_embedding_forward;
+sl_embedding_backward_fn sl_cpu_embedding_backward;
+
 #endif

@@ -75,6 +75,12 @@ static const sl_backend sl_cpu_table = {
     .lm_xent = sl_cpu_lm_xent,
     .sgd_update = sl_cpu_sgd_update,
     .adam_update = sl_cpu_adam_update,
+    .layernorm_forward = sl_cpu_layernorm_forward,
+    .layernorm_backward = sl_cpu_layernorm_backward,
+    .gelu_forward = sl_cpu_gelu_forward,
+    .gelu_backward = sl_cpu_gelu_backward,
+    .embedding_forward = sl_cpu_embedding_forward,
+    .embedding_backward = sl_cpu_embedding_backward,
 };
 
 sl_status sl_cpu_backend_create(sl_backend **out)

@@ -222,6 +222,12 @@ static sl_backend table_of(void)
     b->lm_xent = sl_cuda_lm_xent;
     b->sgd_update = sl_cuda_sgd_update;
     b->adam_update = sl_cuda_adam_update;
+    b->layernorm_forward = sl_cuda_layernorm_forward;
+    b->layernorm_backward = sl_cuda_layernorm_backward;
+    b->gelu_forward = sl_cuda_gelu_forward;
+    b->gelu_backward = sl_cuda_gelu_backward;
+    b->embedding_forward = sl_cuda_embedding_forward;
+    b->embedding_backward = sl_cuda_embedding_backward;
     return t;
 }
 

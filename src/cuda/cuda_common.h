@@ -201,6 +201,14 @@ sl_lm_xent_fn sl_cuda_lm_xent;
 sl_sgd_update_fn sl_cuda_sgd_update;
 sl_adam_update_fn sl_cuda_adam_update;
 
+/* ---- cuda_transformer.cu ---- */
+sl_layernorm_forward_fn sl_cuda_layernorm_forward;
+sl_layernorm_backward_fn sl_cuda_layernorm_backward;
+sl_gelu_forward_fn sl_cuda_gelu_forward;
+sl_gelu_backward_fn sl_cuda_gelu_backward;
+sl_embedding_forward_fn sl_cuda_embedding_forward;
+sl_embedding_backward_fn sl_cuda_embedding_backward;
+
 #ifdef __cplusplus
 }
 #endif

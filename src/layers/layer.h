@@ -52,7 +52,8 @@ typedef enum sl_init {
     SL_INIT_ZEROS = 0,
     SL_INIT_ONES,
     SL_INIT_KAIMING_NORMAL_FAN_OUT, /* N(0, 2 / fan_out): torchvision ResNet convs */
-    SL_INIT_UNIFORM_FAN_IN          /* U(-1/sqrt(fan_in), 1/sqrt(fan_in)): PyTorch's default */
+    SL_INIT_UNIFORM_FAN_IN,         /* U(-1/sqrt(fan_in), 1/sqrt(fan_in)): PyTorch's default */
+    SL_INIT_NORMAL                  /* N(0, std^2) with the spec's std: GPT-2's weights */
 } sl_init;
 
 typedef struct sl_param_spec {
@@ -62,6 +63,7 @@ typedef struct sl_param_spec {
     size_t count;
     sl_init init;
     int fan; /* fan_in or fan_out for the initialiser */
+    float std; /* SL_INIT_NORMAL's standard deviation */
     int trainable;
     float *data; /* set when the network is finalised */
     float *grad;
@@ -167,6 +169,12 @@ float sl_bn_rescaled_momentum_runs(float m, int runs);
 /* Freezes (1) or unfreezes (0) a BatchNorm2d layer (see batchnorm2d.c);
  * returns 0 and does nothing when l is not one. */
 int sl_batchnorm2d_set_frozen(sl_layer *l, int frozen);
+
+/* Sets the standard deviation of a Conv1D layer's N(0, std^2) weight
+ * initialisation (GPT-2's residual projections use 0.02 / sqrt(2 n_layer));
+ * before the network is finalised. Returns 0, or -1 with an error set when
+ * l is not a Conv1D layer or std is not positive and finite. */
+int sl_conv1d_set_init_std(sl_layer *l, float std);
 
 /* Integer geometry helper: output size of a window op; -1 if it does not fit. */
 int sl_window_out(int in, int kernel, int stride, int pad, int dilation, int ceil_mode);

@@ -196,6 +196,12 @@ static void init_param(sl_param_spec *p, uint64_t seed, uint64_t stream, int thr
         });
         break;
     }
+    case SL_INIT_NORMAL: {
+        float std = p->std;
+        SL_PARALLEL_FOR(threads, p->count > 65536, (size_t i = 0; i < p->count; i++),
+                        { p->data[i] = std * sl_random_normal(seed, stream, i); });
+        break;
+    }
     }
 }
 

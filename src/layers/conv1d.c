@@ -1,0 +1,109 @@
+/*
+ * conv1d.c — Hugging Face GPT-2's Conv1D (layers stage): a linear map of
+ * each token, y = x W + b, with the weight stored [in, out] (the transpose
+ * of Linear's), over the rows of a sequence tensor {B, in, T, 1} (or
+ * feature vectors {N, in, 1, 1}), through the backend's GEMM.
+ */
+#include <math.h>
+
+#include "layers/layer.h"
+
+typedef struct conv1d {
+    sl_layer base;
+    int in_features, out_features;
+} conv1d;
+
+#define CONV1D_INIT_STD 0.02f /* GPT-2's initializer_range */
+
+static sl_status conv1d_infer(const sl_layer *l, const sl_backend *be, int n_in,
+                              const sl_shape *in, sl_shape *out, sl_layer_cost *cost)
+{
+    const conv1d *cv = (const conv1d *)l;
+    (void)be;
+    (void)n_in;
+    if (in[0].c != cv->in_features)
+        return sl_set_error(SL_ERR_SHAPE,
+                            "Conv1D '%s' expects %d input channels (features per token) but "
+                            "receives %d",
+                            sl_layer_label(l), cv->in_features, in[0].c);
+    *out = (sl_shape){in[0].n, cv->out_features, in[0].h, in[0].w};
+    uint64_t rows = (uint64_t)in[0].n * in[0].h * in[0].w;
+    uint64_t macs = rows * cv->in_features * cv->out_features;
+    cost->fwd_flops = 2 * macs;
+    cost->bwd_flops = 4 * macs;
+    return SL_OK;
+}
+
+static void conv1d_forward(sl_layer *l, const sl_exec *ex, const sl_fwd_args *a)
+{
+    conv1d *cv = (conv1d *)l;
+    int rows = a->in[0].n * a->in[0].h * a->in[0].w, f = cv->in_features, o = cv->out_features;
+    ex->be->gemm(ex, 0, 0, rows, o, f, 1.0f, a->x[0], f, l->params[0].data, o, 0.0f, a->y, o);
+    ex->be->bias_add(ex, rows, o, l->params[1].data, a->y);
+}
+
+static void conv1d_backward(sl_layer *l, const sl_exec *ex, const sl_bwd_args *a)
+{
+    conv1d *cv = (conv1d *)l;
+    int rows = a->in[0].n * a->in[0].h * a->in[0].w, f = cv->in_features, o = cv->out_features;
+    /* dW[in, out] += x^T dy; db += column sums of dy; dx (+)= dy W^T */
+    ex->be->gemm(ex, 1, 0, f, o, rows, 1.0f, a->x[0], f, a->dy, o, 1.0f, l->params[0].grad, o);
+    ex->be->bias_backward(ex, rows, o, a->dy, l->params[1].grad);
+    if (a->dx[0])
+        ex->be->gemm(ex, 0, 1, rows, f, o, 1.0f, a->dy, o, l->params[0].data, o,
+                     a->accumulate[0] ? 1.0f : 0.0f, a->dx[0], f);
+}
+
+static int conv1d_out_channels(const sl_layer *l, int in_c)
+{
+    const conv1d *cv = (const conv1d *)l;
+    return sl_check_channels(l, cv->in_features, in_c) ? -1 : cv->out_features;
+}
+
+static const sl_layer_ops conv1d_ops = {
+    .type = "Conv1D",
+    .flags = SL_LAYER_NEEDS_INPUT | SL_LAYER_COMPUTE_BOUND,
+    .infer = conv1d_infer,
+    .forward = conv1d_forward,
+    .backward = conv1d_backward,
+    .out_channels = conv1d_out_channels,
+};
+
+sl_layer *sl_conv1d(int in_features, int out_features)
+{
+    if (in_features < 1 || out_features < 1) {
+        sl_set_error(SL_ERR_INVALID_ARG, "sl_conv1d: in_features %d and out_features %d must be >= 1",
+                     in_features, out_features);
+        return NULL;
+    }
+    conv1d *cv = sl_alloc(sizeof *cv, "a Conv1D layer");
+    if (!cv)
+        return NULL;
+    sl_layer_init(&cv->base, &conv1d_ops);
+    cv->in_features = in_features;
+    cv->out_features = out_features;
+    int wd[2] = {in_features, out_features};
+    int w = sl_layer_add_param(&cv->base, "weight", 2, wd, SL_INIT_NORMAL, in_features, 1);
+    cv->base.params[w].std = CONV1D_INIT_STD;
+    int bd[1] = {out_features};
+    sl_layer_add_param(&cv->base, "bias", 1, bd, SL_INIT_ZEROS, in_features, 1);
+    return &cv->base;
+}
+
+int sl_conv1d_set_init_std(sl_layer *l, float std)
+{
+    if (!l || l->ops != &conv1d_ops) {
+        sl_set_error(SL_ERR_INVALID_ARG, "sl_conv1d_set_init_std: '%s' is not a Conv1D layer",
+                     l ? sl_layer_label(l) : "(null)");
+        return -1;
+    }
+    if (!(std > 0.0f) || !isfinite(std)) {
+        sl_set_error(SL_ERR_INVALID_ARG,
+                     "sl_conv1d_set_init_std: the standard deviation %g of Conv1D '%s' must be "
+                     "positive and finite",
+                     (double)std, sl_layer_label(l));
+        return -1;
+    }
+    l->params[0].std = std;
+    return 0;
+}

@@ -1,0 +1,50 @@
+/*
+ * gelu.c — GPT-2's tanh GELU (layers stage), torch's
+ * F.gelu(approximate='tanh'). Its backward is the exact derivative at the
+ * forward's input, so it reads the input and never runs in place.
+ */
+#include "layers/layer.h"
+
+/* tanh, a cube and a handful of multiplies and adds per element */
+#define GELU_FWD_FLOPS 12
+#define GELU_BWD_FLOPS 18
+
+static sl_status gelu_infer(const sl_layer *l, const sl_backend *be, int n_in,
+                            const sl_shape *in, sl_shape *out, sl_layer_cost *cost)
+{
+    sl_status st = sl_elementwise_infer(l, be, n_in, in, out, cost);
+    cost->fwd_flops *= GELU_FWD_FLOPS;
+    cost->bwd_flops *= GELU_BWD_FLOPS;
+    return st;
+}
+
+static void gelu_forward(sl_layer *l, const sl_exec *ex, const sl_fwd_args *a)
+{
+    (void)l;
+    ex->be->gelu_forward(ex, sl_shape_count(a->out), a->x[0], a->y);
+}
+
+static void gelu_backward(sl_layer *l, const sl_exec *ex, const sl_bwd_args *a)
+{
+    (void)l;
+    if (a->dx[0])
+        ex->be->gelu_backward(ex, sl_shape_count(a->out), a->x[0], a->dy, a->dx[0],
+                              a->accumulate[0]);
+}
+
+static const sl_layer_ops gelu_ops = {
+    .type = "GELU",
+    .flags = SL_LAYER_NEEDS_INPUT,
+    .infer = gelu_infer,
+    .forward = gelu_forward,
+    .backward = gelu_backward,
+    .out_channels = sl_same_channels,
+};
+
+sl_layer *sl_gelu(void)
+{
+    sl_layer *l = sl_alloc(sizeof *l, "a GELU layer");
+    if (l)
+        sl_layer_init(l, &gelu_ops);
+    return l;
+}
