@@ -66,6 +66,9 @@ static int missing_members(const sl_backend *t, char *missing, size_t size)
     REQUIRE(softmax_xent);
     REQUIRE(sgd_update);
     REQUIRE(adam_update);
+    REQUIRE(attention_workspace_bytes);
+    REQUIRE(attention_forward);
+    REQUIRE(attention_backward);
 #undef REQUIRE
     return count;
 }

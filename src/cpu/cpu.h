@@ -98,4 +98,9 @@ sl_softmax_xent_fn sl_cpu_softmax_xent;
 sl_sgd_update_fn sl_cpu_sgd_update;
 sl_adam_update_fn sl_cpu_adam_update;
 
+/* ---- cpu_attention.c ---- */
+sl_attention_workspace_bytes_fn sl_cpu_attention_workspace_bytes;
+sl_attention_forward_fn sl_cpu_attention_forward;
+sl_attention_backward_fn sl_cpu_attention_backward;
+
 #endif

@@ -74,6 +74,9 @@ static const sl_backend sl_cpu_table = {
     .softmax_xent = sl_cpu_softmax_xent,
     .sgd_update = sl_cpu_sgd_update,
     .adam_update = sl_cpu_adam_update,
+    .attention_workspace_bytes = sl_cpu_attention_workspace_bytes,
+    .attention_forward = sl_cpu_attention_forward,
+    .attention_backward = sl_cpu_attention_backward,
 };
 
 sl_status sl_cpu_backend_create(sl_backend **out)
