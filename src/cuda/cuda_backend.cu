@@ -221,6 +221,9 @@ static sl_backend table_of(void)
     b->softmax_xent_workspace_bytes = sl_cuda_softmax_xent_workspace_bytes;
     b->sgd_update = sl_cuda_sgd_update;
     b->adam_update = sl_cuda_adam_update;
+    b->attention_workspace_bytes = sl_cuda_attention_workspace_bytes;
+    b->attention_forward = sl_cuda_attention_forward;
+    b->attention_backward = sl_cuda_attention_backward;
     return t;
 }
 

@@ -200,6 +200,11 @@ sl_softmax_xent_fn sl_cuda_softmax_xent;
 sl_sgd_update_fn sl_cuda_sgd_update;
 sl_adam_update_fn sl_cuda_adam_update;
 
+/* ---- cuda_attention.cu ---- */
+sl_attention_workspace_bytes_fn sl_cuda_attention_workspace_bytes;
+sl_attention_forward_fn sl_cuda_attention_forward;
+sl_attention_backward_fn sl_cuda_attention_backward;
+
 #ifdef __cplusplus
 }
 #endif
