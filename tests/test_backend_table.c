@@ -73,6 +73,9 @@ static int missing_members(const sl_backend *t, char *missing, size_t size)
     REQUIRE(gelu_backward);
     REQUIRE(embedding_forward);
     REQUIRE(embedding_backward);
+    REQUIRE(attention_workspace_bytes);
+    REQUIRE(attention_forward);
+    REQUIRE(attention_backward);
 #undef REQUIRE
     return count;
 }

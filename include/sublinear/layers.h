@@ -72,6 +72,21 @@ SL_API sl_layer *sl_linear(int in_features, int out_features, int bias);
  * function of the counter saved at forward time. */
 SL_API sl_layer *sl_dropout(float p);
 
+/* Causal multi-head self-attention, the core of a GPT-2 attention block
+ * (between c_attn and c_proj). Input {B, 3 * channels, T, 1} token-major:
+ * row (b, t) holds q in columns [0, C), k in [C, 2C), v in [2C, 3C), head
+ * h using columns h*D .. h*D+D-1 of each (D = channels / heads). Output
+ * {B, channels, T, 1}, head h's output in columns h*D ..: per head
+ * softmax(q k^T / sqrt(D)) v with token i attending to tokens j <= i, and
+ * dropout with probability dropout_p on the probabilities in training
+ * (masks drawn with Philox like sl_dropout's; none in evaluation).
+ * flash 1: FlashAttention-2 tiling, which keeps one log-sum-exp per row
+ * for the backward and never stores a T x T matrix (memory linear in T);
+ * flash 0: the plain computation, which keeps the B*heads*T*T
+ * probabilities. NULL with SL_ERR_SHAPE when channels is not a multiple of
+ * heads. */
+SL_API sl_layer *sl_causal_attention(int channels, int heads, float dropout_p, int flash);
+
 /* Residual blocks of torchvision's ResNet. A projection shortcut
  * (1x1 conv + BN, named "downsample.0" / "downsample.1") is added when the
  * stride is not 1 or the channel counts differ. */

@@ -158,6 +158,26 @@ typedef void sl_embedding_backward_fn(const sl_exec *ex, int n, int t, int c, in
                                       const int32_t *ids, const float *dy, float *dwte,
                                       float *dwpe);
 
+/* Causal multi-head self-attention over n sequences of t tokens: qkv holds
+ * n*t rows of 3 * heads * d values (q, then k, then v; head h at columns
+ * h*d .. h*d+d-1 of each), the output y n*t rows of heads * d. */
+typedef struct sl_attention_desc {
+    int n, t, heads, d; /* batch, tokens, heads, head size */
+    int flash;          /* 1: tiled, saved = the log-sum-exp of each row (n*heads*t
+                           floats); 0: plain, saved = the probabilities (n*heads*t*t) */
+    float p;            /* dropout on the probabilities; 0: none */
+    uint64_t seed;      /* the dropout mask's Philox key */
+    uint64_t counter;   /* and its first block: element (b, h, i, j) is element
+                           ((b*heads + h)*t + i)*t + j of a dropout mask */
+} sl_attention_desc;
+typedef size_t sl_attention_workspace_bytes_fn(const sl_backend *be, const sl_attention_desc *d,
+                                               int backward);
+typedef void sl_attention_forward_fn(const sl_exec *ex, const sl_attention_desc *d,
+                                     const float *qkv, float *y, float *saved, void *ws);
+typedef void sl_attention_backward_fn(const sl_exec *ex, const sl_attention_desc *d,
+                                      const float *qkv, const float *y, const float *dy,
+                                      const float *saved, float *dqkv, int accumulate, void *ws);
+
 struct sl_backend {
     const char *name;
     /* 1 when the backend's memory is host memory (the CPU): pointers the
@@ -318,6 +338,17 @@ struct sl_backend {
      * tokens in order. */
     sl_embedding_forward_fn *embedding_forward;
     sl_embedding_backward_fn *embedding_backward;
+    /* Workspace bytes causal self-attention's forward (backward 0) or
+     * backward (1) needs for d (it does not depend on d's dropout). */
+    sl_attention_workspace_bytes_fn *attention_workspace_bytes;
+    /* y = softmax(q k^T / sqrt(d), causal) (dropped out with d->p) v per
+     * sequence and head; saved (NULL in evaluation) gets the mode's state
+     * (see sl_attention_desc). ws: attention_workspace_bytes(d, 0). */
+    sl_attention_forward_fn *attention_forward;
+    /* dqkv (+)= the gradient of y with respect to qkv, from the forward's
+     * input, output (read by the tiled mode) and saved state, with the same
+     * dropout mask. ws: attention_workspace_bytes(d, 1). */
+    sl_attention_backward_fn *attention_backward;
 };
 
 /* Per-run state: which backend, how many threads. */

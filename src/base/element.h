@@ -511,6 +511,57 @@ SL_HD static inline void sl_embedding_grad_columns(const int32_t *ids, const flo
             }
         }
     }
+/* ---- causal self-attention ---- */
+
+/* The factors of the dropout mask's elements e0 .. e0+n-1 (word e % 4 of
+ * block counter + e / 4): scale when kept, 0 when dropped; all 1 when
+ * nothing is dropped (p = 0: no words drawn). */
+SL_HD static inline void sl_dropout_factors(const sl_dropout_mask *m, uint64_t counter,
+                                            uint64_t e0, int n, float *f)
+{
+    if (m->threshold == 0u && !m->drop_all) {
+        for (int k = 0; k < n; k++)
+            f[k] = m->scale;
+        return;
+    }
+    uint32_t r[4];
+    uint64_t block = ~(uint64_t)0;
+    for (int k = 0; k < n; k++) {
+        uint64_t e = e0 + (uint64_t)k;
+        if (e / 4 != block) {
+            block = e / 4;
+            sl_dropout_words(m, counter, block, r);
+        }
+        int keep = !m->drop_all && r[e % 4] >= m->threshold;
+        f[k] = keep ? m->scale : 0.0f;
+    }
+}
+
+/* Element (bh, i, j) of the attention probabilities of t tokens, bh =
+ * b * heads + h: its index in the dropout mask. */
+SL_HD static inline uint64_t sl_attn_element(int bh, int t, int i, int j)
+{
+    return ((uint64_t)bh * (uint64_t)t + (uint64_t)i) * (uint64_t)t + (uint64_t)j;
+}
+
+/* Scores are q . k / sqrt(head size). */
+SL_HD static inline float sl_attn_scale(int d) { return 1.0f / sqrtf((float)d); }
+
+SL_HD static inline float sl_attn_logit(float qk, float scale) { return qk * scale; }
+
+/* exp(logit - m): m a row maximum (then divided by the row's sum), or the
+ * row's log-sum-exp (then the probability itself). */
+SL_HD static inline float sl_attn_exp(float logit, float m) { return expf(logit - m); }
+
+/* A row's log-sum-exp from its maximum m and sum of exp(logit - m). */
+SL_HD static inline float sl_attn_lse(float m, double sum) { return m + (float)log(sum); }
+
+/* The gradient of a logit (before the 1 / sqrt(d) scale) from probability
+ * p, the gradient dpf of the dropped-out probability p * f, the dropout
+ * factor f and the row's sum di of dpf * p * f (= rowsum(dO o O)). */
+SL_HD static inline float sl_attn_grad_logit(float p, float dpf, float f, float di)
+{
+    return p * (dpf * f - di);
 }
 
 #endif

@@ -106,5 +106,9 @@ sl_gelu_forward_fn sl_cpu_gelu_forward;
 sl_gelu_backward_fn sl_cpu_gelu_backward;
 sl_embedding_forward_fn sl_cpu_embedding_forward;
 sl_embedding_backward_fn sl_cpu_embedding_backward;
+/* ---- cpu_attention.c ---- */
+sl_attention_workspace_bytes_fn sl_cpu_attention_workspace_bytes;
+sl_attention_forward_fn sl_cpu_attention_forward;
+sl_attention_backward_fn sl_cpu_attention_backward;
 
 #endif

@@ -81,6 +81,9 @@ static const sl_backend sl_cpu_table = {
     .gelu_backward = sl_cpu_gelu_backward,
     .embedding_forward = sl_cpu_embedding_forward,
     .embedding_backward = sl_cpu_embedding_backward,
+    .attention_workspace_bytes = sl_cpu_attention_workspace_bytes,
+    .attention_forward = sl_cpu_attention_forward,
+    .attention_backward = sl_cpu_attention_backward,
 };
 
 sl_status sl_cpu_backend_create(sl_backend **out)

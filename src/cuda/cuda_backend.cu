@@ -228,6 +228,9 @@ static sl_backend table_of(void)
     b->gelu_backward = sl_cuda_gelu_backward;
     b->embedding_forward = sl_cuda_embedding_forward;
     b->embedding_backward = sl_cuda_embedding_backward;
+    b->attention_workspace_bytes = sl_cuda_attention_workspace_bytes;
+    b->attention_forward = sl_cuda_attention_forward;
+    b->attention_backward = sl_cuda_attention_backward;
     return t;
 }
 

@@ -208,6 +208,10 @@ sl_gelu_forward_fn sl_cuda_gelu_forward;
 sl_gelu_backward_fn sl_cuda_gelu_backward;
 sl_embedding_forward_fn sl_cuda_embedding_forward;
 sl_embedding_backward_fn sl_cuda_embedding_backward;
+/* ---- cuda_attention.cu ---- */
+sl_attention_workspace_bytes_fn sl_cuda_attention_workspace_bytes;
+sl_attention_forward_fn sl_cuda_attention_forward;
+sl_attention_backward_fn sl_cuda_attention_backward;
 
 #ifdef __cplusplus
 }

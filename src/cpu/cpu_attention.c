@@ -1,0 +1,422 @@
+/*
+ * cpu_attention.c — causal multi-head self-attention on the CPU (run
+ * stage), two modes (base/backend.h's sl_attention_desc):
+ *
+ * plain (flash 0), the reference: per sequence and head, S = Q K^T (t x t)
+ * by one sgemm, the causal softmax row by row into P (the saved state),
+ * y = (P o F) V with F the dropout factors; the backward reads P.
+ *
+ * flash (flash 1), the FlashAttention-2 scheme: per query tile of BR rows,
+ * the key / value tiles of BC rows up to the diagonal, with an online
+ * softmax (running maximum m and sum l; the accumulated output rescaled by
+ * exp(m_old - m_new) when the maximum grows); only each row's log-sum-exp
+ * is saved. The backward recomputes P = exp(logit - lse) tile by tile:
+ * per key tile j, over the query tiles i >= j,
+ *     dV_j += (P o F)^T dO_i,  dPF = dO_i V_j^T,
+ *     dS = P o (dPF o F - D_i)  with D_i = rowsum(dO_i o O_i),
+ *     dQ_i += scale dS K_j,  dK_j += scale dS^T Q_i.
+ * Nothing of t x t size exists: the workspace holds tiles, and dQ of one
+ * (sequence, head) (t x d).
+ *
+ * Threads: work items ((sequence, head) or (sequence, head, query tile))
+ * are handed out to an OpenMP team; each item is computed by one thread
+ * from start to end with single-threaded sgemm calls on fixed tile shapes
+ * (the context runs OpenBLAS at one thread), into the workspace slot of
+ * that thread. Every output value therefore has the same bits whatever the
+ * number of threads. The workspace holds a fixed number of slots (see
+ * attn_slots), and a team never has more threads than slots.
+ */
+#include <cblas.h>
+#include <math.h>
+#include <omp.h>
+#include <string.h>
+
+#include "base/element.h"
+#include "cpu/cpu.h"
+
+/* Tile rows of queries and of keys. */
+#define BR 64
+#define BC 64
+
+/* Workspace slots: as many as the machine's processors (at least 4, so
+ * that tests of several threads run them on a small machine), no more than
+ * there are work items. */
+static int attn_slots(size_t items)
+{
+    int cap = omp_get_num_procs();
+    if (cap < 4)
+        cap = 4;
+    return items < (size_t)cap ? (int)(items > 0 ? items : 1) : cap;
+}
+
+static size_t round16(size_t floats) { return (floats + 15) / 16 * 16; }
+
+static size_t attn_items(const sl_attention_desc *d, int backward)
+{
+    size_t bh = (size_t)d->n * d->heads;
+    if (d->flash && !backward)
+        return bh * (size_t)((d->t + BR - 1) / BR);
+    return bh;
+}
+
+/* Floats of one slot. */
+static size_t slot_floats(const sl_attention_desc *d, int backward)
+{
+    size_t t = (size_t)d->t, hd = (size_t)d->d;
+    if (!d->flash)
+        return round16(t * t) + round16(t);
+    if (!backward) /* S, O, m, l (double), factors */
+        return round16(BR * BC) + round16(BR * hd) + round16(BR) + round16(2 * BR) + round16(BC);
+    /* dQ, D, P, F, dS, dPF, dK, dV */
+    return round16(t * hd) + round16(t) + 4 * round16(BR * BC) + 2 * round16(BC * hd);
+}
+
+size_t sl_cpu_attention_workspace_bytes(const sl_backend *be, const sl_attention_desc *d,
+                                        int backward)
+{
+    (void)be;
+    return (size_t)attn_slots(attn_items(d, backward)) * slot_floats(d, backward) * sizeof(float);
+}
+
+/* Where one (sequence, head)'s columns start: q at qkv + off, k at
+ * + c, v at + 2c (rows of ldq = 3c values), likewise in dqkv; its output
+ * columns at y + out (rows of ldo = c values), likewise in dy. */
+typedef struct attn_view {
+    size_t off, c, ldq, ldo, out;
+    int bh;
+} attn_view;
+
+static attn_view attn_view_of(const sl_attention_desc *d, int bh)
+{
+    attn_view v;
+    int b = bh / d->heads, h = bh % d->heads;
+    v.c = (size_t)d->heads * d->d;
+    v.ldq = 3 * v.c;
+    v.ldo = v.c;
+    v.off = (size_t)b * d->t * v.ldq + (size_t)h * d->d;
+    v.out = (size_t)b * d->t * v.c + (size_t)h * d->d;
+    v.bh = bh;
+    return v;
+}
+
+static void sgemm(int ta, int tb, int m, int n, int k, float alpha, const float *a, size_t lda,
+                  const float *b, size_t ldb, float beta, float *c, size_t ldc)
+{
+    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n,
+                k, alpha, a, (int)lda, b, (int)ldb, beta, c, (int)ldc);
+}
+
+/* Runs body (with item_ and slot_ defined) for every item on a team of at
+ * most `slots` threads; items are handed out dynamically (which thread
+ * runs an item does not change its bits). */
+#define ATTN_FOR_ITEMS(ex, items, slots, body)                                                   \
+    do {                                                                                         \
+        int team_ = cpu_threads(ex) < (slots) ? cpu_threads(ex) : (slots);                       \
+        if (team_ > 1 && (items) > 1) {                                                          \
+            _Pragma("omp parallel for num_threads(team_) schedule(dynamic, 1)")                  \
+            for (long item_ = 0; item_ < (long)(items); item_++) {                               \
+                int slot_ = omp_get_thread_num();                                                \
+                body;                                                                            \
+            }                                                                                    \
+        } else {                                                                                 \
+            for (long item_ = 0; item_ < (long)(items); item_++) {                               \
+                int slot_ = 0;                                                                   \
+                body;                                                                            \
+            }                                                                                    \
+        }                                                                                        \
+    } while (0)
+
+/* The factors of row i's columns [j0, j0 + n) into f. */
+static void row_factors(const sl_attention_desc *d, const sl_dropout_mask *m, int bh, int i,
+                        int j0, int n, float *f)
+{
+    sl_dropout_factors(m, d->counter, sl_attn_element(bh, d->t, i, j0), n, f);
+}
+
+/* ---------------------------------------------------------------- plain */
+
+/* The causal softmax of row i of S (logits scaled here) in place, zero
+ * past the diagonal. */
+static void softmax_row(float *row, int i, int t, float scale)
+{
+    float mx = -INFINITY;
+    for (int j = 0; j <= i; j++) {
+        row[j] = sl_attn_logit(row[j], scale);
+        mx = row[j] > mx ? row[j] : mx;
+    }
+    double s = 0.0;
+    for (int j = 0; j <= i; j++) {
+        row[j] = sl_attn_exp(row[j], mx);
+        s += row[j];
+    }
+    float sf = (float)s;
+    for (int j = 0; j <= i; j++)
+        row[j] = row[j] / sf;
+    for (int j = i + 1; j < t; j++)
+        row[j] = 0.0f;
+}
+
+static void plain_forward_one(const sl_attention_desc *d, const attn_view *v, const float *qkv,
+                              float *y, float *saved, float *slot)
+{
+    int t = d->t;
+    size_t tt = (size_t)t * t;
+    const float *q = qkv + v->off, *k = q + v->c, *val = q + 2 * v->c;
+    float *p = saved ? saved + (size_t)v->bh * tt : slot;
+    float *pf = slot, *f = slot + round16(tt);
+    float scale = sl_attn_scale(d->d);
+    sgemm(0, 1, t, t, d->d, 1.0f, q, v->ldq, k, v->ldq, 0.0f, p, (size_t)t);
+    for (int i = 0; i < t; i++)
+        softmax_row(p + (size_t)i * t, i, t, scale);
+    if (saved && d->p > 0.0f) {
+        sl_dropout_mask m = sl_dropout_mask_of(d->p, d->seed);
+        for (int i = 0; i < t; i++) {
+            const float *pr = p + (size_t)i * t;
+            float *o = pf + (size_t)i * t;
+            row_factors(d, &m, v->bh, i, 0, i + 1, f);
+            for (int j = 0; j <= i; j++)
+                o[j] = pr[j] * f[j];
+            for (int j = i + 1; j < t; j++)
+                o[j] = 0.0f;
+        }
+    } else {
+        pf = p;
+    }
+    sgemm(0, 0, t, d->d, t, 1.0f, pf, (size_t)t, val, v->ldq, 0.0f, y + v->out, v->ldo);
+}
+
+static void plain_backward_one(const sl_attention_desc *d, const attn_view *v, const float *qkv,
+                               const float *dy, const float *saved, float *dqkv, int accumulate,
+                               float *slot)
+{
+    int t = d->t, hd = d->d;
+    size_t tt = (size_t)t * t;
+    const float *p = saved + (size_t)v->bh * tt;
+    const float *q = qkv + v->off, *k = q + v->c, *val = q + 2 * v->c;
+    const float *dout = dy + v->out;
+    float *dq = dqkv + v->off, *dk = dq + v->c, *dv = dq + 2 * v->c;
+    float *a = slot, *f = slot + round16(tt);
+    float scale = sl_attn_scale(hd), beta = accumulate ? 1.0f : 0.0f;
+    int drop = d->p > 0.0f;
+    sl_dropout_mask m = sl_dropout_mask_of(d->p, d->seed);
+    /* dV = (P o F)^T dO */
+    const float *pf = p;
+    if (drop) {
+        for (int i = 0; i < t; i++) {
+            const float *pr = p + (size_t)i * t;
+            float *o = a + (size_t)i * t;
+            row_factors(d, &m, v->bh, i, 0, i + 1, f);
+            for (int j = 0; j <= i; j++)
+                o[j] = pr[j] * f[j];
+            for (int j = i + 1; j < t; j++)
+                o[j] = 0.0f;
+        }
+        pf = a;
+    }
+    sgemm(1, 0, t, hd, t, 1.0f, pf, (size_t)t, dout, v->ldo, beta, dv, v->ldq);
+    /* dPF = dO V^T, then dS in place */
+    sgemm(0, 1, t, t, hd, 1.0f, dout, v->ldo, val, v->ldq, 0.0f, a, (size_t)t);
+    for (int i = 0; i < t; i++) {
+        const float *pr = p + (size_t)i * t;
+        float *ar = a + (size_t)i * t;
+        row_factors(d, &m, v->bh, i, 0, i + 1, f);
+        double di = 0.0;
+        for (int j = 0; j <= i; j++)
+            di += (double)(ar[j] * f[j]) * pr[j];
+        float dif = (float)di;
+        for (int j = 0; j <= i; j++)
+            ar[j] = sl_attn_grad_logit(pr[j], ar[j], f[j], dif);
+        for (int j = i + 1; j < t; j++)
+            ar[j] = 0.0f;
+    }
+    sgemm(0, 0, t, hd, t, scale, a, (size_t)t, k, v->ldq, beta, dq, v->ldq);
+    sgemm(1, 0, t, hd, t, scale, a, (size_t)t, q, v->ldq, beta, dk, v->ldq);
+}
+
+/* ---------------------------------------------------------------- flash */
+
+/* One query tile [i0, i0 + nr) of one (sequence, head): y rows and, when
+ * lse is not NULL, their log-sum-exp. */
+static void flash_forward_tile(const sl_attention_desc *d, const attn_view *v, const float *qkv,
+                               int i0, float *y, float *lse, float *slot)
+{
+    int t = d->t, hd = d->d;
+    int nr = t - i0 < BR ? t - i0 : BR;
+    const float *q = qkv + v->off + (size_t)i0 * v->ldq, *k = qkv + v->off + v->c,
+                *val = qkv + v->off + 2 * v->c;
+    float *s = slot, *o = s + round16(BR * BC), *mrow = o + round16((size_t)BR * hd);
+    double *l = (double *)(mrow + round16(BR));
+    float *f = mrow + round16(BR) + round16(2 * BR);
+    float scale = sl_attn_scale(hd);
+    int drop = lse && d->p > 0.0f; /* evaluation (no lse) drops nothing */
+    sl_dropout_mask m = sl_dropout_mask_of(drop ? d->p : 0.0f, d->seed);
+    for (int r = 0; r < nr; r++) {
+        mrow[r] = -INFINITY;
+        l[r] = 0.0;
+    }
+    memset(o, 0, (size_t)nr * hd * sizeof(float));
+    int end = i0 + nr; /* keys past the last row's position are masked for every row */
+    for (int j0 = 0; j0 < end; j0 += BC) {
+        int nc = end - j0 < BC ? end - j0 : BC;
+        sgemm(0, 1, nr, nc, hd, 1.0f, q, v->ldq, k + (size_t)j0 * v->ldq, v->ldq, 0.0f, s, BC);
+        for (int r = 0; r < nr; r++) {
+            int i = i0 + r;
+            int valid = i - j0 + 1 < nc ? i - j0 + 1 : nc;
+            float *row = s + (size_t)r * BC;
+            if (valid <= 0) {
+                memset(row, 0, (size_t)nc * sizeof(float));
+                continue;
+            }
+            float mx = mrow[r];
+            for (int c = 0; c < valid; c++) {
+                row[c] = sl_attn_logit(row[c], scale);
+                mx = row[c] > mx ? row[c] : mx;
+            }
+            float alpha = sl_attn_exp(mrow[r], mx);
+            double sum = 0.0;
+            row_factors(d, &m, v->bh, i, j0, valid, f);
+            for (int c = 0; c < valid; c++) {
+                float e = sl_attn_exp(row[c], mx);
+                sum += e;
+                row[c] = e * f[c];
+            }
+            for (int c = valid; c < nc; c++)
+                row[c] = 0.0f;
+            l[r] = l[r] * alpha + sum;
+            mrow[r] = mx;
+            if (alpha != 1.0f) {
+                float *orow = o + (size_t)r * hd;
+                for (int c = 0; c < hd; c++)
+                    orow[c] *= alpha;
+            }
+        }
+        sgemm(0, 0, nr, hd, nc, 1.0f, s, BC, val + (size_t)j0 * v->ldq, v->ldq, 1.0f, o,
+              (size_t)hd);
+    }
+    for (int r = 0; r < nr; r++) {
+        float lf = (float)l[r];
+        const float *orow = o + (size_t)r * hd;
+        float *yr = y + v->out + (size_t)(i0 + r) * v->ldo;
+        for (int c = 0; c < hd; c++)
+            yr[c] = orow[c] / lf;
+        if (lse)
+            lse[(size_t)v->bh * t + i0 + r] = sl_attn_lse(mrow[r], l[r]);
+    }
+}
+
+static void flash_backward_one(const sl_attention_desc *d, const attn_view *v, const float *qkv,
+                               const float *y, const float *dy, const float *lse, float *dqkv,
+                               int accumulate, float *slot)
+{
+    int t = d->t, hd = d->d;
+    const float *q = qkv + v->off, *k = q + v->c, *val = q + 2 * v->c;
+    const float *out = y + v->out, *dout = dy + v->out, *lrow = lse + (size_t)v->bh * t;
+    float *dq = slot, *di = dq + round16((size_t)t * hd), *p = di + round16((size_t)t);
+    float *f = p + round16(BR * BC), *ds = f + round16(BR * BC), *dpf = ds + round16(BR * BC);
+    float *dk = dpf + round16(BR * BC), *dv = dk + round16((size_t)BC * hd);
+    float scale = sl_attn_scale(hd);
+    sl_dropout_mask m = sl_dropout_mask_of(d->p, d->seed);
+    for (int i = 0; i < t; i++) {
+        const float *a = out + (size_t)i * v->ldo, *b = dout + (size_t)i * v->ldo;
+        double s = 0.0;
+        for (int c = 0; c < hd; c++)
+            s += (double)(a[c] * b[c]);
+        di[i] = (float)s;
+    }
+    memset(dq, 0, (size_t)t * hd * sizeof(float));
+    for (int j0 = 0; j0 < t; j0 += BC) {
+        int nc = t - j0 < BC ? t - j0 : BC;
+        memset(dk, 0, (size_t)nc * hd * sizeof(float));
+        memset(dv, 0, (size_t)nc * hd * sizeof(float));
+        for (int i0 = j0 / BR * BR; i0 < t; i0 += BR) {
+            int nr = t - i0 < BR ? t - i0 : BR;
+            const float *qi = q + (size_t)i0 * v->ldq, *doi = dout + (size_t)i0 * v->ldo;
+            sgemm(0, 1, nr, nc, hd, 1.0f, qi, v->ldq, k + (size_t)j0 * v->ldq, v->ldq, 0.0f, p,
+                  BC);
+            for (int r = 0; r < nr; r++) {
+                int i = i0 + r;
+                int valid = i - j0 + 1 < nc ? i - j0 + 1 : nc;
+                if (valid < 0)
+                    valid = 0;
+                float *pr = p + (size_t)r * BC, *fr = f + (size_t)r * BC,
+                      *pfr = ds + (size_t)r * BC;
+                float li = lrow[i];
+                if (valid > 0)
+                    row_factors(d, &m, v->bh, i, j0, valid, fr);
+                for (int c = 0; c < valid; c++) {
+                    pr[c] = sl_attn_exp(sl_attn_logit(pr[c], scale), li);
+                    pfr[c] = pr[c] * fr[c];
+                }
+                for (int c = valid; c < nc; c++) {
+                    pr[c] = 0.0f;
+                    fr[c] = 0.0f;
+                    pfr[c] = 0.0f;
+                }
+            }
+            sgemm(1, 0, nc, hd, nr, 1.0f, ds, BC, doi, v->ldo, 1.0f, dv, (size_t)hd);
+            sgemm(0, 1, nr, nc, hd, 1.0f, doi, v->ldo, val + (size_t)j0 * v->ldq, v->ldq, 0.0f,
+                  dpf, BC);
+            for (int r = 0; r < nr; r++) {
+                const float *pr = p + (size_t)r * BC, *fr = f + (size_t)r * BC,
+                            *dr = dpf + (size_t)r * BC;
+                float *sr = ds + (size_t)r * BC;
+                float dii = di[i0 + r];
+                for (int c = 0; c < nc; c++)
+                    sr[c] = sl_attn_grad_logit(pr[c], dr[c], fr[c], dii);
+            }
+            sgemm(0, 0, nr, hd, nc, scale, ds, BC, k + (size_t)j0 * v->ldq, v->ldq, 1.0f,
+                  dq + (size_t)i0 * hd, (size_t)hd);
+            sgemm(1, 0, nc, hd, nr, scale, ds, BC, qi, v->ldq, 1.0f, dk, (size_t)hd);
+        }
+        float *dkx = dqkv + v->off + v->c + (size_t)j0 * v->ldq, *dvx = dkx + v->c;
+        for (int r = 0; r < nc; r++)
+            for (int c = 0; c < hd; c++) {
+                sl_put(&dkx[(size_t)r * v->ldq + c], dk[(size_t)r * hd + c], accumulate);
+                sl_put(&dvx[(size_t)r * v->ldq + c], dv[(size_t)r * hd + c], accumulate);
+            }
+    }
+    float *dqx = dqkv + v->off;
+    for (int r = 0; r < t; r++)
+        for (int c = 0; c < hd; c++)
+            sl_put(&dqx[(size_t)r * v->ldq + c], dq[(size_t)r * hd + c], accumulate);
+}
+
+/* ---------------------------------------------------------------- table */
+
+void sl_cpu_attention_forward(const sl_exec *ex, const sl_attention_desc *d, const float *qkv,
+                              float *y, float *saved, void *ws)
+{
+    size_t items = attn_items(d, 0), per = slot_floats(d, 0);
+    int slots = attn_slots(items);
+    float *base = ws;
+    if (d->flash) {
+        int tiles = (d->t + BR - 1) / BR;
+        ATTN_FOR_ITEMS(ex, items, slots, {
+            attn_view v = attn_view_of(d, (int)(item_ / tiles));
+            flash_forward_tile(d, &v, qkv, (int)(item_ % tiles) * BR, y, saved,
+                               base + (size_t)slot_ * per);
+        });
+    } else {
+        ATTN_FOR_ITEMS(ex, items, slots, {
+            attn_view v = attn_view_of(d, (int)item_);
+            plain_forward_one(d, &v, qkv, y, saved, base + (size_t)slot_ * per);
+        });
+    }
+}
+
+void sl_cpu_attention_backward(const sl_exec *ex, const sl_attention_desc *d, const float *qkv,
+                               const float *y, const float *dy, const float *saved, float *dqkv,
+                               int accumulate, void *ws)
+{
+    size_t items = attn_items(d, 1), per = slot_floats(d, 1);
+    int slots = attn_slots(items);
+    float *base = ws;
+    ATTN_FOR_ITEMS(ex, items, slots, {
+        attn_view v = attn_view_of(d, (int)item_);
+        float *slot = base + (size_t)slot_ * per;
+        if (d->flash)
+            flash_backward_one(d, &v, qkv, y, dy, saved, dqkv, accumulate, slot);
+        else
+            plain_backward_one(d, &v, qkv, dy, saved, dqkv, accumulate, slot);
+    });
+}

@@ -1,0 +1,156 @@
+/*
+ * attention.c — causal multi-head self-attention (layers stage), the core
+ * of a GPT-2 attention block between its c_attn and c_proj: input {B, 3C,
+ * T, 1} token-major (each token's q, k and v, head h at columns h*D ..
+ * h*D+D-1 of each, D = C / heads), output {B, C, T, 1} (head h's output at
+ * columns h*D ..), dropout on the probabilities as GPT-2's attn_pdrop.
+ *
+ * Two modes over the backend's attention kernels (base/backend.h):
+ * flash (FlashAttention-2: saves only each row's log-sum-exp, B*H*T
+ * floats; the backward recomputes the scores tile by tile and reads the
+ * forward's input and output) and plain (saves the probabilities, B*H*T*T
+ * floats: the reference). The dropout mask is never stored: a TRAIN
+ * forward takes a Philox counter range from the context (one block per 4
+ * of the B*H*T*T probabilities) and keeps it, and a REFORWARD and the
+ * backward redraw the same mask from it, as dropout.c does.
+ */
+#include "layers/layer.h"
+
+typedef struct attention {
+    sl_layer base;
+    int channels, heads, flash;
+    float p;
+    uint64_t counter; /* of the last TRAIN forward */
+} attention;
+
+static sl_attention_desc attention_desc(const attention *at, sl_shape in, float p,
+                                        const sl_context *ctx)
+{
+    sl_attention_desc d;
+    d.n = in.n;
+    d.t = in.h;
+    d.heads = at->heads;
+    d.d = at->channels / at->heads;
+    d.flash = at->flash;
+    d.p = p;
+    d.seed = ctx ? ctx->seed : 0;
+    d.counter = at->counter;
+    return d;
+}
+
+static sl_status attention_infer(const sl_layer *l, const sl_backend *be, int n_in,
+                                 const sl_shape *in, sl_shape *out, sl_layer_cost *cost)
+{
+    const attention *at = (const attention *)l;
+    (void)n_in;
+    if (in[0].c != 3 * at->channels)
+        return sl_set_error(SL_ERR_SHAPE,
+                            "CausalAttention '%s' of %d channels expects 3 x %d = %d input "
+                            "channels (q, k and v of each token) but receives %d",
+                            sl_layer_label(l), at->channels, at->channels, 3 * at->channels,
+                            in[0].c);
+    if (in[0].w != 1)
+        return sl_set_error(SL_ERR_SHAPE,
+                            "CausalAttention '%s' expects a sequence {batch, channels, tokens, 1} "
+                            "but the input's width is %d",
+                            sl_layer_label(l), in[0].w);
+    *out = (sl_shape){in[0].n, at->channels, in[0].h, 1};
+    sl_attention_desc d = attention_desc(at, in[0], at->p, NULL);
+    uint64_t bh = (uint64_t)d.n * d.heads, t = (uint64_t)d.t;
+    uint64_t pairs = bh * t * (t + 1) / 2; /* (i, j) with j <= i */
+    /* forward: q k^T and p v over the pairs, plus the softmax; the
+     * backward's four products (five with flash's recomputed scores) */
+    cost->fwd_flops = 4 * pairs * (uint64_t)d.d + 5 * pairs;
+    cost->bwd_flops = (at->flash ? 10 : 8) * pairs * (uint64_t)d.d + 8 * pairs;
+    cost->saved_bytes = (at->flash ? bh * t : bh * t * t) * sizeof(float);
+    cost->ws_fwd_bytes = be->attention_workspace_bytes(be, &d, 0);
+    cost->ws_bwd_bytes = be->attention_workspace_bytes(be, &d, 1);
+    return SL_OK;
+}
+
+static void attention_forward(sl_layer *l, const sl_exec *ex, const sl_fwd_args *a)
+{
+    attention *at = (attention *)l;
+    float p = a->pass == SL_PASS_EVAL ? 0.0f : at->p;
+    if (a->pass == SL_PASS_TRAIN && p > 0.0f) {
+        uint64_t count = (uint64_t)a->in[0].n * at->heads * a->in[0].h * a->in[0].h;
+        at->counter = a->ctx->dropout_counter;
+        a->ctx->dropout_counter += (count + 3) / 4; /* one Philox block per 4 elements */
+    }
+    sl_attention_desc d = attention_desc(at, a->in[0], p, a->ctx);
+    float *saved = a->pass == SL_PASS_EVAL ? NULL : a->saved;
+    ex->be->attention_forward(ex, &d, a->x[0], a->y, saved, a->ws);
+}
+
+static void attention_backward(sl_layer *l, const sl_exec *ex, const sl_bwd_args *a)
+{
+    attention *at = (attention *)l;
+    if (!a->dx[0])
+        return;
+    sl_attention_desc d = attention_desc(at, a->in[0], at->p, a->ctx);
+    ex->be->attention_backward(ex, &d, a->x[0], a->y, a->dy, a->saved, a->dx[0],
+                               a->accumulate[0], a->ws);
+}
+
+static int attention_out_channels(const sl_layer *l, int in_c)
+{
+    const attention *at = (const attention *)l;
+    if (in_c != 3 * at->channels) {
+        sl_set_error(SL_ERR_SHAPE,
+                     "CausalAttention '%s' of %d channels expects 3 x %d = %d input channels "
+                     "(q, k and v of each token) but receives %d",
+                     sl_layer_label(l), at->channels, at->channels, 3 * at->channels, in_c);
+        return -1;
+    }
+    return at->channels;
+}
+
+static const sl_layer_ops flash_ops = {
+    .type = "CausalAttention",
+    .flags = SL_LAYER_NEEDS_INPUT | SL_LAYER_NEEDS_OUTPUT | SL_LAYER_COMPUTE_BOUND,
+    .infer = attention_infer,
+    .forward = attention_forward,
+    .backward = attention_backward,
+    .out_channels = attention_out_channels,
+};
+
+static const sl_layer_ops plain_ops = {
+    .type = "CausalAttention",
+    .flags = SL_LAYER_NEEDS_INPUT | SL_LAYER_COMPUTE_BOUND,
+    .infer = attention_infer,
+    .forward = attention_forward,
+    .backward = attention_backward,
+    .out_channels = attention_out_channels,
+};
+
+sl_layer *sl_causal_attention(int channels, int heads, float dropout_p, int flash)
+{
+    if (channels <= 0 || heads <= 0) {
+        sl_set_error(SL_ERR_SHAPE,
+                     "sl_causal_attention: %d channels and %d heads must both be positive",
+                     channels, heads);
+        return NULL;
+    }
+    if (channels % heads != 0) {
+        sl_set_error(SL_ERR_SHAPE,
+                     "sl_causal_attention: %d channels do not split into %d heads (channels "
+                     "must be a multiple of heads)",
+                     channels, heads);
+        return NULL;
+    }
+    if (!(dropout_p >= 0.0f && dropout_p < 1.0f)) {
+        sl_set_error(SL_ERR_INVALID_ARG,
+                     "sl_causal_attention: dropout probability %g must be in [0, 1)", dropout_p);
+        return NULL;
+    }
+    attention *at = sl_alloc(sizeof *at, "a CausalAttention layer");
+    if (!at)
+        return NULL;
+    sl_layer_init(&at->base, flash ? &flash_ops : &plain_ops);
+    at->channels = channels;
+    at->heads = heads;
+    at->flash = flash != 0;
+    at->p = dropout_p;
+    at->counter = 0;
+    return &at->base;
+}
