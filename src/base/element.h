@@ -511,6 +511,8 @@ SL_HD static inline void sl_embedding_grad_columns(const int32_t *ids, const flo
             }
         }
     }
+}
+
 /* ---- causal self-attention ---- */
 
 /* The factors of the dropout mask's elements e0 .. e0+n-1 (word e % 4 of
