@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "base/element.h"
+#include "cpu/cpu.h"
 #include "harness.h"
 #include "sublinear.h"
 
@@ -384,6 +385,57 @@ START_TEST(test_torch_reference)
 }
 END_TEST
 
+/* The kernels' accumulate flag: dqkv += the gradient, on top of what dqkv
+ * held (flash adds with sl_put: exactly the sum; plain through sgemm's
+ * beta = 1, whose fused multiply-add may round once less). */
+START_TEST(test_backward_accumulates)
+{
+    sl_backend *be = NULL;
+    ck_assert_int_eq(sl_cpu_backend_create(&be), SL_OK);
+    sl_exec ex = {be, 2};
+    int b = 2, t = 150, c = 16, heads = 2;
+    inputs in = make_inputs(b, t, c, 41);
+    size_t nx = (size_t)b * t * 3 * c, ny = (size_t)b * t * c;
+    for (int flash = 0; flash <= 1; flash++) {
+        sl_attention_desc d = {b, t, heads, c / heads, flash, 0.1f, 5, 0};
+        size_t saved_n = (size_t)b * heads * t * (flash ? 1 : (size_t)t);
+        size_t ws = be->attention_workspace_bytes(be, &d, 0);
+        size_t ws_b = be->attention_workspace_bytes(be, &d, 1);
+        ws = ws > ws_b ? ws : ws_b;
+        float *y = malloc(ny * sizeof(float)), *saved = malloc(saved_n * sizeof(float));
+        float *dx0 = malloc(nx * sizeof(float)), *dx1 = malloc(nx * sizeof(float));
+        void *w = malloc(ws);
+        ck_assert(y && saved && dx0 && dx1 && w);
+        be->attention_forward(&ex, &d, in.x, y, saved, w);
+        th_fill_normal(dx0, nx, 43, 1.0f); /* garbage that accumulate 0 overwrites */
+        be->attention_backward(&ex, &d, in.x, y, in.dy, saved, dx0, 0, w);
+        th_fill_normal(dx1, nx, 47, 1.0f);
+        float *before = malloc(nx * sizeof(float));
+        ck_assert(before);
+        memcpy(before, dx1, nx * sizeof(float));
+        be->attention_backward(&ex, &d, in.x, y, in.dy, saved, dx1, 1, w);
+        double worst = 0.0;
+        for (size_t i = 0; i < nx; i++) {
+            float want = before[i] + dx0[i];
+            double e = fabs((double)dx1[i] - (double)want) / (fabs((double)want) + 1.0);
+            worst = e > worst ? e : worst;
+            if (flash)
+                ck_assert_msg(dx1[i] == want, "flash: dx[%zu] %g != %g + %g", i, dx1[i],
+                              before[i], dx0[i]);
+        }
+        ck_assert_msg(worst <= 1e-6, "flash %d: accumulated gradient off by %.3g", flash, worst);
+        free(before);
+        free(y);
+        free(saved);
+        free(dx0);
+        free(dx1);
+        free(w);
+    }
+    inputs_free(&in);
+    sl_backend_destroy(be);
+}
+END_TEST
+
 /* ---- errors ---- */
 
 START_TEST(test_shape_errors)
@@ -417,6 +469,7 @@ int main(void)
     tcase_add_test(tc, test_thread_count_invariance);
     tcase_add_test(tc, test_reforward_is_exact);
     tcase_add_test(tc, test_torch_reference);
+    tcase_add_test(tc, test_backward_accumulates);
     tcase_add_test(tc, test_shape_errors);
     suite_add_tcase(s, tc);
     return th_run_suite(s) ? EXIT_FAILURE : EXIT_SUCCESS;
