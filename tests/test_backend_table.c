@@ -66,6 +66,7 @@ static int missing_members(const sl_backend *t, char *missing, size_t size)
     REQUIRE(softmax_xent);
     REQUIRE(sgd_update);
     REQUIRE(adam_update);
+    REQUIRE(sum_squares);
 #undef REQUIRE
     return count;
 }

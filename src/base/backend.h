@@ -134,10 +134,12 @@ typedef void sl_softmax_xent_fn(const sl_exec *ex, int n, int classes, const flo
 typedef size_t sl_softmax_xent_workspace_bytes_fn(const sl_backend *be, int n);
 typedef void sl_sgd_update_fn(const sl_exec *ex, size_t count, float *w, const float *g, float *mom,
                               float lr, float momentum, float weight_decay, int nesterov,
-                              int first);
+                              int first, float grad_scale);
 typedef void sl_adam_update_fn(const sl_exec *ex, size_t count, float *w, const float *g, float *m,
                                float *v, float lr, float beta1, float beta2, float eps,
-                               float weight_decay, int64_t step);
+                               float weight_decay, int decoupled, int64_t step, float grad_scale);
+#define SL_SUM_SQUARES_SLOTS 1024 /* partial sums of sum_squares */
+typedef void sl_sum_squares_fn(const sl_exec *ex, size_t count, const float *x, double *slots);
 
 struct sl_backend {
     const char *name;
@@ -266,9 +268,16 @@ struct sl_backend {
      * (the CPU). */
     sl_softmax_xent_workspace_bytes_fn *softmax_xent_workspace_bytes;
 
-    /* Optimizer updates over count parameters (PyTorch's rules). */
+    /* Optimizer updates over count parameters (PyTorch's rules), with the
+     * gradient g * grad_scale (1.0f leaves g exactly as it is). Adam's
+     * weight_decay is L2 added to the gradient, or with decoupled 1
+     * AdamW's w *= 1 - lr * weight_decay before the step. */
     sl_sgd_update_fn *sgd_update;
     sl_adam_update_fn *adam_update;
+    /* slots[t] += the sum of squares of x's t-th chunk, in double, for the
+     * SL_SUM_SQUARES_SLOTS slots of base/element.h (sl_sum_squares_chunk);
+     * slots is backend memory. Deterministic: the gradient norm. */
+    sl_sum_squares_fn *sum_squares;
 };
 
 /* Per-run state: which backend, how many threads. */

@@ -124,7 +124,8 @@ void sl_execute(const sl_graph *g, const sl_shapes *sh, const sl_program *p, con
         }
         case SL_STEP_BWD:
             if (!grads_zeroed) {
-                zero_param_grads(g, ex);
+                if (!io->keep_grads)
+                    zero_param_grads(g, ex);
                 grads_zeroed = 1;
             }
             run_backward(&r, g, sh, st, ctx, ex);

@@ -97,5 +97,6 @@ sl_bias_backward_fn sl_cpu_bias_backward;
 sl_softmax_xent_fn sl_cpu_softmax_xent;
 sl_sgd_update_fn sl_cpu_sgd_update;
 sl_adam_update_fn sl_cpu_adam_update;
+sl_sum_squares_fn sl_cpu_sum_squares;
 
 #endif

@@ -74,6 +74,7 @@ static const sl_backend sl_cpu_table = {
     .softmax_xent = sl_cpu_softmax_xent,
     .sgd_update = sl_cpu_sgd_update,
     .adam_update = sl_cpu_adam_update,
+    .sum_squares = sl_cpu_sum_squares,
 };
 
 sl_status sl_cpu_backend_create(sl_backend **out)

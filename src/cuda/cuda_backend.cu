@@ -221,6 +221,7 @@ static sl_backend table_of(void)
     b->softmax_xent_workspace_bytes = sl_cuda_softmax_xent_workspace_bytes;
     b->sgd_update = sl_cuda_sgd_update;
     b->adam_update = sl_cuda_adam_update;
+    b->sum_squares = sl_cuda_sum_squares;
     return t;
 }
 

@@ -199,6 +199,7 @@ sl_softmax_xent_workspace_bytes_fn sl_cuda_softmax_xent_workspace_bytes;
 sl_softmax_xent_fn sl_cuda_softmax_xent;
 sl_sgd_update_fn sl_cuda_sgd_update;
 sl_adam_update_fn sl_cuda_adam_update;
+sl_sum_squares_fn sl_cuda_sum_squares;
 
 #ifdef __cplusplus
 }
