@@ -282,9 +282,16 @@ START_TEST(test_sum_squares_matches_double)
         for (size_t i = 0; i < sizes[k]; i++)
             ref += (double)x[i] * (double)x[i];
         total_ref += ref;
-        double mine[SL_SUM_SQUARES_SLOTS], sum = 0.0;
+        double mine[SL_SUM_SQUARES_SLOTS], rule[SL_SUM_SQUARES_SLOTS], sum = 0.0;
         memset(mine, 0, sizeof mine);
         be->sum_squares(&ex, sizes[k], x, mine);
+        /* the slots of backend.h's rule, bit for bit (the GPU's too) */
+        for (int t = 0; t < SL_SUM_SQUARES_SLOTS; t++) {
+            rule[t] = 0.0;
+            for (size_t i = (size_t)t; i < sizes[k]; i += SL_SUM_SQUARES_SLOTS)
+                rule[t] += (double)x[i] * (double)x[i];
+        }
+        ck_assert_msg(memcmp(mine, rule, sizeof mine) == 0, "%zu values: slots differ", sizes[k]);
         for (int t = 0; t < SL_SUM_SQUARES_SLOTS; t++)
             sum += mine[t];
         ck_assert_msg(fabs(sum - ref) <= 1e-12 * ref, "%zu values: %.17g, double %.17g", sizes[k],

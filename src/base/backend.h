@@ -274,9 +274,10 @@ struct sl_backend {
      * AdamW's w *= 1 - lr * weight_decay before the step. */
     sl_sgd_update_fn *sgd_update;
     sl_adam_update_fn *adam_update;
-    /* slots[t] += the sum of squares of x's t-th chunk, in double, for the
-     * SL_SUM_SQUARES_SLOTS slots of base/element.h (sl_sum_squares_chunk);
-     * slots is backend memory. Deterministic: the gradient norm. */
+    /* slots[t] += the sum of squares, in double and index order, of the
+     * elements t, t + S, t + 2S ... of x (S = SL_SUM_SQUARES_SLOTS; see
+     * base/element.h's sl_square_add); slots is backend memory.
+     * Deterministic: the gradient norm. */
     sl_sum_squares_fn *sum_squares;
 };
 

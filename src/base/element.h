@@ -374,18 +374,11 @@ SL_HD static inline void sl_adam_element(size_t i, float *w, const float *g, flo
 /* ---- gradient norm ---- */
 
 /* The sum of squares of a tensor is kept in SL_SUM_SQUARES_SLOTS
- * (backend.h) doubles: slot t adds the squares of its contiguous chunk, in
- * index order; the caller sums the slots in order. Fixed on every device,
- * so the norm is the same bits on the CPU and the GPU. */
-SL_HD static inline double sl_sum_squares_chunk(const float *x, size_t count, int slot)
-{
-    size_t chunk = (count + SL_SUM_SQUARES_SLOTS - 1) / SL_SUM_SQUARES_SLOTS;
-    size_t lo = (size_t)slot * chunk;
-    size_t hi = lo + chunk < count ? lo + chunk : count;
-    double s = 0.0;
-    for (size_t i = lo; i < hi; i++)
-        s += (double)x[i] * (double)x[i];
-    return s;
-}
+ * (backend.h) doubles: slot t sums, from 0 and in index order, the squares
+ * of elements t, t + SLOTS, t + 2 SLOTS ... (one term: sl_square_add),
+ * then adds that to the slot; the caller sums the slots in order. Fixed on
+ * every device, so the norm is the same bits on the CPU and the GPU (whose
+ * threads read adjacent elements). */
+SL_HD static inline double sl_square_add(double acc, float v) { return acc + (double)v * (double)v; }
 
 #endif

@@ -67,10 +67,25 @@ void sl_cpu_adam_update(const sl_exec *ex, size_t count, float *w, const float *
     });
 }
 
-/* One slot per iteration; each slot's chunk is summed in index order. */
+/* Each thread takes groups of SUMSQ_GROUP slots and walks the rows of
+ * SL_SUM_SQUARES_SLOTS elements (contiguous reads); every slot still adds
+ * its elements in index order, as the GPU's thread of that slot does. */
+#define SUMSQ_GROUP 64
 void sl_cpu_sum_squares(const sl_exec *ex, size_t count, const float *x, double *slots)
 {
-    SL_PARALLEL_FOR(cpu_threads(ex), count >= CPU_PAR_MIN, (int t = 0; t < SL_SUM_SQUARES_SLOTS; t++), {
-        slots[t] += sl_sum_squares_chunk(x, count, t);
+    const size_t row = SL_SUM_SQUARES_SLOTS;
+    SL_PARALLEL_FOR(cpu_threads(ex), count >= CPU_PAR_MIN,
+                    (int g = 0; g < SL_SUM_SQUARES_SLOTS / SUMSQ_GROUP; g++), {
+        double acc[SUMSQ_GROUP] = {0.0};
+        size_t t0 = (size_t)g * SUMSQ_GROUP;
+        for (size_t r = 0; r * row + t0 < count; r++) {
+            const float *xr = x + r * row + t0;
+            size_t n = count - (r * row + t0);
+            n = n < SUMSQ_GROUP ? n : SUMSQ_GROUP;
+            for (size_t k = 0; k < n; k++)
+                acc[k] = sl_square_add(acc[k], xr[k]);
+        }
+        for (int k = 0; k < SUMSQ_GROUP; k++)
+            slots[t0 + (size_t)k] += acc[k];
     });
 }

@@ -108,12 +108,17 @@ extern "C" void sl_cuda_adam_update(const sl_exec *ex, size_t count, float *w, c
                                    grad_scale));
 }
 
-/* One thread per slot (sl_sum_squares_chunk), as the CPU's loop. */
+/* One thread per slot, striding by the slot count (adjacent threads read
+ * adjacent elements): each slot's terms in the CPU's order. */
 static __global__ void sum_squares_k(size_t n, const float *x, double *slots)
 {
-    int t = blockIdx.x * blockDim.x + threadIdx.x;
-    if (t < SL_SUM_SQUARES_SLOTS)
-        slots[t] += sl_sum_squares_chunk(x, n, t);
+    size_t t = blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= SL_SUM_SQUARES_SLOTS)
+        return;
+    double acc = 0.0;
+    for (size_t i = t; i < n; i += SL_SUM_SQUARES_SLOTS)
+        acc = sl_square_add(acc, x[i]);
+    slots[t] += acc;
 }
 
 extern "C" void sl_cuda_sum_squares(const sl_exec *ex, size_t count, const float *x,
