@@ -22,6 +22,7 @@ enum {
     MAX_BATCH = 65536,
     MAX_RES = 8192,
     MAX_CLASSES = 1000000,
+    MAX_SEQ = 1 << 20,
 };
 
 typedef enum opt_id {
@@ -31,6 +32,8 @@ typedef enum opt_id {
     OPT_RESUME, OPT_LOG_EVERY, OPT_QUIET, OPT_BN_RESCALE, OPT_DEVICE, OPT_DISTRIBUTED,
     OPT_NO_MEMORY_CHECK, OPT_DTYPE, OPT_EXPLAIN, OPT_GPU, OPT_TF32,
     OPT_CLIP, OPT_WARMUP, OPT_LR_MIN, OPT_ACCUM,
+    OPT_SEQ, OPT_LAYERS, OPT_EMBD, OPT_HEADS, OPT_VOCAB, OPT_CONTEXT, OPT_DROPOUT, OPT_VAL,
+    OPT_LOAD_MODEL,
 } opt_id;
 
 typedef struct opt_spec {
@@ -78,6 +81,15 @@ static const opt_spec g_opts[] = {
     {"--warmup", OPT_WARMUP, CLI_TRAIN, 1},
     {"--lr-min", OPT_LR_MIN, CLI_TRAIN, 1},
     {"--accum", OPT_ACCUM, CLI_TRAIN, 1},
+    {"--seq", OPT_SEQ, ALL_NETS, 1},
+    {"--layers", OPT_LAYERS, ALL_NETS, 1},
+    {"--embd", OPT_EMBD, ALL_NETS, 1},
+    {"--heads", OPT_HEADS, ALL_NETS, 1},
+    {"--vocab", OPT_VOCAB, ALL_NETS, 1},
+    {"--context", OPT_CONTEXT, ALL_NETS, 1},
+    {"--dropout", OPT_DROPOUT, CLI_TRAIN, 1},
+    {"--val", OPT_VAL, CLI_TRAIN, 1},
+    {"--load-model", OPT_LOAD_MODEL, CLI_TRAIN, 1},
 };
 
 static const char *command_name(cli_command cmd)
@@ -127,6 +139,15 @@ static const char g_train_help[] =
     "  --lr-min X            the cosine's final learning rate (a tenth of --lr)\n"
     "  --accum K             accumulate the gradients of K batches per optimizer\n"
     "                        step (1): as one batch of K * --batch images\n"
+    "GPT-2 (--model gpt2; AdamW betas (0.9, 0.95), decay 0.1 on matrices, lr 6e-4):\n"
+    "  --data FILE           the training tokens: an llm.c shard (sublinear tokenize)\n"
+    "  --val FILE            held-out tokens; --eval N sequences of them are scored\n"
+    "  --seq T               tokens per sequence (1024); --batch sequences per step\n"
+    "  --layers N --embd C --heads H --vocab V --context N\n"
+    "                        the shape (GPT-2 small: 12, 768, 12, 50257, 1024)\n"
+    "  --dropout P           GPT-2's three dropouts (0)\n"
+    "  --load-model FILE     start from a model file (sublinear's or Hugging Face's\n"
+    "                        model.safetensors of the same shape)\n"
     "  --schedule S          checkpointing schedule (sqrt); see below\n"
     "  --bn-rescale          memonger's BatchNorm momentum rescale under re-forward\n"
     "  --seed N              seeds weights, data order and dropout (1)\n"
@@ -170,7 +191,10 @@ static const char g_plan_help[] =
     "  --schedule S          checkpointing schedule (sqrt); see below\n"
     "  --mode train|infer    plan a training step or an inference forward (train)\n"
     "  --no-reuse            every tensor in storage of its own (a plain framework)\n"
-    "  --optimizer KIND      sgd, adam or none: optimizer state counted (sgd)\n"
+    "  --optimizer KIND      sgd, adam, adamw or none: optimizer state counted (sgd;\n"
+    "                        adamw for gpt2)\n"
+    "  --seq T, --layers N, --embd C, --heads H, --vocab V, --context N\n"
+    "                        gpt2's sequence length and shape (1024; GPT-2 small)\n"
     "  --explain             also print every top-level unit (layer or block): its\n"
     "                        forward and backward FLOPs and estimated ms, input and\n"
     "                        output bytes, the bytes it holds to its backward when\n"
@@ -298,7 +322,7 @@ static int is_model(const char *name)
     for (const char *const *m = sl_model_names(); *m; m++)
         if (strcmp(*m, name) == 0)
             return 1;
-    return 0;
+    return strcmp(name, "gpt2") == 0; /* built by sl_model_gpt2 */
 }
 
 /* A finite float > 0, nothing after it. Returns 0 or -1. */
@@ -337,6 +361,7 @@ static int set_option(cli_options *o, opt_id id, const char *v)
     case OPT_OUTPUT: o->output = v; return *v ? 0 : -1;
     case OPT_OPTIMIZER:
         o->optimizer = v;
+        o->optimizer_set = 1;
         if (o->cmd == CLI_TRAIN)
             return strcmp(v, "sgd") && strcmp(v, "adam") && strcmp(v, "adamw") ? -1 : 0;
         return strcmp(v, "sgd") && strcmp(v, "adam") && strcmp(v, "adamw") && strcmp(v, "none")
@@ -378,6 +403,20 @@ static int set_option(cli_options *o, opt_id id, const char *v)
         return errno || end == v || *end || !(o->lr_min >= 0) || !isfinite(o->lr_min) ? -1 : 0;
     }
     case OPT_ACCUM: return cli_parse_int(v, 1, 1000000, &o->accum);
+    case OPT_SEQ: return cli_parse_int(v, 1, MAX_SEQ, &o->seq);
+    case OPT_LAYERS: return cli_parse_int(v, 1, 1000, &o->layers);
+    case OPT_EMBD: return cli_parse_int(v, 1, 65536, &o->embd);
+    case OPT_HEADS: return cli_parse_int(v, 1, 4096, &o->heads);
+    case OPT_VOCAB: return cli_parse_int(v, 2, 65536, &o->vocab); /* ids are uint16 in shards */
+    case OPT_CONTEXT: return cli_parse_int(v, 1, MAX_SEQ, &o->context);
+    case OPT_DROPOUT: {
+        char *end;
+        errno = 0;
+        o->dropout = strtof(v, &end);
+        return errno || end == v || *end || !(o->dropout >= 0 && o->dropout < 1) ? -1 : 0;
+    }
+    case OPT_VAL: o->val_data = v; return *v ? 0 : -1;
+    case OPT_LOAD_MODEL: o->load_model = v; return *v ? 0 : -1;
     }
     return -1;
 }
@@ -396,6 +435,12 @@ void cli_defaults(cli_command cmd, cli_options *o)
     o->dataset = "synthetic";
     o->lr = 0.05f;
     o->accum = 1;
+    o->seq = 1024; /* GPT-2 small */
+    o->layers = 12;
+    o->embd = 768;
+    o->heads = 12;
+    o->vocab = 50257;
+    o->context = 1024;
     if (cmd == CLI_TRAIN) {
         o->model = "resnet20";
         o->batch = 32;
@@ -410,6 +455,33 @@ void cli_defaults(cli_command cmd, cli_options *o)
     }
 }
 
+/* The combinations of --model gpt2. */
+static int check_lm(const char *cmd, cli_options *o)
+{
+    if (o->res_set || o->classes_set)
+        return cli_usage_error(cmd, "--res and --classes do not apply to gpt2 (--seq, --vocab)");
+    if (o->seq > o->context)
+        return cli_usage_error(cmd, "--seq %d is longer than the context of %d positions "
+                                    "(--context)", o->seq, o->context);
+    if (o->embd % o->heads != 0)
+        return cli_usage_error(cmd, "--embd %d is not a multiple of --heads %d", o->embd, o->heads);
+    if (o->cmd != CLI_TRAIN)
+        return 0;
+    if (strcmp(o->dataset, "synthetic") != 0)
+        return cli_usage_error(cmd, "--dataset does not apply to gpt2: --data FILE is a token "
+                                    "shard (sublinear tokenize writes them)");
+    if (!o->data_dir)
+        return cli_usage_error(cmd, "--model gpt2 needs --data TRAIN.bin, a token shard "
+                                    "(sublinear tokenize writes them)");
+    if (o->distributed)
+        return cli_usage_error(cmd, "--distributed does not train gpt2 yet");
+    if (o->bn_rescale)
+        return cli_usage_error(cmd, "--bn-rescale does not apply to gpt2 (no BatchNorm)");
+    if (o->snapshot_every && !o->snapshot)
+        return cli_usage_error(cmd, "--snapshot-every needs --snapshot PATH");
+    return 0;
+}
+
 /* Checks what single options cannot: required options and combinations. */
 static int check_combination(const char *cmd, cli_options *o)
 {
@@ -417,6 +489,11 @@ static int check_combination(const char *cmd, cli_options *o)
         return cli_usage_error(cmd, "--model is required");
     if ((o->cmd == CLI_DOT || o->cmd == CLI_MEMPLOT) && !o->output)
         return cli_usage_error(cmd, "-o FILE is required");
+    if (cli_is_lm(o))
+        return check_lm(cmd, o);
+    if (o->lm_options)
+        return cli_usage_error(cmd, "--seq, --layers, --embd, --heads, --vocab, --context, "
+                                    "--dropout, --val and --load-model apply to --model gpt2");
     if (o->cmd != CLI_TRAIN)
         return 0;
     int synthetic = strcmp(o->dataset, "synthetic") == 0;
@@ -470,13 +547,16 @@ int cli_parse(cli_command cmd, int argc, char **argv, cli_options *o, int *help)
             return cli_usage_error(name, "%s takes no value", spec->name);
         }
         lr_set |= spec->id == OPT_LR;
+        o->lm_options |= spec->id >= OPT_SEQ && spec->id <= OPT_LOAD_MODEL;
         if (set_option(o, spec->id, v) != 0)
             return spec->id == OPT_MODEL
                        ? cli_usage_error(name, "unknown model '%s'", v)
                        : cli_usage_error(name, "bad value '%s' for %s", v, spec->name);
     }
+    if (cli_is_lm(o) && !o->optimizer_set)
+        o->optimizer = "adamw";
     if (cmd == CLI_TRAIN && !lr_set && strncmp(o->optimizer, "adam", 4) == 0)
-        o->lr = 1e-3f;
+        o->lr = cli_is_lm(o) ? 6e-4f : 1e-3f;
     if (cmd == CLI_TRAIN && !o->lr_min_set)
         o->lr_min = 0.1f * o->lr;
     return check_combination(name, o);

@@ -49,6 +49,12 @@ typedef struct cli_options {
     /* train: --clip, --warmup / --lr-min (warmup_set: cosine), --accum */
     float clip, lr_min;
     int warmup, warmup_set, lr_min_set, accum;
+    /* --model gpt2: --seq, the shape (--layers --embd --heads --vocab
+     * --context), --dropout, the held-out shard --val (--data is the
+     * training shard), --load-model; optimizer_set: --optimizer given */
+    int seq, layers, embd, heads, vocab, context, optimizer_set, lm_options;
+    float dropout;
+    const char *val_data, *load_model;
 } cli_options;
 
 /* The defaults of a command (train: resnet20 on the built-in dataset;
@@ -98,8 +104,20 @@ void cli_json_report(FILE *f, const sl_memory_report *r);
 /* s as a JSON string literal, quotes included; NULL as null. */
 void cli_json_string(FILE *f, const char *s);
 
+/* Whether the options name a language model (gpt2): token inputs. */
+int cli_is_lm(const cli_options *o);
+/* The input of one step: {batch, 3, res, res}, or {batch, 1, seq, 1}
+ * token ids for a language model. */
+sl_shape cli_input_shape(const cli_options *o);
+/* The learning rate of step s: with --warmup, warmup then cosine down to
+ * --lr-min at the last step; else o->lr, a tenth of it from half of the
+ * run on when the run is longer than 10 steps. */
+float cli_lr_at(const cli_options *o, int64_t step);
+
 /* The subcommands. */
 int cli_cmd_train(cli_options *o);
+/* train with --model gpt2 (cmd_train_lm.c), called by cli_cmd_train. */
+int cli_cmd_train_lm(cli_options *o);
 int cli_cmd_plan(cli_options *o);
 int cli_cmd_dot(cli_options *o);
 int cli_cmd_memplot(cli_options *o);

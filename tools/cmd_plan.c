@@ -11,7 +11,7 @@
 
 enum { MAX_SERIES = 8 };
 
-static sl_shape input_shape(const cli_options *o) { return (sl_shape){o->batch, 3, o->res, o->res}; }
+static sl_shape input_shape(const cli_options *o) { return cli_input_shape(o); }
 
 /* The per-unit table of --explain: as text, or (json) as a "units" member
  * of the object being printed. */
@@ -91,7 +91,12 @@ int cli_cmd_plan(cli_options *o)
         printf("}\n");
     } else if (!rc) {
         /* a forward-only program recomputes nothing: the schedule has no say */
-        printf("%s, batch %d, %dx%d, %s%s%s\n", o->model, o->batch, o->res, o->res,
+        char input[64];
+        if (cli_is_lm(o))
+            snprintf(input, sizeof input, "%d tokens", o->seq);
+        else
+            snprintf(input, sizeof input, "%dx%d", o->res, o->res);
+        printf("%s, batch %d, %s, %s%s%s\n", o->model, o->batch, input,
                o->mode == SL_MODE_TRAIN ? "training, schedule " : "inference (forward only)",
                o->mode == SL_MODE_TRAIN ? o->schedule_text : "",
                o->no_reuse ? ", no reuse" : "");

@@ -53,15 +53,6 @@ static double now_seconds(void)
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
-/* The learning rate of step s: with --warmup, warmup then cosine down to
- * --lr-min at the last step; else o->lr, a tenth of it from half of the
- * run on when the run is longer than 10 steps. */
-static float lr_at(const cli_options *o, int64_t step)
-{
-    if (o->warmup_set)
-        return sl_lr_warmup_cosine(step, o->warmup, o->steps, o->lr, o->lr_min);
-    return o->steps > 10 && step >= o->steps / 2 ? o->lr * 0.1f : o->lr;
-}
 
 static int setup(train_run *r)
 {
@@ -180,8 +171,8 @@ static int train_loop(train_run *r)
     uint64_t mem = 0;
     int show = !o->json && !o->quiet && r->rank == 0;
     for (int64_t step = r->first_step; step < o->steps; step++) {
-        sl_step_result res = {0.0f, 0};
-        if (sl_net_set_lr(r->net, lr_at(o, step)) != SL_OK)
+        sl_step_result res = {0.0f, 0, 0};
+        if (sl_net_set_lr(r->net, cli_lr_at(o, step)) != SL_OK)
             return cli_fail("preparing a step");
         for (int m = 0; m < o->accum; m++) { /* the last micro-batch updates */
             sl_step_result micro;
@@ -357,6 +348,8 @@ static void print_summary(const train_run *r, const sl_memory_report *m)
 
 int cli_cmd_train(cli_options *o)
 {
+    if (cli_is_lm(o))
+        return cli_cmd_train_lm(o);
     train_run r;
     memset(&r, 0, sizeof r);
     r.o = o;

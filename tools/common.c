@@ -28,6 +28,33 @@ int cli_local_rank(void)
 
 const char *cli_mode_name(sl_mode mode) { return mode == SL_MODE_INFER ? "infer" : "train"; }
 
+int cli_is_lm(const cli_options *o) { return o->model && strcmp(o->model, "gpt2") == 0; }
+
+sl_shape cli_input_shape(const cli_options *o)
+{
+    return cli_is_lm(o) ? (sl_shape){o->batch, 1, o->seq, 1}
+                        : (sl_shape){o->batch, 3, o->res, o->res};
+}
+
+float cli_lr_at(const cli_options *o, int64_t step)
+{
+    if (o->warmup_set)
+        return sl_lr_warmup_cosine(step, o->warmup, o->steps, o->lr, o->lr_min);
+    return o->steps > 10 && step >= o->steps / 2 ? o->lr * 0.1f : o->lr;
+}
+
+static sl_status build_gpt2(const cli_options *o, sl_net *net)
+{
+    sl_gpt2_config c = sl_gpt2_defaults();
+    c.layers = o->layers;
+    c.embd = o->embd;
+    c.heads = o->heads;
+    c.vocab = o->vocab;
+    c.context = o->context;
+    c.dropout = o->dropout;
+    return sl_model_gpt2(net, &c);
+}
+
 int cli_build(const cli_options *o, sl_context **ctx, sl_net **net)
 {
     sl_context_options co = sl_context_defaults();
@@ -41,9 +68,10 @@ int cli_build(const cli_options *o, sl_context **ctx, sl_net **net)
     const char *what = NULL;
     if (sl_context_create(&co, ctx) != SL_OK)
         what = "creating the context";
-    else if (sl_sublinear(*ctx, 3, o->schedule, net) != SL_OK)
+    else if (sl_sublinear(*ctx, cli_is_lm(o) ? 1 : 3, o->schedule, net) != SL_OK)
         what = "creating the network";
-    else if (sl_model_build(*net, o->model, o->classes, o->res) != SL_OK)
+    else if (cli_is_lm(o) ? build_gpt2(o, *net) != SL_OK
+                          : sl_model_build(*net, o->model, o->classes, o->res) != SL_OK)
         what = "building the model";
     else if (o->no_memory_check && sl_net_set_memory_check(*net, 0) != SL_OK)
         what = "turning the memory check off";
@@ -55,8 +83,9 @@ int cli_build(const cli_options *o, sl_context **ctx, sl_net **net)
         sl_optimizer_options opt = strcmp(o->optimizer, "adam") == 0
                                        ? sl_adam(o->lr, 0.9f, 0.999f, 1e-8f, 0.0f)
                                        : sl_sgd(o->lr, 0.9f, 5e-4f, 0);
-        if (strcmp(o->optimizer, "adamw") == 0)
-            opt = sl_adamw(o->lr, 0.9f, 0.999f, 1e-8f, 0.01f);
+        if (strcmp(o->optimizer, "adamw") == 0) /* GPT-2 recipes: betas (0.9, 0.95), decay 0.1 */
+            opt = cli_is_lm(o) ? sl_adamw(o->lr, 0.9f, 0.95f, 1e-8f, 0.1f)
+                               : sl_adamw(o->lr, 0.9f, 0.999f, 1e-8f, 0.01f);
         if (sl_net_set_optimizer(*net, &opt) != SL_OK)
             what = "setting the optimizer";
         else if (sl_net_set_grad_clip(*net, o->clip) != SL_OK)

@@ -310,7 +310,8 @@ SL_API sl_status sl_net_set_lm_head(sl_net *net, const char *weight, int ignore_
 SL_API sl_status sl_net_compute_gradients_tokens(sl_net *net, const int32_t *ids,
                                                  const int32_t *targets, int batch, int seq,
                                                  sl_step_result *result);
-/* sl_net_compute_gradients_tokens followed by sl_net_update. */
+/* sl_net_compute_gradients_tokens followed by sl_net_update (with gradient
+ * accumulation, after every k-th micro-batch, as sl_net_train_step). */
 SL_API sl_status sl_net_train_step_tokens(sl_net *net, const int32_t *ids, const int32_t *targets,
                                           int batch, int seq, sl_step_result *result);
 /* The loss in evaluation mode (no dropout), without gradients. */

@@ -90,7 +90,9 @@ sl_status sl_net_train_step_tokens(sl_net *net, const int32_t *ids, const int32_
         return sl_set_error(SL_ERR_STATE, "sl_net_train_step_tokens: no optimizer set (call "
                             "sl_net_set_optimizer)");
     sl_status st = sl_net_compute_gradients_tokens(net, ids, targets, batch, seq, result);
-    return st == SL_OK ? sl_net_update(net) : st;
+    if (st != SL_OK || net->micro < net->accum)
+        return st; /* accumulating: the update follows the k-th micro-batch */
+    return sl_net_update(net);
 }
 
 sl_status sl_net_evaluate_tokens(sl_net *net, const int32_t *ids, const int32_t *targets, int batch,

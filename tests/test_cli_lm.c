@@ -1,0 +1,183 @@
+/*
+ * test_cli_lm.c — `sublinear train --model gpt2` and `sublinear plan
+ * --model gpt2`: a small GPT-2 learns a repeating token sequence from an
+ * llm.c shard and scores well on held-out tokens; the plan's fixed part is
+ * GPT-2's parameter count; a run resumed from a snapshot ends with the
+ * model of a run that never stopped; --load-model starts from a saved
+ * model; bad combinations are usage errors.
+ */
+#include <check.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli_run.h"
+#include "harness.h"
+
+#define SHAPE "--layers 2 --embd 32 --heads 2 --vocab 64 --context 32"
+
+/* A shard of n tokens cycling through a fixed sequence of 13 ids. */
+static const char *write_shard(const char *name, size_t n)
+{
+    size_t bytes = 1024 + 2 * n;
+    unsigned char *buf = calloc(1, bytes);
+    ck_assert(buf);
+    int32_t header[3] = {20240520, 1, (int32_t)n};
+    memcpy(buf, header, sizeof header);
+    static const int cycle[13] = {5, 17, 3, 40, 8, 8, 21, 63, 0, 11, 30, 2, 19};
+    for (size_t i = 0; i < n; i++) {
+        uint16_t t = (uint16_t)cycle[i % 13];
+        memcpy(buf + 1024 + 2 * i, &t, 2);
+    }
+    const char *path = cr_write(name, buf, bytes);
+    free(buf);
+    return path;
+}
+
+START_TEST(test_learns_a_sequence)
+{
+    char train[512], val[512];
+    snprintf(train, sizeof train, "%s", write_shard("train.bin", 20000));
+    snprintf(val, sizeof val, "%s", write_shard("val.bin", 2000));
+    cr_result r = cr_run(SL_CLI_PATH, "train --model gpt2 " SHAPE " --data %s --val %s --seq 16 "
+                         "--batch 4 --steps 80 --lr 1e-2 --warmup 5 --eval 8 --schedule sqrt --json",
+                         train, val);
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    cJSON *j = cr_json(&r);
+    double first = cr_num(j, "first_loss"), last = cr_num(j, "last_loss"), held = cr_num(j, "val_loss");
+    printf("gpt2 on a cycle: loss %.3f -> %.3f, held-out %.3f\n", first, last, held);
+    ck_assert(first > 3.5);                   /* about log(64) = 4.16 at the start */
+    ck_assert_msg(last < 0.2, "last loss %g", last);
+    ck_assert_msg(held < 0.2, "held-out loss %g", held);
+    ck_assert(cr_num(j, "saving.arena_fraction") > 0.0); /* sqrt keeps less than none */
+    ck_assert(cr_num(j, "tokens_per_second") > 0);
+    cJSON_Delete(j);
+    cr_free(&r);
+}
+END_TEST
+
+/* The plan's fixed part: GPT-2's parameters, their gradients and AdamW's
+ * two moments, each the parameter count times 4 bytes (64-byte aligned per
+ * tensor). */
+START_TEST(test_plan_fixed_part)
+{
+    cr_result r = cr_run(SL_CLI_PATH, "plan --model gpt2 " SHAPE " --seq 32 --batch 2 "
+                         "--optimizer adamw --schedule none --json");
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    cJSON *j = cr_json(&r);
+    const long C = 32, L = 2, V = 64, T = 32;
+    long count = V * C + T * C + L * (12 * C * C + 13 * C) + 2 * C;
+    double params = cr_num(j, "planned_bytes.params");
+    ck_assert_msg(params >= 4.0 * count && params < 4.0 * count + 64.0 * 64, "params %g for %ld",
+                  params, count);
+    ck_assert(cr_num(j, "planned_bytes.param_grads") == params);
+    ck_assert(cr_num(j, "planned_bytes.optimizer") == 2 * params);
+    ck_assert(cr_num(j, "planned_bytes.total") == cr_num(j, "planned_bytes.arena") + 4 * params);
+    cJSON_Delete(j);
+    cr_free(&r);
+    r = cr_run(SL_CLI_PATH, "plan --model gpt2 " SHAPE " --seq 32 --batch 2");
+    ck_assert_msg(r.status == 0 && strstr(r.out, "32 tokens"), "%s%s", r.out, r.err);
+    cr_free(&r);
+}
+END_TEST
+
+/* 5 steps, then 5 more from the snapshot, equal 10 steps in one run, with
+ * dropout (its counter travels in the snapshot). Runs of at most 10 steps
+ * keep one learning rate, so the halves see the whole run's rates. */
+START_TEST(test_resume_exact)
+{
+    char train[512], dir[512];
+    snprintf(train, sizeof train, "%s", write_shard("resume.bin", 5000));
+    snprintf(dir, sizeof dir, "%s", cr_dir());
+    const char *common = "train --model gpt2 " SHAPE " --seq 16 --batch 2 --lr 1e-3 "
+                         "--quiet --eval 0 --dropout 0.1 --schedule sqrt";
+    cr_result r = cr_run(SL_CLI_PATH, "%s --data %s --steps 10 --save-model %s/whole.safetensors",
+                         common, train, dir);
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    cr_free(&r);
+    r = cr_run(SL_CLI_PATH, "%s --data %s --steps 5 --snapshot %s/half.snap", common, train, dir);
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    cr_free(&r);
+    r = cr_run(SL_CLI_PATH, "%s --data %s --steps 10 --resume %s/half.snap --save-model "
+               "%s/resumed.safetensors", common, train, dir, dir);
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    cr_free(&r);
+    char a[600], b[600];
+    snprintf(a, sizeof a, "%s/whole.safetensors", dir);
+    snprintf(b, sizeof b, "%s/resumed.safetensors", dir);
+    size_t na, nb;
+    char *fa = cr_read(a, &na), *fb = cr_read(b, &nb);
+    ck_assert(fa && fb);
+    ck_assert_msg(na == nb && memcmp(fa, fb, na) == 0, "resumed model differs");
+    free(fa);
+    free(fb);
+    /* --load-model starts from the trained weights: the first loss is far
+     * below a fresh model's. */
+    r = cr_run(SL_CLI_PATH, "train --model gpt2 " SHAPE " --seq 16 --batch 2 --steps 1 --eval 0 "
+               "--data %s --load-model %s --json", train, a);
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    cJSON *j = cr_json(&r);
+    double loaded = cr_num(j, "first_loss");
+    cJSON_Delete(j);
+    cr_free(&r);
+    r = cr_run(SL_CLI_PATH, "train --model gpt2 " SHAPE " --seq 16 --batch 2 --steps 1 --eval 0 "
+               "--data %s --json", train);
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    j = cr_json(&r);
+    double fresh = cr_num(j, "first_loss");
+    cJSON_Delete(j);
+    cr_free(&r);
+    ck_assert_msg(loaded < fresh - 0.5, "loaded %g fresh %g", loaded, fresh);
+}
+END_TEST
+
+START_TEST(test_usage_errors)
+{
+    const char *shard = write_shard("u.bin", 3000);
+    struct {
+        const char *args, *says;
+    } cases[] = {
+        {"train --model gpt2 " SHAPE " --seq 16", "needs --data"},
+        {"train --model gpt2 " SHAPE " --seq 64 --data SHARD", "longer than the context"},
+        {"train --model gpt2 " SHAPE " --res 32 --data SHARD", "do not apply to gpt2"},
+        {"train --model resnet20 --seq 16", "apply to --model gpt2"},
+        {"plan --model gpt2 --embd 30 --heads 4", "multiple of --heads"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char args[512];
+        const char *at = strstr(cases[i].args, "SHARD");
+        if (at)
+            snprintf(args, sizeof args, "%.*s%s%s", (int)(at - cases[i].args), cases[i].args, shard,
+                     at + 5);
+        else
+            snprintf(args, sizeof args, "%s", cases[i].args);
+        cr_result r = cr_run(SL_CLI_PATH, "%s", args);
+        ck_assert_msg(r.status == 2 && strstr(r.err, cases[i].says), "%s: status %d, %s", args,
+                      r.status, r.err);
+        cr_free(&r);
+    }
+    /* A shard shorter than one batch is a failure (exit 1) that says so. */
+    const char *tiny = write_shard("tiny.bin", 10);
+    cr_result r = cr_run(SL_CLI_PATH, "train --model gpt2 " SHAPE " --seq 16 --data %s", tiny);
+    ck_assert_msg(r.status == 1 && strstr(r.err, "fewer than one batch"), "%s", r.err);
+    cr_free(&r);
+}
+END_TEST
+
+int main(void)
+{
+    cr_init();
+    Suite *s = suite_create("cli_lm");
+    TCase *t = tcase_create("cli_lm");
+    tcase_set_timeout(t, 600);
+    tcase_add_test(t, test_learns_a_sequence);
+    tcase_add_test(t, test_plan_fixed_part);
+    tcase_add_test(t, test_resume_exact);
+    tcase_add_test(t, test_usage_errors);
+    suite_add_tcase(s, t);
+    int failed = th_run_suite(s);
+    cr_cleanup();
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
