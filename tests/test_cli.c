@@ -104,6 +104,13 @@ START_TEST(test_cli_bad_arguments_exit_2_with_usage)
         "train --tf32 1",
         "train --bogus",
         "train stray",
+        "train --optimizer adamx",
+        "train --clip 0",
+        "train --clip -1",
+        "train --warmup -1",
+        "train --lr-min 0.1",
+        "train --warmup 2 --lr-min -1",
+        "train --accum 0",
         "plan",
         "plan --model resnet20 --steps 3",
         "plan --model resnet20 --mode eval",
@@ -307,6 +314,20 @@ START_TEST(test_cli_train_prints_progress_and_saving)
 }
 END_TEST
 
+/* AdamW, clipping, warmup + cosine and accumulation together. */
+START_TEST(test_cli_train_gpt2_style_options)
+{
+    cr_result r = cli("%s --optimizer adamw --clip 1 --warmup 1 --lr-min 1e-4 --accum 2 --json",
+                      TINY_TRAIN);
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    cJSON *j = cr_json(&r);
+    ck_assert(isfinite(cr_num(j, "loss")) && cr_num(j, "loss") > 0);
+    ck_assert(cr_num(j, "steps_run") == 3);
+    cJSON_Delete(j);
+    cr_free(&r);
+}
+END_TEST
+
 START_TEST(test_cli_train_on_cuda_runs_or_says_why_not)
 {
     /* a GPU no machine has: never a run, always a reason */
@@ -472,6 +493,7 @@ int main(void)
     tcase_add_test(tc, test_cli_resumed_run_saves_the_model_of_an_uninterrupted_one);
     tcase_add_test(tc, test_cli_bench_optnet_json_shares_memory);
     tcase_add_test(tc, test_cli_bench_lists_and_runs_the_programs);
+    tcase_add_test(tc, test_cli_train_gpt2_style_options);
     suite_add_tcase(s, tc);
     int failed = th_run_suite(s);
     cr_cleanup();

@@ -2,9 +2,10 @@
  * snapshot.c — training snapshots (io stage): everything a run needs to go
  * on as if it had never stopped. A snapshot is a model file (serialize.c)
  * plus the optimizer's state tensors ("optimizer.<param>.momentum_buffer",
- * or ".exp_avg" and ".exp_avg_sq"), with the optimizer's kind and
- * hyperparameters, the step count, and the context's seed and dropout
- * counter as strings in __metadata__. Floats are printed with 9
+ * or ".exp_avg" and ".exp_avg_sq" for Adam and AdamW), with the
+ * optimizer's kind ("sgd", "adam", "adamw") and hyperparameters, the step
+ * count, and the context's seed and dropout counter as strings in
+ * __metadata__. Floats are printed with 9
  * significant digits, which read back to the same float.
  *
  * The optimizer state is read and written through the one definition of

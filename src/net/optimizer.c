@@ -104,6 +104,17 @@ sl_status sl_net_set_optimizer(sl_net *net, const sl_optimizer_options *opts)
         if (!state)
             return sl_net_undo_first_use(net, m, SL_ERR_NOMEM);
     }
+    /* The update's gradient norm: allocated here, so that an update
+     * (which has already run its forward and backward inside
+     * sl_net_train_step) never fails for memory. */
+    if (!net->norm_slots) {
+        net->norm_slots = be->alloc(be, SL_SUM_SQUARES_SLOTS * sizeof(double),
+                                    "the gradient norm's partial sums");
+        if (!net->norm_slots) {
+            be->free(be, state);
+            return sl_net_undo_first_use(net, m, SL_ERR_NOMEM);
+        }
+    }
     be->free(be, net->opt_block);
     net->opt_block = state;
     net->opt_floats = floats;
@@ -178,12 +189,7 @@ float sl_lr_warmup_cosine(int64_t step, int64_t warmup, int64_t total, float lr_
 static sl_status grad_norm(sl_net *net, const sl_exec *ex, double *out)
 {
     const sl_backend *be = ex->be;
-    const size_t bytes = SL_SUM_SQUARES_SLOTS * sizeof(double);
-    if (!net->norm_slots) {
-        net->norm_slots = be->alloc(be, bytes, "the gradient norm's partial sums");
-        if (!net->norm_slots)
-            return SL_ERR_NOMEM;
-    }
+    const size_t bytes = SL_SUM_SQUARES_SLOTS * sizeof(double); /* norm_slots: see set_optimizer */
     be->fill(ex, bytes / sizeof(float), 0.0f, (float *)net->norm_slots); /* +0.0 bits */
     for (int i = 0; i < net->n_params; i++) {
         const sl_param_spec *p = net->params[i].spec;
