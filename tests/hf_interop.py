@@ -9,7 +9,10 @@ Usage:
       vocab 512, n_positions 64; every tensor moved off its init so that
       LayerNorms and biases matter), save_pretrained(DIR/hf), and writes
       DIR/ids.bin (int32, 2 x 32 token ids) and DIR/hf_logits.bin (float32
-      logits of those ids, [2, 32, 512]).
+      logits of those ids, [2, 32, 512]); and DIR/hf_old.safetensors, the
+      same model as older transformers stored it: its state_dict with
+      lm_head.weight (a copy of the tied wte) and each block's attn.bias
+      (the causal mask, bool) and attn.masked_bias buffers.
   python hf_interop.py check DIR
       GPT2LMHeadModel.from_pretrained(DIR/ours) (what sublinear saved),
       refusing any missing, unexpected or mismatched key, and writes the
@@ -23,6 +26,7 @@ try:
     import numpy as np
     import torch
     import transformers
+    from safetensors.torch import save_file
     from transformers import GPT2Config, GPT2LMHeadModel
 except ImportError as e:
     print("cannot import transformers: %s" % e)
@@ -41,7 +45,7 @@ def logits_of(model, ids):
 def make(d):
     torch.manual_seed(1234)
     cfg = GPT2Config(n_layer=2, n_embd=64, n_head=4, vocab_size=512, n_positions=64,
-                     n_ctx=64, attn_implementation="eager")
+                     n_ctx=64, bos_token_id=511, eos_token_id=511, attn_implementation="eager")
     model = GPT2LMHeadModel(cfg)
     with torch.no_grad():
         for name, p in model.named_parameters():
@@ -52,6 +56,14 @@ def make(d):
     ids.tofile(os.path.join(d, "ids.bin"))
     logits_of(model, ids).astype(np.float32).tofile(os.path.join(d, "hf_logits.bin"))
     print("saved %s" % ", ".join(sorted(os.listdir(os.path.join(d, "hf")))))
+    old = {k: v.detach().clone().contiguous() for k, v in model.state_dict().items()}
+    old["lm_head.weight"] = model.transformer.wte.weight.detach().clone()
+    n = cfg.n_positions
+    for i in range(cfg.n_layer):
+        old["transformer.h.%d.attn.bias" % i] = torch.tril(
+            torch.ones(n, n, dtype=torch.bool)).view(1, 1, n, n)
+        old["transformer.h.%d.attn.masked_bias" % i] = torch.tensor(-1e4)
+    save_file(old, os.path.join(d, "hf_old.safetensors"), metadata={"format": "pt"})
 
 
 def check(d):

@@ -6,7 +6,9 @@
  * transformers: its PyPI torch belongs to a scratch venv).
  *  (a) HF builds a small random GPT2LMHeadModel and save_pretrained's it;
  *      sl_gpt2_read_config, sl_model_gpt2 and sl_load_model take it, and
- *      our logits for the same ids are HF's within 1e-5 relative;
+ *      our logits for the same ids are HF's within 1e-5 relative; the same
+ *      model in older transformers' layout (a tied lm_head.weight, the
+ *      attention buffers) loads to the same logits bit for bit;
  *  (b) sl_gpt2_save_pretrained writes a model of ours; HF's
  *      from_pretrained loads it with no missing or unexpected key, and its
  *      logits are ours within 1e-5 relative.
@@ -131,6 +133,22 @@ START_TEST(test_both_ways)
     printf("(a) save_pretrained -> sl_load_model: logits max |ours - HF| / max |HF| = %.3g\n", da);
     ck_assert_msg(da <= TOL, "(a) logits differ by %.3g relative", da);
     free(ref);
+    sl_net_free(net);
+
+    /* (a') The same model as older transformers stored it, with a tied
+     * lm_head.weight and the attention buffers: the same logits exactly. */
+    ck_assert(sl_sequential(ctx, 1, &net) == SL_OK);
+    ck_assert_msg(sl_model_gpt2(net, &cfg) == SL_OK, "%s", sl_last_error());
+    snprintf(path, sizeof path, "%s/hf_old.safetensors", dir);
+    ck_assert_msg(sl_load_model(net, path, NULL, &rep) == SL_OK, "%s", sl_last_error());
+    printf("(a') older layout: loaded %d tensors, ignored %d (lm_head.weight, attn.bias, "
+           "attn.masked_bias)\n", rep.loaded, rep.ignored);
+    ck_assert_int_eq(rep.loaded, th_param_count(net));
+    ck_assert_int_eq(rep.ignored, 2 * cfg.layers + 1);
+    float *again = malloc(nl * sizeof(float));
+    ck_assert_msg(sl_net_predict_tokens(net, ids, B, T, again) == SL_OK, "%s", sl_last_error());
+    ck_assert(memcmp(again, ours, nl * sizeof(float)) == 0);
+    free(again);
     sl_net_free(net);
 
     /* (b) ours -> Hugging Face's from_pretrained: a model of our own. */
