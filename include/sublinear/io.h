@@ -86,7 +86,7 @@ typedef struct sl_load_options {
 /* Counts of one load; filled also when a strict load fails on issues. */
 typedef struct sl_load_report {
     int loaded;     /* tensors copied into the network */
-    int ignored;    /* "*.num_batches_tracked" entries (see sl_load_model) */
+    int ignored;    /* entries accepted without loading (see sl_load_model) */
     int missing, unexpected, mismatched;
 } sl_load_report;
 
@@ -118,9 +118,21 @@ typedef enum sl_file_dtype {
 SL_API sl_status sl_save_model_as(sl_net *net, const char *path, sl_file_dtype dtype);
 
 /* Loads a model file into a built network with the same tensor names.
- * opts may be NULL for sl_load_defaults(); report may be NULL. Entries
- * named "*.num_batches_tracked" (PyTorch's BatchNorm counters, which this
- * library does not use) are accepted and ignored in both modes. Tensors
+ * opts may be NULL for sl_load_defaults(); report may be NULL. Three
+ * kinds of file entries that the network has no tensor for are accepted
+ * and ignored in both modes (counted in report->ignored), and no others:
+ *  - "*.num_batches_tracked": PyTorch's BatchNorm counters, which this
+ *    library does not use;
+ *  - "P.attn.bias" and "P.attn.masked_bias" where the network has
+ *    "P.attn.c_attn.weight": the causal-mask buffers that Hugging Face's
+ *    GPT-2 attention stored in older files;
+ *  - "lm_head.weight" in a network whose LM head is tied to a tensor W
+ *    (sl_net_set_lm_head; GPT-2's W is "transformer.wte.weight"), when the
+ *    file's lm_head.weight equals the file's W (shape and every value,
+ *    compared as F32): the same tied tensor stored twice. One that differs
+ *    is a mismatch ("an untied LM head cannot load into it"): strict loads
+ *    fail with SL_ERR_FORMAT, others report it and load the rest.
+ * Tensors
  * may be F32, F16 or BF16: F16 and BF16 widen to F32 exactly (every value
  * of either is a float), in strict mode too. A tensor of another dtype
  * (F64, an integer or 8-bit float type, ...) is a mismatch of that tensor

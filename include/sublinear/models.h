@@ -56,6 +56,52 @@ SL_API sl_gpt2_config sl_gpt2_defaults(void);
  * left empty. */
 SL_API sl_status sl_model_gpt2(sl_net *net, const sl_gpt2_config *config);
 
+/* Hugging Face's directory layout for GPT-2 (GPT2LMHeadModel's
+ * save_pretrained / from_pretrained): DIR/model.safetensors holds the
+ * tensors under the names and layouts sl_model_gpt2 already uses (no
+ * lm_head.weight: the head is tied to transformer.wte.weight), and
+ * DIR/config.json holds GPT2Config's keys. From Hugging Face:
+ *
+ *     sl_gpt2_config cfg;
+ *     sl_gpt2_read_config("gpt2-dir/config.json", &cfg);
+ *     sl_model_gpt2(net, &cfg);
+ *     sl_load_model(net, "gpt2-dir/model.safetensors", NULL, NULL);
+ *
+ * (sl_load_model accepts the attention buffers and the tied
+ * lm_head.weight such a file may hold; see io.h.) To Hugging Face:
+ * sl_gpt2_save_pretrained(net, &cfg, "out"), then in Python
+ * GPT2LMHeadModel.from_pretrained("out"). */
+
+/* Writes dir/model.safetensors (sl_save_model: F32, metadata
+ * {"format": "pt"}, which from_pretrained requires) and dir/config.json
+ * (model_type "gpt2", architectures ["GPT2LMHeadModel"], n_layer, n_embd,
+ * n_head, vocab_size, n_positions, n_ctx, layer_norm_epsilon, the three
+ * pdrops = cfg->dropout, activation_function "gelu_new",
+ * tie_word_embeddings true and GPT2Config's other keys at their
+ * defaults), each atomically (io.h). Creates dir when it is missing (not
+ * its parents). cfg must be the config net was built with: every tensor's
+ * name and shape is checked against it (SL_ERR_INVALID_ARG or
+ * SL_ERR_SHAPE naming the first that differs; heads, ln_eps and dropout
+ * leave no trace in the tensors and are taken from cfg). A failed write
+ * returns SL_ERR_IO; model.safetensors may then be new while config.json
+ * is old (each file is whole, old or new). The network is unchanged. */
+SL_API sl_status sl_gpt2_save_pretrained(sl_net *net, const sl_gpt2_config *cfg, const char *dir);
+
+/* Reads a Hugging Face GPT-2 config.json into *out: n_layer, n_embd,
+ * n_head, vocab_size and n_positions (required, positive integers),
+ * layer_norm_epsilon (default 1e-5) and the dropout rate (embd_pdrop,
+ * attn_pdrop and resid_pdrop, GPT2Config's default 0.1, which must be
+ * equal); flash = 1. Fails, with *out unchanged, on: a file that cannot be
+ * read (SL_ERR_IO) or is not a JSON object (SL_ERR_FORMAT); a missing or
+ * ill-typed required key (SL_ERR_FORMAT, naming it); a model_type other
+ * than "gpt2" (SL_ERR_UNSUPPORTED, naming it); and settings this GPT-2
+ * does not compute (SL_ERR_UNSUPPORTED): an activation_function other than
+ * "gelu_new" / "gelu_pytorch_tanh", n_inner other than null or 4 n_embd,
+ * tie_word_embeddings false, scale_attn_weights false,
+ * scale_attn_by_inverse_layer_idx or add_cross_attention true, or pdrops
+ * that differ. Other keys are ignored. */
+SL_API sl_status sl_gpt2_read_config(const char *config_json, sl_gpt2_config *out);
+
 /* NULL-terminated list of the model names above. */
 SL_API const char *const *sl_model_names(void);
 

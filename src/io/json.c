@@ -223,6 +223,7 @@ static int parse_number(parser *p, int idx)
         if (fits) {
             v->is_uint = 1;
             v->uint = u;
+            v->number = (double)u;
             return 0;
         }
     }
@@ -235,6 +236,7 @@ static int parse_number(parser *p, int idx)
         p->at = start;
         return fail(p, "number out of range");
     }
+    v->number = d;
     return 0;
 }
 

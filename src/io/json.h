@@ -36,6 +36,7 @@ typedef struct sl_json_value {
     int is_uint;        /* SL_JSON_NUMBER without sign, fraction or exponent,
                            at most UINT64_MAX: then `uint` holds it exactly */
     uint64_t uint;
+    double number;      /* SL_JSON_NUMBER: its value (strtod's nearest double) */
 } sl_json_value;
 
 typedef struct sl_json_doc {

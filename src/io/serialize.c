@@ -16,6 +16,8 @@
 #include "io/serialize.h"
 
 #define NBT_SUFFIX ".num_batches_tracked"
+/* Hugging Face's name for a causal LM's output projection. */
+#define SL_HF_LM_HEAD "lm_head.weight"
 
 static int ends_with(const char *s, const char *suffix)
 {
@@ -176,9 +178,80 @@ void sl_slot_copy(float *dst, const sl_tensor_slot *slot)
     }
 }
 
+/* Hugging Face's GPT2Attention buffers: "P.attn.bias" (the causal mask)
+ * and "P.attn.masked_bias" (a constant), which older versions saved. They
+ * are ignored only beside a GPT-2 attention of the network, one with a
+ * tensor "P.attn.c_attn.weight". */
+static int is_hf_attention_buffer(const sl_st_entry *e, const sl_tensor_slot *slots, int n)
+{
+    static const char *const suffixes[] = {".attn.bias", ".attn.masked_bias"};
+    if (e->name_len != strlen(e->name))
+        return 0;
+    for (size_t k = 0; k < sizeof suffixes / sizeof *suffixes; k++) {
+        if (!ends_with(e->name, suffixes[k]))
+            continue;
+        size_t prefix = e->name_len - strlen(suffixes[k]);
+        static const char tail[] = ".attn.c_attn.weight";
+        char want[SL_ST_NAME_MAX + sizeof tail];
+        if (prefix + sizeof tail > sizeof want)
+            return 0;
+        memcpy(want, e->name, prefix);
+        memcpy(want + prefix, tail, sizeof tail);
+        for (int i = 0; i < n; i++)
+            if (strcmp(slots[i].name, want) == 0)
+                return 1;
+    }
+    return 0;
+}
+
+/* Element i of an F32, F16 or BF16 entry as F32 bits (widened exactly). */
+static uint32_t entry_bits(const sl_st_entry *e, uint64_t i)
+{
+    const uint8_t *p = e->data;
+    if (e->dtype == SL_ST_F32) {
+        uint32_t b;
+        memcpy(&b, p + 4 * i, 4);
+        return b;
+    }
+    uint16_t h = (uint16_t)(p[2 * i] | (p[2 * i + 1] << 8));
+    float x = e->dtype == SL_ST_F16 ? sl_f16_to_f32(h) : sl_bf16_to_f32(h);
+    uint32_t b;
+    memcpy(&b, &x, 4);
+    return b;
+}
+
+/* "lm_head.weight" against the tensor the network's head is tied to:
+ * NULL when the file's copy equals the file's tied tensor (same shape,
+ * the same values bit for bit once widened to F32), else why not. */
+static const char *untied_head_problem(const sl_st_file *f, const sl_st_entry *head,
+                                       const char *tied, char *buf, size_t size)
+{
+    const sl_st_entry *w = sl_st_find(f, tied);
+    if (!w) {
+        snprintf(buf, size, "the network's LM head is tied to '%s', which the file lacks", tied);
+        return buf;
+    }
+    int ok = head->ndim == w->ndim;
+    for (int d = 0; ok && d < head->ndim && d < SL_ST_DIMS_KEPT; d++)
+        ok = head->dims[d] == w->dims[d];
+    for (int k = 0; k < 2 && ok; k++) {
+        sl_st_dtype t = k ? w->dtype : head->dtype;
+        ok = t == SL_ST_F32 || t == SL_ST_F16 || t == SL_ST_BF16;
+    }
+    uint64_t count = ok ? (head->end - head->begin) * 8 / sl_st_dtype_bits(head->dtype) : 0;
+    ok = ok && count == (w->end - w->begin) * 8 / sl_st_dtype_bits(w->dtype);
+    for (uint64_t i = 0; ok && i < count; i++)
+        ok = entry_bits(head, i) == entry_bits(w, i);
+    if (ok)
+        return NULL;
+    snprintf(buf, size, "differs from '%s' in the file, but this network's LM head is tied to "
+             "'%s' (one tensor for both): an untied LM head cannot load into it", tied, tied);
+    return buf;
+}
+
 sl_status sl_match_tensors(const sl_st_file *f, sl_tensor_slot *slots, int n,
                            const sl_load_options *opts, sl_load_report *report, const char *what,
-                           const char *fn)
+                           const char *tied_head, const char *fn)
 {
     sl_load_report local;
     memset(&local, 0, sizeof local);
@@ -206,9 +279,19 @@ sl_status sl_match_tensors(const sl_st_file *f, sl_tensor_slot *slots, int n,
             continue;
         const sl_st_entry *e = &f->entries[j];
         char label[SL_ST_NAME_MAX + 16];
+        char why[256];
         if (e->name_len == strlen(e->name) && ends_with(e->name, NBT_SUFFIX))
             log.report->ignored++;
-        else
+        else if (is_hf_attention_buffer(e, slots, n))
+            log.report->ignored++;
+        else if (tied_head && e->name_len == strlen(e->name) &&
+                 strcmp(e->name, SL_HF_LM_HEAD) == 0) {
+            const char *problem = untied_head_problem(f, e, tied_head, why, sizeof why);
+            if (problem)
+                note_issue(&log, SL_HF_LM_HEAD, SL_LOAD_MISMATCHED, SL_ERR_FORMAT, problem);
+            else
+                log.report->ignored++;
+        } else
             note_issue(&log, sl_st_entry_label(e, label, sizeof label), SL_LOAD_UNEXPECTED,
                        SL_ERR_NOT_FOUND,
                        "in the file, but the network has no tensor of that name");
@@ -252,8 +335,12 @@ static sl_status load_model_bytes(sl_net *net, const uint8_t *buf, size_t bytes,
     sl_tensor_slot *slots = NULL;
     int n = 0;
     st = sl_net_tensor_slots(net, &slots, &n);
+    const char *tied = NULL;
+    for (int i = 0; net->has_head && i < net->n_params; i++)
+        if (net->params[i].spec == net->head.weight)
+            tied = net->params[i].name;
     if (st == SL_OK)
-        st = sl_match_tensors(&f, slots, n, opts, report, what, fn);
+        st = sl_match_tensors(&f, slots, n, opts, report, what, tied, fn);
     sl_host_view view;
     if (st == SL_OK && (st = sl_host_view_open(net, &view)) == SL_OK) {
         int loaded = 0;

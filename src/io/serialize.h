@@ -31,13 +31,18 @@ typedef struct sl_tensor_slot {
 void sl_slot_copy(float *dst, const sl_tensor_slot *slot);
 
 /* Matches a parsed file against slots: sets each slot's src; reports
- * missing, unexpected (every "*.num_batches_tracked" is ignored) and
- * mismatched (shape, or a dtype other than F32, F16 and BF16) tensors through opts->on_issue and counts
- * them in *report (may be NULL). When opts->strict and anything did not
- * match, fails naming the first problem. Never touches a network. */
+ * missing, unexpected and mismatched (shape, or a dtype other than F32,
+ * F16 and BF16) tensors through opts->on_issue and counts them in *report
+ * (may be NULL). Ignored (counted, not loaded): every
+ * "*.num_batches_tracked"; "P.attn.bias" and "P.attn.masked_bias" where
+ * a slot "P.attn.c_attn.weight" exists (Hugging Face's GPT-2 buffers);
+ * and, when tied_head names the tensor a tied LM head uses (NULL: none),
+ * "lm_head.weight" if it equals the file's tied_head tensor, a mismatch
+ * if not. When opts->strict and anything did not match, fails naming the
+ * first problem. Never touches a network. */
 sl_status sl_match_tensors(const sl_st_file *f, sl_tensor_slot *slots, int n,
                            const sl_load_options *opts, sl_load_report *report, const char *what,
-                           const char *fn);
+                           const char *tied_head, const char *fn);
 
 /* Slots for every named tensor of a (materialised) network, in its order. */
 sl_status sl_net_tensor_slots(sl_net *net, sl_tensor_slot **slots, int *n);

@@ -310,7 +310,7 @@ sl_status sl_snapshot_load_memory(sl_net *net, const uint8_t *buf, size_t bytes,
         st = snapshot_slots(net, &m.opt, &slots, &n);
     sl_load_options strict = sl_load_defaults();
     if (st == SL_OK)
-        st = sl_match_tensors(&f, slots, n, &strict, NULL, what, fn);
+        st = sl_match_tensors(&f, slots, n, &strict, NULL, what, NULL, fn);
     if (st == SL_OK)
         st = commit(net, &m, slots, what, fn);
     free(slots);
