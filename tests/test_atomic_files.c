@@ -153,22 +153,41 @@ START_TEST(test_stale_temps_go_live_ones_stay)
 }
 END_TEST
 
+/* A save failing with ENOSPC (simulated after 4096 bytes) into path. */
+static sl_status save_on_full_disk(sl_net *net, const char *path)
+{
+    sl_atomic_test_fail_errno(ENOSPC);
+    sl_atomic_test_fail_after(4096);
+    sl_status st = sl_save_model(net, path);
+    sl_atomic_test_fail_after(-1);
+    sl_atomic_test_fail_errno(EIO);
+    return st;
+}
+
+/* The message speaks of a previous file only where one exists. */
 START_TEST(test_full_disk_says_a_save_needs_room_for_two_copies)
 {
     sl_context *ctx = th_context(1);
     sl_net *net = small_net(ctx);
     char path[PATH_LEN];
     snprintf(path, sizeof path, "%s/full.safetensors", g_dir);
-    sl_atomic_test_fail_errno(ENOSPC);
-    sl_atomic_test_fail_after(4096);
-    sl_status st = sl_save_model(net, path);
-    sl_atomic_test_fail_after(-1);
-    sl_atomic_test_fail_errno(EIO);
-    ck_assert_int_eq(st, SL_ERR_IO);
-    ck_assert_msg(strstr(sl_last_error(), "room for both") &&
-                      strstr(sl_last_error(), "No space left on device"),
+    ck_assert_int_eq(save_on_full_disk(net, path), SL_ERR_IO);
+    ck_assert_msg(strstr(sl_last_error(), "No space left on device") &&
+                      strstr(sl_last_error(), "nothing is left at that path") &&
+                      !strstr(sl_last_error(), "previous file"),
                   "%s", sl_last_error());
     ck_assert(!exists("full.safetensors"));
+    /* Over a saved file: the second copy needs room next to it. */
+    ck_assert(sl_save_model(net, path) == SL_OK);
+    struct stat before, after;
+    ck_assert(stat(path, &before) == 0);
+    ck_assert_int_eq(save_on_full_disk(net, path), SL_ERR_IO);
+    ck_assert_msg(strstr(sl_last_error(), "room for both") &&
+                      strstr(sl_last_error(), "the previous file is unchanged") &&
+                      strstr(sl_last_error(), "No space left on device"),
+                  "%s", sl_last_error());
+    ck_assert(stat(path, &after) == 0 && after.st_size == before.st_size &&
+              after.st_ino == before.st_ino);
     sl_net_free(net);
     sl_context_free(ctx);
 }

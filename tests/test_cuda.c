@@ -9,7 +9,9 @@
  * device holds nothing else of the library's; a bad device and a step
  * larger than the device are clear errors; two contexts in one process
  * work independently; a custom layer gets device memory and the
- * backend's stream, and its random numbers equal the CPU's bit for bit.
+ * backend's stream, and its random numbers equal the CPU's bit for bit;
+ * GPT-2 (flash attention, the chunked head) gives the CPU's step within
+ * 1e-4 and checkpoints bit-identically.
  */
 #include <check.h>
 #include <math.h>
@@ -336,6 +338,85 @@ START_TEST(test_cuda_checkpoint_bit_identical)
 }
 END_TEST
 
+/* GPT-2 on the GPU: one step (loss, every gradient) and the logits within
+ * 1e-4 of the CPU's, with flash attention and a chunked head; and with
+ * dropout, sqrt and the least budget bit-identical to the plain run. */
+static sl_net *gpt2_net(sl_context *ctx, float dropout, sl_schedule schedule)
+{
+    sl_gpt2_config c = sl_gpt2_defaults();
+    c.layers = 3;
+    c.embd = 64;
+    c.heads = 4;
+    c.vocab = 300;
+    c.context = 64;
+    c.dropout = dropout;
+    sl_net *net = NULL;
+    ck_assert(sl_sublinear(ctx, 1, schedule, &net) == SL_OK);
+    ck_assert_msg(sl_model_gpt2(net, &c) == SL_OK, "%s", sl_last_error());
+    ck_assert(sl_net_set_lm_head(net, "transformer.wte.weight", SL_GPT2_IGNORE_INDEX, 17) == SL_OK);
+    return net;
+}
+
+START_TEST(test_cuda_gpt2_matches_cpu_and_checkpoints_bit_identical)
+{
+    enum { B = 2, T = 48, V = 300 };
+    int32_t ids[B * T], targets[B * T];
+    for (int i = 0; i < B * T; i++) {
+        ids[i] = (i * 37 + 11) % V;
+        targets[i] = i % 9 == 4 ? SL_GPT2_IGNORE_INDEX : (i * 53 + 5) % V;
+    }
+    sl_context *cpu = th_context(41), *gpu = cuda_context(41);
+    sl_net *a = gpt2_net(cpu, 0.0f, SL_SCHEDULE_NONE), *b = gpt2_net(gpu, 0.0f, SL_SCHEDULE_NONE);
+    sl_step_result ra, rb;
+    ck_assert(sl_net_compute_gradients_tokens(a, ids, targets, B, T, &ra) == SL_OK);
+    ck_assert_msg(sl_net_compute_gradients_tokens(b, ids, targets, B, T, &rb) == SL_OK, "%s",
+                  sl_last_error());
+    ck_assert_msg(fabsf(ra.loss - rb.loss) <= 1e-4f * ra.loss, "loss %g vs %g", rb.loss, ra.loss);
+    int n = th_param_count(a);
+    double worst = 0;
+    for (int i = 0; i < n; i++) {
+        sl_param_info p;
+        ck_assert(sl_net_param(a, i, &p) == SL_OK);
+        float *g = malloc(p.count * sizeof(float));
+        ck_assert(sl_net_param_read_grad(b, i, g) == SL_OK);
+        worst = fmax(worst, rel_err(g, p.grad, p.count));
+        free(g);
+    }
+    size_t nl = (size_t)B * T * V;
+    float *la = malloc(nl * sizeof(float)), *lb = malloc(nl * sizeof(float));
+    ck_assert(sl_net_predict_tokens(a, ids, B, T, la) == SL_OK);
+    ck_assert(sl_net_predict_tokens(b, ids, B, T, lb) == SL_OK);
+    worst = fmax(worst, rel_err(lb, la, nl));
+    printf("GPT-2 CUDA vs CPU: loss %g vs %g, worst relative error %.2e\n", rb.loss, ra.loss, worst);
+    ck_assert_msg(worst <= 1e-4, "worst %g", worst);
+    free(la);
+    free(lb);
+    sl_net_free(a);
+    sl_net_free(b);
+    th_params plain, ck;
+    sl_schedule s[2] = {SL_SCHEDULE_SQRT, SL_SCHEDULE_BUDGET(1)};
+    for (int k = -1; k < 2; k++) { /* a context each: the same dropout counters */
+        sl_context *g = cuda_context(43);
+        sl_net *net = gpt2_net(g, 0.1f, k < 0 ? SL_SCHEDULE_NONE : s[k]);
+        if (k == 1) /* the least budget */
+            ck_assert(sl_net_set_schedule(net, SL_SCHEDULE_BUDGET(th_least_budget(
+                          net, (sl_shape){B, 1, T, 1}))) == SL_OK);
+        ck_assert_msg(sl_net_compute_gradients_tokens(net, ids, targets, B, T, &rb) == SL_OK, "%s",
+                      sl_last_error());
+        th_params_capture(net, k < 0 ? &plain : &ck);
+        if (k >= 0) {
+            th_params_assert_identical(&plain, &ck, k == 0 ? "gpt2 sqrt" : "gpt2 least budget");
+            th_params_free(&ck);
+        }
+        sl_net_free(net);
+        sl_context_free(g);
+    }
+    th_params_free(&plain);
+    sl_context_free(cpu);
+    sl_context_free(gpu);
+}
+END_TEST
+
 /* Two CUDA contexts in one process are two backend instances (streams,
  * handles, algorithm caches, errors): networks stepping in turn on both,
  * and one context freed halfway, give the same parameters and gradients
@@ -608,6 +689,7 @@ int main(void)
     tcase_add_test(tc, test_cuda_batchnorm_split_statistics_match_cpu_and_repeat_bits);
     tcase_add_test(tc, test_cuda_conv_geometry_cudnn_cannot_run_fails_the_plan);
     tcase_add_test(tc, test_cuda_tf32_off_and_on_both_plan_and_train);
+    tcase_add_test(tc, test_cuda_gpt2_matches_cpu_and_checkpoints_bit_identical);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_set_fork_status(sr, CK_NOFORK); /* one CUDA context per process */

@@ -6,9 +6,15 @@
  * read the same way): it must exit
  * with status 1, before allocating the arena, with a message giving the
  * planned and the available memory and a budget schedule that fits (or
- * that none does). Under
- * AddressSanitizer (which reserves terabytes of address space) the limit
- * cannot be set: skipped visibly.
+ * that none does). The check covers the whole step: a ResNet-152 with a
+ * million classes and Adam (31 GiB of parameters, gradients and state,
+ * 37 MiB of activations) fails before anything is allocated, naming the
+ * fixed bytes, and planning it allocates none of them; a step whose arena
+ * fits but not the BLAS's work buffers and the threads' stacks besides
+ * (where OpenBLAS would retry its mmap forever) fails, and the budget it
+ * advises runs under the same limit. The commands run with an alarm, so a
+ * hang fails the test. Under AddressSanitizer (which reserves terabytes of
+ * address space) the limit cannot be set: skipped visibly.
  */
 #define _DEFAULT_SOURCE
 #include <check.h>
@@ -19,6 +25,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "base/base.h"
 #include "harness.h"
 
 #if defined(__SANITIZE_ADDRESS__)
@@ -61,6 +68,7 @@ static int run_limited(rlim_t limit, char *const argv[], char *out, size_t n)
         close(fds[0]);
         if (setrlimit(RLIMIT_AS, &rl) != 0)
             _exit(97);
+        alarm(120); /* kept across exec: a hang ends as SIGALRM */
         execv(SL_CLI_PATH, argv);
         _exit(98);
     }
@@ -97,7 +105,7 @@ START_TEST(test_training_larger_than_memory_fails_with_the_figures)
     char figure[96];
     snprintf(figure, sizeof figure, "the address-space limit (RLIMIT_AS): %.2f GiB",
              (double)limit / (1024.0 * 1024.0 * 1024.0));
-    ck_assert_msg(strstr(out, "GiB of memory is available (") && strstr(out, figure), "%s", out);
+    ck_assert_msg(strstr(out, "of memory is available (") && strstr(out, figure), "%s", out);
     /* The advice: a budget that fits, or (where the libraries loaded take
      * most of the limit, as CUDA's do) that none does. */
     ck_assert_msg(strstr(out, "--schedule budget:") || strstr(out, "no schedule fits"), "%s",
@@ -113,12 +121,186 @@ START_TEST(test_training_larger_than_memory_fails_with_the_figures)
 }
 END_TEST
 
+#ifndef SL_UNDER_ASAN
+/* The fixed part and arena of a model's training step, planned in this
+ * process (which allocates no parameters: checked by its VmSize). */
+static sl_memory_report plan_in_process(const char *model, int classes, int res, int batch)
+{
+    sl_context *ctx = th_context(1);
+    sl_net *net;
+    ck_assert(sl_sublinear(ctx, 3, SL_SCHEDULE_SQRT, &net) == SL_OK);
+    ck_assert(sl_model_build(net, model, classes, res) == SL_OK);
+    sl_optimizer_options opt = sl_adam(1e-3f, 0.9f, 0.999f, 1e-8f, 0.0f);
+    rlim_t before = own_vm_bytes();
+    ck_assert(sl_net_set_optimizer(net, &opt) == SL_OK);
+    sl_memory_report r;
+    sl_shape shape = {batch, 3, res, res};
+    ck_assert_msg(sl_net_memory_report(net, shape, SL_MODE_TRAIN, &r) == SL_OK, "%s",
+                  sl_last_error());
+    ck_assert_msg(own_vm_bytes() < before + ((rlim_t)256 << 20),
+                  "planning mapped %llu MiB", (unsigned long long)((own_vm_bytes() - before) >> 20));
+    sl_net_free(net);
+    sl_context_free(ctx);
+    return r;
+}
+
+static const char *gib(uint64_t bytes, char *buf, size_t n)
+{
+    snprintf(buf, n, "%.2f GiB", (double)bytes / (1024.0 * 1024.0 * 1024.0));
+    return buf;
+}
+#endif
+
+/* Parameters, gradients and optimizer state count: a step whose
+ * activations are small but whose fixed part is 31 GiB fails before
+ * anything is allocated (under a limit of 2 GiB above the libraries, any
+ * allocation of the fixed part would fail too, so the figures in the
+ * message are what shows the check caught it), and its plan is made
+ * without allocating it. */
+START_TEST(test_fixed_part_is_checked_and_plans_allocate_none)
+{
+#ifdef SL_UNDER_ASAN
+    printf("SKIPPED test_fixed_part_is_checked_and_plans_allocate_none: AddressSanitizer\n");
+    return;
+#else
+    sl_memory_report r = plan_in_process("resnet152", 1000000, 224, 1);
+    ck_assert(r.params > ((uint64_t)7 << 30) && r.optimizer == 2 * r.param_grads);
+    ck_assert(r.arena_bytes < ((uint64_t)64 << 20));
+    rlim_t limit = own_vm_bytes() + ((rlim_t)2 << 30);
+    static char out[8192];
+    char *train[] = {"sublinear", "train", "--model", "resnet152", "--classes", "1000000",
+                     "--optimizer", "adam", "--batch", "1", "--res", "224", "--steps", "1",
+                     "--eval", "8", "--quiet", NULL};
+    int rc = run_limited(limit, train, out, sizeof out);
+    printf("%s", out);
+    ck_assert_msg(rc == 1, "exit status %d: %s", rc, out);
+    char expect[256], a[32], b[32], c[32];
+    snprintf(expect, sizeof expect, "of fixed bytes (parameters %s, gradients %s, optimizer state %s)",
+             gib(r.params, a, sizeof a), gib(r.param_grads, b, sizeof b),
+             gib(r.optimizer, c, sizeof c));
+    ck_assert_msg(strstr(out, "sl_net_compute_gradients: this step needs") && strstr(out, expect) &&
+                      strstr(out, "for its activation arena") &&
+                      strstr(out, "the fixed bytes alone do not fit"),
+                  "expected '%s' in: %s", expect, out);
+    /* The plan of the same step, under a limit far below its fixed part. */
+    char *plan[] = {"sublinear", "plan", "--model", "resnet152", "--classes", "1000000",
+                    "--optimizer", "adam", "--batch", "1", "--res", "224", NULL};
+    rc = run_limited(own_vm_bytes() + ((rlim_t)512 << 20), plan, out, sizeof out);
+    ck_assert_msg(rc == 0 && strstr(out, "optimizer") && strstr(out, "total"),
+                  "exit status %d: %s", rc, out);
+    /* Outside a run: materialising checks the three together. */
+    pid_t pid = fork();
+    ck_assert(pid >= 0);
+    if (pid == 0) {
+        struct rlimit rl = {limit, limit};
+        if (setrlimit(RLIMIT_AS, &rl) != 0)
+            _exit(97);
+        sl_context *ctx = th_context(1);
+        sl_net *net;
+        sl_optimizer_options opt = sl_adam(1e-3f, 0.9f, 0.999f, 1e-8f, 0.0f);
+        int count = 0;
+        if (sl_sublinear(ctx, 3, SL_SCHEDULE_SQRT, &net) != SL_OK ||
+            sl_model_build(net, "resnet152", 1000000, 224) != SL_OK ||
+            sl_net_set_optimizer(net, &opt) != SL_OK)
+            _exit(96);
+        sl_status st = sl_net_param_count(net, &count);
+        int ok = st == SL_ERR_NOMEM &&
+                 strstr(sl_last_error(), "allocating the network's parameters: the network needs") &&
+                 strstr(sl_last_error(), expect);
+        if (!ok)
+            fprintf(stderr, "status %d: %s\n", (int)st, sl_last_error());
+        sl_net_free(net);
+        sl_context_free(ctx);
+        _exit(ok ? 0 : 1);
+    }
+    int status;
+    ck_assert(waitpid(pid, &status, 0) == pid);
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "materialising: status %d",
+                  status);
+#endif
+}
+END_TEST
+
+/* The arena fits under the limit, but not with the BLAS's work buffers
+ * (one per thread, mapped at its first GEMM) and the worker's stack: the
+ * step fails at once instead of hanging in OpenBLAS, and the budget it
+ * advises runs to the end under the same limit. */
+START_TEST(test_blas_buffers_are_left_room_and_the_advice_runs)
+{
+#ifdef SL_UNDER_ASAN
+    printf("SKIPPED test_blas_buffers_are_left_room_and_the_advice_runs: AddressSanitizer\n");
+    return;
+#else
+    /* The keep-everything arena of the command's step. */
+    char *plan[] = {"sublinear", "plan", "--model", "resnet20", "--batch", "32", "--res", "64",
+                    "--schedule", "none", "--json", NULL};
+    static char out[8192];
+    ck_assert(run_limited(own_vm_bytes() + ((rlim_t)1 << 30), plan, out, sizeof out) == 0);
+    const char *at = strstr(out, "\"arena\":");
+    ck_assert_msg(at, "%s", out);
+    unsigned long long arena = strtoull(at + strlen("\"arena\":"), NULL, 10);
+    ck_assert(arena > ((uint64_t)64 << 20));
+    /* 224 MiB beside the arena: less than two threads' BLAS buffers and a
+     * stack (264 MiB), where the step used to pass the check and hang;
+     * more than the least budget (54 MiB of arena) besides them. */
+    rlim_t limit = own_vm_bytes() + (rlim_t)arena + ((rlim_t)224 << 20);
+    char *train[] = {"sublinear", "train", "--model", "resnet20", "--batch", "32", "--res", "64",
+                     "--steps", "1", "--schedule", "none", "--eval", "8", "--threads", "2",
+                     "--quiet", NULL};
+    int rc = run_limited(limit, train, out, sizeof out);
+    printf("%s", out);
+    ck_assert_msg(rc == 1 && strstr(out, "kept for the BLAS's work buffers and the threads' stacks"),
+                  "exit status %d: %s", rc, out);
+    at = strstr(out, "--schedule budget:");
+    ck_assert_msg(at, "no budget advised: %s", out);
+    char budget[64];
+    snprintf(budget, sizeof budget, "budget:%lluM",
+             strtoull(at + strlen("--schedule budget:"), NULL, 10));
+    char *advised[] = {"sublinear", "train", "--model", "resnet20", "--batch", "32", "--res", "64",
+                       "--steps", "1", "--schedule", budget, "--eval", "8", "--threads", "2",
+                       "--quiet", NULL};
+    rc = run_limited(limit, advised, out, sizeof out);
+    ck_assert_msg(rc == 0 && strstr(out, "done: 1 steps"), "%s: exit status %d: %s", budget, rc,
+                  out);
+#endif
+}
+END_TEST
+
+/* The host's figure is labelled with what it is: MemTotal, of which
+ * MemAvailable is what is left. */
+START_TEST(test_host_memory_names_memtotal)
+{
+    sl_host_memory m = sl_host_memory_available(0);
+    FILE *f = fopen("/proc/meminfo", "r");
+    if (!f) {
+        printf("SKIPPED test_host_memory_names_memtotal: no /proc/meminfo\n");
+        return;
+    }
+    char line[256];
+    unsigned long long total = 0, kb;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "MemTotal: %llu kB", &kb) == 1)
+            total = kb * 1024;
+    fclose(f);
+    ck_assert(m.known && total > 0);
+    ck_assert_msg(!strstr(m.source, "MemAvailable"), "%s", m.source);
+    if (strcmp(m.source, "MemTotal") == 0)
+        ck_assert_uint_eq(m.limit, total);
+    else /* a cgroup or RLIMIT_AS binds tighter than the host */
+        printf("test_host_memory_names_memtotal: %s binds here\n", m.source);
+    ck_assert_uint_eq(m.reserved, 0);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("memory_limit");
     TCase *tc = tcase_create("memory_limit");
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, test_training_larger_than_memory_fails_with_the_figures);
+    tcase_add_test(tc, test_fixed_part_is_checked_and_plans_allocate_none);
+    tcase_add_test(tc, test_blas_buffers_are_left_room_and_the_advice_runs);
+    tcase_add_test(tc, test_host_memory_names_memtotal);
     suite_add_tcase(s, tc);
     return th_run_suite(s) ? EXIT_FAILURE : EXIT_SUCCESS;
 }

@@ -81,15 +81,23 @@ SL_API sl_mode sl_net_mode(const sl_net *net);
  * as a plain framework would run. Results are identical either way. */
 SL_API sl_status sl_net_set_memory_reuse(sl_net *net, int enabled);
 
-/* Memory check (default on). Before a run allocates its activation arena,
- * its planned size is compared with the memory this process may still
- * take: on the CPU the least of /proc/meminfo's MemAvailable, the room
+/* Memory check (default on). Before a run allocates anything, its whole
+ * step is compared with the memory this process may still take: the
+ * planned activation arena, the parameters, gradients and optimizer state
+ * not allocated yet, and on the CPU the address space the BLAS's
+ * per-thread work buffers (128 MiB each in OpenBLAS) and the threads'
+ * stacks take, against the least of /proc/meminfo's MemAvailable, the room
  * under the memory cgroup's limit (v2 memory.max, or v1) and the room
- * under RLIMIT_AS; on a GPU its free memory (cudaMemGetInfo). A step that does not fit fails with SL_ERR_NOMEM naming
- * both figures and, in training, a budget schedule that fits (or that none
- * does), instead of being killed by the kernel's OOM killer while the
- * arena is filled. enabled = 0 skips the check (the allocation itself may
- * still fail with SL_ERR_NOMEM, or the kernel may kill the process). */
+ * under RLIMIT_AS (the BLAS and the stacks count against RLIMIT_AS only);
+ * on a GPU its free memory (cudaMemGetInfo). A step that does not fit
+ * fails with SL_ERR_NOMEM naming every figure and, in training, a budget
+ * schedule that fits (or that none does), instead of being killed by the
+ * kernel's OOM killer while the arena is filled, or hanging where
+ * OpenBLAS retries a failed mmap. Parameters and optimizer state
+ * allocated outside a run (sl_net_param_count, loading, a new optimizer
+ * on a network in use) are checked the same way. enabled = 0 skips the
+ * check (the allocation itself may still fail with SL_ERR_NOMEM, or the
+ * kernel may kill the process). */
 SL_API sl_status sl_net_set_memory_check(sl_net *net, int enabled);
 
 /* Where a run's time goes, by layer type and pass. */

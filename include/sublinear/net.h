@@ -199,7 +199,10 @@ SL_API sl_optimizer_options sl_adam(float lr, float beta1, float beta2, float ep
 SL_API sl_optimizer_options sl_adamw(float lr, float beta1, float beta2, float eps,
                                      float weight_decay);
 
-/* Sets the optimizer; its state (momentum, moments) starts at zero. */
+/* Sets the optimizer; its state (momentum, moments) starts at zero. It is
+ * allocated with the parameters (at the first run, or at once when they
+ * exist already), so setting an optimizer and planning allocate nothing;
+ * SL_ERR_NOMEM when it does not fit (the memory check). */
 SL_API sl_status sl_net_set_optimizer(sl_net *net, const sl_optimizer_options *opts);
 /* Changes the learning rate, keeping the optimizer state. */
 SL_API sl_status sl_net_set_lr(sl_net *net, float lr);

@@ -84,14 +84,17 @@ sl_status sl_read_whole_file(const char *path, const char *fn, uint8_t **data, s
 
 /* Host memory this process may still take (sysmem.c): the least of
  * MemAvailable, the room under the memory cgroup's limit and the room
- * under RLIMIT_AS, with the binding one's limit, use and name. known = 0
- * when none could be read (not Linux). */
+ * under RLIMIT_AS less address_reserve (address space the caller's work
+ * will map besides what it asks about), with the binding one's limit, use
+ * (MemTotal less MemAvailable for the host's memory) and name; reserved is
+ * address_reserve when RLIMIT_AS binds, else 0. known = 0 when none could
+ * be read (not Linux). */
 typedef struct sl_host_memory {
     int known;
-    uint64_t available, limit, used;
+    uint64_t available, limit, used, reserved;
     char source[48];
 } sl_host_memory;
-sl_host_memory sl_host_memory_available(void);
+sl_host_memory sl_host_memory_available(uint64_t address_reserve);
 
 /* Number of threads a context asks for, resolved (0 -> cores). */
 int sl_context_threads(const sl_context *ctx);

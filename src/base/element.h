@@ -303,8 +303,9 @@ SL_HD static inline double sl_xent_row_loss(const float *x, int classes, float m
 
 /* One row of a language model's loss (backend lm_xent): the loss and hit
  * of row x against label, then, with grad, x overwritten in place by
- * (softmax(x) - onehot(label)) * scale. A row labelled ignore_index counts
- * nothing and gets a zero gradient. */
+ * (softmax(x) - onehot(label)) * scale. One exponential per logit (float,
+ * summed in double): the vocabulary-sized rows make this the loss's cost.
+ * A row labelled ignore_index counts nothing and gets a zero gradient. */
 SL_HD static inline void sl_lm_xent_row(float *x, int vocab, int label, int ignore_index,
                                         float scale, int grad, double *loss, int *hit)
 {
@@ -318,10 +319,23 @@ SL_HD static inline void sl_lm_xent_row(float *x, int vocab, int label, int igno
     }
     int arg;
     float mx = sl_row_max(x, vocab, &arg);
-    *loss = sl_xent_row_loss(x, vocab, mx, label);
+    float at_label = x[label];
+    double s = 0.0;
+    if (grad) {
+        for (int j = 0; j < vocab; j++) {
+            x[j] = expf(x[j] - mx);
+            s += x[j];
+        }
+        float f = (float)(1.0 / s) * scale;
+        for (int j = 0; j < vocab; j++)
+            x[j] *= f;
+        x[label] -= scale;
+    } else {
+        for (int j = 0; j < vocab; j++)
+            s += expf(x[j] - mx);
+    }
+    *loss = log(s) - ((double)at_label - (double)mx);
     *hit = arg == label;
-    if (grad)
-        sl_xent_row_grad(x, vocab, mx, label, scale, x); /* reads x[j] before writing it */
 }
 
 /* ---- optimizer updates (PyTorch's rules) ---- */

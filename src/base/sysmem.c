@@ -6,8 +6,10 @@
  * (/proc/meminfo); the room under the memory cgroup's limit (v2
  * memory.max - memory.current of this cgroup and its ancestors, or v1
  * memory.limit_in_bytes - memory.usage_in_bytes); and the room under
- * RLIMIT_AS (the limit minus VmSize). Elsewhere, or when none can be read,
- * nothing is known and nothing is refused.
+ * RLIMIT_AS (the limit minus VmSize, less the address space the caller
+ * expects to map besides). Each figure is reported with the limit it is
+ * the room under: MemTotal for MemAvailable. Elsewhere, or when none can
+ * be read, nothing is known and nothing is refused.
  */
 #define _GNU_SOURCE
 
@@ -53,7 +55,7 @@ static int read_number(const char *path, uint64_t *out)
 }
 
 static void take(sl_host_memory *m, uint64_t avail, uint64_t limit, uint64_t used,
-                 const char *source)
+                 uint64_t reserved, const char *source)
 {
     if (m->known && avail >= m->available)
         return;
@@ -61,6 +63,7 @@ static void take(sl_host_memory *m, uint64_t avail, uint64_t limit, uint64_t use
     m->available = avail;
     m->limit = limit;
     m->used = used;
+    m->reserved = reserved;
     snprintf(m->source, sizeof m->source, "%s", source);
 }
 
@@ -77,7 +80,7 @@ static void cgroup_v2(sl_host_memory *m, const char *rel)
         int has_max = read_number(path, &max);
         snprintf(path, sizeof path, "%s/memory.current", dir);
         if (has_max && read_number(path, &cur))
-            take(m, max > cur ? max - cur : 0, max, cur, "the memory cgroup's limit");
+            take(m, max > cur ? max - cur : 0, max, cur, 0, "the memory cgroup's limit");
         char *slash = strrchr(dir, '/');
         if (!slash || slash == dir + strlen("/sys/fs"))
             break;
@@ -104,27 +107,29 @@ static void cgroups(sl_host_memory *m)
             int has_limit = read_number(path, &limit);
             snprintf(path, sizeof path, "/sys/fs/cgroup/memory%s/memory.usage_in_bytes", rel);
             if (has_limit && limit < (1ull << 60) && read_number(path, &used))
-                take(m, limit > used ? limit - used : 0, limit, used,
+                take(m, limit > used ? limit - used : 0, limit, used, 0,
                      "the memory cgroup's limit");
         }
     }
     fclose(f);
 }
 
-sl_host_memory sl_host_memory_available(void)
+sl_host_memory sl_host_memory_available(uint64_t address_reserve)
 {
     sl_host_memory m;
     memset(&m, 0, sizeof m);
     uint64_t avail, total;
     if (read_keyed("/proc/meminfo", "MemAvailable:", 1024, &avail) &&
         read_keyed("/proc/meminfo", "MemTotal:", 1024, &total))
-        take(&m, avail, total, total > avail ? total - avail : 0, "MemAvailable");
+        take(&m, avail, total, total > avail ? total - avail : 0, 0, "MemTotal");
     cgroups(&m);
     struct rlimit rl;
     uint64_t vm;
     if (getrlimit(RLIMIT_AS, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
-        read_keyed("/proc/self/status", "VmSize:", 1024, &vm))
-        take(&m, rl.rlim_cur > vm ? rl.rlim_cur - vm : 0, rl.rlim_cur, vm,
+        read_keyed("/proc/self/status", "VmSize:", 1024, &vm)) {
+        uint64_t taken = vm + address_reserve;
+        take(&m, rl.rlim_cur > taken ? rl.rlim_cur - taken : 0, rl.rlim_cur, vm, address_reserve,
              "the address-space limit (RLIMIT_AS)");
+    }
     return m;
 }

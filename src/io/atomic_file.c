@@ -148,7 +148,8 @@ sl_status sl_atomic_open(sl_atomic_file *af, const char *path, const char *fn)
     /* mkstemp makes the file private (0600); a saved model is an ordinary
      * file: keep the mode of the file it replaces, else rw-r--r--. */
     struct stat old;
-    if (fchmod(fd, stat(path, &old) == 0 ? (old.st_mode & 07777) : 0644) != 0) {
+    af->had_previous = stat(path, &old) == 0;
+    if (fchmod(fd, af->had_previous ? (old.st_mode & 07777) : 0644) != 0) {
         /* a file system without modes: the file keeps mkstemp's */
     }
     af->file = fdopen(fd, "wb");
@@ -166,7 +167,7 @@ sl_status sl_atomic_open(sl_atomic_file *af, const char *path, const char *fn)
 /* The message of a failed write, flush, sync or close. */
 static sl_status write_error(const sl_atomic_file *af, const char *step, int err, int injected)
 {
-    if (err == ENOSPC || err == EDQUOT)
+    if ((err == ENOSPC || err == EDQUOT) && af->had_previous)
         return sl_set_error(SL_ERR_IO,
                             "%s: %s '%s' failed after %llu of %llu bytes%s: %s. A save writes a "
                             "whole second copy next to the previous file before replacing it, so "
@@ -174,10 +175,18 @@ static sl_status write_error(const sl_atomic_file *af, const char *step, int err
                             af->fn, step, af->path, (unsigned long long)af->written,
                             (unsigned long long)af->expected_bytes,
                             injected ? " (simulated failure)" : "", strerror(err));
-    return sl_set_error(SL_ERR_IO, "%s: %s '%s' failed after %llu bytes%s: %s; any previous file "
-                        "there is unchanged", af->fn, step, af->path,
-                        (unsigned long long)af->written, injected ? " (simulated failure)" : "",
-                        strerror(err));
+    if (err == ENOSPC || err == EDQUOT)
+        return sl_set_error(SL_ERR_IO,
+                            "%s: %s '%s' failed after %llu of %llu bytes%s: %s; the disk needs "
+                            "room for the whole file, and nothing is left at that path",
+                            af->fn, step, af->path, (unsigned long long)af->written,
+                            (unsigned long long)af->expected_bytes,
+                            injected ? " (simulated failure)" : "", strerror(err));
+    return sl_set_error(SL_ERR_IO, "%s: %s '%s' failed after %llu bytes%s: %s; %s", af->fn, step,
+                        af->path, (unsigned long long)af->written,
+                        injected ? " (simulated failure)" : "", strerror(err),
+                        af->had_previous ? "the previous file there is unchanged"
+                                         : "nothing is left at that path");
 }
 
 sl_status sl_atomic_write(sl_atomic_file *af, const void *data, size_t bytes)

@@ -115,6 +115,7 @@ typedef struct sl_atomic_file {
     uint64_t written;
     uint64_t expected_bytes; /* the whole file, for a full disk's message; 0 unknown */
     const char *fn;
+    int had_previous; /* a file was at path when the save began */
 } sl_atomic_file;
 
 /* Removes the temporary files of earlier saves of path that no live

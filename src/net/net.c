@@ -321,11 +321,23 @@ sl_status sl_net_undo_first_use(sl_net *net, sl_net_mark m, sl_status st)
             net->params[i].spec->data = net->params[i].spec->grad = NULL;
         be->free(be, net->param_block);
         be->free(be, net->grad_block);
-        net->param_block = net->grad_block = NULL;
+        be->free(be, net->opt_block); /* allocated with the parameters */
+        net->param_block = net->grad_block = net->opt_block = NULL;
     }
     if (!m.finalized && net->finalized && !net->opt_block)
         unfinalize(net);
     return st;
+}
+
+/* The optimizer's state, zero, for an optimizer set before the
+ * parameters were allocated (sl_net_set_optimizer defers it). */
+static sl_status allocate_opt_state(sl_net *net)
+{
+    if (net->opt_block || !net->opt_floats)
+        return SL_OK;
+    const sl_backend *be = net->ctx->backend;
+    net->opt_block = be->alloc(be, net->opt_floats * sizeof(float), "optimizer state");
+    return net->opt_block ? SL_OK : SL_ERR_NOMEM;
 }
 
 sl_status sl_net_materialize(sl_net *net)
@@ -334,12 +346,22 @@ sl_status sl_net_materialize(sl_net *net)
     sl_status st = sl_net_finalize(net);
     if (st != SL_OK || net->param_block)
         return st;
-    st = allocate_params(net);
+    /* Parameters, gradients and optimizer state are checked together
+     * before any is allocated. */
+    st = sl_net_check_fixed_memory(net, 0, "", "allocating the network's parameters");
+    if (st == SL_OK)
+        st = allocate_params(net);
     if (st == SL_OK && net->mode == SL_MODE_TRAIN)
         st = sl_net_restore_gradients(net);
+    if (st == SL_OK)
+        st = allocate_opt_state(net);
     if (st != SL_OK) {
-        net->ctx->backend->free(net->ctx->backend, net->param_block);
-        net->param_block = NULL;
+        const sl_backend *be = net->ctx->backend;
+        for (int i = 0; i < net->n_params; i++)
+            net->params[i].spec->data = net->params[i].spec->grad = NULL;
+        be->free(be, net->param_block);
+        be->free(be, net->grad_block);
+        net->param_block = net->grad_block = NULL;
         /* Failed calls leave the network as it was: layers can still be
          * added when it was not finalised before. */
         if (!was_finalized)

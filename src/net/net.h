@@ -200,11 +200,34 @@ sl_context *sl_net_context(sl_net *net);
 sl_status sl_net_plan_for(sl_net *net, sl_shape input, sl_mode mode, const void *out,
                           const char *fn, sl_run_cache **cache);
 
-/* Before the arena of plan c is allocated (in host memory, or on the
- * GPU): SL_ERR_NOMEM naming the planned and the available bytes and a
- * budget schedule that fits, when the arena would not fit
- * (memory_check.c). */
+/* Before the arena of plan c and the fixed part of the step not allocated
+ * yet (parameters, gradients, optimizer state) are allocated, in host
+ * memory or on the GPU: SL_ERR_NOMEM naming the planned, fixed and
+ * available bytes and a budget schedule that fits, when the step would not
+ * fit with the address space the BLAS and the threads map (memory_check.c). */
 sl_status sl_net_check_memory(sl_net *net, const sl_run_cache *c, sl_mode mode, const char *fn);
+
+/* What sl_net_check_room is asked (memory_room.c): `arena` bytes about to
+ * be allocated besides the fixed part (what they are: `what`), replacing
+ * `arena_held` bytes the network holds (freed first); step: a run's step,
+ * which also maps the BLAS's work buffers and the threads' stacks; advise
+ * writes what would fit in a budget of `budget` bytes for arena and fixed
+ * part together (NULL: a smaller model). */
+typedef struct sl_room_request {
+    uint64_t arena, arena_held;
+    const char *what;
+    int step;
+    void (*advise)(void *user, uint64_t budget, char *buf, size_t n);
+    void *user;
+} sl_room_request;
+/* SL_ERR_NOMEM naming every figure when the request and the fixed part
+ * not allocated yet do not fit in the host's or the GPU's memory; SL_OK
+ * when they do, when nothing is known or when the check is off. */
+sl_status sl_net_check_room(sl_net *net, const sl_room_request *rq, const char *fn);
+/* sl_net_check_room outside a run, before parameters or optimizer state
+ * are allocated: the fixed part not allocated yet plus `extra` bytes
+ * (what) must fit. */
+sl_status sl_net_check_fixed_memory(sl_net *net, uint64_t extra, const char *what, const char *fn);
 
 /* The cost model of the network's schedule search (set or the device's). */
 sl_cost_model sl_net_cost_model(const sl_net *net);

@@ -39,8 +39,6 @@ static sl_status prepare_run(sl_net *net, const float *x, sl_shape shape, sl_mod
     if (!net || !x)
         return sl_set_error(SL_ERR_INVALID_ARG, "%s: network or input is NULL", fn);
     sl_status st = sl_net_check_input(net, shape, fn);
-    if (st == SL_OK)
-        st = sl_net_materialize(net);
     if (st != SL_OK)
         return st;
     sl_run_cache *c;
@@ -58,7 +56,11 @@ static sl_status prepare_run(sl_net *net, const float *x, sl_shape shape, sl_mod
                 return sl_set_error(SL_ERR_INVALID_ARG, "%s: label %d of %s %d is outside [0, %d)%s",
                                     fn, io->labels[i], head ? "position" : "sample", i, classes,
                                     head ? " and is not the ignore index" : "");
+    /* The whole step is checked before its parameters, gradients,
+     * optimizer state or arena are allocated. */
     st = sl_net_check_memory(net, c, mode, fn);
+    if (st == SL_OK)
+        st = sl_net_materialize(net);
     if (st == SL_OK)
         st = ensure_arena(net, c->plan.arena_bytes);
     if (st == SL_OK)

@@ -99,10 +99,16 @@ sl_status sl_net_set_optimizer(sl_net *net, const sl_optimizer_options *opts)
     size_t floats = net->grad_floats * (size_t)sl_optimizer_state_blocks(opts, names);
     float *state = NULL;
     const sl_backend *be = net->ctx->backend;
-    if (floats) {
-        state = be->alloc(be, floats * sizeof(float), "optimizer state");
-        if (!state)
-            return sl_net_undo_first_use(net, m, SL_ERR_NOMEM);
+    /* Before the parameters are allocated, the state waits for them
+     * (sl_net_materialize allocates it, after checking all three fit);
+     * once they are, the new state is allocated next to the old. */
+    if (floats && net->param_block) {
+        st = sl_net_check_fixed_memory(net, floats * sizeof(float), "the new optimizer state",
+                                       "sl_net_set_optimizer");
+        if (st == SL_OK && !(state = be->alloc(be, floats * sizeof(float), "optimizer state")))
+            st = SL_ERR_NOMEM;
+        if (st != SL_OK)
+            return sl_net_undo_first_use(net, m, st);
     }
     /* The update's gradient norm: allocated here, so that an update
      * (which has already run its forward and backward inside

@@ -1,0 +1,138 @@
+/*
+ * memory_room.c — whether what a network is about to allocate fits in
+ * what this process may still take (net stage, below net.c, which checks
+ * its parameters with it before allocating them): host memory
+ * (base/sysmem.c) or a GPU's free memory, against the fixed part of a
+ * step not allocated yet (parameters; in training their gradients and the
+ * optimizer state), what the caller adds (an activation arena, new
+ * optimizer state) and, for a step on the host, the address space the
+ * BLAS and the threads map while it runs. Too much is SL_ERR_NOMEM naming
+ * every figure, with the caller's advice (memory_check.c's budget
+ * schedule for a run). sl_net_set_memory_check switches it off.
+ */
+#include <stdio.h>
+#include <string.h>
+#include <sys/resource.h>
+
+#include "net/net.h"
+
+#define GIB (1024.0 * 1024.0 * 1024.0)
+
+/* OpenBLAS's work buffer, one per thread that calls it, mapped at that
+ * thread's first GEMM: BUFFER_SIZE, 32 << 22 bytes on x86-64 and ARM64
+ * (its common_x86_64.h / common_arm64.h; the 128 MiB mmaps strace shows). */
+#define BLAS_BUFFER_BYTES ((uint64_t)128 << 20)
+
+/* The fixed part of a step by kind: what materialising allocates (the
+ * gradients while the network is in training mode) and the optimizer's
+ * state; held is the part already allocated. */
+typedef struct fixed_part {
+    uint64_t params, grads, opt, total, held;
+} fixed_part;
+
+static fixed_part fixed_part_of(const sl_net *net)
+{
+    fixed_part f;
+    f.params = (uint64_t)net->param_floats * sizeof(float);
+    f.grads = net->mode == SL_MODE_TRAIN ? (uint64_t)net->grad_floats * sizeof(float) : 0;
+    f.opt = (uint64_t)net->opt_floats * sizeof(float);
+    f.total = f.params + f.grads + f.opt;
+    f.held = (net->param_block ? f.params : 0) + (net->grad_block ? f.grads : 0) +
+             (net->opt_block ? f.opt : 0);
+    return f;
+}
+
+/* Address space a step maps beyond its arena and fixed part on the host:
+ * a BLAS work buffer for each thread of the team (the caller and every
+ * worker each call a single-threaded GEMM on their tile) and the workers'
+ * stacks (glibc's default: RLIMIT_STACK, 32 MiB when unlimited). Counted
+ * whole even when a previous step mapped them already. Only RLIMIT_AS
+ * counts these: the buffers' touched pages are a few MiB. */
+static uint64_t address_reserve(const sl_net *net)
+{
+    uint64_t threads = (uint64_t)sl_context_threads(net->ctx);
+    uint64_t stack = (uint64_t)32 << 20;
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_STACK, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
+        stack = (uint64_t)rl.rlim_cur;
+    return threads * BLAS_BUFFER_BYTES + (threads - 1) * stack;
+}
+
+/* "1.50 GiB", or "1.04 MiB" below a GiB. */
+typedef struct figure {
+    char text[32];
+} figure;
+
+static figure fig(uint64_t bytes)
+{
+    figure f;
+    if (bytes >= (1ull << 30))
+        snprintf(f.text, sizeof f.text, "%.2f GiB", bytes / GIB);
+    else
+        snprintf(f.text, sizeof f.text, "%.2f MiB", bytes / (1024.0 * 1024.0));
+    return f;
+}
+
+/* What the device has left, in the host figures' terms. */
+static sl_host_memory device_memory(const sl_backend *be)
+{
+    sl_host_memory m;
+    memset(&m, 0, sizeof m);
+    size_t total = 0;
+    m.available = be->device_free_bytes(be, &total);
+    m.known = total > 0;
+    m.limit = total;
+    m.used = total - m.available;
+    snprintf(m.source, sizeof m.source, "the GPU's memory");
+    return m;
+}
+
+sl_status sl_net_check_room(sl_net *net, const sl_room_request *rq, const char *fn)
+{
+    uint64_t arena = rq->arena, arena_held = rq->arena_held;
+    const char *what = rq->what;
+    const sl_backend *be = net->ctx->backend;
+    fixed_part f = fixed_part_of(net);
+    if (net->no_memory_check || (arena <= arena_held && f.held == f.total))
+        return SL_OK;
+    if (!be->host_memory && !be->device_free_bytes)
+        return SL_OK;
+    uint64_t reserve = be->host_memory && rq->step ? address_reserve(net) : 0;
+    sl_host_memory m = be->host_memory ? sl_host_memory_available(reserve) : device_memory(be);
+    /* Room for the step: what is free plus what it already holds. */
+    uint64_t room = m.available + arena_held + f.held;
+    uint64_t need = arena + f.total;
+    if (!m.known || need <= room)
+        return SL_OK;
+    char advice[600];
+    if (rq->advise && room > f.total)
+        rq->advise(rq->user, room, advice, sizeof advice);
+    else
+        snprintf(advice, sizeof advice, "the fixed bytes%s do not fit: use a smaller model or "
+                 "fewer classes%s", rq->step ? " alone" : "",
+                 net->opt_floats ? ", or an optimizer with less state" : "");
+    char kept[160] = "";
+    if (m.reserved)
+        snprintf(kept, sizeof kept, ", and %s kept for the BLAS's work buffers and the threads' "
+                 "stacks", fig(m.reserved).text);
+    char head[200];
+    if (arena)
+        snprintf(head, sizeof head, "%s needs %s for %s and", rq->step ? "this step" : "the network",
+                 fig(arena).text, what);
+    else
+        snprintf(head, sizeof head, "the network needs");
+    return sl_set_error(SL_ERR_NOMEM,
+                   "%s: %s %s of fixed bytes (parameters %s, gradients %s, optimizer state %s), "
+                   "%s in all, but only %s of memory is available (%s: %.2f GiB, %.2f GiB in "
+                   "use%s); %s. sl_net_set_memory_check(net, 0) (--no-memory-check) skips this "
+                   "check",
+                   fn, head, fig(f.total).text, fig(f.params).text, fig(f.grads).text,
+                   fig(f.opt).text, fig(need).text, fig(room).text, m.source, m.limit / GIB,
+                   m.used / GIB, kept, advice);
+}
+
+sl_status sl_net_check_fixed_memory(sl_net *net, uint64_t extra, const char *what, const char *fn)
+{
+    sl_room_request rq = {.arena = extra, .what = what};
+    return sl_net_check_room(net, &rq, fn);
+}
