@@ -26,7 +26,7 @@ typedef struct lm_run {
     sl_memory_report planned, baseline;
     int64_t first_step;
     int steps_run;
-    double seconds, loss_avg, first_loss, last_loss, val_loss;
+    double seconds, loss_avg, first_loss, last_loss, val_loss, unigram_loss;
     int64_t tokens;
     int val_batches;
     int tty;
@@ -179,6 +179,46 @@ static int evaluate(lm_run *r)
     return 0;
 }
 
+/* The held-out loss of a unigram model of the training tokens (counts
+ * with add-one smoothing over the vocabulary): what a model that ignores
+ * the context scores, the bar a language model must clear. */
+static int unigram_baseline(lm_run *r)
+{
+    const cli_options *o = r->o;
+    r->unigram_loss = NAN;
+    if (!r->val || !isfinite(r->val_loss))
+        return 0;
+    size_t nt = sl_token_shard_count(r->train), nv = sl_token_shard_count(r->val);
+    size_t most = nt > nv ? nt : nv;
+    double *counts = calloc((size_t)o->vocab, sizeof *counts);
+    int32_t *ids = malloc(most * sizeof *ids), *next = malloc(most * sizeof *next);
+    int rc = 0;
+    /* One batch of every token but the last: ids, and next (the targets)
+     * shifted by one; the first token and every target are all tokens. */
+    if (!counts || !ids || !next) {
+        fprintf(stderr, "sublinear train: out of memory for the unigram baseline\n");
+        rc = CLI_EXIT_FAIL;
+    } else if (sl_token_shard_batch(r->train, 0, 1, (int)(nt - 1), ids, next) != SL_OK) {
+        rc = cli_fail("reading the training tokens for the unigram baseline");
+    } else {
+        counts[ids[0] % o->vocab] += 1;
+        for (size_t i = 0; i + 1 < nt; i++)
+            counts[next[i] % o->vocab] += 1;
+        if (sl_token_shard_batch(r->val, 0, 1, (int)(nv - 1), ids, next) != SL_OK) {
+            rc = cli_fail("reading the held-out tokens for the unigram baseline");
+        } else {
+            double total = (double)nt + o->vocab, sum = 0;
+            for (size_t i = 0; i + 1 < nv; i++)
+                sum -= log((counts[next[i] % o->vocab] + 1.0) / total);
+            r->unigram_loss = sum / (double)(nv - 1);
+        }
+    }
+    free(counts);
+    free(ids);
+    free(next);
+    return rc;
+}
+
 static int save(const lm_run *r)
 {
     const cli_options *o = r->o;
@@ -222,6 +262,8 @@ static void print_json(const lm_run *r, const sl_memory_report *m)
     json_number(ran ? r->last_loss : NAN);
     printf(",\"val_loss\":");
     json_number(r->val_loss);
+    printf(",\"unigram_loss\":");
+    json_number(r->unigram_loss);
     printf(",\"tokens_per_second\":");
     json_number(ran ? (double)r->tokens / r->seconds : NAN);
     printf(",\"seconds\":");
@@ -250,9 +292,10 @@ static void print_summary(const lm_run *r, const sl_memory_report *m)
         printf("nothing to train: the snapshot is at step %lld of %d\n", (long long)r->first_step,
                o->steps);
     if (isfinite(r->val_loss))
-        printf("held-out loss: %.4f (perplexity %.1f) on %d x %d x %d tokens of %s; a uniform "
-               "guess over the vocabulary scores %.4f\n", r->val_loss, exp(r->val_loss),
-               r->val_batches, o->batch, o->seq, o->val_data, log((double)o->vocab));
+        printf("held-out loss: %.4f (perplexity %.1f) on %d x %d x %d tokens of %s; a unigram "
+               "model of the training tokens scores %.4f, a uniform guess %.4f\n", r->val_loss,
+               exp(r->val_loss), r->val_batches, o->batch, o->seq, o->val_data, r->unigram_loss,
+               log((double)o->vocab));
     else
         printf("held-out loss: not measured (%s)\n", o->val_data ? "--eval 0" : "no --val FILE");
     printf("memory, schedule %s (planned; measured over the run):\n", o->schedule_text);
@@ -281,6 +324,8 @@ int cli_cmd_train_lm(cli_options *o)
         rc = train_loop(&r);
     if (!rc)
         rc = evaluate(&r);
+    if (!rc)
+        rc = unigram_baseline(&r);
     if (!rc)
         rc = save(&r);
     sl_memory_report measured = r.planned;
