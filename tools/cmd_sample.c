@@ -22,7 +22,8 @@
 static const char g_sample_help[] =
     "usage: sublinear sample --model-file FILE [--config config.json]\n"
     "                        [--vocab encoder.json --merges vocab.bpe] [--prompt TEXT]\n"
-    "                        [--tokens N] [--temperature X] [--top-k K] [--seed S] [--json]\n"
+    "                        [--tokens N] [--temperature X] [--top-k K] [--seed S]\n"
+    "                        [--device cpu|cuda [--gpu N]] [--json]\n"
     "Generates text from a GPT-2 model (sublinear train --model gpt2 --save-model, or\n"
     "Hugging Face's model.safetensors with its config.json) with a KV cache: each new\n"
     "token costs one row through the network. Prints the prompt, then the new text as\n"
@@ -43,7 +44,8 @@ static const char g_sample_help[] =
     "  --top-k K           sample among the K likeliest tokens only (default 0: all)\n"
     "  --seed S            the sampler's seed (default 0): the same seed, the same text\n"
     "  --threads N         CPU threads (default 0: all cores)\n"
-    "  --gpu N             run on CUDA device N (a build with CUDA)\n"
+    "  --device cpu|cuda   where to run (default cpu; cuda needs a build with CUDA)\n"
+    "  --gpu N             the CUDA device (default 0; implies --device cuda)\n"
     "  --json              print {\"prompt_ids\", \"ids\", \"prompt\", \"text\", ...}\n";
 
 void cli_sample_usage(FILE *f)
@@ -53,7 +55,7 @@ void cli_sample_usage(FILE *f)
 
 typedef struct sample_options {
     const char *model_file, *config, *vocab, *merges, *prompt;
-    int tokens, top_k, threads, gpu, gpu_set, json;
+    int tokens, top_k, threads, gpu, gpu_set, cuda, json;
     float temperature;
     uint64_t seed;
     sl_gpt2_config shape;
@@ -89,6 +91,16 @@ static int parse(int argc, char **argv, sample_options *o, int *help)
         }
         if (strcmp(a, "--json") == 0) {
             o->json = 1;
+            continue;
+        }
+        if (strcmp(a, "--device") == 0) {
+            if (i + 1 >= argc)
+                return cli_usage_error("sample", "--device needs a value");
+            const char *v = argv[++i];
+            if (strcmp(v, "cuda") == 0)
+                o->cuda = 1;
+            else if (strcmp(v, "cpu") != 0)
+                return cli_usage_error("sample", "--device wants cpu or cuda, not '%s'", v);
             continue;
         }
         const char **dest = strcmp(a, "--model-file") == 0 ? &o->model_file
@@ -257,7 +269,7 @@ int cli_cmd_sample(int argc, char **argv)
     }
     sl_context_options co = sl_context_defaults();
     co.threads = o.threads;
-    if (o.gpu_set) {
+    if (o.gpu_set || o.cuda) {
         co.device = SL_DEVICE_CUDA;
         co.gpu = o.gpu;
     }
