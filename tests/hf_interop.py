@@ -17,6 +17,12 @@ Usage:
       GPT2LMHeadModel.from_pretrained(DIR/ours) (what sublinear saved),
       refusing any missing, unexpected or mismatched key, and writes the
       logits of DIR/ids.bin to DIR/hf_on_ours_logits.bin.
+  python hf_interop.py generate DIR
+      builds another small random GPT2LMHeadModel (seed 4321, tensors moved
+      further off their init so that greedy decoding wanders over many
+      tokens), save_pretrained(DIR/gen), and writes DIR/gen_prompt.bin (int32,
+      the 8 prompt ids) and DIR/gen_hf.bin (int32, the GEN_NEW = 24 ids that
+      generate(do_sample=False) adds; no end-of-text token stops it early).
 Runs on the CPU in float32 with eager attention.
 """
 import os
@@ -82,6 +88,37 @@ def check(d):
     print("from_pretrained: no missing, unexpected or mismatched keys; lm_head tied")
 
 
+GEN_PROMPT, GEN_NEW = 8, 24
+
+
+def generate(d):
+    torch.manual_seed(4321)
+    cfg = GPT2Config(n_layer=2, n_embd=64, n_head=4, vocab_size=512, n_positions=64,
+                     n_ctx=64, bos_token_id=511, eos_token_id=511, attn_implementation="eager")
+    model = GPT2LMHeadModel(cfg)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            p.add_(0.15 * torch.randn_like(p))
+    model.eval()
+    model.save_pretrained(os.path.join(d, "gen"))
+    rng = np.random.default_rng(6)
+    prompt = rng.integers(0, 511, size=(1, GEN_PROMPT)).astype(np.int32)
+    prompt.tofile(os.path.join(d, "gen_prompt.bin"))
+    # greedy decoding with HF's own KV cache; no end-of-text stop
+    model.generation_config.eos_token_id = None
+    model.generation_config.pad_token_id = 0
+    with torch.no_grad():
+        out = model.generate(torch.from_numpy(prompt.astype(np.int64)),
+                             attention_mask=torch.ones(1, GEN_PROMPT, dtype=torch.int64),
+                             do_sample=False, max_new_tokens=GEN_NEW, num_beams=1)
+    new = out[0, GEN_PROMPT:].numpy().astype(np.int32)
+    if new.shape[0] != GEN_NEW:
+        print("generate gave %d new tokens, not %d" % (new.shape[0], GEN_NEW))
+        sys.exit(1)
+    new.tofile(os.path.join(d, "gen_hf.bin"))
+    print("generate(do_sample=False): %s" % " ".join(str(int(t)) for t in new))
+
+
 def main():
     torch.set_num_threads(2)
     what = sys.argv[1]
@@ -91,6 +128,8 @@ def main():
         make(sys.argv[2])
     elif what == "check":
         check(sys.argv[2])
+    elif what == "generate":
+        generate(sys.argv[2])
     else:
         print("unknown command %s" % what)
         sys.exit(2)

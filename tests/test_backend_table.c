@@ -77,6 +77,7 @@ static int missing_members(const sl_backend *t, char *missing, size_t size)
     REQUIRE(attention_forward);
     REQUIRE(attention_backward);
     REQUIRE(sum_squares);
+    REQUIRE(attention_decode);
 #undef REQUIRE
     return count;
 }

@@ -12,6 +12,10 @@
  *  (b) sl_gpt2_save_pretrained writes a model of ours; HF's
  *      from_pretrained loads it with no missing or unexpected key, and its
  *      logits are ours within 1e-5 relative.
+ *  (c) greedy decoding: HF builds another small random model and
+ *      generate(do_sample=False) adds 24 tokens to an 8-token prompt; the
+ *      model loaded here and decoded with the KV-cache generator
+ *      (sl_gpt2_generate, no options: greedy) gives the same 24 tokens.
  * Relative: max |ours - HF| / max |HF| over all logits.
  */
 #define _XOPEN_SOURCE 700
@@ -190,6 +194,57 @@ START_TEST(test_both_ways)
 }
 END_TEST
 
+#define GEN_PROMPT 8
+#define GEN_NEW 24
+
+START_TEST(test_greedy_generate)
+{
+    if (!have_transformers())
+        return;
+    char dir[] = "/tmp/sl_hf_generate_XXXXXX";
+    ck_assert(mkdtemp(dir));
+    run_script("generate", dir);
+    char path[1200];
+    snprintf(path, sizeof path, "%s/gen/config.json", dir);
+    sl_gpt2_config cfg;
+    ck_assert_msg(sl_gpt2_read_config(path, &cfg) == SL_OK, "%s", sl_last_error());
+    sl_context *ctx = th_context(9);
+    sl_net *net;
+    ck_assert(sl_sequential(ctx, 1, &net) == SL_OK);
+    ck_assert_msg(sl_model_gpt2(net, &cfg) == SL_OK, "%s", sl_last_error());
+    snprintf(path, sizeof path, "%s/gen/model.safetensors", dir);
+    ck_assert_msg(sl_load_model(net, path, NULL, NULL) == SL_OK, "%s", sl_last_error());
+    int32_t *prompt = read_file(dir, "gen_prompt.bin", GEN_PROMPT * sizeof(int32_t));
+    int32_t *want = read_file(dir, "gen_hf.bin", GEN_NEW * sizeof(int32_t));
+    sl_gpt2_generator *gen;
+    ck_assert_msg(sl_gpt2_generator_create(net, &cfg, GEN_PROMPT + GEN_NEW, &gen) == SL_OK, "%s",
+                  sl_last_error());
+    int32_t got[GEN_NEW];
+    ck_assert_msg(sl_gpt2_generate(gen, prompt, GEN_PROMPT, GEN_NEW, NULL, got) == SL_OK, "%s",
+                  sl_last_error());
+    int distinct = 0;
+    printf("(c) sl_gpt2_generate greedy:");
+    for (int i = 0; i < GEN_NEW; i++) {
+        printf(" %d", (int)got[i]);
+        distinct += i == 0 || got[i] != got[i - 1];
+    }
+    printf("\n");
+    for (int i = 0; i < GEN_NEW; i++)
+        ck_assert_msg(got[i] == want[i], "(c) token %d: ours %d, transformers' generate %d", i,
+                      (int)got[i], (int)want[i]);
+    printf("(c) %d greedy tokens equal transformers' generate(do_sample=False)\n", GEN_NEW);
+    ck_assert(distinct > 3);
+    free(prompt);
+    free(want);
+    sl_gpt2_generator_free(gen);
+    sl_net_free(net);
+    sl_context_free(ctx);
+    char cmd[1200];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    ck_assert(system(cmd) == 0);
+}
+END_TEST
+
 int main(void)
 {
     snprintf(g_script, sizeof g_script, "%s/hf_interop.py", SL_TEST_SOURCE_DIR);
@@ -197,6 +252,7 @@ int main(void)
     TCase *t = tcase_create("hf_interop");
     tcase_set_timeout(t, 600);
     tcase_add_test(t, test_both_ways);
+    tcase_add_test(t, test_greedy_generate);
     suite_add_tcase(s, t);
     return th_run_suite(s) ? EXIT_FAILURE : EXIT_SUCCESS;
 }

@@ -250,6 +250,7 @@ void cli_usage(FILE *f, const char *name)
                    "  memplot  draw live memory per step for several schedules (SVG)\n"
                    "  bench    run a benchmark (optnet tables, conv kernels, ResNet-152)\n"
                    "  tokenize text files to llm.c token shards with GPT-2's BPE\n"
+                   "  sample   generate text from a GPT-2 model file (KV cache)\n"
                    "  version  print the version\n"
                    "exit status: 0 success, 1 failure, 2 bad arguments\n\n%s"
                    "models:",
@@ -272,6 +273,9 @@ void cli_usage(FILE *f, const char *name)
         return;
     } else if (strcmp(name, "tokenize") == 0) {
         cli_tokenize_usage(f);
+        return;
+    } else if (strcmp(name, "sample") == 0) {
+        cli_sample_usage(f);
         return;
     }
     fputs(g_schedules_help, f);

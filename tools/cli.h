@@ -128,5 +128,9 @@ int cli_cmd_bench(const char *argv0, int argc, char **argv);
  * cli_tokenize_usage prints its usage. */
 int cli_cmd_tokenize(int argc, char **argv);
 void cli_tokenize_usage(FILE *f);
+/* `sublinear sample` (cmd_sample.c), with its own parser; cli_sample_usage
+ * prints its usage. */
+int cli_cmd_sample(int argc, char **argv);
+void cli_sample_usage(FILE *f);
 
 #endif

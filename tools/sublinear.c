@@ -9,10 +9,11 @@
  *   sublinear memplot --model resnet152 --schedules none,sqrt -o timeline.svg
  *   sublinear bench   optnet|conv|resnet152|list [options]
  *   sublinear tokenize --vocab encoder.json --merges vocab.bpe --out train.bin IN.txt...
+ *   sublinear sample  --model-file model.safetensors --config config.json --prompt TEXT
  *
  * Files: args.c (options, usage), common.c (building, reports),
  * cmd_train.c (datasets from the library: sl_dataset_*), cmd_plan.c (plan,
- * dot, memplot), cmd_bench.c, cmd_tokenize.c. Bad arguments print a usage message and exit
+ * dot, memplot), cmd_bench.c, cmd_tokenize.c, cmd_sample.c. Bad arguments print a usage message and exit
  * with status 2; failures while running exit with 1.
  */
 #define _POSIX_C_SOURCE 200809L
@@ -62,7 +63,8 @@ int main(int argc, char **argv)
             name = argv[2];
         else
             name = NULL;
-        if (name && strcmp(name, "bench") != 0 && strcmp(name, "tokenize") != 0) {
+        if (name && strcmp(name, "bench") != 0 && strcmp(name, "tokenize") != 0 &&
+            strcmp(name, "sample") != 0) {
             int known = 0;
             for (size_t i = 0; i < sizeof g_commands / sizeof *g_commands; i++)
                 known |= strcmp(name, g_commands[i].name) == 0;
@@ -83,6 +85,8 @@ int main(int argc, char **argv)
         return cli_cmd_bench(argv[0], argc - 2, argv + 2);
     if (strcmp(name, "tokenize") == 0)
         return cli_cmd_tokenize(argc - 2, argv + 2);
+    if (strcmp(name, "sample") == 0)
+        return cli_cmd_sample(argc - 2, argv + 2);
     for (size_t i = 0; i < sizeof g_commands / sizeof *g_commands; i++) {
         if (strcmp(name, g_commands[i].name) != 0)
             continue;

@@ -102,6 +102,99 @@ SL_API sl_status sl_gpt2_save_pretrained(sl_net *net, const sl_gpt2_config *cfg,
  * that differ. Other keys are ignored. */
 SL_API sl_status sl_gpt2_read_config(const char *config_json, sl_gpt2_config *out);
 
+/* ------------------------------------------------------------------ */
+/* Sampling from GPT-2 with a KV cache                                 */
+/* ------------------------------------------------------------------ */
+
+/* A text generator over a GPT-2 network built by sl_model_gpt2: it reads
+ * the weights by name (sl_net_find_param, on the network's device) and
+ * keeps a KV cache, per layer the keys and values of every position fed
+ * so far, so that each new token costs O(T) (one row through every layer,
+ * attention of that row against the cache) instead of a forward over the
+ * whole prefix. Its steps run on the network's backend (CPU or CUDA) with
+ * the kernels the layers use; the logits of a step equal the last
+ * position's logits of sl_net_predict_tokens on the prefix, up to float
+ * rounding (products of one row instead of all).
+ *
+ *     sl_gpt2_generator *gen;
+ *     sl_gpt2_generator_create(net, &cfg, 64, &gen);
+ *     sl_sample_options so = sl_sample_defaults();   (temperature 1, all tokens)
+ *     so.top_k = 40; so.seed = 7;
+ *     sl_gpt2_generate(gen, prompt, n_prompt, 32, &so, out);
+ *     sl_gpt2_generator_free(gen);
+ *
+ * The generator refers to the network, which must outlive it and keep its
+ * weights where they are (loading new values with sl_load_model or a
+ * training step is fine; the next step reads them). Not thread-safe: one
+ * thread at a time per generator. */
+typedef struct sl_gpt2_generator sl_gpt2_generator;
+
+/* Called with each new token as it is chosen (index 0 .. n_new-1). */
+typedef void sl_token_callback(void *user, int index, int32_t token);
+
+/* How the next token is chosen from a position's logits. */
+typedef struct sl_sample_options {
+    float temperature; /* 0: greedy (the first arg-max); > 0: sample from
+                          softmax(logits / temperature) */
+    int top_k;         /* > 0: only among the top_k largest logits (ties: the
+                          lower id first); 0: among all */
+    uint64_t seed;     /* token i draws uniform number i of the Philox stream
+                          keyed by seed: the same seed, the same text */
+    sl_token_callback *on_token; /* may be NULL */
+    void *user;                  /* passed to on_token */
+} sl_sample_options;
+
+/* Temperature 1, top_k 0, seed 0, no callback. */
+SL_API sl_sample_options sl_sample_defaults(void);
+
+/* Picks one token from vocab logits (host memory) as opts says (NULL:
+ * greedy); index selects the uniform number of opts->seed's stream (the
+ * token's index in the generated text). SL_ERR_INVALID_ARG for a negative
+ * or non-finite temperature, a negative top_k, vocab < 1, or NaN logits
+ * among the candidates; SL_ERR_NOMEM when its scratch (8 bytes per logit,
+ * freed before it returns) cannot be had. */
+SL_API sl_status sl_sample_token(const float *logits, int vocab, const sl_sample_options *opts,
+                                 uint64_t index, int32_t *out);
+
+/* A generator for net (built by sl_model_gpt2 with cfg) holding up to
+ * max_tokens positions, 1 <= max_tokens <= cfg->context (a longer
+ * context is refused: GPT-2 has no position embedding past it). It
+ * allocates, on the network's device: the KV cache, 2 * layers *
+ * max_tokens * embd floats (GPT-2 small at 1024 tokens: 72 MiB), and
+ * scratch of 11 * embd + vocab + 16 floats; on the host vocab floats. Fails
+ * with SL_ERR_INVALID_ARG (NULL arguments, a bad max_tokens or config),
+ * SL_ERR_NOT_FOUND / SL_ERR_SHAPE naming the first tensor of the config
+ * the network lacks or holds in another shape, SL_ERR_NOMEM; on failure
+ * *out is NULL and nothing stays allocated. */
+SL_API sl_status sl_gpt2_generator_create(sl_net *net, const sl_gpt2_config *cfg, int max_tokens,
+                                          sl_gpt2_generator **out);
+/* Frees a generator (not its network); NULL is fine. */
+SL_API void sl_gpt2_generator_free(sl_gpt2_generator *gen);
+
+/* Empties the cache: the next step is position 0. */
+SL_API void sl_gpt2_generator_reset(sl_gpt2_generator *gen);
+/* Positions fed since the last reset. */
+SL_API int sl_gpt2_generator_length(const sl_gpt2_generator *gen);
+
+/* Feeds one token at the next position (its keys and values join the
+ * cache) and, when logits is not NULL, writes that position's vocab
+ * logits there (host memory): the prediction of the token after it.
+ * SL_ERR_INVALID_ARG for an id outside [0, vocab), SL_ERR_STATE when the
+ * cache is full (max_tokens positions), SL_ERR_BACKEND when the device
+ * fails; the cache is unchanged on failure. */
+SL_API sl_status sl_gpt2_generator_step(sl_gpt2_generator *gen, int32_t token, float *logits);
+
+/* Generates n_new tokens after a prompt of n_prompt >= 1 ids into
+ * out[0, n_new): empties the cache, feeds the prompt, then repeatedly
+ * picks a token from the last logits (sl_sample_token with index = its
+ * index in out; opts NULL: greedy), calls opts->on_token and feeds it
+ * (the last one is not fed). The whole text, n_prompt + n_new tokens,
+ * must fit in the generator's max_tokens (which is at most the model's
+ * context): otherwise SL_ERR_INVALID_ARG saying by how much, before
+ * anything runs, as for ids outside the vocabulary and bad options. */
+SL_API sl_status sl_gpt2_generate(sl_gpt2_generator *gen, const int32_t *prompt, int n_prompt,
+                                  int n_new, const sl_sample_options *opts, int32_t *out);
+
 /* NULL-terminated list of the model names above. */
 SL_API const char *const *sl_model_names(void);
 

@@ -179,6 +179,11 @@ typedef void sl_attention_forward_fn(const sl_exec *ex, const sl_attention_desc 
 typedef void sl_attention_backward_fn(const sl_exec *ex, const sl_attention_desc *d,
                                       const float *qkv, const float *y, const float *dy,
                                       const float *saved, float *dqkv, int accumulate, void *ws);
+/* One query row per head against t cached key / value rows (a KV cache's
+ * decoding step): q and y hold heads * d values (head h at h*d), k and v t
+ * rows of ld floats each (head h at columns h*d .. h*d+d-1). */
+typedef void sl_attention_decode_fn(const sl_exec *ex, int heads, int d, int t, const float *q,
+                                    const float *k, const float *v, int ld, float *y);
 
 struct sl_backend {
     const char *name;
@@ -359,6 +364,13 @@ struct sl_backend {
      * base/element.h's sl_square_add); slots is backend memory.
      * Deterministic: the gradient norm. */
     sl_sum_squares_fn *sum_squares;
+    /* y = softmax(q k^T / sqrt(d)) v per head for one new token whose
+     * keys and values of every position so far (its own included, the
+     * last row) are k and v: the row of causal attention that
+     * attention_forward gives that token, with the same element rules
+     * (sl_attn_logit, sl_attn_exp, the sum in double, p = e / (float)sum).
+     * No dropout, no workspace; deterministic. */
+    sl_attention_decode_fn *attention_decode;
 };
 
 /* Per-run state: which backend, how many threads. */

@@ -111,5 +111,7 @@ sl_embedding_backward_fn sl_cpu_embedding_backward;
 sl_attention_workspace_bytes_fn sl_cpu_attention_workspace_bytes;
 sl_attention_forward_fn sl_cpu_attention_forward;
 sl_attention_backward_fn sl_cpu_attention_backward;
+/* ---- cpu_decode.c ---- */
+sl_attention_decode_fn sl_cpu_attention_decode;
 
 #endif

@@ -85,6 +85,7 @@ static const sl_backend sl_cpu_table = {
     .attention_forward = sl_cpu_attention_forward,
     .attention_backward = sl_cpu_attention_backward,
     .sum_squares = sl_cpu_sum_squares,
+    .attention_decode = sl_cpu_attention_decode,
 };
 
 sl_status sl_cpu_backend_create(sl_backend **out)

@@ -232,6 +232,7 @@ static sl_backend table_of(void)
     b->attention_forward = sl_cuda_attention_forward;
     b->attention_backward = sl_cuda_attention_backward;
     b->sum_squares = sl_cuda_sum_squares;
+    b->attention_decode = sl_cuda_attention_decode;
     return t;
 }
 

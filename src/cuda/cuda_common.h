@@ -213,6 +213,8 @@ sl_embedding_backward_fn sl_cuda_embedding_backward;
 sl_attention_workspace_bytes_fn sl_cuda_attention_workspace_bytes;
 sl_attention_forward_fn sl_cuda_attention_forward;
 sl_attention_backward_fn sl_cuda_attention_backward;
+/* ---- cuda_decode.cu ---- */
+sl_attention_decode_fn sl_cuda_attention_decode;
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,356 @@
+/*
+ * cmd_sample.c — `sublinear sample`: text from a GPT-2 model file with
+ * the library's KV-cache generator (sl_gpt2_generate, models.h) and
+ * GPT-2's tokenizer (text.h). Its own small parser, like tokenize's.
+ *
+ * The model's shape comes from a Hugging Face config.json (--config; the
+ * file may then be Hugging Face's model.safetensors) or from the same
+ * flags as `train --model gpt2` (--layers --embd --heads --vocab-size
+ * --context; the vocabulary size is --vocab-size here because --vocab
+ * names encoder.json). The prompt is encoded, printed, and the new text
+ * printed token by token as it is chosen; --json prints one object with
+ * the ids and the text instead.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cli.h"
+
+static const char g_sample_help[] =
+    "usage: sublinear sample --model-file FILE [--config config.json]\n"
+    "                        [--vocab encoder.json --merges vocab.bpe] [--prompt TEXT]\n"
+    "                        [--tokens N] [--temperature X] [--top-k K] [--seed S]\n"
+    "                        [--device cpu|cuda [--gpu N]] [--json]\n"
+    "Generates text from a GPT-2 model (sublinear train --model gpt2 --save-model, or\n"
+    "Hugging Face's model.safetensors with its config.json) with a KV cache: each new\n"
+    "token costs one row through the network. Prints the prompt, then the new text as\n"
+    "it comes.\n"
+    "  --model-file FILE   the weights (safetensors or the library's model file)\n"
+    "  --config FILE       Hugging Face's config.json giving the shape; without it:\n"
+    "  --layers N --embd N --heads N --vocab-size N --context N\n"
+    "                      the shape as `train --model gpt2` takes it (defaults: GPT-2\n"
+    "                      small, 12 / 768 / 12 / 50257 / 1024)\n"
+    "  --vocab FILE        encoder.json (default data/gpt2/encoder.json, which\n"
+    "                      scripts/setup.sh installs)\n"
+    "  --merges FILE       vocab.bpe (default data/gpt2/vocab.bpe)\n"
+    "  --prompt TEXT       the text to continue (default: empty, which starts from\n"
+    "                      <|endoftext|> as GPT-2 does)\n"
+    "  --tokens N          new tokens (default 32); prompt + new must fit the context\n"
+    "  --temperature X     0: greedy (arg-max); > 0: sample softmax(logits / X)\n"
+    "                      (default 1)\n"
+    "  --top-k K           sample among the K likeliest tokens only (default 0: all)\n"
+    "  --seed S            the sampler's seed (default 0): the same seed, the same text\n"
+    "  --threads N         CPU threads (default 0: all cores)\n"
+    "  --device cpu|cuda   where to run (default cpu; cuda needs a build with CUDA)\n"
+    "  --gpu N             the CUDA device (default 0; implies --device cuda)\n"
+    "  --json              print {\"prompt_ids\", \"ids\", \"prompt\", \"text\", ...}\n";
+
+void cli_sample_usage(FILE *f)
+{
+    fputs(g_sample_help, f);
+}
+
+typedef struct sample_options {
+    const char *model_file, *config, *vocab, *merges, *prompt;
+    int tokens, top_k, threads, gpu, gpu_set, cuda, json;
+    float temperature;
+    uint64_t seed;
+    sl_gpt2_config shape;
+    int shape_flags;
+} sample_options;
+
+static int parse_float(const char *opt, const char *v, float *out)
+{
+    char *end;
+    errno = 0;
+    double d = strtod(v, &end);
+    if (errno || end == v || *end || !(d >= 0.0 && d < 1e30))
+        return cli_usage_error("sample", "%s wants a number >= 0, not '%s'", opt, v);
+    *out = (float)d;
+    return 0;
+}
+
+static int parse(int argc, char **argv, sample_options *o, int *help)
+{
+    memset(o, 0, sizeof *o);
+    o->vocab = "data/gpt2/encoder.json";
+    o->merges = "data/gpt2/vocab.bpe";
+    o->prompt = "";
+    o->tokens = 32;
+    o->temperature = 1.0f;
+    o->shape = sl_gpt2_defaults();
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+            fputs(g_sample_help, stdout);
+            *help = 1;
+            return 0;
+        }
+        if (strcmp(a, "--json") == 0) {
+            o->json = 1;
+            continue;
+        }
+        if (strcmp(a, "--device") == 0) {
+            if (i + 1 >= argc)
+                return cli_usage_error("sample", "--device needs a value");
+            const char *v = argv[++i];
+            if (strcmp(v, "cuda") == 0)
+                o->cuda = 1;
+            else if (strcmp(v, "cpu") != 0)
+                return cli_usage_error("sample", "--device wants cpu or cuda, not '%s'", v);
+            continue;
+        }
+        const char **dest = strcmp(a, "--model-file") == 0 ? &o->model_file
+                            : strcmp(a, "--config") == 0   ? &o->config
+                            : strcmp(a, "--vocab") == 0    ? &o->vocab
+                            : strcmp(a, "--merges") == 0   ? &o->merges
+                            : strcmp(a, "--prompt") == 0   ? &o->prompt
+                                                           : NULL;
+        struct {
+            const char *name;
+            int *dest;
+            long lo, hi;
+            int shape;
+        } ints[] = {
+            {"--tokens", &o->tokens, 0, 1L << 30, 0},
+            {"--top-k", &o->top_k, 0, 1L << 30, 0},
+            {"--threads", &o->threads, 0, 4096, 0},
+            {"--gpu", &o->gpu, 0, 1024, 0},
+            {"--layers", &o->shape.layers, 1, 1L << 20, 1},
+            {"--embd", &o->shape.embd, 1, 1L << 20, 1},
+            {"--heads", &o->shape.heads, 1, 1L << 20, 1},
+            {"--vocab-size", &o->shape.vocab, 1, 1L << 30, 1},
+            {"--context", &o->shape.context, 1, 1L << 24, 1},
+        };
+        int which = -1;
+        for (int k = 0; k < (int)(sizeof ints / sizeof *ints); k++)
+            if (strcmp(a, ints[k].name) == 0)
+                which = k;
+        int is_temp = strcmp(a, "--temperature") == 0, is_seed = strcmp(a, "--seed") == 0;
+        if (!dest && which < 0 && !is_temp && !is_seed)
+            return cli_usage_error("sample", "unknown option '%s'", a);
+        if (i + 1 >= argc)
+            return cli_usage_error("sample", "%s needs a value", a);
+        const char *v = argv[++i];
+        if (dest) {
+            *dest = v;
+        } else if (which >= 0) {
+            if (cli_parse_int(v, ints[which].lo, ints[which].hi, ints[which].dest) != 0)
+                return cli_usage_error("sample", "%s wants an integer in [%ld, %ld], not '%s'", a,
+                                       ints[which].lo, ints[which].hi, v);
+            o->shape_flags |= ints[which].shape;
+            o->gpu_set |= strcmp(a, "--gpu") == 0;
+        } else if (is_temp) {
+            if (parse_float(a, v, &o->temperature))
+                return CLI_EXIT_USAGE;
+        } else {
+            char *end;
+            errno = 0;
+            unsigned long long s = strtoull(v, &end, 10);
+            if (errno || end == v || *end || v[0] == '-')
+                return cli_usage_error("sample", "--seed wants a non-negative integer, not '%s'", v);
+            o->seed = (uint64_t)s;
+        }
+    }
+    if (!o->model_file)
+        return cli_usage_error("sample", "--model-file is required");
+    if (o->config && o->shape_flags)
+        return cli_usage_error("sample", "--config gives the shape: leave out --layers, --embd, "
+                               "--heads, --vocab-size and --context");
+    return 0;
+}
+
+/* Streams each new token's bytes to stdout as it is chosen. */
+typedef struct stream_state {
+    const sl_tokenizer *tok;
+    int failed;
+} stream_state;
+
+static void print_token(void *user, int index, int32_t token)
+{
+    (void)index;
+    stream_state *s = (stream_state *)user;
+    char buf[256];
+    size_t n = 0;
+    if (s->failed || sl_tokenizer_decode(s->tok, &token, 1, buf, sizeof buf, &n) != SL_OK) {
+        s->failed = 1;
+        return;
+    }
+    fwrite(buf, 1, n, stdout);
+    fflush(stdout);
+}
+
+/* The text of ids (malloc'd, NUL-terminated) or NULL. */
+static char *decode_all(const sl_tokenizer *tok, const int32_t *ids, size_t n, size_t *len)
+{
+    if (sl_tokenizer_decode(tok, ids, n, NULL, 0, len) != SL_OK)
+        return NULL;
+    char *text = malloc(*len + 1);
+    if (text && sl_tokenizer_decode(tok, ids, n, text, *len, len) != SL_OK) {
+        free(text);
+        return NULL;
+    }
+    if (text)
+        text[*len] = '\0';
+    return text;
+}
+
+static void json_ids(const char *key, const int32_t *ids, int n)
+{
+    printf("  \"%s\": [", key);
+    for (int i = 0; i < n; i++)
+        printf("%s%d", i ? ", " : "", (int)ids[i]);
+    printf("],\n");
+}
+
+int cli_cmd_sample(int argc, char **argv)
+{
+    sample_options o;
+    int help = 0;
+    int rc = parse(argc, argv, &o, &help);
+    if (rc || help)
+        return rc;
+    sl_gpt2_config cfg = o.shape;
+    if (o.config && sl_gpt2_read_config(o.config, &cfg) != SL_OK)
+        return cli_fail("reading --config");
+    cfg.dropout = 0.0f; /* inference: no dropout */
+    sl_tokenizer *tok = NULL;
+    sl_context *ctx = NULL;
+    sl_net *net = NULL;
+    sl_gpt2_generator *gen = NULL;
+    int32_t *ids = NULL;
+    char *prompt_text = NULL, *new_text = NULL;
+    rc = 0;
+    if (sl_tokenizer_load(o.vocab, o.merges, &tok) != SL_OK) {
+        rc = cli_fail("loading the tokenizer (--vocab / --merges; scripts/setup.sh installs "
+                      "data/gpt2/)");
+        goto done;
+    }
+    if (cfg.vocab > sl_tokenizer_vocab_size(tok)) {
+        fprintf(stderr, "sublinear sample: the model's vocabulary (%d) is larger than the "
+                        "tokenizer's (%d): its tokens could not be decoded\n",
+                cfg.vocab, sl_tokenizer_vocab_size(tok));
+        rc = CLI_EXIT_FAIL;
+        goto done;
+    }
+    size_t plen = strlen(o.prompt), n_prompt = 0;
+    ids = malloc((plen + 1 + (size_t)o.tokens) * sizeof *ids);
+    if (!ids) {
+        fprintf(stderr, "sublinear sample: out of memory\n");
+        rc = CLI_EXIT_FAIL;
+        goto done;
+    }
+    if (plen == 0) {
+        if (sl_tokenizer_token_id(tok, "<|endoftext|>", 13, &ids[0]) != SL_OK) {
+            rc = cli_fail("an empty prompt starts from <|endoftext|>, which the vocabulary lacks; "
+                          "give --prompt");
+            goto done;
+        }
+        n_prompt = 1;
+    } else if (sl_tokenizer_encode(tok, o.prompt, plen, ids, plen, &n_prompt) != SL_OK) {
+        rc = cli_fail("encoding the prompt");
+        goto done;
+    }
+    for (size_t i = 0; i < n_prompt; i++)
+        if (ids[i] >= cfg.vocab) {
+            fprintf(stderr, "sublinear sample: prompt token %zu is id %d, outside the model's "
+                            "vocabulary of %d\n", i, (int)ids[i], cfg.vocab);
+            rc = CLI_EXIT_FAIL;
+            goto done;
+        }
+    if ((long long)n_prompt + o.tokens > cfg.context) {
+        fprintf(stderr, "sublinear sample: the prompt's %zu tokens + --tokens %d exceed the model's "
+                        "context of %d tokens\n", n_prompt, o.tokens, cfg.context);
+        rc = CLI_EXIT_FAIL;
+        goto done;
+    }
+    sl_context_options co = sl_context_defaults();
+    co.threads = o.threads;
+    if (o.gpu_set || o.cuda) {
+        co.device = SL_DEVICE_CUDA;
+        co.gpu = o.gpu;
+    }
+    if (sl_context_create(&co, &ctx) != SL_OK) {
+        rc = cli_fail("creating the context");
+        goto done;
+    }
+    if (sl_sequential(ctx, 1, &net) != SL_OK || sl_model_gpt2(net, &cfg) != SL_OK) {
+        rc = cli_fail("building the model");
+        goto done;
+    }
+    if (sl_load_model(net, o.model_file, NULL, NULL) != SL_OK) {
+        rc = cli_fail("loading --model-file");
+        goto done;
+    }
+    if (sl_gpt2_generator_create(net, &cfg, (int)n_prompt + (o.tokens > 0 ? o.tokens : 0), &gen) !=
+        SL_OK) {
+        rc = cli_fail("creating the generator");
+        goto done;
+    }
+    size_t len = 0;
+    prompt_text = decode_all(tok, ids, n_prompt, &len);
+    if (!prompt_text) {
+        rc = cli_fail("decoding the prompt");
+        goto done;
+    }
+    if (!o.json) {
+        if (plen)
+            fwrite(prompt_text, 1, len, stdout);
+        fflush(stdout);
+    }
+    stream_state ss = {tok, 0};
+    sl_sample_options so = sl_sample_defaults();
+    so.temperature = o.temperature;
+    so.top_k = o.top_k;
+    so.seed = o.seed;
+    if (!o.json) {
+        so.on_token = print_token;
+        so.user = &ss;
+    }
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    if (sl_gpt2_generate(gen, ids, (int)n_prompt, o.tokens, &so, ids + n_prompt) != SL_OK) {
+        if (!o.json)
+            printf("\n");
+        rc = cli_fail("generating");
+        goto done;
+    }
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double secs = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+    if (ss.failed) {
+        printf("\n");
+        rc = cli_fail("decoding a generated token");
+        goto done;
+    }
+    if (!o.json) {
+        printf("\n");
+        goto done;
+    }
+    new_text = decode_all(tok, ids + n_prompt, (size_t)o.tokens, &len);
+    if (!new_text) {
+        rc = cli_fail("decoding the generated tokens");
+        goto done;
+    }
+    printf("{\n");
+    json_ids("prompt_ids", ids, (int)n_prompt);
+    json_ids("ids", ids + n_prompt, o.tokens);
+    printf("  \"prompt\": ");
+    cli_json_string(stdout, prompt_text);
+    printf(",\n  \"text\": ");
+    cli_json_string(stdout, new_text);
+    printf(",\n  \"temperature\": %g,\n  \"top_k\": %d,\n  \"seed\": %llu,\n", (double)o.temperature,
+           o.top_k, (unsigned long long)o.seed);
+    printf("  \"tokens_per_second\": %.3f\n}\n", secs > 0 ? o.tokens / secs : 0.0);
+done:
+    free(new_text);
+    free(prompt_text);
+    free(ids);
+    sl_gpt2_generator_free(gen);
+    sl_net_free(net);
+    sl_context_free(ctx);
+    sl_tokenizer_free(tok);
+    return rc;
+}
