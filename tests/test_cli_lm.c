@@ -93,7 +93,7 @@ START_TEST(test_resume_exact)
     snprintf(dir, sizeof dir, "%s", cr_dir());
     const char *common = "train --model gpt2 " SHAPE " --seq 16 --batch 2 --lr 1e-3 "
                          "--quiet --eval 0 --dropout 0.1 --schedule sqrt";
-    cr_result r = cr_run(SL_CLI_PATH, "%s --data %s --steps 10 --save-model %s/whole.safetensors",
+    cr_result r = cr_run(SL_CLI_PATH, "%s --data %s --steps 10 --save-model %s/whole",
                          common, train, dir);
     ck_assert_msg(r.status == 0, "%s", r.err);
     cr_free(&r);
@@ -101,12 +101,12 @@ START_TEST(test_resume_exact)
     ck_assert_msg(r.status == 0, "%s", r.err);
     cr_free(&r);
     r = cr_run(SL_CLI_PATH, "%s --data %s --steps 10 --resume %s/half.snap --save-model "
-               "%s/resumed.safetensors", common, train, dir, dir);
+               "%s/resumed", common, train, dir, dir);
     ck_assert_msg(r.status == 0, "%s", r.err);
     cr_free(&r);
     char a[600], b[600];
-    snprintf(a, sizeof a, "%s/whole.safetensors", dir);
-    snprintf(b, sizeof b, "%s/resumed.safetensors", dir);
+    snprintf(a, sizeof a, "%s/whole/model.safetensors", dir);
+    snprintf(b, sizeof b, "%s/resumed/model.safetensors", dir);
     size_t na, nb;
     char *fa = cr_read(a, &na), *fb = cr_read(b, &nb);
     ck_assert(fa && fb);

@@ -148,6 +148,9 @@ static const char g_train_help[] =
     "  --dropout P           GPT-2's three dropouts (0)\n"
     "  --load-model FILE     start from a model file (sublinear's or Hugging Face's\n"
     "                        model.safetensors of the same shape)\n"
+    "  --save-model DIR      gpt2 saves DIR/model.safetensors and DIR/config.json, the\n"
+    "                        directory Hugging Face's from_pretrained and `sublinear\n"
+    "                        sample --config` read\n"
     "  --schedule S          checkpointing schedule (sqrt); see below\n"
     "  --bn-rescale          memonger's BatchNorm momentum rescale under re-forward\n"
     "  --seed N              seeds weights, data order and dropout (1)\n"
@@ -481,6 +484,9 @@ static int check_lm(const char *cmd, cli_options *o)
         return cli_usage_error(cmd, "--distributed does not train gpt2 yet");
     if (o->bn_rescale)
         return cli_usage_error(cmd, "--bn-rescale does not apply to gpt2 (no BatchNorm)");
+    if (o->save_dtype != SL_FILE_F32)
+        return cli_usage_error(cmd, "--dtype does not apply to gpt2 (its model directory is F32, "
+                                    "as Hugging Face's)");
     if (o->snapshot_every && !o->snapshot)
         return cli_usage_error(cmd, "--snapshot-every needs --snapshot PATH");
     return 0;

@@ -101,11 +101,23 @@ double cli_mib(uint64_t bytes);
 void cli_print_report(FILE *f, const sl_memory_report *r);
 /* A report as one JSON object (sl_memory_report_json). */
 void cli_json_report(FILE *f, const sl_memory_report *r);
+/* A number for JSON (null when not finite), on stdout. */
+void cli_json_number(double v);
+/* "activation memory saved against keep-everything: ..." for a run's
+ * report m against the keep-everything baseline, on stdout. */
+void cli_print_saving(const sl_memory_report *baseline, const sl_memory_report *m);
+/* The end of a train command's JSON object, on stdout: the memory report,
+ * the baseline's, the saving, the saved model and snapshot paths, "}". */
+void cli_json_memory_end(const cli_options *o, const sl_memory_report *m,
+                         const sl_memory_report *baseline);
 /* s as a JSON string literal, quotes included; NULL as null. */
 void cli_json_string(FILE *f, const char *s);
 
 /* Whether the options name a language model (gpt2): token inputs. */
 int cli_is_lm(const cli_options *o);
+/* The GPT-2 shape the options give (--layers --embd --heads --vocab
+ * --context --dropout). */
+sl_gpt2_config cli_gpt2_config(const cli_options *o);
 /* The input of one step: {batch, 3, res, res}, or {batch, 1, seq, 1}
  * token ids for a language model. */
 sl_shape cli_input_shape(const cli_options *o);

@@ -261,18 +261,7 @@ static int save(const train_run *r)
     return 0;
 }
 
-static void json_number(double v)
-{
-    if (isfinite(v))
-        printf("%.6g", v);
-    else
-        printf("null");
-}
 
-static double saving(uint64_t plain, uint64_t mine)
-{
-    return plain ? 1.0 - (double)mine / (double)plain : 0.0;
-}
 
 static void print_json(const train_run *r, const sl_memory_report *m)
 {
@@ -286,31 +275,20 @@ static void print_json(const train_run *r, const sl_memory_report *m)
     printf(",\"batch\":%d,\"ranks\":%d,\"res\":%d,\"classes\":%d,\"steps\":%d,"
            "\"first_step\":%lld,\"steps_run\":%d,\"loss\":", o->batch, r->ranks, o->res,
            o->classes, o->steps, (long long)r->first_step, r->steps_run);
-    json_number(ran ? r->loss_avg : NAN);
+    cli_json_number(ran ? r->loss_avg : NAN);
     printf(",\"first_loss\":");
-    json_number(ran ? r->first_loss : NAN);
+    cli_json_number(ran ? r->first_loss : NAN);
     printf(",\"last_loss\":");
-    json_number(ran ? r->last_loss : NAN);
+    cli_json_number(ran ? r->last_loss : NAN);
     printf(",\"train_accuracy\":");
-    json_number(ran ? (double)r->correct / (double)r->seen : NAN);
+    cli_json_number(ran ? (double)r->correct / (double)r->seen : NAN);
     printf(",\"test_accuracy\":");
-    json_number(r->test_accuracy >= 0 ? r->test_accuracy : NAN);
+    cli_json_number(r->test_accuracy >= 0 ? r->test_accuracy : NAN);
     printf(",\"eval_samples\":%d,\"images_per_second\":", r->test_accuracy >= 0 ? o->eval_samples : 0);
-    json_number(ran ? (double)r->steps_run * o->batch * o->accum * r->ranks / r->seconds : NAN);
+    cli_json_number(ran ? (double)r->steps_run * o->batch * o->accum * r->ranks / r->seconds : NAN);
     printf(",\"seconds\":");
-    json_number(r->seconds);
-    printf(",\"memory\":");
-    cli_json_report(stdout, m);
-    printf(",\"baseline_memory\":");
-    cli_json_report(stdout, &r->baseline);
-    printf(",\"saving\":{\"arena_bytes\":%lld,\"arena_fraction\":%.6f,\"total_fraction\":%.6f}",
-           (long long)r->baseline.arena_bytes - (long long)m->arena_bytes,
-           saving(r->baseline.arena_bytes, m->arena_bytes), saving(r->baseline.total, m->total));
-    printf(",\"saved_model\":");
-    cli_json_string(stdout, o->save_model);
-    printf(",\"snapshot\":");
-    cli_json_string(stdout, o->snapshot);
-    printf("}\n");
+    cli_json_number(r->seconds);
+    cli_json_memory_end(o, m, &r->baseline);
 }
 
 static void print_summary(const train_run *r, const sl_memory_report *m)
@@ -331,11 +309,7 @@ static void print_summary(const train_run *r, const sl_memory_report *m)
                o->eval_samples ? "the dataset has no test split" : "--eval 0");
     printf("memory, schedule %s (planned; measured over the run):\n", o->schedule_text);
     cli_print_report(stdout, m);
-    printf("activation memory saved against keep-everything: %.2f MiB -> %.2f MiB (%.1f%% less); "
-           "total %.2f MiB -> %.2f MiB (%.1f%% less)\n",
-           cli_mib(r->baseline.arena_bytes), cli_mib(m->arena_bytes),
-           100.0 * saving(r->baseline.arena_bytes, m->arena_bytes), cli_mib(r->baseline.total),
-           cli_mib(m->total), 100.0 * saving(r->baseline.total, m->total));
+    cli_print_saving(&r->baseline, m);
     struct stat st;
     if (o->save_model && stat(o->save_model, &st) == 0)
         printf("saved the model to %s (%.2f MiB; parameters %.2f MiB)\n", o->save_model,

@@ -222,25 +222,15 @@ static int unigram_baseline(lm_run *r)
 static int save(const lm_run *r)
 {
     const cli_options *o = r->o;
-    if (o->save_model && sl_save_model_as(r->net, o->save_model, o->save_dtype) != SL_OK)
+    sl_gpt2_config cfg = cli_gpt2_config(o);
+    if (o->save_model && sl_gpt2_save_pretrained(r->net, &cfg, o->save_model) != SL_OK)
         return cli_fail("saving the model");
     if (o->snapshot && sl_save_snapshot(r->net, o->snapshot) != SL_OK)
         return cli_fail("saving the snapshot");
     return 0;
 }
 
-static double saving(uint64_t plain, uint64_t mine)
-{
-    return plain ? 1.0 - (double)mine / (double)plain : 0.0;
-}
 
-static void json_number(double v)
-{
-    if (isfinite(v))
-        printf("%.6g", v);
-    else
-        printf("null");
-}
 
 static void print_json(const lm_run *r, const sl_memory_report *m)
 {
@@ -255,31 +245,20 @@ static void print_json(const lm_run *r, const sl_memory_report *m)
     cli_json_string(stdout, o->schedule_text);
     printf(",\"batch\":%d,\"seq\":%d,\"steps\":%d,\"first_step\":%lld,\"steps_run\":%d,\"loss\":",
            o->batch, o->seq, o->steps, (long long)r->first_step, r->steps_run);
-    json_number(ran ? r->loss_avg : NAN);
+    cli_json_number(ran ? r->loss_avg : NAN);
     printf(",\"first_loss\":");
-    json_number(ran ? r->first_loss : NAN);
+    cli_json_number(ran ? r->first_loss : NAN);
     printf(",\"last_loss\":");
-    json_number(ran ? r->last_loss : NAN);
+    cli_json_number(ran ? r->last_loss : NAN);
     printf(",\"val_loss\":");
-    json_number(r->val_loss);
+    cli_json_number(r->val_loss);
     printf(",\"unigram_loss\":");
-    json_number(r->unigram_loss);
+    cli_json_number(r->unigram_loss);
     printf(",\"tokens_per_second\":");
-    json_number(ran ? (double)r->tokens / r->seconds : NAN);
+    cli_json_number(ran ? (double)r->tokens / r->seconds : NAN);
     printf(",\"seconds\":");
-    json_number(r->seconds);
-    printf(",\"memory\":");
-    cli_json_report(stdout, m);
-    printf(",\"baseline_memory\":");
-    cli_json_report(stdout, &r->baseline);
-    printf(",\"saving\":{\"arena_bytes\":%lld,\"arena_fraction\":%.6f,\"total_fraction\":%.6f}",
-           (long long)r->baseline.arena_bytes - (long long)m->arena_bytes,
-           saving(r->baseline.arena_bytes, m->arena_bytes), saving(r->baseline.total, m->total));
-    printf(",\"saved_model\":");
-    cli_json_string(stdout, o->save_model);
-    printf(",\"snapshot\":");
-    cli_json_string(stdout, o->snapshot);
-    printf("}\n");
+    cli_json_number(r->seconds);
+    cli_json_memory_end(o, m, &r->baseline);
 }
 
 static void print_summary(const lm_run *r, const sl_memory_report *m)
@@ -300,13 +279,10 @@ static void print_summary(const lm_run *r, const sl_memory_report *m)
         printf("held-out loss: not measured (%s)\n", o->val_data ? "--eval 0" : "no --val FILE");
     printf("memory, schedule %s (planned; measured over the run):\n", o->schedule_text);
     cli_print_report(stdout, m);
-    printf("activation memory saved against keep-everything: %.2f MiB -> %.2f MiB (%.1f%% less); "
-           "total %.2f MiB -> %.2f MiB (%.1f%% less)\n",
-           cli_mib(r->baseline.arena_bytes), cli_mib(m->arena_bytes),
-           100.0 * saving(r->baseline.arena_bytes, m->arena_bytes), cli_mib(r->baseline.total),
-           cli_mib(m->total), 100.0 * saving(r->baseline.total, m->total));
+    cli_print_saving(&r->baseline, m);
     if (o->save_model)
-        printf("saved the model to %s\n", o->save_model);
+        printf("saved the model to %s/ (model.safetensors and config.json, as Hugging Face's "
+               "save_pretrained writes them)\n", o->save_model);
     if (o->snapshot)
         printf("saved a snapshot to %s (resume with --resume %s)\n", o->snapshot, o->snapshot);
 }

@@ -2,6 +2,7 @@
  * common.c — helpers the subcommands of `sublinear` share: building the
  * network the options describe, printing memory reports as text or JSON.
  */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -43,7 +44,7 @@ float cli_lr_at(const cli_options *o, int64_t step)
     return o->steps > 10 && step >= o->steps / 2 ? o->lr * 0.1f : o->lr;
 }
 
-static sl_status build_gpt2(const cli_options *o, sl_net *net)
+sl_gpt2_config cli_gpt2_config(const cli_options *o)
 {
     sl_gpt2_config c = sl_gpt2_defaults();
     c.layers = o->layers;
@@ -52,6 +53,12 @@ static sl_status build_gpt2(const cli_options *o, sl_net *net)
     c.vocab = o->vocab;
     c.context = o->context;
     c.dropout = o->dropout;
+    return c;
+}
+
+static sl_status build_gpt2(const cli_options *o, sl_net *net)
+{
+    sl_gpt2_config c = cli_gpt2_config(o);
     return sl_model_gpt2(net, &c);
 }
 
@@ -104,6 +111,45 @@ int cli_build(const cli_options *o, sl_context **ctx, sl_net **net)
 }
 
 double cli_mib(uint64_t bytes) { return (double)bytes / (1024.0 * 1024.0); }
+
+void cli_json_number(double v)
+{
+    if (isfinite(v))
+        printf("%.6g", v);
+    else
+        printf("null");
+}
+
+static double saving(uint64_t plain, uint64_t mine)
+{
+    return plain ? 1.0 - (double)mine / (double)plain : 0.0;
+}
+
+void cli_print_saving(const sl_memory_report *baseline, const sl_memory_report *m)
+{
+    printf("activation memory saved against keep-everything: %.2f MiB -> %.2f MiB (%.1f%% less); "
+           "total %.2f MiB -> %.2f MiB (%.1f%% less)\n",
+           cli_mib(baseline->arena_bytes), cli_mib(m->arena_bytes),
+           100.0 * saving(baseline->arena_bytes, m->arena_bytes), cli_mib(baseline->total),
+           cli_mib(m->total), 100.0 * saving(baseline->total, m->total));
+}
+
+void cli_json_memory_end(const cli_options *o, const sl_memory_report *m,
+                         const sl_memory_report *baseline)
+{
+    printf(",\"memory\":");
+    cli_json_report(stdout, m);
+    printf(",\"baseline_memory\":");
+    cli_json_report(stdout, baseline);
+    printf(",\"saving\":{\"arena_bytes\":%lld,\"arena_fraction\":%.6f,\"total_fraction\":%.6f}",
+           (long long)baseline->arena_bytes - (long long)m->arena_bytes,
+           saving(baseline->arena_bytes, m->arena_bytes), saving(baseline->total, m->total));
+    printf(",\"saved_model\":");
+    cli_json_string(stdout, o->save_model);
+    printf(",\"snapshot\":");
+    cli_json_string(stdout, o->snapshot);
+    printf("}\n");
+}
 
 void cli_print_report(FILE *f, const sl_memory_report *r)
 {

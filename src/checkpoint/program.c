@@ -290,14 +290,20 @@ static void action_forward(builder *b, int u, sl_keep keep, int bn_rescale)
     clear_marks(b, u);
 }
 
+/* The loss step's scratch value, or -1 when it needs none. */
+static int loss_workspace(builder *b)
+{
+    return b->sh->loss_ws_bytes
+               ? new_value(b, SL_VALUE_WORKSPACE, b->g->n_nodes - 1, b->sh->loss_ws_bytes)
+               : -1;
+}
+
 /* Softmax cross-entropy on the logits and their gradient. */
 static void emit_loss(builder *b)
 {
     int logits = b->g->n_nodes; /* tensor of the last node */
     int dlogits = new_value(b, SL_VALUE_GRAD, logits, b->sh->bytes[logits]);
-    int ws = b->sh->loss_ws_bytes
-                 ? new_value(b, SL_VALUE_WORKSPACE, b->g->n_nodes - 1, b->sh->loss_ws_bytes)
-                 : -1;
+    int ws = loss_workspace(b);
     sl_step *s = new_step(b, SL_STEP_LOSS, -1);
     if (!s)
         return;
@@ -313,9 +319,7 @@ static void emit_loss(builder *b)
  * caller gives labels) from the hidden states, in chunks. */
 static void emit_head_eval(builder *b)
 {
-    int ws = b->sh->loss_ws_bytes
-                 ? new_value(b, SL_VALUE_WORKSPACE, b->g->n_nodes - 1, b->sh->loss_ws_bytes)
-                 : -1;
+    int ws = loss_workspace(b);
     sl_step *s = new_step(b, SL_STEP_LOSS, -1);
     if (!s)
         return;

@@ -65,22 +65,32 @@ static sl_status check_tokens(const sl_net *net, const int32_t *ids, int batch, 
  * back as int32 by the embedding layer. */
 static const float *ids_input(const int32_t *ids) { return (const float *)(const void *)ids; }
 
-sl_status sl_net_compute_gradients_tokens(sl_net *net, const int32_t *ids, const int32_t *targets,
-                                          int batch, int seq, sl_step_result *result)
+/* One token run: the checks every run shares, then the run in `mode`
+ * with targets as labels (training and evaluation) or logits out. */
+static sl_status run_tokens(sl_net *net, const int32_t *ids, const int32_t *targets, int batch,
+                            int seq, sl_mode mode, float *logits, sl_step_result *result,
+                            const char *fn)
 {
-    const char *fn = "sl_net_compute_gradients_tokens";
     sl_shape shape = {0, 0, 0, 0};
     sl_status pre = check_tokens(net, ids, batch, seq, fn, &shape);
-    if (pre == SL_OK)
+    if (pre == SL_OK && mode == SL_MODE_TRAIN)
         pre = sl_net_check_training(net, fn);
-    if (pre == SL_OK && !targets)
+    if (pre == SL_OK && !logits && !targets)
         pre = sl_set_error(SL_ERR_INVALID_ARG, "%s: targets is NULL", fn);
     if (pre != SL_OK)
         return pre;
     sl_run_io io;
     memset(&io, 0, sizeof io);
     io.labels = (const int *)targets;
-    return sl_net_run(net, ids_input(ids), shape, SL_MODE_TRAIN, pre, &io, result, fn);
+    io.logits_out = logits;
+    return sl_net_run(net, ids_input(ids), shape, mode, pre, &io, result, fn);
+}
+
+sl_status sl_net_compute_gradients_tokens(sl_net *net, const int32_t *ids, const int32_t *targets,
+                                          int batch, int seq, sl_step_result *result)
+{
+    return run_tokens(net, ids, targets, batch, seq, SL_MODE_TRAIN, NULL, result,
+                      "sl_net_compute_gradients_tokens");
 }
 
 sl_status sl_net_train_step_tokens(sl_net *net, const int32_t *ids, const int32_t *targets,
@@ -98,30 +108,14 @@ sl_status sl_net_train_step_tokens(sl_net *net, const int32_t *ids, const int32_
 sl_status sl_net_evaluate_tokens(sl_net *net, const int32_t *ids, const int32_t *targets, int batch,
                                  int seq, sl_step_result *result)
 {
-    const char *fn = "sl_net_evaluate_tokens";
-    sl_shape shape = {0, 0, 0, 0};
-    sl_status pre = check_tokens(net, ids, batch, seq, fn, &shape);
-    if (pre == SL_OK && !targets)
-        pre = sl_set_error(SL_ERR_INVALID_ARG, "%s: targets is NULL", fn);
-    if (pre != SL_OK)
-        return pre;
-    sl_run_io io;
-    memset(&io, 0, sizeof io);
-    io.labels = (const int *)targets;
-    return sl_net_run(net, ids_input(ids), shape, SL_MODE_INFER, pre, &io, result, fn);
+    return run_tokens(net, ids, targets, batch, seq, SL_MODE_INFER, NULL, result,
+                      "sl_net_evaluate_tokens");
 }
 
 sl_status sl_net_predict_tokens(sl_net *net, const int32_t *ids, int batch, int seq, float *logits)
 {
-    const char *fn = "sl_net_predict_tokens";
-    sl_shape shape = {0, 0, 0, 0};
-    sl_status pre = check_tokens(net, ids, batch, seq, fn, &shape);
-    if (pre == SL_OK && !logits)
-        pre = sl_set_error(SL_ERR_INVALID_ARG, "%s: logits is NULL", fn);
-    if (pre != SL_OK)
-        return pre;
-    sl_run_io io;
-    memset(&io, 0, sizeof io);
-    io.logits_out = logits;
-    return sl_net_run(net, ids_input(ids), shape, SL_MODE_INFER, pre, &io, NULL, fn);
+    if (!logits)
+        return sl_set_error(SL_ERR_INVALID_ARG, "sl_net_predict_tokens: logits is NULL");
+    return run_tokens(net, ids, NULL, batch, seq, SL_MODE_INFER, logits, NULL,
+                      "sl_net_predict_tokens");
 }
