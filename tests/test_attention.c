@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "base/element.h"
+#include "cpu/cpu.h"
 #include "harness.h"
 #include "sublinear.h"
 
@@ -132,18 +133,19 @@ static void check_flash_vs_plain(int b, int t, int c, int heads, float p)
 
 START_TEST(test_flash_matches_plain)
 {
-    /* T past one tile and not a multiple of it, T = 1, several heads */
+    /* T past one tile (128 rows) and not a multiple of it, T = 1, several heads */
     check_flash_vs_plain(2, 70, 16, 2, 0.0f);
     check_flash_vs_plain(1, 1, 8, 2, 0.0f);
     check_flash_vs_plain(2, 150, 24, 3, 0.0f);
-    check_flash_vs_plain(1, 64, 8, 1, 0.0f);
+    check_flash_vs_plain(1, 300, 8, 1, 0.0f);
+    check_flash_vs_plain(1, 256, 8, 2, 0.0f);
 }
 END_TEST
 
 START_TEST(test_flash_matches_plain_with_dropout)
 {
     check_flash_vs_plain(2, 70, 16, 2, 0.1f);
-    check_flash_vs_plain(1, 150, 24, 3, 0.1f);
+    check_flash_vs_plain(1, 300, 24, 3, 0.1f);
     check_flash_vs_plain(1, 1, 8, 2, 0.1f);
 }
 END_TEST
@@ -179,7 +181,7 @@ END_TEST
 START_TEST(test_gradcheck_both_modes)
 {
     for (int flash = 0; flash <= 1; flash++) {
-        int b = 2, t = 67, c = 8, heads = 2;
+        int b = 2, t = 140, c = 8, heads = 2;
         one_net r = attention_net(c, heads, 0.0f, flash, 2, 7);
         size_t nx = (size_t)b * t * 3 * c;
         float *x = malloc(nx * sizeof(float));
@@ -199,7 +201,7 @@ END_TEST
 /* 1 and 2 threads give the same bits, in both modes, with dropout. */
 START_TEST(test_thread_count_invariance)
 {
-    int b = 2, t = 150, c = 16, heads = 2;
+    int b = 2, t = 300, c = 16, heads = 2;
     inputs in = make_inputs(b, t, c, 21);
     for (int flash = 0; flash <= 1; flash++) {
         one_net a = attention_net(c, heads, 0.1f, flash, 1, 5);
@@ -222,10 +224,12 @@ END_TEST
  * map C to 3C channels): under checkpointing schedules the re-forwarded
  * attention layers redraw their masks and repeat their bits, so the
  * gradients equal those of the plain run bit for bit. */
+#define STACK_T 150 /* two tiles, the second partial */
+
 static void train_stack(int flash, sl_schedule schedule, float *y, float *dx, th_params *params,
                         int *most_forwards)
 {
-    int b = 2, t = 33, c = 8, heads = 2, layers = 4;
+    int b = 2, t = STACK_T, c = 8, heads = 2, layers = 4;
     sl_context *ctx = th_context(13);
     sl_net *net = NULL;
     ck_assert_msg(sl_sublinear(ctx, 3 * c, schedule, &net) == SL_OK, "%s", sl_last_error());
@@ -252,7 +256,7 @@ static void train_stack(int flash, sl_schedule schedule, float *y, float *dx, th
 
 START_TEST(test_reforward_is_exact)
 {
-    size_t ny = 2 * 33 * 8, nx = 2 * 33 * 24;
+    size_t ny = 2 * STACK_T * 8, nx = 2 * STACK_T * 24;
     for (int flash = 0; flash <= 1; flash++) {
         float *y0 = malloc(ny * sizeof(float)), *dx0 = malloc(nx * sizeof(float));
         float *y1 = malloc(ny * sizeof(float)), *dx1 = malloc(nx * sizeof(float));
@@ -377,6 +381,58 @@ START_TEST(test_torch_reference)
     check_torch(2, 70, 16, 2, 0.0f);
     check_torch(1, 1, 8, 2, 0.0f);
     check_torch(2, 97, 24, 3, 0.1f);
+    check_torch(1, 300, 16, 2, 0.1f);
+}
+END_TEST
+
+/* The kernels' accumulate flag: dqkv += the gradient, on top of what dqkv
+ * held (flash adds with sl_put: exactly the sum; plain through sgemm's
+ * beta = 1, whose fused multiply-add may round once less). */
+START_TEST(test_backward_accumulates)
+{
+    sl_backend *be = NULL;
+    ck_assert_int_eq(sl_cpu_backend_create(&be), SL_OK);
+    sl_exec ex = {be, 2};
+    int b = 2, t = 150, c = 16, heads = 2;
+    inputs in = make_inputs(b, t, c, 41);
+    size_t nx = (size_t)b * t * 3 * c, ny = (size_t)b * t * c;
+    for (int flash = 0; flash <= 1; flash++) {
+        sl_attention_desc d = {b, t, heads, c / heads, flash, 0.1f, 5, 0};
+        size_t saved_n = (size_t)b * heads * t * (flash ? 1 : (size_t)t);
+        size_t ws = be->attention_workspace_bytes(be, &d, 0);
+        size_t ws_b = be->attention_workspace_bytes(be, &d, 1);
+        ws = ws > ws_b ? ws : ws_b;
+        float *y = malloc(ny * sizeof(float)), *saved = malloc(saved_n * sizeof(float));
+        float *dx0 = malloc(nx * sizeof(float)), *dx1 = malloc(nx * sizeof(float));
+        void *w = malloc(ws);
+        ck_assert(y && saved && dx0 && dx1 && w);
+        be->attention_forward(&ex, &d, in.x, y, saved, w);
+        th_fill_normal(dx0, nx, 43, 1.0f); /* garbage that accumulate 0 overwrites */
+        be->attention_backward(&ex, &d, in.x, y, in.dy, saved, dx0, 0, w);
+        th_fill_normal(dx1, nx, 47, 1.0f);
+        float *before = malloc(nx * sizeof(float));
+        ck_assert(before);
+        memcpy(before, dx1, nx * sizeof(float));
+        be->attention_backward(&ex, &d, in.x, y, in.dy, saved, dx1, 1, w);
+        double worst = 0.0;
+        for (size_t i = 0; i < nx; i++) {
+            float want = before[i] + dx0[i];
+            double e = fabs((double)dx1[i] - (double)want) / (fabs((double)want) + 1.0);
+            worst = e > worst ? e : worst;
+            if (flash)
+                ck_assert_msg(dx1[i] == want, "flash: dx[%zu] %g != %g + %g", i, dx1[i],
+                              before[i], dx0[i]);
+        }
+        ck_assert_msg(worst <= 1e-6, "flash %d: accumulated gradient off by %.3g", flash, worst);
+        free(before);
+        free(y);
+        free(saved);
+        free(dx0);
+        free(dx1);
+        free(w);
+    }
+    inputs_free(&in);
+    sl_backend_destroy(be);
 }
 END_TEST
 
@@ -413,6 +469,7 @@ int main(void)
     tcase_add_test(tc, test_thread_count_invariance);
     tcase_add_test(tc, test_reforward_is_exact);
     tcase_add_test(tc, test_torch_reference);
+    tcase_add_test(tc, test_backward_accumulates);
     tcase_add_test(tc, test_shape_errors);
     suite_add_tcase(s, tc);
     return th_run_suite(s) ? EXIT_FAILURE : EXIT_SUCCESS;

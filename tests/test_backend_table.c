@@ -76,6 +76,7 @@ static int missing_members(const sl_backend *t, char *missing, size_t size)
     REQUIRE(attention_workspace_bytes);
     REQUIRE(attention_forward);
     REQUIRE(attention_backward);
+    REQUIRE(sum_squares);
 #undef REQUIRE
     return count;
 }

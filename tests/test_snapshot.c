@@ -3,7 +3,7 @@
  * snapshot, 5 more steps in a freshly built network (another seed, no
  * optimizer set) give bit for bit the parameters and BatchNorm running
  * statistics of 10 uninterrupted steps, with dropout and BatchNorm in the
- * network, for SGD with momentum and for Adam, in a plain and in a
+ * network, for SGD with momentum, Adam and AdamW, in a plain and in a
  * checkpointed network; and snapshots that do not fit are refused without
  * changing the network, its optimizer or its context.
  */
@@ -122,6 +122,15 @@ START_TEST(test_resume_bit_identical_adam)
 }
 END_TEST
 
+/* AdamW's kind is recorded: read back as Adam (L2 decay) the resumed run
+ * would differ. */
+START_TEST(test_resume_bit_identical_adamw)
+{
+    resume_matches_uninterrupted(sl_adamw(0.01f, 0.9f, 0.95f, 1e-8f, 0.1f), 0, "adamw");
+    resume_matches_uninterrupted(sl_adamw(0.003f, 0.8f, 0.99f, 1e-7f, 0.05f), 1, "adamw_sublinear");
+}
+END_TEST
+
 /* Replaces the first `from` in the file with `to` (same length). */
 static void patch_file(const char *path, const char *from, const char *to)
 {
@@ -212,6 +221,7 @@ int main(void)
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, test_resume_bit_identical_sgd_momentum);
     tcase_add_test(tc, test_resume_bit_identical_adam);
+    tcase_add_test(tc, test_resume_bit_identical_adamw);
     tcase_add_test(tc, test_snapshots_that_do_not_fit_change_nothing);
     suite_add_tcase(s, tc);
     int failed = th_run_suite(s);

@@ -30,6 +30,7 @@ typedef enum opt_id {
     OPT_JSON, OPT_DATASET, OPT_DATA, OPT_SAVE_MODEL, OPT_SNAPSHOT, OPT_SNAPSHOT_EVERY,
     OPT_RESUME, OPT_LOG_EVERY, OPT_QUIET, OPT_BN_RESCALE, OPT_DEVICE, OPT_DISTRIBUTED,
     OPT_NO_MEMORY_CHECK, OPT_DTYPE, OPT_EXPLAIN, OPT_GPU, OPT_TF32,
+    OPT_CLIP, OPT_WARMUP, OPT_LR_MIN, OPT_ACCUM,
 } opt_id;
 
 typedef struct opt_spec {
@@ -73,6 +74,10 @@ static const opt_spec g_opts[] = {
     {"--distributed", OPT_DISTRIBUTED, CLI_TRAIN, 0},
     {"--no-memory-check", OPT_NO_MEMORY_CHECK, CLI_TRAIN, 0},
     {"--dtype", OPT_DTYPE, CLI_TRAIN, 1},
+    {"--clip", OPT_CLIP, CLI_TRAIN, 1},
+    {"--warmup", OPT_WARMUP, CLI_TRAIN, 1},
+    {"--lr-min", OPT_LR_MIN, CLI_TRAIN, 1},
+    {"--accum", OPT_ACCUM, CLI_TRAIN, 1},
 };
 
 static const char *command_name(cli_command cmd)
@@ -112,8 +117,16 @@ static const char g_train_help[] =
     "  --batch N             images per step (32)\n"
     "  --res N               image size of the synthetic dataset (32)\n"
     "  --classes N           classes of the synthetic dataset (10)\n"
-    "  --lr X                learning rate (0.05 for sgd, 0.001 for adam)\n"
-    "  --optimizer KIND      sgd (momentum 0.9, weight decay 5e-4) or adam\n"
+    "  --lr X                learning rate (0.05 for sgd, 0.001 for adam, adamw)\n"
+    "  --optimizer KIND      sgd (momentum 0.9, weight decay 5e-4), adam, or adamw\n"
+    "                        (betas 0.9, 0.999, decoupled weight decay 0.01 of the\n"
+    "                        >= 2-d weights only, as GPT-2 training)\n"
+    "  --clip NORM           clip the global gradient norm to NORM (off)\n"
+    "  --warmup N            learning rate: linear warmup over N steps, then cosine\n"
+    "                        decay to --lr-min at the last step (instead of the 10x drop)\n"
+    "  --lr-min X            the cosine's final learning rate (a tenth of --lr)\n"
+    "  --accum K             accumulate the gradients of K batches per optimizer\n"
+    "                        step (1): as one batch of K * --batch images\n"
     "  --schedule S          checkpointing schedule (sqrt); see below\n"
     "  --bn-rescale          memonger's BatchNorm momentum rescale under re-forward\n"
     "  --seed N              seeds weights, data order and dropout (1)\n"
@@ -288,6 +301,15 @@ static int is_model(const char *name)
     return 0;
 }
 
+/* A finite float > 0, nothing after it. Returns 0 or -1. */
+static int parse_positive(const char *v, float *out)
+{
+    char *end;
+    errno = 0;
+    *out = strtof(v, &end);
+    return errno || end == v || *end || !(*out > 0) || !isfinite(*out) ? -1 : 0;
+}
+
 /* Sets one option from its value. Returns 0, or -1 for a bad value. */
 static int set_option(cli_options *o, opt_id id, const char *v)
 {
@@ -316,8 +338,9 @@ static int set_option(cli_options *o, opt_id id, const char *v)
     case OPT_OPTIMIZER:
         o->optimizer = v;
         if (o->cmd == CLI_TRAIN)
-            return strcmp(v, "sgd") && strcmp(v, "adam") ? -1 : 0;
-        return strcmp(v, "sgd") && strcmp(v, "adam") && strcmp(v, "none") ? -1 : 0;
+            return strcmp(v, "sgd") && strcmp(v, "adam") && strcmp(v, "adamw") ? -1 : 0;
+        return strcmp(v, "sgd") && strcmp(v, "adam") && strcmp(v, "adamw") && strcmp(v, "none")
+                   ? -1 : 0;
     case OPT_MODE:
         o->mode = strcmp(v, "infer") == 0 ? SL_MODE_INFER : SL_MODE_TRAIN;
         return strcmp(v, "train") && strcmp(v, "infer") ? -1 : 0;
@@ -345,6 +368,16 @@ static int set_option(cli_options *o, opt_id id, const char *v)
                         : strcmp(v, "f16") == 0 ? SL_FILE_F16
                                                 : SL_FILE_F32;
         return strcmp(v, "f32") && strcmp(v, "bf16") && strcmp(v, "f16") ? -1 : 0;
+    case OPT_CLIP: return parse_positive(v, &o->clip);
+    case OPT_WARMUP: o->warmup_set = 1; return cli_parse_int(v, 0, 1000000000L, &o->warmup);
+    case OPT_LR_MIN: {
+        char *end;
+        errno = 0;
+        o->lr_min_set = 1;
+        o->lr_min = strtof(v, &end);
+        return errno || end == v || *end || !(o->lr_min >= 0) || !isfinite(o->lr_min) ? -1 : 0;
+    }
+    case OPT_ACCUM: return cli_parse_int(v, 1, 1000000, &o->accum);
     }
     return -1;
 }
@@ -362,6 +395,7 @@ void cli_defaults(cli_command cmd, cli_options *o)
     o->mode = SL_MODE_TRAIN;
     o->dataset = "synthetic";
     o->lr = 0.05f;
+    o->accum = 1;
     if (cmd == CLI_TRAIN) {
         o->model = "resnet20";
         o->batch = 32;
@@ -395,6 +429,8 @@ static int check_combination(const char *cmd, cli_options *o)
                                     "(%s images keep their size)", o->dataset);
     if (!synthetic && o->classes_set && o->classes != 10)
         return cli_usage_error(cmd, "%s has 10 classes, not %d", o->dataset, o->classes);
+    if (o->lr_min_set && !o->warmup_set)
+        return cli_usage_error(cmd, "--lr-min applies to the cosine schedule of --warmup N");
     if (o->snapshot_every && !o->snapshot)
         return cli_usage_error(cmd, "--snapshot-every needs --snapshot PATH");
     if (o->distributed && o->save_dtype != SL_FILE_F32)
@@ -439,7 +475,9 @@ int cli_parse(cli_command cmd, int argc, char **argv, cli_options *o, int *help)
                        ? cli_usage_error(name, "unknown model '%s'", v)
                        : cli_usage_error(name, "bad value '%s' for %s", v, spec->name);
     }
-    if (cmd == CLI_TRAIN && !lr_set && strcmp(o->optimizer, "adam") == 0)
+    if (cmd == CLI_TRAIN && !lr_set && strncmp(o->optimizer, "adam", 4) == 0)
         o->lr = 1e-3f;
+    if (cmd == CLI_TRAIN && !o->lr_min_set)
+        o->lr_min = 0.1f * o->lr;
     return check_combination(name, o);
 }

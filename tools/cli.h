@@ -46,6 +46,9 @@ typedef struct cli_options {
     const char *output, *schedules, *optimizer;
     const char *dataset, *data_dir;
     const char *save_model, *snapshot, *resume;
+    /* train: --clip, --warmup / --lr-min (warmup_set: cosine), --accum */
+    float clip, lr_min;
+    int warmup, warmup_set, lr_min_set, accum;
 } cli_options;
 
 /* The defaults of a command (train: resnet20 on the built-in dataset;

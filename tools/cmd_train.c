@@ -13,7 +13,8 @@
  * samples per step, rank r the stream positions (s*batch+b)*N + r
  * (DistributedSampler's rule: every N-th sample from r), so one step of N
  * ranks sees the samples of one single-process step of batch N*batch;
- * rank 0 prints and writes files.
+ * rank 0 prints and writes files. With --accum K a step is K batches
+ * (micro-batches): step s trains on the batches s*K .. s*K+K-1.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
@@ -52,10 +53,13 @@ static double now_seconds(void)
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
-/* The learning rate of step s: o->lr, a tenth of it from half of the run
- * on when the run is longer than 10 steps. */
+/* The learning rate of step s: with --warmup, warmup then cosine down to
+ * --lr-min at the last step; else o->lr, a tenth of it from half of the
+ * run on when the run is longer than 10 steps. */
 static float lr_at(const cli_options *o, int64_t step)
 {
+    if (o->warmup_set)
+        return sl_lr_warmup_cosine(step, o->warmup, o->steps, o->lr, o->lr_min);
     return o->steps > 10 && step >= o->steps / 2 ? o->lr * 0.1f : o->lr;
 }
 
@@ -176,11 +180,18 @@ static int train_loop(train_run *r)
     uint64_t mem = 0;
     int show = !o->json && !o->quiet && r->rank == 0;
     for (int64_t step = r->first_step; step < o->steps; step++) {
-        sl_step_result res;
-        if (sl_net_set_lr(r->net, lr_at(o, step)) != SL_OK || fetch_batch(r, step) != SL_OK)
+        sl_step_result res = {0.0f, 0};
+        if (sl_net_set_lr(r->net, lr_at(o, step)) != SL_OK)
             return cli_fail("preparing a step");
-        if (sl_net_train_step(r->net, r->x, r->shape, r->labels, &res) != SL_OK)
-            return cli_fail("training");
+        for (int m = 0; m < o->accum; m++) { /* the last micro-batch updates */
+            sl_step_result micro;
+            if (fetch_batch(r, step * o->accum + m) != SL_OK)
+                return cli_fail("preparing a step");
+            if (sl_net_train_step(r->net, r->x, r->shape, r->labels, &micro) != SL_OK)
+                return cli_fail("training");
+            res.loss += micro.loss / (float)o->accum;
+            res.correct += micro.correct;
+        }
         r->last_loss = res.loss;
         r->loss_avg = r->steps_run ? 0.9 * r->loss_avg + 0.1 * res.loss : res.loss;
         if (r->steps_run++ == 0) {
@@ -190,9 +201,9 @@ static int train_loop(train_run *r)
                 mem = m.measured_total;
         }
         r->correct += res.correct;
-        r->seen += o->batch;
+        r->seen += (int64_t)o->batch * o->accum;
         window_correct += res.correct;
-        window_seen += o->batch;
+        window_seen += (int64_t)o->batch * o->accum;
         if (o->snapshot_every && (step + 1) % o->snapshot_every == 0 &&
             (r->dist ? sl_dist_save_snapshot(r->dist, o->snapshot)
                      : sl_save_snapshot(r->net, o->snapshot)) != SL_OK)
@@ -203,7 +214,7 @@ static int train_loop(train_run *r)
                 return CLI_EXIT_FAIL;
             if (show)
                 print_progress(r, step + 1, window[0] / window[1],
-                               (double)r->steps_run * o->batch * r->ranks / dt, mem);
+                               (double)r->steps_run * o->batch * o->accum * r->ranks / dt, mem);
             window_correct = window_seen = 0;
         }
     }
@@ -294,7 +305,7 @@ static void print_json(const train_run *r, const sl_memory_report *m)
     printf(",\"test_accuracy\":");
     json_number(r->test_accuracy >= 0 ? r->test_accuracy : NAN);
     printf(",\"eval_samples\":%d,\"images_per_second\":", r->test_accuracy >= 0 ? o->eval_samples : 0);
-    json_number(ran ? (double)r->steps_run * o->batch * r->ranks / r->seconds : NAN);
+    json_number(ran ? (double)r->steps_run * o->batch * o->accum * r->ranks / r->seconds : NAN);
     printf(",\"seconds\":");
     json_number(r->seconds);
     printf(",\"memory\":");
@@ -316,7 +327,7 @@ static void print_summary(const train_run *r, const sl_memory_report *m)
     const cli_options *o = r->o;
     if (r->steps_run)
         printf("done: %d steps in %.1f s, %.1f images/s, train accuracy %.1f%%\n", r->steps_run,
-               r->seconds, (double)r->steps_run * o->batch * r->ranks / r->seconds,
+               r->seconds, (double)r->steps_run * o->batch * o->accum * r->ranks / r->seconds,
                100.0 * (double)r->correct / (double)r->seen);
     else
         printf("nothing to train: the snapshot is at step %lld of %d\n", (long long)r->first_step,

@@ -55,8 +55,14 @@ int cli_build(const cli_options *o, sl_context **ctx, sl_net **net)
         sl_optimizer_options opt = strcmp(o->optimizer, "adam") == 0
                                        ? sl_adam(o->lr, 0.9f, 0.999f, 1e-8f, 0.0f)
                                        : sl_sgd(o->lr, 0.9f, 5e-4f, 0);
+        if (strcmp(o->optimizer, "adamw") == 0)
+            opt = sl_adamw(o->lr, 0.9f, 0.999f, 1e-8f, 0.01f);
         if (sl_net_set_optimizer(*net, &opt) != SL_OK)
             what = "setting the optimizer";
+        else if (sl_net_set_grad_clip(*net, o->clip) != SL_OK)
+            what = "setting gradient clipping";
+        else if (o->accum > 1 && sl_net_set_grad_accumulation(*net, o->accum) != SL_OK)
+            what = "setting gradient accumulation";
     }
     if (!what)
         return 0;

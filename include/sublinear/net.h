@@ -169,14 +169,19 @@ SL_API sl_status sl_net_param_read_grad(sl_net *net, int index, float *dst);
 /* Optimizers                                                          */
 /* ------------------------------------------------------------------ */
 
-typedef enum sl_optimizer_kind { SL_OPT_SGD = 0, SL_OPT_ADAM = 1 } sl_optimizer_kind;
+typedef enum sl_optimizer_kind {
+    SL_OPT_SGD = 0,
+    SL_OPT_ADAM = 1,
+    SL_OPT_ADAMW = 2 /* Adam with decoupled weight decay */
+} sl_optimizer_kind;
 
 typedef struct sl_optimizer_options {
     sl_optimizer_kind kind;
     float lr;
     float momentum;     /* SGD */
     int nesterov;       /* SGD */
-    float weight_decay; /* L2, added to the gradient (PyTorch's rule) */
+    float weight_decay; /* SGD, Adam: L2, added to the gradient (PyTorch's
+                           rule); AdamW: decoupled, see sl_adamw */
     float beta1, beta2, eps; /* Adam */
 } sl_optimizer_options;
 
@@ -185,10 +190,52 @@ SL_API sl_optimizer_options sl_sgd(float lr, float momentum, float weight_decay,
 /* Adam as torch.optim.Adam (bias-corrected, L2 weight decay). */
 SL_API sl_optimizer_options sl_adam(float lr, float beta1, float beta2, float eps, float weight_decay);
 
+/* AdamW as torch.optim.AdamW: each step first multiplies a parameter by
+ * 1 - lr * weight_decay, then takes the bias-corrected Adam step without
+ * L2 term. The decay applies only to parameters with ndim >= 2 (weights
+ * of linear and convolution layers); biases and BatchNorm / LayerNorm
+ * weights are not decayed, as nanoGPT and GPT-2 training do (in PyTorch:
+ * two parameter groups, weight_decay 0 for the < 2-d ones). */
+SL_API sl_optimizer_options sl_adamw(float lr, float beta1, float beta2, float eps,
+                                     float weight_decay);
+
 /* Sets the optimizer; its state (momentum, moments) starts at zero. */
 SL_API sl_status sl_net_set_optimizer(sl_net *net, const sl_optimizer_options *opts);
 /* Changes the learning rate, keeping the optimizer state. */
 SL_API sl_status sl_net_set_lr(sl_net *net, float lr);
+
+/* Global-norm gradient clipping as torch.nn.utils.clip_grad_norm_: at each
+ * update the norm of all trainable gradients together, sqrt(sum of g^2)
+ * (summed in double in a fixed order: deterministic), is measured, and
+ * when max_norm / (norm + 1e-6) < 1 the gradients enter the update
+ * multiplied by that factor (the stored gradients are left as they are).
+ * max_norm 0 turns clipping off (the default); it must be finite, >= 0. */
+SL_API sl_status sl_net_set_grad_clip(sl_net *net, float max_norm);
+
+/* The gradient norm measured by the last sl_net_update, before clipping
+ * (of the averaged gradient under accumulation), into *norm; measured
+ * with or without clipping. SL_ERR_STATE before the first update. */
+SL_API sl_status sl_net_last_grad_norm(const sl_net *net, float *norm);
+
+/* Gradient accumulation: one update per micro_batches (k >= 1, default 1)
+ * gradient computations. With k > 1 every gradient-computing run
+ * (sl_net_compute_gradients, sl_net_forward_backward, sl_net_train_step)
+ * adds into the parameter gradients instead of overwriting them, except
+ * the first after an update; sl_net_update then refuses (SL_ERR_STATE,
+ * nothing changed) until k micro-batches were accumulated, and steps with
+ * their mean (the sum times 1/k): k micro-batches of b samples step as one
+ * batch of k*b would (BatchNorm aside, which normalises per micro-batch).
+ * sl_net_train_step updates after every k-th micro-batch only. Setting k
+ * discards the micro-batches accumulated so far. */
+SL_API sl_status sl_net_set_grad_accumulation(sl_net *net, int micro_batches);
+
+/* The learning rate of a warmup + cosine schedule at optimizer step `step`
+ * (from 0): lr_max * (step + 1) / warmup during the first `warmup` steps,
+ * then lr_max decaying to lr_min along half a cosine until step `total`,
+ * and lr_min from `total` on. A pure function: pass its value to
+ * sl_net_set_lr before each update. */
+SL_API float sl_lr_warmup_cosine(int64_t step, int64_t warmup, int64_t total, float lr_max,
+                                 float lr_min);
 
 /* ------------------------------------------------------------------ */
 /* Running                                                             */
@@ -215,7 +262,8 @@ SL_API sl_status sl_net_predict(sl_net *net, const float *x, sl_shape shape, flo
 SL_API sl_status sl_net_compute_gradients(sl_net *net, const float *x, sl_shape shape,
                                    const int *labels, sl_step_result *result);
 
-/* One optimizer step from the current gradients. */
+/* One optimizer step from the current gradients (their mean under
+ * accumulation, clipped when sl_net_set_grad_clip is set). */
 SL_API sl_status sl_net_update(sl_net *net);
 
 /* For losses other than softmax cross-entropy: forward in training mode,
@@ -226,7 +274,9 @@ SL_API sl_status sl_net_update(sl_net *net);
 SL_API sl_status sl_net_forward_backward(sl_net *net, const float *x, sl_shape shape, const float *dy,
                                   float *output, float *dx);
 
-/* sl_net_compute_gradients followed by sl_net_update. */
+/* sl_net_compute_gradients followed by sl_net_update; under gradient
+ * accumulation (sl_net_set_grad_accumulation, k > 1) the update follows
+ * only every k-th call, the others only accumulate. */
 SL_API sl_status sl_net_train_step(sl_net *net, const float *x, sl_shape shape,
                             const int *labels, sl_step_result *result);
 

@@ -137,10 +137,12 @@ typedef void sl_lm_xent_fn(const sl_exec *ex, int rows, int vocab, float *logits
                            double *row_loss, int *row_hit);
 typedef void sl_sgd_update_fn(const sl_exec *ex, size_t count, float *w, const float *g, float *mom,
                               float lr, float momentum, float weight_decay, int nesterov,
-                              int first);
+                              int first, float grad_scale);
 typedef void sl_adam_update_fn(const sl_exec *ex, size_t count, float *w, const float *g, float *m,
                                float *v, float lr, float beta1, float beta2, float eps,
-                               float weight_decay, int64_t step);
+                               float weight_decay, int decoupled, int64_t step, float grad_scale);
+#define SL_SUM_SQUARES_SLOTS 1024 /* partial sums of sum_squares */
+typedef void sl_sum_squares_fn(const sl_exec *ex, size_t count, const float *x, double *slots);
 typedef void sl_layernorm_forward_fn(const sl_exec *ex, int rows, int c, const float *x,
                                      const float *weight, const float *bias, float eps, float *y,
                                      float *mean, float *rstd);
@@ -312,7 +314,10 @@ struct sl_backend {
      * gets loss 0, hit 0 and (with grad) a zero gradient. */
     sl_lm_xent_fn *lm_xent;
 
-    /* Optimizer updates over count parameters (PyTorch's rules). */
+    /* Optimizer updates over count parameters (PyTorch's rules), with the
+     * gradient g * grad_scale (1.0f leaves g exactly as it is). Adam's
+     * weight_decay is L2 added to the gradient, or with decoupled 1
+     * AdamW's w *= 1 - lr * weight_decay before the step. */
     sl_sgd_update_fn *sgd_update;
     sl_adam_update_fn *adam_update;
 
@@ -349,6 +354,11 @@ struct sl_backend {
      * input, output (read by the tiled mode) and saved state, with the same
      * dropout mask. ws: attention_workspace_bytes(d, 1). */
     sl_attention_backward_fn *attention_backward;
+    /* slots[t] += the sum of squares, in double and index order, of the
+     * elements t, t + S, t + 2S ... of x (S = SL_SUM_SQUARES_SLOTS; see
+     * base/element.h's sl_square_add); slots is backend memory.
+     * Deterministic: the gradient norm. */
+    sl_sum_squares_fn *sum_squares;
 };
 
 /* Per-run state: which backend, how many threads. */

@@ -327,12 +327,12 @@ SL_HD static inline void sl_lm_xent_row(float *x, int vocab, int label, int igno
 /* ---- optimizer updates (PyTorch's rules) ---- */
 
 /* torch.optim.SGD with dampening 0 on parameter i; mom may be NULL when
- * momentum is 0. */
+ * momentum is 0. The gradient is g[i] * grad_scale (1.0f: g[i] exactly). */
 SL_HD static inline void sl_sgd_element(size_t i, float *w, const float *g, float *mom, float lr,
                                         float momentum, float weight_decay, int nesterov,
-                                        int first)
+                                        int first, float grad_scale)
 {
-    float d = g[i];
+    float d = g[i] * grad_scale;
     if (weight_decay != 0.0f)
         d = d + weight_decay * w[i];
     if (momentum != 0.0f) {
@@ -343,16 +343,21 @@ SL_HD static inline void sl_sgd_element(size_t i, float *w, const float *g, floa
     w[i] = w[i] - lr * d;
 }
 
-/* torch.optim.Adam's constants of one step: in float except the bias
- * corrections (Python doubles there). */
+/* torch.optim.Adam's (and AdamW's) constants of one step: in float except
+ * the bias corrections and AdamW's decay factor (Python doubles there). */
 typedef struct sl_adam_step {
     float step_size; /* lr / (1 - beta1^step) */
     float bc2_sqrt;  /* sqrt(1 - beta2^step) */
-    float beta1, beta2, one_b1, one_b2, eps, weight_decay;
+    float beta1, beta2, one_b1, one_b2, eps;
+    float weight_decay; /* L2, added to the gradient (Adam); 0 for AdamW */
+    float decay;        /* AdamW: w *= 1 - lr * weight_decay first; 1: none */
+    float grad_scale;   /* the gradient is g * grad_scale */
 } sl_adam_step;
 
+/* decoupled 0: Adam (weight_decay is L2); 1: AdamW (weight_decay decays w). */
 static inline sl_adam_step sl_adam_step_of(float lr, float beta1, float beta2, float eps,
-                                           float weight_decay, int64_t step)
+                                           float weight_decay, int decoupled, int64_t step,
+                                           float grad_scale)
 {
     sl_adam_step a;
     double bc1 = 1.0 - pow((double)beta1, (double)step);
@@ -364,16 +369,21 @@ static inline sl_adam_step sl_adam_step_of(float lr, float beta1, float beta2, f
     a.one_b1 = 1.0f - beta1;
     a.one_b2 = 1.0f - beta2;
     a.eps = eps;
-    a.weight_decay = weight_decay;
+    a.weight_decay = decoupled ? 0.0f : weight_decay;
+    a.decay = decoupled ? (float)(1.0 - (double)lr * (double)weight_decay) : 1.0f;
+    a.grad_scale = grad_scale;
     return a;
 }
 
-/* Adam (L2 weight decay added to the gradient) on parameter i:
- * denom = sqrt(v) / sqrt(bc2) + eps; w -= (lr / bc1) * m / denom. */
+/* Adam (L2 weight decay added to the gradient) or AdamW (w *= decay first)
+ * on parameter i: denom = sqrt(v) / sqrt(bc2) + eps;
+ * w -= (lr / bc1) * m / denom. */
 SL_HD static inline void sl_adam_element(size_t i, float *w, const float *g, float *m, float *v,
                                          const sl_adam_step *a)
 {
-    float d = g[i];
+    float d = g[i] * a->grad_scale;
+    if (a->decay != 1.0f)
+        w[i] = w[i] * a->decay;
     if (a->weight_decay != 0.0f)
         d = d + a->weight_decay * w[i];
     float mi = a->beta1 * m[i] + a->one_b1 * d;
@@ -565,5 +575,15 @@ SL_HD static inline float sl_attn_grad_logit(float p, float dpf, float f, float 
 {
     return p * (dpf * f - di);
 }
+
+/* ---- gradient norm ---- */
+
+/* The sum of squares of a tensor is kept in SL_SUM_SQUARES_SLOTS
+ * (backend.h) doubles: slot t sums, from 0 and in index order, the squares
+ * of elements t, t + SLOTS, t + 2 SLOTS ... (one term: sl_square_add),
+ * then adds that to the slot; the caller sums the slots in order. Fixed on
+ * every device, so the norm is the same bits on the CPU and the GPU (whose
+ * threads read adjacent elements). */
+SL_HD static inline double sl_square_add(double acc, float v) { return acc + (double)v * (double)v; }
 
 #endif

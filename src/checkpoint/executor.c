@@ -125,7 +125,8 @@ void sl_execute(const sl_graph *g, const sl_shapes *sh, const sl_program *p, con
          * the loss of a language-model head (it adds its weight's). */
         if (!grads_zeroed && p->mode == SL_MODE_TRAIN &&
             (st->kind == SL_STEP_BWD || st->kind == SL_STEP_LOSS)) {
-            zero_param_grads(g, ex);
+            if (!io->keep_grads) /* accumulating micro-batches */
+                zero_param_grads(g, ex);
             grads_zeroed = 1;
         }
         switch (st->kind) {

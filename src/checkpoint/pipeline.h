@@ -186,6 +186,7 @@ typedef struct sl_run_io {
     int counted;        /* rows the loss counts (a head's labels not ignored) */
     int poison;         /* debug: NaN-fill storage as soon as it dies */
     size_t arena_touched; /* high-water mark of arena bytes the run used */
+    int keep_grads;     /* 1: add into the parameter gradients (accumulation) */
     /* Called after each program step's kernels are queued (may be NULL):
      * gradient communication (src/dist) starts reducing the gradients
      * backward has finished while the rest of the program runs. */
@@ -195,7 +196,7 @@ typedef struct sl_run_io {
 
 /* Runs program p planned by pl with the arena `arena` (pl->arena_bytes).
  * A training program zeroes parameter gradients before its first LOSS or
- * BWD step. */
+ * BWD step, unless io->keep_grads. */
 void sl_execute(const sl_graph *g, const sl_shapes *sh, const sl_program *p, const sl_plan *pl,
                 char *arena, sl_context *ctx, const sl_exec *ex, sl_run_io *io);
 

@@ -98,6 +98,7 @@ sl_softmax_xent_fn sl_cpu_softmax_xent;
 sl_lm_xent_fn sl_cpu_lm_xent;
 sl_sgd_update_fn sl_cpu_sgd_update;
 sl_adam_update_fn sl_cpu_adam_update;
+sl_sum_squares_fn sl_cpu_sum_squares;
 
 /* ---- cpu_transformer.c ---- */
 sl_layernorm_forward_fn sl_cpu_layernorm_forward;

@@ -84,6 +84,7 @@ static const sl_backend sl_cpu_table = {
     .attention_workspace_bytes = sl_cpu_attention_workspace_bytes,
     .attention_forward = sl_cpu_attention_forward,
     .attention_backward = sl_cpu_attention_backward,
+    .sum_squares = sl_cpu_sum_squares,
 };
 
 sl_status sl_cpu_backend_create(sl_backend **out)

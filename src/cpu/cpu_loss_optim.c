@@ -2,7 +2,8 @@
  * cpu_loss_optim.c — the end of a training step on the CPU (run stage):
  * softmax cross-entropy with its gradient, and the SGD and Adam updates
  * with PyTorch's rules (torch.optim.SGD with dampening 0, torch.optim.Adam
- * with L2 weight decay added to the gradient). The per-row and
+ * with L2 weight decay added to the gradient, torch.optim.AdamW), and the
+ * sum of squares behind the gradient norm. The per-row and
  * per-parameter rules are base/element.h's, shared with
  * cuda_loss_optim.cu; here only the threading and the in-order sum of the
  * row losses.
@@ -54,22 +55,48 @@ void sl_cpu_softmax_xent(const sl_exec *ex, int n, int classes, const float *log
 }
 
 void sl_cpu_sgd_update(const sl_exec *ex, size_t count, float *w, const float *g, float *mom,
-                       float lr, float momentum, float weight_decay, int nesterov, int first)
+                       float lr, float momentum, float weight_decay, int nesterov, int first,
+                       float grad_scale)
 {
     long long cnt = (long long)count;
     SL_PARALLEL_FOR(cpu_threads(ex), cnt >= CPU_PAR_MIN, (long long i = 0; i < cnt; i++), {
-        sl_sgd_element((size_t)i, w, g, mom, lr, momentum, weight_decay, nesterov, first);
+        sl_sgd_element((size_t)i, w, g, mom, lr, momentum, weight_decay, nesterov, first,
+                       grad_scale);
     });
 }
 
 /* PyTorch's arithmetic (sl_adam_element). */
 void sl_cpu_adam_update(const sl_exec *ex, size_t count, float *w, const float *g, float *m,
                         float *v, float lr, float beta1, float beta2, float eps,
-                        float weight_decay, int64_t step)
+                        float weight_decay, int decoupled, int64_t step, float grad_scale)
 {
     long long cnt = (long long)count;
-    sl_adam_step a = sl_adam_step_of(lr, beta1, beta2, eps, weight_decay, step);
+    sl_adam_step a = sl_adam_step_of(lr, beta1, beta2, eps, weight_decay, decoupled, step,
+                                     grad_scale);
     SL_PARALLEL_FOR(cpu_threads(ex), cnt >= CPU_PAR_MIN, (long long i = 0; i < cnt; i++), {
         sl_adam_element((size_t)i, w, g, m, v, &a);
+    });
+}
+
+/* Each thread takes groups of SUMSQ_GROUP slots and walks the rows of
+ * SL_SUM_SQUARES_SLOTS elements (contiguous reads); every slot still adds
+ * its elements in index order, as the GPU's thread of that slot does. */
+#define SUMSQ_GROUP 64
+void sl_cpu_sum_squares(const sl_exec *ex, size_t count, const float *x, double *slots)
+{
+    const size_t row = SL_SUM_SQUARES_SLOTS;
+    SL_PARALLEL_FOR(cpu_threads(ex), count >= CPU_PAR_MIN,
+                    (int g = 0; g < SL_SUM_SQUARES_SLOTS / SUMSQ_GROUP; g++), {
+        double acc[SUMSQ_GROUP] = {0.0};
+        size_t t0 = (size_t)g * SUMSQ_GROUP;
+        for (size_t r = 0; r * row + t0 < count; r++) {
+            const float *xr = x + r * row + t0;
+            size_t n = count - (r * row + t0);
+            n = n < SUMSQ_GROUP ? n : SUMSQ_GROUP;
+            for (size_t k = 0; k < n; k++)
+                acc[k] = sl_square_add(acc[k], xr[k]);
+        }
+        for (int k = 0; k < SUMSQ_GROUP; k++)
+            slots[t0 + (size_t)k] += acc[k];
     });
 }

@@ -231,6 +231,7 @@ static sl_backend table_of(void)
     b->attention_workspace_bytes = sl_cuda_attention_workspace_bytes;
     b->attention_forward = sl_cuda_attention_forward;
     b->attention_backward = sl_cuda_attention_backward;
+    b->sum_squares = sl_cuda_sum_squares;
     return t;
 }
 

@@ -200,6 +200,7 @@ sl_softmax_xent_fn sl_cuda_softmax_xent;
 sl_lm_xent_fn sl_cuda_lm_xent;
 sl_sgd_update_fn sl_cuda_sgd_update;
 sl_adam_update_fn sl_cuda_adam_update;
+sl_sum_squares_fn sl_cuda_sum_squares;
 
 /* ---- cuda_transformer.cu ---- */
 sl_layernorm_forward_fn sl_cuda_layernorm_forward;

@@ -1,6 +1,6 @@
 /*
  * cuda_loss_optim.cu — softmax cross-entropy and the optimizer updates on
- * the GPU (run stage). The per-row and per-parameter rules are
+ * the GPU (run stage), and the gradient norm's sum of squares. The per-row and per-parameter rules are
  * base/element.h's, the ones cpu_loss_optim.c calls, so both devices follow
  * PyTorch's rules the same way; here only launch geometry and the in-order
  * sum of the row losses.
@@ -101,9 +101,9 @@ extern "C" void sl_cuda_lm_xent(const sl_exec *ex, int rows, int vocab, float *l
 }
 
 static __global__ void sgd_k(size_t n, float *w, const float *g, float *mom, float lr,
-                             float momentum, float wd, int nesterov, int first)
+                             float momentum, float wd, int nesterov, int first, float grad_scale)
 {
-    GRID_STRIDE(i, n) sl_sgd_element(i, w, g, mom, lr, momentum, wd, nesterov, first);
+    GRID_STRIDE(i, n) sl_sgd_element(i, w, g, mom, lr, momentum, wd, nesterov, first, grad_scale);
 }
 
 static __global__ void adam_k(size_t n, float *w, const float *g, float *m, float *v,
@@ -114,16 +114,39 @@ static __global__ void adam_k(size_t n, float *w, const float *g, float *m, floa
 
 extern "C" void sl_cuda_sgd_update(const sl_exec *ex, size_t count, float *w, const float *g,
                                    float *mom, float lr, float momentum, float weight_decay,
-                                   int nesterov, int first)
+                                   int nesterov, int first, float grad_scale)
 {
     SL_CUDA_LAUNCH(ex, sgd_k, count, count, w, g, mom, lr, momentum, weight_decay, nesterov,
-                   first);
+                   first, grad_scale);
 }
 
 extern "C" void sl_cuda_adam_update(const sl_exec *ex, size_t count, float *w, const float *g,
                                     float *m, float *v, float lr, float beta1, float beta2,
-                                    float eps, float weight_decay, int64_t step)
+                                    float eps, float weight_decay, int decoupled, int64_t step,
+                                    float grad_scale)
 {
     SL_CUDA_LAUNCH(ex, adam_k, count, count, w, g, m, v,
-                   sl_adam_step_of(lr, beta1, beta2, eps, weight_decay, step));
+                   sl_adam_step_of(lr, beta1, beta2, eps, weight_decay, decoupled, step,
+                                   grad_scale));
+}
+
+/* One thread per slot, striding by the slot count (adjacent threads read
+ * adjacent elements): each slot's terms in the CPU's order. */
+static __global__ void sum_squares_k(size_t n, const float *x, double *slots)
+{
+    size_t t = blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= SL_SUM_SQUARES_SLOTS)
+        return;
+    double acc = 0.0;
+    for (size_t i = t; i < n; i += SL_SUM_SQUARES_SLOTS)
+        acc = sl_square_add(acc, x[i]);
+    slots[t] += acc;
+}
+
+extern "C" void sl_cuda_sum_squares(const sl_exec *ex, size_t count, const float *x,
+                                    double *slots)
+{
+    sl_cuda_state *s = sl_cuda_ex(ex);
+    sum_squares_k<<<SL_SUM_SQUARES_SLOTS / 128, 128, 0, s->stream>>>(count, x, slots);
+    SL_CUDA_LAUNCHED(s);
 }

@@ -96,7 +96,7 @@ sl_status sl_save_snapshot(sl_net *net, const char *path)
     snprintf(v[9], 32, "%" PRIu64, net->ctx->dropout_counter);
     const char *const meta[META_COUNT][2] = {
         {"format", SNAPSHOT_FORMAT}, {"producer", "sublinear"}, {"version", "1"},
-        {"optimizer", o->kind == SL_OPT_ADAM ? "adam" : "sgd"},
+        {"optimizer", o->kind == SL_OPT_ADAMW ? "adamw" : o->kind == SL_OPT_ADAM ? "adam" : "sgd"},
         {"lr", v[0]}, {"momentum", v[1]}, {"nesterov", v[2]}, {"weight_decay", v[3]},
         {"beta1", v[4]}, {"beta2", v[5]}, {"eps", v[6]},
         {"step", v[7]}, {"seed", v[8]}, {"dropout_counter", v[9]},
@@ -179,6 +179,8 @@ static sl_status read_meta(const sl_st_file *f, const char *what, snapshot_meta 
         m->opt.kind = SL_OPT_SGD;
     else if (strcmp(kind, "adam") == 0)
         m->opt.kind = SL_OPT_ADAM;
+    else if (strcmp(kind, "adamw") == 0)
+        m->opt.kind = SL_OPT_ADAMW;
     else
         return sl_set_error(SL_ERR_FORMAT, "'%s': unknown optimizer \"%.32s\"", what, kind);
     uint64_t nesterov = 0, step = 0;

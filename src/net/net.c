@@ -35,6 +35,8 @@ static sl_status net_new(sl_context *ctx, int in_channels, sl_schedule schedule,
     net->in_channels = in_channels;
     net->out_channels = in_channels;
     net->schedule = schedule;
+    net->accum = 1;
+    net->last_grad_norm = -1.0f;
     *out = net;
     return SL_OK;
 }
@@ -67,6 +69,7 @@ void sl_net_free(sl_net *net)
     be->free(be, net->param_block);
     be->free(be, net->grad_block);
     be->free(be, net->opt_block);
+    be->free(be, net->norm_slots);
     sl_profile_free(net->profile);
     free(net);
 }

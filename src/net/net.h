@@ -71,6 +71,11 @@ struct sl_net {
     sl_optimizer_options opt;
     int64_t steps;
     int has_grads;
+    float grad_clip;        /* max norm; 0: off */
+    float last_grad_norm;   /* measured by the last update; < 0: none yet */
+    int accum;              /* micro-batches per update (>= 1) */
+    int micro;              /* micro-batches accumulated since the last update */
+    double *norm_slots;     /* backend memory, SL_SUM_SQUARES_SLOTS doubles */
 
     sl_run_cache cache[2]; /* indexed by sl_mode */
     int debug_poison; /* tests: NaN-fill dead storage during runs */

@@ -74,6 +74,10 @@ static sl_status run_program(sl_net *net, const float *x, sl_shape shape, sl_mod
                              sl_status pre, sl_run_io *io, sl_step_result *result, const char *fn)
 {
     sl_run_cache *c = NULL;
+    if (pre == SL_OK && net && mode == SL_MODE_TRAIN && net->accum > 1 && net->micro >= net->accum)
+        pre = sl_set_error(SL_ERR_STATE, "%s: the %d micro-batches of gradient accumulation are "
+                           "complete; call sl_net_update before computing more gradients",
+                           fn, net->accum);
     sl_status st = pre == SL_OK ? prepare_run(net, x, shape, mode, io, fn, &c) : pre;
     const sl_net_comm *comm = net && mode == SL_MODE_TRAIN ? net->comm : NULL;
     if (comm && comm->agree)
@@ -83,6 +87,8 @@ static sl_status run_program(sl_net *net, const float *x, sl_shape shape, sl_mod
     sl_exec ex = sl_net_exec(net);
     io->input = x;
     io->poison = net->debug_poison;
+    /* Accumulation: only the first micro-batch after an update zeroes. */
+    io->keep_grads = mode == SL_MODE_TRAIN && net->accum > 1 && net->micro > 0;
     if (comm) {
         io->after_step = comm->after_step;
         io->after_step_user = comm->user;
@@ -98,11 +104,16 @@ static sl_status run_program(sl_net *net, const float *x, sl_shape shape, sl_mod
         st = synced;
     if (net->ctx->callback_status != SL_OK) /* a custom layer's own report comes first */
         st = sl_set_error(net->ctx->callback_status, "%s: %s", fn, net->ctx->callback_error);
-    if (st != SL_OK)
+    if (st != SL_OK) {
+        if (mode == SL_MODE_TRAIN)
+            net->micro = 0; /* the gradients are of no use now: accumulate anew */
         return st;
+    }
     c->arena_touched = io->arena_touched;
-    if (mode == SL_MODE_TRAIN)
+    if (mode == SL_MODE_TRAIN) {
         net->has_grads = 1;
+        net->micro += net->micro < net->accum;
+    }
     if (result) {
         result->loss = io->loss;
         result->correct = io->correct;
@@ -258,6 +269,7 @@ sl_status sl_net_set_mode(sl_net *net, sl_mode mode)
     if (st == SL_OK) {
         net->mode = mode;
         net->has_grads = 0;
+        net->micro = 0;
     }
     return st;
 }

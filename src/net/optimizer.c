@@ -1,6 +1,8 @@
 /*
- * optimizer.c — the optimizer of a network (net stage): SGD and Adam
- * options, their state, and the update after a backward. The layout of
+ * optimizer.c — the optimizer of a network (net stage): SGD, Adam and
+ * AdamW options, their state, and the update after a backward (with
+ * gradient accumulation and global-norm clipping); the warmup + cosine
+ * learning rate. The layout of
  * the optimizer state is defined here once (sl_optimizer_state_blocks and
  * sl_net_visit_optimizer_state); the update and training snapshots
  * (io/snapshot.c) both go through it.
@@ -22,9 +24,17 @@ sl_optimizer_options sl_adam(float lr, float beta1, float beta2, float eps, floa
     return o;
 }
 
+sl_optimizer_options sl_adamw(float lr, float beta1, float beta2, float eps, float weight_decay)
+{
+    sl_optimizer_options o = {SL_OPT_ADAMW, lr, 0.0f, 0, weight_decay, beta1, beta2, eps};
+    return o;
+}
+
+static int is_adam(sl_optimizer_kind k) { return k == SL_OPT_ADAM || k == SL_OPT_ADAMW; }
+
 static sl_status check_optimizer(const sl_optimizer_options *o)
 {
-    if (o->kind != SL_OPT_SGD && o->kind != SL_OPT_ADAM)
+    if (o->kind != SL_OPT_SGD && !is_adam(o->kind))
         return sl_set_error(SL_ERR_INVALID_ARG, "sl_net_set_optimizer: unknown optimizer kind %d",
                             (int)o->kind);
     if (!(o->lr >= 0.0f) || !(o->weight_decay >= 0.0f) || !isfinite(o->lr))
@@ -35,10 +45,10 @@ static sl_status check_optimizer(const sl_optimizer_options *o)
         return sl_set_error(SL_ERR_INVALID_ARG,
                             "sl_net_set_optimizer: momentum %g must be >= 0 (and > 0 for Nesterov)",
                             o->momentum);
-    if (o->kind == SL_OPT_ADAM &&
+    if (is_adam(o->kind) &&
         !(o->beta1 >= 0.0f && o->beta1 < 1.0f && o->beta2 >= 0.0f && o->beta2 < 1.0f && o->eps > 0.0f))
         return sl_set_error(SL_ERR_INVALID_ARG,
-                       "sl_net_set_optimizer: Adam needs betas in [0, 1) and eps > 0 (got %g, %g, %g)",
+                       "sl_net_set_optimizer: Adam and AdamW need betas in [0, 1) and eps > 0 (got %g, %g, %g)",
                        o->beta1, o->beta2, o->eps);
     return SL_OK;
 }
@@ -47,7 +57,7 @@ static sl_status check_optimizer(const sl_optimizer_options *o)
 
 int sl_optimizer_state_blocks(const sl_optimizer_options *o, const char *names[SL_OPT_STATE_MAX])
 {
-    if (o->kind == SL_OPT_ADAM) {
+    if (is_adam(o->kind)) {
         names[0] = "exp_avg";
         names[1] = "exp_avg_sq";
         return 2;
@@ -117,10 +127,86 @@ sl_status sl_net_set_lr(sl_net *net, float lr)
     return SL_OK;
 }
 
+sl_status sl_net_set_grad_clip(sl_net *net, float max_norm)
+{
+    if (!net)
+        return sl_set_error(SL_ERR_INVALID_ARG, "sl_net_set_grad_clip: network is NULL");
+    if (!(max_norm >= 0.0f) || !isfinite(max_norm))
+        return sl_set_error(SL_ERR_INVALID_ARG,
+                            "sl_net_set_grad_clip: max_norm %g must be finite and >= 0 (0: off)",
+                            max_norm);
+    net->grad_clip = max_norm;
+    return SL_OK;
+}
+
+sl_status sl_net_last_grad_norm(const sl_net *net, float *norm)
+{
+    if (!net || !norm)
+        return sl_set_error(SL_ERR_INVALID_ARG, "sl_net_last_grad_norm: network or norm is NULL");
+    if (net->last_grad_norm < 0.0f)
+        return sl_set_error(SL_ERR_STATE, "sl_net_last_grad_norm: no update has measured a norm yet");
+    *norm = net->last_grad_norm;
+    return SL_OK;
+}
+
+sl_status sl_net_set_grad_accumulation(sl_net *net, int micro_batches)
+{
+    if (!net)
+        return sl_set_error(SL_ERR_INVALID_ARG, "sl_net_set_grad_accumulation: network is NULL");
+    if (micro_batches < 1)
+        return sl_set_error(SL_ERR_INVALID_ARG,
+                            "sl_net_set_grad_accumulation: %d micro-batches; must be >= 1",
+                            micro_batches);
+    net->accum = micro_batches;
+    net->micro = 0;
+    return SL_OK;
+}
+
+float sl_lr_warmup_cosine(int64_t step, int64_t warmup, int64_t total, float lr_max, float lr_min)
+{
+    if (step < warmup)
+        return (float)((double)lr_max * (double)(step + 1) / (double)warmup);
+    if (step >= total)
+        return lr_min;
+    double progress = (double)(step - warmup) / (double)(total - warmup);
+    double cosine = 0.5 * (1.0 + cos(3.14159265358979323846 * progress));
+    return (float)((double)lr_min + cosine * ((double)lr_max - (double)lr_min));
+}
+
+/* The norm of all trainable gradients: each tensor's squares into the
+ * fixed slots (backend.h's sum_squares), the slots summed in order. */
+static sl_status grad_norm(sl_net *net, const sl_exec *ex, double *out)
+{
+    const sl_backend *be = ex->be;
+    const size_t bytes = SL_SUM_SQUARES_SLOTS * sizeof(double);
+    if (!net->norm_slots) {
+        net->norm_slots = be->alloc(be, bytes, "the gradient norm's partial sums");
+        if (!net->norm_slots)
+            return SL_ERR_NOMEM;
+    }
+    be->fill(ex, bytes / sizeof(float), 0.0f, (float *)net->norm_slots); /* +0.0 bits */
+    for (int i = 0; i < net->n_params; i++) {
+        const sl_param_spec *p = net->params[i].spec;
+        if (p->trainable && p->grad)
+            be->sum_squares(ex, p->count, p->grad, net->norm_slots);
+    }
+    double host[SL_SUM_SQUARES_SLOTS];
+    be->download(ex, host, net->norm_slots, bytes);
+    sl_status st = be->sync(ex);
+    if (st != SL_OK)
+        return st;
+    double total = 0.0;
+    for (int t = 0; t < SL_SUM_SQUARES_SLOTS; t++)
+        total += host[t];
+    *out = sqrt(total);
+    return SL_OK;
+}
+
 typedef struct update_ctx {
     sl_net *net;
     sl_exec ex;
     int64_t step;
+    float grad_scale;
 } update_ctx;
 
 static void update_param(void *user, int param, int per, float *const *blocks)
@@ -129,12 +215,38 @@ static void update_param(void *user, int param, int per, float *const *blocks)
     update_ctx *u = user;
     const sl_optimizer_options *o = &u->net->opt;
     sl_param_spec *p = u->net->params[param].spec;
-    if (o->kind == SL_OPT_SGD)
+    if (o->kind == SL_OPT_SGD) {
         u->ex.be->sgd_update(&u->ex, p->count, p->data, p->grad, blocks[0], o->lr, o->momentum,
-                             o->weight_decay, o->nesterov, u->step == 1);
-    else
+                             o->weight_decay, o->nesterov, u->step == 1, u->grad_scale);
+    } else {
+        /* AdamW decays only >= 2-d parameters (sl_adamw). */
+        int decoupled = o->kind == SL_OPT_ADAMW;
+        float wd = decoupled && p->ndim < 2 ? 0.0f : o->weight_decay;
         u->ex.be->adam_update(&u->ex, p->count, p->data, p->grad, blocks[0], blocks[1], o->lr,
-                              o->beta1, o->beta2, o->eps, o->weight_decay, u->step);
+                              o->beta1, o->beta2, o->eps, wd, decoupled, u->step, u->grad_scale);
+    }
+}
+
+/* The factor the gradients enter the update with: 1/k for k accumulated
+ * micro-batches, times the clip coefficient when clipping cuts. Records
+ * the norm (of the averaged gradient). */
+static sl_status update_scale(sl_net *net, const sl_exec *ex, float *scale)
+{
+    double norm;
+    sl_status st = grad_norm(net, ex, &norm);
+    if (st != SL_OK)
+        return st;
+    double inv_k = 1.0 / (double)net->accum;
+    norm *= inv_k;
+    double s = inv_k;
+    if (net->grad_clip > 0.0f) {
+        double coef = (double)net->grad_clip / (norm + 1e-6);
+        if (coef < 1.0)
+            s *= coef;
+    }
+    net->last_grad_norm = (float)norm;
+    *scale = (float)s;
+    return SL_OK;
 }
 
 sl_status sl_net_update(sl_net *net)
@@ -148,14 +260,23 @@ sl_status sl_net_update(sl_net *net)
         return st;
     if (!net->has_grads)
         return sl_set_error(SL_ERR_STATE, "sl_net_update: no gradients (call sl_net_compute_gradients)");
-    update_ctx u = {net, sl_net_exec(net), net->steps + 1};
+    if (net->accum > 1 && net->micro < net->accum)
+        return sl_set_error(SL_ERR_STATE,
+                            "sl_net_update: gradient accumulation over %d micro-batches, %d "
+                            "accumulated so far; compute the gradients of %d more first",
+                            net->accum, net->micro, net->accum - net->micro);
+    update_ctx u = {net, sl_net_exec(net), net->steps + 1, 1.0f};
     double t0 = sl_profile_clock(net, &u.ex);
+    st = update_scale(net, &u.ex, &u.grad_scale);
+    if (st != SL_OK)
+        return st;
     sl_net_visit_optimizer_state(net, update_param, &u);
     sl_profile_add_update(net, &u.ex, t0);
     st = u.ex.be->sync(&u.ex);
     if (st != SL_OK)
         return st;
     net->steps = u.step;
+    net->micro = 0;
     return SL_OK;
 }
 
@@ -165,7 +286,9 @@ sl_status sl_net_train_step(sl_net *net, const float *x, sl_shape shape, const i
     if (net && !net->has_optimizer)
         return sl_set_error(SL_ERR_STATE, "sl_net_train_step: no optimizer set (call sl_net_set_optimizer)");
     sl_status st = sl_net_compute_gradients(net, x, shape, labels, result);
-    return st == SL_OK ? sl_net_update(net) : st;
+    if (st != SL_OK || net->micro < net->accum)
+        return st; /* accumulating: the update follows the k-th micro-batch */
+    return sl_net_update(net);
 }
 
 int64_t sl_net_step_count(const sl_net *net) { return net ? net->steps : 0; }
