@@ -1,7 +1,7 @@
 /*
  * bench_gpt2.c — one GPT-2 training configuration: builds GPT-2 (small by
  * default, or --layers/--embd/--heads/--vocab/--context) with seeded random
- * weights, Adam(W) with weight decay 0, random token batches, and trains
+ * weights, AdamW (weight decay 0, as llm.c), random token batches, and trains
  * a warm-up step plus a few measured ones at --batch B --seq T under a
  * checkpointing schedule. It reports the median step time, the planned
  * memory (activation arena, parameters, gradients, optimizer state,
@@ -179,9 +179,10 @@ int main(int argc, char **argv)
     sl_profile_entry *prof = NULL;
     int rc = 0;
     sl_shape s = {o.batch, 1, o.seq, 1};
-    /* Adam with weight decay 0: torch.optim.AdamW and llm.c's AdamW with
-     * weight_decay 0 take the same steps; the state is two moments either way. */
-    sl_optimizer_options opt = sl_adam(1e-4f, 0.9f, 0.999f, 1e-8f, 0.0f);
+    /* AdamW as bench_gpt2_torch.py's torch.optim.AdamW and llm.c's
+     * train_gpt2 run it: lr 1e-4, betas 0.9 / 0.999, eps 1e-8, weight
+     * decay 0 (llm.c's setting). */
+    sl_optimizer_options opt = sl_adamw(1e-4f, 0.9f, 0.999f, 1e-8f, 0.0f);
 
     if (sl_context_create(&co, &ctx) != SL_OK)
         return fail("creating the context");
