@@ -6,6 +6,7 @@
 #
 #   bench/gpt2.sh [BUILD_DIR] [--llmc-bin PATH] [--steps N] [--mid-steps N] [--long-steps N]
 #                 [--threads N] [--no-long] [--smoke] [--out DIR] [--table-only DIR]
+#                 [--only NAME,NAME...]
 #
 # BUILD_DIR (default ./build) must hold bench/bench_gpt2 (configure with
 # -DSL_BUILD_BENCH=ON); this script builds nothing. PYTHON is the
@@ -34,7 +35,11 @@
 # tiny GPT-2 (2 layers, C=64, V=512), 1 step, ours only, to check the
 # script itself (tests/test_bench_gpt2_sh). --out DIR keeps every run's
 # JSON in DIR (else a temporary folder); --table-only DIR prints the table
-# from such a folder without running anything (for a job cut short).
+# from such a folder without running anything (for a job cut short);
+# --only runs just the named configurations (ours_64, torch_64,
+# torch_ckpt_64, llmc_64, ours_1024, ours_budget_1024, ours_sqrt_1024,
+# torch_1024, torch_ckpt_1024, ours_prof_64, ours_long, torch_ckpt_long),
+# into --out's folder beside earlier ones.
 set -eu
 
 build=./build
@@ -51,6 +56,7 @@ long=1
 smoke=0
 out=
 table_only=
+only=
 while [ $# -gt 0 ]; do
     case "$1" in
         --llmc-bin) llmc=$2; shift 2 ;;
@@ -62,8 +68,10 @@ while [ $# -gt 0 ]; do
         --smoke) smoke=1; shift ;;
         --out) out=$2; shift 2 ;;
         --table-only) table_only=$2; shift 2 ;;
+        --only) only=$2; shift 2 ;;
         *) echo "usage: $0 [BUILD_DIR] [--llmc-bin PATH] [--steps N] [--mid-steps N] [--long-steps N]" \
-                "[--threads N] [--no-long] [--smoke] [--out DIR] [--table-only DIR]" >&2
+                "[--threads N] [--no-long] [--smoke] [--out DIR] [--table-only DIR]" \
+                "[--only NAME,NAME...]" >&2
            exit 2 ;;
     esac
 done
@@ -119,6 +127,10 @@ echo "$me: $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) cores, load average $(cut 
 run() {
     name=$1 kind=$2
     shift 2
+    case ",$only," in
+        ,,|*",$name,"*) ;;
+        *) return 0 ;;
+    esac
     echo "$me: $name ($kind $*), load average $(cut -d' ' -f1-3 /proc/loadavg)" >&2
     case "$kind" in
         ours) set -- "$bin" "$@" --threads "$threads" --json ;;
