@@ -23,14 +23,11 @@
  * measured steps and prints them, slowest first. gpt2.sh runs this beside
  * PyTorch (bench_gpt2_torch.py) and llm.c (bench_gpt2_llmc.py).
  */
-#define _POSIX_C_SOURCE 200809L /* sysconf */
 
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
-#include <unistd.h>
 
 #include "common.h"
 #include "sublinear.h"
@@ -53,26 +50,6 @@ _Noreturn static void usage(const char *argv0)
             argv0);
     exit(2);
 }
-
-static uint64_t peak_rss(void)
-{
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
-    return (uint64_t)ru.ru_maxrss * 1024u;
-}
-
-static uint64_t current_rss(void)
-{
-    FILE *f = fopen("/proc/self/statm", "r");
-    unsigned long long size = 0, resident = 0;
-    if (!f)
-        return 0;
-    int got = fscanf(f, "%llu %llu", &size, &resident);
-    fclose(f);
-    return got == 2 ? (uint64_t)resident * (uint64_t)sysconf(_SC_PAGESIZE) : 0;
-}
-
-static double mib(uint64_t b) { return (double)b / 1048576.0; }
 
 static int parse_int(const char *s, int min, int *out)
 {
@@ -234,10 +211,10 @@ int main(int argc, char **argv)
                    "grads %.1f, optimizer %.1f), recompute %.1f%%; keep-everything %.1f MiB "
                    "(arena %.1f)\n",
                    o.cfg.layers, o.cfg.embd, o.cfg.heads, o.cfg.vocab, o.cfg.context, o.batch,
-                   o.seq, o.schedule, (unsigned long long)param_count, mib(mine.total),
-                   mib(mine.arena_bytes), mib(mine.params), mib(mine.param_grads),
-                   mib(mine.optimizer), 100.0 * mine.recompute_fraction, mib(none_plan.total),
-                   mib(none_plan.arena_bytes));
+                   o.seq, o.schedule, (unsigned long long)param_count, bench_mib(mine.total),
+                   bench_mib(mine.arena_bytes), bench_mib(mine.params), bench_mib(mine.param_grads),
+                   bench_mib(mine.optimizer), 100.0 * mine.recompute_fraction, bench_mib(none_plan.total),
+                   bench_mib(none_plan.arena_bytes));
         goto done;
     }
 
@@ -251,7 +228,7 @@ int main(int argc, char **argv)
         goto done;
     }
     uint64_t rng = 0x9e3779b97f4a7c15ull ^ (uint64_t)(o.seed + 1);
-    uint64_t rss_base = current_rss();
+    uint64_t rss_base = bench_current_rss();
     if (!o.json) {
         printf("GPT-2 L=%d C=%d heads=%d V=%d context=%d (%llu parameters), B=%d T=%d, "
                "schedule %s, %s attention, %d threads, %d steps\n",
@@ -260,10 +237,10 @@ int main(int argc, char **argv)
                o.cfg.flash ? "flash" : "plain", o.threads, o.steps);
         printf("planned total %.1f MiB: activation arena %.1f, params %.1f, grads %.1f, "
                "optimizer %.1f; recompute %.1f%% (keep-everything %.1f MiB, arena %.1f)\n",
-               mib(mine.total), mib(mine.arena_bytes), mib(mine.params), mib(mine.param_grads),
-               mib(mine.optimizer), 100.0 * mine.recompute_fraction, mib(none_plan.total),
-               mib(none_plan.arena_bytes));
-        printf("RSS before the first step: %.1f MiB\n", mib(rss_base));
+               bench_mib(mine.total), bench_mib(mine.arena_bytes), bench_mib(mine.params), bench_mib(mine.param_grads),
+               bench_mib(mine.optimizer), 100.0 * mine.recompute_fraction, bench_mib(none_plan.total),
+               bench_mib(none_plan.arena_bytes));
+        printf("RSS before the first step: %.1f MiB\n", bench_mib(rss_base));
         fflush(stdout);
     }
 
@@ -291,7 +268,7 @@ int main(int argc, char **argv)
         last_loss = r.loss;
         if (!o.json) {
             printf("step %d: %.3f s, loss %.4f, RSS %.1f MiB\n", step + 1, times[step], r.loss,
-                   mib(current_rss()));
+                   bench_mib(bench_current_rss()));
             fflush(stdout);
         }
     }
@@ -304,7 +281,7 @@ int main(int argc, char **argv)
         rc = fail("reporting memory");
         goto done;
     }
-    uint64_t rss_peak = peak_rss();
+    uint64_t rss_peak = bench_peak_rss();
 
     int n_prof = 0;
     if (o.profile && o.steps > 1) {
@@ -343,9 +320,9 @@ int main(int argc, char **argv)
     } else {
         printf("planned total %.1f MiB, measured by the library %.1f MiB (arena %.1f / %.1f "
                "MiB planned)\n",
-               mib(mine.total), mib(after.measured_total), mib(after.arena_measured),
-               mib(mine.arena_bytes));
-        printf("peak RSS %.1f MiB (baseline %.1f MiB)\n", mib(rss_peak), mib(rss_base));
+               bench_mib(mine.total), bench_mib(after.measured_total), bench_mib(after.arena_measured),
+               bench_mib(mine.arena_bytes));
+        printf("peak RSS %.1f MiB (baseline %.1f MiB)\n", bench_mib(rss_peak), bench_mib(rss_base));
         printf("%.3f s/step (median of %d after a %.3f s warm-up), recompute %.1f%%\n", median,
                m, warmup, 100.0 * mine.recompute_fraction);
         if (foreign >= 0.0)

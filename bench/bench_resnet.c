@@ -28,15 +28,12 @@
  * first step (libraries, OpenMP, the parameters, the input batch) is
  * printed as the baseline.
  */
-#define _POSIX_C_SOURCE 200809L /* sysconf */
 
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
-#include <unistd.h>
 
 #include "common.h"
 #include "sublinear.h"
@@ -60,28 +57,6 @@ _Noreturn static void usage(const char *argv0)
             argv0);
     exit(2);
 }
-
-/* Peak resident set of this process in bytes (ru_maxrss is KiB on Linux). */
-static uint64_t peak_rss(void)
-{
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
-    return (uint64_t)ru.ru_maxrss * 1024u;
-}
-
-/* Resident set now, in bytes (/proc/self/statm), or 0. */
-static uint64_t current_rss(void)
-{
-    FILE *f = fopen("/proc/self/statm", "r");
-    unsigned long long size = 0, resident = 0;
-    if (!f)
-        return 0;
-    int got = fscanf(f, "%llu %llu", &size, &resident);
-    fclose(f);
-    return got == 2 ? (uint64_t)resident * (uint64_t)sysconf(_SC_PAGESIZE) : 0;
-}
-
-static double mib(uint64_t b) { return (double)b / 1048576.0; }
 
 static int parse_int(const char *s, int min, int *out)
 {
@@ -240,8 +215,8 @@ int main(int argc, char **argv)
                    "recomputed segments %d, planned total %.1f MiB (arena %.1f MiB), recompute "
                    "%.1f%%; keep-everything %.1f MiB, sqrt %.1f MiB\n",
                    o.model, o.batch, o.res, o.res, o.schedule, n_top, sqrt_k, recomputed,
-                   mib(mine.total), mib(mine.arena_bytes), 100.0 * mine.recompute_fraction,
-                   mib(none_plan.total), mib(sqrt_plan.total));
+                   bench_mib(mine.total), bench_mib(mine.arena_bytes), 100.0 * mine.recompute_fraction,
+                   bench_mib(none_plan.total), bench_mib(sqrt_plan.total));
         goto done;
     }
 
@@ -263,7 +238,7 @@ int main(int argc, char **argv)
         rc = fail("drawing a batch");
         goto done;
     }
-    uint64_t rss_base = current_rss(), peak_base = peak_rss();
+    uint64_t rss_base = bench_current_rss(), peak_base = bench_peak_rss();
 
     if (!o.json) {
         printf("%s, batch %d, %dx%d, %d classes, schedule %s, %d threads, %d steps\n", o.model,
@@ -271,10 +246,10 @@ int main(int argc, char **argv)
         printf("top-level layers %d (sqrt: %d segments), recomputed segments %d\n", n_top,
                sqrt_k, recomputed);
         printf("planned total %.1f MiB (arena %.1f MiB; keep-everything %.1f MiB, sqrt %.1f MiB)\n",
-               mib(mine.total), mib(mine.arena_bytes), mib(none_plan.total),
-               mib(sqrt_plan.total));
-        printf("RSS before the first step: %.1f MiB (peak so far %.1f MiB)\n", mib(rss_base),
-               mib(peak_base));
+               bench_mib(mine.total), bench_mib(mine.arena_bytes), bench_mib(none_plan.total),
+               bench_mib(sqrt_plan.total));
+        printf("RSS before the first step: %.1f MiB (peak so far %.1f MiB)\n", bench_mib(rss_base),
+               bench_mib(peak_base));
         fflush(stdout);
     }
 
@@ -299,7 +274,7 @@ int main(int argc, char **argv)
         last_loss = r.loss;
         if (!o.json) {
             printf("step %d: %.3f s, loss %.4f, RSS %.1f MiB\n", step + 1, times[step], r.loss,
-                   mib(current_rss()));
+                   bench_mib(bench_current_rss()));
             fflush(stdout);
         }
     }
@@ -314,7 +289,7 @@ int main(int argc, char **argv)
         rc = fail("reporting memory");
         goto done;
     }
-    uint64_t rss_peak = peak_rss();
+    uint64_t rss_peak = bench_peak_rss();
 
     if (o.json) {
         printf("{\"impl\":\"sublinear\",\"model\":\"%s\",\"batch\":%d,\"res\":%d,\"classes\":%d,"
@@ -337,9 +312,9 @@ int main(int argc, char **argv)
     } else {
         printf("planned total %.1f MiB, measured by the library %.1f MiB (arena %.1f / %.1f "
                "MiB planned)\n",
-               mib(mine.total), mib(after.measured_total), mib(after.arena_measured),
-               mib(mine.arena_bytes));
-        printf("peak RSS %.1f MiB (baseline %.1f MiB)\n", mib(rss_peak), mib(rss_base));
+               bench_mib(mine.total), bench_mib(after.measured_total), bench_mib(after.arena_measured),
+               bench_mib(mine.arena_bytes));
+        printf("peak RSS %.1f MiB (baseline %.1f MiB)\n", bench_mib(rss_peak), bench_mib(rss_base));
         printf("%.3f s/step (median of %d after a %.3f s warm-up), recompute %.1f%%\n", median,
                m, warmup, 100.0 * mine.recompute_fraction);
         if (foreign >= 0.0)

@@ -1,8 +1,8 @@
 /*
- * common.c — clock, median and machine-load helpers of the C benchmarks
+ * common.c — clock, median, machine-load and memory helpers of the C benchmarks
  * (see common.h).
  */
-#define _POSIX_C_SOURCE 200809L /* clock_gettime */
+#define _POSIX_C_SOURCE 200809L /* clock_gettime, sysconf */
 
 #include "common.h"
 
@@ -72,3 +72,23 @@ double bench_load_foreign_pct(const bench_load *l)
     double pct = 100.0 * ((busy - l->busy_s) - (own_cpu_s() - l->own_s)) / (wall * (double)ncpu);
     return pct < 0.0 ? 0.0 : pct;
 }
+
+uint64_t bench_peak_rss(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return (uint64_t)ru.ru_maxrss * 1024u;
+}
+
+uint64_t bench_current_rss(void)
+{
+    FILE *f = fopen("/proc/self/statm", "r");
+    unsigned long long size = 0, resident = 0;
+    if (!f)
+        return 0;
+    int got = fscanf(f, "%llu %llu", &size, &resident);
+    fclose(f);
+    return got == 2 ? (uint64_t)resident * (uint64_t)sysconf(_SC_PAGESIZE) : 0;
+}
+
+double bench_mib(uint64_t bytes) { return (double)bytes / 1048576.0; }

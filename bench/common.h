@@ -2,10 +2,12 @@
  * common.h — what the C benchmarks share: a monotonic clock, the median of
  * repeated timings, and how busy other processes kept the machine while a
  * benchmark ran (the benches report ratios from shared machines, so each
- * result carries this noise indicator).
+ * result carries this noise indicator), and the process's resident set.
  */
 #ifndef SL_BENCH_COMMON_H
 #define SL_BENCH_COMMON_H
+
+#include <stdint.h>
 
 /* Seconds on a monotonic clock. */
 double bench_now_s(void);
@@ -28,5 +30,14 @@ void bench_load_start(bench_load *l);
 /* Share of all cores, in percent, that other processes kept busy since
  * bench_load_start; -1 where /proc/stat cannot be read. */
 double bench_load_foreign_pct(const bench_load *l);
+
+/* Peak resident set of this process in bytes (ru_maxrss is KiB on Linux). */
+uint64_t bench_peak_rss(void);
+
+/* Resident set now, in bytes (/proc/self/statm), or 0. */
+uint64_t bench_current_rss(void);
+
+/* Bytes in MiB. */
+double bench_mib(uint64_t bytes);
 
 #endif
