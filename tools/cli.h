@@ -101,6 +101,17 @@ double cli_mib(uint64_t bytes);
 void cli_print_report(FILE *f, const sl_memory_report *r);
 /* A report as one JSON object (sl_memory_report_json). */
 void cli_json_report(FILE *f, const sl_memory_report *r);
+/* Seconds on a monotonic clock. */
+double cli_now_seconds(void);
+/* The bar of a progress line: CLI_BAR_WIDTH characters, '#' for the share
+ * of steps done, '.' for the rest, NUL-terminated. */
+#define CLI_BAR_WIDTH 24
+void cli_progress_bar(char bar[CLI_BAR_WIDTH + 1], int64_t step, int steps);
+/* Plans one training step under `schedule` (into *planned) and under
+ * keep-everything (*baseline), leaving the network's schedule as it was
+ * set. Returns 0, or CLI_EXIT_FAIL after printing why. */
+int cli_plan_with_baseline(sl_net *net, sl_shape shape, sl_schedule schedule,
+                           sl_memory_report *planned, sl_memory_report *baseline);
 /* A number for JSON (null when not finite), on stdout. */
 void cli_json_number(double v);
 /* "activation memory saved against keep-everything: ..." for a run's

@@ -21,7 +21,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "cli.h"
@@ -45,14 +44,6 @@ typedef struct train_run {
     double test_accuracy; /* < 0: not measured */
     int tty;
 } train_run;
-
-static double now_seconds(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
 
 static int setup(train_run *r)
 {
@@ -95,13 +86,7 @@ static int setup(train_run *r)
     r->rank = sl_dist_rank(r->dist);
     r->ranks = sl_dist_size(r->dist);
     r->first_step = sl_net_step_count(r->net);
-    if (sl_net_memory_report(r->net, r->shape, SL_MODE_TRAIN, &r->planned) != SL_OK)
-        return cli_fail("planning");
-    if (sl_net_set_schedule(r->net, SL_SCHEDULE_NONE) != SL_OK ||
-        sl_net_memory_report(r->net, r->shape, SL_MODE_TRAIN, &r->baseline) != SL_OK ||
-        sl_net_set_schedule(r->net, o->schedule) != SL_OK)
-        return cli_fail("planning the keep-everything baseline");
-    return 0;
+    return cli_plan_with_baseline(r->net, r->shape, o->schedule, &r->planned, &r->baseline);
 }
 
 static void print_header(const train_run *r)
@@ -126,12 +111,8 @@ static void print_header(const train_run *r)
 static void print_progress(const train_run *r, int64_t step, double acc, double images_per_s,
                            uint64_t mem_bytes)
 {
-    enum { WIDTH = 24 };
-    char bar[WIDTH + 1];
-    int filled = (int)((double)WIDTH * (double)step / (double)r->o->steps);
-    for (int i = 0; i < WIDTH; i++)
-        bar[i] = i < filled ? '#' : '.';
-    bar[WIDTH] = '\0';
+    char bar[CLI_BAR_WIDTH + 1];
+    cli_progress_bar(bar, step, r->o->steps);
     printf("%sstep %6lld/%d [%s] loss %.4f  acc %5.1f%%  %7.1f img/s  mem %.2f MiB%s",
            r->tty ? "\r" : "", (long long)step, r->o->steps, bar, r->loss_avg, 100.0 * acc,
            images_per_s, cli_mib(mem_bytes), r->tty ? "  " : "\n");
@@ -166,7 +147,7 @@ static int sum_over_ranks(train_run *r, double *v, int n)
 static int train_loop(train_run *r)
 {
     cli_options *o = r->o;
-    double t0 = now_seconds();
+    double t0 = cli_now_seconds();
     int64_t window_correct = 0, window_seen = 0;
     uint64_t mem = 0;
     int show = !o->json && !o->quiet && r->rank == 0;
@@ -200,7 +181,7 @@ static int train_loop(train_run *r)
                      : sl_save_snapshot(r->net, o->snapshot)) != SL_OK)
             return cli_fail("saving the snapshot");
         if ((step + 1) % o->log_every == 0 || step + 1 == o->steps) {
-            double dt = now_seconds() - t0, window[2] = {(double)window_correct, (double)window_seen};
+            double dt = cli_now_seconds() - t0, window[2] = {(double)window_correct, (double)window_seen};
             if (sum_over_ranks(r, window, 2))
                 return CLI_EXIT_FAIL;
             if (show)
@@ -209,7 +190,7 @@ static int train_loop(train_run *r)
             window_correct = window_seen = 0;
         }
     }
-    r->seconds = now_seconds() - t0;
+    r->seconds = cli_now_seconds() - t0;
     double totals[2] = {(double)r->correct, (double)r->seen};
     if (sum_over_ranks(r, totals, 2))
         return CLI_EXIT_FAIL;

@@ -11,7 +11,6 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "cli.h"
@@ -31,13 +30,6 @@ typedef struct lm_run {
     int val_batches;
     int tty;
 } lm_run;
-
-static double now_seconds(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
 
 static int setup(lm_run *r)
 {
@@ -67,13 +59,7 @@ static int setup(lm_run *r)
     if (o->resume && sl_load_snapshot(r->net, o->resume) != SL_OK)
         return cli_fail("resuming from the snapshot");
     r->first_step = sl_net_step_count(r->net);
-    if (sl_net_memory_report(r->net, r->shape, SL_MODE_TRAIN, &r->planned) != SL_OK)
-        return cli_fail("planning");
-    if (sl_net_set_schedule(r->net, SL_SCHEDULE_NONE) != SL_OK ||
-        sl_net_memory_report(r->net, r->shape, SL_MODE_TRAIN, &r->baseline) != SL_OK ||
-        sl_net_set_schedule(r->net, o->schedule) != SL_OK)
-        return cli_fail("planning the keep-everything baseline");
-    return 0;
+    return cli_plan_with_baseline(r->net, r->shape, o->schedule, &r->planned, &r->baseline);
 }
 
 static void print_header(const lm_run *r)
@@ -96,12 +82,8 @@ static void print_header(const lm_run *r)
 
 static void print_progress(const lm_run *r, int64_t step, double tokens_per_s, uint64_t mem)
 {
-    enum { WIDTH = 24 };
-    char bar[WIDTH + 1];
-    int filled = (int)((double)WIDTH * (double)step / (double)r->o->steps);
-    for (int i = 0; i < WIDTH; i++)
-        bar[i] = i < filled ? '#' : '.';
-    bar[WIDTH] = '\0';
+    char bar[CLI_BAR_WIDTH + 1];
+    cli_progress_bar(bar, step, r->o->steps);
     printf("%sstep %6lld/%d [%s] loss %.4f  %8.1f tok/s  mem %.2f MiB%s", r->tty ? "\r" : "",
            (long long)step, r->o->steps, bar, r->loss_avg, tokens_per_s, cli_mib(mem),
            r->tty ? "  " : "\n");
@@ -111,7 +93,7 @@ static void print_progress(const lm_run *r, int64_t step, double tokens_per_s, u
 static int train_loop(lm_run *r)
 {
     cli_options *o = r->o;
-    double t0 = now_seconds();
+    double t0 = cli_now_seconds();
     uint64_t mem = 0;
     int show = !o->json && !o->quiet;
     for (int64_t step = r->first_step; step < o->steps; step++) {
@@ -141,9 +123,9 @@ static int train_loop(lm_run *r)
             sl_save_snapshot(r->net, o->snapshot) != SL_OK)
             return cli_fail("saving the snapshot");
         if (show && ((step + 1) % o->log_every == 0 || step + 1 == o->steps))
-            print_progress(r, step + 1, (double)r->tokens / (now_seconds() - t0), mem);
+            print_progress(r, step + 1, (double)r->tokens / (cli_now_seconds() - t0), mem);
     }
-    r->seconds = now_seconds() - t0;
+    r->seconds = cli_now_seconds() - t0;
     if (show && r->tty && r->steps_run)
         printf("\n");
     return 0;

@@ -2,9 +2,11 @@
  * common.c — helpers the subcommands of `sublinear` share: building the
  * network the options describe, printing memory reports as text or JSON.
  */
+#define _POSIX_C_SOURCE 200809L /* clock_gettime */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "cli.h"
 
@@ -111,6 +113,33 @@ int cli_build(const cli_options *o, sl_context **ctx, sl_net **net)
 }
 
 double cli_mib(uint64_t bytes) { return (double)bytes / (1024.0 * 1024.0); }
+
+double cli_now_seconds(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+void cli_progress_bar(char bar[CLI_BAR_WIDTH + 1], int64_t step, int steps)
+{
+    int filled = (int)((double)CLI_BAR_WIDTH * (double)step / (double)steps);
+    for (int i = 0; i < CLI_BAR_WIDTH; i++)
+        bar[i] = i < filled ? '#' : '.';
+    bar[CLI_BAR_WIDTH] = '\0';
+}
+
+int cli_plan_with_baseline(sl_net *net, sl_shape shape, sl_schedule schedule,
+                           sl_memory_report *planned, sl_memory_report *baseline)
+{
+    if (sl_net_memory_report(net, shape, SL_MODE_TRAIN, planned) != SL_OK)
+        return cli_fail("planning");
+    if (sl_net_set_schedule(net, SL_SCHEDULE_NONE) != SL_OK ||
+        sl_net_memory_report(net, shape, SL_MODE_TRAIN, baseline) != SL_OK ||
+        sl_net_set_schedule(net, schedule) != SL_OK)
+        return cli_fail("planning the keep-everything baseline");
+    return 0;
+}
 
 void cli_json_number(double v)
 {
