@@ -570,6 +570,16 @@ SL_HD static inline uint64_t sl_attn_element(int bh, int t, int i, int j)
     return ((uint64_t)bh * (uint64_t)t + (uint64_t)i) * (uint64_t)t + (uint64_t)j;
 }
 
+/* q . k as one decoding step computes it on both devices: in float, over
+ * the head's channels in order. */
+SL_HD static inline float sl_attn_dot(const float *a, const float *b, int n)
+{
+    float s = 0.0f;
+    for (int c = 0; c < n; c++)
+        s += a[c] * b[c];
+    return s;
+}
+
 /* Scores are q . k / sqrt(head size). */
 SL_HD static inline float sl_attn_scale(int d) { return 1.0f / sqrtf((float)d); }
 

@@ -4,8 +4,8 @@
  * values of every position so far (a KV cache), in O(t d) per head.
  *
  * Arithmetic per head, the same as cuda_decode.cu's: logit_j =
- * sl_attn_logit(q . k_j, scale) with the dot product in float over the
- * head's channels in order; the maximum m; the sum of sl_attn_exp(logit_j,
+ * sl_attn_logit(sl_attn_dot(q, k_j), scale), the dot product in float over
+ * the head's channels in order; the maximum m; the sum of sl_attn_exp(logit_j,
  * m) in double in key order; p_j = exp / (float)sum; y[c] = sum_j p_j
  * v_j[c] in float in key order. Scores are recomputed in each pass (no
  * workspace). Heads go to an OpenMP team, one head per thread from start
@@ -17,14 +17,6 @@
 #include "base/element.h"
 #include "cpu/cpu.h"
 
-static float head_dot(const float *a, const float *b, int n)
-{
-    float s = 0.0f;
-    for (int c = 0; c < n; c++)
-        s += a[c] * b[c];
-    return s;
-}
-
 static void decode_head(int h, int d, int t, const float *q, const float *k, const float *v,
                         int ld, float *y)
 {
@@ -34,17 +26,18 @@ static void decode_head(int h, int d, int t, const float *q, const float *k, con
     float *yh = y + (size_t)h * d;
     float mx = -INFINITY;
     for (int j = 0; j < t; j++) {
-        float lg = sl_attn_logit(head_dot(qh, kh + (size_t)j * ld, d), scale);
+        float lg = sl_attn_logit(sl_attn_dot(qh, kh + (size_t)j * ld, d), scale);
         mx = lg > mx ? lg : mx;
     }
     double s = 0.0;
     for (int j = 0; j < t; j++)
-        s += sl_attn_exp(sl_attn_logit(head_dot(qh, kh + (size_t)j * ld, d), scale), mx);
+        s += sl_attn_exp(sl_attn_logit(sl_attn_dot(qh, kh + (size_t)j * ld, d), scale), mx);
     float sf = (float)s;
     for (int c = 0; c < d; c++)
         yh[c] = 0.0f;
     for (int j = 0; j < t; j++) {
-        float p = sl_attn_exp(sl_attn_logit(head_dot(qh, kh + (size_t)j * ld, d), scale), mx) / sf;
+        float lg = sl_attn_logit(sl_attn_dot(qh, kh + (size_t)j * ld, d), scale);
+        float p = sl_attn_exp(lg, mx) / sf;
         const float *vr = vh + (size_t)j * ld;
         for (int c = 0; c < d; c++)
             yh[c] += p * vr[c];

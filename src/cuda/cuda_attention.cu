@@ -14,6 +14,7 @@
 #include <math.h>
 
 #include "base/element.h"
+#include "cuda/cuda_block.h"
 #include "cuda/cuda_common.h"
 
 #define ATTN_THREADS 128
@@ -43,44 +44,6 @@ static __device__ attn_row attn_row_of(const sl_attention_desc &d, const float *
     return r;
 }
 
-static __device__ float dot(const float *a, const float *b, int n)
-{
-    float s = 0.0f;
-    for (int c = 0; c < n; c++)
-        s += a[c] * b[c];
-    return s;
-}
-
-/* The block's maximum of v (a fixed tree). */
-static __device__ float block_max(float v, float *sh)
-{
-    sh[threadIdx.x] = v;
-    __syncthreads();
-    for (int s = ATTN_THREADS / 2; s > 0; s >>= 1) {
-        if ((int)threadIdx.x < s)
-            sh[threadIdx.x] = fmaxf(sh[threadIdx.x], sh[threadIdx.x + s]);
-        __syncthreads();
-    }
-    float r = sh[0];
-    __syncthreads();
-    return r;
-}
-
-/* The block's sum of v in double (a fixed tree). */
-static __device__ double block_sum(double v, double *sh)
-{
-    sh[threadIdx.x] = v;
-    __syncthreads();
-    for (int s = ATTN_THREADS / 2; s > 0; s >>= 1) {
-        if ((int)threadIdx.x < s)
-            sh[threadIdx.x] += sh[threadIdx.x + s];
-        __syncthreads();
-    }
-    double r = sh[0];
-    __syncthreads();
-    return r;
-}
-
 static __device__ float factor_of(const sl_dropout_mask &m, const sl_attention_desc &d, int bh,
                                   int i, int j)
 {
@@ -104,12 +67,13 @@ static __global__ void attn_fwd(sl_attention_desc d, const float *qkv, float *y,
         attn_row r = attn_row_of(d, qkv, row);
         float mx = -INFINITY;
         for (int j = threadIdx.x; j <= r.i; j += ATTN_THREADS)
-            mx = fmaxf(mx, sl_attn_logit(dot(r.q, r.k + (size_t)j * r.ldq, d.d), scale));
-        mx = block_max(mx, fsh);
+            mx = fmaxf(mx, sl_attn_logit(sl_attn_dot(r.q, r.k + (size_t)j * r.ldq, d.d), scale));
+        mx = sl_cuda_block_max(mx, fsh, ATTN_THREADS);
         double s = 0.0;
         for (int j = threadIdx.x; j <= r.i; j += ATTN_THREADS)
-            s += sl_attn_exp(sl_attn_logit(dot(r.q, r.k + (size_t)j * r.ldq, d.d), scale), mx);
-        s = block_sum(s, dsh);
+            s += sl_attn_exp(
+                sl_attn_logit(sl_attn_dot(r.q, r.k + (size_t)j * r.ldq, d.d), scale), mx);
+        s = sl_cuda_block_sum(s, dsh, ATTN_THREADS);
         float sf = (float)s;
         float *yr = y + r.out;
         for (int c0 = 0; c0 < d.d; c0 += ATTN_THREADS) {
@@ -118,7 +82,7 @@ static __global__ void attn_fwd(sl_attention_desc d, const float *qkv, float *y,
             for (int j0 = 0; j0 <= r.i; j0 += ATTN_THREADS) {
                 int j = j0 + (int)threadIdx.x;
                 if (j <= r.i) {
-                    float lg = sl_attn_logit(dot(r.q, r.k + (size_t)j * r.ldq, d.d), scale);
+                    float lg = sl_attn_logit(sl_attn_dot(r.q, r.k + (size_t)j * r.ldq, d.d), scale);
                     float p = sl_attn_exp(lg, mx) / sf;
                     if (c0 == 0 && saved && !d.flash)
                         saved[row * d.t + j] = p;
@@ -147,7 +111,7 @@ static __device__ float prob_of(const sl_attention_desc &d, const float *saved, 
                                 const float *kj, size_t row_i, int j, float scale)
 {
     if (d.flash)
-        return sl_attn_exp(sl_attn_logit(dot(qi, kj, d.d), scale), saved[row_i]);
+        return sl_attn_exp(sl_attn_logit(sl_attn_dot(qi, kj, d.d), scale), saved[row_i]);
     return saved[row_i * d.t + j];
 }
 
@@ -167,7 +131,7 @@ static __global__ void attn_bwd_q(sl_attention_desc d, const float *qkv, const f
         double s = 0.0;
         for (int c = threadIdx.x; c < d.d; c += ATTN_THREADS)
             s += (double)(o[c] * g[c]);
-        float dii = (float)block_sum(s, dsh);
+        float dii = (float)sl_cuda_block_sum(s, dsh, ATTN_THREADS);
         if (threadIdx.x == 0)
             di[row] = dii;
         float *dq = dqkv + (r.q - qkv);
@@ -179,7 +143,7 @@ static __global__ void attn_bwd_q(sl_attention_desc d, const float *qkv, const f
                 if (j <= r.i) {
                     const float *kj = r.k + (size_t)j * r.ldq;
                     float p = prob_of(d, saved, r.q, kj, row, j, scale);
-                    float dpf = dot(g, r.v + (size_t)j * r.ldq, d.d);
+                    float dpf = sl_attn_dot(g, r.v + (size_t)j * r.ldq, d.d);
                     float f = factor_of(m, d, r.bh, r.i, j);
                     ds[threadIdx.x] = sl_attn_grad_logit(p, dpf, f, dii);
                 }
@@ -225,7 +189,8 @@ static __global__ void attn_bwd_kv(sl_attention_desc d, const float *qkv, const 
                     float p = prob_of(d, saved, qi, kj, first + i, j, scale);
                     float f = factor_of(m, d, r.bh, i, j);
                     pf[threadIdx.x] = p * f;
-                    ds[threadIdx.x] = sl_attn_grad_logit(p, dot(gi, vj, d.d), f, di[first + i]);
+                    ds[threadIdx.x] =
+                        sl_attn_grad_logit(p, sl_attn_dot(gi, vj, d.d), f, di[first + i]);
                 }
                 __syncthreads();
                 int ni = d.t - i0 < ATTN_THREADS ? d.t - i0 : ATTN_THREADS;

@@ -3,23 +3,16 @@
  * (run stage): a new token's query row per head against t cached key /
  * value rows. One block per head: the maximum and the double sum over a
  * fixed tree in shared memory, then each output channel summed by one
- * thread in key order, with the element rules cpu_decode.c uses
+ * thread in key order (cuda_block.h), with the element rules cpu_decode.c uses
  * (sl_attn_logit, sl_attn_exp, p = e / (float)sum): deterministic.
  */
 #include <math.h>
 
 #include "base/element.h"
+#include "cuda/cuda_block.h"
 #include "cuda/cuda_common.h"
 
 #define DEC_THREADS 128
-
-static __device__ float dec_dot(const float *a, const float *b, int n)
-{
-    float s = 0.0f;
-    for (int c = 0; c < n; c++)
-        s += a[c] * b[c];
-    return s;
-}
 
 static __global__ void attn_decode(int d, int t, const float *q, const float *k, const float *v,
                                    int ld, float *y)
@@ -33,26 +26,12 @@ static __global__ void attn_decode(int d, int t, const float *q, const float *k,
     const float *kh = k + (size_t)h * d, *vh = v + (size_t)h * d;
     float mx = -INFINITY;
     for (int j = threadIdx.x; j < t; j += DEC_THREADS)
-        mx = fmaxf(mx, sl_attn_logit(dec_dot(qh, kh + (size_t)j * ld, d), scale));
-    fsh[threadIdx.x] = mx;
-    __syncthreads();
-    for (int s = DEC_THREADS / 2; s > 0; s >>= 1) {
-        if ((int)threadIdx.x < s)
-            fsh[threadIdx.x] = fmaxf(fsh[threadIdx.x], fsh[threadIdx.x + s]);
-        __syncthreads();
-    }
-    mx = fsh[0];
+        mx = fmaxf(mx, sl_attn_logit(sl_attn_dot(qh, kh + (size_t)j * ld, d), scale));
+    mx = sl_cuda_block_max(mx, fsh, DEC_THREADS);
     double sum = 0.0;
     for (int j = threadIdx.x; j < t; j += DEC_THREADS)
-        sum += sl_attn_exp(sl_attn_logit(dec_dot(qh, kh + (size_t)j * ld, d), scale), mx);
-    dsh[threadIdx.x] = sum;
-    __syncthreads();
-    for (int s = DEC_THREADS / 2; s > 0; s >>= 1) {
-        if ((int)threadIdx.x < s)
-            dsh[threadIdx.x] += dsh[threadIdx.x + s];
-        __syncthreads();
-    }
-    float sf = (float)dsh[0];
+        sum += sl_attn_exp(sl_attn_logit(sl_attn_dot(qh, kh + (size_t)j * ld, d), scale), mx);
+    float sf = (float)sl_cuda_block_sum(sum, dsh, DEC_THREADS);
     for (int c0 = 0; c0 < d; c0 += DEC_THREADS) {
         int c = c0 + (int)threadIdx.x;
         float acc = 0.0f;
@@ -60,8 +39,10 @@ static __global__ void attn_decode(int d, int t, const float *q, const float *k,
             int j = j0 + (int)threadIdx.x;
             __syncthreads();
             if (j < t)
-                pb[threadIdx.x] =
-                    sl_attn_exp(sl_attn_logit(dec_dot(qh, kh + (size_t)j * ld, d), scale), mx) / sf;
+                pb[threadIdx.x] = sl_attn_exp(sl_attn_logit(sl_attn_dot(qh, kh + (size_t)j * ld, d),
+                                                            scale),
+                                              mx) /
+                                  sf;
             __syncthreads();
             int nj = t - j0 < DEC_THREADS ? t - j0 : DEC_THREADS;
             if (c < d)
