@@ -25,29 +25,12 @@ prints "SKIPPED: transformers not importable" (and {"skipped": ...} with
 import argparse
 import json
 import os
-import resource
 import statistics
 import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from cpu_load import LoadMeter  # noqa: E402
-
-
-def current_rss():
-    try:
-        with open("/proc/self/statm") as f:
-            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-    except (OSError, ValueError, IndexError):
-        return 0
-
-
-def peak_rss():
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # KiB on Linux
-
-
-def mib(b):
-    return b / 1048576.0
+from cpu_load import LoadMeter, current_rss, mib, peak_rss  # noqa: E402
 
 
 def main():

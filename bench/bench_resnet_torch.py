@@ -29,12 +29,10 @@ is a warm-up; s/step is the median of the others. Needs torch (Debian's is
 import argparse
 import inspect
 import json
-import os
-import resource
 import statistics
 import time
 
-from cpu_load import LoadMeter
+from cpu_load import LoadMeter, current_rss, mib, peak_rss
 import torch
 import torch.nn as nn
 from torch.utils.checkpoint import checkpoint_sequential
@@ -81,22 +79,6 @@ def resnet(depth, classes):
             inplanes = width * Bottleneck.expansion
     mods += [nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(inplanes, classes)]
     return nn.Sequential(*mods)
-
-
-def current_rss():
-    try:
-        with open("/proc/self/statm") as f:
-            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-    except (OSError, ValueError, IndexError):
-        return 0
-
-
-def peak_rss():
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # KiB on Linux
-
-
-def mib(b):
-    return b / 1048576.0
 
 
 def main():

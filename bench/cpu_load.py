@@ -1,6 +1,7 @@
 """How busy other processes kept the machine while a Python benchmark ran
 (the twin of bench_load in bench/common.c): the benches report ratios from
-shared machines, so each result carries this noise indicator."""
+shared machines, so each result carries this noise indicator. Also the
+process's resident set (the twins of bench_peak_rss / bench_current_rss)."""
 import os
 import resource
 import time
@@ -35,3 +36,21 @@ class LoadMeter:
             return -1.0
         pct = 100.0 * ((busy - self.busy) - (_own_cpu_s() - self.own)) / (wall * os.cpu_count())
         return max(pct, 0.0)
+
+
+def current_rss():
+    """Resident set now, in bytes (/proc/self/statm), or 0."""
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+def peak_rss():
+    """Peak resident set of this process in bytes (ru_maxrss is KiB on Linux)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+def mib(b):
+    return b / 1048576.0
