@@ -336,3 +336,11 @@ int th_param_count(sl_net *net)
     ck_assert_msg(st == SL_OK, "sl_net_param_count: %s", sl_last_error());
     return n;
 }
+
+sl_net *th_gpt2(sl_context *ctx, const sl_gpt2_config *c, sl_schedule schedule)
+{
+    sl_net *net = NULL;
+    ck_assert(sl_sublinear(ctx, 1, schedule, &net) == SL_OK);
+    ck_assert_msg(sl_model_gpt2(net, c) == SL_OK, "%s", sl_last_error());
+    return net;
+}

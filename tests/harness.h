@@ -49,6 +49,10 @@ void th_gradcheck(sl_net *net, const float *x, sl_shape in, int check_input, int
  * each stage and before the classifier). */
 void th_build_model(sl_net *net, const char *model, int res);
 
+/* A GPT-2 of config c (sl_model_gpt2) in a new network of ctx under
+ * schedule; asserts that it builds. */
+sl_net *th_gpt2(sl_context *ctx, const sl_gpt2_config *c, sl_schedule schedule);
+
 /* Freezes every BatchNorm of net (sl_net_freeze_batchnorm) and moves its
  * running statistics away from their (0, 1) init, so that the frozen
  * normalisation does something; works on a CUDA network too. Returns how

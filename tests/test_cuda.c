@@ -350,9 +350,7 @@ static sl_net *gpt2_net(sl_context *ctx, float dropout, sl_schedule schedule)
     c.vocab = 300;
     c.context = 64;
     c.dropout = dropout;
-    sl_net *net = NULL;
-    ck_assert(sl_sublinear(ctx, 1, schedule, &net) == SL_OK);
-    ck_assert_msg(sl_model_gpt2(net, &c) == SL_OK, "%s", sl_last_error());
+    sl_net *net = th_gpt2(ctx, &c, schedule);
     ck_assert(sl_net_set_lm_head(net, "transformer.wte.weight", SL_GPT2_IGNORE_INDEX, 17) == SL_OK);
     return net;
 }

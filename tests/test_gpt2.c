@@ -41,14 +41,6 @@ static sl_gpt2_config small_config(float dropout, int flash)
     return c;
 }
 
-static sl_net *make_gpt2(sl_context *ctx, sl_gpt2_config c, sl_schedule schedule)
-{
-    sl_net *net;
-    ck_assert(sl_sublinear(ctx, 1, schedule, &net) == SL_OK);
-    ck_assert_msg(sl_model_gpt2(net, &c) == SL_OK, "%s", sl_last_error());
-    return net;
-}
-
 /* Moves LayerNorm weights and every bias away from their 1 / 0 init, so
  * that each gradient path is exercised. */
 static void perturb(sl_net *net, uint64_t seed)
@@ -147,7 +139,7 @@ START_TEST(test_against_pytorch)
     }
     sl_context *ctx = th_context(21);
     sl_gpt2_config cfg = small_config(0.0f, 1);
-    sl_net *net = make_gpt2(ctx, cfg, SL_SCHEDULE_NONE);
+    sl_net *net = th_gpt2(ctx, &cfg, SL_SCHEDULE_NONE);
     perturb(net, 77);
     int32_t ids[B * T], targets[B * T];
     fill_tokens(ids, targets, cfg.vocab, 5, 1);
@@ -217,7 +209,7 @@ static void step_params(sl_schedule schedule, int ops_floor, th_params *out, flo
     sl_gpt2_config c = small_config(0.1f, 1);
     c.layers = 8; /* enough units for the least budget to nest */
     c.embd = 32;
-    sl_net *net = make_gpt2(ctx, c, schedule);
+    sl_net *net = th_gpt2(ctx, &c, schedule);
     int32_t ids[B * T], targets[B * T];
     fill_tokens(ids, targets, 512, 9, 1);
     if (ops_floor) { /* the least budget of this kind: multi-level */
@@ -270,8 +262,9 @@ END_TEST
 START_TEST(test_flash_and_chunks)
 {
     sl_context *ctx = th_context(25);
-    sl_net *a = make_gpt2(ctx, small_config(0.0f, 1), SL_SCHEDULE_NONE);
-    sl_net *b = make_gpt2(ctx, small_config(0.0f, 0), SL_SCHEDULE_NONE);
+    sl_gpt2_config flash = small_config(0.0f, 1), plain = small_config(0.0f, 0);
+    sl_net *a = th_gpt2(ctx, &flash, SL_SCHEDULE_NONE);
+    sl_net *b = th_gpt2(ctx, &plain, SL_SCHEDULE_NONE);
     ck_assert(sl_net_set_lm_head(a, "transformer.wte.weight", SL_GPT2_IGNORE_INDEX, 5) == SL_OK);
     ck_assert(sl_net_set_lm_head(b, "transformer.wte.weight", SL_GPT2_IGNORE_INDEX, B * T) == SL_OK);
     int n = th_param_count(a);
@@ -307,7 +300,8 @@ END_TEST
 START_TEST(test_learns)
 {
     sl_context *ctx = th_context(27);
-    sl_net *net = make_gpt2(ctx, small_config(0.0f, 1), SL_SCHEDULE_SQRT);
+    sl_gpt2_config c = small_config(0.0f, 1);
+    sl_net *net = th_gpt2(ctx, &c, SL_SCHEDULE_SQRT);
     sl_optimizer_options opt = sl_adamw(3e-3f, 0.9f, 0.95f, 1e-8f, 0.1f);
     ck_assert(sl_net_set_optimizer(net, &opt) == SL_OK);
     int32_t ids[B * T], targets[B * T];

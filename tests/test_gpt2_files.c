@@ -39,14 +39,6 @@ static sl_gpt2_config small_config(void)
     return c;
 }
 
-static sl_net *make_gpt2(sl_context *ctx, const sl_gpt2_config *c)
-{
-    sl_net *net;
-    ck_assert(sl_sequential(ctx, 1, &net) == SL_OK);
-    ck_assert_msg(sl_model_gpt2(net, c) == SL_OK, "%s", sl_last_error());
-    return net;
-}
-
 /* Every tensor moved by noise, so that no value is its init's. */
 static void perturb(sl_net *net, uint64_t seed)
 {
@@ -132,7 +124,7 @@ START_TEST(test_round_trip)
     sl_gpt2_config cfg = small_config();
     cfg.dropout = 0.1f; /* values that print with several digits */
     cfg.ln_eps = 3e-6f;
-    sl_net *net = make_gpt2(ctx, &cfg);
+    sl_net *net = th_gpt2(ctx, &cfg, SL_SCHEDULE_NONE);
     perturb(net, 40);
     char dir[] = "/tmp/sl_gpt2_files_XXXXXX";
     ck_assert(mkdtemp(dir));
@@ -153,7 +145,7 @@ START_TEST(test_round_trip)
     ck_assert(back.ln_eps == cfg.ln_eps);
     ck_assert_int_eq(back.flash, 1);
 
-    sl_net *other = make_gpt2(ctx, &back);
+    sl_net *other = th_gpt2(ctx, &back, SL_SCHEDULE_NONE);
     sl_load_report rep;
     path_in(path, sizeof path, out, "model.safetensors");
     ck_assert_msg(sl_load_model(other, path, NULL, &rep) == SL_OK, "%s", sl_last_error());
@@ -215,7 +207,7 @@ START_TEST(test_file_contents)
 {
     sl_context *ctx = th_context(4);
     sl_gpt2_config cfg = small_config();
-    sl_net *net = make_gpt2(ctx, &cfg);
+    sl_net *net = th_gpt2(ctx, &cfg, SL_SCHEDULE_NONE);
     char dir[] = "/tmp/sl_gpt2_files_XXXXXX";
     ck_assert(mkdtemp(dir));
     ck_assert_msg(sl_gpt2_save_pretrained(net, &cfg, dir) == SL_OK, "%s", sl_last_error());
@@ -357,7 +349,7 @@ START_TEST(test_hf_style_file)
 {
     sl_context *ctx = th_context(5);
     sl_gpt2_config cfg = small_config();
-    sl_net *src = make_gpt2(ctx, &cfg);
+    sl_net *src = th_gpt2(ctx, &cfg, SL_SCHEDULE_NONE);
     perturb(src, 90);
     char dir[] = "/tmp/sl_gpt2_files_XXXXXX";
     ck_assert(mkdtemp(dir));
@@ -370,7 +362,7 @@ START_TEST(test_hf_style_file)
     write_hf_style(src, &cfg, stray, 0, 1);
 
     /* Buffers and a tied head: accepted, counted as ignored. */
-    sl_net *dst = make_gpt2(ctx, &cfg);
+    sl_net *dst = th_gpt2(ctx, &cfg, SL_SCHEDULE_NONE);
     sl_load_report rep;
     ck_assert_msg(sl_load_model(dst, tied, NULL, &rep) == SL_OK, "%s", sl_last_error());
     ck_assert_int_eq(rep.loaded, th_param_count(src));
@@ -383,7 +375,7 @@ START_TEST(test_hf_style_file)
     th_params_free(&b);
 
     /* An untied head: refused, nothing loaded. */
-    sl_net *other = make_gpt2(ctx, &cfg);
+    sl_net *other = th_gpt2(ctx, &cfg, SL_SCHEDULE_NONE);
     th_params_capture(other, &fresh);
     th_assert_error(sl_load_model(other, untied, NULL, &rep), SL_ERR_FORMAT, "lm_head.weight");
     ck_assert(strstr(sl_last_error(), "untied LM head cannot load"));
@@ -404,7 +396,7 @@ START_TEST(test_hf_style_file)
     sl_net_free(other);
 
     /* A buffer beside no attention of the network is unexpected. */
-    other = make_gpt2(ctx, &cfg);
+    other = th_gpt2(ctx, &cfg, SL_SCHEDULE_NONE);
     th_assert_error(sl_load_model(other, stray, NULL, &rep), SL_ERR_NOT_FOUND,
                     "transformer.h.7.attn.bias");
     ck_assert_int_eq(rep.unexpected, 1);
@@ -508,7 +500,7 @@ START_TEST(test_save_errors)
 {
     sl_context *ctx = th_context(6);
     sl_gpt2_config cfg = small_config();
-    sl_net *net = make_gpt2(ctx, &cfg);
+    sl_net *net = th_gpt2(ctx, &cfg, SL_SCHEDULE_NONE);
     char dir[] = "/tmp/sl_gpt2_files_XXXXXX";
     ck_assert(mkdtemp(dir));
     sl_gpt2_config wrong = cfg;

@@ -121,8 +121,7 @@ START_TEST(test_both_ways)
     ck_assert_int_eq(cfg.context, 64);
     sl_context *ctx = th_context(8);
     sl_net *net;
-    ck_assert(sl_sequential(ctx, 1, &net) == SL_OK);
-    ck_assert_msg(sl_model_gpt2(net, &cfg) == SL_OK, "%s", sl_last_error());
+    net = th_gpt2(ctx, &cfg, SL_SCHEDULE_NONE);
     snprintf(path, sizeof path, "%s/hf/model.safetensors", dir);
     sl_load_report rep;
     ck_assert_msg(sl_load_model(net, path, NULL, &rep) == SL_OK, "%s", sl_last_error());
@@ -141,8 +140,7 @@ START_TEST(test_both_ways)
 
     /* (a') The same model as older transformers stored it, with a tied
      * lm_head.weight and the attention buffers: the same logits exactly. */
-    ck_assert(sl_sequential(ctx, 1, &net) == SL_OK);
-    ck_assert_msg(sl_model_gpt2(net, &cfg) == SL_OK, "%s", sl_last_error());
+    net = th_gpt2(ctx, &cfg, SL_SCHEDULE_NONE);
     snprintf(path, sizeof path, "%s/hf_old.safetensors", dir);
     ck_assert_msg(sl_load_model(net, path, NULL, &rep) == SL_OK, "%s", sl_last_error());
     printf("(a') older layout: loaded %d tensors, ignored %d (lm_head.weight, attn.bias, "
@@ -162,8 +160,7 @@ START_TEST(test_both_ways)
     mine.heads = 4;
     mine.vocab = 512;
     mine.context = 64;
-    ck_assert(sl_sequential(ctx, 1, &net) == SL_OK);
-    ck_assert_msg(sl_model_gpt2(net, &mine) == SL_OK, "%s", sl_last_error());
+    net = th_gpt2(ctx, &mine, SL_SCHEDULE_NONE);
     int n = th_param_count(net);
     for (int i = 0; i < n; i++) { /* LayerNorms and biases off their 1 / 0 init */
         sl_param_info p;
@@ -210,8 +207,7 @@ START_TEST(test_greedy_generate)
     ck_assert_msg(sl_gpt2_read_config(path, &cfg) == SL_OK, "%s", sl_last_error());
     sl_context *ctx = th_context(9);
     sl_net *net;
-    ck_assert(sl_sequential(ctx, 1, &net) == SL_OK);
-    ck_assert_msg(sl_model_gpt2(net, &cfg) == SL_OK, "%s", sl_last_error());
+    net = th_gpt2(ctx, &cfg, SL_SCHEDULE_NONE);
     snprintf(path, sizeof path, "%s/gen/model.safetensors", dir);
     ck_assert_msg(sl_load_model(net, path, NULL, NULL) == SL_OK, "%s", sl_last_error());
     int32_t *prompt = read_file(dir, "gen_prompt.bin", GEN_PROMPT * sizeof(int32_t));

@@ -58,9 +58,7 @@ static void perturb(sl_net *net, uint64_t seed)
 
 static sl_net *make_net(sl_context *ctx, const sl_gpt2_config *c, uint64_t seed)
 {
-    sl_net *net;
-    ck_assert(sl_sequential(ctx, 1, &net) == SL_OK);
-    ck_assert_msg(sl_model_gpt2(net, c) == SL_OK, "%s", sl_last_error());
+    sl_net *net = th_gpt2(ctx, c, SL_SCHEDULE_NONE);
     perturb(net, seed);
     return net;
 }
@@ -415,9 +413,7 @@ START_TEST(test_cli_sample)
     ck_assert(n >= 20);
     /* train a tiny model on the repeating text */
     sl_context *ctx = th_context(15);
-    sl_net *net;
-    ck_assert(sl_sequential(ctx, 1, &net) == SL_OK);
-    ck_assert(sl_model_gpt2(net, &c) == SL_OK);
+    sl_net *net = th_gpt2(ctx, &c, SL_SCHEDULE_NONE);
     sl_optimizer_options opt = sl_adamw(1e-2f, 0.9f, 0.95f, 1e-8f, 0.0f);
     ck_assert(sl_net_set_optimizer(net, &opt) == SL_OK);
     int T = 16;
