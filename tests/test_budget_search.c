@@ -107,7 +107,7 @@ static int enumerate(sl_net *net, const sl_seg_costs *costs, planned *out, int m
                 continue;
             sl_program prog;
             sl_plan plan;
-            ck_assert(sl_program_build(&net->graph, &c->sh, &seg, SL_MODE_TRAIN, 0, 0, 0, &prog) ==
+            ck_assert(sl_program_build(&net->graph, &c->sh, &seg, SL_MODE_TRAIN, 0, 0, 0, 0, &prog) ==
                       SL_OK);
             ck_assert(sl_plan_build(&net->graph, &prog, 1, &plan) == SL_OK);
             uint64_t model;
@@ -140,7 +140,7 @@ static int single_level_search(sl_net *net, const sl_shapes *sh, uint64_t budget
     ck_assert(seg.n_actions == 0);
     sl_program prog;
     sl_plan plan;
-    ck_assert(sl_program_build(&net->graph, sh, &seg, SL_MODE_TRAIN, 0, 0, 0, &prog) == SL_OK);
+    ck_assert(sl_program_build(&net->graph, sh, &seg, SL_MODE_TRAIN, 0, 0, 0, 0, &prog) == SL_OK);
     ck_assert(sl_plan_build(&net->graph, &prog, 1, &plan) == SL_OK);
     *peak = plan.arena_bytes + fixed_bytes(net);
     *redo = prog.refwd_flops;

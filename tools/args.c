@@ -31,7 +31,7 @@ typedef enum opt_id {
     OPT_JSON, OPT_DATASET, OPT_DATA, OPT_SAVE_MODEL, OPT_SNAPSHOT, OPT_SNAPSHOT_EVERY,
     OPT_RESUME, OPT_LOG_EVERY, OPT_QUIET, OPT_BN_RESCALE, OPT_DEVICE, OPT_DISTRIBUTED,
     OPT_NO_MEMORY_CHECK, OPT_DTYPE, OPT_EXPLAIN, OPT_GPU, OPT_TF32,
-    OPT_CLIP, OPT_WARMUP, OPT_LR_MIN, OPT_ACCUM,
+    OPT_CLIP, OPT_WARMUP, OPT_LR_MIN, OPT_ACCUM, OPT_UPDATE_IN_BACKWARD,
     OPT_SEQ, OPT_LAYERS, OPT_EMBD, OPT_HEADS, OPT_VOCAB, OPT_CONTEXT, OPT_DROPOUT, OPT_VAL,
     OPT_LOAD_MODEL,
 } opt_id;
@@ -81,6 +81,7 @@ static const opt_spec g_opts[] = {
     {"--warmup", OPT_WARMUP, CLI_TRAIN, 1},
     {"--lr-min", OPT_LR_MIN, CLI_TRAIN, 1},
     {"--accum", OPT_ACCUM, CLI_TRAIN, 1},
+    {"--update-in-backward", OPT_UPDATE_IN_BACKWARD, ALL_NETS, 0},
     {"--seq", OPT_SEQ, ALL_NETS, 1},
     {"--layers", OPT_LAYERS, ALL_NETS, 1},
     {"--embd", OPT_EMBD, ALL_NETS, 1},
@@ -139,6 +140,10 @@ static const char g_train_help[] =
     "  --lr-min X            the cosine's final learning rate (a tenth of --lr)\n"
     "  --accum K             accumulate the gradients of K batches per optimizer\n"
     "                        step (1): as one batch of K * --batch images\n"
+    "  --update-in-backward  update each layer as soon as its gradients are complete;\n"
+    "                        gradients then live in the activation arena for their\n"
+    "                        short lives (no gradient block): the same weights, less\n"
+    "                        memory (not with --clip, --accum or --distributed)\n"
     "GPT-2 (--model gpt2; AdamW betas (0.9, 0.95), decay 0.1 on matrices, lr 6e-4):\n"
     "  --data FILE           the training tokens: an llm.c shard (sublinear tokenize)\n"
     "  --val FILE            held-out tokens; --eval N sequences of them are scored\n"
@@ -196,6 +201,8 @@ static const char g_plan_help[] =
     "  --no-reuse            every tensor in storage of its own (a plain framework)\n"
     "  --optimizer KIND      sgd, adam, adamw or none: optimizer state counted (sgd;\n"
     "                        adamw for gpt2)\n"
+    "  --update-in-backward  plan the update inside backward: parameter gradients\n"
+    "                        as arena values instead of a fixed block\n"
     "  --seq T, --layers N, --embd C, --heads H, --vocab V, --context N\n"
     "                        gpt2's sequence length and shape (1024; GPT-2 small)\n"
     "  --explain             also print every top-level unit (layer or block): its\n"
@@ -410,6 +417,7 @@ static int set_option(cli_options *o, opt_id id, const char *v)
         return errno || end == v || *end || !(o->lr_min >= 0) || !isfinite(o->lr_min) ? -1 : 0;
     }
     case OPT_ACCUM: return cli_parse_int(v, 1, 1000000, &o->accum);
+    case OPT_UPDATE_IN_BACKWARD: o->update_in_backward = 1; return 0;
     case OPT_SEQ: return cli_parse_int(v, 1, MAX_SEQ, &o->seq);
     case OPT_LAYERS: return cli_parse_int(v, 1, 1000, &o->layers);
     case OPT_EMBD: return cli_parse_int(v, 1, 65536, &o->embd);

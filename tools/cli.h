@@ -49,6 +49,7 @@ typedef struct cli_options {
     /* train: --clip, --warmup / --lr-min (warmup_set: cosine), --accum */
     float clip, lr_min;
     int warmup, warmup_set, lr_min_set, accum;
+    int update_in_backward; /* --update-in-backward */
     /* --model gpt2: --seq, the shape (--layers --embd --heads --vocab
      * --context), --dropout, the held-out shard --val (--data is the
      * training shard), --load-model; optimizer_set: --optimizer given */

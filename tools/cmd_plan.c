@@ -79,12 +79,14 @@ int cli_cmd_plan(cli_options *o)
         printf(",\"reuse\":%s,\"optimizer\":", o->no_reuse ? "false" : "true");
         cli_json_string(stdout, o->optimizer);
         printf(",\"planned_bytes\":{\"outputs\":%llu,\"grad_inputs\":%llu,\"buffers\":%llu,"
-               "\"params\":%llu,\"param_grads\":%llu,\"optimizer\":%llu,\"total\":%llu,"
-               "\"arena\":%llu},\"recompute_fraction\":%.6f,\"recompute_time_fraction\":%.6f",
+               "\"params\":%llu,\"param_grads\":%llu,\"optimizer\":%llu,\"fixed\":%llu,"
+               "\"total\":%llu,\"arena\":%llu},\"param_grads_in_arena\":%s,"
+               "\"recompute_fraction\":%.6f,\"recompute_time_fraction\":%.6f",
                (unsigned long long)r.outputs, (unsigned long long)r.grad_inputs,
                (unsigned long long)r.buffers, (unsigned long long)r.params,
                (unsigned long long)r.param_grads, (unsigned long long)r.optimizer,
-               (unsigned long long)r.total, (unsigned long long)r.arena_bytes,
+               (unsigned long long)r.fixed, (unsigned long long)r.total,
+               (unsigned long long)r.arena_bytes, r.param_grads_in_arena ? "true" : "false",
                r.recompute_fraction, r.recompute_time_fraction);
         if (o->explain)
             rc = print_units(o, net, 1);

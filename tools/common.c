@@ -101,6 +101,8 @@ int cli_build(const cli_options *o, sl_context **ctx, sl_net **net)
             what = "setting gradient clipping";
         else if (o->accum > 1 && sl_net_set_grad_accumulation(*net, o->accum) != SL_OK)
             what = "setting gradient accumulation";
+        else if (o->update_in_backward && sl_net_set_update_in_backward(*net, 1) != SL_OK)
+            what = "turning the update in backward on";
     }
     if (!what)
         return 0;
@@ -185,11 +187,17 @@ void cli_print_report(FILE *f, const sl_memory_report *r)
     fprintf(f, "  outputs       %10.2f MiB\n", cli_mib(r->outputs));
     fprintf(f, "  gradInputs    %10.2f MiB\n", cli_mib(r->grad_inputs));
     fprintf(f, "  buffers       %10.2f MiB\n", cli_mib(r->buffers));
-    fprintf(f, "  activation arena (peak of the three, shared) %.2f MiB\n",
-            cli_mib(r->arena_bytes));
+    fprintf(f, "  activation arena (peak of the %s, shared) %.2f MiB\n",
+            r->param_grads_in_arena ? "three and the param grads" : "three", cli_mib(r->arena_bytes));
     fprintf(f, "  parameters    %10.2f MiB\n", cli_mib(r->params));
-    fprintf(f, "  param grads   %10.2f MiB\n", cli_mib(r->param_grads));
+    if (r->param_grads_in_arena)
+        fprintf(f, "  param grads   %10.2f MiB  largest live set, in the arena (update in backward)\n",
+                cli_mib(r->param_grads));
+    else
+        fprintf(f, "  param grads   %10.2f MiB\n", cli_mib(r->param_grads));
     fprintf(f, "  optimizer     %10.2f MiB\n", cli_mib(r->optimizer));
+    fprintf(f, "  fixed part    %10.2f MiB  (parameters%s + optimizer: no schedule changes it)\n",
+            cli_mib(r->fixed), r->param_grads_in_arena ? "" : " + gradients");
     if (r->communication)
         fprintf(f, "  communication %10.2f MiB\n", cli_mib(r->communication));
     fprintf(f, "  total         %10.2f MiB\n", cli_mib(r->total));

@@ -30,13 +30,19 @@ typedef struct sl_memory_report {
     uint64_t grad_inputs; /* gradients with respect to activations */
     uint64_t buffers;     /* workspaces and state saved for backward */
     uint64_t params;      /* parameters and running statistics */
-    uint64_t param_grads;
+    uint64_t param_grads; /* the gradient block; with the update in backward
+                             (sl_net_set_update_in_backward) the largest set
+                             of parameter gradients live at once, inside the
+                             arena (param_grads_in_arena) */
     uint64_t optimizer;   /* momentum / Adam moments */
     uint64_t communication; /* held for data-parallel communication (training
                                a network in a communicator: sl_dist_join);
                                0 otherwise */
-    uint64_t total;       /* arena peak + params + grads + optimizer +
-                             communication */
+    uint64_t total;       /* arena peak + params + grads (unless in the
+                             arena) + optimizer + communication */
+    uint64_t fixed;       /* the part no schedule changes: params + grads
+                             (unless in the arena) + optimizer */
+    int param_grads_in_arena; /* 1: the update in backward */
     uint64_t arena_bytes; /* the planned activation arena (peak of the
                              first three categories together) */
     uint64_t arena_measured; /* high-water mark of the arena the executor
@@ -61,7 +67,8 @@ SL_API sl_status sl_net_memory_report(sl_net *net, sl_shape input, sl_mode mode,
                                sl_memory_report *out);
 
 /* Writes a report as one JSON object (keys: outputs, grad_inputs, buffers,
- * params, param_grads, optimizer, communication, arena, total, arena_measured,
+ * params, param_grads, param_grads_in_arena (true/false), optimizer,
+ * communication, fixed, arena, total, arena_measured,
  * measured_total, recompute_fraction, recompute_time_fraction) into buf of
  * size n, NUL-terminated.
  * Returns SL_ERR_INVALID_ARG when it does not fit. */
@@ -130,6 +137,8 @@ typedef struct sl_memory_timeline {
     uint64_t *outputs;  /* [steps] */
     uint64_t *grad_inputs;
     uint64_t *buffers;
+    uint64_t *param_grads; /* parameter gradients in the arena (the update in
+                              backward; zero otherwise) */
     uint64_t arena_bytes;
     char **step_names;  /* [steps] "fwd layer1.0.conv1", "bwd fc", ... */
 } sl_memory_timeline;

@@ -232,6 +232,31 @@ SL_API sl_status sl_net_last_grad_norm(const sl_net *net, float *norm);
  * discards the micro-batches accumulated so far. */
 SL_API sl_status sl_net_set_grad_accumulation(sl_net *net, int micro_batches);
 
+/* The update inside backward (PyTorch's optimizer-in-backward recipe,
+ * planned byte for byte; default off). On, sl_net_train_step and
+ * sl_net_train_step_tokens update each layer's parameters as soon as its
+ * gradients are complete (right after the layer's backward; a weight tied
+ * to a language-model head after the last of its two uses), and those
+ * gradients' storage returns to the activation arena for the rest of
+ * backward: the planner holds each layer's gradients as a value with a
+ * lifetime, like an activation, and the fixed gradient block is freed
+ * (sl_memory_report.param_grads is then their largest live set, inside
+ * arena_bytes). Parameters and optimizer state come out bit-identical to
+ * the separate update, for SGD, Adam and AdamW under every schedule.
+ * Gradients are not kept: sl_net_compute_gradients, sl_net_forward_backward,
+ * sl_net_compute_gradients_tokens and sl_net_update fail with SL_ERR_STATE,
+ * sl_net_param_read_grad finds none, and sl_net_last_grad_norm measures
+ * nothing. Refused (SL_ERR_STATE, nothing changed), in either order of the
+ * calls: global-norm clipping (it needs every gradient before the first
+ * update: turn it off with sl_net_set_grad_clip(net, 0)), gradient
+ * accumulation over k > 1 micro-batches (the gradients must be kept), and
+ * a network joined to a communicator (sl_dist_join: gradients are averaged
+ * over ranks after backward). A layer that fails inside the step (a custom
+ * layer's callback) leaves the layers before it updated. */
+SL_API sl_status sl_net_set_update_in_backward(sl_net *net, int enabled);
+/* Whether the update in backward is on (0 for NULL). */
+SL_API int sl_net_update_in_backward(const sl_net *net);
+
 /* The learning rate of a warmup + cosine schedule at optimizer step `step`
  * (from 0): lr_max * (step + 1) / warmup during the first `warmup` steps,
  * then lr_max decaying to lr_min along half a cosine until step `total`,

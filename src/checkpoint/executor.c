@@ -84,6 +84,35 @@ static void run_backward(runner *r, const sl_graph *g, const sl_shapes *sh, cons
     nd->layer->ops->backward(nd->layer, ex, &a);
 }
 
+/* Update in backward: points the gradients of the step's node's
+ * trainable parameters into its PARAM_GRAD value, zeroed at the first
+ * write. */
+static void bind_param_grads(runner *r, const sl_graph *g, const sl_step *st, const sl_exec *ex)
+{
+    if (st->pgrad < 0)
+        return;
+    float *base = ptr(r, st->pgrad);
+    if (st->pgrad_zero)
+        ex->be->fill(ex, r->p->values[st->pgrad].bytes / sizeof(float), 0.0f, base);
+    sl_layer *l = g->nodes[st->pgrad_node].layer;
+    size_t off = 0;
+    for (int k = 0; k < l->n_params; k++)
+        if (l->params[k].trainable) {
+            l->params[k].grad = base + off;
+            off += sl_stride_floats(l->params[k].count);
+        }
+}
+
+/* After a run with the update in backward no gradient is held. */
+static void unbind_param_grads(const sl_graph *g)
+{
+    for (int i = 0; i < g->n_nodes; i++) {
+        sl_layer *l = g->nodes[i].layer;
+        for (int k = 0; k < l->n_params; k++)
+            l->params[k].grad = NULL;
+    }
+}
+
 /* The language-model head's loss step: in training the loss, the hidden
  * states' gradient and the tied weight's; in inference the logits and,
  * with labels, the loss. */
@@ -125,10 +154,11 @@ void sl_execute(const sl_graph *g, const sl_shapes *sh, const sl_program *p, con
          * the loss of a language-model head (it adds its weight's). */
         if (!grads_zeroed && p->mode == SL_MODE_TRAIN &&
             (st->kind == SL_STEP_BWD || st->kind == SL_STEP_LOSS)) {
-            if (!io->keep_grads) /* accumulating micro-batches */
+            if (!io->keep_grads && !p->update_in_backward) /* accumulating micro-batches */
                 zero_param_grads(g, ex);
             grads_zeroed = 1;
         }
+        bind_param_grads(&r, g, st, ex);
         switch (st->kind) {
         case SL_STEP_FWD:
         case SL_STEP_REFWD:
@@ -152,6 +182,10 @@ void sl_execute(const sl_graph *g, const sl_shapes *sh, const sl_program *p, con
         case SL_STEP_BWD:
             run_backward(&r, g, sh, st, ctx, ex);
             break;
+        case SL_STEP_UPDATE:
+            if (io->update)
+                io->update(io->update_user, st->node);
+            break;
         }
         if (poison)
             poison_dead(p, pl, arena, s);
@@ -162,5 +196,7 @@ void sl_execute(const sl_graph *g, const sl_shapes *sh, const sl_program *p, con
         ex->be->download(ex, io->logits_out, ptr(&r, p->logits), p->values[p->logits].bytes);
     if (io->dx_out && p->input_grad >= 0)
         ex->be->download(ex, io->dx_out, ptr(&r, p->input_grad), p->values[p->input_grad].bytes);
+    if (p->update_in_backward)
+        unbind_param_grads(g);
     io->arena_touched = r.touched;
 }

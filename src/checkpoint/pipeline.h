@@ -88,7 +88,10 @@ typedef enum sl_step_kind {
     SL_STEP_FWD = 0, /* forward (TRAIN or EVAL pass) */
     SL_STEP_REFWD,   /* re-forward during backward */
     SL_STEP_LOSS,    /* softmax cross-entropy + gradient of the logits */
-    SL_STEP_BWD
+    SL_STEP_BWD,
+    SL_STEP_UPDATE   /* the optimizer update of one node's parameters (update
+                        in backward): right after the node's last gradient
+                        write, its gradients' storage dies with it */
 } sl_step_kind;
 
 typedef enum sl_value_kind {
@@ -96,6 +99,9 @@ typedef enum sl_value_kind {
     SL_VALUE_GRAD,       /* a gradient w.r.t. an activation */
     SL_VALUE_SAVED,      /* state kept from forward to backward */
     SL_VALUE_WORKSPACE,  /* scratch of one step */
+    SL_VALUE_PARAM_GRAD, /* the gradients of one node's trainable parameters
+                            (update in backward), each at sl_stride_floats
+                            of its parameter in the node's order */
     SL_VALUE_KIND_COUNT
 } sl_value_kind;
 
@@ -121,6 +127,10 @@ typedef struct sl_step {
     int accumulate[SL_MAX_INPUTS];
     int bn_rescale;            /* memonger momentum rescale: the node's forward runs
                                   this many times a step (0: no rescale) */
+    int pgrad;                 /* BWD, LOSS (a head's tied weight), UPDATE: the
+                                  PARAM_GRAD value of `pgrad_node`, or -1 */
+    int pgrad_node;
+    int pgrad_zero;            /* the first write: zero it before the step */
 } sl_step;
 
 typedef struct sl_program {
@@ -131,6 +141,7 @@ typedef struct sl_program {
     sl_value *values;
     int logits;          /* value holding the network output at the end */
     int input_grad;      /* value of the input's gradient, or -1 */
+    int update_in_backward; /* UPDATE steps; parameter gradients are values */
     uint64_t fwd_flops;  /* one plain forward */
     uint64_t bwd_flops;  /* one backward */
     uint64_t refwd_flops;/* re-forward FLOPs added by the schedule */
@@ -139,10 +150,21 @@ typedef struct sl_program {
 /* The program of one training step (mode TRAIN: forward, loss, backward
  * with the segments' recomputation) or of an inference forward.
  * input_grad: compute the input's gradient. input_in_arena: the input is
- * copied into the arena (a device backend) instead of read in place. */
+ * copied into the arena (a device backend) instead of read in place.
+ * update_in_backward (TRAIN): each node's parameter gradients are a
+ * PARAM_GRAD value, from the node's first gradient write (its backward,
+ * or the loss of a head tied to its weight) to an UPDATE step right
+ * after its backward. */
 sl_status sl_program_build(const sl_graph *g, const sl_shapes *sh, const sl_segments *seg,
                            sl_mode mode, int bn_rescale, int input_grad, int input_in_arena,
-                           sl_program *out);
+                           int update_in_backward, sl_program *out);
+
+/* The bytes of node's PARAM_GRAD value: its trainable parameters'
+ * gradients at sl_stride_floats each; 0 when it has none. */
+size_t sl_node_param_grad_bytes(const sl_graph *g, int node);
+
+/* The node whose layer holds parameter spec p, or -1. */
+int sl_graph_param_node(const sl_graph *g, const sl_param_spec *p);
 void sl_program_release(sl_program *p);
 
 /* ---------------- plan ---------------- */
@@ -192,6 +214,10 @@ typedef struct sl_run_io {
      * backward has finished while the rest of the program runs. */
     void (*after_step)(void *user, int step);
     void *after_step_user;
+    /* UPDATE steps (update in backward): the optimizer update of node's
+     * parameters, whose grad pointers are set into the arena. */
+    void (*update)(void *user, int node);
+    void *update_user;
 } sl_run_io;
 
 /* Runs program p planned by pl with the arena `arena` (pl->arena_bytes).

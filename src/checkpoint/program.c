@@ -33,6 +33,8 @@ typedef struct builder {
     unsigned char *run;        /* [n_nodes] scratch: runs in this action */
     unsigned char *want;       /* [n_tensors] scratch: wanted in this action */
     int *runs;                 /* [n_nodes] forward executions this step */
+    int *pgrad;                /* [n_nodes] PARAM_GRAD value (update in backward), -1 */
+    int update_in_backward;
     int loss_done;
     int input_grad;
     int failed;     /* 1: out of memory; 2: the schedule is not a valid step */
@@ -77,7 +79,8 @@ static sl_step *new_step(builder *b, sl_step_kind kind, int node)
     memset(s, 0, sizeof *s);
     s->kind = kind;
     s->node = node;
-    s->y = s->saved = s->ws = s->dy = -1;
+    s->y = s->saved = s->ws = s->dy = s->pgrad = -1;
+    s->pgrad_node = -1;
     for (int k = 0; k < SL_MAX_INPUTS; k++)
         s->x[k] = s->dx[k] = -1;
     return s;
@@ -149,6 +152,58 @@ static void emit_eval(builder *b, int node)
     b->cur[nd->out] = y;
 }
 
+size_t sl_node_param_grad_bytes(const sl_graph *g, int node)
+{
+    const sl_layer *l = g->nodes[node].layer;
+    size_t floats = 0;
+    for (int k = 0; k < l->n_params; k++)
+        if (l->params[k].trainable)
+            floats += sl_stride_floats(l->params[k].count);
+    return floats * sizeof(float);
+}
+
+int sl_graph_param_node(const sl_graph *g, const sl_param_spec *p)
+{
+    for (int i = 0; i < g->n_nodes; i++) {
+        const sl_layer *l = g->nodes[i].layer;
+        for (int k = 0; k < l->n_params; k++)
+            if (&l->params[k] == p)
+                return i;
+    }
+    return -1;
+}
+
+/* Update in backward: step s writes node's parameter gradients; the
+ * first write creates their value and zeroes it. */
+static void write_param_grads(builder *b, sl_step *s, int node)
+{
+    if (!b->update_in_backward || node < 0)
+        return;
+    size_t bytes = sl_node_param_grad_bytes(b->g, node);
+    if (!bytes)
+        return;
+    if (b->pgrad[node] < 0) {
+        b->pgrad[node] = new_value(b, SL_VALUE_PARAM_GRAD, node, bytes);
+        s->pgrad_zero = 1;
+    }
+    s->pgrad = b->pgrad[node];
+    s->pgrad_node = node;
+}
+
+/* Update in backward: the node's update, right after its backward (no
+ * later step writes its gradients). */
+static void emit_update(builder *b, int node)
+{
+    if (!b->update_in_backward || b->pgrad[node] < 0)
+        return;
+    int v = b->pgrad[node];
+    sl_step *s = new_step(b, SL_STEP_UPDATE, node);
+    if (!s)
+        return;
+    s->pgrad = v;
+    s->pgrad_node = node;
+}
+
 static void emit_backward(builder *b, int node)
 {
     const sl_graph_node *nd = &b->g->nodes[node];
@@ -186,6 +241,9 @@ static void emit_backward(builder *b, int node)
     s->saved = c->saved_bytes ? b->saved[node] : -1;
     s->ws = ws;
     s->dy = b->grad[nd->out];
+    write_param_grads(b, s, node);
+    if (!b->failed)
+        emit_update(b, node);
 }
 
 static int unit_first(const builder *b, int u) { return b->g->top_first_node[u]; }
@@ -310,6 +368,8 @@ static void emit_loss(builder *b)
     s->y = b->cur[logits];
     s->dy = dlogits;
     s->ws = ws;
+    if (b->g->head) /* the head adds its tied weight's gradient */
+        write_param_grads(b, s, sl_graph_param_node(b->g, b->g->head->weight));
     b->grad[logits] = dlogits;
     b->p->logits = b->cur[logits];
     b->loss_done = 1;
@@ -410,7 +470,7 @@ static void build_train(builder *b, const sl_segments *seg, int bn_rescale)
 
 sl_status sl_program_build(const sl_graph *g, const sl_shapes *sh, const sl_segments *seg,
                            sl_mode mode, int bn_rescale, int input_grad, int input_in_arena,
-                           sl_program *out)
+                           int update_in_backward, sl_program *out)
 {
     sl_program p;
     memset(&p, 0, sizeof p);
@@ -424,22 +484,25 @@ sl_status sl_program_build(const sl_graph *g, const sl_shapes *sh, const sl_segm
     b.g = g;
     b.sh = sh;
     b.input_grad = input_grad;
+    b.update_in_backward = update_in_backward && mode == SL_MODE_TRAIN;
+    p.update_in_backward = b.update_in_backward;
     size_t nt = (size_t)g->n_nodes + 1;
     b.cur = sl_malloc(nt * sizeof(int));
     b.grad = sl_malloc(nt * sizeof(int));
     b.saved = sl_malloc(nt * sizeof(int));
     b.runs = sl_calloc(nt, sizeof(int));
+    b.pgrad = sl_malloc(nt * sizeof(int));
     b.kept = sl_calloc(nt, 1);
     b.saved_kept = sl_calloc(nt, 1);
     b.trained = sl_calloc(nt, 1);
     b.run = sl_calloc(nt, 1);
     b.want = sl_calloc(nt, 1);
     if (!b.cur || !b.grad || !b.saved || !b.runs || !b.kept || !b.saved_kept || !b.trained ||
-        !b.run || !b.want)
+        !b.run || !b.want || !b.pgrad)
         b.failed = 1;
     else {
         for (size_t t = 0; t < nt; t++)
-            b.cur[t] = b.grad[t] = b.saved[t] = -1;
+            b.cur[t] = b.grad[t] = b.saved[t] = b.pgrad[t] = -1;
         int input = new_value(&b, SL_VALUE_OUTPUT, 0, sh->bytes[0]);
         if (!b.failed) {
             p.values[input].external = !input_in_arena;
@@ -460,6 +523,7 @@ sl_status sl_program_build(const sl_graph *g, const sl_shapes *sh, const sl_segm
     free(b.grad);
     free(b.saved);
     free(b.runs);
+    free(b.pgrad);
     free(b.kept);
     free(b.saved_kept);
     free(b.trained);

@@ -161,7 +161,7 @@ static sl_status cost_program(const window *w, const sl_segments *seg, int input
 {
     sl_program prog;
     sl_status st = sl_program_build(&w->g, &w->sh, seg, SL_MODE_TRAIN, 0, input_grad,
-                                    input_in_arena, &prog);
+                                    input_in_arena, 0, &prog);
     if (st != SL_OK)
         return st;
     st = measure(w, &prog, c);

@@ -99,6 +99,12 @@ sl_status sl_net_train_step_tokens(sl_net *net, const int32_t *ids, const int32_
     if (net && !net->has_optimizer)
         return sl_set_error(SL_ERR_STATE, "sl_net_train_step_tokens: no optimizer set (call "
                             "sl_net_set_optimizer)");
+    if (net && net->update_in_backward) {
+        net->step_update = sl_net_update_node; /* the run updates inside backward */
+        sl_status st = sl_net_compute_gradients_tokens(net, ids, targets, batch, seq, result);
+        net->step_update = NULL;
+        return st;
+    }
     sl_status st = sl_net_compute_gradients_tokens(net, ids, targets, batch, seq, result);
     if (st != SL_OK || net->micro < net->accum)
         return st; /* accumulating: the update follows the k-th micro-batch */

@@ -30,11 +30,16 @@ typedef struct fixed_part {
     uint64_t params, grads, opt, total, held;
 } fixed_part;
 
+size_t sl_net_fixed_grad_floats(const sl_net *net, sl_mode mode)
+{
+    return mode == SL_MODE_TRAIN && !net->update_in_backward ? net->grad_floats : 0;
+}
+
 static fixed_part fixed_part_of(const sl_net *net)
 {
     fixed_part f;
     f.params = (uint64_t)net->param_floats * sizeof(float);
-    f.grads = net->mode == SL_MODE_TRAIN ? (uint64_t)net->grad_floats * sizeof(float) : 0;
+    f.grads = (uint64_t)sl_net_fixed_grad_floats(net, net->mode) * sizeof(float);
     f.opt = (uint64_t)net->opt_floats * sizeof(float);
     f.total = f.params + f.grads + f.opt;
     f.held = (net->param_block ? f.params : 0) + (net->grad_block ? f.grads : 0) +

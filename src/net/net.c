@@ -383,8 +383,9 @@ sl_status sl_net_drop_gradients(sl_net *net)
 
 sl_status sl_net_restore_gradients(sl_net *net)
 {
-    if (!net->param_block || net->grad_block)
-        return SL_OK; /* not materialised yet: allocated with the parameters */
+    if (!net->param_block || net->grad_block || net->update_in_backward)
+        return SL_OK; /* not materialised yet: allocated with the parameters;
+                         update in backward: gradients are arena values */
     net->grad_block = net->ctx->backend->alloc(net->ctx->backend, net->grad_floats * sizeof(float), "parameter gradients");
     if (!net->grad_block)
         return SL_ERR_NOMEM;
@@ -470,8 +471,8 @@ static sl_status param_copy(sl_net *net, int index, float *dst, const float *src
     sl_param_spec *p = net->params[index].spec;
     float *dev = grad ? p->grad : p->data;
     if (!dev)
-        return sl_set_error(SL_ERR_STATE, "%s: '%s' has no gradient (running statistic, or inference "
-                                     "mode)", fn, net->params[index].name);
+        return sl_set_error(SL_ERR_STATE, "%s: '%s' has no gradient (a running statistic, inference "
+                                     "mode, or the update in backward)", fn, net->params[index].name);
     const sl_backend *be = net->ctx->backend;
     sl_exec ex = sl_net_exec(net);
     if (dst)

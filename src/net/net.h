@@ -74,6 +74,11 @@ struct sl_net {
     float grad_clip;        /* max norm; 0: off */
     float last_grad_norm;   /* measured by the last update; < 0: none yet */
     int accum;              /* micro-batches per update (>= 1) */
+    int update_in_backward; /* gradients are arena values, updated in backward */
+    /* While a train-step call runs with the update in backward: the
+     * UPDATE steps' callback (optimizer.c's, reached by pointer so that
+     * net_run.c stays below optimizer.c); NULL otherwise. */
+    void (*step_update)(void *user, int node);
     int micro;              /* micro-batches accumulated since the last update */
     double *norm_slots;     /* backend memory, SL_SUM_SQUARES_SLOTS doubles */
 
@@ -164,6 +169,16 @@ sl_status sl_net_materialize(sl_net *net);
 /* Plans (or reuses the cached plan for) one input shape in one mode. */
 sl_status sl_net_prepare(sl_net *net, sl_shape input, sl_mode mode, int input_grad,
                          sl_run_cache **out);
+
+/* Floats of the gradient block a step in `mode` holds outside the arena:
+ * grad_floats in training, 0 in inference or with the update in backward. */
+size_t sl_net_fixed_grad_floats(const sl_net *net, sl_mode mode);
+
+/* The UPDATE steps of the update in backward (optimizer.c; train-step
+ * calls set it as net->step_update): user is the net; node's trainable
+ * parameters, whose grad pointers point into the arena, get the
+ * optimizer's update of step net->steps + 1. */
+void sl_net_update_node(void *user, int node);
 
 /* Frees the gradient block (inference mode) / allocates it again, zeroed. */
 sl_status sl_net_drop_gradients(sl_net *net);

@@ -13,10 +13,12 @@
 #include "checkpoint/schedule.h"
 #include "net/net.h"
 
-/* Bytes outside the arena in training: parameters, gradients, optimizer. */
+/* Bytes outside the arena in training: parameters, gradients (unless they
+ * are arena values: update in backward), optimizer. */
 static uint64_t fixed_train_bytes(const sl_net *net)
 {
-    return (uint64_t)(net->param_floats + net->grad_floats + net->opt_floats) * sizeof(float);
+    return (uint64_t)(net->param_floats + sl_net_fixed_grad_floats(net, SL_MODE_TRAIN) +
+                      net->opt_floats) * sizeof(float);
 }
 
 sl_status sl_net_schedule_segments(const sl_net *net, const sl_shapes *sh, sl_schedule schedule,
@@ -24,6 +26,7 @@ sl_status sl_net_schedule_segments(const sl_net *net, const sl_shapes *sh, sl_sc
 {
     sl_cost_model model = sl_net_cost_model(net);
     sl_budget_query chain = {.g = &net->graph, .sh = sh, .fixed_bytes = fixed_train_bytes(net),
+                             .update_in_backward = net->update_in_backward,
                              .bn_rescale = net->bn_rescale,
                              .input_in_arena = !net->ctx->backend->host_memory,
                              .cost_model = &model};
@@ -54,7 +57,8 @@ sl_status sl_net_prepare(sl_net *net, sl_shape input, sl_mode mode, int input_gr
     }
     if (st == SL_OK)
         st = sl_program_build(&net->graph, &fresh.sh, &fresh.seg, mode, net->bn_rescale, input_grad,
-                              !net->ctx->backend->host_memory, &fresh.prog);
+                              !net->ctx->backend->host_memory, net->update_in_backward,
+                              &fresh.prog);
     if (st == SL_OK)
         st = sl_plan_build(&net->graph, &fresh.prog, !net->no_reuse, &fresh.plan);
     if (st != SL_OK) {
@@ -101,12 +105,16 @@ sl_status sl_net_memory_report(sl_net *net, sl_shape input, sl_mode mode, sl_mem
     out->grad_inputs = pl->category_peak[SL_VALUE_GRAD];
     out->buffers = pl->category_peak[SL_VALUE_SAVED] + pl->category_peak[SL_VALUE_WORKSPACE];
     out->params = net->param_floats * sizeof(float);
-    out->param_grads = mode == SL_MODE_TRAIN ? net->grad_floats * sizeof(float) : 0;
+    /* With the update in backward the gradients live in the arena
+     * (counted in arena_bytes): the figure is their largest live set. */
+    uint64_t fixed_grads = sl_net_fixed_grad_floats(net, mode) * sizeof(float);
+    out->param_grads = c->prog.update_in_backward ? pl->category_peak[SL_VALUE_PARAM_GRAD] : fixed_grads;
     out->optimizer = mode == SL_MODE_TRAIN ? net->opt_floats * sizeof(float) : 0;
     out->arena_bytes = pl->arena_bytes;
     out->communication = mode == SL_MODE_TRAIN && net->comm ? net->comm->bytes : 0;
-    out->total = out->arena_bytes + out->params + out->param_grads + out->optimizer +
-                 out->communication;
+    out->param_grads_in_arena = c->prog.update_in_backward;
+    out->fixed = out->params + fixed_grads + out->optimizer;
+    out->total = out->arena_bytes + out->fixed + out->communication;
     out->arena_measured = c->arena_touched;
     out->measured_params = net->param_block ? net->param_floats * sizeof(float) : 0;
     out->measured_param_grads = net->grad_block ? net->grad_floats * sizeof(float) : 0;
@@ -132,13 +140,14 @@ sl_status sl_memory_report_json(const sl_memory_report *r, char *buf, size_t n)
         return sl_set_error(SL_ERR_INVALID_ARG, "sl_memory_report_json: report or buffer is NULL");
     int len = snprintf(buf, n,
                        "{\"outputs\":%llu,\"grad_inputs\":%llu,\"buffers\":%llu,\"params\":%llu,"
-                       "\"param_grads\":%llu,\"optimizer\":%llu,\"communication\":%llu,"
-                       "\"arena\":%llu,\"total\":%llu,\"arena_measured\":%llu,\"measured_total\":%llu,"
+                       "\"param_grads\":%llu,\"param_grads_in_arena\":%s,\"optimizer\":%llu,"
+                       "\"communication\":%llu,\"fixed\":%llu,\"arena\":%llu,\"total\":%llu,\"arena_measured\":%llu,\"measured_total\":%llu,"
                        "\"recompute_fraction\":%.6f,\"recompute_time_fraction\":%.6f}",
                        (unsigned long long)r->outputs, (unsigned long long)r->grad_inputs,
                        (unsigned long long)r->buffers, (unsigned long long)r->params,
-                       (unsigned long long)r->param_grads, (unsigned long long)r->optimizer,
-                       (unsigned long long)r->communication, (unsigned long long)r->arena_bytes,
+                       (unsigned long long)r->param_grads, r->param_grads_in_arena ? "true" : "false",
+                       (unsigned long long)r->optimizer, (unsigned long long)r->communication,
+                       (unsigned long long)r->fixed, (unsigned long long)r->arena_bytes,
                        (unsigned long long)r->total, (unsigned long long)r->arena_measured,
                        (unsigned long long)r->measured_total,
                        r->recompute_fraction, r->recompute_time_fraction);

@@ -80,6 +80,14 @@ static sl_status run_program(sl_net *net, const float *x, sl_shape shape, sl_mod
         pre = sl_set_error(SL_ERR_STATE, "%s: the %d micro-batches of gradient accumulation are "
                            "complete; call sl_net_update before computing more gradients",
                            fn, net->accum);
+    int update = pre == SL_OK && mode == SL_MODE_TRAIN && net->update_in_backward;
+    if (update && !net->step_update)
+        pre = sl_set_error(SL_ERR_STATE, "%s: the update in backward is on, so gradients are not "
+                           "kept; train with sl_net_train_step (or _tokens), or turn it off "
+                           "(sl_net_set_update_in_backward)", fn);
+    else if (update && net->comm)
+        pre = sl_set_error(SL_ERR_STATE, "%s: the update in backward does not run in a "
+                           "communicator (gradients are averaged after backward)", fn);
     sl_status st = pre == SL_OK ? prepare_run(net, x, shape, mode, io, fn, &c) : pre;
     const sl_net_comm *comm = net && mode == SL_MODE_TRAIN ? net->comm : NULL;
     if (comm && comm->agree)
@@ -94,6 +102,10 @@ static sl_status run_program(sl_net *net, const float *x, sl_shape shape, sl_mod
     if (comm) {
         io->after_step = comm->after_step;
         io->after_step_user = comm->user;
+    }
+    if (update) {
+        io->update = net->step_update;
+        io->update_user = net;
     }
     sl_profile_begin_run(net, &c->prog, &ex, io);
     net->ctx->callback_status = SL_OK;
@@ -112,7 +124,9 @@ static sl_status run_program(sl_net *net, const float *x, sl_shape shape, sl_mod
         return st;
     }
     c->arena_touched = io->arena_touched;
-    if (mode == SL_MODE_TRAIN) {
+    if (update)
+        net->steps++; /* the step's updates ran inside it; no gradient is kept */
+    else if (mode == SL_MODE_TRAIN) {
         net->has_grads = 1;
         net->micro += net->micro < net->accum;
     }

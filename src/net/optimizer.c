@@ -152,6 +152,11 @@ sl_status sl_net_set_grad_clip(sl_net *net, float max_norm)
         return sl_set_error(SL_ERR_INVALID_ARG,
                             "sl_net_set_grad_clip: max_norm %g must be finite and >= 0 (0: off)",
                             max_norm);
+    if (max_norm > 0.0f && net->update_in_backward)
+        return sl_set_error(SL_ERR_STATE,
+                            "sl_net_set_grad_clip: the update in backward is on, and global-norm "
+                            "clipping needs every gradient before the first update; turn it off "
+                            "first (sl_net_set_update_in_backward(net, 0))");
     net->grad_clip = max_norm;
     return SL_OK;
 }
@@ -174,6 +179,11 @@ sl_status sl_net_set_grad_accumulation(sl_net *net, int micro_batches)
         return sl_set_error(SL_ERR_INVALID_ARG,
                             "sl_net_set_grad_accumulation: %d micro-batches; must be >= 1",
                             micro_batches);
+    if (micro_batches > 1 && net->update_in_backward)
+        return sl_set_error(SL_ERR_STATE,
+                            "sl_net_set_grad_accumulation: the update in backward is on, and "
+                            "accumulating %d micro-batches needs the gradients kept; turn it off "
+                            "first (sl_net_set_update_in_backward(net, 0))", micro_batches);
     net->accum = micro_batches;
     net->micro = 0;
     return SL_OK;
@@ -261,10 +271,74 @@ static sl_status update_scale(sl_net *net, const sl_exec *ex, float *scale)
     return SL_OK;
 }
 
+/* ---- the update in backward ---- */
+
+sl_status sl_net_set_update_in_backward(sl_net *net, int enabled)
+{
+    const char *fn = "sl_net_set_update_in_backward";
+    if (!net)
+        return sl_set_error(SL_ERR_INVALID_ARG, "%s: network is NULL", fn);
+    enabled = enabled != 0;
+    if (enabled == net->update_in_backward)
+        return SL_OK;
+    if (enabled && net->grad_clip > 0.0f)
+        return sl_set_error(SL_ERR_STATE, "%s: global-norm gradient clipping (max_norm %g) needs "
+                            "every gradient before the first update; turn it off first "
+                            "(sl_net_set_grad_clip(net, 0))", fn, net->grad_clip);
+    if (enabled && net->accum > 1)
+        return sl_set_error(SL_ERR_STATE, "%s: gradient accumulation over %d micro-batches keeps "
+                            "the gradients; set it to 1 first (sl_net_set_grad_accumulation)", fn,
+                            net->accum);
+    if (enabled && net->comm)
+        return sl_set_error(SL_ERR_STATE, "%s: the network is in a communicator, whose gradients "
+                            "are averaged over the ranks after backward; not with the update in "
+                            "backward", fn);
+    net->update_in_backward = enabled;
+    sl_status st = SL_OK;
+    if (enabled)
+        sl_net_drop_gradients(net);
+    else if (net->mode == SL_MODE_TRAIN)
+        st = sl_net_restore_gradients(net);
+    if (st != SL_OK) {
+        net->update_in_backward = 1;
+        return sl_set_error(st, "%s: no memory for the gradient block of %zu bytes", fn,
+                            net->grad_floats * sizeof(float));
+    }
+    net->has_grads = 0;
+    net->micro = 0;
+    sl_run_cache_release(&net->cache[SL_MODE_TRAIN]);
+    return SL_OK;
+}
+
+int sl_net_update_in_backward(const sl_net *net) { return net ? net->update_in_backward : 0; }
+
+typedef struct node_update {
+    update_ctx u;
+    const sl_layer *layer;
+} node_update;
+
+static void update_if_in_node(void *user, int param, int per, float *const *blocks)
+{
+    node_update *n = user;
+    const sl_param_spec *p = n->u.net->params[param].spec;
+    if (p >= n->layer->params && p < n->layer->params + n->layer->n_params)
+        update_param(&n->u, param, per, blocks);
+}
+
+void sl_net_update_node(void *user, int node)
+{
+    sl_net *net = user;
+    node_update n = {{net, sl_net_exec(net), net->steps + 1, 1.0f}, net->graph.nodes[node].layer};
+    sl_net_visit_optimizer_state(net, update_if_in_node, &n);
+}
+
 sl_status sl_net_update(sl_net *net)
 {
     if (!net)
         return sl_set_error(SL_ERR_INVALID_ARG, "sl_net_update: network is NULL");
+    if (net->update_in_backward)
+        return sl_set_error(SL_ERR_STATE, "sl_net_update: the update in backward is on: "
+                            "sl_net_train_step updates inside backward, and no gradients are kept");
     if (!net->has_optimizer)
         return sl_set_error(SL_ERR_STATE, "sl_net_update: no optimizer set (call sl_net_set_optimizer)");
     sl_status st = sl_net_check_training(net, "sl_net_update");
@@ -297,6 +371,12 @@ sl_status sl_net_train_step(sl_net *net, const float *x, sl_shape shape, const i
 {
     if (net && !net->has_optimizer)
         return sl_set_error(SL_ERR_STATE, "sl_net_train_step: no optimizer set (call sl_net_set_optimizer)");
+    if (net && net->update_in_backward) {
+        net->step_update = sl_net_update_node; /* the run updates inside backward */
+        sl_status st = sl_net_compute_gradients(net, x, shape, labels, result);
+        net->step_update = NULL;
+        return st;
+    }
     sl_status st = sl_net_compute_gradients(net, x, shape, labels, result);
     if (st != SL_OK || net->micro < net->accum)
         return st; /* accumulating: the update follows the k-th micro-batch */

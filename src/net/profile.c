@@ -66,7 +66,10 @@ static void after_step(void *user, int s)
     double t = sl_now_seconds();
     const sl_step *st = &p->prog->steps[s];
     const char *type = "SoftmaxCrossEntropy", *pass = "loss";
-    if (st->kind != SL_STEP_LOSS) {
+    if (st->kind == SL_STEP_UPDATE) {
+        type = "optimizer";
+        pass = "update";
+    } else if (st->kind != SL_STEP_LOSS) {
         type = p->net->graph.nodes[st->node].layer->ops->type;
         pass = st->kind == SL_STEP_BWD       ? "backward"
                : st->pass == SL_PASS_EVAL    ? "eval"

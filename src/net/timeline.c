@@ -19,6 +19,7 @@ static const char *step_verb(sl_step_kind k)
     case SL_STEP_REFWD: return "refwd";
     case SL_STEP_LOSS: return "loss";
     case SL_STEP_BWD: return "bwd";
+    case SL_STEP_UPDATE: return "update";
     }
     return "?";
 }
@@ -34,6 +35,7 @@ void sl_memory_timeline_free(sl_memory_timeline *t)
     free(t->outputs);
     free(t->grad_inputs);
     free(t->buffers);
+    free(t->param_grads);
     memset(t, 0, sizeof *t);
 }
 
@@ -52,8 +54,9 @@ sl_status sl_net_memory_timeline(sl_net *net, sl_shape input, sl_mode mode, sl_m
     t.outputs = sl_calloc((size_t)t.steps + 1, sizeof(uint64_t));
     t.grad_inputs = sl_calloc((size_t)t.steps + 1, sizeof(uint64_t));
     t.buffers = sl_calloc((size_t)t.steps + 1, sizeof(uint64_t));
+    t.param_grads = sl_calloc((size_t)t.steps + 1, sizeof(uint64_t));
     t.step_names = sl_calloc((size_t)t.steps + 1, sizeof(char *));
-    if (!t.outputs || !t.grad_inputs || !t.buffers || !t.step_names) {
+    if (!t.outputs || !t.grad_inputs || !t.buffers || !t.param_grads || !t.step_names) {
         sl_memory_timeline_free(&t);
         return sl_set_error(SL_ERR_NOMEM, "out of memory building a memory timeline");
     }
@@ -62,6 +65,7 @@ sl_status sl_net_memory_timeline(sl_net *net, sl_shape input, sl_mode mode, sl_m
         t.outputs[s] = live[SL_VALUE_OUTPUT];
         t.grad_inputs[s] = live[SL_VALUE_GRAD];
         t.buffers[s] = live[SL_VALUE_SAVED] + live[SL_VALUE_WORKSPACE];
+        t.param_grads[s] = live[SL_VALUE_PARAM_GRAD];
     }
     for (int s = 0; s < t.steps; s++) {
         const sl_step *st_ = &p->steps[s];

@@ -77,7 +77,8 @@ static const char *const palette[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e"
 
 static uint64_t live_at(const sl_memory_timeline *t, int s)
 {
-    return t->outputs[s] + t->grad_inputs[s] + t->buffers[s];
+    return t->outputs[s] + t->grad_inputs[s] + t->buffers[s] +
+           (t->param_grads ? t->param_grads[s] : 0);
 }
 
 static uint64_t peak_live(const sl_memory_timeline *t)
@@ -152,7 +153,7 @@ static void write_series(FILE *f, const frame *fr, const sl_memory_timeline *t,
     fprintf(f, "%s</text>\n</g>\n", tail);
 }
 
-static const char title[] = "Live memory per program step: outputs + gradInputs + buffers";
+static const char title[] = "Live memory per program step: outputs + gradInputs + buffers (+ parameter gradients)";
 
 sl_status sl_memory_timeline_svg(const char *path, const sl_memory_timeline *const *series,
                                  const char *const *labels, int n)
