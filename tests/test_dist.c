@@ -9,6 +9,13 @@
  * rank that never comes makes the other fail after the timeout; files
  * written by rank 0 only; resuming a snapshot on 2 ranks and on 1; the
  * buckets follow the segments; the memory report's communication line.
+ * ZeRO-1 (shard 1): parameters bit-identical to shard 0's after every step
+ * for SGD with momentum, Adam, AdamW and clipped AdamW, one parameter split
+ * between the ranks, optimizer bytes per rank half of the whole (the
+ * slices summing to it); a sharded snapshot is the unsharded run's file,
+ * resumes on 1 rank, and a 1-rank snapshot resumes on 2 sharded ranks,
+ * both continuing bit for bit; shard 2 and unknown stages refused; a
+ * failed step leaves parameters and every rank's state unchanged.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <check.h>

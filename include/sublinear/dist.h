@@ -50,8 +50,9 @@ extern "C" {
  *    never changes them. The packed copy of the running statistics this
  *    broadcast uses is the report's `communication` line.
  * Prediction (sl_net_predict) and the update (sl_net_update) are local to
- * each rank: every rank must update after every training run, as the
- * usual loop does, or parameters drift apart.
+ * each rank (the update is collective with shard 1, below): every rank
+ * must update after every training run, as the usual loop does, or
+ * parameters drift apart.
  *
  * Timeout: a rank that waits longer than timeout_seconds for the others
  * in any collective (a rank that crashed, hangs, or stopped calling)
@@ -135,7 +136,10 @@ SL_API sl_status sl_dist_sum(sl_dist *dist, double *values, int n);
 
 /* sl_save_model / sl_save_snapshot of the joined network, written by rank
  * 0 only (atomically, as always) and the same file single-process
- * training writes; every rank returns rank 0's status. Collective. */
+ * training writes; every rank returns rank 0's status. Collective. With
+ * shard 1 the snapshot first gathers every rank's slice of the optimizer
+ * state on rank 0 (which then briefly holds the whole state twice, once
+ * in host memory). */
 SL_API sl_status sl_dist_save_model(sl_dist *dist, const char *path);
 SL_API sl_status sl_dist_save_snapshot(sl_dist *dist, const char *path);
 
