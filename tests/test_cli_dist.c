@@ -88,6 +88,52 @@ START_TEST(test_cli_dist_two_ranks_print_once_and_resume_exactly)
 }
 END_TEST
 
+START_TEST(test_cli_dist_shard_1_trains_as_unsharded)
+{
+    char whole[512], snap[512], resumed[512];
+    snprintf(whole, sizeof whole, "%s/zero_whole.safetensors", cr_dir());
+    snprintf(snap, sizeof snap, "%s/zero_snap.safetensors", cr_dir());
+    snprintf(resumed, sizeof resumed, "%s/zero_resumed.safetensors", cr_dir());
+    cr_result r = cr_run(SL_MPIEXEC, TWO_RANKS " " TINY " --steps 4 --save-model '%s'", whole);
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    cJSON *j = cr_json(&r);
+    double whole_optimizer = cr_num(j, "memory.optimizer");
+    ck_assert(cr_num(j, "shard") == 0);
+    cJSON_Delete(j);
+    cr_free(&r);
+    /* ZeRO-1: 2 steps, a snapshot, resumed for 2 more: the model of the
+     * unsharded run that never stopped, bit for bit. */
+    r = cr_run(SL_MPIEXEC, TWO_RANKS " " TINY " --shard 1 --steps 2 --snapshot '%s'", snap);
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    cr_free(&r);
+    r = cr_run(SL_MPIEXEC, TWO_RANKS " " TINY " --shard 1 --steps 4 --resume '%s' --save-model '%s'",
+               snap, resumed);
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    j = cr_json(&r);
+    ck_assert(cr_num(j, "shard") == 1);
+    ck_assert(cr_num(j, "first_step") == 2);
+    /* Rank 0's half of the optimizer state (boundaries on 16 floats). */
+    double mine = cr_num(j, "memory.optimizer");
+    ck_assert_msg(mine > 0 && mine <= whole_optimizer / 2 + 64 && mine >= whole_optimizer / 2 - 64,
+                  "rank 0 holds %g of %g optimizer bytes", mine, whole_optimizer);
+    cJSON_Delete(j);
+    cr_free(&r);
+    size_t n1, n2;
+    char *a = cr_read(whole, &n1), *b = cr_read(resumed, &n2);
+    ck_assert(a && b);
+    ck_assert_msg(n1 == n2 && memcmp(a, b, n1) == 0, "sharded model differs from unsharded");
+    free(a);
+    free(b);
+    /* --shard needs --distributed; stage 2 is not offered. */
+    r = cr_run(SL_CLI_PATH, "train --model resnet20 --steps 1 --shard 1");
+    ck_assert_msg(r.status == 2 && strstr(r.err, "--distributed"), "status %d: %s", r.status, r.err);
+    cr_free(&r);
+    r = cr_run(SL_CLI_PATH, "train --distributed --model resnet20 --steps 1 --shard 2");
+    ck_assert_msg(r.status == 2, "status %d: %s", r.status, r.err);
+    cr_free(&r);
+}
+END_TEST
+
 int main(void)
 {
     cr_init();
@@ -98,6 +144,7 @@ int main(void)
     TCase *tc = tcase_create("mpirun");
     tcase_set_timeout(tc, 600);
     tcase_add_test(tc, test_cli_dist_two_ranks_print_once_and_resume_exactly);
+    tcase_add_test(tc, test_cli_dist_shard_1_trains_as_unsharded);
     suite_add_tcase(s, tc);
     int failed = th_run_suite(s);
     cr_cleanup();

@@ -9,6 +9,13 @@
  * rank that never comes makes the other fail after the timeout; files
  * written by rank 0 only; resuming a snapshot on 2 ranks and on 1; the
  * buckets follow the segments; the memory report's communication line.
+ * ZeRO-1 (shard 1): parameters bit-identical to shard 0's after every step
+ * for SGD with momentum, Adam, AdamW and clipped AdamW, one parameter split
+ * between the ranks, optimizer bytes per rank half of the whole (the
+ * slices summing to it); a sharded snapshot is the unsharded run's file,
+ * resumes on 1 rank, and a 1-rank snapshot resumes on 2 sharded ranks,
+ * both continuing bit for bit; shard 2 and unknown stages refused; a
+ * failed step leaves parameters and every rank's state unchanged.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <check.h>
@@ -581,6 +588,287 @@ START_TEST(test_dist_absent_rank_times_out_the_others)
 }
 END_TEST
 
+/* ---- ZeRO-1 (sl_dist_options.shard 1) ---- */
+
+enum { OPT_SGD_MOMENTUM, OPT_ADAM, OPT_ADAMW, OPT_ADAMW_CLIPPED, OPT_CASES };
+
+static sl_net *make_shard_net(sl_context *ctx, int which)
+{
+    sl_net *net = make_net(ctx, MODEL_BN, SL_SCHEDULE_SQRT);
+    sl_optimizer_options opt =
+        which == OPT_SGD_MOMENTUM ? sl_sgd(0.05f, 0.9f, 1e-4f, 1)
+        : which == OPT_ADAM       ? sl_adam(0.01f, 0.9f, 0.999f, 1e-8f, 1e-4f)
+                                  : sl_adamw(0.01f, 0.9f, 0.999f, 1e-8f, 0.05f);
+    OK(sl_net_set_optimizer(net, &opt));
+    if (which == OPT_ADAMW_CLIPPED)
+        OK(sl_net_set_grad_clip(net, 0.05f)); /* below the gradient norm: it cuts */
+    return net;
+}
+
+static sl_dist_options shard_options(int shard)
+{
+    sl_dist_options o = test_options(60);
+    o.shard = shard;
+    return o;
+}
+
+/* Bytes of a whole file (rank-local read). */
+static unsigned char *read_whole(const char *path, size_t *n)
+{
+    FILE *f = fopen(path, "rb");
+    ck_assert_msg(f != NULL, "%s", path);
+    fseek(f, 0, SEEK_END);
+    long len = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    unsigned char *buf = malloc((size_t)len + 1);
+    ck_assert(buf && fread(buf, 1, (size_t)len, f) == (size_t)len);
+    fclose(f);
+    *n = (size_t)len;
+    return buf;
+}
+
+static void assert_same_file(const char *a, const char *b, const char *what)
+{
+    size_t na, nb;
+    unsigned char *fa = read_whole(a, &na), *fb = read_whole(b, &nb);
+    ck_assert_msg(na == nb && memcmp(fa, fb, na) == 0, "%s: %zu and %zu bytes, contents differ",
+                  what, na, nb);
+    free(fa);
+    free(fb);
+}
+
+/* A temporary path made by rank 0, known to every rank. */
+static void shared_temp(char *path, size_t n)
+{
+    if (world_rank() == 0) {
+        int f = mkstemp(path);
+        ck_assert(f >= 0);
+        close(f);
+    }
+    MPI_Bcast(path, (int)n, MPI_CHAR, 0, MPI_COMM_WORLD);
+}
+
+START_TEST(test_dist_shard_parameters_bit_identical_to_unsharded)
+{
+    /* Every optimizer: ZeRO-1 and plain data parallel take the same
+     * steps from the same start, each rank with its own half batch. */
+    int rank = world_rank();
+    int which = _i;
+    sl_context *cp = one_thread_context(21 + (uint64_t)rank);
+    sl_context *cs = one_thread_context(21 + (uint64_t)rank);
+    sl_net *plain = make_shard_net(cp, which), *sharded = make_shard_net(cs, which);
+    sl_dist *dp, *ds;
+    sl_dist_options op = shard_options(0), os = shard_options(1);
+    OK(sl_dist_join(plain, &op, &dp));
+    OK(sl_dist_join(sharded, &os, &ds));
+    float *x = malloc(sizeof(float) * 2 * B * 3 * RES * RES);
+    int labels[2 * B];
+    for (int step = 1; step <= 4; step++) {
+        global_batch(step, x, labels);
+        const float *mine = x + (size_t)rank * B * 3 * RES * RES;
+        OK(sl_net_train_step(plain, mine, rank_shape, labels + rank * B, NULL));
+        OK(sl_net_train_step(sharded, mine, rank_shape, labels + rank * B, NULL));
+        assert_bitwise_equal(sharded, plain, step);
+        assert_same_on_every_rank(net_hash(sharded), "sharded parameters", step);
+    }
+    /* The split puts the boundary inside a parameter: both ranks update
+     * a piece of it. */
+    int split = 0;
+    for (int t = 0; t < ds->n_gather; t++)
+        split += ds->gather_count[2 * t] > 0 && ds->gather_count[2 * t + 1] > 0;
+    ck_assert_int_eq(split, 1);
+    if (which == OPT_ADAMW_CLIPPED) {
+        float norm;
+        OK(sl_net_last_grad_norm(sharded, &norm));
+        ck_assert_msg(norm > 0.05f, "the clip never cut (norm %g)", (double)norm);
+    }
+    /* Memory: this rank's slice of the state; the slices add up to the
+     * whole state, and each is about half of it. */
+    sl_memory_report rp, rs;
+    OK(sl_net_memory_report(plain, rank_shape, SL_MODE_TRAIN, &rp));
+    OK(sl_net_memory_report(sharded, rank_shape, SL_MODE_TRAIN, &rs));
+    double sum = (double)rs.optimizer;
+    OK(sl_dist_sum(ds, &sum, 1));
+    ck_assert_msg(sum == (double)rp.optimizer, "slices %g bytes, whole state %llu", sum,
+                  (unsigned long long)rp.optimizer);
+    int per = which == OPT_SGD_MOMENTUM ? 1 : 2;
+    const double slack = (double)per * 16 * sizeof(float); /* one boundary's alignment */
+    ck_assert_msg(fabs((double)rs.optimizer - (double)rp.optimizer / 2) <= slack,
+                  "rank %d holds %llu of %llu optimizer bytes", rank,
+                  (unsigned long long)rs.optimizer, (unsigned long long)rp.optimizer);
+    ck_assert_uint_eq(rs.measured_optimizer, rs.optimizer);
+    ck_assert_uint_eq(rs.total + (rp.optimizer - rs.optimizer), rp.total);
+    if (rank == 0)
+        printf("shard 1, optimizer %d: %llu optimizer bytes on rank 0 of 2 (unsharded %llu)\n",
+               which, (unsigned long long)rs.optimizer, (unsigned long long)rp.optimizer);
+    free(x);
+    sl_dist_free(dp);
+    sl_dist_free(ds);
+    sl_net_free(plain);
+    sl_net_free(sharded);
+    sl_context_free(cp);
+    sl_context_free(cs);
+}
+END_TEST
+
+/* Both ranks train on the same batch (the first half of the step's global
+ * batch): the mean of two equal gradients is that gradient exactly, so a
+ * run on 2 ranks and one on 1 rank are bit-identical, and snapshots can be
+ * compared across rank counts bit for bit. */
+static void same_batch_steps(sl_net *net, int from, int to, float *x, int *labels)
+{
+    for (int step = from; step <= to; step++) {
+        global_batch(step, x, labels);
+        OK(sl_net_train_step(net, x, rank_shape, labels, NULL));
+    }
+}
+
+START_TEST(test_dist_shard_snapshot_resumes_on_one_rank_and_back)
+{
+    int rank = world_rank();
+    char snap_shard[] = "/tmp/sl_zero_s_XXXXXX", snap_plain[] = "/tmp/sl_zero_p_XXXXXX";
+    char snap_one[] = "/tmp/sl_zero_o_XXXXXX";
+    shared_temp(snap_shard, sizeof snap_shard);
+    shared_temp(snap_plain, sizeof snap_plain);
+    shared_temp(snap_one, sizeof snap_one);
+    float *x = malloc(sizeof(float) * 2 * B * 3 * RES * RES);
+    int labels[2 * B];
+    sl_dist_options os = shard_options(1), op = shard_options(0);
+    sl_context *ctx = one_thread_context(5);
+
+    /* Uninterrupted: 4 steps on 2 ranks, sharded. */
+    sl_net *whole = make_shard_net(ctx, OPT_ADAMW);
+    sl_dist *dw;
+    OK(sl_dist_join(whole, &os, &dw));
+    same_batch_steps(whole, 1, 4, x, labels);
+
+    /* 2 steps sharded, snapshot; 2 steps unsharded, snapshot: the same file. */
+    sl_net *a = make_shard_net(ctx, OPT_ADAMW), *b = make_shard_net(ctx, OPT_ADAMW);
+    sl_dist *da, *db;
+    OK(sl_dist_join(a, &os, &da));
+    OK(sl_dist_join(b, &op, &db));
+    same_batch_steps(a, 1, 2, x, labels);
+    same_batch_steps(b, 1, 2, x, labels);
+    /* A rank's slice cannot be written or replaced on its own. */
+    ck_assert_int_eq(sl_save_snapshot(a, snap_one), SL_ERR_STATE);
+    ck_assert_msg(strstr(sl_last_error(), "sl_dist_save_snapshot") != NULL, "%s", sl_last_error());
+    OK(sl_dist_save_snapshot(da, snap_shard));
+    OK(sl_dist_save_snapshot(db, snap_plain));
+    ck_assert_int_eq(sl_load_snapshot(a, snap_shard), SL_ERR_STATE);
+    assert_same_file(snap_shard, snap_plain, "snapshots of shard 1 and shard 0");
+
+    /* Resumed on 1 rank, not joined: steps 3 and 4 as the whole run's. */
+    sl_net *one = make_shard_net(ctx, OPT_ADAMW);
+    OK(sl_load_snapshot(one, snap_shard));
+    same_batch_steps(one, 3, 4, x, labels);
+    assert_bitwise_equal(one, whole, 4);
+    ck_assert_int_eq(sl_net_step_count(one), 4);
+
+    /* The reverse: 2 steps on 1 rank, snapshot, resumed sharded on 2. */
+    sl_net *alone = make_shard_net(ctx, OPT_ADAMW);
+    same_batch_steps(alone, 1, 2, x, labels);
+    if (rank == 0)
+        OK(sl_save_snapshot(alone, snap_one));
+    MPI_Barrier(MPI_COMM_WORLD);
+    assert_same_file(snap_one, snap_plain, "snapshots of 1 rank and of 2");
+    sl_net *back = make_shard_net(ctx, OPT_ADAMW);
+    if (rank == 0) /* rank 0 only: the join gives rank 1 its slice */
+        OK(sl_load_snapshot(back, snap_one));
+    sl_dist *dk;
+    OK(sl_dist_join(back, &os, &dk));
+    same_batch_steps(back, 3, 4, x, labels);
+    assert_bitwise_equal(back, whole, 4);
+    ck_assert_int_eq(sl_net_step_count(back), 4);
+
+    /* After leaving, a rank holds a slice only: the update says so. */
+    sl_dist_free(da);
+    ck_assert_int_eq(sl_net_train_step(a, x, rank_shape, labels, NULL), SL_ERR_STATE);
+    ck_assert_msg(strstr(sl_last_error(), "sharded") != NULL, "%s", sl_last_error());
+
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (rank == 0) {
+        unlink(snap_shard);
+        unlink(snap_plain);
+        unlink(snap_one);
+    }
+    free(x);
+    sl_dist_free(dw);
+    sl_dist_free(db);
+    sl_dist_free(dk);
+    sl_net_free(whole);
+    sl_net_free(a);
+    sl_net_free(b);
+    sl_net_free(one);
+    sl_net_free(alone);
+    sl_net_free(back);
+    sl_context_free(ctx);
+}
+END_TEST
+
+START_TEST(test_dist_shard_refuses_stage_2_and_unknown_stages)
+{
+    sl_context *ctx = one_thread_context(4);
+    sl_net *net = make_net(ctx, MODEL_NO_BN, SL_SCHEDULE_NONE);
+    sl_dist *d = NULL;
+    sl_dist_options o = shard_options(2);
+    ck_assert_int_eq(sl_dist_join(net, &o, &d), SL_ERR_UNSUPPORTED);
+    ck_assert_msg(strstr(sl_last_error(), "ZeRO stage 2 needs parameter gradients planned in the "
+                                          "arena; not yet") != NULL, "%s", sl_last_error());
+    ck_assert_ptr_null(d);
+    o.shard = 3;
+    ck_assert_int_eq(sl_dist_join(net, &o, &d), SL_ERR_INVALID_ARG);
+    o.shard = -1;
+    ck_assert_int_eq(sl_dist_join(net, &o, &d), SL_ERR_INVALID_ARG);
+    ck_assert_ptr_null(d);
+    ck_assert_int_eq(sl_dist_defaults().shard, 0);
+    sl_net_free(net);
+    sl_context_free(ctx);
+}
+END_TEST
+
+START_TEST(test_dist_shard_failed_step_changes_nothing)
+{
+    int rank = world_rank();
+    char before[] = "/tmp/sl_zero_b_XXXXXX", after[] = "/tmp/sl_zero_a_XXXXXX";
+    shared_temp(before, sizeof before);
+    shared_temp(after, sizeof after);
+    sl_context *ctx = one_thread_context(8);
+    sl_net *net = make_shard_net(ctx, OPT_ADAM);
+    sl_dist *d;
+    sl_dist_options o = shard_options(1);
+    OK(sl_dist_join(net, &o, &d));
+    float *x = malloc(sizeof(float) * 2 * B * 3 * RES * RES);
+    int labels[2 * B];
+    const size_t half = (size_t)B * 3 * RES * RES;
+    global_batch(1, x, labels);
+    OK(sl_net_train_step(net, x + rank * half, rank_shape, labels + rank * B, NULL));
+    uint64_t hash = net_hash(net);
+    OK(sl_dist_save_snapshot(d, before)); /* every rank's slice of the state */
+    sl_shape shape = rank_shape;
+    if (rank == 1)
+        shape.c = 4;
+    global_batch(2, x, labels);
+    ck_assert_int_eq(sl_net_train_step(net, x, shape, labels, NULL),
+                     rank == 1 ? SL_ERR_SHAPE : SL_ERR_STATE);
+    ck_assert(net_hash(net) == hash);
+    ck_assert_int_eq(sl_net_step_count(net), 1);
+    OK(sl_dist_save_snapshot(d, after));
+    assert_same_file(before, after, "snapshots before and after the failed step");
+    OK(sl_net_train_step(net, x + rank * half, rank_shape, labels + rank * B, NULL));
+    ck_assert(net_hash(net) != hash);
+    assert_same_on_every_rank(net_hash(net), "parameters", 2);
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (rank == 0) {
+        unlink(before);
+        unlink(after);
+    }
+    free(x);
+    sl_dist_free(d);
+    sl_net_free(net);
+    sl_context_free(ctx);
+}
+END_TEST
+
 int main(void)
 {
     int provided;
@@ -598,6 +886,10 @@ int main(void)
     tcase_add_test(tc, test_dist_buckets_follow_segments_and_cover_gradients_once);
     tcase_add_test(tc, test_dist_memory_report_counts_communication);
     tcase_add_test(tc, test_dist_nccl_one_rank_per_gpu_equals_plain_run);
+    tcase_add_loop_test(tc, test_dist_shard_parameters_bit_identical_to_unsharded, 0, OPT_CASES);
+    tcase_add_test(tc, test_dist_shard_snapshot_resumes_on_one_rank_and_back);
+    tcase_add_test(tc, test_dist_shard_refuses_stage_2_and_unknown_stages);
+    tcase_add_test(tc, test_dist_shard_failed_step_changes_nothing);
     tcase_add_test(tc, test_dist_absent_rank_times_out_the_others);
     suite_add_tcase(s, tc);
     int failed = th_run_suite(s);

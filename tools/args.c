@@ -34,6 +34,7 @@ typedef enum opt_id {
     OPT_CLIP, OPT_WARMUP, OPT_LR_MIN, OPT_ACCUM, OPT_UPDATE_IN_BACKWARD,
     OPT_SEQ, OPT_LAYERS, OPT_EMBD, OPT_HEADS, OPT_VOCAB, OPT_CONTEXT, OPT_DROPOUT, OPT_VAL,
     OPT_LOAD_MODEL,
+    OPT_SHARD,
 } opt_id;
 
 typedef struct opt_spec {
@@ -91,6 +92,7 @@ static const opt_spec g_opts[] = {
     {"--dropout", OPT_DROPOUT, CLI_TRAIN, 1},
     {"--val", OPT_VAL, CLI_TRAIN, 1},
     {"--load-model", OPT_LOAD_MODEL, CLI_TRAIN, 1},
+    {"--shard", OPT_SHARD, CLI_TRAIN, 1},
 };
 
 static const char *command_name(cli_command cmd)
@@ -171,6 +173,8 @@ static const char g_train_help[] =
     "                        rank): --batch images per rank, rank r reading every\n"
     "                        N-th sample of the training order from r; rank 0 prints\n"
     "                        and writes the files; images/s are over all ranks\n"
+    "  --shard 0|1           with --distributed: 1 = ZeRO-1, each rank holds the\n"
+    "                        optimizer state of its 1/N of the parameters (0)\n"
     "  --eval N              held-out samples to measure accuracy on (1000)\n"
     "  --log-every N         progress every N steps (10)\n"
     "  --quiet               no progress bar\n"
@@ -432,6 +436,7 @@ static int set_option(cli_options *o, opt_id id, const char *v)
     }
     case OPT_VAL: o->val_data = v; return *v ? 0 : -1;
     case OPT_LOAD_MODEL: o->load_model = v; return *v ? 0 : -1;
+    case OPT_SHARD: return cli_parse_int(v, 0, 1, &o->shard);
     }
     return -1;
 }
@@ -528,6 +533,8 @@ static int check_combination(const char *cmd, cli_options *o)
         return cli_usage_error(cmd, "--lr-min applies to the cosine schedule of --warmup N");
     if (o->snapshot_every && !o->snapshot)
         return cli_usage_error(cmd, "--snapshot-every needs --snapshot PATH");
+    if (o->shard && !o->distributed)
+        return cli_usage_error(cmd, "--shard applies to --distributed training");
     if (o->distributed && o->save_dtype != SL_FILE_F32)
         return cli_usage_error(cmd, "--dtype applies to single-process training (a "
                                     "--distributed run saves F32 from rank 0)");

@@ -56,6 +56,7 @@ typedef struct cli_options {
     int seq, layers, embd, heads, vocab, context, optimizer_set, lm_options;
     float dropout;
     const char *val_data, *load_model;
+    int shard; /* --shard: sl_dist_options.shard of --distributed */
 } cli_options;
 
 /* The defaults of a command (train: resnet20 on the built-in dataset;

@@ -81,7 +81,9 @@ static int setup(train_run *r)
     }
     if (o->resume && sl_load_snapshot(r->net, o->resume) != SL_OK)
         return cli_fail("resuming from the snapshot");
-    if (o->distributed && sl_dist_join(r->net, NULL, &r->dist) != SL_OK)
+    sl_dist_options dist_options = sl_dist_defaults();
+    dist_options.shard = o->shard;
+    if (o->distributed && sl_dist_join(r->net, &dist_options, &r->dist) != SL_OK)
         return cli_fail("joining the ranks (--distributed)");
     r->rank = sl_dist_rank(r->dist);
     r->ranks = sl_dist_size(r->dist);
@@ -98,6 +100,9 @@ static void print_header(const train_run *r)
     if (r->dist)
         printf("data-parallel over %d ranks: batch %d per rank, %d per step\n", r->ranks,
                o->batch, o->batch * r->ranks);
+    if (r->dist && o->shard)
+        printf("ZeRO-1: each rank holds the optimizer state of its 1/%d of the parameters\n",
+               r->ranks);
     if (r->first_step)
         printf("resumed from %s at step %lld\n", o->resume, (long long)r->first_step);
     printf("planned activation memory %.2f MiB (keep-everything %.2f MiB), recompute %.1f%% of "
@@ -253,8 +258,8 @@ static void print_json(const train_run *r, const sl_memory_report *m)
     printf(",\"dataset\":\"%s\",\"device\":\"%s\",\"schedule\":", r->info.name,
            o->device == SL_DEVICE_CUDA ? "cuda" : "cpu");
     cli_json_string(stdout, o->schedule_text);
-    printf(",\"batch\":%d,\"ranks\":%d,\"res\":%d,\"classes\":%d,\"steps\":%d,"
-           "\"first_step\":%lld,\"steps_run\":%d,\"loss\":", o->batch, r->ranks, o->res,
+    printf(",\"batch\":%d,\"ranks\":%d,\"shard\":%d,\"res\":%d,\"classes\":%d,\"steps\":%d,"
+           "\"first_step\":%lld,\"steps_run\":%d,\"loss\":", o->batch, r->ranks, o->shard, o->res,
            o->classes, o->steps, (long long)r->first_step, r->steps_run);
     cli_json_number(ran ? r->loss_avg : NAN);
     printf(",\"first_loss\":");

@@ -50,8 +50,9 @@ extern "C" {
  *    never changes them. The packed copy of the running statistics this
  *    broadcast uses is the report's `communication` line.
  * Prediction (sl_net_predict) and the update (sl_net_update) are local to
- * each rank: every rank must update after every training run, as the
- * usual loop does, or parameters drift apart.
+ * each rank (the update is collective with shard 1, below): every rank
+ * must update after every training run, as the usual loop does, or
+ * parameters drift apart.
  *
  * Timeout: a rank that waits longer than timeout_seconds for the others
  * in any collective (a rank that crashed, hangs, or stopped calling)
@@ -77,9 +78,31 @@ typedef struct sl_dist_options {
      * blocking reduction of every bucket after backward (for measuring
      * what the overlap hides). */
     int overlap;
+    /* ZeRO stage: 0 (default) every rank holds the whole optimizer state
+     * and updates every parameter. 1 (ZeRO-1): the trainable parameters'
+     * floats (in the order of the gradient block) are split into one
+     * contiguous, balanced range per rank (boundaries on 16 floats; a
+     * parameter may be split between ranks), and each rank holds the
+     * optimizer state (momentum, Adam's moments) of its range only: about
+     * 1/N of it (sl_net_memory_report's `optimizer` is this rank's
+     * bytes). Gradients are still averaged on every rank as with 0; then
+     * sl_net_update (or sl_net_train_step) updates this rank's range, with
+     * the gradient scale and clipping norm of the whole averaged gradient,
+     * and gathers every rank's updated floats, so parameters stay
+     * identical on all ranks and equal, bit for bit, to those of shard 0.
+     * With 1 the update is collective: every rank must call it. The join
+     * slices the optimizer state rank 0 holds (a snapshot loaded before
+     * joining); sl_dist_save_snapshot gathers it on rank 0 and writes the
+     * file an unsharded run writes, so snapshots resume on any rank count
+     * and either stage. While joined, sl_save_snapshot and
+     * sl_load_snapshot fail (SL_ERR_STATE); after sl_dist_free the network
+     * holds only its slice: sl_net_update fails until the optimizer is set
+     * again or a snapshot is loaded. 2 (gradients sharded too) is not
+     * implemented yet: SL_ERR_UNSUPPORTED; other values SL_ERR_INVALID_ARG. */
+    int shard;
 } sl_dist_options;
 
-/* Defaults: MPI_COMM_WORLD, 600 s, 4 MiB buckets, overlap on. */
+/* Defaults: MPI_COMM_WORLD, 600 s, 4 MiB buckets, overlap on, shard 0. */
 SL_API sl_dist_options sl_dist_defaults(void);
 
 /* Joins net to a communicator; opts may be NULL for the defaults. A
@@ -113,7 +136,10 @@ SL_API sl_status sl_dist_sum(sl_dist *dist, double *values, int n);
 
 /* sl_save_model / sl_save_snapshot of the joined network, written by rank
  * 0 only (atomically, as always) and the same file single-process
- * training writes; every rank returns rank 0's status. Collective. */
+ * training writes; every rank returns rank 0's status. Collective. With
+ * shard 1 the snapshot first gathers every rank's slice of the optimizer
+ * state on rank 0 (which then briefly holds the whole state twice, once
+ * in host memory). */
 SL_API sl_status sl_dist_save_model(sl_dist *dist, const char *path);
 SL_API sl_status sl_dist_save_snapshot(sl_dist *dist, const char *path);
 

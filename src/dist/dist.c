@@ -16,7 +16,7 @@
 
 sl_dist_options sl_dist_defaults(void)
 {
-    sl_dist_options o = {NULL, 600.0, (size_t)4 << 20, 1};
+    sl_dist_options o = {NULL, 600.0, (size_t)4 << 20, 1, 0};
     return o;
 }
 
@@ -167,6 +167,8 @@ static sl_status join(sl_dist *d, const sl_dist_options *o)
         st = broadcast_floats(d, d->net->param_block, d->net->param_floats, "sl_dist_join");
     if (st == SL_OK && same_opt)
         st = broadcast_optimizer(d);
+    if (st == SL_OK && o->shard == 1)
+        st = sl_shard_join(d);
     return st;
 }
 
@@ -177,6 +179,17 @@ sl_status sl_dist_join(sl_net *net, const sl_dist_options *opts, sl_dist **out)
     if (net->comm)
         return sl_set_error(SL_ERR_STATE, "sl_dist_join: the network is already in a communicator");
     sl_dist_options o = opts ? *opts : sl_dist_defaults();
+    if (o.shard == 2)
+        return sl_set_error(SL_ERR_UNSUPPORTED, "sl_dist_join: shard 2: ZeRO stage 2 needs parameter "
+                            "gradients planned in the arena; not yet (use shard 1, the optimizer "
+                            "state sharded, or 0)");
+    if (o.shard != 0 && o.shard != 1)
+        return sl_set_error(SL_ERR_INVALID_ARG, "sl_dist_join: shard %d; must be 0 (off) or 1 "
+                            "(ZeRO-1: optimizer state sharded over the ranks)", o.shard);
+    if (net->shard)
+        return sl_set_error(SL_ERR_STATE, "sl_dist_join: the network holds only its slice of the "
+                            "optimizer state from an earlier sharded membership; set the optimizer "
+                            "again or load a snapshot first");
     if (!(o.timeout_seconds > 0) || o.bucket_bytes < sizeof(float))
         return sl_set_error(SL_ERR_INVALID_ARG, "sl_dist_join: timeout_seconds %g must be > 0 and "
                             "bucket_bytes %zu at least 4", o.timeout_seconds, o.bucket_bytes);
@@ -200,6 +213,8 @@ sl_status sl_dist_join(sl_net *net, const sl_dist_options *opts, sl_dist **out)
         return sl_set_error(st, "%s", msg);
     }
     sl_dist_install_hooks(d);
+    if (o.shard == 1)
+        d->hooks.after_update = sl_shard_gather_params;
     net->comm = &d->hooks;
     *out = d;
     return SL_OK;
@@ -218,6 +233,7 @@ void sl_dist_free(sl_dist *d)
     free(d->done);
     free(d->stats);
     free(d->stats_staging);
+    sl_shard_release(d);
     int finalized = 0;
     MPI_Finalized(&finalized);
     /* Freeing a communicator with operations pending (a broken
@@ -264,8 +280,14 @@ static sl_status save_on_rank0(sl_dist *d, const char *path, int snapshot, const
         int status;
         char message[512];
     } result = {SL_OK, ""};
-    if (d->rank == 0) {
+    if (snapshot && d->net->shard) {
+        st = sl_shard_save_snapshot(d, path, &result.status); /* collective */
+        if (st != SL_OK)
+            return st;
+    } else if (d->rank == 0) {
         result.status = snapshot ? sl_save_snapshot(d->net, path) : sl_save_model(d->net, path);
+    }
+    if (d->rank == 0) {
         if (result.status != SL_OK)
             snprintf(result.message, sizeof result.message, "%s", sl_last_error());
     }

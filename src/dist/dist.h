@@ -73,6 +73,15 @@ struct sl_dist {
 
     sl_dist_stats counters;
     struct sl_nccl *nccl; /* NULL on the CPU */
+
+    /* ZeRO-1 (opts.shard 1, dist_shard.c) */
+    size_t *bounds;          /* [size + 1]: rank r updates gradient floats
+                                [bounds[r], bounds[r + 1]) */
+    int n_gather;            /* trainable parameters */
+    float **gather_data;     /* [n_gather] their values */
+    int *gather_count, *gather_displ; /* [n_gather * size]: rank r's floats
+                                         of parameter i, from its start */
+    MPI_Request *gather_req; /* [n_gather] */
 };
 
 /* Marks the membership broken and records why (also as the error). */
@@ -88,6 +97,19 @@ sl_status sl_dist_wait(sl_dist *d, MPI_Request *r, const char *what);
 void sl_dist_install_hooks(sl_dist *d);
 /* Sends rank 0's running statistics to every rank. */
 sl_status sl_dist_broadcast_stats(sl_dist *d);
+
+/* ---------------- ZeRO-1 (dist_shard.c) ---------------- */
+
+/* Splits the gradient block over the ranks, lists every parameter's
+ * pieces, and replaces the network's optimizer state by this rank's
+ * slice of it (the last step of a join: nothing changes on failure). */
+sl_status sl_shard_join(sl_dist *d);
+void sl_shard_release(sl_dist *d);
+/* sl_net_comm.after_update: every rank's updated floats everywhere. */
+sl_status sl_shard_gather_params(void *user);
+/* sl_save_snapshot of a sharded network, collective: the state gathered
+ * on rank 0, which writes the file (status: rank 0's, on rank 0). */
+sl_status sl_shard_save_snapshot(sl_dist *d, const char *path, int *rank0_status);
 
 /* ---------------- NCCL (dist_nccl.c, CUDA builds with NCCL) ---------------- */
 
@@ -106,5 +128,8 @@ sl_status sl_nccl_reduce_start(sl_dist *d, float *data, size_t count);
  * every started reduction and the broadcast are done or the deadline
  * passes (then the communicator is aborted). */
 sl_status sl_nccl_finish(sl_dist *d, double deadline);
+/* ZeRO-1: broadcasts every rank's piece of every parameter from that
+ * rank (one group) after the compute stream's work, and waits. */
+sl_status sl_nccl_gather_params(sl_dist *d, double deadline);
 
 #endif

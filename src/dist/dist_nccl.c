@@ -302,3 +302,28 @@ sl_status sl_nccl_finish(sl_dist *d, double deadline)
     }
     return wait_stream(d, deadline, "reducing the gradients");
 }
+
+sl_status sl_nccl_gather_params(sl_dist *d, double deadline)
+{
+    sl_status st = follow_compute(d);
+    if (st != SL_OK)
+        return st;
+    /* An in-place all-gather of uneven pieces: each piece broadcast from
+     * the rank that updated it, all in one group. */
+    ncclResult_t r = ncclGroupStart();
+    for (int i = 0; r == ncclSuccess && i < d->n_gather; i++)
+        for (int k = 0; r == ncclSuccess && k < d->size; k++) {
+            int n = d->gather_count[i * d->size + k];
+            float *p = d->gather_data[i] + d->gather_displ[i * d->size + k];
+            if (n)
+                r = ncclBroadcast(p, p, (size_t)n, ncclFloat32, k, d->nccl->comm, d->nccl->stream);
+        }
+    ncclResult_t end = ncclGroupEnd();
+    if (r == ncclSuccess || r == ncclInProgress)
+        r = end;
+    st = settle(d, d->nccl->comm, &d->nccl->comm_ok, r, deadline,
+                "ncclBroadcast of the updated parameters");
+    if (st != SL_OK)
+        return st;
+    return wait_stream(d, deadline, "gathering the updated parameters (shard 1)");
+}

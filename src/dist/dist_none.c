@@ -9,7 +9,7 @@
 
 sl_dist_options sl_dist_defaults(void)
 {
-    sl_dist_options o = {NULL, 600.0, (size_t)4 << 20, 1};
+    sl_dist_options o = {NULL, 600.0, (size_t)4 << 20, 1, 0};
     return o;
 }
 

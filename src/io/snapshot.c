@@ -66,6 +66,10 @@ sl_status sl_save_snapshot(sl_net *net, const char *path)
     if (!net->has_optimizer)
         return sl_set_error(SL_ERR_STATE, "%s: no optimizer set; a snapshot resumes training (save "
                             "weights alone with sl_save_model)", fn);
+    if (net->shard)
+        return sl_set_error(SL_ERR_STATE, "%s: this rank holds only a slice of the optimizer state "
+                            "(sl_dist_options.shard): save with sl_dist_save_snapshot, which "
+                            "gathers it", fn);
     sl_status st = sl_net_materialize(net);
     if (st != SL_OK)
         return sl_set_error(st, "%s: %s", fn, sl_last_error());
@@ -290,6 +294,10 @@ sl_status sl_snapshot_load_memory(sl_net *net, const uint8_t *buf, size_t bytes,
     static const char fn[] = "sl_load_snapshot";
     if (!net || (!buf && bytes))
         return sl_set_error(SL_ERR_INVALID_ARG, "%s: network or data is NULL", fn);
+    if (net->shard && net->comm)
+        return sl_set_error(SL_ERR_STATE, "%s: the network's optimizer state is sharded over its "
+                            "ranks (sl_dist_options.shard); load the snapshot on every rank (or "
+                            "rank 0) before sl_dist_join, which slices it", fn);
     static const uint8_t empty[1];
     if (!buf)
         buf = empty;

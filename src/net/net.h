@@ -41,6 +41,10 @@ typedef struct sl_net_comm {
     sl_status (*finish)(void *user);
     /* sl_net_free of the network: the communicator forgets it. */
     void (*detach)(void *user);
+    /* After sl_net_update of a network with sharded optimizer state
+     * (net->shard) updated this rank's slice: gives every rank every
+     * updated parameter. An error leaves the communicator broken. */
+    sl_status (*after_update)(void *user);
     uint64_t bytes; /* held for communication (the memory report) */
 } sl_net_comm;
 
@@ -93,6 +97,13 @@ struct sl_net {
     int has_head;            /* a language-model head ends the network (lm.c) */
     sl_lm_head head;         /* graph.head points here once finalised */
     struct sl_profile *profile; /* NULL unless profiling (profile.c) */
+    /* ZeRO-1 (src/dist): 1 while the optimizer state covers only the
+     * gradient-block floats [shard_lo, shard_hi) (opt_block then holds,
+     * for each state block k, shard_hi - shard_lo floats at k times that:
+     * state of gradient float g at opt_block[k * len + g - shard_lo]).
+     * The update updates that slice only, then comm->after_update. */
+    int shard;
+    size_t shard_lo, shard_hi;
 };
 
 /* Profiling (profile.c); each does nothing while profiling is off.
@@ -136,8 +147,21 @@ int sl_optimizer_state_blocks(const sl_optimizer_options *o, const char *names[S
  * (blocks[k] for k < per; the others NULL). */
 typedef void (*sl_opt_state_visit)(void *user, int param, int per, float *const *blocks);
 
-/* Visits the state of the network's optimizer (net->opt, net->opt_block). */
+/* Visits the state of the network's optimizer (net->opt, net->opt_block);
+ * only for state that is not sharded (net->shard 0). */
 void sl_net_visit_optimizer_state(sl_net *net, sl_opt_state_visit visit, void *user);
+
+/* Sharded state (net->shard): called for every trainable parameter with
+ * floats in [shard_lo, shard_hi), in order: its floats [off, off + n)
+ * (gfirst: the gradient-block index of float off) and their state blocks
+ * (blocks[k] for k < per, each n floats). */
+typedef void (*sl_opt_shard_visit)(void *user, int param, size_t gfirst, size_t off, size_t n,
+                                   int per, float *const *blocks);
+void sl_net_visit_optimizer_shard(sl_net *net, sl_opt_shard_visit visit, void *user);
+
+/* Floats of optimizer state under options o: per block the gradient
+ * block's, or the shard's when sharded is 1. */
+size_t sl_optimizer_state_floats(const sl_net *net, const sl_optimizer_options *o, int sharded);
 /* Whether a network was finalised and materialised when a call began: a
  * call that fails undoes what it did on first use (sl_net_add works again
  * afterwards), so that failing calls leave the network as it was. */

@@ -95,8 +95,9 @@ sl_status sl_net_set_optimizer(sl_net *net, const sl_optimizer_options *opts)
         st = sl_net_finalize(net);
     if (st != SL_OK)
         return st;
-    const char *names[SL_OPT_STATE_MAX];
-    size_t floats = net->grad_floats * (size_t)sl_optimizer_state_blocks(opts, names);
+    /* Joined with ZeRO-1 (src/dist): the state of this rank's slice. */
+    int sharded = net->shard && net->comm;
+    size_t floats = sl_optimizer_state_floats(net, opts, sharded);
     float *state = NULL;
     const sl_backend *be = net->ctx->backend;
     /* Before the parameters are allocated, the state waits for them
@@ -126,6 +127,7 @@ sl_status sl_net_set_optimizer(sl_net *net, const sl_optimizer_options *opts)
     net->opt_floats = floats;
     net->opt = *opts;
     net->has_optimizer = 1;
+    net->shard = sharded;
     /* Budget schedules count optimizer state: plan again. */
     sl_run_cache_release(&net->cache[SL_MODE_TRAIN]);
     net->steps = 0;
@@ -231,22 +233,31 @@ typedef struct update_ctx {
     float grad_scale;
 } update_ctx;
 
-static void update_param(void *user, int param, int per, float *const *blocks)
+/* Floats [off, off + n) of one parameter (the element kernels work on
+ * any range; the whole parameter, or a ZeRO-1 shard's piece of it). */
+static void update_range(update_ctx *u, int param, size_t off, size_t n, float *const *blocks)
 {
-    (void)per;
-    update_ctx *u = user;
     const sl_optimizer_options *o = &u->net->opt;
     sl_param_spec *p = u->net->params[param].spec;
     if (o->kind == SL_OPT_SGD) {
-        u->ex.be->sgd_update(&u->ex, p->count, p->data, p->grad, blocks[0], o->lr, o->momentum,
-                             o->weight_decay, o->nesterov, u->step == 1, u->grad_scale);
+        u->ex.be->sgd_update(&u->ex, n, p->data + off, p->grad + off, blocks[0], o->lr,
+                             o->momentum, o->weight_decay, o->nesterov, u->step == 1,
+                             u->grad_scale);
     } else {
         /* AdamW decays only >= 2-d parameters (sl_adamw). */
         int decoupled = o->kind == SL_OPT_ADAMW;
         float wd = decoupled && p->ndim < 2 ? 0.0f : o->weight_decay;
-        u->ex.be->adam_update(&u->ex, p->count, p->data, p->grad, blocks[0], blocks[1], o->lr,
-                              o->beta1, o->beta2, o->eps, wd, decoupled, u->step, u->grad_scale);
+        u->ex.be->adam_update(&u->ex, n, p->data + off, p->grad + off, blocks[0], blocks[1],
+                              o->lr, o->beta1, o->beta2, o->eps, wd, decoupled, u->step,
+                              u->grad_scale);
     }
+}
+
+static void update_param(void *user, int param, int per, float *const *blocks)
+{
+    (void)per;
+    update_ctx *u = user;
+    update_range(u, param, 0, u->net->params[param].spec->count, blocks);
 }
 
 /* The factor the gradients enter the update with: 1/k for k accumulated
@@ -332,6 +343,54 @@ void sl_net_update_node(void *user, int node)
     sl_net_visit_optimizer_state(net, update_if_in_node, &n);
 }
 
+/* ---- ZeRO-1: the update of a rank's slice (net->shard, src/dist) ---- */
+
+size_t sl_optimizer_state_floats(const sl_net *net, const sl_optimizer_options *o, int sharded)
+{
+    const char *names[SL_OPT_STATE_MAX];
+    size_t per = (size_t)sl_optimizer_state_blocks(o, names);
+    return per * (sharded ? net->shard_hi - net->shard_lo : net->grad_floats);
+}
+
+void sl_net_visit_optimizer_shard(sl_net *net, sl_opt_shard_visit visit, void *user)
+{
+    const char *names[SL_OPT_STATE_MAX];
+    int per = sl_optimizer_state_blocks(&net->opt, names);
+    const size_t lo = net->shard_lo, hi = net->shard_hi, len = hi - lo;
+    size_t g = 0; /* gradient-block index of the parameter's first float */
+    for (int i = 0; i < net->n_params; i++) {
+        const sl_param_spec *p = net->params[i].spec;
+        if (!p->trainable)
+            continue;
+        size_t a = g > lo ? g : lo, b = g + p->count < hi ? g + p->count : hi;
+        if (a < b) {
+            float *blocks[SL_OPT_STATE_MAX] = {NULL, NULL};
+            for (int k = 0; k < per; k++)
+                blocks[k] = net->opt_block + (size_t)k * len + (a - lo);
+            visit(user, i, a, a - g, b - a, per, blocks);
+        }
+        g += sl_stride_floats(p->count);
+    }
+}
+
+static void update_shard_piece(void *user, int param, size_t gfirst, size_t off, size_t n,
+                               int per, float *const *blocks)
+{
+    (void)gfirst;
+    (void)per;
+    update_range(user, param, off, n, blocks);
+}
+
+static sl_status check_shard(const sl_net *net)
+{
+    if (net->shard && !(net->comm && net->comm->after_update))
+        return sl_set_error(SL_ERR_STATE, "sl_net_update: the optimizer state is sharded over "
+                            "ranks (sl_dist_options.shard) and the network left its communicator: "
+                            "this rank holds only its slice; set the optimizer again (or load a "
+                            "snapshot saved with sl_dist_save_snapshot)");
+    return SL_OK;
+}
+
 sl_status sl_net_update(sl_net *net)
 {
     if (!net)
@@ -346,6 +405,9 @@ sl_status sl_net_update(sl_net *net)
         return st;
     if (!net->has_grads)
         return sl_set_error(SL_ERR_STATE, "sl_net_update: no gradients (call sl_net_compute_gradients)");
+    st = check_shard(net);
+    if (st != SL_OK)
+        return st;
     if (net->accum > 1 && net->micro < net->accum)
         return sl_set_error(SL_ERR_STATE,
                             "sl_net_update: gradient accumulation over %d micro-batches, %d "
@@ -356,9 +418,14 @@ sl_status sl_net_update(sl_net *net)
     st = update_scale(net, &u.ex, &u.grad_scale);
     if (st != SL_OK)
         return st;
-    sl_net_visit_optimizer_state(net, update_param, &u);
+    if (net->shard)
+        sl_net_visit_optimizer_shard(net, update_shard_piece, &u);
+    else
+        sl_net_visit_optimizer_state(net, update_param, &u);
     sl_profile_add_update(net, &u.ex, t0);
     st = u.ex.be->sync(&u.ex);
+    if (st == SL_OK && net->shard)
+        st = net->comm->after_update(net->comm->user);
     if (st != SL_OK)
         return st;
     net->steps = u.step;
