@@ -14,8 +14,14 @@
  * between the ranks, optimizer bytes per rank half of the whole (the
  * slices summing to it); a sharded snapshot is the unsharded run's file,
  * resumes on 1 rank, and a 1-rank snapshot resumes on 2 sharded ranks,
- * both continuing bit for bit; shard 2 and unknown stages refused; a
- * failed step leaves parameters and every rank's state unchanged.
+ * both continuing bit for bit; unknown stages refused; a failed step
+ * leaves parameters and every rank's state unchanged.
+ * ZeRO-2 (shard 2, with and without the update in backward): parameters
+ * bit-identical to shard 0's after every step for SGD with momentum, Adam
+ * and AdamW, the planned fixed part holding half the gradients (none
+ * updating in backward), measured == planned, snapshots the unsharded
+ * run's file; clipping, accumulation and the update in backward under
+ * shard 1 refused; a failed step changes nothing.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <check.h>
@@ -648,17 +654,25 @@ static void shared_temp(char *path, size_t n)
     MPI_Bcast(path, (int)n, MPI_CHAR, 0, MPI_COMM_WORLD);
 }
 
+/* Stages: ZeRO-1, ZeRO-2, and ZeRO-2 with the update in backward. */
+enum { STAGE_1, STAGE_2, STAGE_2_UIB, STAGE_CASES };
+
 START_TEST(test_dist_shard_parameters_bit_identical_to_unsharded)
 {
-    /* Every optimizer: ZeRO-1 and plain data parallel take the same
-     * steps from the same start, each rank with its own half batch. */
+    /* Every optimizer: ZeRO-1 (ZeRO-2, ZeRO-2 updating in backward) and
+     * plain data parallel take the same steps from the same start, each
+     * rank with its own half batch. */
     int rank = world_rank();
-    int which = _i;
+    int which = _i % OPT_CASES, stage = _i / OPT_CASES;
+    if (stage != STAGE_1 && which == OPT_ADAMW_CLIPPED)
+        return; /* refused: test_dist_shard_refusals */
     sl_context *cp = one_thread_context(21 + (uint64_t)rank);
     sl_context *cs = one_thread_context(21 + (uint64_t)rank);
     sl_net *plain = make_shard_net(cp, which), *sharded = make_shard_net(cs, which);
+    if (stage == STAGE_2_UIB)
+        OK(sl_net_set_update_in_backward(sharded, 1));
     sl_dist *dp, *ds;
-    sl_dist_options op = shard_options(0), os = shard_options(1);
+    sl_dist_options op = shard_options(0), os = shard_options(stage == STAGE_1 ? 1 : 2);
     OK(sl_dist_join(plain, &op, &dp));
     OK(sl_dist_join(sharded, &os, &ds));
     float *x = malloc(sizeof(float) * 2 * B * 3 * RES * RES);
@@ -668,7 +682,13 @@ START_TEST(test_dist_shard_parameters_bit_identical_to_unsharded)
         const float *mine = x + (size_t)rank * B * 3 * RES * RES;
         OK(sl_net_train_step(plain, mine, rank_shape, labels + rank * B, NULL));
         OK(sl_net_train_step(sharded, mine, rank_shape, labels + rank * B, NULL));
-        assert_bitwise_equal(sharded, plain, step);
+        if (stage == STAGE_1) {
+            assert_bitwise_equal(sharded, plain, step);
+        } else { /* ZeRO-2 keeps no whole gradient to compare */
+            char which_t[160];
+            ck_assert_msg(worst_error(sharded, plain, 0, which_t, sizeof which_t) == 0,
+                          "stage %d step %d: %s differs", stage, step, which_t);
+        }
         assert_same_on_every_rank(net_hash(sharded), "sharded parameters", step);
     }
     /* The split puts the boundary inside a parameter: both ranks update
@@ -697,10 +717,42 @@ START_TEST(test_dist_shard_parameters_bit_identical_to_unsharded)
                   "rank %d holds %llu of %llu optimizer bytes", rank,
                   (unsigned long long)rs.optimizer, (unsigned long long)rp.optimizer);
     ck_assert_uint_eq(rs.measured_optimizer, rs.optimizer);
-    ck_assert_uint_eq(rs.total + (rp.optimizer - rs.optimizer), rp.total);
+    if (stage == STAGE_1) {
+        ck_assert_uint_eq(rs.total + (rp.optimizer - rs.optimizer), rp.total);
+    } else {
+        /* ZeRO-2: the gradients are arena values reduced layer by layer;
+         * the fixed part keeps this rank's slice of them (none when the
+         * update runs in backward); the run uses what was planned. */
+        ck_assert(rs.param_grads_in_arena);
+        uint64_t grad_slice = rs.fixed - rs.params - rs.optimizer;
+        if (stage == STAGE_2_UIB)
+            ck_assert_uint_eq(grad_slice, 0);
+        else
+            ck_assert_msg(fabs((double)grad_slice - (double)rp.param_grads / 2) <= 16 * sizeof(float),
+                          "rank %d holds %llu of %llu gradient bytes", rank,
+                          (unsigned long long)grad_slice, (unsigned long long)rp.param_grads);
+        ck_assert_uint_lt(rs.total, rp.total - rp.param_grads / 3);
+        ck_assert_uint_eq(rs.arena_measured, rs.arena_bytes);
+        ck_assert_uint_eq(rs.measured_total, rs.total);
+        if (which == OPT_ADAMW) { /* snapshots gather: the unsharded run's file */
+            char sp[] = "/tmp/sl_zero2_p_XXXXXX", ss[] = "/tmp/sl_zero2_s_XXXXXX";
+            shared_temp(sp, sizeof sp);
+            shared_temp(ss, sizeof ss);
+            OK(sl_dist_save_snapshot(dp, sp));
+            OK(sl_dist_save_snapshot(ds, ss));
+            if (rank == 0) {
+                assert_same_file(sp, ss, "snapshots of shard 2 and shard 0");
+                unlink(sp);
+                unlink(ss);
+            }
+        }
+    }
     if (rank == 0)
-        printf("shard 1, optimizer %d: %llu optimizer bytes on rank 0 of 2 (unsharded %llu)\n",
-               which, (unsigned long long)rs.optimizer, (unsigned long long)rp.optimizer);
+        printf("shard %d%s, optimizer %d: rank 0 of 2 plans %llu bytes, %llu of them optimizer "
+               "(unsharded %llu, %llu)\n", stage == STAGE_1 ? 1 : 2,
+               stage == STAGE_2_UIB ? " + update in backward" : "", which,
+               (unsigned long long)rs.total, (unsigned long long)rs.optimizer,
+               (unsigned long long)rp.total, (unsigned long long)rp.optimizer);
     free(x);
     sl_dist_free(dp);
     sl_dist_free(ds);
@@ -805,16 +857,36 @@ START_TEST(test_dist_shard_snapshot_resumes_on_one_rank_and_back)
 }
 END_TEST
 
-START_TEST(test_dist_shard_refuses_stage_2_and_unknown_stages)
+START_TEST(test_dist_shard_refusals)
 {
     sl_context *ctx = one_thread_context(4);
-    sl_net *net = make_net(ctx, MODEL_NO_BN, SL_SCHEDULE_NONE);
+    sl_net *net = make_shard_net(ctx, OPT_ADAMW_CLIPPED);
     sl_dist *d = NULL;
+    /* ZeRO-2 keeps no rank's gradients whole: no global-norm clipping */
     sl_dist_options o = shard_options(2);
-    ck_assert_int_eq(sl_dist_join(net, &o, &d), SL_ERR_UNSUPPORTED);
-    ck_assert_msg(strstr(sl_last_error(), "ZeRO stage 2 needs parameter gradients planned in the "
-                                          "arena; not yet") != NULL, "%s", sl_last_error());
+    ck_assert_int_eq(sl_dist_join(net, &o, &d), SL_ERR_STATE);
+    ck_assert_msg(strstr(sl_last_error(), "clipping") != NULL, "%s", sl_last_error());
     ck_assert_ptr_null(d);
+    OK(sl_net_set_grad_clip(net, 0.0f));
+    OK(sl_net_set_grad_accumulation(net, 2));
+    ck_assert_int_eq(sl_dist_join(net, &o, &d), SL_ERR_STATE);
+    ck_assert_msg(strstr(sl_last_error(), "accumulation") != NULL, "%s", sl_last_error());
+    OK(sl_net_set_grad_accumulation(net, 1));
+    /* the update in backward joins with shard 2 only */
+    OK(sl_net_set_update_in_backward(net, 1));
+    o.shard = 1;
+    ck_assert_int_eq(sl_dist_join(net, &o, &d), SL_ERR_STATE);
+    ck_assert_msg(strstr(sl_last_error(), "shard 2") != NULL, "%s", sl_last_error());
+    /* joined with shard 2: clipping and accumulation refused, the update
+     * in backward fixed */
+    o.shard = 2;
+    OK(sl_dist_join(net, &o, &d));
+    ck_assert_int_eq(sl_net_set_grad_clip(net, 1.0f), SL_ERR_STATE);
+    ck_assert_int_eq(sl_net_set_grad_accumulation(net, 2), SL_ERR_STATE);
+    ck_assert_int_eq(sl_net_set_update_in_backward(net, 0), SL_ERR_STATE);
+    ck_assert_msg(strstr(sl_last_error(), "before sl_dist_join") != NULL, "%s", sl_last_error());
+    sl_dist_free(d);
+    d = NULL;
     o.shard = 3;
     ck_assert_int_eq(sl_dist_join(net, &o, &d), SL_ERR_INVALID_ARG);
     o.shard = -1;
@@ -828,14 +900,17 @@ END_TEST
 
 START_TEST(test_dist_shard_failed_step_changes_nothing)
 {
+    /* _i: 1 ZeRO-1, 2 ZeRO-2 with the update in backward */
     int rank = world_rank();
     char before[] = "/tmp/sl_zero_b_XXXXXX", after[] = "/tmp/sl_zero_a_XXXXXX";
     shared_temp(before, sizeof before);
     shared_temp(after, sizeof after);
     sl_context *ctx = one_thread_context(8);
     sl_net *net = make_shard_net(ctx, OPT_ADAM);
+    if (_i == 2)
+        OK(sl_net_set_update_in_backward(net, 1));
     sl_dist *d;
-    sl_dist_options o = shard_options(1);
+    sl_dist_options o = shard_options(_i);
     OK(sl_dist_join(net, &o, &d));
     float *x = malloc(sizeof(float) * 2 * B * 3 * RES * RES);
     int labels[2 * B];
@@ -886,10 +961,11 @@ int main(void)
     tcase_add_test(tc, test_dist_buckets_follow_segments_and_cover_gradients_once);
     tcase_add_test(tc, test_dist_memory_report_counts_communication);
     tcase_add_test(tc, test_dist_nccl_one_rank_per_gpu_equals_plain_run);
-    tcase_add_loop_test(tc, test_dist_shard_parameters_bit_identical_to_unsharded, 0, OPT_CASES);
+    tcase_add_loop_test(tc, test_dist_shard_parameters_bit_identical_to_unsharded, 0,
+                        OPT_CASES * STAGE_CASES);
     tcase_add_test(tc, test_dist_shard_snapshot_resumes_on_one_rank_and_back);
-    tcase_add_test(tc, test_dist_shard_refuses_stage_2_and_unknown_stages);
-    tcase_add_test(tc, test_dist_shard_failed_step_changes_nothing);
+    tcase_add_test(tc, test_dist_shard_refusals);
+    tcase_add_loop_test(tc, test_dist_shard_failed_step_changes_nothing, 1, 3);
     tcase_add_test(tc, test_dist_absent_rank_times_out_the_others);
     suite_add_tcase(s, tc);
     int failed = th_run_suite(s);

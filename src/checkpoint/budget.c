@@ -205,7 +205,7 @@ static sl_status measure(const sl_budget_query *q, candidate *c)
     sl_program prog;
     sl_plan plan;
     sl_status st = sl_program_build(q->g, q->sh, &c->seg, SL_MODE_TRAIN, q->bn_rescale, 0,
-                                    q->input_in_arena, q->update_in_backward, &prog);
+                                    q->input_in_arena, q->pgrad_flags, &prog);
     if (st != SL_OK)
         return st;
     st = sl_plan_build(q->g, &prog, 1, &plan);
@@ -528,8 +528,8 @@ sl_status sl_segments_for_budget(const sl_budget_query *q, sl_segments *out)
                      (unsigned long long)q->budget_bytes, q->budget_bytes / 1048576.0,
                      (unsigned long long)least_peak, least_peak / 1048576.0,
                      (unsigned long long)fixed,
-                     q->update_in_backward ? "" : "gradients and ",
-                     q->update_in_backward ? " (the gradients live in the arena)" : "");
+                     q->pgrad_flags ? "" : "gradients and ",
+                     q->pgrad_flags ? " (the gradients live in the arena)" : "");
     }
     if (st == SL_OK) {
         *out = best.seg;

@@ -89,7 +89,7 @@ static void run_backward(runner *r, const sl_graph *g, const sl_shapes *sh, cons
  * write. */
 static void bind_param_grads(runner *r, const sl_graph *g, const sl_step *st, const sl_exec *ex)
 {
-    if (st->pgrad < 0)
+    if (st->pgrad < 0 || st->kind == SL_STEP_REDUCE)
         return;
     float *base = ptr(r, st->pgrad);
     if (st->pgrad_zero)
@@ -154,7 +154,7 @@ void sl_execute(const sl_graph *g, const sl_shapes *sh, const sl_program *p, con
          * the loss of a language-model head (it adds its weight's). */
         if (!grads_zeroed && p->mode == SL_MODE_TRAIN &&
             (st->kind == SL_STEP_BWD || st->kind == SL_STEP_LOSS)) {
-            if (!io->keep_grads && !p->update_in_backward) /* accumulating micro-batches */
+            if (!io->keep_grads && !p->pgrad_flags) /* accumulating micro-batches */
                 zero_param_grads(g, ex);
             grads_zeroed = 1;
         }
@@ -186,6 +186,11 @@ void sl_execute(const sl_graph *g, const sl_shapes *sh, const sl_program *p, con
             if (io->update)
                 io->update(io->update_user, st->node);
             break;
+        case SL_STEP_REDUCE:
+            if (io->reduce)
+                io->reduce(io->reduce_user, st->node, st->pgrad >= 0 ? ptr(&r, st->pgrad) : NULL,
+                           st->prev_node, st->prev_pgrad >= 0 ? ptr(&r, st->prev_pgrad) : NULL);
+            break;
         }
         if (poison)
             poison_dead(p, pl, arena, s);
@@ -196,7 +201,7 @@ void sl_execute(const sl_graph *g, const sl_shapes *sh, const sl_program *p, con
         ex->be->download(ex, io->logits_out, ptr(&r, p->logits), p->values[p->logits].bytes);
     if (io->dx_out && p->input_grad >= 0)
         ex->be->download(ex, io->dx_out, ptr(&r, p->input_grad), p->values[p->input_grad].bytes);
-    if (p->update_in_backward)
+    if (p->pgrad_flags)
         unbind_param_grads(g);
     io->arena_touched = r.touched;
 }

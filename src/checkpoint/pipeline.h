@@ -89,10 +89,21 @@ typedef enum sl_step_kind {
     SL_STEP_REFWD,   /* re-forward during backward */
     SL_STEP_LOSS,    /* softmax cross-entropy + gradient of the logits */
     SL_STEP_BWD,
-    SL_STEP_UPDATE   /* the optimizer update of one node's parameters (update
+    SL_STEP_UPDATE,  /* the optimizer update of one node's parameters (update
                         in backward): right after the node's last gradient
-                        write, its gradients' storage dies with it */
+                        write (or its reduction), its gradients' storage dies
+                        with it */
+    SL_STEP_REDUCE   /* ZeRO-2: starts the reduction of `pgrad_node`'s
+                        gradients over the ranks (none: node -1) and waits
+                        for that of `prev_node`, started by the REDUCE before */
 } sl_step_kind;
+
+/* How a training program holds parameter gradients (sl_program_build):
+ * 0 in the fixed gradient block; otherwise as PARAM_GRAD values, with */
+enum {
+    SL_PGRAD_UPDATE = 1, /* an UPDATE step after each node's last write */
+    SL_PGRAD_REDUCE = 2  /* a REDUCE step after each node's last write */
+};
 
 typedef enum sl_value_kind {
     SL_VALUE_OUTPUT = 0, /* an activation */
@@ -131,6 +142,7 @@ typedef struct sl_step {
                                   PARAM_GRAD value of `pgrad_node`, or -1 */
     int pgrad_node;
     int pgrad_zero;            /* the first write: zero it before the step */
+    int prev_pgrad, prev_node; /* REDUCE: the reduction waited for (-1: none) */
 } sl_step;
 
 typedef struct sl_program {
@@ -141,7 +153,7 @@ typedef struct sl_program {
     sl_value *values;
     int logits;          /* value holding the network output at the end */
     int input_grad;      /* value of the input's gradient, or -1 */
-    int update_in_backward; /* UPDATE steps; parameter gradients are values */
+    int pgrad_flags;     /* SL_PGRAD_*: parameter gradients are values */
     uint64_t fwd_flops;  /* one plain forward */
     uint64_t bwd_flops;  /* one backward */
     uint64_t refwd_flops;/* re-forward FLOPs added by the schedule */
@@ -151,13 +163,16 @@ typedef struct sl_program {
  * with the segments' recomputation) or of an inference forward.
  * input_grad: compute the input's gradient. input_in_arena: the input is
  * copied into the arena (a device backend) instead of read in place.
- * update_in_backward (TRAIN): each node's parameter gradients are a
+ * pgrad_flags (TRAIN, SL_PGRAD_*): each node's parameter gradients are a
  * PARAM_GRAD value, from the node's first gradient write (its backward,
  * or the loss of a head tied to its weight) to an UPDATE step right
- * after its backward. */
+ * after its backward (UPDATE), or to the REDUCE step after the next one
+ * (REDUCE: the reduction of a node's gradients overlaps the next node's
+ * backward; a last REDUCE of node -1 waits for the last), followed by
+ * the node's UPDATE when both are set. */
 sl_status sl_program_build(const sl_graph *g, const sl_shapes *sh, const sl_segments *seg,
                            sl_mode mode, int bn_rescale, int input_grad, int input_in_arena,
-                           int update_in_backward, sl_program *out);
+                           int pgrad_flags, sl_program *out);
 
 /* The bytes of node's PARAM_GRAD value: its trainable parameters'
  * gradients at sl_stride_floats each; 0 when it has none. */
@@ -218,6 +233,10 @@ typedef struct sl_run_io {
      * parameters, whose grad pointers are set into the arena. */
     void (*update)(void *user, int node);
     void *update_user;
+    /* REDUCE steps (ZeRO-2): start reducing node's gradients (node -1:
+     * none), then wait for prev_node's (-1: none). */
+    void (*reduce)(void *user, int node, float *grads, int prev_node, float *prev_grads);
+    void *reduce_user;
 } sl_run_io;
 
 /* Runs program p planned by pl with the arena `arena` (pl->arena_bytes).

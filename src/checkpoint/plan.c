@@ -50,6 +50,7 @@ static void compute_liveness(const sl_program *p, sl_plan *pl)
         touch(pl, st->ws, s);
         touch(pl, st->dy, s);
         touch(pl, st->pgrad, s);
+        touch(pl, st->prev_pgrad, s);
     }
     if (p->mode == SL_MODE_INFER && p->logits >= 0)
         touch(pl, p->logits, p->n_steps); /* copied out after the last step */
@@ -77,7 +78,7 @@ static void compute_aliases(const sl_graph *g, const sl_program *p, sl_plan *pl,
         root_last[v] = pl->last[v];
     for (int s = 0; s < p->n_steps; s++) {
         const sl_step *st = &p->steps[s];
-        if (st->kind == SL_STEP_LOSS || st->kind == SL_STEP_UPDATE)
+        if (st->kind == SL_STEP_LOSS || st->kind == SL_STEP_UPDATE || st->kind == SL_STEP_REDUCE)
             continue;
         unsigned flags = g->nodes[st->node].layer->ops->flags;
         if (st->kind == SL_STEP_BWD) {

@@ -33,8 +33,9 @@ typedef struct builder {
     unsigned char *run;        /* [n_nodes] scratch: runs in this action */
     unsigned char *want;       /* [n_tensors] scratch: wanted in this action */
     int *runs;                 /* [n_nodes] forward executions this step */
-    int *pgrad;                /* [n_nodes] PARAM_GRAD value (update in backward), -1 */
-    int update_in_backward;
+    int *pgrad;                /* [n_nodes] PARAM_GRAD value, -1 */
+    int pgrad_flags;           /* SL_PGRAD_* */
+    int pending;               /* REDUCE: the node whose reduction is in flight, -1 */
     int loss_done;
     int input_grad;
     int failed;     /* 1: out of memory; 2: the schedule is not a valid step */
@@ -79,8 +80,8 @@ static sl_step *new_step(builder *b, sl_step_kind kind, int node)
     memset(s, 0, sizeof *s);
     s->kind = kind;
     s->node = node;
-    s->y = s->saved = s->ws = s->dy = s->pgrad = -1;
-    s->pgrad_node = -1;
+    s->y = s->saved = s->ws = s->dy = s->pgrad = s->prev_pgrad = -1;
+    s->pgrad_node = s->prev_node = -1;
     for (int k = 0; k < SL_MAX_INPUTS; k++)
         s->x[k] = s->dx[k] = -1;
     return s;
@@ -177,7 +178,7 @@ int sl_graph_param_node(const sl_graph *g, const sl_param_spec *p)
  * first write creates their value and zeroes it. */
 static void write_param_grads(builder *b, sl_step *s, int node)
 {
-    if (!b->update_in_backward || node < 0)
+    if (!b->pgrad_flags || node < 0)
         return;
     size_t bytes = sl_node_param_grad_bytes(b->g, node);
     if (!bytes)
@@ -190,11 +191,11 @@ static void write_param_grads(builder *b, sl_step *s, int node)
     s->pgrad_node = node;
 }
 
-/* Update in backward: the node's update, right after its backward (no
- * later step writes its gradients). */
+/* Update in backward: the node's update, once no later step writes its
+ * gradients (and they are reduced, with REDUCE). */
 static void emit_update(builder *b, int node)
 {
-    if (!b->update_in_backward || b->pgrad[node] < 0)
+    if (!(b->pgrad_flags & SL_PGRAD_UPDATE) || b->pgrad[node] < 0)
         return;
     int v = b->pgrad[node];
     sl_step *s = new_step(b, SL_STEP_UPDATE, node);
@@ -202,6 +203,34 @@ static void emit_update(builder *b, int node)
         return;
     s->pgrad = v;
     s->pgrad_node = node;
+}
+
+/* ZeRO-2: starts reducing node's gradients (node -1: none) and waits for
+ * the reduction started before, whose node is then updated. */
+static void emit_reduce(builder *b, int node)
+{
+    int prev = b->pending;
+    sl_step *s = new_step(b, SL_STEP_REDUCE, node);
+    if (!s)
+        return;
+    s->pgrad = node >= 0 ? b->pgrad[node] : -1;
+    s->pgrad_node = node;
+    s->prev_node = prev;
+    s->prev_pgrad = prev >= 0 ? b->pgrad[prev] : -1;
+    b->pending = node;
+    if (prev >= 0)
+        emit_update(b, prev);
+}
+
+/* After node's last gradient write. */
+static void gradients_done(builder *b, int node)
+{
+    if (!b->pgrad_flags || b->pgrad[node] < 0)
+        return;
+    if (b->pgrad_flags & SL_PGRAD_REDUCE)
+        emit_reduce(b, node);
+    else
+        emit_update(b, node);
 }
 
 static void emit_backward(builder *b, int node)
@@ -243,7 +272,7 @@ static void emit_backward(builder *b, int node)
     s->dy = b->grad[nd->out];
     write_param_grads(b, s, node);
     if (!b->failed)
-        emit_update(b, node);
+        gradients_done(b, node);
 }
 
 static int unit_first(const builder *b, int u) { return b->g->top_first_node[u]; }
@@ -463,6 +492,8 @@ static void build_train(builder *b, const sl_segments *seg, int bn_rescale)
         b->bad_action = n;
         b->failed = 2;
     }
+    if (!b->failed && b->pending >= 0)
+        emit_reduce(b, -1); /* the last reduction */
     if (!b->failed && bn_rescale)
         set_rescale_counts(b);
     b->p->input_grad = b->grad[0];
@@ -470,7 +501,7 @@ static void build_train(builder *b, const sl_segments *seg, int bn_rescale)
 
 sl_status sl_program_build(const sl_graph *g, const sl_shapes *sh, const sl_segments *seg,
                            sl_mode mode, int bn_rescale, int input_grad, int input_in_arena,
-                           int update_in_backward, sl_program *out)
+                           int pgrad_flags, sl_program *out)
 {
     sl_program p;
     memset(&p, 0, sizeof p);
@@ -484,8 +515,9 @@ sl_status sl_program_build(const sl_graph *g, const sl_shapes *sh, const sl_segm
     b.g = g;
     b.sh = sh;
     b.input_grad = input_grad;
-    b.update_in_backward = update_in_backward && mode == SL_MODE_TRAIN;
-    p.update_in_backward = b.update_in_backward;
+    b.pgrad_flags = mode == SL_MODE_TRAIN ? pgrad_flags : 0;
+    b.pending = -1;
+    p.pgrad_flags = b.pgrad_flags;
     size_t nt = (size_t)g->n_nodes + 1;
     b.cur = sl_malloc(nt * sizeof(int));
     b.grad = sl_malloc(nt * sizeof(int));

@@ -134,7 +134,7 @@ typedef struct sl_budget_query {
     const sl_shapes *sh;
     uint64_t budget_bytes;  /* for the whole step */
     uint64_t fixed_bytes;   /* parameters, gradients, optimizer state */
-    int update_in_backward; /* gradients are arena values (sl_program_build) */
+    int pgrad_flags;        /* SL_PGRAD_*: gradients are arena values (sl_program_build) */
     int bn_rescale;
     int input_in_arena;
     int single_level;       /* 1: only single-level schedules (tests, comparisons) */

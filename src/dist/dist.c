@@ -167,8 +167,10 @@ static sl_status join(sl_dist *d, const sl_dist_options *o)
         st = broadcast_floats(d, d->net->param_block, d->net->param_floats, "sl_dist_join");
     if (st == SL_OK && same_opt)
         st = broadcast_optimizer(d);
-    if (st == SL_OK && o->shard == 1)
+    if (st == SL_OK && o->shard >= 1)
         st = sl_shard_join(d);
+    if (st == SL_OK && o->shard == 2)
+        st = sl_shard2_join(d);
     return st;
 }
 
@@ -179,13 +181,23 @@ sl_status sl_dist_join(sl_net *net, const sl_dist_options *opts, sl_dist **out)
     if (net->comm)
         return sl_set_error(SL_ERR_STATE, "sl_dist_join: the network is already in a communicator");
     sl_dist_options o = opts ? *opts : sl_dist_defaults();
-    if (o.shard == 2)
-        return sl_set_error(SL_ERR_UNSUPPORTED, "sl_dist_join: shard 2: ZeRO stage 2 needs parameter "
-                            "gradients planned in the arena; not yet (use shard 1, the optimizer "
-                            "state sharded, or 0)");
-    if (o.shard != 0 && o.shard != 1)
-        return sl_set_error(SL_ERR_INVALID_ARG, "sl_dist_join: shard %d; must be 0 (off) or 1 "
-                            "(ZeRO-1: optimizer state sharded over the ranks)", o.shard);
+    if (o.shard < 0 || o.shard > 2)
+        return sl_set_error(SL_ERR_INVALID_ARG, "sl_dist_join: shard %d; must be 0 (off), 1 "
+                            "(ZeRO-1: optimizer state sharded over the ranks) or 2 (ZeRO-2: "
+                            "gradients too)", o.shard);
+    if (o.shard == 2 && net->ctx->device == SL_DEVICE_CUDA)
+        return sl_set_error(SL_ERR_UNSUPPORTED, "sl_dist_join: shard 2 (ZeRO-2) runs on the CPU's "
+                            "MPI ranks only so far; use shard 1 with NCCL");
+    if (o.shard == 2 && net->grad_clip > 0.0f)
+        return sl_set_error(SL_ERR_STATE, "sl_dist_join: shard 2 keeps no rank's gradients whole, and "
+                            "global-norm clipping needs them all; turn clipping off or use shard 1");
+    if (o.shard == 2 && net->accum > 1)
+        return sl_set_error(SL_ERR_STATE, "sl_dist_join: shard 2 reduces the gradients as backward "
+                            "makes them; gradient accumulation is not supported there (use shard 1)");
+    if (net->update_in_backward && o.shard != 2)
+        return sl_set_error(SL_ERR_STATE, "sl_dist_join: the update in backward runs in a "
+                            "communicator only with shard 2 (ZeRO-2), where each rank updates its "
+                            "slice as the reduced gradients arrive");
     if (net->shard)
         return sl_set_error(SL_ERR_STATE, "sl_dist_join: the network holds only its slice of the "
                             "optimizer state from an earlier sharded membership; set the optimizer "
@@ -213,8 +225,10 @@ sl_status sl_dist_join(sl_net *net, const sl_dist_options *opts, sl_dist **out)
         return sl_set_error(st, "%s", msg);
     }
     sl_dist_install_hooks(d);
-    if (o.shard == 1)
+    if (o.shard >= 1)
         d->hooks.after_update = sl_shard_gather_params;
+    if (o.shard == 2)
+        d->hooks.reduce = sl_shard2_reduce;
     net->comm = &d->hooks;
     *out = d;
     return SL_OK;
@@ -226,6 +240,7 @@ void sl_dist_free(sl_dist *d)
         return;
     if (d->net && d->net->comm == &d->hooks)
         d->net->comm = NULL;
+    sl_shard2_leave(d);
     if (d->nccl)
         sl_nccl_destroy(d->nccl, d->broken);
     sl_buckets_release(&d->plan);

@@ -82,6 +82,16 @@ struct sl_dist {
     int *gather_count, *gather_displ; /* [n_gather * size]: rank r's floats
                                          of parameter i, from its start */
     MPI_Request *gather_req; /* [n_gather] */
+
+    /* ZeRO-2 (opts.shard 2, dist_shard.c): each node's gradients are
+     * reduced to the ranks owning their floats as backward finishes them */
+    size_t *node_goff;       /* [n_nodes]: gradient-block float of the node's
+                                first trainable parameter (SIZE_MAX: none) */
+    MPI_Request *red_req;    /* [size]: the pieces of the reduction in flight */
+    int *red_root;           /* [size] */
+    size_t *red_first, *red_count; /* [size]: floats of the node's value */
+    int red_n;               /* pieces in flight */
+    int red_node;            /* their node */
 };
 
 /* Marks the membership broken and records why (also as the error). */
@@ -110,6 +120,20 @@ sl_status sl_shard_gather_params(void *user);
 /* sl_save_snapshot of a sharded network, collective: the state gathered
  * on rank 0, which writes the file (status: rank 0's, on rank 0). */
 sl_status sl_shard_save_snapshot(sl_dist *d, const char *path, int *rank0_status);
+
+/* ZeRO-2 on top of sl_shard_join: the nodes' gradient offsets, the
+ * gradient block replaced by the slice's reduced gradients (none with the
+ * update in backward), and the REDUCE hook. */
+sl_status sl_shard2_join(sl_dist *d);
+/* sl_net_comm.reduce: starts the in-place reduction of node's gradients
+ * (grads: its arena value) to the owners of their floats, then waits for
+ * prev_node's and turns this rank's pieces of them into means (kept in
+ * the slice's gradient block, or in place for the update in backward). */
+void sl_shard2_reduce(void *user, int node, float *grads, int prev_node, float *prev_grads);
+/* MPI_Test of the reduction in flight (progress between steps). */
+void sl_shard2_progress(sl_dist *d);
+/* Back to ZeRO-1's layout when the network leaves: the full gradient block. */
+void sl_shard2_leave(sl_dist *d);
 
 /* ---------------- NCCL (dist_nccl.c, CUDA builds with NCCL) ---------------- */
 

@@ -9,6 +9,7 @@
  * snapshots gather it back on rank 0 into the unsharded layout, so files
  * never depend on the rank count.
  */
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -227,13 +228,14 @@ static sl_status save_full(sl_net *net, const char *path, const float *full, siz
     }
     float *keep = net->opt_block;
     size_t keep_floats = net->opt_floats;
+    int keep_shard = net->shard;
     net->opt_block = block;
     net->opt_floats = floats;
     net->shard = 0;
     sl_status st = sl_save_snapshot(net, path);
     net->opt_block = keep;
     net->opt_floats = keep_floats;
-    net->shard = 1;
+    net->shard = keep_shard;
     be->free(be, block);
     return st;
 }
@@ -290,4 +292,149 @@ sl_status sl_shard_save_snapshot(sl_dist *d, const char *path, int *rank0_status
     free(count);
     free(displ);
     return st;
+}
+
+/* ---- ZeRO-2: gradients reduced node by node to their owners ---- */
+
+sl_status sl_shard2_join(sl_dist *d)
+{
+    sl_net *net = d->net;
+    const sl_graph *g = &net->graph;
+    d->node_goff = sl_malloc((size_t)g->n_nodes * sizeof *d->node_goff);
+    d->red_req = sl_malloc((size_t)d->size * sizeof *d->red_req);
+    d->red_root = sl_malloc((size_t)d->size * sizeof *d->red_root);
+    d->red_first = sl_malloc((size_t)d->size * sizeof *d->red_first);
+    d->red_count = sl_malloc((size_t)d->size * sizeof *d->red_count);
+    if (!d->node_goff || !d->red_req || !d->red_root || !d->red_first || !d->red_count)
+        return sl_set_error(SL_ERR_NOMEM, "sl_dist_join: out of memory for ZeRO-2's reductions");
+    /* A node's value holds its trainable parameters' gradients in the
+     * gradient block's layout: they must be neighbours there. */
+    for (int i = 0; i < g->n_nodes; i++)
+        d->node_goff[i] = SIZE_MAX;
+    size_t off = 0;
+    int node = -1;
+    for (int i = 0; i < net->n_params; i++) {
+        const sl_param_spec *p = net->params[i].spec;
+        if (!p->trainable)
+            continue;
+        int n = sl_graph_param_node(g, p);
+        if (n < 0)
+            return sl_set_error(SL_ERR_STATE, "sl_dist_join: parameter '%s' belongs to no layer of "
+                                "the graph (shard 2)", net->params[i].name);
+        if (d->node_goff[n] == SIZE_MAX)
+            d->node_goff[n] = off;
+        else if (n != node)
+            return sl_set_error(SL_ERR_UNSUPPORTED, "sl_dist_join: the parameters of one layer are "
+                                "not neighbours in the gradient block ('%s'); shard 2 needs them "
+                                "so", net->params[i].name);
+        node = n;
+        off += sl_stride_floats(p->count);
+    }
+    d->red_n = 0;
+    /* The slice's gradient block replaces the whole one. */
+    sl_net_drop_gradients(net);
+    net->shard = 2;
+    sl_status st = sl_net_restore_gradients(net);
+    if (st != SL_OK) {
+        net->shard = 1;
+        sl_net_restore_gradients(net);
+        return sl_set_error(st, "sl_dist_join: out of memory for this rank's slice of the "
+                            "reduced gradients");
+    }
+    sl_run_cache_release(&net->cache[SL_MODE_TRAIN]);
+    return SL_OK;
+}
+
+void sl_shard2_leave(sl_dist *d)
+{
+    sl_net *net = d->net;
+    free(d->node_goff);
+    free(d->red_req);
+    free(d->red_root);
+    free(d->red_first);
+    free(d->red_count);
+    d->node_goff = NULL;
+    d->red_req = NULL;
+    if (!net || net->shard != 2)
+        return;
+    /* The state stays this rank's slice (ZeRO-1's leaving); training alone
+     * needs the whole gradient block again (the run allocates it when
+     * this fails). */
+    sl_net_drop_gradients(net);
+    net->shard = 1;
+    sl_net_restore_gradients(net);
+    sl_run_cache_release(&net->cache[SL_MODE_TRAIN]);
+}
+
+void sl_shard2_progress(sl_dist *d)
+{
+    for (int k = 0; k < d->red_n && !d->broken; k++) {
+        int flag = 0;
+        if (MPI_Test(&d->red_req[k], &flag, MPI_STATUS_IGNORE) != MPI_SUCCESS)
+            sl_dist_break(d, "MPI_Test of a gradient reduction failed on rank %d", d->rank);
+    }
+}
+
+/* Waits for the reduction in flight, then this rank's pieces are means:
+ * the same multiplication as the all-reduce's buckets (dist_step.c). */
+static void finish_reduction(sl_dist *d, float *grads)
+{
+    sl_net *net = d->net;
+    double deadline = MPI_Wtime() + d->opts.timeout_seconds;
+    float inv = 1.0f / (float)d->size;
+    for (int k = 0; k < d->red_n; k++) {
+        if (d->broken)
+            break;
+        if (sl_dist_wait_until(d, &d->red_req[k], deadline, "reducing the gradients (shard 2)") != SL_OK)
+            break;
+        if (d->red_root[k] != d->rank)
+            continue;
+        float *p = grads + d->red_first[k];
+        for (size_t i = 0; i < d->red_count[k]; i++)
+            p[i] *= inv;
+        if (!net->update_in_backward) /* kept for the update after backward */
+            memcpy(net->grad_block + (d->node_goff[d->red_node] + d->red_first[k] - net->shard_lo), p,
+                   d->red_count[k] * sizeof(float));
+    }
+    d->red_n = 0;
+}
+
+void sl_shard2_reduce(void *user, int node, float *grads, int prev_node, float *prev_grads)
+{
+    sl_dist *d = user;
+    sl_net *net = d->net;
+    /* prev_node's reduction (started by the REDUCE step before, and
+     * progressing since) first, then node's: every rank issues the same
+     * collectives in the same order. */
+    if (prev_node >= 0 && prev_grads)
+        finish_reduction(d, prev_grads);
+    d->red_n = 0;
+    d->red_node = node;
+    if (node < 0 || d->broken)
+        return;
+    size_t g0 = d->node_goff[node];
+    size_t n = sl_node_param_grad_bytes(&net->graph, node) / sizeof(float);
+    for (int r = 0; r < d->size; r++) {
+        size_t a = g0 > d->bounds[r] ? g0 : d->bounds[r];
+        size_t b = g0 + n < d->bounds[r + 1] ? g0 + n : d->bounds[r + 1];
+        if (a >= b)
+            continue;
+        if (b - a > (size_t)0x7fffffff) {
+            sl_dist_break(d, "a layer's gradients of %zu floats are more than MPI counts allow", b - a);
+            return;
+        }
+        float *piece = grads + (a - g0);
+        int k = d->red_n;
+        if (MPI_Ireduce(r == d->rank ? MPI_IN_PLACE : piece, piece, (int)(b - a), MPI_FLOAT, MPI_SUM,
+                        r, d->comm, &d->red_req[k]) != MPI_SUCCESS) {
+            sl_dist_break(d, "MPI_Ireduce of a layer's gradients failed on rank %d", d->rank);
+            return;
+        }
+        d->red_root[k] = r;
+        d->red_first[k] = a - g0;
+        d->red_count[k] = b - a;
+        d->red_n++;
+        d->counters.buckets++;
+        d->counters.bytes_reduced += (b - a) * sizeof(float);
+    }
 }

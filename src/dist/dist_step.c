@@ -21,6 +21,12 @@
 
 static sl_status prepare_buckets(sl_dist *d, const sl_run_cache *c)
 {
+    if (d->opts.shard == 2) { /* ZeRO-2: the program's REDUCE steps, no buckets */
+        d->plan.n = 0;
+        d->launched = d->completed = 0;
+        d->red_n = 0;
+        return SL_OK;
+    }
     sl_status st = sl_buckets_build(d->net, c, d->opts.bucket_bytes, &d->plan);
     if (st != SL_OK)
         return st;
@@ -131,6 +137,8 @@ static void after_step(void *user, int step)
         launch(d, d->launched++);
     if (!d->nccl && !d->broken && d->completed < d->launched)
         progress(d);
+    if (d->red_n && !d->broken)
+        sl_shard2_progress(d);
 }
 
 sl_status sl_dist_broadcast_stats(sl_dist *d)

@@ -32,7 +32,15 @@ typedef struct fixed_part {
 
 size_t sl_net_fixed_grad_floats(const sl_net *net, sl_mode mode)
 {
-    return mode == SL_MODE_TRAIN && !net->update_in_backward ? net->grad_floats : 0;
+    if (mode != SL_MODE_TRAIN || net->update_in_backward)
+        return 0;
+    return net->shard == 2 ? net->shard_hi - net->shard_lo : net->grad_floats;
+}
+
+int sl_net_pgrad_flags(const sl_net *net)
+{
+    return (net->update_in_backward ? SL_PGRAD_UPDATE : 0) |
+           (net->shard == 2 && net->comm ? SL_PGRAD_REDUCE : 0);
 }
 
 static fixed_part fixed_part_of(const sl_net *net)

@@ -386,6 +386,12 @@ sl_status sl_net_restore_gradients(sl_net *net)
     if (!net->param_block || net->grad_block || net->update_in_backward)
         return SL_OK; /* not materialised yet: allocated with the parameters;
                          update in backward: gradients are arena values */
+    if (net->shard == 2) { /* ZeRO-2: the reduced gradients of the slice */
+        size_t floats = net->shard_hi - net->shard_lo;
+        net->grad_block = net->ctx->backend->alloc(net->ctx->backend, floats * sizeof(float),
+                                                   "this rank's slice of the reduced gradients");
+        return net->grad_block ? SL_OK : SL_ERR_NOMEM;
+    }
     net->grad_block = net->ctx->backend->alloc(net->ctx->backend, net->grad_floats * sizeof(float), "parameter gradients");
     if (!net->grad_block)
         return SL_ERR_NOMEM;

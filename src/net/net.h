@@ -45,6 +45,8 @@ typedef struct sl_net_comm {
      * (net->shard) updated this rank's slice: gives every rank every
      * updated parameter. An error leaves the communicator broken. */
     sl_status (*after_update)(void *user);
+    /* sl_run_io.reduce of the training run (ZeRO-2, net->shard 2). */
+    void (*reduce)(void *user, int node, float *grads, int prev_node, float *prev_grads);
     uint64_t bytes; /* held for communication (the memory report) */
 } sl_net_comm;
 
@@ -101,7 +103,12 @@ struct sl_net {
      * gradient-block floats [shard_lo, shard_hi) (opt_block then holds,
      * for each state block k, shard_hi - shard_lo floats at k times that:
      * state of gradient float g at opt_block[k * len + g - shard_lo]).
-     * The update updates that slice only, then comm->after_update. */
+     * The update updates that slice only, then comm->after_update.
+     * ZeRO-2: 2 while in the communicator: gradients are arena values
+     * reduced node by node (REDUCE steps) to the rank owning each float;
+     * grad_block then holds the reduced gradients of the slice only
+     * (gradient float g at grad_block[g - shard_lo]), none with the
+     * update in backward. */
     int shard;
     size_t shard_lo, shard_hi;
 };
@@ -197,6 +204,11 @@ sl_status sl_net_prepare(sl_net *net, sl_shape input, sl_mode mode, int input_gr
 /* Floats of the gradient block a step in `mode` holds outside the arena:
  * grad_floats in training, 0 in inference or with the update in backward. */
 size_t sl_net_fixed_grad_floats(const sl_net *net, sl_mode mode);
+
+/* How the training program holds parameter gradients (SL_PGRAD_*): as
+ * values with UPDATE steps under the update in backward, with REDUCE
+ * steps under ZeRO-2. */
+int sl_net_pgrad_flags(const sl_net *net);
 
 /* The UPDATE steps of the update in backward (optimizer.c; train-step
  * calls set it as net->step_update): user is the net; node's trainable

@@ -26,7 +26,7 @@ sl_status sl_net_schedule_segments(const sl_net *net, const sl_shapes *sh, sl_sc
 {
     sl_cost_model model = sl_net_cost_model(net);
     sl_budget_query chain = {.g = &net->graph, .sh = sh, .fixed_bytes = fixed_train_bytes(net),
-                             .update_in_backward = net->update_in_backward,
+                             .pgrad_flags = sl_net_pgrad_flags(net),
                              .bn_rescale = net->bn_rescale,
                              .input_in_arena = !net->ctx->backend->host_memory,
                              .cost_model = &model};
@@ -57,7 +57,7 @@ sl_status sl_net_prepare(sl_net *net, sl_shape input, sl_mode mode, int input_gr
     }
     if (st == SL_OK)
         st = sl_program_build(&net->graph, &fresh.sh, &fresh.seg, mode, net->bn_rescale, input_grad,
-                              !net->ctx->backend->host_memory, net->update_in_backward,
+                              !net->ctx->backend->host_memory, sl_net_pgrad_flags(net),
                               &fresh.prog);
     if (st == SL_OK)
         st = sl_plan_build(&net->graph, &fresh.prog, !net->no_reuse, &fresh.plan);
@@ -108,16 +108,17 @@ sl_status sl_net_memory_report(sl_net *net, sl_shape input, sl_mode mode, sl_mem
     /* With the update in backward the gradients live in the arena
      * (counted in arena_bytes): the figure is their largest live set. */
     uint64_t fixed_grads = sl_net_fixed_grad_floats(net, mode) * sizeof(float);
-    out->param_grads = c->prog.update_in_backward ? pl->category_peak[SL_VALUE_PARAM_GRAD] : fixed_grads;
+    out->param_grads = c->prog.pgrad_flags ? pl->category_peak[SL_VALUE_PARAM_GRAD] : fixed_grads;
     out->optimizer = mode == SL_MODE_TRAIN ? net->opt_floats * sizeof(float) : 0;
     out->arena_bytes = pl->arena_bytes;
     out->communication = mode == SL_MODE_TRAIN && net->comm ? net->comm->bytes : 0;
-    out->param_grads_in_arena = c->prog.update_in_backward;
+    out->param_grads_in_arena = c->prog.pgrad_flags != 0;
     out->fixed = out->params + fixed_grads + out->optimizer;
     out->total = out->arena_bytes + out->fixed + out->communication;
     out->arena_measured = c->arena_touched;
     out->measured_params = net->param_block ? net->param_floats * sizeof(float) : 0;
-    out->measured_param_grads = net->grad_block ? net->grad_floats * sizeof(float) : 0;
+    out->measured_param_grads =
+        net->grad_block ? sl_net_fixed_grad_floats(net, SL_MODE_TRAIN) * sizeof(float) : 0;
     out->measured_optimizer = net->opt_block ? net->opt_floats * sizeof(float) : 0;
     if (net->ctx->backend->device_free_bytes) {
         size_t now = net->ctx->backend->device_free_bytes(net->ctx->backend, NULL);

@@ -85,9 +85,13 @@ static sl_status run_program(sl_net *net, const float *x, sl_shape shape, sl_mod
         pre = sl_set_error(SL_ERR_STATE, "%s: the update in backward is on, so gradients are not "
                            "kept; train with sl_net_train_step (or _tokens), or turn it off "
                            "(sl_net_set_update_in_backward)", fn);
-    else if (update && net->comm)
-        pre = sl_set_error(SL_ERR_STATE, "%s: the update in backward does not run in a "
-                           "communicator (gradients are averaged after backward)", fn);
+    else if (update && net->comm && net->shard != 2)
+        pre = sl_set_error(SL_ERR_STATE, "%s: the update in backward runs in a communicator "
+                           "only with ZeRO-2 (sl_dist_options.shard 2)", fn);
+    else if (update && net->shard && !net->comm)
+        pre = sl_set_error(SL_ERR_STATE, "%s: the optimizer state is sharded over ranks and the "
+                           "network left its communicator: this rank holds only its slice; set "
+                           "the optimizer again (or load a snapshot)", fn);
     sl_status st = pre == SL_OK ? prepare_run(net, x, shape, mode, io, fn, &c) : pre;
     const sl_net_comm *comm = net && mode == SL_MODE_TRAIN ? net->comm : NULL;
     if (comm && comm->agree)
@@ -107,12 +111,20 @@ static sl_status run_program(sl_net *net, const float *x, sl_shape shape, sl_mod
         io->update = net->step_update;
         io->update_user = net;
     }
+    if (comm && comm->reduce && (c->prog.pgrad_flags & SL_PGRAD_REDUCE)) {
+        io->reduce = comm->reduce;
+        io->reduce_user = comm->user;
+    }
     sl_profile_begin_run(net, &c->prog, &ex, io);
     net->ctx->callback_status = SL_OK;
     sl_execute(&net->graph, &c->sh, &c->prog, &c->plan, net->arena, net->ctx, &ex, io);
     /* A failing custom layer's rank still ran every step, so its
      * communication matches the other ranks'. */
     st = comm && comm->finish ? comm->finish(comm->user) : SL_OK;
+    /* The update ran in backward on this rank's slice: every rank gets
+     * every updated parameter. */
+    if (st == SL_OK && update && comm && comm->after_update)
+        st = comm->after_update(comm->user);
     sl_status synced = ex.be->sync(&ex);
     if (st == SL_OK)
         st = synced;

@@ -127,7 +127,7 @@ sl_status sl_net_set_optimizer(sl_net *net, const sl_optimizer_options *opts)
     net->opt_floats = floats;
     net->opt = *opts;
     net->has_optimizer = 1;
-    net->shard = sharded;
+    net->shard = sharded ? net->shard : 0; /* 1 or 2 (ZeRO-2 also shards the gradients) */
     /* Budget schedules count optimizer state: plan again. */
     sl_run_cache_release(&net->cache[SL_MODE_TRAIN]);
     net->steps = 0;
@@ -154,6 +154,10 @@ sl_status sl_net_set_grad_clip(sl_net *net, float max_norm)
         return sl_set_error(SL_ERR_INVALID_ARG,
                             "sl_net_set_grad_clip: max_norm %g must be finite and >= 0 (0: off)",
                             max_norm);
+    if (max_norm > 0.0f && net->shard == 2 && net->comm)
+        return sl_set_error(SL_ERR_STATE,
+                            "sl_net_set_grad_clip: the gradients are sharded over the ranks "
+                            "(ZeRO-2), and global-norm clipping needs all of them; not supported");
     if (max_norm > 0.0f && net->update_in_backward)
         return sl_set_error(SL_ERR_STATE,
                             "sl_net_set_grad_clip: the update in backward is on, and global-norm "
@@ -181,6 +185,10 @@ sl_status sl_net_set_grad_accumulation(sl_net *net, int micro_batches)
         return sl_set_error(SL_ERR_INVALID_ARG,
                             "sl_net_set_grad_accumulation: %d micro-batches; must be >= 1",
                             micro_batches);
+    if (micro_batches > 1 && net->shard == 2 && net->comm)
+        return sl_set_error(SL_ERR_STATE,
+                            "sl_net_set_grad_accumulation: the gradients are reduced over the ranks "
+                            "as backward makes them (ZeRO-2); accumulation is not supported there");
     if (micro_batches > 1 && net->update_in_backward)
         return sl_set_error(SL_ERR_STATE,
                             "sl_net_set_grad_accumulation: the update in backward is on, and "
@@ -235,19 +243,20 @@ typedef struct update_ctx {
 
 /* Floats [off, off + n) of one parameter (the element kernels work on
  * any range; the whole parameter, or a ZeRO-1 shard's piece of it). */
-static void update_range(update_ctx *u, int param, size_t off, size_t n, float *const *blocks)
+static void update_range(update_ctx *u, int param, size_t off, size_t n, const float *grad,
+                         float *const *blocks)
 {
     const sl_optimizer_options *o = &u->net->opt;
     sl_param_spec *p = u->net->params[param].spec;
     if (o->kind == SL_OPT_SGD) {
-        u->ex.be->sgd_update(&u->ex, n, p->data + off, p->grad + off, blocks[0], o->lr,
+        u->ex.be->sgd_update(&u->ex, n, p->data + off, grad, blocks[0], o->lr,
                              o->momentum, o->weight_decay, o->nesterov, u->step == 1,
                              u->grad_scale);
     } else {
         /* AdamW decays only >= 2-d parameters (sl_adamw). */
         int decoupled = o->kind == SL_OPT_ADAMW;
         float wd = decoupled && p->ndim < 2 ? 0.0f : o->weight_decay;
-        u->ex.be->adam_update(&u->ex, n, p->data + off, p->grad + off, blocks[0], blocks[1],
+        u->ex.be->adam_update(&u->ex, n, p->data + off, grad, blocks[0], blocks[1],
                               o->lr, o->beta1, o->beta2, o->eps, wd, decoupled, u->step,
                               u->grad_scale);
     }
@@ -257,7 +266,8 @@ static void update_param(void *user, int param, int per, float *const *blocks)
 {
     (void)per;
     update_ctx *u = user;
-    update_range(u, param, 0, u->net->params[param].spec->count, blocks);
+    const sl_param_spec *p = u->net->params[param].spec;
+    update_range(u, param, 0, p->count, p->grad, blocks);
 }
 
 /* The factor the gradients enter the update with: 1/k for k accumulated
@@ -265,6 +275,11 @@ static void update_param(void *user, int param, int per, float *const *blocks)
  * the norm (of the averaged gradient). */
 static sl_status update_scale(sl_net *net, const sl_exec *ex, float *scale)
 {
+    if (net->shard == 2) { /* ZeRO-2: no rank holds every gradient (clipping and
+                              accumulation are refused at the join) */
+        *scale = 1.0f;
+        return SL_OK;
+    }
     double norm;
     sl_status st = grad_norm(net, ex, &norm);
     if (st != SL_OK)
@@ -300,10 +315,10 @@ sl_status sl_net_set_update_in_backward(sl_net *net, int enabled)
         return sl_set_error(SL_ERR_STATE, "%s: gradient accumulation over %d micro-batches keeps "
                             "the gradients; set it to 1 first (sl_net_set_grad_accumulation)", fn,
                             net->accum);
-    if (enabled && net->comm)
-        return sl_set_error(SL_ERR_STATE, "%s: the network is in a communicator, whose gradients "
-                            "are averaged over the ranks after backward; not with the update in "
-                            "backward", fn);
+    if (net->comm)
+        return sl_set_error(SL_ERR_STATE, "%s: the network is in a communicator; set the update "
+                            "in backward before sl_dist_join (it runs there with ZeRO-2, "
+                            "sl_dist_options.shard 2)", fn);
     net->update_in_backward = enabled;
     sl_status st = SL_OK;
     if (enabled)
@@ -328,19 +343,38 @@ typedef struct node_update {
     const sl_layer *layer;
 } node_update;
 
+static int in_node(const node_update *n, int param)
+{
+    const sl_param_spec *p = n->u.net->params[param].spec;
+    return p >= n->layer->params && p < n->layer->params + n->layer->n_params;
+}
+
 static void update_if_in_node(void *user, int param, int per, float *const *blocks)
 {
-    node_update *n = user;
-    const sl_param_spec *p = n->u.net->params[param].spec;
-    if (p >= n->layer->params && p < n->layer->params + n->layer->n_params)
-        update_param(&n->u, param, per, blocks);
+    if (in_node(user, param))
+        update_param(&((node_update *)user)->u, param, per, blocks);
+}
+
+/* ZeRO-2: this rank's piece of the node's parameters, from their
+ * gradients reduced in place in the node's arena value. */
+static void update_piece_if_in_node(void *user, int param, size_t gfirst, size_t off, size_t n,
+                                    int per, float *const *blocks)
+{
+    (void)gfirst;
+    (void)per;
+    node_update *nu = user;
+    if (in_node(nu, param))
+        update_range(&nu->u, param, off, n, nu->u.net->params[param].spec->grad + off, blocks);
 }
 
 void sl_net_update_node(void *user, int node)
 {
     sl_net *net = user;
     node_update n = {{net, sl_net_exec(net), net->steps + 1, 1.0f}, net->graph.nodes[node].layer};
-    sl_net_visit_optimizer_state(net, update_if_in_node, &n);
+    if (net->shard)
+        sl_net_visit_optimizer_shard(net, update_piece_if_in_node, &n);
+    else
+        sl_net_visit_optimizer_state(net, update_if_in_node, &n);
 }
 
 /* ---- ZeRO-1: the update of a rank's slice (net->shard, src/dist) ---- */
@@ -376,9 +410,13 @@ void sl_net_visit_optimizer_shard(sl_net *net, sl_opt_shard_visit visit, void *u
 static void update_shard_piece(void *user, int param, size_t gfirst, size_t off, size_t n,
                                int per, float *const *blocks)
 {
-    (void)gfirst;
     (void)per;
-    update_range(user, param, off, n, blocks);
+    update_ctx *u = user;
+    sl_net *net = u->net;
+    /* ZeRO-2 keeps the reduced gradients of the slice only */
+    const float *grad = net->shard == 2 ? net->grad_block + (gfirst - net->shard_lo)
+                                        : net->params[param].spec->grad + off;
+    update_range(u, param, off, n, grad, blocks);
 }
 
 static sl_status check_shard(const sl_net *net)

@@ -69,6 +69,9 @@ static void after_step(void *user, int s)
     if (st->kind == SL_STEP_UPDATE) {
         type = "optimizer";
         pass = "update";
+    } else if (st->kind == SL_STEP_REDUCE) {
+        type = "communication";
+        pass = "reduce";
     } else if (st->kind != SL_STEP_LOSS) {
         type = p->net->graph.nodes[st->node].layer->ops->type;
         pass = st->kind == SL_STEP_BWD       ? "backward"

@@ -20,6 +20,7 @@ static const char *step_verb(sl_step_kind k)
     case SL_STEP_LOSS: return "loss";
     case SL_STEP_BWD: return "bwd";
     case SL_STEP_UPDATE: return "update";
+    case SL_STEP_REDUCE: return "reduce";
     }
     return "?";
 }
@@ -69,7 +70,8 @@ sl_status sl_net_memory_timeline(sl_net *net, sl_shape input, sl_mode mode, sl_m
     }
     for (int s = 0; s < t.steps; s++) {
         const sl_step *st_ = &p->steps[s];
-        const char *who = st_->kind == SL_STEP_LOSS ? "" : net->graph.nodes[st_->node].layer->name;
+        const char *who = st_->node < 0 || st_->kind == SL_STEP_LOSS
+                              ? "" : net->graph.nodes[st_->node].layer->name;
         size_t len = strlen(who) + 8;
         t.step_names[s] = sl_malloc(len);
         if (!t.step_names[s]) {
