@@ -142,6 +142,53 @@ START_TEST(test_cli_bad_arguments_exit_2_with_usage)
 }
 END_TEST
 
+/* The fixed part of ResNet-152 at batch 16 (SGD with momentum) under the
+ * least-memory schedule: the update in backward, and per rank of 2 under
+ * ZeRO-1 and ZeRO-2 (issue 23's figures). */
+static double least_peak_mib(const char *extra)
+{
+    cr_result r = cli("plan --model resnet152 --batch 16 --res 224 --schedule budget:1 %s", extra);
+    ck_assert_int_eq(r.status, 1);
+    const char *at = strstr(r.err, "the smallest planned peak is ");
+    ck_assert_msg(at != NULL, "%s", r.err);
+    double bytes = strtod(at + strlen("the smallest planned peak is "), NULL);
+    cr_free(&r);
+    return bytes / 1048576.0;
+}
+
+START_TEST(test_cli_plan_fixed_part_per_rank_and_update_in_backward)
+{
+    double plain = least_peak_mib(""), uib = least_peak_mib("--update-in-backward");
+    double z1 = least_peak_mib("--ranks 2 --shard 1"), z2 = least_peak_mib("--ranks 2 --shard 2");
+    double z2u = least_peak_mib("--ranks 2 --shard 2 --update-in-backward");
+    printf("ResNet-152 b16 least peak: %.1f MiB, update in backward %.1f, per rank of 2: ZeRO-1 "
+           "%.1f, ZeRO-2 %.1f, ZeRO-2 + update in backward %.1f\n", plain, uib, z1, z2, z2u);
+    ck_assert(uib <= 760.0 && uib < plain - 200.0);
+    ck_assert(z1 < plain - 100.0);
+    ck_assert(z2 <= 740.0 && z2 < z1);
+    ck_assert(z2u <= 640.0 && z2u < z2 && z2u < uib);
+    /* The report by kind, as JSON */
+    cr_result r = cli("%s", "plan --model resnet152 --batch 16 --res 224 --schedule sqrt --ranks 2 "
+                            "--shard 2 --update-in-backward --json");
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    cJSON *j = cr_json(&r);
+    ck_assert(cr_num(j, "ranks") == 2 && cr_num(j, "shard") == 2);
+    ck_assert(cr_num(j, "planned_bytes.fixed") ==
+              cr_num(j, "planned_bytes.params") + cr_num(j, "planned_bytes.optimizer"));
+    ck_assert(cr_num(j, "planned_bytes.param_grads") > 0);
+    cJSON_Delete(j);
+    cr_free(&r);
+    r = cli("%s", "plan --model resnet20 --shard 2");
+    ck_assert_int_eq(r.status, 2);
+    ck_assert_ptr_nonnull(strstr(r.err, "--ranks"));
+    cr_free(&r);
+    r = cli("%s", "plan --model resnet20 --ranks 2 --shard 1 --update-in-backward");
+    ck_assert_int_eq(r.status, 1);
+    ck_assert_ptr_nonnull(strstr(r.err, "shard 2"));
+    cr_free(&r);
+}
+END_TEST
+
 START_TEST(test_cli_plan_json_resnet152_sqrt_below_keep_everything)
 {
     cr_result r = cli("%s", "plan --model resnet152 --batch 16 --res 224 --schedule sqrt --json");
@@ -483,6 +530,7 @@ int main(void)
     tcase_add_test(tc, test_cli_help_of_every_subcommand_exits_0);
     tcase_add_test(tc, test_cli_bad_arguments_exit_2_with_usage);
     tcase_add_test(tc, test_cli_plan_json_resnet152_sqrt_below_keep_everything);
+    tcase_add_test(tc, test_cli_plan_fixed_part_per_rank_and_update_in_backward);
     tcase_add_test(tc, test_cli_plan_explain_lists_every_unit);
     tcase_add_test(tc, test_cli_plan_unmeetable_budget_exits_1_naming_smallest);
     tcase_add_test(tc, test_cli_dot_writes_a_graph);

@@ -734,6 +734,26 @@ START_TEST(test_dist_shard_parameters_bit_identical_to_unsharded)
         ck_assert_uint_lt(rs.total, rp.total - rp.param_grads / 3);
         ck_assert_uint_eq(rs.arena_measured, rs.arena_bytes);
         ck_assert_uint_eq(rs.measured_total, rs.total);
+        /* Planned without joining (sl_net_plan_ranks), the rank with the
+         * largest slice (the last) gets this very plan. */
+        sl_context *cq = one_thread_context(21);
+        sl_net *q = make_shard_net(cq, which);
+        if (stage == STAGE_2_UIB)
+            OK(sl_net_set_update_in_backward(q, 1));
+        OK(sl_net_plan_ranks(q, 2, 2));
+        sl_memory_report rq;
+        OK(sl_net_memory_report(q, rank_shape, SL_MODE_TRAIN, &rq));
+        if (rank == 1) {
+            ck_assert_uint_eq(rq.fixed, rs.fixed);
+            ck_assert_uint_eq(rq.arena_bytes, rs.arena_bytes);
+            ck_assert_uint_eq(rq.param_grads, rs.param_grads);
+        }
+        ck_assert_int_eq(sl_net_train_step(q, x, rank_shape, labels, NULL), SL_ERR_STATE);
+        OK(sl_net_plan_ranks(q, 1, 0));
+        OK(sl_net_memory_report(q, rank_shape, SL_MODE_TRAIN, &rq));
+        ck_assert_uint_eq(rq.optimizer, rp.optimizer);
+        sl_net_free(q);
+        sl_context_free(cq);
         if (which == OPT_ADAMW) { /* snapshots gather: the unsharded run's file */
             char sp[] = "/tmp/sl_zero2_p_XXXXXX", ss[] = "/tmp/sl_zero2_s_XXXXXX";
             shared_temp(sp, sizeof sp);

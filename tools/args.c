@@ -34,7 +34,7 @@ typedef enum opt_id {
     OPT_CLIP, OPT_WARMUP, OPT_LR_MIN, OPT_ACCUM, OPT_UPDATE_IN_BACKWARD,
     OPT_SEQ, OPT_LAYERS, OPT_EMBD, OPT_HEADS, OPT_VOCAB, OPT_CONTEXT, OPT_DROPOUT, OPT_VAL,
     OPT_LOAD_MODEL,
-    OPT_SHARD,
+    OPT_SHARD, OPT_RANKS,
 } opt_id;
 
 typedef struct opt_spec {
@@ -92,7 +92,8 @@ static const opt_spec g_opts[] = {
     {"--dropout", OPT_DROPOUT, CLI_TRAIN, 1},
     {"--val", OPT_VAL, CLI_TRAIN, 1},
     {"--load-model", OPT_LOAD_MODEL, CLI_TRAIN, 1},
-    {"--shard", OPT_SHARD, CLI_TRAIN, 1},
+    {"--shard", OPT_SHARD, CLI_TRAIN | CLI_PLAN, 1},
+    {"--ranks", OPT_RANKS, CLI_PLAN, 1},
 };
 
 static const char *command_name(cli_command cmd)
@@ -173,8 +174,10 @@ static const char g_train_help[] =
     "                        rank): --batch images per rank, rank r reading every\n"
     "                        N-th sample of the training order from r; rank 0 prints\n"
     "                        and writes the files; images/s are over all ranks\n"
-    "  --shard 0|1           with --distributed: 1 = ZeRO-1, each rank holds the\n"
-    "                        optimizer state of its 1/N of the parameters (0)\n"
+    "  --shard 0|1|2         with --distributed: 1 = ZeRO-1, each rank holds the\n"
+    "                        optimizer state of its 1/N of the parameters; 2 =\n"
+    "                        ZeRO-2, and of the reduced gradients (CPU ranks; no\n"
+    "                        --clip or --accum; --update-in-backward needs it) (0)\n"
     "  --eval N              held-out samples to measure accuracy on (1000)\n"
     "  --log-every N         progress every N steps (10)\n"
     "  --quiet               no progress bar\n"
@@ -207,6 +210,9 @@ static const char g_plan_help[] =
     "                        adamw for gpt2)\n"
     "  --update-in-backward  plan the update inside backward: parameter gradients\n"
     "                        as arena values instead of a fixed block\n"
+    "  --ranks N --shard S   plan one rank of N data-parallel ranks (the one with the\n"
+    "                        largest slice) under ZeRO stage S (0 none, 1 optimizer\n"
+    "                        state sharded, 2 gradients too)\n"
     "  --seq T, --layers N, --embd C, --heads H, --vocab V, --context N\n"
     "                        gpt2's sequence length and shape (1024; GPT-2 small)\n"
     "  --explain             also print every top-level unit (layer or block): its\n"
@@ -436,7 +442,8 @@ static int set_option(cli_options *o, opt_id id, const char *v)
     }
     case OPT_VAL: o->val_data = v; return *v ? 0 : -1;
     case OPT_LOAD_MODEL: o->load_model = v; return *v ? 0 : -1;
-    case OPT_SHARD: return cli_parse_int(v, 0, 1, &o->shard);
+    case OPT_SHARD: return cli_parse_int(v, 0, 2, &o->shard);
+    case OPT_RANKS: return cli_parse_int(v, 1, 1000000, &o->ranks);
     }
     return -1;
 }
@@ -512,6 +519,8 @@ static int check_combination(const char *cmd, cli_options *o)
         return cli_usage_error(cmd, "--model is required");
     if ((o->cmd == CLI_DOT || o->cmd == CLI_MEMPLOT) && !o->output)
         return cli_usage_error(cmd, "-o FILE is required");
+    if (o->cmd == CLI_PLAN && o->shard && o->ranks < 2)
+        return cli_usage_error(cmd, "--shard needs --ranks N with N >= 2");
     if (cli_is_lm(o))
         return check_lm(cmd, o);
     if (o->lm_options)

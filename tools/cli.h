@@ -56,7 +56,8 @@ typedef struct cli_options {
     int seq, layers, embd, heads, vocab, context, optimizer_set, lm_options;
     float dropout;
     const char *val_data, *load_model;
-    int shard; /* --shard: sl_dist_options.shard of --distributed */
+    int shard; /* --shard: sl_dist_options.shard of --distributed, or planned */
+    int ranks; /* plan --ranks */
 } cli_options;
 
 /* The defaults of a command (train: resnet20 on the built-in dataset;

@@ -68,7 +68,9 @@ int cli_cmd_plan(cli_options *o)
     if (rc)
         return rc;
     sl_memory_report r;
-    if (sl_net_memory_report(net, input_shape(o), o->mode, &r) != SL_OK)
+    if (o->ranks > 1 && sl_net_plan_ranks(net, o->ranks, o->shard) != SL_OK)
+        rc = cli_fail("planning per rank");
+    else if (sl_net_memory_report(net, input_shape(o), o->mode, &r) != SL_OK)
         rc = cli_fail("planning");
     if (!rc && o->json) {
         printf("{\"model\":");
@@ -76,7 +78,9 @@ int cli_cmd_plan(cli_options *o)
         printf(",\"batch\":%d,\"res\":%d,\"classes\":%d,\"mode\":\"%s\",\"schedule\":", o->batch,
                o->res, o->classes, cli_mode_name(o->mode));
         cli_json_string(stdout, o->schedule_text);
-        printf(",\"reuse\":%s,\"optimizer\":", o->no_reuse ? "false" : "true");
+        printf(",\"reuse\":%s,\"ranks\":%d,\"shard\":%d,\"update_in_backward\":%s,\"optimizer\":",
+               o->no_reuse ? "false" : "true", o->ranks > 1 ? o->ranks : 1, o->shard,
+               o->update_in_backward ? "true" : "false");
         cli_json_string(stdout, o->optimizer);
         printf(",\"planned_bytes\":{\"outputs\":%llu,\"grad_inputs\":%llu,\"buffers\":%llu,"
                "\"params\":%llu,\"param_grads\":%llu,\"optimizer\":%llu,\"fixed\":%llu,"
@@ -98,10 +102,16 @@ int cli_cmd_plan(cli_options *o)
             snprintf(input, sizeof input, "%d tokens", o->seq);
         else
             snprintf(input, sizeof input, "%dx%d", o->res, o->res);
-        printf("%s, batch %d, %s, %s%s%s\n", o->model, o->batch, input,
+        char ranks[96] = "";
+        if (o->ranks > 1)
+            snprintf(ranks, sizeof ranks, ", per rank of %d (ZeRO stage %d; the largest slice)",
+                     o->ranks, o->shard);
+        printf("%s, batch %d, %s, %s%s%s%s%s\n", o->model, o->batch, input,
                o->mode == SL_MODE_TRAIN ? "training, schedule " : "inference (forward only)",
                o->mode == SL_MODE_TRAIN ? o->schedule_text : "",
-               o->no_reuse ? ", no reuse" : "");
+               o->no_reuse ? ", no reuse" : "",
+               o->update_in_backward && o->mode == SL_MODE_TRAIN ? ", update in backward" : "",
+               ranks);
         cli_print_report(stdout, &r);
         printf("  recomputed: %.1f%% of one plain step's FLOPs, %.1f%% of its estimated time\n",
                100.0 * r.recompute_fraction, 100.0 * r.recompute_time_fraction);

@@ -107,6 +107,18 @@ SL_API sl_status sl_net_set_memory_reuse(sl_net *net, int enabled);
  * kernel may kill the process). */
 SL_API sl_status sl_net_set_memory_check(sl_net *net, int enabled);
 
+/* Plans as one of `ranks` data-parallel ranks (sl_dist_join) with ZeRO
+ * stage `shard` (0 none, 1 optimizer state sharded, 2 gradients too; see
+ * sl_dist_options.shard) without joining anything: memory reports,
+ * timelines, --explain tables and budget schedules then give the per-rank
+ * figures of the rank holding the largest slice (the communicator's own
+ * small buffers aside). For a network that has not run: planning
+ * allocates nothing, and while ranks > 1 is set, runs fail with
+ * SL_ERR_STATE; ranks 1 (shard 0) plans a single process again. The
+ * refusals of sl_dist_join apply (shard 2 with clipping or accumulation,
+ * the update in backward with shard 0 or 1). */
+SL_API sl_status sl_net_plan_ranks(sl_net *net, int ranks, int shard);
+
 /* Where a run's time goes, by layer type and pass. */
 typedef struct sl_profile_entry {
     char layer_type[32]; /* "Conv2d", a custom layer's type name,

@@ -523,13 +523,12 @@ sl_status sl_segments_for_budget(const sl_budget_query *q, sl_segments *out)
         uint64_t least_peak = have ? best.peak : fixed + least_live;
         st = sl_set_error(SL_ERR_BUDGET,
                      "no schedule fits a budget of %llu bytes (%.1f MiB): the smallest planned peak "
-                     "is %llu bytes (%.1f MiB), of which %llu bytes are parameters, %s"
-                     "optimizer state%s",
+                     "is %llu bytes (%.1f MiB), of which %llu bytes are the fixed part "
+                     "(parameters, %soptimizer state)",
                      (unsigned long long)q->budget_bytes, q->budget_bytes / 1048576.0,
                      (unsigned long long)least_peak, least_peak / 1048576.0,
                      (unsigned long long)fixed,
-                     q->pgrad_flags ? "" : "gradients and ",
-                     q->pgrad_flags ? " (the gradients live in the arena)" : "");
+                     q->pgrad_flags ? "the gradients kept outside the arena, " : "gradients, ");
     }
     if (st == SL_OK) {
         *out = best.seg;

@@ -15,15 +15,10 @@
 
 #include "dist/dist.h"
 
-enum { SHARD_ALIGN = 16 }; /* floats: range boundaries are multiples */
-
-/* Balanced boundaries on SHARD_ALIGN floats (the gradient block is a
- * multiple of it: every tensor's stride is 64 bytes). */
 static void split(size_t floats, int size, size_t *bounds)
 {
-    size_t units = floats / SHARD_ALIGN;
     for (int r = 0; r < size; r++)
-        bounds[r] = units * (size_t)r / (size_t)size * SHARD_ALIGN;
+        bounds[r] = sl_shard_bound(floats, size, r);
     bounds[size] = floats;
 }
 

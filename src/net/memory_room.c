@@ -40,7 +40,7 @@ size_t sl_net_fixed_grad_floats(const sl_net *net, sl_mode mode)
 int sl_net_pgrad_flags(const sl_net *net)
 {
     return (net->update_in_backward ? SL_PGRAD_UPDATE : 0) |
-           (net->shard == 2 && net->comm ? SL_PGRAD_REDUCE : 0);
+           (net->shard == 2 && (net->comm || net->plan_ranks > 1) ? SL_PGRAD_REDUCE : 0);
 }
 
 static fixed_part fixed_part_of(const sl_net *net)

@@ -111,6 +111,8 @@ struct sl_net {
      * update in backward. */
     int shard;
     size_t shard_lo, shard_hi;
+    int plan_ranks; /* sl_net_plan_ranks: > 1 while planning as a rank of that
+                       many (shard and the slice set as its largest rank's) */
 };
 
 /* Profiling (profile.c); each does nothing while profiling is off.
@@ -204,6 +206,11 @@ sl_status sl_net_prepare(sl_net *net, sl_shape input, sl_mode mode, int input_gr
 /* Floats of the gradient block a step in `mode` holds outside the arena:
  * grad_floats in training, 0 in inference or with the update in backward. */
 size_t sl_net_fixed_grad_floats(const sl_net *net, sl_mode mode);
+
+/* The first gradient-block float of rank r's slice among `size` ranks
+ * (r = size: floats): balanced, on multiples of 16 floats (optimizer.c;
+ * src/dist and planned ranks split the same way). */
+size_t sl_shard_bound(size_t floats, int size, int r);
 
 /* How the training program holds parameter gradients (SL_PGRAD_*): as
  * values with UPDATE steps under the update in backward, with REDUCE

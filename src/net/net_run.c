@@ -80,6 +80,10 @@ static sl_status run_program(sl_net *net, const float *x, sl_shape shape, sl_mod
         pre = sl_set_error(SL_ERR_STATE, "%s: the %d micro-batches of gradient accumulation are "
                            "complete; call sl_net_update before computing more gradients",
                            fn, net->accum);
+    if (pre == SL_OK && net && net->plan_ranks > 1)
+        pre = sl_set_error(SL_ERR_STATE, "%s: the network plans as one of %d ranks "
+                           "(sl_net_plan_ranks); it runs alone once that is set back to 1, or "
+                           "in a communicator (sl_dist_join)", fn, net->plan_ranks);
     int update = pre == SL_OK && mode == SL_MODE_TRAIN && net->update_in_backward;
     if (update && !net->step_update)
         pre = sl_set_error(SL_ERR_STATE, "%s: the update in backward is on, so gradients are not "

@@ -96,7 +96,7 @@ sl_status sl_net_set_optimizer(sl_net *net, const sl_optimizer_options *opts)
     if (st != SL_OK)
         return st;
     /* Joined with ZeRO-1 (src/dist): the state of this rank's slice. */
-    int sharded = net->shard && net->comm;
+    int sharded = net->shard && (net->comm || net->plan_ranks > 1);
     size_t floats = sl_optimizer_state_floats(net, opts, sharded);
     float *state = NULL;
     const sl_backend *be = net->ctx->backend;
@@ -378,6 +378,54 @@ void sl_net_update_node(void *user, int node)
 }
 
 /* ---- ZeRO-1: the update of a rank's slice (net->shard, src/dist) ---- */
+
+enum { SHARD_ALIGN = 16 }; /* floats: slice boundaries are multiples (the
+                              gradient block is: every stride is 64 bytes) */
+
+size_t sl_shard_bound(size_t floats, int size, int r)
+{
+    if (r >= size)
+        return floats;
+    size_t units = floats / SHARD_ALIGN;
+    return units * (size_t)r / (size_t)size * SHARD_ALIGN;
+}
+
+sl_status sl_net_plan_ranks(sl_net *net, int ranks, int shard)
+{
+    const char *fn = "sl_net_plan_ranks";
+    if (!net)
+        return sl_set_error(SL_ERR_INVALID_ARG, "%s: network is NULL", fn);
+    if (ranks < 1 || shard < 0 || shard > 2 || (ranks == 1 && shard))
+        return sl_set_error(SL_ERR_INVALID_ARG, "%s: %d ranks and shard %d: ranks must be >= 1 and "
+                            "shard 0, 1 or 2 (0 with 1 rank)", fn, ranks, shard);
+    if (net->comm)
+        return sl_set_error(SL_ERR_STATE, "%s: the network is in a communicator: its reports are "
+                            "already its rank's", fn);
+    if (net->shard && net->plan_ranks <= 1)
+        return sl_set_error(SL_ERR_STATE, "%s: the network holds its slice of optimizer state from "
+                            "a sharded communicator; set the optimizer again first", fn);
+    if (net->param_block && ranks > 1)
+        return sl_set_error(SL_ERR_STATE, "%s: the network's parameters exist already; plan ranks "
+                            "on a network that has not run (planning allocates nothing)", fn);
+    if (ranks > 1 && net->update_in_backward && shard != 2)
+        return sl_set_error(SL_ERR_STATE, "%s: the update in backward runs in a communicator only "
+                            "with shard 2", fn);
+    if (ranks > 1 && shard == 2 && (net->grad_clip > 0.0f || net->accum > 1))
+        return sl_set_error(SL_ERR_STATE, "%s: shard 2 refuses global-norm clipping and gradient "
+                            "accumulation (as sl_dist_join does)", fn);
+    sl_status st = sl_net_finalize(net);
+    if (st != SL_OK)
+        return st;
+    net->plan_ranks = ranks > 1 ? ranks : 0;
+    net->shard = ranks > 1 ? shard : 0;
+    /* the largest slice: the last rank's */
+    net->shard_lo = ranks > 1 ? sl_shard_bound(net->grad_floats, ranks, ranks - 1) : 0;
+    net->shard_hi = ranks > 1 ? net->grad_floats : 0;
+    if (net->has_optimizer)
+        net->opt_floats = sl_optimizer_state_floats(net, &net->opt, net->shard != 0);
+    sl_run_cache_release(&net->cache[SL_MODE_TRAIN]);
+    return SL_OK;
+}
 
 size_t sl_optimizer_state_floats(const sl_net *net, const sl_optimizer_options *o, int sharded)
 {
