@@ -22,6 +22,17 @@
 #define TWO_RANKS "-np 2 --oversubscribe " SL_CLI_PATH
 #define TINY "train --distributed --model resnet20 --batch 4 --eval 8 --threads 1 --json"
 
+/* Asserts that two files hold the same bytes. */
+static void assert_same_file(const char *x, const char *y, const char *what)
+{
+    size_t n1, n2;
+    char *a = cr_read(x, &n1), *b = cr_read(y, &n2);
+    ck_assert(a && b);
+    ck_assert_msg(n1 == n2 && memcmp(a, b, n1) == 0, "%s", what);
+    free(a);
+    free(b);
+}
+
 START_TEST(test_cli_dist_two_ranks_print_once_and_resume_exactly)
 {
     char whole[512], half[512], snap[512], resumed[512];
@@ -60,12 +71,7 @@ START_TEST(test_cli_dist_two_ranks_print_once_and_resume_exactly)
     ck_assert(cr_num(j, "steps_run") == 2);
     cJSON_Delete(j);
     cr_free(&r);
-    size_t n1, n2;
-    char *a = cr_read(whole, &n1), *b = cr_read(resumed, &n2);
-    ck_assert(a && b);
-    ck_assert_msg(n1 == n2 && memcmp(a, b, n1) == 0, "resumed model differs from uninterrupted");
-    free(a);
-    free(b);
+    assert_same_file(whole, resumed, "resumed model differs from uninterrupted");
 
     /* The same snapshot on one process, at the global batch. */
     r = cr_run(SL_CLI_PATH, "train --model resnet20 --batch 8 --eval 8 --threads 1 --json "
@@ -118,18 +124,29 @@ START_TEST(test_cli_dist_shard_1_trains_as_unsharded)
                   "rank 0 holds %g of %g optimizer bytes", mine, whole_optimizer);
     cJSON_Delete(j);
     cr_free(&r);
-    size_t n1, n2;
-    char *a = cr_read(whole, &n1), *b = cr_read(resumed, &n2);
-    ck_assert(a && b);
-    ck_assert_msg(n1 == n2 && memcmp(a, b, n1) == 0, "sharded model differs from unsharded");
-    free(a);
-    free(b);
-    /* --shard needs --distributed; stage 2 is not offered. */
+    assert_same_file(whole, resumed, "sharded model differs from unsharded");
+    /* ZeRO-2 updating in backward: the same model again, with no
+     * gradient block outside the arena. */
+    r = cr_run(SL_MPIEXEC, TWO_RANKS " " TINY " --shard 2 --update-in-backward --steps 4 "
+               "--save-model '%s'", resumed);
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    j = cr_json(&r);
+    ck_assert(cr_num(j, "shard") == 2);
+    ck_assert(cr_num(j, "memory.fixed") == cr_num(j, "memory.params") + cr_num(j, "memory.optimizer"));
+    ck_assert(cr_num(j, "memory.measured_total") == cr_num(j, "memory.total"));
+    cJSON_Delete(j);
+    cr_free(&r);
+    assert_same_file(whole, resumed, "ZeRO-2 model differs from unsharded");
+    /* --shard needs --distributed; stages are 0, 1 and 2; the update in
+     * backward runs in a communicator with stage 2 only. */
     r = cr_run(SL_CLI_PATH, "train --model resnet20 --steps 1 --shard 1");
     ck_assert_msg(r.status == 2 && strstr(r.err, "--distributed"), "status %d: %s", r.status, r.err);
     cr_free(&r);
-    r = cr_run(SL_CLI_PATH, "train --distributed --model resnet20 --steps 1 --shard 2");
+    r = cr_run(SL_CLI_PATH, "train --distributed --model resnet20 --steps 1 --shard 3");
     ck_assert_msg(r.status == 2, "status %d: %s", r.status, r.err);
+    cr_free(&r);
+    r = cr_run(SL_MPIEXEC, TWO_RANKS " " TINY " --shard 1 --update-in-backward --steps 1%s", "");
+    ck_assert_msg(r.status != 0 && strstr(r.err, "shard 2"), "status %d: %s", r.status, r.err);
     cr_free(&r);
 }
 END_TEST

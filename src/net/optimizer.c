@@ -146,6 +146,20 @@ sl_status sl_net_set_lr(sl_net *net, float lr)
     return SL_OK;
 }
 
+/* Clipping and accumulation need every gradient kept whole: refused with
+ * the update in backward and under ZeRO-2 (`what` says why). */
+static sl_status needs_whole_gradients(const sl_net *net, const char *fn, const char *what)
+{
+    if (net->shard == 2 && net->comm)
+        return sl_set_error(SL_ERR_STATE, "%s: the gradients are sharded over the ranks and "
+                            "reduced as backward makes them (ZeRO-2), and %s; not supported "
+                            "there", fn, what);
+    if (net->update_in_backward)
+        return sl_set_error(SL_ERR_STATE, "%s: the update in backward is on, and %s; turn it off "
+                            "first (sl_net_set_update_in_backward(net, 0))", fn, what);
+    return SL_OK;
+}
+
 sl_status sl_net_set_grad_clip(sl_net *net, float max_norm)
 {
     if (!net)
@@ -154,15 +168,12 @@ sl_status sl_net_set_grad_clip(sl_net *net, float max_norm)
         return sl_set_error(SL_ERR_INVALID_ARG,
                             "sl_net_set_grad_clip: max_norm %g must be finite and >= 0 (0: off)",
                             max_norm);
-    if (max_norm > 0.0f && net->shard == 2 && net->comm)
-        return sl_set_error(SL_ERR_STATE,
-                            "sl_net_set_grad_clip: the gradients are sharded over the ranks "
-                            "(ZeRO-2), and global-norm clipping needs all of them; not supported");
-    if (max_norm > 0.0f && net->update_in_backward)
-        return sl_set_error(SL_ERR_STATE,
-                            "sl_net_set_grad_clip: the update in backward is on, and global-norm "
-                            "clipping needs every gradient before the first update; turn it off "
-                            "first (sl_net_set_update_in_backward(net, 0))");
+    if (max_norm > 0.0f) {
+        sl_status st = needs_whole_gradients(net, "sl_net_set_grad_clip",
+                                             "global-norm clipping needs every gradient at once");
+        if (st != SL_OK)
+            return st;
+    }
     net->grad_clip = max_norm;
     return SL_OK;
 }
@@ -185,15 +196,12 @@ sl_status sl_net_set_grad_accumulation(sl_net *net, int micro_batches)
         return sl_set_error(SL_ERR_INVALID_ARG,
                             "sl_net_set_grad_accumulation: %d micro-batches; must be >= 1",
                             micro_batches);
-    if (micro_batches > 1 && net->shard == 2 && net->comm)
-        return sl_set_error(SL_ERR_STATE,
-                            "sl_net_set_grad_accumulation: the gradients are reduced over the ranks "
-                            "as backward makes them (ZeRO-2); accumulation is not supported there");
-    if (micro_batches > 1 && net->update_in_backward)
-        return sl_set_error(SL_ERR_STATE,
-                            "sl_net_set_grad_accumulation: the update in backward is on, and "
-                            "accumulating %d micro-batches needs the gradients kept; turn it off "
-                            "first (sl_net_set_update_in_backward(net, 0))", micro_batches);
+    if (micro_batches > 1) {
+        sl_status st = needs_whole_gradients(net, "sl_net_set_grad_accumulation",
+                                             "accumulating micro-batches needs them kept");
+        if (st != SL_OK)
+            return st;
+    }
     net->accum = micro_batches;
     net->micro = 0;
     return SL_OK;
