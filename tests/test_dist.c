@@ -33,6 +33,7 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "sublinear/models.h"
 #include "dist/dist.h"
 
 enum { B = 4, RES = 8, CLASSES = 5, STEPS = 3 };
@@ -877,6 +878,54 @@ START_TEST(test_dist_shard_snapshot_resumes_on_one_rank_and_back)
 }
 END_TEST
 
+/* ZeRO-2 on a GPT-2 with dropout: the embedding tied to the head gets
+ * gradient in the loss step and in its own backward, and is reduced and
+ * updated after the last; with and without the update in backward,
+ * parameters equal unsharded data parallel's bit for bit. */
+START_TEST(test_dist_shard_2_gpt2_tied_head)
+{
+    enum { GB = 2, GT = 16 };
+    int rank = world_rank();
+    sl_gpt2_config c = sl_gpt2_defaults();
+    c.layers = 2;
+    c.embd = 32;
+    c.heads = 4;
+    c.vocab = 128;
+    c.context = 32;
+    c.dropout = 0.1f;
+    sl_context *cp = one_thread_context(31 + (uint64_t)rank), *cs = one_thread_context(31 + (uint64_t)rank);
+    sl_net *plain = th_gpt2(cp, &c, SL_SCHEDULE_SQRT), *sharded = th_gpt2(cs, &c, SL_SCHEDULE_SQRT);
+    sl_optimizer_options o = sl_adamw(0.01f, 0.9f, 0.95f, 1e-8f, 0.1f);
+    OK(sl_net_set_optimizer(plain, &o));
+    OK(sl_net_set_optimizer(sharded, &o));
+    if (_i)
+        OK(sl_net_set_update_in_backward(sharded, 1));
+    sl_dist *dp, *ds;
+    sl_dist_options op = shard_options(0), os = shard_options(2);
+    OK(sl_dist_join(plain, &op, &dp));
+    OK(sl_dist_join(sharded, &os, &ds));
+    int32_t ids[GB * GT], targets[GB * GT];
+    char which[160];
+    for (int step = 1; step <= 3; step++) {
+        for (int i = 0; i < GB * GT; i++) {
+            ids[i] = (int32_t)((i * 29 + step * 7 + rank * 13) % 128);
+            targets[i] = (int32_t)((i * 31 + step * 3 + rank) % 128);
+        }
+        OK(sl_net_train_step_tokens(plain, ids, targets, GB, GT, NULL));
+        OK(sl_net_train_step_tokens(sharded, ids, targets, GB, GT, NULL));
+        ck_assert_msg(worst_error(sharded, plain, 0, which, sizeof which) == 0,
+                      "update in backward %d, step %d: %s differs", _i, step, which);
+        assert_same_on_every_rank(net_hash(sharded), "GPT-2 parameters", step);
+    }
+    sl_dist_free(dp);
+    sl_dist_free(ds);
+    sl_net_free(plain);
+    sl_net_free(sharded);
+    sl_context_free(cp);
+    sl_context_free(cs);
+}
+END_TEST
+
 START_TEST(test_dist_shard_refusals)
 {
     sl_context *ctx = one_thread_context(4);
@@ -985,6 +1034,7 @@ int main(void)
                         OPT_CASES * STAGE_CASES);
     tcase_add_test(tc, test_dist_shard_snapshot_resumes_on_one_rank_and_back);
     tcase_add_test(tc, test_dist_shard_refusals);
+    tcase_add_loop_test(tc, test_dist_shard_2_gpt2_tied_head, 0, 2);
     tcase_add_loop_test(tc, test_dist_shard_failed_step_changes_nothing, 1, 3);
     tcase_add_test(tc, test_dist_absent_rank_times_out_the_others);
     suite_add_tcase(s, tc);
