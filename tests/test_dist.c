@@ -688,7 +688,7 @@ START_TEST(test_dist_shard_parameters_bit_identical_to_unsharded)
         } else { /* ZeRO-2 keeps no whole gradient to compare */
             char which_t[160];
             ck_assert_msg(worst_error(sharded, plain, 0, which_t, sizeof which_t) == 0,
-                          "stage %d step %d: %s differs", stage, step, which_t);
+                          "shard 2%s, step %d: %s differs", stage == STAGE_2_UIB ? " + update in backward" : "", step, which_t);
         }
         assert_same_on_every_rank(net_hash(sharded), "sharded parameters", step);
     }
