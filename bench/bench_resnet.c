@@ -255,7 +255,7 @@ int main(int argc, char **argv)
 
     bench_load load;
     bench_load_start(&load);
-    float first_loss = 0, last_loss = 0;
+    bench_steps run = {times, o.steps, 0.0f, 0.0f};
     for (int step = 0; step < o.steps; step++) {
         sl_step_result r;
         if (sl_dataset_batch(ds, SL_SPLIT_TRAIN, (int64_t)step * o.batch, o.batch, x, labels) !=
@@ -268,21 +268,12 @@ int main(int argc, char **argv)
             rc = fail("training");
             goto done;
         }
-        times[step] = bench_now_s() - t0;
-        if (step == 0)
-            first_loss = r.loss;
-        last_loss = r.loss;
-        if (!o.json) {
-            printf("step %d: %.3f s, loss %.4f, RSS %.1f MiB\n", step + 1, times[step], r.loss,
-                   bench_mib(bench_current_rss()));
-            fflush(stdout);
-        }
+        bench_steps_record(&run, step, bench_now_s() - t0, r.loss, o.json);
     }
     double foreign = bench_load_foreign_pct(&load);
     double warmup = times[0];
-    /* Median of the steps after the warm-up. */
-    int first = o.steps > 1 ? 1 : 0, m = o.steps - first;
-    double median = bench_median(times + first, m);
+    int m;
+    double median = bench_steps_median(&run, &m);
 
     sl_memory_report after;
     if (sl_net_memory_report(net, s, SL_MODE_TRAIN, &after) != SL_OK) {
@@ -308,7 +299,7 @@ int main(int argc, char **argv)
                (unsigned long long)sc.budget_bytes, (unsigned long long)after.arena_measured,
                (unsigned long long)after.measured_total, (unsigned long long)rss_base,
                (unsigned long long)rss_peak, median, warmup, mine.recompute_fraction,
-               mine.recompute_time_fraction, first_loss, last_loss, foreign);
+               mine.recompute_time_fraction, run.first_loss, run.last_loss, foreign);
     } else {
         printf("planned total %.1f MiB, measured by the library %.1f MiB (arena %.1f / %.1f "
                "MiB planned)\n",

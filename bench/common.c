@@ -31,6 +31,26 @@ double bench_median(double *v, int n)
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
+void bench_steps_record(bench_steps *b, int step, double seconds, float loss, int quiet)
+{
+    b->times[step] = seconds;
+    if (step == 0)
+        b->first_loss = loss;
+    b->last_loss = loss;
+    if (!quiet) {
+        printf("step %d: %.3f s, loss %.4f, RSS %.1f MiB\n", step + 1, seconds, loss,
+               bench_mib(bench_current_rss()));
+        fflush(stdout);
+    }
+}
+
+double bench_steps_median(bench_steps *b, int *counted)
+{
+    int first = b->n > 1 ? 1 : 0;
+    *counted = b->n - first;
+    return bench_median(b->times + first, *counted);
+}
+
 /* Busy CPU seconds of the whole machine (all cores: not idle, not iowait),
  * or -1 where /proc/stat cannot be read. */
 static double machine_busy_s(void)

@@ -19,6 +19,23 @@ int bench_cmp_double(const void *a, const void *b);
  * is even); n >= 1. */
 double bench_median(double *v, int n);
 
+/* The timed steps of a training bench: times[step] in seconds (n of them,
+ * the caller's array) and the first and last step's loss. */
+typedef struct bench_steps {
+    double *times;
+    int n;
+    float first_loss, last_loss;
+} bench_steps;
+
+/* Records step `step` (from 0): its seconds and loss; unless quiet, prints
+ * "step K: S s, loss L, RSS R MiB". */
+void bench_steps_record(bench_steps *b, int step, double seconds, float loss, int quiet);
+
+/* The median of the steps after the warm-up (the first), or the warm-up's
+ * own time when there is one step; *counted gets how many steps it covers.
+ * Reorders times[1..n). */
+double bench_steps_median(bench_steps *b, int *counted);
+
 /* Start of a measured interval: wall clock, the machine's busy CPU time
  * (/proc/stat, all cores) and this process's CPU time. */
 typedef struct bench_load {
