@@ -197,11 +197,10 @@ static void emit_update(builder *b, int node)
 {
     if (!(b->pgrad_flags & SL_PGRAD_UPDATE) || b->pgrad[node] < 0)
         return;
-    int v = b->pgrad[node];
     sl_step *s = new_step(b, SL_STEP_UPDATE, node);
     if (!s)
         return;
-    s->pgrad = v;
+    s->pgrad = b->pgrad[node];
     s->pgrad_node = node;
 }
 

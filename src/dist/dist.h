@@ -103,6 +103,11 @@ sl_status sl_dist_wait_until(sl_dist *d, MPI_Request *r, double deadline, const 
 /* The same with the membership's timeout from now. */
 sl_status sl_dist_wait(sl_dist *d, MPI_Request *r, const char *what);
 
+/* Sum over the ranks -> mean, in host memory: on every rank, and for the
+ * buckets and ZeRO-2's reductions alike, the same multiplication by
+ * 1 / size (dist_wait.c). */
+void sl_dist_sum_to_mean(const sl_dist *d, float *p, size_t n);
+
 /* The per-step hooks (dist_step.c), installed in d->hooks by the join. */
 void sl_dist_install_hooks(sl_dist *d);
 /* Sends rank 0's running statistics to every rank. */

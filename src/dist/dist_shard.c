@@ -370,13 +370,12 @@ void sl_shard2_progress(sl_dist *d)
     }
 }
 
-/* Waits for the reduction in flight, then this rank's pieces are means:
- * the same multiplication as the all-reduce's buckets (dist_step.c). */
+/* Waits for the reduction in flight, then this rank's pieces are means
+ * (sl_dist_sum_to_mean, as the all-reduce's buckets). */
 static void finish_reduction(sl_dist *d, float *grads)
 {
     sl_net *net = d->net;
     double deadline = MPI_Wtime() + d->opts.timeout_seconds;
-    float inv = 1.0f / (float)d->size;
     for (int k = 0; k < d->red_n; k++) {
         if (d->broken)
             break;
@@ -385,8 +384,7 @@ static void finish_reduction(sl_dist *d, float *grads)
         if (d->red_root[k] != d->rank)
             continue;
         float *p = grads + d->red_first[k];
-        for (size_t i = 0; i < d->red_count[k]; i++)
-            p[i] *= inv;
+        sl_dist_sum_to_mean(d, p, d->red_count[k]);
         if (!net->update_in_backward) /* kept for the update after backward */
             memcpy(net->grad_block + (d->node_goff[d->red_node] + d->red_first[k] - net->shard_lo), p,
                    d->red_count[k] * sizeof(float));

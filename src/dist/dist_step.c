@@ -98,13 +98,9 @@ static void launch(sl_dist *d, int i)
         sl_dist_break(d, "MPI_Iallreduce of a gradient bucket failed on rank %d", d->rank);
 }
 
-/* Sum -> mean, on every rank the same multiplication. */
 static void complete(sl_dist *d, int i)
 {
-    float *p = bucket_data(d, i);
-    float inv = 1.0f / (float)d->size;
-    for (size_t k = 0; k < d->plan.b[i].count; k++)
-        p[k] *= inv;
+    sl_dist_sum_to_mean(d, bucket_data(d, i), d->plan.b[i].count);
     d->done[i] = 1;
 }
 

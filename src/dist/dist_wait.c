@@ -5,7 +5,7 @@
  * computing), and the
  * membership marked broken when the deadline passes or MPI fails. The join
  * (dist.c), the per-step hooks (dist_step.c) and the NCCL transport wait
- * through it.
+ * through it. Also the sum-to-mean every reduction ends with.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <stdarg.h>
@@ -61,4 +61,11 @@ sl_status sl_dist_wait_until(sl_dist *d, MPI_Request *r, double deadline, const 
 sl_status sl_dist_wait(sl_dist *d, MPI_Request *r, const char *what)
 {
     return sl_dist_wait_until(d, r, MPI_Wtime() + d->opts.timeout_seconds, what);
+}
+
+void sl_dist_sum_to_mean(const sl_dist *d, float *p, size_t n)
+{
+    float inv = 1.0f / (float)d->size;
+    for (size_t k = 0; k < n; k++)
+        p[k] *= inv;
 }

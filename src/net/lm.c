@@ -96,19 +96,11 @@ sl_status sl_net_compute_gradients_tokens(sl_net *net, const int32_t *ids, const
 sl_status sl_net_train_step_tokens(sl_net *net, const int32_t *ids, const int32_t *targets,
                                    int batch, int seq, sl_step_result *result)
 {
-    if (net && !net->has_optimizer)
-        return sl_set_error(SL_ERR_STATE, "sl_net_train_step_tokens: no optimizer set (call "
-                            "sl_net_set_optimizer)");
-    if (net && net->update_in_backward) {
-        net->step_update = sl_net_update_node; /* the run updates inside backward */
-        sl_status st = sl_net_compute_gradients_tokens(net, ids, targets, batch, seq, result);
-        net->step_update = NULL;
+    sl_status st = sl_net_step_begin(net, "sl_net_train_step_tokens");
+    if (st != SL_OK)
         return st;
-    }
-    sl_status st = sl_net_compute_gradients_tokens(net, ids, targets, batch, seq, result);
-    if (st != SL_OK || net->micro < net->accum)
-        return st; /* accumulating: the update follows the k-th micro-batch */
-    return sl_net_update(net);
+    return sl_net_step_end(net, sl_net_compute_gradients_tokens(net, ids, targets, batch, seq,
+                                                                result));
 }
 
 sl_status sl_net_evaluate_tokens(sl_net *net, const int32_t *ids, const int32_t *targets, int batch,

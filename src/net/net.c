@@ -574,6 +574,16 @@ sl_status sl_net_check_input(const sl_net *net, sl_shape s, const char *fn)
     return SL_OK;
 }
 
+sl_status sl_net_check_shard(const sl_net *net, const char *fn)
+{
+    if (net->shard && !(net->comm && net->comm->after_update))
+        return sl_set_error(SL_ERR_STATE, "%s: the optimizer state is sharded over ranks "
+                            "(sl_dist_options.shard) and the network left its communicator: this "
+                            "rank holds only its slice; set the optimizer again (or load a "
+                            "snapshot saved with sl_dist_save_snapshot)", fn);
+    return SL_OK;
+}
+
 sl_status sl_net_check_training(const sl_net *net, const char *fn)
 {
     if (net && net->mode == SL_MODE_INFER)

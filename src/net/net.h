@@ -135,6 +135,11 @@ void sl_run_cache_release(sl_run_cache *c);
  * and the network's input channels. */
 sl_status sl_net_check_input(const sl_net *net, sl_shape input, const char *fn);
 
+/* SL_ERR_STATE naming fn when the network holds only its slice of sharded
+ * optimizer state outside the communicator that sharded it (it cannot
+ * update until the optimizer is set again or a snapshot loaded). */
+sl_status sl_net_check_shard(const sl_net *net, const char *fn);
+
 /* SL_ERR_STATE naming fn when the network is in inference mode. */
 sl_status sl_net_check_training(const sl_net *net, const char *fn);
 
@@ -217,11 +222,13 @@ size_t sl_shard_bound(size_t floats, int size, int r);
  * steps under ZeRO-2. */
 int sl_net_pgrad_flags(const sl_net *net);
 
-/* The UPDATE steps of the update in backward (optimizer.c; train-step
- * calls set it as net->step_update): user is the net; node's trainable
- * parameters, whose grad pointers point into the arena, get the
- * optimizer's update of step net->steps + 1. */
-void sl_net_update_node(void *user, int node);
+/* Around the gradient run of a train-step call (optimizer.c; fn names
+ * the call): begin checks that an optimizer is set and, with the update
+ * in backward, lets the run update (net->step_update); end takes the
+ * run's status and runs the separate update when one is due (not while
+ * accumulating micro-batches, not after an update in backward). */
+sl_status sl_net_step_begin(sl_net *net, const char *fn);
+sl_status sl_net_step_end(sl_net *net, sl_status st);
 
 /* Frees the gradient block (inference mode) / allocates it again, zeroed. */
 sl_status sl_net_drop_gradients(sl_net *net);

@@ -92,10 +92,8 @@ static sl_status run_program(sl_net *net, const float *x, sl_shape shape, sl_mod
     else if (update && net->comm && net->shard != 2)
         pre = sl_set_error(SL_ERR_STATE, "%s: the update in backward runs in a communicator "
                            "only with ZeRO-2 (sl_dist_options.shard 2)", fn);
-    else if (update && net->shard && !net->comm)
-        pre = sl_set_error(SL_ERR_STATE, "%s: the optimizer state is sharded over ranks and the "
-                           "network left its communicator: this rank holds only its slice; set "
-                           "the optimizer again (or load a snapshot)", fn);
+    else if (update)
+        pre = sl_net_check_shard(net, fn);
     sl_status st = pre == SL_OK ? prepare_run(net, x, shape, mode, io, fn, &c) : pre;
     const sl_net_comm *comm = net && mode == SL_MODE_TRAIN ? net->comm : NULL;
     if (comm && comm->agree)

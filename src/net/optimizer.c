@@ -375,7 +375,10 @@ static void update_piece_if_in_node(void *user, int param, size_t gfirst, size_t
         update_range(&nu->u, param, off, n, nu->u.net->params[param].spec->grad + off, blocks);
 }
 
-void sl_net_update_node(void *user, int node)
+/* The UPDATE steps of the update in backward (net->step_update while a
+ * train step runs): user is the net; node's trainable parameters, whose
+ * grad pointers point into the arena, get the update of step steps + 1. */
+static void update_node(void *user, int node)
 {
     sl_net *net = user;
     node_update n = {{net, sl_net_exec(net), net->steps + 1, 1.0f}, net->graph.nodes[node].layer};
@@ -475,16 +478,6 @@ static void update_shard_piece(void *user, int param, size_t gfirst, size_t off,
     update_range(u, param, off, n, grad, blocks);
 }
 
-static sl_status check_shard(const sl_net *net)
-{
-    if (net->shard && !(net->comm && net->comm->after_update))
-        return sl_set_error(SL_ERR_STATE, "sl_net_update: the optimizer state is sharded over "
-                            "ranks (sl_dist_options.shard) and the network left its communicator: "
-                            "this rank holds only its slice; set the optimizer again (or load a "
-                            "snapshot saved with sl_dist_save_snapshot)");
-    return SL_OK;
-}
-
 sl_status sl_net_update(sl_net *net)
 {
     if (!net)
@@ -499,7 +492,7 @@ sl_status sl_net_update(sl_net *net)
         return st;
     if (!net->has_grads)
         return sl_set_error(SL_ERR_STATE, "sl_net_update: no gradients (call sl_net_compute_gradients)");
-    st = check_shard(net);
+    st = sl_net_check_shard(net, "sl_net_update");
     if (st != SL_OK)
         return st;
     if (net->accum > 1 && net->micro < net->accum)
@@ -527,21 +520,37 @@ sl_status sl_net_update(sl_net *net)
     return SL_OK;
 }
 
-sl_status sl_net_train_step(sl_net *net, const float *x, sl_shape shape, const int *labels,
-                            sl_step_result *result)
+sl_status sl_net_step_begin(sl_net *net, const char *fn)
 {
-    if (net && !net->has_optimizer)
-        return sl_set_error(SL_ERR_STATE, "sl_net_train_step: no optimizer set (call sl_net_set_optimizer)");
-    if (net && net->update_in_backward) {
-        net->step_update = sl_net_update_node; /* the run updates inside backward */
-        sl_status st = sl_net_compute_gradients(net, x, shape, labels, result);
+    if (!net)
+        return SL_OK; /* the gradient run reports it */
+    if (!net->has_optimizer)
+        return sl_set_error(SL_ERR_STATE, "%s: no optimizer set (call sl_net_set_optimizer)", fn);
+    if (net->update_in_backward)
+        net->step_update = update_node; /* the run updates inside backward */
+    return SL_OK;
+}
+
+sl_status sl_net_step_end(sl_net *net, sl_status st)
+{
+    if (!net)
+        return st;
+    if (net->step_update) { /* updated inside backward */
         net->step_update = NULL;
         return st;
     }
-    sl_status st = sl_net_compute_gradients(net, x, shape, labels, result);
     if (st != SL_OK || net->micro < net->accum)
         return st; /* accumulating: the update follows the k-th micro-batch */
     return sl_net_update(net);
+}
+
+sl_status sl_net_train_step(sl_net *net, const float *x, sl_shape shape, const int *labels,
+                            sl_step_result *result)
+{
+    sl_status st = sl_net_step_begin(net, "sl_net_train_step");
+    if (st != SL_OK)
+        return st;
+    return sl_net_step_end(net, sl_net_compute_gradients(net, x, shape, labels, result));
 }
 
 int64_t sl_net_step_count(const sl_net *net) { return net ? net->steps : 0; }
