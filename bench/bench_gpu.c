@@ -60,12 +60,14 @@ static int max_batch(sl_context *ctx, const char *model, sl_schedule s, int res,
 int main(int argc, char **argv)
 {
     const char *model = "resnet152", *sched = "sqrt";
-    int batch = 16, res = 224, steps = 6, tf32 = 0, profile = 0, gpu = 0, cpu = 0;
+    int batch = 16, res = 224, steps = 6, tf32 = 0, profile = 0, gpu = 0, cpu = 0, nondet = 0;
     uint64_t limit = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--tf32"))
             tf32 = 1;
+        else if (!strcmp(a, "--nondeterministic"))
+            nondet = 1;
         else if (!strcmp(a, "--profile"))
             profile = 1;
         else if (v && !strcmp(a, "--model"))
@@ -88,7 +90,7 @@ int main(int argc, char **argv)
         } else {
             fprintf(stderr, "usage: bench_gpu [--model M] [--schedule S] [--batch N] [--res N] "
                             "[--steps N] [--max-batch BYTES] [--gpu N] [--tf32] [--profile] "
-                            "[--device cpu]\n");
+                            "[--nondeterministic] [--device cpu]\n");
             return 2;
         }
     }
@@ -101,6 +103,7 @@ int main(int argc, char **argv)
     co.device = cpu ? SL_DEVICE_CPU : SL_DEVICE_CUDA;
     co.gpu = gpu;
     co.tf32 = tf32;
+    co.deterministic = !nondet; /* what a comparison with PyTorch's default costs us */
     sl_context *ctx = NULL;
     if (sl_context_create(&co, &ctx) != SL_OK) {
         fprintf(stderr, "bench_gpu: %s\n", sl_last_error());
@@ -149,11 +152,11 @@ int main(int argc, char **argv)
         printf("{\"side\":\"sublinear\",\"model\":\"%s\",\"schedule\":\"%s\",\"batch\":%d,"
                "\"planned_total\":%llu,\"planned_arena\":%llu,\"measured_total\":%llu,"
                "\"device_used\":%llu,\"recompute_fraction\":%.4f,\"it_per_s\":%.4f,"
-               "\"tf32\":%s%s",
+               "\"tf32\":%s,\"deterministic\":%s%s",
                model, sched, batch, (unsigned long long)r.total,
                (unsigned long long)r.arena_bytes, (unsigned long long)r.measured_total,
                (unsigned long long)r.device_used, r.recompute_fraction,
-               median > 0 ? 1.0 / median : 0.0, tf32 ? "true" : "false",
+               median > 0 ? 1.0 / median : 0.0, tf32 ? "true" : "false", nondet ? "false" : "true",
                limit ? ",\"max_batch_search\":true" : "");
         if (profile) {
             printf(",\"profile\":[");

@@ -92,10 +92,13 @@ def main():
     ap.add_argument("--steps", type=int, default=6)
     ap.add_argument("--max-batch", type=int, default=0, help="bytes")
     ap.add_argument("--tf32", action="store_true", help="TF32 on for convolutions and matmuls")
+    ap.add_argument("--deterministic", action="store_true",
+                    help="cuDNN's deterministic algorithms only (as sublinear runs by default)")
     a = ap.parse_args()
     torch.backends.cudnn.allow_tf32 = a.tf32
     torch.backends.cuda.matmul.allow_tf32 = a.tf32
     torch.backends.cudnn.benchmark = False
+    torch.backends.cudnn.deterministic = a.deterministic
     mode = f"checkpoint:{a.segments}" if a.segments else "plain"
     if a.max_batch:
         total = torch.cuda.get_device_properties(0).total_memory
@@ -112,7 +115,7 @@ def main():
     peak, reserved, drop, its = run(a.batch, a.segments, a.steps, a.res)
     print(json.dumps({"side": "pytorch", "mode": mode, "batch": a.batch, "max_allocated": peak,
                       "max_reserved": reserved, "device_drop": drop, "it_per_s": round(its, 4),
-                      "tf32": a.tf32, "device": torch.cuda.get_device_name(0),
+                      "tf32": a.tf32, "deterministic": a.deterministic, "device": torch.cuda.get_device_name(0),
                       "torch": torch.__version__}))
 
 

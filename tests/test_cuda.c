@@ -268,19 +268,15 @@ static void train_step_cuda(sl_net *net, float *x, int step)
 }
 
 /* Three SGD steps under a schedule; every tensor and gradient, read back,
- * into out, and the planned and measured arena. */
-static void train_cuda(const char *model, sl_schedule s, th_params *out, uint64_t *planned,
-                       uint64_t *measured)
+ * into out, and the memory report after them (planned and measured arena). */
+static void train_cuda(const char *model, sl_schedule s, th_params *out, sl_memory_report *rep)
 {
     sl_context *ctx = cuda_context(42);
     sl_net *net = cuda_net(ctx, s, model);
     float *x = malloc(TRAIN_FLOATS * sizeof(float));
     for (int step = 0; step < 3; step++)
         train_step_cuda(net, x, step);
-    sl_memory_report r;
-    ck_assert(sl_net_memory_report(net, g_train_shape, SL_MODE_TRAIN, &r) == SL_OK);
-    *planned = r.arena_bytes;
-    *measured = r.arena_measured;
+    ck_assert(sl_net_memory_report(net, g_train_shape, SL_MODE_TRAIN, rep) == SL_OK);
     th_params_capture(net, out);
     free(x);
     sl_net_free(net);
@@ -306,12 +302,13 @@ START_TEST(test_cuda_checkpoint_bit_identical)
 {
     const char *models[3] = {"resnet20", "resnet56-dropout", "googlenet"};
     for (int m = 0; m < 3; m++) {
-        uint64_t planned, measured, plain_arena;
+        sl_memory_report plain_r, r;
         th_params plain, ck;
-        train_cuda(models[m], SL_SCHEDULE_NONE, &plain, &planned, &measured);
-        ck_assert_msg(planned == measured, "%s: planned %llu measured %llu", models[m],
-                      (unsigned long long)planned, (unsigned long long)measured);
-        plain_arena = planned;
+        train_cuda(models[m], SL_SCHEDULE_NONE, &plain, &plain_r);
+        ck_assert_msg(plain_r.arena_bytes == plain_r.arena_measured,
+                      "%s: planned %llu measured %llu", models[m],
+                      (unsigned long long)plain_r.arena_bytes,
+                      (unsigned long long)plain_r.arena_measured);
         uint64_t plain_total, least = least_budget_cuda(models[m], &plain_total);
         sl_schedule s[5] = {SL_SCHEDULE_SQRT, SL_SCHEDULE_SEGMENTS(2), SL_SCHEDULE_SEGMENTS(5),
                             SL_SCHEDULE_BUDGET(least),
@@ -319,13 +316,27 @@ START_TEST(test_cuda_checkpoint_bit_identical)
         const char *names[5] = {"sqrt", "segments:2", "segments:5", "least budget",
                                 "operator-level budget"};
         for (int k = 0; k < 5; k++) {
-            train_cuda(models[m], s[k], &ck, &planned, &measured);
-            ck_assert_msg(planned == measured, "%s %s: planned arena %llu measured %llu",
-                          models[m], names[k], (unsigned long long)planned,
-                          (unsigned long long)measured);
-            ck_assert_msg(planned < plain_arena, "%s %s: arena %llu not below plain %llu",
-                          models[m], names[k], (unsigned long long)planned,
-                          (unsigned long long)plain_arena);
+            train_cuda(models[m], s[k], &ck, &r);
+            ck_assert_msg(r.arena_bytes == r.arena_measured,
+                          "%s %s: planned arena %llu measured %llu", models[m], names[k],
+                          (unsigned long long)r.arena_bytes,
+                          (unsigned long long)r.arena_measured);
+            /* The schedule keeps fewer activations, and the arena never grows.
+             * The arena itself can stay level: on the GPU the peak can be a
+             * step whose live set no schedule changes (the stem's backward
+             * beside the cuDNN workspace its fastest algorithm asks for, as
+             * in GoogLeNet at 32² and batch 8, where the workspaces, not the
+             * activations, set the arena). */
+            ck_assert_msg(r.outputs < plain_r.outputs && r.arena_bytes <= plain_r.arena_bytes,
+                          "%s %s: outputs %llu (plain %llu), arena %llu (plain %llu)",
+                          models[m], names[k], (unsigned long long)r.outputs,
+                          (unsigned long long)plain_r.outputs, (unsigned long long)r.arena_bytes,
+                          (unsigned long long)plain_r.arena_bytes);
+            if (r.arena_bytes == plain_r.arena_bytes)
+                printf("%s %s: arena level with plain (%.2f MiB; workspaces and buffers peak "
+                       "%.2f MiB, outputs %.2f of plain %.2f MiB)\n",
+                       models[m], names[k], r.arena_bytes / 1048576.0, r.buffers / 1048576.0,
+                       r.outputs / 1048576.0, plain_r.outputs / 1048576.0);
             char what[96];
             snprintf(what, sizeof what, "%s %s", models[m], names[k]);
             th_params_assert_identical(&plain, &ck, what);
@@ -421,9 +432,9 @@ END_TEST
  * as a network trained alone. */
 START_TEST(test_cuda_two_contexts_work_independently)
 {
-    uint64_t planned, measured;
+    sl_memory_report solo_r;
     th_params solo, got;
-    train_cuda("resnet20", SL_SCHEDULE_SQRT, &solo, &planned, &measured);
+    train_cuda("resnet20", SL_SCHEDULE_SQRT, &solo, &solo_r);
     sl_context *ctx[2] = {cuda_context(42), cuda_context(42)}; /* train_cuda's seed */
     sl_net *net[2];
     for (int c = 0; c < 2; c++)
