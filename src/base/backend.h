@@ -64,6 +64,7 @@ typedef void *sl_alloc_fn(const sl_backend *be, size_t bytes, const char *what);
 typedef void sl_free_fn(const sl_backend *be, void *p);
 typedef void sl_upload_fn(const sl_exec *ex, void *dst, const void *src, size_t bytes);
 typedef void sl_download_fn(const sl_exec *ex, void *dst, const void *src, size_t bytes);
+typedef void sl_download_later_fn(const sl_exec *ex, void *dst, const void *src, size_t bytes);
 typedef sl_status sl_sync_fn(const sl_exec *ex);
 typedef void sl_wait_fn(const sl_exec *ex);
 typedef size_t sl_device_free_bytes_fn(const sl_backend *be, size_t *total);
@@ -141,8 +142,27 @@ typedef void sl_sgd_update_fn(const sl_exec *ex, size_t count, float *w, const f
 typedef void sl_adam_update_fn(const sl_exec *ex, size_t count, float *w, const float *g, float *m,
                                float *v, float lr, float beta1, float beta2, float eps,
                                float weight_decay, int decoupled, int64_t step, float grad_scale);
-#define SL_SUM_SQUARES_SLOTS 1024 /* partial sums of sum_squares */
+/* One parameter (or a ZeRO piece of one) of a list update: its floats,
+ * gradient, optimizer state (m: momentum or Adam's first moment; v: Adam's
+ * second, NULL for SGD), length and weight decay. */
+typedef struct sl_update_span {
+    float *w;
+    const float *g;
+    float *m, *v;
+    size_t count;
+    float weight_decay;
+} sl_update_span;
+typedef void sl_sgd_update_list_fn(const sl_exec *ex, int n, const sl_update_span *spans, float lr,
+                                   float momentum, int nesterov, int first, float grad_scale);
+typedef void sl_adam_update_list_fn(const sl_exec *ex, int n, const sl_update_span *spans,
+                                    float lr, float beta1, float beta2, float eps, int decoupled,
+                                    int64_t step, float grad_scale);
+/* Partial sums of sum_squares: enough slots for a GPU to read at its
+ * bandwidth (one thread per slot), rows of 64 KiB for a CPU. */
+#define SL_SUM_SQUARES_SLOTS 16384
 typedef void sl_sum_squares_fn(const sl_exec *ex, size_t count, const float *x, double *slots);
+typedef void sl_sum_squares_list_fn(const sl_exec *ex, int n, const float *const *x,
+                                    const size_t *count, double *slots);
 typedef void sl_layernorm_forward_fn(const sl_exec *ex, int rows, int c, const float *x,
                                      const float *weight, const float *bias, float eps, float *y,
                                      float *mean, float *rstd);
@@ -199,9 +219,16 @@ struct sl_backend {
      * failure (with the error recorded). free accepts NULL. */
     sl_alloc_fn *alloc;
     sl_free_fn *free;
-    /* Copies between the caller's host memory and device memory. */
+    /* Copies between the caller's host memory and device memory. The
+     * caller's buffer may change as soon as upload returns (a device
+     * backend stages it, without waiting for the copy); download's dst
+     * holds the bytes when it returns. */
     sl_upload_fn *upload;
     sl_download_fn *download;
+    /* (optional) download whose dst is written by the next sync (or wait),
+     * so that reading a result back does not stop the queue mid-step; dst
+     * must stay valid until then. NULL: download (the CPU). */
+    sl_download_later_fn *download_later;
     /* Waits for queued work; returns SL_OK, or the first failure since the
      * previous call with sl_last_error() set (kernels return nothing: a
      * failing kernel records its error here). */
@@ -304,9 +331,11 @@ struct sl_backend {
 
     /* Mean softmax cross-entropy of n rows of `classes` logits; writes
      * dlogits = (softmax - onehot) / n, the loss and the count of correct
-     * arg-max predictions. labels, loss and correct are host memory; ws
-     * is softmax_xent_workspace_bytes(n) of planned scratch (NULL when that
-     * is 0). */
+     * arg-max predictions. labels, loss and correct are host memory; loss
+     * and correct are written by the next sync (at once on the CPU: a
+     * device backend does not stop its queue for them); ws is
+     * softmax_xent_workspace_bytes(n) of planned scratch (NULL when that is
+     * 0). */
     sl_softmax_xent_fn *softmax_xent;
     /* (optional) Workspace bytes softmax_xent needs for n rows; NULL: none
      * (the CPU). */
@@ -325,6 +354,12 @@ struct sl_backend {
      * AdamW's w *= 1 - lr * weight_decay before the step. */
     sl_sgd_update_fn *sgd_update;
     sl_adam_update_fn *adam_update;
+    /* (optional) The same over n spans at once, each span exactly as
+     * sgd_update / adam_update would update it (its weight decay its own):
+     * a few launches for a network's hundreds of parameters. NULL: one
+     * call per span (the CPU). */
+    sl_sgd_update_list_fn *sgd_update_list;
+    sl_adam_update_list_fn *adam_update_list;
 
     /* LayerNorm over each of `rows` rows of c values (row-major): y =
      * (x - mean) * rstd * weight + bias with the row's mean and rstd = 1 /
@@ -364,6 +399,9 @@ struct sl_backend {
      * base/element.h's sl_square_add); slots is backend memory.
      * Deterministic: the gradient norm. */
     sl_sum_squares_fn *sum_squares;
+    /* (optional) sum_squares over n tensors in turn, each slot's sums in
+     * exactly the order n calls would add them. NULL: n calls. */
+    sl_sum_squares_list_fn *sum_squares_list;
     /* y = softmax(q k^T / sqrt(d)) v per head for one new token whose
      * keys and values of every position so far (its own included, the
      * last row) are k and v: the row of causal attention that

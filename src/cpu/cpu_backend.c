@@ -44,6 +44,7 @@ static const sl_backend sl_cpu_table = {
     .free = sl_cpu_free,
     .upload = sl_cpu_memcpy,
     .download = sl_cpu_memcpy,
+    .download_later = sl_cpu_memcpy, /* written at once: before any sync */
     .sync = sl_cpu_sync,
     .gemm = sl_cpu_gemm,
     .conv2d_workspace_bytes = sl_cpu_conv2d_workspace_bytes,

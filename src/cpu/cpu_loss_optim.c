@@ -78,10 +78,11 @@ void sl_cpu_adam_update(const sl_exec *ex, size_t count, float *w, const float *
     });
 }
 
-/* Each thread takes groups of SUMSQ_GROUP slots and walks the rows of
+/* Each thread takes groups of SUMSQ_GROUP slots (4 KiB of a row: one page,
+ * read in turn) and walks the rows of
  * SL_SUM_SQUARES_SLOTS elements (contiguous reads); every slot still adds
  * its elements in index order, as the GPU's thread of that slot does. */
-#define SUMSQ_GROUP 64
+#define SUMSQ_GROUP 1024
 void sl_cpu_sum_squares(const sl_exec *ex, size_t count, const float *x, double *slots)
 {
     const size_t row = SL_SUM_SQUARES_SLOTS;

@@ -53,11 +53,58 @@ static void sl_cuda_free(const sl_backend *be, void *p)
         cudaFree(p);
 }
 
+enum : size_t {
+    kStageMax = (size_t)64 << 20, /* larger uploads are copied and waited for */
+};
+
+/* A pinned staging buffer of at least `bytes` whose previous copy is done,
+ * or NULL (the upload then copies from the caller's buffer and waits). */
+static void *stage_for(sl_cuda_state *s, size_t bytes)
+{
+    if (bytes > kStageMax)
+        return NULL;
+    int k = s->stage_next;
+    if (!s->stage_done[k] &&
+        cudaEventCreateWithFlags(&s->stage_done[k], cudaEventDisableTiming) != cudaSuccess) {
+        (void)cudaGetLastError(); /* a slower path, not a failure */
+        s->stage_done[k] = NULL;
+        return NULL;
+    }
+    /* the copy that last read this buffer, two uploads ago */
+    SL_CUDA_CHECK(s, cudaEventSynchronize(s->stage_done[k]));
+    if (s->stage_cap[k] < bytes) {
+        if (s->stage[k])
+            cudaFreeHost(s->stage[k]);
+        s->stage[k] = NULL;
+        s->stage_cap[k] = 0;
+        size_t cap = bytes < ((size_t)1 << 20) ? (size_t)1 << 20 : bytes;
+        if (cudaHostAlloc(&s->stage[k], cap, cudaHostAllocDefault) != cudaSuccess) {
+            (void)cudaGetLastError();
+            s->stage[k] = NULL;
+            return NULL;
+        }
+        s->stage_cap[k] = cap;
+    }
+    s->stage_next = k ^ 1;
+    return s->stage[k];
+}
+
 static void sl_cuda_upload(const sl_exec *ex, void *dst, const void *src, size_t bytes)
 {
     sl_cuda_state *s = sl_cuda_ex(ex);
-    if (bytes)
-        SL_CUDA_CHECK(s, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, s->stream));
+    if (!bytes)
+        return;
+    void *stage = stage_for(s, bytes);
+    if (stage) {
+        /* the caller's bytes are in the staging buffer when this returns;
+         * the queue goes on without waiting for the copy */
+        memcpy(stage, src, bytes);
+        int k = s->stage_next ^ 1;
+        SL_CUDA_CHECK(s, cudaMemcpyAsync(dst, stage, bytes, cudaMemcpyHostToDevice, s->stream));
+        SL_CUDA_CHECK(s, cudaEventRecord(s->stage_done[k], s->stream));
+        return;
+    }
+    SL_CUDA_CHECK(s, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, s->stream));
     /* The caller's buffer may change after return: finish the copy. */
     SL_CUDA_CHECK(s, cudaStreamSynchronize(s->stream));
 }
@@ -70,10 +117,16 @@ static void sl_cuda_download(const sl_exec *ex, void *dst, const void *src, size
     SL_CUDA_CHECK(s, cudaStreamSynchronize(s->stream));
 }
 
+static void sl_cuda_download_later(const sl_exec *ex, void *dst, const void *src, size_t bytes)
+{
+    sl_cuda_read_later(sl_cuda_ex(ex), dst, src, bytes);
+}
+
 static sl_status sl_cuda_sync(const sl_exec *ex)
 {
     sl_cuda_state *s = sl_cuda_ex(ex);
     SL_CUDA_CHECK(s, cudaStreamSynchronize(s->stream));
+    sl_cuda_flush_pending(s);
     return sl_cuda_take_error(s);
 }
 
@@ -81,6 +134,7 @@ static void sl_cuda_wait(const sl_exec *ex)
 {
     sl_cuda_state *s = sl_cuda_ex(ex);
     SL_CUDA_CHECK(s, cudaStreamSynchronize(s->stream));
+    sl_cuda_flush_pending(s);
 }
 
 static size_t sl_cuda_device_free_bytes(const sl_backend *be, size_t *total)
@@ -106,6 +160,14 @@ static void state_free(sl_cuda_state *s)
     sl_cuda_bind(s);
     if (s->stream)
         cudaStreamSynchronize(s->stream);
+    for (int k = 0; k < 2; k++) {
+        if (s->stage[k])
+            cudaFreeHost(s->stage[k]);
+        if (s->stage_done[k])
+            cudaEventDestroy(s->stage_done[k]);
+    }
+    if (s->readback)
+        cudaFreeHost(s->readback);
     sl_cuda_conv_cache_free(s->conv_cache);
     if (s->cublas)
         cublasDestroy(s->cublas);
@@ -185,6 +247,7 @@ static sl_backend table_of(void)
     b->free = sl_cuda_free;
     b->upload = sl_cuda_upload;
     b->download = sl_cuda_download;
+    b->download_later = sl_cuda_download_later;
     b->sync = sl_cuda_sync;
     b->wait = sl_cuda_wait;
     b->device_free_bytes = sl_cuda_device_free_bytes;
@@ -222,6 +285,8 @@ static sl_backend table_of(void)
     b->lm_xent = sl_cuda_lm_xent;
     b->sgd_update = sl_cuda_sgd_update;
     b->adam_update = sl_cuda_adam_update;
+    b->sgd_update_list = sl_cuda_sgd_update_list;
+    b->adam_update_list = sl_cuda_adam_update_list;
     b->layernorm_forward = sl_cuda_layernorm_forward;
     b->layernorm_backward = sl_cuda_layernorm_backward;
     b->gelu_forward = sl_cuda_gelu_forward;
@@ -232,6 +297,7 @@ static sl_backend table_of(void)
     b->attention_forward = sl_cuda_attention_forward;
     b->attention_backward = sl_cuda_attention_backward;
     b->sum_squares = sl_cuda_sum_squares;
+    b->sum_squares_list = sl_cuda_sum_squares_list;
     b->attention_decode = sl_cuda_attention_decode;
     return t;
 }

@@ -37,7 +37,31 @@ typedef struct sl_cuda_state {
     std::mutex error_lock;
     int error_set;
     char error_text[768];
+    /* Uploads go through two pinned staging buffers in turn (the caller's
+     * buffer is free once upload returns, and the copy does not hold up
+     * the queue); each buffer's event says when its last copy is done. */
+    void *stage[2];
+    size_t stage_cap[2];
+    cudaEvent_t stage_done[2];
+    int stage_next;
+    /* Read-backs deferred to the next sync (download_later, the loss): the
+     * device-to-host copies land in pinned `readback`, then go to their
+     * destinations once the stream has finished. */
+    char *readback;
+    size_t readback_used;
+    int n_pending;
+    struct sl_cuda_pending {
+        void *dst;
+        size_t off, bytes;
+    } pending[16];
 } sl_cuda_state;
+
+/* dst gets `bytes` of device memory src at the next sync (or wait); at
+ * once, after a stream synchronisation, when the read-back room is full. */
+void sl_cuda_read_later(sl_cuda_state *s, void *dst, const void *src, size_t bytes);
+/* After the stream has finished: the deferred read-backs to their
+ * destinations (cuda_readback.cu). */
+void sl_cuda_flush_pending(sl_cuda_state *s);
 
 /* Makes the instance's device current for the calling thread (a thread
  * may run contexts on two GPUs in turn). */
@@ -201,6 +225,9 @@ sl_lm_xent_fn sl_cuda_lm_xent;
 sl_sgd_update_fn sl_cuda_sgd_update;
 sl_adam_update_fn sl_cuda_adam_update;
 sl_sum_squares_fn sl_cuda_sum_squares;
+sl_sgd_update_list_fn sl_cuda_sgd_update_list;
+sl_adam_update_list_fn sl_cuda_adam_update_list;
+sl_sum_squares_list_fn sl_cuda_sum_squares_list;
 
 /* ---- cuda_transformer.cu ---- */
 sl_layernorm_forward_fn sl_cuda_layernorm_forward;

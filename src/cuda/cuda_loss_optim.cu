@@ -62,6 +62,8 @@ extern "C" void sl_cuda_softmax_xent(const sl_exec *ex, int n, int classes, cons
     int *d_labels = (int *)(base + (size_t)n * sizeof(double));
     int *row_hit = d_labels + n;
     float *out = (float *)(row_hit + n + (n & 1));
+    /* pageable labels are staged by the runtime before this returns; pinned
+     * ones are read before the step's sync, while the caller still holds them */
     SL_CUDA_CHECK(s, cudaMemcpyAsync(d_labels, labels, (size_t)n * sizeof(int), cudaMemcpyHostToDevice,
                                   s->stream));
     xent_rows<<<(n + 127) / 128, 128, 0, s->stream>>>(n, classes, logits, d_labels, dlogits,
@@ -69,13 +71,11 @@ extern "C" void sl_cuda_softmax_xent(const sl_exec *ex, int n, int classes, cons
     SL_CUDA_LAUNCHED(s);
     xent_total<<<1, 1, 0, s->stream>>>(n, row_loss, row_hit, out);
     SL_CUDA_LAUNCHED(s);
-    float host[2] = {0.0f, 0.0f}; /* defined even when a copy fails (recorded) */
-    SL_CUDA_CHECK(s, cudaMemcpyAsync(host, out, sizeof host, cudaMemcpyDeviceToHost, s->stream));
-    SL_CUDA_CHECK(s, cudaStreamSynchronize(s->stream));
+    /* read back with the step's sync: the queue does not stop here */
     if (loss)
-        *loss = host[0];
+        sl_cuda_read_later(s, loss, out, sizeof(float));
     if (correct)
-        memcpy(correct, &host[1], sizeof(int));
+        sl_cuda_read_later(s, correct, out + 1, sizeof(int));
 }
 
 /* One thread per row of a language model's loss chunk. */
@@ -130,6 +130,157 @@ extern "C" void sl_cuda_adam_update(const sl_exec *ex, size_t count, float *w, c
                                    grad_scale));
 }
 
+/* ---- list updates: a network's parameters in a few launches ---- */
+
+/* One launch's spans and blocks, passed by value (under the 4 KiB of
+ * kernel parameters): block b updates elements [chunk * kListChunk, +
+ * kListChunk) of span span[b]. A span cut by a full launch goes on in
+ * the next one. Each element gets the same element rule as the
+ * one-tensor kernels, so a list update is bit for bit the updates one
+ * span at a time. */
+enum { kListSpans = 32, kListBlocks = 320, kListChunk = 256 * 32 };
+struct span_list {
+    float *w[kListSpans];
+    const float *g[kListSpans];
+    float *m[kListSpans];
+    float *v[kListSpans];
+    size_t count[kListSpans];
+    float wd[kListSpans];
+    unsigned char adam_of[kListSpans]; /* which of two Adam constants */
+    unsigned char span[kListBlocks];
+    unsigned int chunk[kListBlocks];
+    sl_adam_step adam[2];
+    int n_spans, n_blocks;
+};
+static_assert(sizeof(span_list) <= 4000, "kernel parameters are at most 4 KiB");
+
+static __global__ void sgd_list_k(span_list L, float lr, float momentum, int nesterov, int first,
+                                  float grad_scale)
+{
+    int k = L.span[blockIdx.x];
+    size_t lo = (size_t)L.chunk[blockIdx.x] * kListChunk;
+    size_t hi = lo + kListChunk < L.count[k] ? lo + kListChunk : L.count[k];
+    for (size_t i = lo + threadIdx.x; i < hi; i += blockDim.x)
+        sl_sgd_element(i, L.w[k], L.g[k], L.m[k], lr, momentum, L.wd[k], nesterov, first,
+                       grad_scale);
+}
+
+static __global__ void adam_list_k(span_list L)
+{
+    int k = L.span[blockIdx.x];
+    size_t lo = (size_t)L.chunk[blockIdx.x] * kListChunk;
+    size_t hi = lo + kListChunk < L.count[k] ? lo + kListChunk : L.count[k];
+    const sl_adam_step *a = &L.adam[L.adam_of[k]];
+    for (size_t i = lo + threadIdx.x; i < hi; i += blockDim.x)
+        sl_adam_element(i, L.w[k], L.g[k], L.m[k], L.v[k], a);
+}
+
+/* The Adam constants of one weight decay (sl_adam_step_of). */
+struct adam_consts {
+    float lr, beta1, beta2, eps;
+    int decoupled;
+    int64_t step;
+    float grad_scale;
+};
+
+template <typename Launch>
+static void run_list(int n, const sl_update_span *spans, const adam_consts *ac, Launch launch)
+{
+    span_list L;
+    memset(&L, 0, sizeof L);
+    float wd_of[2] = {0.0f, 0.0f};
+    int n_wd = 0;
+    for (int i = 0; i < n; i++) {
+        size_t chunks = (spans[i].count + kListChunk - 1) / kListChunk;
+        for (size_t c = 0; c < chunks; c++) {
+            int slot = -1; /* the Adam constants this span needs */
+            if (ac)
+                for (int q = 0; q < n_wd; q++)
+                    if (wd_of[q] == spans[i].weight_decay)
+                        slot = q;
+            int new_span = c == 0 || L.n_blocks == 0;
+            if (L.n_blocks == kListBlocks || (new_span && L.n_spans == kListSpans) ||
+                (new_span && ac && slot < 0 && n_wd == 2)) {
+                launch(L);
+                L.n_spans = L.n_blocks = 0;
+                n_wd = 0;
+                slot = -1;
+                new_span = 1;
+            }
+            if (new_span) {
+                if (ac && slot < 0) {
+                    slot = n_wd;
+                    wd_of[n_wd++] = spans[i].weight_decay;
+                    L.adam[slot] = sl_adam_step_of(ac->lr, ac->beta1, ac->beta2, ac->eps,
+                                                   spans[i].weight_decay, ac->decoupled, ac->step,
+                                                   ac->grad_scale);
+                }
+                int k = L.n_spans++;
+                L.w[k] = spans[i].w;
+                L.g[k] = spans[i].g;
+                L.m[k] = spans[i].m;
+                L.v[k] = spans[i].v;
+                L.count[k] = spans[i].count;
+                L.wd[k] = spans[i].weight_decay;
+                L.adam_of[k] = (unsigned char)(slot < 0 ? 0 : slot);
+            }
+            L.span[L.n_blocks] = (unsigned char)(L.n_spans - 1);
+            L.chunk[L.n_blocks++] = (unsigned int)c;
+        }
+    }
+    if (L.n_blocks)
+        launch(L);
+}
+
+extern "C" void sl_cuda_sgd_update_list(const sl_exec *ex, int n, const sl_update_span *spans,
+                                        float lr, float momentum, int nesterov, int first,
+                                        float grad_scale)
+{
+    sl_cuda_state *s = sl_cuda_ex(ex);
+    run_list(n, spans, NULL, [&](const span_list &L) {
+        sgd_list_k<<<L.n_blocks, 256, 0, s->stream>>>(L, lr, momentum, nesterov, first,
+                                                      grad_scale);
+        SL_CUDA_LAUNCHED(s);
+    });
+}
+
+extern "C" void sl_cuda_adam_update_list(const sl_exec *ex, int n, const sl_update_span *spans,
+                                         float lr, float beta1, float beta2, float eps,
+                                         int decoupled, int64_t step, float grad_scale)
+{
+    sl_cuda_state *s = sl_cuda_ex(ex);
+    adam_consts ac = {lr, beta1, beta2, eps, decoupled, step, grad_scale};
+    run_list(n, spans, &ac, [&](const span_list &L) {
+        adam_list_k<<<L.n_blocks, 256, 0, s->stream>>>(L);
+        SL_CUDA_LAUNCHED(s);
+    });
+}
+
+/* Slot t's sum of squares of x: elements t, t + S, t + 2S ... added in
+ * index order (sl_square_add), their loads issued kSquareBatch at a time
+ * ahead of the adds. 1024 slot threads keep few loads in flight each;
+ * loading ahead gives the memory system more to do at once without
+ * changing the order of a single addition. */
+enum { kSquareBatch = 16 };
+static __device__ double slot_squares(const float *x, size_t n, size_t t)
+{
+    const size_t S = SL_SUM_SQUARES_SLOTS;
+    double acc = 0.0;
+    size_t i = t;
+    for (; i + (kSquareBatch - 1) * S < n; i += kSquareBatch * S) {
+        float v[kSquareBatch];
+#pragma unroll
+        for (int b = 0; b < kSquareBatch; b++)
+            v[b] = x[i + (size_t)b * S];
+#pragma unroll
+        for (int b = 0; b < kSquareBatch; b++)
+            acc = sl_square_add(acc, v[b]);
+    }
+    for (; i < n; i += S)
+        acc = sl_square_add(acc, x[i]);
+    return acc;
+}
+
 /* One thread per slot, striding by the slot count (adjacent threads read
  * adjacent elements): each slot's terms in the CPU's order. */
 static __global__ void sum_squares_k(size_t n, const float *x, double *slots)
@@ -137,10 +288,7 @@ static __global__ void sum_squares_k(size_t n, const float *x, double *slots)
     size_t t = blockIdx.x * blockDim.x + threadIdx.x;
     if (t >= SL_SUM_SQUARES_SLOTS)
         return;
-    double acc = 0.0;
-    for (size_t i = t; i < n; i += SL_SUM_SQUARES_SLOTS)
-        acc = sl_square_add(acc, x[i]);
-    slots[t] += acc;
+    slots[t] += slot_squares(x, n, t);
 }
 
 extern "C" void sl_cuda_sum_squares(const sl_exec *ex, size_t count, const float *x,
@@ -149,4 +297,43 @@ extern "C" void sl_cuda_sum_squares(const sl_exec *ex, size_t count, const float
     sl_cuda_state *s = sl_cuda_ex(ex);
     sum_squares_k<<<SL_SUM_SQUARES_SLOTS / 128, 128, 0, s->stream>>>(count, x, slots);
     SL_CUDA_LAUNCHED(s);
+}
+
+/* sum_squares over up to kSquareTensors tensors per launch: each slot's
+ * thread adds each tensor's sum to its slot in turn, as one launch per
+ * tensor would. */
+enum { kSquareTensors = 200 };
+struct square_list {
+    const float *x[kSquareTensors];
+    size_t count[kSquareTensors];
+    int n;
+};
+static_assert(sizeof(square_list) <= 4000, "kernel parameters are at most 4 KiB");
+
+static __global__ void sum_squares_list_k(square_list L, double *slots)
+{
+    size_t t = blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= SL_SUM_SQUARES_SLOTS)
+        return;
+    double slot = slots[t];
+    for (int k = 0; k < L.n; k++) {
+        slot += slot_squares(L.x[k], L.count[k], t);
+    }
+    slots[t] = slot;
+}
+
+extern "C" void sl_cuda_sum_squares_list(const sl_exec *ex, int n, const float *const *x,
+                                         const size_t *count, double *slots)
+{
+    sl_cuda_state *s = sl_cuda_ex(ex);
+    for (int first = 0; first < n; first += kSquareTensors) {
+        square_list L;
+        L.n = n - first < kSquareTensors ? n - first : kSquareTensors;
+        for (int k = 0; k < L.n; k++) {
+            L.x[k] = x[first + k];
+            L.count[k] = count[first + k];
+        }
+        sum_squares_list_k<<<SL_SUM_SQUARES_SLOTS / 128, 128, 0, s->stream>>>(L, slots);
+        SL_CUDA_LAUNCHED(s);
+    }
 }

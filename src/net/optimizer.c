@@ -8,6 +8,7 @@
  * (io/snapshot.c) both go through it.
  */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "net/net.h"
@@ -218,28 +219,61 @@ float sl_lr_warmup_cosine(int64_t step, int64_t warmup, int64_t total, float lr_
     return (float)((double)lr_min + cosine * ((double)lr_max - (double)lr_min));
 }
 
-/* The norm of all trainable gradients: each tensor's squares into the
- * fixed slots (backend.h's sum_squares), the slots summed in order. */
-static sl_status grad_norm(sl_net *net, const sl_exec *ex, double *out)
+/* Each trainable gradient's squares into the fixed slots (backend.h's
+ * sum_squares), tensors in parameter order: in one list where the backend
+ * takes lists (a few launches on a GPU), else one call per tensor. */
+static void grad_squares(sl_net *net, const sl_exec *ex)
 {
     const sl_backend *be = ex->be;
     const size_t bytes = SL_SUM_SQUARES_SLOTS * sizeof(double); /* norm_slots: see set_optimizer */
     be->fill(ex, bytes / sizeof(float), 0.0f, (float *)net->norm_slots); /* +0.0 bits */
+    const float **x = be->sum_squares_list ? malloc((size_t)net->n_params * sizeof *x) : NULL;
+    size_t *count = x ? malloc((size_t)net->n_params * sizeof *count) : NULL;
+    int n = 0;
     for (int i = 0; i < net->n_params; i++) {
         const sl_param_spec *p = net->params[i].spec;
-        if (p->trainable && p->grad)
+        if (!p->trainable || !p->grad)
+            continue;
+        if (count) {
+            x[n] = p->grad;
+            count[n++] = p->count;
+        } else {
             be->sum_squares(ex, p->count, p->grad, net->norm_slots);
+        }
     }
-    double host[SL_SUM_SQUARES_SLOTS];
-    be->download(ex, host, net->norm_slots, bytes);
-    sl_status st = be->sync(ex);
-    if (st != SL_OK)
-        return st;
+    if (count && n)
+        be->sum_squares_list(ex, n, x, count, net->norm_slots);
+    free(x);
+    free(count);
+}
+
+static double slots_norm(const double *host)
+{
     double total = 0.0;
     for (int t = 0; t < SL_SUM_SQUARES_SLOTS; t++)
         total += host[t];
-    *out = sqrt(total);
+    return sqrt(total);
+}
+
+/* The norm of all trainable gradients, the slots summed in order. */
+static sl_status grad_norm(sl_net *net, const sl_exec *ex, double *out)
+{
+    grad_squares(net, ex);
+    ex->be->download(ex, net->norm_host, net->norm_slots, sizeof net->norm_host);
+    sl_status st = ex->be->sync(ex);
+    if (st != SL_OK)
+        return st;
+    *out = slots_norm(net->norm_host);
     return SL_OK;
+}
+
+/* After the update's sync: the norm whose slots were read back later. */
+static void finish_grad_norm(sl_net *net)
+{
+    if (!net->norm_pending)
+        return;
+    net->norm_pending = 0;
+    net->last_grad_norm = (float)(slots_norm(net->norm_host) * net->norm_factor);
 }
 
 typedef struct update_ctx {
@@ -247,6 +281,10 @@ typedef struct update_ctx {
     sl_exec ex;
     int64_t step;
     float grad_scale;
+    /* with room for one span per parameter: the ranges gathered for one
+     * list update (flush_spans); NULL: each range updated at once */
+    sl_update_span *spans;
+    int n_spans;
 } update_ctx;
 
 /* Floats [off, off + n) of one parameter (the element kernels work on
@@ -256,6 +294,13 @@ static void update_range(update_ctx *u, int param, size_t off, size_t n, const f
 {
     const sl_optimizer_options *o = &u->net->opt;
     sl_param_spec *p = u->net->params[param].spec;
+    if (u->spans) {
+        /* AdamW decays only >= 2-d parameters (sl_adamw). */
+        float wd = o->kind == SL_OPT_ADAMW && p->ndim < 2 ? 0.0f : o->weight_decay;
+        u->spans[u->n_spans++] = (sl_update_span){p->data + off, grad, blocks[0],
+                                                  o->kind == SL_OPT_SGD ? NULL : blocks[1], n, wd};
+        return;
+    }
     if (o->kind == SL_OPT_SGD) {
         u->ex.be->sgd_update(&u->ex, n, p->data + off, grad, blocks[0], o->lr,
                              o->momentum, o->weight_decay, o->nesterov, u->step == 1,
@@ -267,6 +312,34 @@ static void update_range(update_ctx *u, int param, size_t off, size_t n, const f
         u->ex.be->adam_update(&u->ex, n, p->data + off, grad, blocks[0], blocks[1],
                               o->lr, o->beta1, o->beta2, o->eps, wd, decoupled, u->step,
                               u->grad_scale);
+    }
+}
+
+/* The gathered spans: one list call where the backend has one, else one
+ * update per span (the same arithmetic either way). */
+static void flush_spans(update_ctx *u)
+{
+    const sl_optimizer_options *o = &u->net->opt;
+    const sl_backend *be = u->ex.be;
+    sl_update_span *sp = u->spans;
+    int n = u->n_spans, first = u->step == 1, decoupled = o->kind == SL_OPT_ADAMW;
+    u->n_spans = 0;
+    if (o->kind == SL_OPT_SGD && be->sgd_update_list && n) {
+        be->sgd_update_list(&u->ex, n, sp, o->lr, o->momentum, o->nesterov, first, u->grad_scale);
+    } else if (o->kind != SL_OPT_SGD && be->adam_update_list && n) {
+        be->adam_update_list(&u->ex, n, sp, o->lr, o->beta1, o->beta2, o->eps, decoupled, u->step,
+                             u->grad_scale);
+    } else {
+        for (int i = 0; i < n; i++) {
+            if (o->kind == SL_OPT_SGD)
+                be->sgd_update(&u->ex, sp[i].count, sp[i].w, sp[i].g, sp[i].m, o->lr,
+                               o->momentum, sp[i].weight_decay, o->nesterov, first,
+                               u->grad_scale);
+            else
+                be->adam_update(&u->ex, sp[i].count, sp[i].w, sp[i].g, sp[i].m, sp[i].v, o->lr,
+                                o->beta1, o->beta2, o->eps, sp[i].weight_decay, decoupled,
+                                u->step, u->grad_scale);
+        }
     }
 }
 
@@ -288,11 +361,21 @@ static sl_status update_scale(sl_net *net, const sl_exec *ex, float *scale)
         *scale = 1.0f;
         return SL_OK;
     }
+    double inv_k = 1.0 / (double)net->accum;
+    if (net->grad_clip <= 0.0f && ex->be->download_later) {
+        /* nothing needs the norm before the update: read it back with the
+         * update's sync instead of stopping the queue here */
+        grad_squares(net, ex);
+        ex->be->download_later(ex, net->norm_host, net->norm_slots, sizeof net->norm_host);
+        net->norm_factor = inv_k;
+        net->norm_pending = 1;
+        *scale = (float)inv_k;
+        return SL_OK;
+    }
     double norm;
     sl_status st = grad_norm(net, ex, &norm);
     if (st != SL_OK)
         return st;
-    double inv_k = 1.0 / (double)net->accum;
     norm *= inv_k;
     double s = inv_k;
     if (net->grad_clip > 0.0f) {
@@ -381,7 +464,7 @@ static void update_piece_if_in_node(void *user, int param, size_t gfirst, size_t
 static void update_node(void *user, int node)
 {
     sl_net *net = user;
-    node_update n = {{net, sl_net_exec(net), net->steps + 1, 1.0f}, net->graph.nodes[node].layer};
+    node_update n = {{net, sl_net_exec(net), net->steps + 1, 1.0f, NULL, 0}, net->graph.nodes[node].layer};
     if (net->shard)
         sl_net_visit_optimizer_shard(net, update_piece_if_in_node, &n);
     else
@@ -500,17 +583,26 @@ sl_status sl_net_update(sl_net *net)
                             "sl_net_update: gradient accumulation over %d micro-batches, %d "
                             "accumulated so far; compute the gradients of %d more first",
                             net->accum, net->micro, net->accum - net->micro);
-    update_ctx u = {net, sl_net_exec(net), net->steps + 1, 1.0f};
+    update_ctx u = {net, sl_net_exec(net), net->steps + 1, 1.0f, NULL, 0};
     double t0 = sl_profile_clock(net, &u.ex);
     st = update_scale(net, &u.ex, &u.grad_scale);
     if (st != SL_OK)
         return st;
+    /* every range into one list (at most one per parameter); without the
+     * memory for it, each range at once */
+    u.spans = malloc((size_t)(net->n_params ? net->n_params : 1) * sizeof *u.spans);
     if (net->shard)
         sl_net_visit_optimizer_shard(net, update_shard_piece, &u);
     else
         sl_net_visit_optimizer_state(net, update_param, &u);
+    if (u.spans)
+        flush_spans(&u);
+    free(u.spans);
     sl_profile_add_update(net, &u.ex, t0);
     st = u.ex.be->sync(&u.ex);
+    if (st == SL_OK)
+        finish_grad_norm(net);
+    net->norm_pending = 0;
     if (st == SL_OK && net->shard)
         st = net->comm->after_update(net->comm->user);
     if (st != SL_OK)
