@@ -146,21 +146,28 @@ static inline unsigned sl_cuda_blocks(size_t n)
  * each: block x a plane (grid-stride beyond 2^31 - 1), block y a range of
  * the plane, blocks no wider than a small plane needs. Kernels find the
  * channel once per plane and index within it without 64-bit division. */
+enum { SL_PLANE_ITEMS = 4 }; /* values per thread of a plane's row of blocks */
 static inline void sl_cuda_plane_grid(size_t planes, int len, dim3 *grid, dim3 *block)
 {
     unsigned threads = len >= 256 ? 256u : (unsigned)((len + 31) / 32 * 32);
-    size_t ys = ((size_t)len + threads - 1) / threads;
+    /* each thread takes SL_PLANE_ITEMS values (strided by the row's
+     * threads, so a warp's reads stay adjacent): a block of 256 threads
+     * for every 256 values spent more on scheduling blocks than on memory */
+    size_t per = (size_t)threads * SL_PLANE_ITEMS;
+    size_t ys = ((size_t)len + per - 1) / per;
     *block = dim3(threads);
     *grid = dim3((unsigned)(planes < 0x7fffffffu ? (planes ? planes : 1) : 0x7fffffffu),
                  (unsigned)(ys < 65535 ? (ys ? ys : 1) : 65535));
 }
 
-/* The loop of a kernel launched with sl_cuda_plane_grid: plane, and j the
- * index within it. */
-#define PLANE_LOOP(plane, j, planes, len)                                                      \
-    for (size_t plane = blockIdx.x; plane < (planes); plane += gridDim.x)                      \
-        for (int j = (int)(blockIdx.y * blockDim.x + threadIdx.x); j < (len);                  \
-             j += (int)(gridDim.y * blockDim.x))
+/* The loops of a kernel launched with sl_cuda_plane_grid: PLANES over its
+ * planes, PLANE_VALUES over j, the index within one (a kernel hoists what
+ * is the plane's own between them); PLANE_LOOP both. */
+#define PLANES(plane, planes) for (size_t plane = blockIdx.x; plane < (planes); plane += gridDim.x)
+#define PLANE_VALUES(j, len)                                                                   \
+    for (int j = (int)(blockIdx.y * blockDim.x + threadIdx.x); j < (len);                      \
+         j += (int)(gridDim.y * blockDim.x))
+#define PLANE_LOOP(plane, j, planes, len) PLANES(plane, planes) PLANE_VALUES(j, len)
 
 /* Launches kernel over `planes` planes of len values on the instance's
  * stream of exec `ex`, and checks the launch. */
