@@ -551,6 +551,8 @@ START_TEST(test_dist_nccl_one_rank_per_gpu_equals_plain_run)
                 OK(sl_net_train_step(plain, x, rank_shape, labels, NULL));
                 assert_bitwise_equal(net, plain, step);
             }
+            printf("NCCL on the GPU: %d steps in a row bit-identical to the network alone\n",
+                   STEPS);
             free(x);
             sl_dist_free(d);
         }
