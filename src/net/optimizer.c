@@ -287,32 +287,35 @@ typedef struct update_ctx {
     int n_spans;
 } update_ctx;
 
+/* One span's update (the optimizer's rule over its floats). */
+static void update_span(update_ctx *u, const sl_update_span *sp)
+{
+    const sl_optimizer_options *o = &u->net->opt;
+    if (o->kind == SL_OPT_SGD)
+        u->ex.be->sgd_update(&u->ex, sp->count, sp->w, sp->g, sp->m, o->lr, o->momentum,
+                             sp->weight_decay, o->nesterov, u->step == 1, u->grad_scale);
+    else
+        u->ex.be->adam_update(&u->ex, sp->count, sp->w, sp->g, sp->m, sp->v, o->lr, o->beta1,
+                              o->beta2, o->eps, sp->weight_decay, o->kind == SL_OPT_ADAMW,
+                              u->step, u->grad_scale);
+}
+
 /* Floats [off, off + n) of one parameter (the element kernels work on
- * any range; the whole parameter, or a ZeRO-1 shard's piece of it). */
+ * any range; the whole parameter, or a ZeRO-1 shard's piece of it):
+ * gathered into the list when there is one, else updated at once. */
 static void update_range(update_ctx *u, int param, size_t off, size_t n, const float *grad,
                          float *const *blocks)
 {
     const sl_optimizer_options *o = &u->net->opt;
     sl_param_spec *p = u->net->params[param].spec;
-    if (u->spans) {
-        /* AdamW decays only >= 2-d parameters (sl_adamw). */
-        float wd = o->kind == SL_OPT_ADAMW && p->ndim < 2 ? 0.0f : o->weight_decay;
-        u->spans[u->n_spans++] = (sl_update_span){p->data + off, grad, blocks[0],
-                                                  o->kind == SL_OPT_SGD ? NULL : blocks[1], n, wd};
-        return;
-    }
-    if (o->kind == SL_OPT_SGD) {
-        u->ex.be->sgd_update(&u->ex, n, p->data + off, grad, blocks[0], o->lr,
-                             o->momentum, o->weight_decay, o->nesterov, u->step == 1,
-                             u->grad_scale);
-    } else {
-        /* AdamW decays only >= 2-d parameters (sl_adamw). */
-        int decoupled = o->kind == SL_OPT_ADAMW;
-        float wd = decoupled && p->ndim < 2 ? 0.0f : o->weight_decay;
-        u->ex.be->adam_update(&u->ex, n, p->data + off, grad, blocks[0], blocks[1],
-                              o->lr, o->beta1, o->beta2, o->eps, wd, decoupled, u->step,
-                              u->grad_scale);
-    }
+    /* AdamW decays only >= 2-d parameters (sl_adamw). */
+    float wd = o->kind == SL_OPT_ADAMW && p->ndim < 2 ? 0.0f : o->weight_decay;
+    sl_update_span sp = {p->data + off, grad, blocks[0], o->kind == SL_OPT_SGD ? NULL : blocks[1],
+                         n, wd};
+    if (u->spans)
+        u->spans[u->n_spans++] = sp;
+    else
+        update_span(u, &sp);
 }
 
 /* The gathered spans: one list call where the backend has one, else one
@@ -324,23 +327,14 @@ static void flush_spans(update_ctx *u)
     sl_update_span *sp = u->spans;
     int n = u->n_spans, first = u->step == 1, decoupled = o->kind == SL_OPT_ADAMW;
     u->n_spans = 0;
-    if (o->kind == SL_OPT_SGD && be->sgd_update_list && n) {
+    if (o->kind == SL_OPT_SGD && be->sgd_update_list && n)
         be->sgd_update_list(&u->ex, n, sp, o->lr, o->momentum, o->nesterov, first, u->grad_scale);
-    } else if (o->kind != SL_OPT_SGD && be->adam_update_list && n) {
+    else if (o->kind != SL_OPT_SGD && be->adam_update_list && n)
         be->adam_update_list(&u->ex, n, sp, o->lr, o->beta1, o->beta2, o->eps, decoupled, u->step,
                              u->grad_scale);
-    } else {
-        for (int i = 0; i < n; i++) {
-            if (o->kind == SL_OPT_SGD)
-                be->sgd_update(&u->ex, sp[i].count, sp[i].w, sp[i].g, sp[i].m, o->lr,
-                               o->momentum, sp[i].weight_decay, o->nesterov, first,
-                               u->grad_scale);
-            else
-                be->adam_update(&u->ex, sp[i].count, sp[i].w, sp[i].g, sp[i].m, sp[i].v, o->lr,
-                                o->beta1, o->beta2, o->eps, sp[i].weight_decay, decoupled,
-                                u->step, u->grad_scale);
-        }
-    }
+    else
+        for (int i = 0; i < n; i++)
+            update_span(u, &sp[i]);
 }
 
 static void update_param(void *user, int param, int per, float *const *blocks)
