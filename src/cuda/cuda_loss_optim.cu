@@ -193,14 +193,13 @@ static void run_list(int n, const sl_update_span *spans, const adam_consts *ac, 
     for (int i = 0; i < n; i++) {
         size_t chunks = (spans[i].count + kListChunk - 1) / kListChunk;
         for (size_t c = 0; c < chunks; c++) {
-            int slot = -1; /* the Adam constants this span needs */
-            if (ac)
-                for (int q = 0; q < n_wd; q++)
-                    if (wd_of[q] == spans[i].weight_decay)
-                        slot = q;
-            int new_span = c == 0 || L.n_blocks == 0;
-            if (L.n_blocks == kListBlocks || (new_span && L.n_spans == kListSpans) ||
-                (new_span && ac && slot < 0 && n_wd == 2)) {
+            int new_span = c == 0;
+            int slot = -1; /* the launch's Adam constants a new span needs */
+            for (int q = 0; new_span && ac && q < n_wd; q++)
+                if (wd_of[q] == spans[i].weight_decay)
+                    slot = q;
+            if (L.n_blocks == kListBlocks ||
+                (new_span && (L.n_spans == kListSpans || (ac && slot < 0 && n_wd == 2)))) {
                 launch(L);
                 L.n_spans = L.n_blocks = 0;
                 n_wd = 0;

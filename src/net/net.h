@@ -87,12 +87,9 @@ struct sl_net {
     void (*step_update)(void *user, int node);
     int micro;              /* micro-batches accumulated since the last update */
     double *norm_slots;     /* backend memory, SL_SUM_SQUARES_SLOTS doubles */
-    /* The slots read back after the update's sync when no clipping needs
-     * the norm before the update (backend download_later), and the factor
-     * the norm then gets (1 / micro-batches); norm_pending: not summed yet. */
+    /* The slots on the host: read back at once when clipping needs the
+     * norm before the update, else with the update's sync (download_later). */
     double norm_host[SL_SUM_SQUARES_SLOTS];
-    double norm_factor;
-    int norm_pending;
 
     sl_run_cache cache[2]; /* indexed by sl_mode */
     int debug_poison; /* tests: NaN-fill dead storage during runs */

@@ -267,15 +267,6 @@ static sl_status grad_norm(sl_net *net, const sl_exec *ex, double *out)
     return SL_OK;
 }
 
-/* After the update's sync: the norm whose slots were read back later. */
-static void finish_grad_norm(sl_net *net)
-{
-    if (!net->norm_pending)
-        return;
-    net->norm_pending = 0;
-    net->last_grad_norm = (float)(slots_norm(net->norm_host) * net->norm_factor);
-}
-
 typedef struct update_ctx {
     sl_net *net;
     sl_exec ex;
@@ -337,6 +328,24 @@ static void flush_spans(update_ctx *u)
             update_span(u, &sp[i]);
 }
 
+/* Visits the optimizer's ranges (this rank's slice when sharded: piece,
+ * else whole; user is what they get, u inside it) and updates them in one
+ * list of at most max_spans; without the memory for it, each range at once. */
+static void update_gathered(update_ctx *u, int max_spans, sl_opt_state_visit whole,
+                            sl_opt_shard_visit piece, void *user)
+{
+    u->spans = malloc((size_t)(max_spans > 0 ? max_spans : 1) * sizeof *u->spans);
+    u->n_spans = 0;
+    if (u->net->shard)
+        sl_net_visit_optimizer_shard(u->net, piece, user);
+    else
+        sl_net_visit_optimizer_state(u->net, whole, user);
+    if (u->spans)
+        flush_spans(u);
+    free(u->spans);
+    u->spans = NULL;
+}
+
 static void update_param(void *user, int param, int per, float *const *blocks)
 {
     (void)per;
@@ -348,8 +357,9 @@ static void update_param(void *user, int param, int per, float *const *blocks)
 /* The factor the gradients enter the update with: 1/k for k accumulated
  * micro-batches, times the clip coefficient when clipping cuts. Records
  * the norm (of the averaged gradient). */
-static sl_status update_scale(sl_net *net, const sl_exec *ex, float *scale)
+static sl_status update_scale(sl_net *net, const sl_exec *ex, float *scale, int *norm_later)
 {
+    *norm_later = 0;
     if (net->shard == 2) { /* ZeRO-2: no rank holds every gradient (clipping and
                               accumulation are refused at the join) */
         *scale = 1.0f;
@@ -358,11 +368,10 @@ static sl_status update_scale(sl_net *net, const sl_exec *ex, float *scale)
     double inv_k = 1.0 / (double)net->accum;
     if (net->grad_clip <= 0.0f && ex->be->download_later) {
         /* nothing needs the norm before the update: read it back with the
-         * update's sync instead of stopping the queue here */
+         * update's sync instead of stopping the queue here (later_norm) */
         grad_squares(net, ex);
         ex->be->download_later(ex, net->norm_host, net->norm_slots, sizeof net->norm_host);
-        net->norm_factor = inv_k;
-        net->norm_pending = 1;
+        *norm_later = 1;
         *scale = (float)inv_k;
         return SL_OK;
     }
@@ -380,6 +389,14 @@ static sl_status update_scale(sl_net *net, const sl_exec *ex, float *scale)
     net->last_grad_norm = (float)norm;
     *scale = (float)s;
     return SL_OK;
+}
+
+/* After the update's sync: the norm whose slots update_scale read back
+ * with it, recorded as the synchronous path records it. */
+static void later_norm(sl_net *net)
+{
+    double inv_k = 1.0 / (double)net->accum;
+    net->last_grad_norm = (float)(slots_norm(net->norm_host) * inv_k);
 }
 
 /* ---- the update in backward ---- */
@@ -458,11 +475,9 @@ static void update_piece_if_in_node(void *user, int param, size_t gfirst, size_t
 static void update_node(void *user, int node)
 {
     sl_net *net = user;
-    node_update n = {{net, sl_net_exec(net), net->steps + 1, 1.0f, NULL, 0}, net->graph.nodes[node].layer};
-    if (net->shard)
-        sl_net_visit_optimizer_shard(net, update_piece_if_in_node, &n);
-    else
-        sl_net_visit_optimizer_state(net, update_if_in_node, &n);
+    node_update n = {{net, sl_net_exec(net), net->steps + 1, 1.0f, NULL, 0},
+                     net->graph.nodes[node].layer};
+    update_gathered(&n.u, n.layer->n_params, update_if_in_node, update_piece_if_in_node, &n);
 }
 
 /* ---- ZeRO-1: the update of a rank's slice (net->shard, src/dist) ---- */
@@ -579,24 +594,15 @@ sl_status sl_net_update(sl_net *net)
                             net->accum, net->micro, net->accum - net->micro);
     update_ctx u = {net, sl_net_exec(net), net->steps + 1, 1.0f, NULL, 0};
     double t0 = sl_profile_clock(net, &u.ex);
-    st = update_scale(net, &u.ex, &u.grad_scale);
+    int norm_later;
+    st = update_scale(net, &u.ex, &u.grad_scale, &norm_later);
     if (st != SL_OK)
         return st;
-    /* every range into one list (at most one per parameter); without the
-     * memory for it, each range at once */
-    u.spans = malloc((size_t)(net->n_params ? net->n_params : 1) * sizeof *u.spans);
-    if (net->shard)
-        sl_net_visit_optimizer_shard(net, update_shard_piece, &u);
-    else
-        sl_net_visit_optimizer_state(net, update_param, &u);
-    if (u.spans)
-        flush_spans(&u);
-    free(u.spans);
+    update_gathered(&u, net->n_params, update_param, update_shard_piece, &u);
     sl_profile_add_update(net, &u.ex, t0);
     st = u.ex.be->sync(&u.ex);
-    if (st == SL_OK)
-        finish_grad_norm(net);
-    net->norm_pending = 0;
+    if (st == SL_OK && norm_later)
+        later_norm(net);
     if (st == SL_OK && net->shard)
         st = net->comm->after_update(net->comm->user);
     if (st != SL_OK)
