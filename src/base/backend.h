@@ -9,9 +9,9 @@
  * GPU work independently. Layers (src/layers) call these functions through
  * the instance; src/cpu implements them with OpenBLAS, src/cuda with
  * cuDNN / cuBLAS, both with the per-element rules of base/element.h.
- * Kernels reach their instance through `ex->be`. Members marked
- * "(optional)" may be NULL; every other one is set by every backend
- * (tests/test_backend_table.c checks it).
+ * Kernels reach their instance through `ex->be`. Members listed as OPT
+ * ("(optional)") may be NULL; every REQ one is set by every backend
+ * (tests/test_backend_table.c checks it from the same lists).
  * Kernels are plain functions over raw pointers into planned memory: they
  * never allocate. Where a kernel writes a gradient with respect to an
  * activation it takes `accumulate`: 0 overwrites, 1 adds (a tensor read by
@@ -53,95 +53,6 @@ typedef struct sl_exec sl_exec; /* per-run state handed to kernels */
 
 typedef struct sl_backend sl_backend;
 
-/*
- * The signature of each member, written once: both backends declare their
- * functions with these (`sl_gemm_fn sl_cpu_gemm;`), so a mismatch is a
- * compile error in the backend's own file, not a cast in its table.
- * Members are documented in struct sl_backend below.
- */
-typedef void sl_destroy_fn(sl_backend *be);
-typedef void *sl_alloc_fn(const sl_backend *be, size_t bytes, const char *what);
-typedef void sl_free_fn(const sl_backend *be, void *p);
-typedef void sl_upload_fn(const sl_exec *ex, void *dst, const void *src, size_t bytes);
-typedef void sl_download_fn(const sl_exec *ex, void *dst, const void *src, size_t bytes);
-typedef void sl_download_later_fn(const sl_exec *ex, void *dst, const void *src, size_t bytes);
-typedef sl_status sl_sync_fn(const sl_exec *ex);
-typedef void sl_wait_fn(const sl_exec *ex);
-typedef size_t sl_device_free_bytes_fn(const sl_backend *be, size_t *total);
-typedef void *sl_native_stream_fn(const sl_backend *be);
-typedef void sl_gemm_fn(const sl_exec *ex, int trans_a, int trans_b, int m, int n, int k,
-                        float alpha, const float *a, int lda, const float *b, int ldb, float beta,
-                        float *c, int ldc);
-typedef size_t sl_conv2d_workspace_bytes_fn(const sl_backend *be, const sl_conv_desc *d,
-                                            sl_conv_pass pass);
-typedef void sl_conv2d_forward_fn(const sl_exec *ex, const sl_conv_desc *d, const float *x,
-                                  const float *w, const float *bias, float *y, void *ws);
-typedef void sl_conv2d_backward_data_fn(const sl_exec *ex, const sl_conv_desc *d, const float *w,
-                                        const float *dy, float *dx, int accumulate, void *ws);
-typedef void sl_conv2d_backward_filter_fn(const sl_exec *ex, const sl_conv_desc *d, const float *x,
-                                          const float *dy, float *dw, float *dbias, void *ws);
-typedef void sl_batchnorm_forward_train_fn(const sl_exec *ex, int n, int c, int hw, const float *x,
-                                           const float *gamma, const float *beta, float *y,
-                                           float *save_mean, float *save_invstd,
-                                           float *running_mean, float *running_var, float momentum,
-                                           float eps, void *ws);
-typedef void sl_batchnorm_forward_apply_fn(const sl_exec *ex, int n, int c, int hw, const float *x,
-                                           const float *gamma, const float *beta, const float *mean,
-                                           const float *invstd, float *y);
-typedef void sl_batchnorm_forward_infer_fn(const sl_exec *ex, int n, int c, int hw, const float *x,
-                                           const float *gamma, const float *beta,
-                                           const float *running_mean, const float *running_var,
-                                           float eps, float *y, float *save_mean,
-                                           float *save_invstd);
-typedef void sl_batchnorm_backward_fn(const sl_exec *ex, int n, int c, int hw, const float *x,
-                                      const float *dy, const float *gamma, const float *save_mean,
-                                      const float *save_invstd, float *dx, int accumulate,
-                                      float *dgamma, float *dbeta, int frozen, void *ws);
-typedef size_t sl_batchnorm_workspace_bytes_fn(const sl_backend *be, int n, int c, int hw);
-typedef void sl_maxpool_forward_fn(const sl_exec *ex, const sl_pool_desc *d, const float *x,
-                                   float *y, int32_t *argmax);
-typedef void sl_maxpool_backward_fn(const sl_exec *ex, const sl_pool_desc *d, const int32_t *argmax,
-                                    const float *dy, float *dx, int accumulate);
-typedef void sl_avgpool_forward_fn(const sl_exec *ex, const sl_pool_desc *d, const float *x,
-                                   float *y);
-typedef void sl_avgpool_backward_fn(const sl_exec *ex, const sl_pool_desc *d, const float *dy,
-                                    float *dx, int accumulate);
-typedef void sl_relu_forward_fn(const sl_exec *ex, size_t count, const float *x, float *y);
-typedef void sl_relu_backward_fn(const sl_exec *ex, size_t count, const float *y, const float *dy,
-                                 float *dx, int accumulate);
-typedef void sl_dropout_forward_fn(const sl_exec *ex, size_t count, const float *x, float *y,
-                                   float p, uint64_t seed, uint64_t counter);
-typedef void sl_dropout_backward_fn(const sl_exec *ex, size_t count, const float *dy, float *dx,
-                                    float p, uint64_t seed, uint64_t counter, int accumulate);
-typedef void sl_random_uniform_fn(const sl_exec *ex, size_t count, uint64_t seed, uint64_t counter,
-                                  uint64_t first, float *dst);
-typedef void sl_add_fn(const sl_exec *ex, size_t count, const float *a, const float *b, float *y);
-typedef void sl_copy_fn(const sl_exec *ex, size_t count, const float *src, float *dst,
-                        int accumulate);
-typedef void sl_fill_fn(const sl_exec *ex, size_t count, float value, float *dst);
-typedef void sl_copy_channels_fn(const sl_exec *ex, int n, int hw, int c_count, const float *src,
-                                 int src_c, int src_off, float *dst, int dst_c, int dst_off,
-                                 int accumulate);
-typedef void sl_global_avgpool_forward_fn(const sl_exec *ex, int nc, int hw, const float *x,
-                                          float *y);
-typedef void sl_global_avgpool_backward_fn(const sl_exec *ex, int nc, int hw, const float *dy,
-                                           float *dx, int accumulate);
-typedef void sl_bias_add_fn(const sl_exec *ex, int rows, int cols, const float *bias, float *y);
-typedef void sl_bias_backward_fn(const sl_exec *ex, int rows, int cols, const float *dy,
-                                 float *dbias);
-typedef void sl_softmax_xent_fn(const sl_exec *ex, int n, int classes, const float *logits,
-                                const int *labels, float *dlogits, float *loss, int *correct,
-                                void *ws);
-typedef size_t sl_softmax_xent_workspace_bytes_fn(const sl_backend *be, int n);
-typedef void sl_lm_xent_fn(const sl_exec *ex, int rows, int vocab, float *logits,
-                           const int *labels, int ignore_index, float scale, int grad,
-                           double *row_loss, int *row_hit);
-typedef void sl_sgd_update_fn(const sl_exec *ex, size_t count, float *w, const float *g, float *mom,
-                              float lr, float momentum, float weight_decay, int nesterov,
-                              int first, float grad_scale);
-typedef void sl_adam_update_fn(const sl_exec *ex, size_t count, float *w, const float *g, float *m,
-                               float *v, float lr, float beta1, float beta2, float eps,
-                               float weight_decay, int decoupled, int64_t step, float grad_scale);
 /* One parameter (or a ZeRO piece of one) of a list update: its floats,
  * gradient, optimizer state (m: momentum or Adam's first moment; v: Adam's
  * second, NULL for SGD), length and weight decay. */
@@ -152,33 +63,10 @@ typedef struct sl_update_span {
     size_t count;
     float weight_decay;
 } sl_update_span;
-typedef void sl_sgd_update_list_fn(const sl_exec *ex, int n, const sl_update_span *spans, float lr,
-                                   float momentum, int nesterov, int first, float grad_scale);
-typedef void sl_adam_update_list_fn(const sl_exec *ex, int n, const sl_update_span *spans,
-                                    float lr, float beta1, float beta2, float eps, int decoupled,
-                                    int64_t step, float grad_scale);
+
 /* Partial sums of sum_squares: enough slots for a GPU to read at its
  * bandwidth (one thread per slot), rows of 64 KiB for a CPU. */
 #define SL_SUM_SQUARES_SLOTS 16384
-typedef void sl_sum_squares_fn(const sl_exec *ex, size_t count, const float *x, double *slots);
-typedef void sl_sum_squares_list_fn(const sl_exec *ex, int n, const float *const *x,
-                                    const size_t *count, double *slots);
-typedef void sl_layernorm_forward_fn(const sl_exec *ex, int rows, int c, const float *x,
-                                     const float *weight, const float *bias, float eps, float *y,
-                                     float *mean, float *rstd);
-typedef void sl_layernorm_backward_fn(const sl_exec *ex, int rows, int c, const float *x,
-                                      const float *dy, const float *weight, const float *mean,
-                                      const float *rstd, float *dx, int accumulate,
-                                      float *dweight, float *dbias);
-typedef void sl_gelu_forward_fn(const sl_exec *ex, size_t count, const float *x, float *y);
-typedef void sl_gelu_backward_fn(const sl_exec *ex, size_t count, const float *x, const float *dy,
-                                 float *dx, int accumulate);
-typedef void sl_embedding_forward_fn(const sl_exec *ex, int n, int t, int c, int vocab,
-                                     const int32_t *ids, const float *wte, const float *wpe,
-                                     float *y);
-typedef void sl_embedding_backward_fn(const sl_exec *ex, int n, int t, int c, int vocab,
-                                      const int32_t *ids, const float *dy, float *dwte,
-                                      float *dwpe);
 
 /* Causal multi-head self-attention over n sequences of t tokens: qkv holds
  * n*t rows of 3 * heads * d values (q, then k, then v; head h at columns
@@ -192,18 +80,294 @@ typedef struct sl_attention_desc {
     uint64_t counter;   /* and its first block: element (b, h, i, j) is element
                            ((b*heads + h)*t + i)*t + j of a dropout mask */
 } sl_attention_desc;
-typedef size_t sl_attention_workspace_bytes_fn(const sl_backend *be, const sl_attention_desc *d,
-                                               int backward);
-typedef void sl_attention_forward_fn(const sl_exec *ex, const sl_attention_desc *d,
-                                     const float *qkv, float *y, float *saved, void *ws);
-typedef void sl_attention_backward_fn(const sl_exec *ex, const sl_attention_desc *d,
-                                      const float *qkv, const float *y, const float *dy,
-                                      const float *saved, float *dqkv, int accumulate, void *ws);
-/* One query row per head against t cached key / value rows (a KV cache's
- * decoding step): q and y hold heads * d values (head h at h*d), k and v t
- * rows of ld floats each (head h at columns h*d .. h*d+d-1). */
-typedef void sl_attention_decode_fn(const sl_exec *ex, int heads, int d, int t, const float *q,
-                                    const float *k, const float *v, int ld, float *y);
+
+/*
+ * The interface, written once as two lists. Each entry is
+ * X(return type, member, (parameters)) under REQ (every backend sets it)
+ * or OPT ("(optional)": may be NULL, and the comment says what NULL
+ * means). From the lists come the typedef `sl_<member>_fn` of each
+ * signature, the members of struct sl_backend, the declarations and
+ * tables of the backends (cpu/cpu.h and cpu_backend.c, cuda/cuda_common.h
+ * and cuda_backend.cu: kernel `member` of backend B is `sl_B_member`) and
+ * tests/test_backend_table.c's check of the required members. A new kernel
+ * is one entry in SL_BACKEND_OPS plus its kernels.
+ *
+ * SL_BACKEND_DEVICE: memory, copies and waiting, whose functions each
+ * backend names and lists by hand (the CPU's upload and download are one
+ * memcpy).
+ */
+#define SL_BACKEND_DEVICE(REQ, OPT)                                                            \
+    /* Frees the instance (impl included); be is not NULL. */                                  \
+    REQ(void, destroy, (sl_backend * be))                                                      \
+    /* Memory of the backend's device, 64-byte aligned and zeroed; NULL on                     \
+     * failure (with the error recorded). free accepts NULL. */                                \
+    REQ(void *, alloc, (const sl_backend *be, size_t bytes, const char *what))                 \
+    REQ(void, free, (const sl_backend *be, void *p))                                           \
+    /* Copies between the caller's host memory and device memory. The                         \
+     * caller's buffer may change as soon as upload returns (a device                          \
+     * backend stages it, without waiting for the copy); download's dst                        \
+     * holds the bytes when it returns. */                                                     \
+    REQ(void, upload, (const sl_exec *ex, void *dst, const void *src, size_t bytes))           \
+    REQ(void, download, (const sl_exec *ex, void *dst, const void *src, size_t bytes))         \
+    /* download whose dst is written by the next sync (or wait), so that                       \
+     * reading a result back does not stop the queue mid-step; dst must                        \
+     * stay valid until then. NULL: download (the CPU sets its memcpy). */                     \
+    OPT(void, download_later, (const sl_exec *ex, void *dst, const void *src, size_t bytes))   \
+    /* Waits for queued work; returns SL_OK, or the first failure since the                    \
+     * previous call with sl_last_error() set (kernels return nothing: a                       \
+     * failing kernel records its error here). */                                              \
+    REQ(sl_status, sync, (const sl_exec *ex))                                                  \
+    /* Waits for queued work and keeps any failure for the next sync (for                      \
+     * timing); NULL where kernels finish before they return (the CPU). */                     \
+    OPT(void, wait, (const sl_exec *ex))                                                       \
+    /* Free bytes on the device now, and its size into *total when total is                    \
+     * not NULL. NULL on the CPU. */                                                           \
+    OPT(size_t, device_free_bytes, (const sl_backend *be, size_t *total))                      \
+    /* The native stream kernels are queued on (a cudaStream_t), for custom                    \
+     * layers' own kernels. NULL on the CPU. */                                                \
+    OPT(void *, native_stream, (const sl_backend *be))
+
+/* SL_BACKEND_OPS: the kernels. */
+#define SL_BACKEND_OPS(REQ, OPT)                                                               \
+    /* y[M x N] = alpha * op(A) op(B) + beta * y, row-major. */                                \
+    REQ(void, gemm,                                                                            \
+        (const sl_exec *ex, int trans_a, int trans_b, int m, int n, int k, float alpha,        \
+         const float *a, int lda, const float *b, int ldb, float beta, float *c, int ldc))     \
+    /* Workspace bytes a convolution pass needs; SIZE_MAX, with the error                      \
+     * set, when the backend cannot run this geometry. */                                      \
+    REQ(size_t, conv2d_workspace_bytes,                                                        \
+        (const sl_backend *be, const sl_conv_desc *d, sl_conv_pass pass))                      \
+    /* y = conv(x, w) + bias (bias may be NULL). w: k x c/groups x kh x kw. */                 \
+    REQ(void, conv2d_forward,                                                                  \
+        (const sl_exec *ex, const sl_conv_desc *d, const float *x, const float *w,             \
+         const float *bias, float *y, void *ws))                                               \
+    /* dx (+)= conv_transpose(dy, w). */                                                       \
+    REQ(void, conv2d_backward_data,                                                            \
+        (const sl_exec *ex, const sl_conv_desc *d, const float *w, const float *dy, float *dx, \
+         int accumulate, void *ws))                                                            \
+    /* dw += corr(x, dy); dbias += sum(dy) over n, oh, ow (dbias may be NULL). */              \
+    REQ(void, conv2d_backward_filter,                                                          \
+        (const sl_exec *ex, const sl_conv_desc *d, const float *x, const float *dy, float *dw, \
+         float *dbias, void *ws))                                                              \
+    /* Training BatchNorm over n x c x hw: batch mean and 1/sqrt(var+eps)                      \
+     * (biased var) into save_mean / save_invstd, y = normalised * gamma +                     \
+     * beta. When running_mean is not NULL the running statistics are                         \
+     * updated with momentum (unbiased variance), as PyTorch does. ws:                         \
+     * batchnorm_forward_workspace_bytes(n, c, hw) of planned scratch (NULL                    \
+     * when that is 0). */                                                                     \
+    REQ(void, batchnorm_forward_train,                                                         \
+        (const sl_exec *ex, int n, int c, int hw, const float *x, const float *gamma,          \
+         const float *beta, float *y, float *save_mean, float *save_invstd,                    \
+         float *running_mean, float *running_var, float momentum, float eps, void *ws))        \
+    /* Workspace bytes batchnorm_forward_train needs over n x c x hw (a                        \
+     * GPU's partial sums); NULL: none (the CPU). */                                           \
+    OPT(size_t, batchnorm_forward_workspace_bytes,                                             \
+        (const sl_backend *be, int n, int c, int hw))                                          \
+    /* y = (x - mean) * invstd * gamma + beta with given statistics (eval                      \
+     * mode with running stats turned into invstd by the layer, or                             \
+     * re-forward with the saved batch statistics). */                                         \
+    REQ(void, batchnorm_forward_apply,                                                         \
+        (const sl_exec *ex, int n, int c, int hw, const float *x, const float *gamma,          \
+         const float *beta, const float *mean, const float *invstd, float *y))                 \
+    /* Evaluation: y = (x - running_mean) / sqrt(running_var + eps) * gamma                    \
+     * + beta, with invstd computed as 1.0f / sqrtf(var + eps) in float.                       \
+     * When save_mean is not NULL (frozen BatchNorm in training) the running                   \
+     * mean and that invstd are also written to save_mean / save_invstd, so                    \
+     * batchnorm_forward_apply with them repeats y bit for bit. */                             \
+    REQ(void, batchnorm_forward_infer,                                                         \
+        (const sl_exec *ex, int n, int c, int hw, const float *x, const float *gamma,          \
+         const float *beta, const float *running_mean, const float *running_var, float eps,    \
+         float *y, float *save_mean, float *save_invstd))                                      \
+    /* Backward: dx (+)= ..., dgamma += sum(dy * xhat), dbeta += sum(dy);                      \
+     * dx may be NULL (parameter gradients only) or alias dy. With frozen 0                    \
+     * the backward of normalising with the batch's own statistics; with 1                     \
+     * of normalising with constant statistics (frozen BatchNorm: dx = dy *                    \
+     * gamma * invstd). ws: batchnorm_backward_workspace_bytes(n, c, hw)                       \
+     * of planned scratch (NULL when that is 0). */                                            \
+    REQ(void, batchnorm_backward,                                                              \
+        (const sl_exec *ex, int n, int c, int hw, const float *x, const float *dy,             \
+         const float *gamma, const float *save_mean, const float *save_invstd, float *dx,      \
+         int accumulate, float *dgamma, float *dbeta, int frozen, void *ws))                   \
+    /* Workspace bytes batchnorm_backward needs over n x c x hw; NULL: none                    \
+     * (the CPU). */                                                                           \
+    OPT(size_t, batchnorm_backward_workspace_bytes,                                            \
+        (const sl_backend *be, int n, int c, int hw))                                          \
+    /* Max pooling; argmax (may be NULL in eval) gets the flat h*w index of                    \
+     * each window's maximum (first maximum on ties). Padding never wins. */                   \
+    REQ(void, maxpool_forward,                                                                 \
+        (const sl_exec *ex, const sl_pool_desc *d, const float *x, float *y, int32_t *argmax)) \
+    REQ(void, maxpool_backward,                                                                \
+        (const sl_exec *ex, const sl_pool_desc *d, const int32_t *argmax, const float *dy,     \
+         float *dx, int accumulate))                                                           \
+    /* Average pooling dividing by kh*kw (padding counted). */                                 \
+    REQ(void, avgpool_forward,                                                                 \
+        (const sl_exec *ex, const sl_pool_desc *d, const float *x, float *y))                  \
+    REQ(void, avgpool_backward,                                                                \
+        (const sl_exec *ex, const sl_pool_desc *d, const float *dy, float *dx, int accumulate)) \
+    /* y = max(x, 0); x and y may alias. */                                                    \
+    REQ(void, relu_forward, (const sl_exec *ex, size_t count, const float *x, float *y))       \
+    /* dx (+)= dy * (y > 0); dx and dy may alias when accumulate is 0. */                      \
+    REQ(void, relu_backward,                                                                   \
+        (const sl_exec *ex, size_t count, const float *y, const float *dy, float *dx,          \
+         int accumulate))                                                                      \
+    /* y = x * keep / (1 - p), keep drawn by Philox4x32-10 keyed by seed at                    \
+     * counter blocks starting at `counter` (element i uses block                              \
+     * counter + i / 4, word i % 4; kept iff word >= p * 2^32). */                             \
+    REQ(void, dropout_forward,                                                                 \
+        (const sl_exec *ex, size_t count, const float *x, float *y, float p, uint64_t seed,    \
+         uint64_t counter))                                                                    \
+    REQ(void, dropout_backward,                                                                \
+        (const sl_exec *ex, size_t count, const float *dy, float *dx, float p, uint64_t seed,  \
+         uint64_t counter, int accumulate))                                                    \
+    /* dst[j] = uniform in [0, 1) for element e = first + j: word e % 4 of                     \
+     * Philox4x32-10 block counter + e / 4 keyed by seed (dropout's words),                    \
+     * as (word >> 8) * 2^-24. Custom layers' random numbers. */                               \
+    REQ(void, random_uniform,                                                                  \
+        (const sl_exec *ex, size_t count, uint64_t seed, uint64_t counter, uint64_t first,     \
+         float *dst))                                                                          \
+    /* y = a + b (any may alias). */                                                           \
+    REQ(void, add,                                                                             \
+        (const sl_exec *ex, size_t count, const float *a, const float *b, float *y))           \
+    /* dst (+)= src (may alias when accumulate is 0). */                                       \
+    REQ(void, copy,                                                                            \
+        (const sl_exec *ex, size_t count, const float *src, float *dst, int accumulate))       \
+    REQ(void, fill, (const sl_exec *ex, size_t count, float value, float *dst))                \
+    /* Channel slices for concatenation: for each of n images, dst channels                    \
+     * [dst_off, dst_off + c_src) (+)= src channels [src_off, src_off +                        \
+     * c_src); both hold hw values per channel. */                                             \
+    REQ(void, copy_channels,                                                                   \
+        (const sl_exec *ex, int n, int hw, int c_count, const float *src, int src_c,           \
+         int src_off, float *dst, int dst_c, int dst_off, int accumulate))                     \
+    /* Global average pool: y[n*c] = mean of hw values; backward spreads. */                   \
+    REQ(void, global_avgpool_forward,                                                          \
+        (const sl_exec *ex, int nc, int hw, const float *x, float *y))                         \
+    REQ(void, global_avgpool_backward,                                                         \
+        (const sl_exec *ex, int nc, int hw, const float *dy, float *dx, int accumulate))       \
+    /* y[n x out] += bias broadcast; dbias[out] += column sums of dy. */                       \
+    REQ(void, bias_add, (const sl_exec *ex, int rows, int cols, const float *bias, float *y))  \
+    REQ(void, bias_backward,                                                                   \
+        (const sl_exec *ex, int rows, int cols, const float *dy, float *dbias))                \
+    /* Mean softmax cross-entropy of n rows of `classes` logits; writes                        \
+     * dlogits = (softmax - onehot) / n, the loss and the count of correct                     \
+     * arg-max predictions. labels, loss and correct are host memory; loss                     \
+     * and correct are written by the next sync (at once on the CPU: a                         \
+     * device backend does not stop its queue for them); ws is                                 \
+     * softmax_xent_workspace_bytes(n) of planned scratch (NULL when that is                   \
+     * 0). */                                                                                  \
+    REQ(void, softmax_xent,                                                                    \
+        (const sl_exec *ex, int n, int classes, const float *logits, const int *labels,        \
+         float *dlogits, float *loss, int *correct, void *ws))                                 \
+    /* Workspace bytes softmax_xent needs for n rows; NULL: none (the CPU). */                 \
+    OPT(size_t, softmax_xent_workspace_bytes, (const sl_backend *be, int n))                   \
+    /* A language model's loss on one chunk of rows x vocab logits (device                     \
+     * memory, as labels, row_loss and row_hit): for each row whose label                      \
+     * is not ignore_index, row_loss = -log softmax(row)[label] (double),                      \
+     * row_hit = 1 when the row's first arg-max is the label, and with grad                    \
+     * the row is overwritten by (softmax - onehot) * scale; an ignored row                    \
+     * gets loss 0, hit 0 and (with grad) a zero gradient. */                                  \
+    REQ(void, lm_xent,                                                                         \
+        (const sl_exec *ex, int rows, int vocab, float *logits, const int *labels,             \
+         int ignore_index, float scale, int grad, double *row_loss, int *row_hit))             \
+    /* Optimizer updates over count parameters (PyTorch's rules), with the                     \
+     * gradient g * grad_scale (1.0f leaves g exactly as it is). Adam's                        \
+     * weight_decay is L2 added to the gradient, or with decoupled 1                           \
+     * AdamW's w *= 1 - lr * weight_decay before the step. */                                  \
+    REQ(void, sgd_update,                                                                      \
+        (const sl_exec *ex, size_t count, float *w, const float *g, float *mom, float lr,      \
+         float momentum, float weight_decay, int nesterov, int first, float grad_scale))       \
+    REQ(void, adam_update,                                                                     \
+        (const sl_exec *ex, size_t count, float *w, const float *g, float *m, float *v,        \
+         float lr, float beta1, float beta2, float eps, float weight_decay, int decoupled,      \
+         int64_t step, float grad_scale))                                                      \
+    /* The same over n spans at once, each span exactly as sgd_update /                        \
+     * adam_update would update it (its weight decay its own): a few                           \
+     * launches for a network's hundreds of parameters. NULL: one call per                     \
+     * span (the CPU). */                                                                      \
+    OPT(void, sgd_update_list,                                                                 \
+        (const sl_exec *ex, int n, const sl_update_span *spans, float lr, float momentum,      \
+         int nesterov, int first, float grad_scale))                                           \
+    OPT(void, adam_update_list,                                                                \
+        (const sl_exec *ex, int n, const sl_update_span *spans, float lr, float beta1,         \
+         float beta2, float eps, int decoupled, int64_t step, float grad_scale))               \
+    /* LayerNorm over each of `rows` rows of c values (row-major): y =                         \
+     * (x - mean) * rstd * weight + bias with the row's mean and rstd = 1 /                    \
+     * sqrt(biased var + eps), written to mean / rstd (rows floats each)                       \
+     * unless they are NULL (evaluation). Deterministic, so a re-forward                       \
+     * writes the same bits. */                                                                \
+    REQ(void, layernorm_forward,                                                               \
+        (const sl_exec *ex, int rows, int c, const float *x, const float *weight,              \
+         const float *bias, float eps, float *y, float *mean, float *rstd))                    \
+    /* dx (+)= LayerNorm's input gradient (dx may be NULL); dweight +=                         \
+     * column sums of dy * xhat, dbias += column sums of dy (rows in order,                    \
+     * in double), from the forward's mean and rstd. */                                        \
+    REQ(void, layernorm_backward,                                                              \
+        (const sl_exec *ex, int rows, int c, const float *x, const float *dy,                  \
+         const float *weight, const float *mean, const float *rstd, float *dx, int accumulate, \
+         float *dweight, float *dbias))                                                        \
+    /* GPT-2's tanh GELU, y = sl_gelu_of(x) (x and y may alias), and                           \
+     * dx (+)= sl_gelu_grad_of(x, dy) from the forward's input. */                             \
+    REQ(void, gelu_forward, (const sl_exec *ex, size_t count, const float *x, float *y))       \
+    REQ(void, gelu_backward,                                                                   \
+        (const sl_exec *ex, size_t count, const float *x, const float *dy, float *dx,          \
+         int accumulate))                                                                      \
+    /* Token + position embedding of n x t token ids (int32, row-major):                       \
+     * y[(b t) row] = wte[id] + wpe[t], rows of c values. Ids outside [0,                      \
+     * vocab) must be rejected by the caller; the kernels read nothing out                     \
+     * of bounds for them (a zero token row, no gradient). Backward:                           \
+     * dwte[id] += dy row, dwpe[t] += dy row, each column summed by one                        \
+     * thread with tokens in order. */                                                         \
+    REQ(void, embedding_forward,                                                               \
+        (const sl_exec *ex, int n, int t, int c, int vocab, const int32_t *ids,                \
+         const float *wte, const float *wpe, float *y))                                        \
+    REQ(void, embedding_backward,                                                              \
+        (const sl_exec *ex, int n, int t, int c, int vocab, const int32_t *ids,                \
+         const float *dy, float *dwte, float *dwpe))                                           \
+    /* Workspace bytes causal self-attention's forward (backward 0) or                         \
+     * backward (1) needs for d (it does not depend on d's dropout). */                        \
+    REQ(size_t, attention_workspace_bytes,                                                     \
+        (const sl_backend *be, const sl_attention_desc *d, int backward))                      \
+    /* y = softmax(q k^T / sqrt(d), causal) (dropped out with d->p) v per                      \
+     * sequence and head; saved (NULL in evaluation) gets the mode's state                     \
+     * (see sl_attention_desc). ws: attention_workspace_bytes(d, 0). */                        \
+    REQ(void, attention_forward,                                                               \
+        (const sl_exec *ex, const sl_attention_desc *d, const float *qkv, float *y,            \
+         float *saved, void *ws))                                                              \
+    /* dqkv (+)= the gradient of y with respect to qkv, from the forward's                     \
+     * input, output (read by the tiled mode) and saved state, with the                       \
+     * same dropout mask. ws: attention_workspace_bytes(d, 1). */                              \
+    REQ(void, attention_backward,                                                              \
+        (const sl_exec *ex, const sl_attention_desc *d, const float *qkv, const float *y,      \
+         const float *dy, const float *saved, float *dqkv, int accumulate, void *ws))          \
+    /* slots[t] += the sum of squares, in double and index order, of the                       \
+     * elements t, t + S, t + 2S ... of x (S = SL_SUM_SQUARES_SLOTS; see                       \
+     * base/element.h's sl_square_add); slots is backend memory.                               \
+     * Deterministic: the gradient norm. */                                                    \
+    REQ(void, sum_squares, (const sl_exec *ex, size_t count, const float *x, double *slots))   \
+    /* sum_squares over n tensors in turn, each slot's sums in exactly the                     \
+     * order n calls would add them. NULL: n calls. */                                         \
+    OPT(void, sum_squares_list,                                                                \
+        (const sl_exec *ex, int n, const float *const *x, const size_t *count, double *slots)) \
+    /* y = softmax(q k^T / sqrt(d)) v per head for one new token whose keys                    \
+     * and values of every position so far (its own included, the last                         \
+     * row) are k and v: the row of causal attention that attention_forward                    \
+     * gives that token, with the same element rules (sl_attn_logit,                           \
+     * sl_attn_exp, the sum in double, p = e / (float)sum). q and y hold                       \
+     * heads * d values (head h at h*d), k and v t rows of ld floats each                      \
+     * (head h at columns h*d .. h*d+d-1): a KV cache's decoding step. No                      \
+     * dropout, no workspace; deterministic. */                                                \
+    REQ(void, attention_decode,                                                                \
+        (const sl_exec *ex, int heads, int d, int t, const float *q, const float *k,           \
+         const float *v, int ld, float *y))
+
+/* Expanders for the lists: SL_BACKEND_TYPEDEF gives `sl_<member>_fn`,
+ * SL_BACKEND_MEMBER a member of struct sl_backend, SL_BACKEND_SKIP nothing
+ * (for the OPT entries a backend leaves NULL). */
+#define SL_BACKEND_TYPEDEF(ret, member, params) typedef ret sl_##member##_fn params;
+#define SL_BACKEND_MEMBER(ret, member, params) sl_##member##_fn *member;
+#define SL_BACKEND_SKIP(ret, member, params)
+
+SL_BACKEND_DEVICE(SL_BACKEND_TYPEDEF, SL_BACKEND_TYPEDEF)
+SL_BACKEND_OPS(SL_BACKEND_TYPEDEF, SL_BACKEND_TYPEDEF)
 
 struct sl_backend {
     const char *name;
@@ -212,203 +376,9 @@ struct sl_backend {
     int host_memory;
     /* The instance's own state (NULL on the CPU). */
     void *impl;
-    /* Frees the instance (impl included); be may be NULL. */
-    sl_destroy_fn *destroy;
-
-    /* Memory of the backend's device, 64-byte aligned and zeroed; NULL on
-     * failure (with the error recorded). free accepts NULL. */
-    sl_alloc_fn *alloc;
-    sl_free_fn *free;
-    /* Copies between the caller's host memory and device memory. The
-     * caller's buffer may change as soon as upload returns (a device
-     * backend stages it, without waiting for the copy); download's dst
-     * holds the bytes when it returns. */
-    sl_upload_fn *upload;
-    sl_download_fn *download;
-    /* (optional) download whose dst is written by the next sync (or wait),
-     * so that reading a result back does not stop the queue mid-step; dst
-     * must stay valid until then. NULL: download (the CPU). */
-    sl_download_later_fn *download_later;
-    /* Waits for queued work; returns SL_OK, or the first failure since the
-     * previous call with sl_last_error() set (kernels return nothing: a
-     * failing kernel records its error here). */
-    sl_sync_fn *sync;
-    /* (optional) Waits for queued work and keeps any failure for the next
-     * sync (for timing); NULL where kernels finish before they return (the CPU). */
-    sl_wait_fn *wait;
-    /* (optional) Free bytes on the device now, and its size into *total when total
-     * is not NULL (NULL on the CPU). */
-    sl_device_free_bytes_fn *device_free_bytes;
-    /* (optional) The native stream kernels are queued on (a cudaStream_t), for custom
-     * layers' own kernels; NULL on the CPU. */
-    sl_native_stream_fn *native_stream;
-
-    /* y[M x N] = alpha * op(A) op(B) + beta * y, row-major. */
-    sl_gemm_fn *gemm;
-
-    /* Workspace bytes a convolution pass needs; SIZE_MAX, with the error
-     * set, when the backend cannot run this geometry. */
-    sl_conv2d_workspace_bytes_fn *conv2d_workspace_bytes;
-    /* y = conv(x, w) + bias (bias may be NULL). w: k x c/groups x kh x kw. */
-    sl_conv2d_forward_fn *conv2d_forward;
-    /* dx (+)= conv_transpose(dy, w). */
-    sl_conv2d_backward_data_fn *conv2d_backward_data;
-    /* dw += corr(x, dy); dbias += sum(dy) over n, oh, ow (dbias may be NULL). */
-    sl_conv2d_backward_filter_fn *conv2d_backward_filter;
-
-    /* Training BatchNorm over n x c x hw: batch mean and 1/sqrt(var+eps)
-     * (biased var) into save_mean / save_invstd, y = normalised * gamma +
-     * beta. When running_mean is not NULL the running statistics are
-     * updated with momentum (unbiased variance), as PyTorch does. ws:
-     * batchnorm_forward_workspace_bytes(n, c, hw) of planned scratch (NULL
-     * when that is 0). */
-    sl_batchnorm_forward_train_fn *batchnorm_forward_train;
-    /* (optional) Workspace bytes batchnorm_forward_train needs over n x c x
-     * hw (a GPU's partial sums); NULL: none (the CPU). */
-    sl_batchnorm_workspace_bytes_fn *batchnorm_forward_workspace_bytes;
-    /* y = (x - mean) * invstd * gamma + beta with given statistics (eval
-     * mode with running stats turned into invstd by the layer, or
-     * re-forward with the saved batch statistics). */
-    sl_batchnorm_forward_apply_fn *batchnorm_forward_apply;
-    /* Evaluation: y = (x - running_mean) / sqrt(running_var + eps) * gamma
-     * + beta, with invstd computed as 1.0f / sqrtf(var + eps) in float.
-     * When save_mean is not NULL (frozen BatchNorm in training) the running
-     * mean and that invstd are also written to save_mean / save_invstd, so
-     * batchnorm_forward_apply with them repeats y bit for bit. */
-    sl_batchnorm_forward_infer_fn *batchnorm_forward_infer;
-    /* Backward: dx (+)= ..., dgamma += sum(dy * xhat), dbeta += sum(dy);
-     * dx may be NULL (parameter gradients only) or alias dy. With frozen 0
-     * the backward of normalising with the batch's own statistics; with 1
-     * of normalising with constant statistics (frozen BatchNorm: dx = dy *
-     * gamma * invstd). ws: batchnorm_backward_workspace_bytes(n, c, hw)
-     * of planned scratch (NULL when that is 0). */
-    sl_batchnorm_backward_fn *batchnorm_backward;
-    /* (optional) Workspace bytes batchnorm_backward needs over n x c x hw;
-     * NULL: none (the CPU). */
-    sl_batchnorm_workspace_bytes_fn *batchnorm_backward_workspace_bytes;
-
-    /* Max pooling; argmax (may be NULL in eval) gets the flat h*w index of
-     * each window's maximum (first maximum on ties). Padding never wins. */
-    sl_maxpool_forward_fn *maxpool_forward;
-    sl_maxpool_backward_fn *maxpool_backward;
-    /* Average pooling dividing by kh*kw (padding counted). */
-    sl_avgpool_forward_fn *avgpool_forward;
-    sl_avgpool_backward_fn *avgpool_backward;
-
-    /* y = max(x, 0); x and y may alias. */
-    sl_relu_forward_fn *relu_forward;
-    /* dx (+)= dy * (y > 0); dx and dy may alias when accumulate is 0. */
-    sl_relu_backward_fn *relu_backward;
-
-    /* y = x * keep / (1 - p), keep drawn by Philox4x32-10 keyed by seed at
-     * counter blocks starting at `counter` (element i uses block
-     * counter + i / 4, word i % 4; kept iff word >= p * 2^32). */
-    sl_dropout_forward_fn *dropout_forward;
-    sl_dropout_backward_fn *dropout_backward;
-    /* dst[j] = uniform in [0, 1) for element e = first + j: word e % 4 of
-     * Philox4x32-10 block counter + e / 4 keyed by seed (dropout's words),
-     * as (word >> 8) * 2^-24. Custom layers' random numbers. */
-    sl_random_uniform_fn *random_uniform;
-
-    /* y = a + b (any may alias). */
-    sl_add_fn *add;
-    /* dst (+)= src (may alias when accumulate is 0). */
-    sl_copy_fn *copy;
-    sl_fill_fn *fill;
-
-    /* Channel slices for concatenation: for each of n images, dst channels
-     * [dst_off, dst_off + c_src) (+)= src channels [src_off, src_off +
-     * c_src); both hold hw values per channel. */
-    sl_copy_channels_fn *copy_channels;
-
-    /* Global average pool: y[n*c] = mean of hw values; backward spreads. */
-    sl_global_avgpool_forward_fn *global_avgpool_forward;
-    sl_global_avgpool_backward_fn *global_avgpool_backward;
-
-    /* y[n x out] += bias broadcast; dbias[out] += column sums of dy. */
-    sl_bias_add_fn *bias_add;
-    sl_bias_backward_fn *bias_backward;
-
-    /* Mean softmax cross-entropy of n rows of `classes` logits; writes
-     * dlogits = (softmax - onehot) / n, the loss and the count of correct
-     * arg-max predictions. labels, loss and correct are host memory; loss
-     * and correct are written by the next sync (at once on the CPU: a
-     * device backend does not stop its queue for them); ws is
-     * softmax_xent_workspace_bytes(n) of planned scratch (NULL when that is
-     * 0). */
-    sl_softmax_xent_fn *softmax_xent;
-    /* (optional) Workspace bytes softmax_xent needs for n rows; NULL: none
-     * (the CPU). */
-    sl_softmax_xent_workspace_bytes_fn *softmax_xent_workspace_bytes;
-    /* A language model's loss on one chunk of rows x vocab logits (device
-     * memory, as labels, row_loss and row_hit): for each row whose label
-     * is not ignore_index, row_loss = -log softmax(row)[label] (double),
-     * row_hit = 1 when the row's first arg-max is the label, and with grad
-     * the row is overwritten by (softmax - onehot) * scale; an ignored row
-     * gets loss 0, hit 0 and (with grad) a zero gradient. */
-    sl_lm_xent_fn *lm_xent;
-
-    /* Optimizer updates over count parameters (PyTorch's rules), with the
-     * gradient g * grad_scale (1.0f leaves g exactly as it is). Adam's
-     * weight_decay is L2 added to the gradient, or with decoupled 1
-     * AdamW's w *= 1 - lr * weight_decay before the step. */
-    sl_sgd_update_fn *sgd_update;
-    sl_adam_update_fn *adam_update;
-    /* (optional) The same over n spans at once, each span exactly as
-     * sgd_update / adam_update would update it (its weight decay its own):
-     * a few launches for a network's hundreds of parameters. NULL: one
-     * call per span (the CPU). */
-    sl_sgd_update_list_fn *sgd_update_list;
-    sl_adam_update_list_fn *adam_update_list;
-
-    /* LayerNorm over each of `rows` rows of c values (row-major): y =
-     * (x - mean) * rstd * weight + bias with the row's mean and rstd = 1 /
-     * sqrt(biased var + eps), written to mean / rstd (rows floats each)
-     * unless they are NULL (evaluation). Deterministic, so a re-forward
-     * writes the same bits. */
-    sl_layernorm_forward_fn *layernorm_forward;
-    /* dx (+)= LayerNorm's input gradient (dx may be NULL); dweight +=
-     * column sums of dy * xhat, dbias += column sums of dy (rows in order,
-     * in double), from the forward's mean and rstd. */
-    sl_layernorm_backward_fn *layernorm_backward;
-    /* GPT-2's tanh GELU, y = sl_gelu_of(x) (x and y may alias), and
-     * dx (+)= sl_gelu_grad_of(x, dy) from the forward's input. */
-    sl_gelu_forward_fn *gelu_forward;
-    sl_gelu_backward_fn *gelu_backward;
-    /* Token + position embedding of n x t token ids (int32, row-major):
-     * y[(b t) row] = wte[id] + wpe[t], rows of c values. Ids outside [0,
-     * vocab) must be rejected by the caller; the kernels read nothing out
-     * of bounds for them (a zero token row, no gradient). Backward: dwte[id]
-     * += dy row, dwpe[t] += dy row, each column summed by one thread with
-     * tokens in order. */
-    sl_embedding_forward_fn *embedding_forward;
-    sl_embedding_backward_fn *embedding_backward;
-    /* Workspace bytes causal self-attention's forward (backward 0) or
-     * backward (1) needs for d (it does not depend on d's dropout). */
-    sl_attention_workspace_bytes_fn *attention_workspace_bytes;
-    /* y = softmax(q k^T / sqrt(d), causal) (dropped out with d->p) v per
-     * sequence and head; saved (NULL in evaluation) gets the mode's state
-     * (see sl_attention_desc). ws: attention_workspace_bytes(d, 0). */
-    sl_attention_forward_fn *attention_forward;
-    /* dqkv (+)= the gradient of y with respect to qkv, from the forward's
-     * input, output (read by the tiled mode) and saved state, with the same
-     * dropout mask. ws: attention_workspace_bytes(d, 1). */
-    sl_attention_backward_fn *attention_backward;
-    /* slots[t] += the sum of squares, in double and index order, of the
-     * elements t, t + S, t + 2S ... of x (S = SL_SUM_SQUARES_SLOTS; see
-     * base/element.h's sl_square_add); slots is backend memory.
-     * Deterministic: the gradient norm. */
-    sl_sum_squares_fn *sum_squares;
-    /* (optional) sum_squares over n tensors in turn, each slot's sums in
-     * exactly the order n calls would add them. NULL: n calls. */
-    sl_sum_squares_list_fn *sum_squares_list;
-    /* y = softmax(q k^T / sqrt(d)) v per head for one new token whose
-     * keys and values of every position so far (its own included, the
-     * last row) are k and v: the row of causal attention that
-     * attention_forward gives that token, with the same element rules
-     * (sl_attn_logit, sl_attn_exp, the sum in double, p = e / (float)sum).
-     * No dropout, no workspace; deterministic. */
-    sl_attention_decode_fn *attention_decode;
+    /* Members documented in the two lists above. */
+    SL_BACKEND_DEVICE(SL_BACKEND_MEMBER, SL_BACKEND_MEMBER)
+    SL_BACKEND_OPS(SL_BACKEND_MEMBER, SL_BACKEND_MEMBER)
 };
 
 /* Per-run state: which backend, how many threads. */

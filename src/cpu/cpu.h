@@ -36,8 +36,8 @@ static inline int cpu_threads(const sl_exec *ex)
 
 /* ---- cpu_gemm.c ---- */
 
-/* The table's gemm: tiled over the team, or one call to threaded OpenBLAS. */
-sl_gemm_fn sl_cpu_gemm;
+/* The table's gemm (declared below with the other kernels) is tiled over
+ * the team, or one call to threaded OpenBLAS. */
 
 /* 1 when kernels should split their GEMMs over their own OpenMP team
  * (OpenBLAS single-threaded, or an OpenMP build of it), 0 when each GEMM
@@ -57,61 +57,13 @@ void sl_cpu_gemm_part(const sl_cpu_tiling *t, int part, int trans_a, int trans_b
                       int k, float alpha, const float *a, int lda, const float *b, int ldb,
                       float beta, float *c, int ldc);
 
-/* The table's kernels, one file per op family; signatures and contracts
- * in base/backend.h. */
-
-/* ---- cpu_conv.c ---- */
-sl_conv2d_workspace_bytes_fn sl_cpu_conv2d_workspace_bytes;
-sl_conv2d_forward_fn sl_cpu_conv2d_forward;
-sl_conv2d_backward_data_fn sl_cpu_conv2d_backward_data;
-sl_conv2d_backward_filter_fn sl_cpu_conv2d_backward_filter;
-
-/* ---- cpu_norm.c ---- */
-sl_batchnorm_forward_train_fn sl_cpu_batchnorm_forward_train;
-sl_batchnorm_forward_apply_fn sl_cpu_batchnorm_forward_apply;
-sl_batchnorm_forward_infer_fn sl_cpu_batchnorm_forward_infer;
-sl_batchnorm_backward_fn sl_cpu_batchnorm_backward;
-
-/* ---- cpu_pool.c ---- */
-sl_maxpool_forward_fn sl_cpu_maxpool_forward;
-sl_maxpool_backward_fn sl_cpu_maxpool_backward;
-sl_avgpool_forward_fn sl_cpu_avgpool_forward;
-sl_avgpool_backward_fn sl_cpu_avgpool_backward;
-sl_global_avgpool_forward_fn sl_cpu_global_avgpool_forward;
-sl_global_avgpool_backward_fn sl_cpu_global_avgpool_backward;
-
-/* ---- cpu_elementwise.c ---- */
-sl_dropout_forward_fn sl_cpu_dropout_forward;
-sl_dropout_backward_fn sl_cpu_dropout_backward;
-sl_random_uniform_fn sl_cpu_random_uniform;
-sl_relu_forward_fn sl_cpu_relu_forward;
-sl_relu_backward_fn sl_cpu_relu_backward;
-sl_add_fn sl_cpu_add;
-sl_copy_fn sl_cpu_copy;
-sl_fill_fn sl_cpu_fill;
-sl_copy_channels_fn sl_cpu_copy_channels;
-sl_bias_add_fn sl_cpu_bias_add;
-sl_bias_backward_fn sl_cpu_bias_backward;
-
-/* ---- cpu_loss_optim.c ---- */
-sl_softmax_xent_fn sl_cpu_softmax_xent;
-sl_lm_xent_fn sl_cpu_lm_xent;
-sl_sgd_update_fn sl_cpu_sgd_update;
-sl_adam_update_fn sl_cpu_adam_update;
-sl_sum_squares_fn sl_cpu_sum_squares;
-
-/* ---- cpu_transformer.c ---- */
-sl_layernorm_forward_fn sl_cpu_layernorm_forward;
-sl_layernorm_backward_fn sl_cpu_layernorm_backward;
-sl_gelu_forward_fn sl_cpu_gelu_forward;
-sl_gelu_backward_fn sl_cpu_gelu_backward;
-sl_embedding_forward_fn sl_cpu_embedding_forward;
-sl_embedding_backward_fn sl_cpu_embedding_backward;
-/* ---- cpu_attention.c ---- */
-sl_attention_workspace_bytes_fn sl_cpu_attention_workspace_bytes;
-sl_attention_forward_fn sl_cpu_attention_forward;
-sl_attention_backward_fn sl_cpu_attention_backward;
-/* ---- cpu_decode.c ---- */
-sl_attention_decode_fn sl_cpu_attention_decode;
+/* The table's kernels (cpu_conv.c, cpu_norm.c, cpu_pool.c,
+ * cpu_elementwise.c, cpu_loss_optim.c, cpu_transformer.c, cpu_attention.c,
+ * cpu_decode.c; one file per op family): `sl_cpu_<member>` for every
+ * required member of base/backend.h's SL_BACKEND_OPS, which also gives
+ * their signatures and contracts. The CPU leaves the optional ones NULL. */
+#define SL_CPU_DECLARE(ret, member, params) sl_##member##_fn sl_cpu_##member;
+SL_BACKEND_OPS(SL_CPU_DECLARE, SL_BACKEND_SKIP)
+#undef SL_CPU_DECLARE
 
 #endif

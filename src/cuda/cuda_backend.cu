@@ -252,53 +252,9 @@ static sl_backend table_of(void)
     b->wait = sl_cuda_wait;
     b->device_free_bytes = sl_cuda_device_free_bytes;
     b->native_stream = sl_cuda_native_stream;
-    b->gemm = sl_cuda_gemm;
-    b->conv2d_workspace_bytes = sl_cuda_conv2d_workspace_bytes;
-    b->conv2d_forward = sl_cuda_conv2d_forward;
-    b->conv2d_backward_data = sl_cuda_conv2d_backward_data;
-    b->conv2d_backward_filter = sl_cuda_conv2d_backward_filter;
-    b->batchnorm_forward_train = sl_cuda_batchnorm_forward_train;
-    b->batchnorm_forward_apply = sl_cuda_batchnorm_forward_apply;
-    b->batchnorm_forward_infer = sl_cuda_batchnorm_forward_infer;
-    b->batchnorm_backward = sl_cuda_batchnorm_backward;
-    b->batchnorm_forward_workspace_bytes = sl_cuda_batchnorm_forward_workspace_bytes;
-    b->batchnorm_backward_workspace_bytes = sl_cuda_batchnorm_backward_workspace_bytes;
-    b->maxpool_forward = sl_cuda_maxpool_forward;
-    b->maxpool_backward = sl_cuda_maxpool_backward;
-    b->avgpool_forward = sl_cuda_avgpool_forward;
-    b->avgpool_backward = sl_cuda_avgpool_backward;
-    b->relu_forward = sl_cuda_relu_forward;
-    b->relu_backward = sl_cuda_relu_backward;
-    b->dropout_forward = sl_cuda_dropout_forward;
-    b->dropout_backward = sl_cuda_dropout_backward;
-    b->random_uniform = sl_cuda_random_uniform;
-    b->add = sl_cuda_add;
-    b->copy = sl_cuda_copy;
-    b->fill = sl_cuda_fill;
-    b->copy_channels = sl_cuda_copy_channels;
-    b->global_avgpool_forward = sl_cuda_global_avgpool_forward;
-    b->global_avgpool_backward = sl_cuda_global_avgpool_backward;
-    b->bias_add = sl_cuda_bias_add;
-    b->bias_backward = sl_cuda_bias_backward;
-    b->softmax_xent = sl_cuda_softmax_xent;
-    b->softmax_xent_workspace_bytes = sl_cuda_softmax_xent_workspace_bytes;
-    b->lm_xent = sl_cuda_lm_xent;
-    b->sgd_update = sl_cuda_sgd_update;
-    b->adam_update = sl_cuda_adam_update;
-    b->sgd_update_list = sl_cuda_sgd_update_list;
-    b->adam_update_list = sl_cuda_adam_update_list;
-    b->layernorm_forward = sl_cuda_layernorm_forward;
-    b->layernorm_backward = sl_cuda_layernorm_backward;
-    b->gelu_forward = sl_cuda_gelu_forward;
-    b->gelu_backward = sl_cuda_gelu_backward;
-    b->embedding_forward = sl_cuda_embedding_forward;
-    b->embedding_backward = sl_cuda_embedding_backward;
-    b->attention_workspace_bytes = sl_cuda_attention_workspace_bytes;
-    b->attention_forward = sl_cuda_attention_forward;
-    b->attention_backward = sl_cuda_attention_backward;
-    b->sum_squares = sl_cuda_sum_squares;
-    b->sum_squares_list = sl_cuda_sum_squares_list;
-    b->attention_decode = sl_cuda_attention_decode;
+#define SL_CUDA_ENTRY(ret, member, params) b->member = sl_cuda_##member;
+    SL_BACKEND_OPS(SL_CUDA_ENTRY, SL_CUDA_ENTRY)
+#undef SL_CUDA_ENTRY
     return t;
 }
 

@@ -182,73 +182,18 @@ static inline void sl_cuda_plane_grid(size_t planes, int len, dim3 *grid, dim3 *
         SL_CUDA_LAUNCHED(lp_);                                                                 \
     } while (0)
 
-/* The table's kernels, one file per op family; signatures and contracts
- * in base/backend.h. */
+/* The table's kernels (cuda_conv.cu: algorithms per the instance's
+ * deterministic flag; cuda_gemm.cu, cuda_norm.cu, cuda_pool.cu,
+ * cuda_elementwise.cu, cuda_loss_optim.cu, cuda_transformer.cu,
+ * cuda_attention.cu, cuda_decode.cu): `sl_cuda_<member>` for every member,
+ * required and optional, of base/backend.h's SL_BACKEND_OPS, which also
+ * gives their signatures and contracts. */
+#define SL_CUDA_DECLARE(ret, member, params) sl_##member##_fn sl_cuda_##member;
+SL_BACKEND_OPS(SL_CUDA_DECLARE, SL_CUDA_DECLARE)
+#undef SL_CUDA_DECLARE
 
-/* ---- cuda_conv.cu: algorithms per the instance's deterministic flag ---- */
-sl_conv2d_workspace_bytes_fn sl_cuda_conv2d_workspace_bytes;
-sl_conv2d_forward_fn sl_cuda_conv2d_forward;
-sl_conv2d_backward_data_fn sl_cuda_conv2d_backward_data;
-sl_conv2d_backward_filter_fn sl_cuda_conv2d_backward_filter;
 /* Frees the instance's descriptors and cache (NULL is fine). */
 void sl_cuda_conv_cache_free(struct sl_cuda_conv_cache *c);
-
-/* ---- cuda_gemm.cu ---- */
-sl_gemm_fn sl_cuda_gemm;
-
-/* ---- cuda_norm.cu ---- */
-sl_batchnorm_forward_train_fn sl_cuda_batchnorm_forward_train;
-sl_batchnorm_forward_apply_fn sl_cuda_batchnorm_forward_apply;
-sl_batchnorm_forward_infer_fn sl_cuda_batchnorm_forward_infer;
-sl_batchnorm_workspace_bytes_fn sl_cuda_batchnorm_forward_workspace_bytes;
-sl_batchnorm_workspace_bytes_fn sl_cuda_batchnorm_backward_workspace_bytes;
-sl_batchnorm_backward_fn sl_cuda_batchnorm_backward;
-
-/* ---- cuda_pool.cu ---- */
-sl_maxpool_forward_fn sl_cuda_maxpool_forward;
-sl_maxpool_backward_fn sl_cuda_maxpool_backward;
-sl_avgpool_forward_fn sl_cuda_avgpool_forward;
-sl_avgpool_backward_fn sl_cuda_avgpool_backward;
-sl_global_avgpool_forward_fn sl_cuda_global_avgpool_forward;
-sl_global_avgpool_backward_fn sl_cuda_global_avgpool_backward;
-
-/* ---- cuda_elementwise.cu ---- */
-sl_relu_forward_fn sl_cuda_relu_forward;
-sl_relu_backward_fn sl_cuda_relu_backward;
-sl_dropout_forward_fn sl_cuda_dropout_forward;
-sl_dropout_backward_fn sl_cuda_dropout_backward;
-sl_random_uniform_fn sl_cuda_random_uniform;
-sl_add_fn sl_cuda_add;
-sl_copy_fn sl_cuda_copy;
-sl_fill_fn sl_cuda_fill;
-sl_copy_channels_fn sl_cuda_copy_channels;
-sl_bias_add_fn sl_cuda_bias_add;
-sl_bias_backward_fn sl_cuda_bias_backward;
-
-/* ---- cuda_loss_optim.cu ---- */
-sl_softmax_xent_workspace_bytes_fn sl_cuda_softmax_xent_workspace_bytes;
-sl_softmax_xent_fn sl_cuda_softmax_xent;
-sl_lm_xent_fn sl_cuda_lm_xent;
-sl_sgd_update_fn sl_cuda_sgd_update;
-sl_adam_update_fn sl_cuda_adam_update;
-sl_sum_squares_fn sl_cuda_sum_squares;
-sl_sgd_update_list_fn sl_cuda_sgd_update_list;
-sl_adam_update_list_fn sl_cuda_adam_update_list;
-sl_sum_squares_list_fn sl_cuda_sum_squares_list;
-
-/* ---- cuda_transformer.cu ---- */
-sl_layernorm_forward_fn sl_cuda_layernorm_forward;
-sl_layernorm_backward_fn sl_cuda_layernorm_backward;
-sl_gelu_forward_fn sl_cuda_gelu_forward;
-sl_gelu_backward_fn sl_cuda_gelu_backward;
-sl_embedding_forward_fn sl_cuda_embedding_forward;
-sl_embedding_backward_fn sl_cuda_embedding_backward;
-/* ---- cuda_attention.cu ---- */
-sl_attention_workspace_bytes_fn sl_cuda_attention_workspace_bytes;
-sl_attention_forward_fn sl_cuda_attention_forward;
-sl_attention_backward_fn sl_cuda_attention_backward;
-/* ---- cuda_decode.cu ---- */
-sl_attention_decode_fn sl_cuda_attention_decode;
 
 #ifdef __cplusplus
 }
