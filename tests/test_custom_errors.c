@@ -211,7 +211,7 @@ START_TEST(test_failing_callback_fails_the_call_and_the_next_works)
     ck_assert(sl_net_set_optimizer(net, &o) == SL_OK);
     tl_fail_forward = 1;
     th_assert_error(sl_net_train_step(net, x, SHAPE, labels, NULL), SL_ERR_BACKEND,
-                 "sl_net_compute_gradients: custom layer 'flaky' (Flaky) failed in forward: "
+                 "sl_net_train_step: custom layer 'flaky' (Flaky) failed in forward: "
                  "injected failure at pass 0");
     ck_assert_int_eq(sl_net_step_count(net), 0); /* no update from a failed step */
     float logits[6];

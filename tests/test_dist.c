@@ -418,7 +418,7 @@ START_TEST(test_dist_buckets_follow_segments_and_cover_gradients_once)
     for (int cap = 0; cap < 2; cap++) {
         OK(sl_net_set_schedule(net, cap ? SL_SCHEDULE_NONE : SL_SCHEDULE_SQRT));
         sl_run_cache *c;
-        OK(sl_net_prepare(net, rank_shape, SL_MODE_TRAIN, 0, &c));
+        OK(sl_net_plan_cached(net, rank_shape, SL_MODE_TRAIN, 0, &c));
         ck_assert(cap ? c->seg.n == 1 : c->seg.n >= 3);
         sl_bucket_plan plan;
         memset(&plan, 0, sizeof plan);

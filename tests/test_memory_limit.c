@@ -178,7 +178,7 @@ START_TEST(test_fixed_part_is_checked_and_plans_allocate_none)
     snprintf(expect, sizeof expect, "of fixed bytes (parameters %s, gradients %s, optimizer state %s)",
              gib(r.params, a, sizeof a), gib(r.param_grads, b, sizeof b),
              gib(r.optimizer, c, sizeof c));
-    ck_assert_msg(strstr(out, "sl_net_compute_gradients: this step needs") && strstr(out, expect) &&
+    ck_assert_msg(strstr(out, "sl_net_train_step: this step needs") && strstr(out, expect) &&
                       strstr(out, "for its activation arena") &&
                       strstr(out, "the fixed bytes alone do not fit"),
                   "expected '%s' in: %s", expect, out);

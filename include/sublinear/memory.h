@@ -22,8 +22,6 @@ extern "C" {
 /* Memory                                                              */
 /* ------------------------------------------------------------------ */
 
-typedef enum sl_mode { SL_MODE_TRAIN = 0, SL_MODE_INFER = 1 } sl_mode;
-
 typedef struct sl_memory_report {
     /* planned bytes by category */
     uint64_t outputs;     /* activations (forward outputs) */

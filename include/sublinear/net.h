@@ -8,6 +8,7 @@
  *     sl_model_build(net, "resnet20", 10, 32);         (or sl_net_add ...)
  *     sl_optimizer_options opt = sl_sgd(0.1f, 0.9f, 5e-4f, 0);
  *     sl_net_set_optimizer(net, &opt);
+ *     sl_net_prepare(net, (sl_shape){32, 3, 32, 32}, SL_MODE_TRAIN);   (optional)
  *     sl_step_result r;
  *     sl_net_train_step(net, x, (sl_shape){32, 3, 32, 32}, labels, &r);
  */
@@ -269,6 +270,10 @@ SL_API float sl_lr_warmup_cosine(int64_t step, int64_t warmup, int64_t total, fl
 /* Running                                                             */
 /* ------------------------------------------------------------------ */
 
+/* What a run computes: a training step (forward, loss, backward, with
+ * dropout and batch statistics) or inference (forward in evaluation). */
+typedef enum sl_mode { SL_MODE_TRAIN = 0, SL_MODE_INFER = 1 } sl_mode;
+
 typedef struct sl_step_result {
     float loss;   /* mean softmax cross-entropy over the batch */
     int correct;  /* samples (positions, with a language-model head) whose
@@ -277,6 +282,20 @@ typedef struct sl_step_result {
                      language-model head the positions whose label is not
                      the ignore index */
 } sl_step_result;
+
+/* Makes the network ready to run inputs of shape `input` in `mode`
+ * (SL_MODE_TRAIN: a training step; SL_MODE_INFER: prediction), once, before
+ * any data is read: finalises it (no layer can be added after), builds the
+ * schedule, program and plan for the shape, checks that the step's planned
+ * memory fits the machine, and allocates the parameters (initialised from
+ * the context's seed), their gradients and optimizer state (training) and
+ * the activation arena. All of it or nothing: on failure, with a message
+ * that says why (SL_ERR_NOMEM naming the bytes and a schedule that fits,
+ * SL_ERR_SHAPE for an input the network does not take), the network is as
+ * it was. Optional: a run on a shape or mode not prepared yet prepares
+ * first, the same way; a prepared shape's runs only check, run and
+ * update. A new shape prepares anew (the arena grows, never shrinks). */
+SL_API sl_status sl_net_prepare(sl_net *net, sl_shape input, sl_mode mode);
 
 /* Forward in evaluation mode (running BN statistics, no dropout). x holds
  * shape.n images; logits receives the output (n x output features),

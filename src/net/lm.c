@@ -66,10 +66,11 @@ static sl_status check_tokens(const sl_net *net, const int32_t *ids, int batch, 
 static const float *ids_input(const int32_t *ids) { return (const float *)(const void *)ids; }
 
 /* One token run: the checks every run shares, then the run in `mode`
- * with targets as labels (training and evaluation) or logits out. */
+ * with targets as labels (training and evaluation) or logits out; io
+ * comes zeroed, or from sl_net_step_begin. */
 static sl_status run_tokens(sl_net *net, const int32_t *ids, const int32_t *targets, int batch,
                             int seq, sl_mode mode, float *logits, sl_step_result *result,
-                            const char *fn)
+                            sl_run_io *io, const char *fn)
 {
     sl_shape shape = {0, 0, 0, 0};
     sl_status pre = check_tokens(net, ids, batch, seq, fn, &shape);
@@ -79,41 +80,51 @@ static sl_status run_tokens(sl_net *net, const int32_t *ids, const int32_t *targ
         pre = sl_set_error(SL_ERR_INVALID_ARG, "%s: targets is NULL", fn);
     if (pre != SL_OK)
         return pre;
+    io->labels = (const int *)targets;
+    io->logits_out = logits;
+    return sl_net_run(net, ids_input(ids), shape, mode, pre, io, result, fn);
+}
+
+/* run_tokens with a zeroed io: every token run but a train step's. */
+static sl_status run_tokens_plain(sl_net *net, const int32_t *ids, const int32_t *targets,
+                                  int batch, int seq, sl_mode mode, float *logits,
+                                  sl_step_result *result, const char *fn)
+{
     sl_run_io io;
     memset(&io, 0, sizeof io);
-    io.labels = (const int *)targets;
-    io.logits_out = logits;
-    return sl_net_run(net, ids_input(ids), shape, mode, pre, &io, result, fn);
+    return run_tokens(net, ids, targets, batch, seq, mode, logits, result, &io, fn);
 }
 
 sl_status sl_net_compute_gradients_tokens(sl_net *net, const int32_t *ids, const int32_t *targets,
                                           int batch, int seq, sl_step_result *result)
 {
-    return run_tokens(net, ids, targets, batch, seq, SL_MODE_TRAIN, NULL, result,
-                      "sl_net_compute_gradients_tokens");
+    return run_tokens_plain(net, ids, targets, batch, seq, SL_MODE_TRAIN, NULL, result,
+                            "sl_net_compute_gradients_tokens");
 }
 
 sl_status sl_net_train_step_tokens(sl_net *net, const int32_t *ids, const int32_t *targets,
                                    int batch, int seq, sl_step_result *result)
 {
-    sl_status st = sl_net_step_begin(net, "sl_net_train_step_tokens");
+    const char *fn = "sl_net_train_step_tokens";
+    sl_run_io io;
+    sl_status st = sl_net_step_begin(net, fn, &io);
     if (st != SL_OK)
         return st;
-    return sl_net_step_end(net, sl_net_compute_gradients_tokens(net, ids, targets, batch, seq,
-                                                                result));
+    return sl_net_step_end(net, run_tokens(net, ids, targets, batch, seq, SL_MODE_TRAIN, NULL,
+                                           result, &io, fn));
 }
 
 sl_status sl_net_evaluate_tokens(sl_net *net, const int32_t *ids, const int32_t *targets, int batch,
                                  int seq, sl_step_result *result)
 {
-    return run_tokens(net, ids, targets, batch, seq, SL_MODE_INFER, NULL, result,
-                      "sl_net_evaluate_tokens");
+    return run_tokens_plain(net, ids, targets, batch, seq, SL_MODE_INFER, NULL, result,
+                            "sl_net_evaluate_tokens");
 }
 
 sl_status sl_net_predict_tokens(sl_net *net, const int32_t *ids, int batch, int seq, float *logits)
 {
     if (!logits)
         return sl_set_error(SL_ERR_INVALID_ARG, "sl_net_predict_tokens: logits is NULL");
-    return run_tokens(net, ids, NULL, batch, seq, SL_MODE_INFER, logits, NULL,
-                      "sl_net_predict_tokens");
+    return run_tokens_plain(net, ids, NULL, batch, seq, SL_MODE_INFER, logits, NULL,
+                            "sl_net_predict_tokens");
 }

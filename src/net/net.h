@@ -81,10 +81,6 @@ struct sl_net {
     float last_grad_norm;   /* measured by the last update; < 0: none yet */
     int accum;              /* micro-batches per update (>= 1) */
     int update_in_backward; /* gradients are arena values, updated in backward */
-    /* While a train-step call runs with the update in backward: the
-     * UPDATE steps' callback (optimizer.c's, reached by pointer so that
-     * net_run.c stays below optimizer.c); NULL otherwise. */
-    void (*step_update)(void *user, int node);
     int micro;              /* micro-batches accumulated since the last update */
     double *norm_slots;     /* backend memory, SL_SUM_SQUARES_SLOTS doubles */
     /* The slots on the host: read back at once when clipping needs the
@@ -194,10 +190,12 @@ sl_status sl_net_undo_first_use(sl_net *net, sl_net_mark m, sl_status st);
  * channel count (sl_model_build undoing a build that failed). */
 void sl_net_remove_layers_from(sl_net *net, int n_top, int out_channels);
 
-/* Plans if needed and runs one program in the given mode (net_run.c):
- * the input check, the plan, the memory check and the arena, then the
- * kernels; io carries the caller's buffers, pre the status of the
- * caller's own checks. A failing call leaves the network as it was. */
+/* Runs one program in the given mode (net_run.c): the run's checks, then
+ * sl_net_ready (which prepares a shape or mode not prepared yet, all or
+ * nothing), then the kernels; io carries the caller's buffers, pre the
+ * status of the caller's own checks. A call that fails before its kernels
+ * leaves parameters and gradients as they were (the network may stay
+ * prepared for the shape). */
 sl_status sl_net_run(sl_net *net, const float *x, sl_shape shape, sl_mode mode, sl_status pre,
                      sl_run_io *io, sl_step_result *result, const char *fn);
 
@@ -208,8 +206,16 @@ sl_status sl_net_finalize(sl_net *net);
 sl_status sl_net_materialize(sl_net *net);
 
 /* Plans (or reuses the cached plan for) one input shape in one mode. */
-sl_status sl_net_prepare(sl_net *net, sl_shape input, sl_mode mode, int input_grad,
-                         sl_run_cache **out);
+sl_status sl_net_plan_cached(sl_net *net, sl_shape input, sl_mode mode, int input_grad,
+                             sl_run_cache **out);
+
+/* Makes the network ready to run inputs of `shape` in `mode` (net_run.c;
+ * the work of sl_net_prepare): checks the input, plans (or reuses the
+ * cached plan), checks the step's memory, allocates parameters, gradients,
+ * optimizer state and the arena, and gives the plan in *cache. All of it
+ * or nothing: on failure the network is as it was. */
+sl_status sl_net_ready(sl_net *net, sl_shape shape, sl_mode mode, int input_grad, const char *fn,
+                       sl_run_cache **cache);
 
 /* Floats of the gradient block a step in `mode` holds outside the arena:
  * grad_floats in training, 0 in inference or with the update in backward. */
@@ -227,11 +233,19 @@ int sl_net_pgrad_flags(const sl_net *net);
 
 /* Around the gradient run of a train-step call (optimizer.c; fn names
  * the call): begin checks that an optimizer is set and, with the update
- * in backward, lets the run update (net->step_update); end takes the
- * run's status and runs the separate update when one is due (not while
- * accumulating micro-batches, not after an update in backward). */
-sl_status sl_net_step_begin(sl_net *net, const char *fn);
+ * in backward, hands the run the optimizer's UPDATE steps (io->update,
+ * so the run calls the optimizer as an argument, not through the
+ * network); end takes the run's status and runs the separate update when
+ * one is due (not while accumulating micro-batches, not after an update
+ * in backward). */
+sl_status sl_net_step_begin(sl_net *net, const char *fn, sl_run_io *io);
 sl_status sl_net_step_end(sl_net *net, sl_status st);
+
+/* The gradient run of sl_net_compute_gradients and of a train step
+ * (net_run.c): its checks, then sl_net_run in training with labels; io
+ * comes zeroed, or with the UPDATE steps from sl_net_step_begin. */
+sl_status sl_net_gradients(sl_net *net, const float *x, sl_shape shape, const int *labels,
+                           sl_step_result *result, sl_run_io *io, const char *fn);
 
 /* Frees the gradient block (inference mode) / allocates it again, zeroed. */
 sl_status sl_net_drop_gradients(sl_net *net);
@@ -264,7 +278,7 @@ sl_context *sl_net_context(sl_net *net);
 /* Checks the arguments of a public planning call (net and out not NULL, a
  * known mode, an input the network takes) and plans: the common head of
  * sl_net_memory_report, sl_net_memory_timeline and sl_net_write_dot
- * (net_plan.c, like sl_net_prepare and sl_net_schedule_segments). */
+ * (net_plan.c, like sl_net_plan_cached and sl_net_schedule_segments). */
 sl_status sl_net_plan_for(sl_net *net, sl_shape input, sl_mode mode, const void *out,
                           const char *fn, sl_run_cache **cache);
 

@@ -33,8 +33,8 @@ sl_status sl_net_schedule_segments(const sl_net *net, const sl_shapes *sh, sl_sc
     return sl_schedule_segments(&chain, schedule, out);
 }
 
-sl_status sl_net_prepare(sl_net *net, sl_shape input, sl_mode mode, int input_grad,
-                         sl_run_cache **out)
+sl_status sl_net_plan_cached(sl_net *net, sl_shape input, sl_mode mode, int input_grad,
+                            sl_run_cache **out)
 {
     sl_status st = sl_net_finalize(net);
     if (st != SL_OK)
@@ -90,7 +90,7 @@ sl_status sl_net_plan_for(sl_net *net, sl_shape input, sl_mode mode, const void 
     const sl_run_cache *c = &net->cache[mode];
     int input_grad = c->valid && sl_shape_equal(c->shape, input) ? c->input_grad : 0;
     sl_net_mark m = sl_net_mark_now(net);
-    return sl_net_undo_first_use(net, m, sl_net_prepare(net, input, mode, input_grad, cache));
+    return sl_net_undo_first_use(net, m, sl_net_plan_cached(net, input, mode, input_grad, cache));
 }
 
 sl_status sl_net_memory_report(sl_net *net, sl_shape input, sl_mode mode, sl_memory_report *out)

@@ -32,60 +32,84 @@ static sl_status ensure_arena(sl_net *net, size_t bytes)
     return SL_OK;
 }
 
-/* Checks the input, plans if needed and makes the arena ready. */
-static sl_status prepare_run(sl_net *net, const float *x, sl_shape shape, sl_mode mode,
-                             const sl_run_io *io, const char *fn, sl_run_cache **cache)
+sl_status sl_net_ready(sl_net *net, sl_shape shape, sl_mode mode, int input_grad, const char *fn,
+                       sl_run_cache **cache)
 {
-    if (!net || !x)
-        return sl_set_error(SL_ERR_INVALID_ARG, "%s: network or input is NULL", fn);
+    sl_net_mark m = sl_net_mark_now(net);
+    sl_run_cache *c = NULL;
     sl_status st = sl_net_check_input(net, shape, fn);
-    if (st != SL_OK)
-        return st;
-    sl_run_cache *c;
-    st = sl_net_prepare(net, shape, mode, io->dx_out != NULL, &c);
-    if (st != SL_OK)
-        return st;
-    sl_shape out = c->sh.tensor[net->graph.n_nodes];
-    const sl_lm_head *head = net->graph.head;
-    int classes = head ? head->vocab : out.c * out.h * out.w;
-    int rows = head ? out.n * out.h * out.w : shape.n;
-    if (io->labels)
-        for (int i = 0; i < rows; i++)
-            if ((io->labels[i] < 0 || io->labels[i] >= classes) &&
-                !(head && io->labels[i] == head->ignore_index))
-                return sl_set_error(SL_ERR_INVALID_ARG, "%s: label %d of %s %d is outside [0, %d)%s",
-                                    fn, io->labels[i], head ? "position" : "sample", i, classes,
-                                    head ? " and is not the ignore index" : "");
+    if (st == SL_OK)
+        st = sl_net_plan_cached(net, shape, mode, input_grad, &c);
     /* The whole step is checked before its parameters, gradients,
      * optimizer state or arena are allocated. */
-    st = sl_net_check_memory(net, c, mode, fn);
+    if (st == SL_OK)
+        st = sl_net_check_memory(net, c, mode, fn);
     if (st == SL_OK)
         st = sl_net_materialize(net);
     if (st == SL_OK)
         st = ensure_arena(net, c->plan.arena_bytes);
     if (st == SL_OK)
         *cache = c;
-    return st;
+    return sl_net_undo_first_use(net, m, st);
 }
 
-/* Plans if needed and runs one program; io carries the caller's buffers.
- * pre is the status of the caller's own checks. A training run of a
- * network in a communicator first agrees with the other ranks that every
- * rank can run, and communicates gradients while it runs. */
-static sl_status run_program(sl_net *net, const float *x, sl_shape shape, sl_mode mode,
-                             sl_status pre, sl_run_io *io, sl_step_result *result, const char *fn)
+sl_status sl_net_prepare(sl_net *net, sl_shape input, sl_mode mode)
+{
+    if (!net)
+        return sl_set_error(SL_ERR_INVALID_ARG, "sl_net_prepare: network is NULL");
+    if (mode != SL_MODE_TRAIN && mode != SL_MODE_INFER)
+        return sl_set_error(SL_ERR_INVALID_ARG, "sl_net_prepare: unknown mode %d", (int)mode);
+    if (mode == SL_MODE_TRAIN) {
+        sl_status st = sl_net_check_training(net, "sl_net_prepare");
+        if (st != SL_OK)
+            return st;
+    }
+    /* A plan with the input's gradient (sl_net_forward_backward's) serves
+     * a run without it, so a prepared shape keeps the plan it has. */
+    const sl_run_cache *cached = &net->cache[mode];
+    int input_grad = cached->valid && sl_shape_equal(cached->shape, input) && cached->input_grad;
+    sl_run_cache *c;
+    return sl_net_ready(net, input, mode, input_grad, "sl_net_prepare", &c);
+}
+
+/* Every label names a class of the network's output (or, under a language
+ * model head, is its ignore index). */
+static sl_status check_labels(const sl_net *net, const sl_run_cache *c, const int *labels,
+                              int samples, const char *fn)
+{
+    sl_shape out = c->sh.tensor[net->graph.n_nodes];
+    const sl_lm_head *head = net->graph.head;
+    int classes = head ? head->vocab : out.c * out.h * out.w;
+    int rows = head ? out.n * out.h * out.w : samples;
+    for (int i = 0; i < rows; i++)
+        if ((labels[i] < 0 || labels[i] >= classes) && !(head && labels[i] == head->ignore_index))
+            return sl_set_error(SL_ERR_INVALID_ARG, "%s: label %d of %s %d is outside [0, %d)%s",
+                                fn, labels[i], head ? "position" : "sample", i, classes,
+                                head ? " and is not the ignore index" : "");
+    return SL_OK;
+}
+
+/* A training run of a network in a communicator first agrees with the
+ * other ranks that every rank can run (a rank whose own checks failed
+ * still takes part), and communicates gradients while it runs. */
+sl_status sl_net_run(sl_net *net, const float *x, sl_shape shape, sl_mode mode, sl_status pre,
+                     sl_run_io *io, sl_step_result *result, const char *fn)
 {
     sl_run_cache *c = NULL;
-    if (pre == SL_OK && net && mode == SL_MODE_TRAIN && net->accum > 1 && net->micro >= net->accum)
+    if (pre == SL_OK && (!net || !x))
+        pre = sl_set_error(SL_ERR_INVALID_ARG, "%s: network or input is NULL", fn);
+    if (!net)
+        return pre;
+    if (pre == SL_OK && mode == SL_MODE_TRAIN && net->accum > 1 && net->micro >= net->accum)
         pre = sl_set_error(SL_ERR_STATE, "%s: the %d micro-batches of gradient accumulation are "
                            "complete; call sl_net_update before computing more gradients",
                            fn, net->accum);
-    if (pre == SL_OK && net && net->plan_ranks > 1)
+    if (pre == SL_OK && net->plan_ranks > 1)
         pre = sl_set_error(SL_ERR_STATE, "%s: the network plans as one of %d ranks "
                            "(sl_net_plan_ranks); it runs alone once that is set back to 1, or "
                            "in a communicator (sl_dist_join)", fn, net->plan_ranks);
     int update = pre == SL_OK && mode == SL_MODE_TRAIN && net->update_in_backward;
-    if (update && !net->step_update)
+    if (update && !io->update)
         pre = sl_set_error(SL_ERR_STATE, "%s: the update in backward is on, so gradients are not "
                            "kept; train with sl_net_train_step (or _tokens), or turn it off "
                            "(sl_net_set_update_in_backward)", fn);
@@ -94,8 +118,10 @@ static sl_status run_program(sl_net *net, const float *x, sl_shape shape, sl_mod
                            "only with ZeRO-2 (sl_dist_options.shard 2)", fn);
     else if (update)
         pre = sl_net_check_shard(net, fn);
-    sl_status st = pre == SL_OK ? prepare_run(net, x, shape, mode, io, fn, &c) : pre;
-    const sl_net_comm *comm = net && mode == SL_MODE_TRAIN ? net->comm : NULL;
+    sl_status st = pre == SL_OK ? sl_net_ready(net, shape, mode, io->dx_out != NULL, fn, &c) : pre;
+    if (st == SL_OK && io->labels)
+        st = check_labels(net, c, io->labels, shape.n, fn);
+    const sl_net_comm *comm = mode == SL_MODE_TRAIN ? net->comm : NULL;
     if (comm && comm->agree)
         st = comm->agree(comm->user, st, st == SL_OK ? c : NULL, fn);
     if (st != SL_OK)
@@ -108,10 +134,6 @@ static sl_status run_program(sl_net *net, const float *x, sl_shape shape, sl_mod
     if (comm) {
         io->after_step = comm->after_step;
         io->after_step_user = comm->user;
-    }
-    if (update) {
-        io->update = net->step_update;
-        io->update_user = net;
     }
     if (comm && comm->reduce && (c->prog.pgrad_flags & SL_PGRAD_REDUCE)) {
         io->reduce = comm->reduce;
@@ -152,16 +174,6 @@ static sl_status run_program(sl_net *net, const float *x, sl_shape shape, sl_mod
     return SL_OK;
 }
 
-/* run_program, undoing what a failing call did on the network's first
- * use (parameters allocated, graph built), so the network is as it was. */
-sl_status sl_net_run(sl_net *net, const float *x, sl_shape shape, sl_mode mode, sl_status pre,
-                     sl_run_io *io, sl_step_result *result, const char *fn)
-{
-    if (!net)
-        return run_program(net, x, shape, mode, pre, io, result, fn);
-    sl_net_mark m = sl_net_mark_now(net);
-    return sl_net_undo_first_use(net, m, run_program(net, x, shape, mode, pre, io, result, fn));
-}
 
 sl_status sl_net_predict(sl_net *net, const float *x, sl_shape shape, float *logits)
 {
@@ -173,16 +185,22 @@ sl_status sl_net_predict(sl_net *net, const float *x, sl_shape shape, float *log
     return sl_net_run(net, x, shape, SL_MODE_INFER, SL_OK, &io, NULL, "sl_net_predict");
 }
 
+sl_status sl_net_gradients(sl_net *net, const float *x, sl_shape shape, const int *labels,
+                           sl_step_result *result, sl_run_io *io, const char *fn)
+{
+    sl_status pre = sl_net_check_training(net, fn);
+    if (pre == SL_OK && !labels)
+        pre = sl_set_error(SL_ERR_INVALID_ARG, "%s: labels is NULL", fn);
+    io->labels = labels;
+    return sl_net_run(net, x, shape, SL_MODE_TRAIN, pre, io, result, fn);
+}
+
 sl_status sl_net_compute_gradients(sl_net *net, const float *x, sl_shape shape, const int *labels,
                                    sl_step_result *result)
 {
-    sl_status pre = sl_net_check_training(net, "sl_net_compute_gradients");
-    if (pre == SL_OK && !labels)
-        pre = sl_set_error(SL_ERR_INVALID_ARG, "sl_net_compute_gradients: labels is NULL");
     sl_run_io io;
     memset(&io, 0, sizeof io);
-    io.labels = labels;
-    return sl_net_run(net, x, shape, SL_MODE_TRAIN, pre, &io, result, "sl_net_compute_gradients");
+    return sl_net_gradients(net, x, shape, labels, result, &io, "sl_net_compute_gradients");
 }
 
 sl_status sl_net_forward_backward(sl_net *net, const float *x, sl_shape shape, const float *dy,

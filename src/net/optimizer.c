@@ -469,8 +469,8 @@ static void update_piece_if_in_node(void *user, int param, size_t gfirst, size_t
         update_range(&nu->u, param, off, n, nu->u.net->params[param].spec->grad + off, blocks);
 }
 
-/* The UPDATE steps of the update in backward (net->step_update while a
- * train step runs): user is the net; node's trainable parameters, whose
+/* The UPDATE steps of the update in backward (io->update of a train
+ * step's run, from sl_net_step_begin): user is the net; node's trainable parameters, whose
  * grad pointers point into the arena, get the update of step steps + 1. */
 static void update_node(void *user, int node)
 {
@@ -612,25 +612,24 @@ sl_status sl_net_update(sl_net *net)
     return SL_OK;
 }
 
-sl_status sl_net_step_begin(sl_net *net, const char *fn)
+sl_status sl_net_step_begin(sl_net *net, const char *fn, sl_run_io *io)
 {
+    memset(io, 0, sizeof *io);
     if (!net)
         return SL_OK; /* the gradient run reports it */
     if (!net->has_optimizer)
         return sl_set_error(SL_ERR_STATE, "%s: no optimizer set (call sl_net_set_optimizer)", fn);
-    if (net->update_in_backward)
-        net->step_update = update_node; /* the run updates inside backward */
+    if (net->update_in_backward) { /* the run updates inside backward */
+        io->update = update_node;
+        io->update_user = net;
+    }
     return SL_OK;
 }
 
 sl_status sl_net_step_end(sl_net *net, sl_status st)
 {
-    if (!net)
-        return st;
-    if (net->step_update) { /* updated inside backward */
-        net->step_update = NULL;
-        return st;
-    }
+    if (!net || net->update_in_backward)
+        return st; /* updated inside backward */
     if (st != SL_OK || net->micro < net->accum)
         return st; /* accumulating: the update follows the k-th micro-batch */
     return sl_net_update(net);
@@ -639,10 +638,12 @@ sl_status sl_net_step_end(sl_net *net, sl_status st)
 sl_status sl_net_train_step(sl_net *net, const float *x, sl_shape shape, const int *labels,
                             sl_step_result *result)
 {
-    sl_status st = sl_net_step_begin(net, "sl_net_train_step");
+    const char *fn = "sl_net_train_step";
+    sl_run_io io;
+    sl_status st = sl_net_step_begin(net, fn, &io);
     if (st != SL_OK)
         return st;
-    return sl_net_step_end(net, sl_net_compute_gradients(net, x, shape, labels, result));
+    return sl_net_step_end(net, sl_net_gradients(net, x, shape, labels, result, &io, fn));
 }
 
 int64_t sl_net_step_count(const sl_net *net) { return net ? net->steps : 0; }
