@@ -52,6 +52,18 @@ static void add(sl_layer *b, const char *name, sl_layer *child, int n_in, const 
     *st = sl_block_add(b, name, child, n_in, in, t);
 }
 
+/* A projection back into the residual stream, drawn with GPT-2's smaller
+ * std; NULL (the constructor's error kept for add) when it cannot be made. */
+static sl_layer *resid_proj(int in, int out, float std)
+{
+    sl_layer *proj = sl_conv1d(in, out);
+    if (proj && sl_conv1d_set_init_std(proj, std) != 0) {
+        sl_layer_free(proj);
+        return NULL;
+    }
+    return proj;
+}
+
 /* One block: x + attn(ln_1(x)), then h + mlp(ln_2(h)). */
 static sl_layer *gpt2_block(const sl_gpt2_config *c)
 {
@@ -65,9 +77,7 @@ static sl_layer *gpt2_block(const sl_gpt2_config *c)
     add(b, "ln_1", sl_layernorm(C, c->ln_eps), 1, &x, &t, &st);
     add(b, "attn.c_attn", sl_conv1d(C, 3 * C), 1, &t, &t, &st);
     add(b, "attn.core", sl_causal_attention(C, c->heads, c->dropout, c->flash), 1, &t, &t, &st);
-    sl_layer *proj = sl_conv1d(C, C);
-    sl_conv1d_set_init_std(proj, resid_std);
-    add(b, "attn.c_proj", proj, 1, &t, &t, &st);
+    add(b, "attn.c_proj", resid_proj(C, C, resid_std), 1, &t, &t, &st);
     if (c->dropout > 0.0f)
         add(b, "attn.resid_dropout", sl_dropout(c->dropout), 1, &t, &t, &st);
     int r1[2] = {x, t};
@@ -75,9 +85,7 @@ static sl_layer *gpt2_block(const sl_gpt2_config *c)
     add(b, "ln_2", sl_layernorm(C, c->ln_eps), 1, &h, &t, &st);
     add(b, "mlp.c_fc", sl_conv1d(C, 4 * C), 1, &t, &t, &st);
     add(b, "mlp.act", sl_gelu(), 1, &t, &t, &st);
-    proj = sl_conv1d(4 * C, C);
-    sl_conv1d_set_init_std(proj, resid_std);
-    add(b, "mlp.c_proj", proj, 1, &t, &t, &st);
+    add(b, "mlp.c_proj", resid_proj(4 * C, C, resid_std), 1, &t, &t, &st);
     if (c->dropout > 0.0f)
         add(b, "mlp.dropout", sl_dropout(c->dropout), 1, &t, &t, &st);
     int r2[2] = {h, t};

@@ -99,8 +99,11 @@ sl_status sl_net_add(sl_net *net, const char *name, sl_layer *layer)
     if (!net) {
         st = sl_set_error(SL_ERR_INVALID_ARG, "sl_net_add: network is NULL");
     } else if (!layer) {
-        /* An allocation failure in the constructor stays one. */
-        st = sl_set_error(sl_error_status() == SL_ERR_NOMEM ? SL_ERR_NOMEM : SL_ERR_INVALID_ARG,
+        /* The constructor's failure travels up with its status (out of
+         * memory stays SL_ERR_NOMEM, a bad argument SL_ERR_INVALID_ARG);
+         * a NULL with no failure recorded is the caller's mistake. */
+        sl_status why = sl_error_status();
+        st = sl_set_error(why != SL_OK ? why : SL_ERR_INVALID_ARG,
                      "sl_net_add: layer is NULL (its constructor failed: %s)", sl_last_error());
     } else if (net->finalized) {
         st = sl_set_error(SL_ERR_STATE,
@@ -123,8 +126,9 @@ sl_status sl_net_add(sl_net *net, const char *name, sl_layer *layer)
     }
     snprintf(layer->name, sizeof layer->name, "%s", name);
     int out_c = layer->ops->out_channels(layer, net->out_channels);
-    if (out_c < 0) {
-        st = sl_set_error(SL_ERR_SHAPE, "sl_net_add: %s", sl_last_error());
+    if (out_c < 0) { /* a shape that does not fit, or a block's pass out of memory */
+        st = sl_set_error(sl_error_status() == SL_ERR_NOMEM ? SL_ERR_NOMEM : SL_ERR_SHAPE,
+                          "sl_net_add: %s", sl_last_error());
         sl_layer_free(layer);
         return st;
     }
