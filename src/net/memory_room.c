@@ -128,6 +128,13 @@ sl_status sl_net_check_room(sl_net *net, const sl_room_request *rq, const char *
     if (m.reserved)
         snprintf(kept, sizeof kept, ", and %s kept for the BLAS's work buffers and the threads' "
                  "stacks", fig(m.reserved).text);
+    if (f.total == 0) /* nothing fixed yet (a model checked before it is built) */
+        return sl_set_error(SL_ERR_NOMEM,
+                            "%s: the network needs %s for %s, but only %s of memory is available "
+                            "(%s: %.2f GiB, %.2f GiB in use%s); %s. sl_net_set_memory_check(net, 0) "
+                            "(--no-memory-check) skips this check",
+                            fn, fig(arena).text, what, fig(room).text, m.source, m.limit / GIB,
+                            m.used / GIB, kept, advice);
     char head[200];
     if (arena)
         snprintf(head, sizeof head, "%s needs %s for %s and", rq->step ? "this step" : "the network",
