@@ -185,6 +185,9 @@ START_TEST(test_shape_flags_and_model_size_are_checked_first)
         {"plan --model gpt2 --layers 1000 --embd 65536 --heads 4096 --vocab 65536 --context 1048576 "
          "--seq 1048576 --batch 65536 --schedule none --json",
          "--batch 65536 x --seq 1048576 = 68719476736 tokens per step; at most 2147483647", 2},
+        {"plan --model gpt2 --layers 1000 --embd 65536 --heads 4096 --vocab 65536 --context 1048576 "
+         "--seq 1048576 --batch 2047 --schedule none --json",
+         "more than 2^56 bytes (64 PiB)", 1},
         {"plan --model resnet20 --batch 65536 --res 8192",
          "--batch 65536 x --res 8192 x 8192 = 4398046511104 pixel positions per step", 2},
         {"train --model gpt2 --layers 1000 --embd 65536 --heads 64 --seq 16 --data SHARD",

@@ -8,6 +8,7 @@
  * profile.c, so the rest (net_plan.c, net_run.c, memory_check.c,
  * optimizer.c, dot.c, timeline.c) build on it without a circle.
  */
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -575,6 +576,11 @@ sl_status sl_net_check_input(const sl_net *net, sl_shape s, const char *fn)
     if (s.c != net->in_channels)
         return sl_set_error(SL_ERR_SHAPE, "%s: input has %d channels, the network takes %d", fn, s.c,
                             net->in_channels);
+    uint64_t positions = (uint64_t)s.n * (uint64_t)s.h * (uint64_t)s.w;
+    if (positions > INT_MAX) /* the kernels' rows (GEMM dimensions) are int */
+        return sl_set_error(SL_ERR_SHAPE, "%s: input shape %dx%dx%dx%d has %llu positions (batch x "
+                            "height x width); at most %d", fn, s.n, s.c, s.h, s.w,
+                            (unsigned long long)positions, INT_MAX);
     return SL_OK;
 }
 
