@@ -1,12 +1,15 @@
 /*
  * test_alloc_failure.c — every allocation failure is a clean SL_ERR_NOMEM.
- * One run builds a checkpointed network from the model registry, trains
- * it, saves a model and a snapshot, loads both into a second network and
- * trains and predicts on. First the run is counted without faults; then,
+ * One run (a scenario: a list of stages) builds a checkpointed network,
+ * trains it, saves its files, loads them into a second network and trains
+ * and predicts on: a ResNet from the model registry with a model file and
+ * a snapshot, and a GPT-2 (sl_model_gpt2) with its Hugging Face directory
+ * (sl_gpt2_save_pretrained, sl_gpt2_read_config, the token runs). First
+ * the run is counted without faults; then,
  * for every N, the run is repeated with the N-th allocation of the library
  * failing (sl_test_alloc_fail_at, the hook of the library's own
  * allocator). The one call that meets the failure must return
- * SL_ERR_NOMEM with a message; it is then retried, and the run must end
+ * SL_ERR_NOMEM with a message that says "out of memory"; it is then retried, and the run must end
  * with parameters, predictions and file bytes equal bit for bit to the
  * fault-free run: the failed call left every object as it was. Leaks are
  * ASan's to find (the CI runs this test under it).
@@ -25,20 +28,29 @@
 #define RES 8
 #define CLASSES 3
 #define PATH_LEN 512
+/* GPT-2's run: a tiny model, a batch of LM_BATCH sequences of LM_SEQ tokens. */
+#define LM_BATCH 2
+#define LM_SEQ 4
+#define LM_VOCAB 16
+#define LOGITS (LM_BATCH * LM_SEQ * LM_VOCAB) /* more than BATCH * CLASSES */
 
 typedef struct run_state {
     sl_context *ctx[2];
     sl_net *net[2];
     float x[BATCH * 3 * RES * RES];
     int labels[BATCH];
-    float logits[BATCH * CLASSES];
-    char model_path[PATH_LEN], snap_path[PATH_LEN];
+    int32_t ids[LM_BATCH * LM_SEQ], targets[LM_BATCH * LM_SEQ];
+    sl_gpt2_config read_back; /* the config.json GPT-2's run reads */
+    float logits[LOGITS];
+    /* the two files compared with the fault-free run: a model and a
+     * snapshot, or GPT-2's model.safetensors and config.json */
+    char model_path[PATH_LEN], snap_path[PATH_LEN], gpt2_dir[PATH_LEN - 32];
 } run_state;
 
 typedef struct run_result {
     float *params; /* of the second network */
     size_t n_floats;
-    float logits[BATCH * CLASSES];
+    float logits[LOGITS];
     uint8_t *model_file, *snap_file;
     size_t model_bytes, snap_bytes;
     int failures;  /* calls that met the injected failure */
@@ -105,11 +117,13 @@ static sl_status report(run_state *s, int i)
     return sl_net_memory_report(s->net[i], sh, SL_MODE_TRAIN, &r);
 }
 
-static const struct {
+typedef struct stage {
     const char *name;
     sl_status (*fn)(run_state *, int);
     int net;
-} stages[] = {
+} stage;
+
+static const stage resnet_stages[] = {
     {"context 0", make_context, 0}, {"net 0", make_net, 0},
     {"build 0", build, 0},
     {"optimizer 0", set_optimizer, 0}, {"report 0", report, 0},
@@ -120,6 +134,89 @@ static const struct {
     {"load snapshot", load_snapshot, 1}, {"train 1", train, 1},
     {"predict 1", predict, 1},
 };
+
+/* ---- GPT-2's stages ---- */
+
+static sl_gpt2_config lm_config(void)
+{
+    sl_gpt2_config c = sl_gpt2_defaults();
+    c.layers = 2;
+    c.embd = 8;
+    c.heads = 2;
+    c.vocab = LM_VOCAB;
+    c.context = 8;
+    return c;
+}
+
+static sl_status make_lm_net(run_state *s, int i)
+{
+    return sl_sublinear(s->ctx[i], 1, SL_SCHEDULE_SQRT, &s->net[i]);
+}
+
+/* Network 0 from the config in code, network 1 from the config.json read back. */
+static sl_status build_gpt2(run_state *s, int i)
+{
+    sl_gpt2_config c = i == 0 ? lm_config() : s->read_back;
+    return sl_model_gpt2(s->net[i], &c);
+}
+
+static sl_status set_adamw(run_state *s, int i)
+{
+    sl_optimizer_options o = sl_adamw(1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f);
+    return sl_net_set_optimizer(s->net[i], &o);
+}
+
+static sl_status lm_report(run_state *s, int i)
+{
+    sl_memory_report r;
+    sl_shape sh = {LM_BATCH, 1, LM_SEQ, 1};
+    return sl_net_memory_report(s->net[i], sh, SL_MODE_TRAIN, &r);
+}
+
+static sl_status train_tokens(run_state *s, int i)
+{
+    sl_step_result r;
+    return sl_net_train_step_tokens(s->net[i], s->ids, s->targets, LM_BATCH, LM_SEQ, &r);
+}
+
+static sl_status save_pretrained(run_state *s, int i)
+{
+    sl_gpt2_config c = lm_config();
+    return sl_gpt2_save_pretrained(s->net[i], &c, s->gpt2_dir);
+}
+
+static sl_status read_config(run_state *s, int i)
+{
+    (void)i;
+    return sl_gpt2_read_config(s->snap_path, &s->read_back);
+}
+
+static sl_status predict_tokens(run_state *s, int i)
+{
+    return sl_net_predict_tokens(s->net[i], s->ids, LM_BATCH, LM_SEQ, s->logits);
+}
+
+static const stage gpt2_stages[] = {
+    {"context 0", make_context, 0},     {"net 0", make_lm_net, 0},
+    {"gpt2 0", build_gpt2, 0},          {"optimizer 0", set_adamw, 0},
+    {"report 0", lm_report, 0},         {"train 0", train_tokens, 0},
+    {"train 0 again", train_tokens, 0}, {"save pretrained", save_pretrained, 0},
+    {"read config", read_config, 1},    {"context 1", make_context, 1},
+    {"net 1", make_lm_net, 1},          {"gpt2 1", build_gpt2, 1},
+    {"load model", load_model, 1},      {"optimizer 1", set_adamw, 1},
+    {"train 1", train_tokens, 1},       {"predict 1", predict_tokens, 1},
+};
+
+typedef struct scenario {
+    const char *name;
+    const stage *stages;
+    size_t n_stages;
+    int lm; /* GPT-2's files and inputs */
+} scenario;
+
+static const scenario resnet_run = {"resnet20", resnet_stages,
+                                    sizeof resnet_stages / sizeof *resnet_stages, 0};
+static const scenario gpt2_run = {"gpt2", gpt2_stages, sizeof gpt2_stages / sizeof *gpt2_stages, 1};
 
 static uint8_t *read_file(const char *path, size_t *n)
 {
@@ -135,31 +232,49 @@ static uint8_t *read_file(const char *path, size_t *n)
     return b;
 }
 
-/* One run with the fail_at-th allocation failing (0: none). */
-static void one_run(long fail_at, run_result *out)
+static void set_paths(run_state *s, const scenario *sc)
 {
-    run_state *s = calloc(1, sizeof *s);
-    ck_assert(s);
     th_fill_normal(s->x, sizeof s->x / sizeof s->x[0], 5, 1.0f);
     for (int b = 0; b < BATCH; b++)
         s->labels[b] = b % CLASSES;
-    snprintf(s->model_path, sizeof s->model_path, "%s/model.safetensors", g_dir);
-    snprintf(s->snap_path, sizeof s->snap_path, "%s/snap.safetensors", g_dir);
+    for (int t = 0; t < LM_BATCH * LM_SEQ; t++) {
+        s->ids[t] = (7 * t + 3) % LM_VOCAB;
+        s->targets[t] = (5 * t + 1) % LM_VOCAB;
+    }
+    if (sc->lm) {
+        snprintf(s->gpt2_dir, sizeof s->gpt2_dir, "%s/gpt2", g_dir);
+        snprintf(s->model_path, sizeof s->model_path, "%s/model.safetensors", s->gpt2_dir);
+        snprintf(s->snap_path, sizeof s->snap_path, "%s/config.json", s->gpt2_dir);
+    } else {
+        snprintf(s->model_path, sizeof s->model_path, "%s/model.safetensors", g_dir);
+        snprintf(s->snap_path, sizeof s->snap_path, "%s/snap.safetensors", g_dir);
+    }
+}
+
+/* One run of sc with the fail_at-th allocation failing (0: none). */
+static void one_run(const scenario *sc, long fail_at, run_result *out)
+{
+    run_state *s = calloc(1, sizeof *s);
+    ck_assert(s);
+    set_paths(s, sc);
+    const stage *stages = sc->stages;
     memset(out, 0, sizeof *out);
     sl_test_alloc_fail_at(fail_at ? fail_at : -1);
-    for (size_t k = 0; k < sizeof stages / sizeof stages[0]; k++) {
+    for (size_t k = 0; k < sc->n_stages; k++) {
         sl_status st = stages[k].fn(s, stages[k].net);
         if (st != SL_OK) {
-            ck_assert_msg(st == SL_ERR_NOMEM, "allocation %ld, %s: %s (%s)", fail_at,
+            /* The status and the message of the failure itself, whatever
+             * layer of the library it passed through on its way up. */
+            ck_assert_msg(st == SL_ERR_NOMEM, "%s, allocation %ld, %s: %s (%s)", sc->name, fail_at,
                           stages[k].name, sl_status_name(st), sl_last_error());
-            ck_assert_msg(strstr(sl_last_error(), "memory") != NULL,
-                          "allocation %ld, %s: message '%s' does not say out of memory", fail_at,
-                          stages[k].name, sl_last_error());
+            ck_assert_msg(strstr(sl_last_error(), "out of memory") != NULL,
+                          "%s, allocation %ld, %s: message '%s' does not say out of memory",
+                          sc->name, fail_at, stages[k].name, sl_last_error());
             out->failures++;
             snprintf(out->stage, sizeof out->stage, "%s", stages[k].name);
             st = stages[k].fn(s, stages[k].net); /* the retry, fault-free */
-            ck_assert_msg(st == SL_OK, "allocation %ld, %s: the retry failed: %s", fail_at,
-                          stages[k].name, sl_last_error());
+            ck_assert_msg(st == SL_OK, "%s, allocation %ld, %s: the retry failed: %s", sc->name,
+                          fail_at, stages[k].name, sl_last_error());
         }
     }
     long counted = sl_test_alloc_count();
@@ -191,17 +306,20 @@ static void free_result(run_result *r)
     free(r->snap_file);
 }
 
-START_TEST(test_every_allocation_failure_is_nomem_and_changes_nothing)
+/* Every allocation of sc's run failing in turn: the call that meets it
+ * says SL_ERR_NOMEM, "out of memory", and its retry ends the run as the
+ * fault-free run ends. */
+static void every_allocation_failure(const scenario *sc)
 {
     run_result clean, faulty;
-    one_run(0, &clean);
+    one_run(sc, 0, &clean);
     long total = clean.failures;
     ck_assert_int_gt(total, 100);
     /* Under SL_TEST_QUICK (the sanitizer run), every third allocation. */
     long step = getenv("SL_TEST_QUICK") ? 3 : 1;
     int failed_calls = 0;
     for (long n = 1; n <= total; n += step) {
-        one_run(n, &faulty);
+        one_run(sc, n, &faulty);
         ck_assert_msg(faulty.failures == 1, "allocation %ld of %ld met no call (%d)", n, total,
                       faulty.failures);
         failed_calls++;
@@ -219,9 +337,22 @@ START_TEST(test_every_allocation_failure_is_nomem_and_changes_nothing)
                       "allocation %ld (%s): the snapshot differs", n, faulty.stage);
         free_result(&faulty);
     }
-    printf("%ld allocations in a run; %d runs with one failing, each SL_ERR_NOMEM, retried to "
-           "the fault-free result\n", total, failed_calls);
+    printf("%s: %ld allocations in a run; %d runs with one failing, each SL_ERR_NOMEM, retried "
+           "to the fault-free result\n", sc->name, total, failed_calls);
     free_result(&clean);
+}
+
+START_TEST(test_every_allocation_failure_is_nomem_and_changes_nothing)
+{
+    every_allocation_failure(&resnet_run);
+}
+END_TEST
+
+/* Building GPT-2 (blocks of blocks), its token runs and its Hugging Face
+ * directory: the status and message of every failure reach the caller. */
+START_TEST(test_every_allocation_failure_of_gpt2_is_nomem_and_changes_nothing)
+{
+    every_allocation_failure(&gpt2_run);
 }
 END_TEST
 
@@ -274,6 +405,7 @@ int main(void)
     tcase_add_test(tc, test_model_build_failure_leaves_the_network_empty);
     tcase_add_test(tc, test_constructor_out_of_memory_is_nomem);
     tcase_add_test(tc, test_every_allocation_failure_is_nomem_and_changes_nothing);
+    tcase_add_test(tc, test_every_allocation_failure_of_gpt2_is_nomem_and_changes_nothing);
     suite_add_tcase(s, tc);
     int failed = th_run_suite(s);
     char cmd[PATH_LEN + 16];

@@ -166,6 +166,60 @@ START_TEST(test_usage_errors)
 }
 END_TEST
 
+/* A bad shape flag names its bound; products of the flags are checked
+ * before anything is built; a train run of a GPT-2 too large for memory
+ * is refused by sl_model_gpt2 before its first layer, while plan, which
+ * allocates no model, still plans it. */
+START_TEST(test_shape_flags_and_model_size_are_checked_first)
+{
+    const char *shard = write_shard("big.bin", 3000);
+    struct {
+        const char *args, *says;
+        int status;
+    } cases[] = {
+        {"plan --model gpt2 --layers 1001", "bad value '1001' for --layers: an integer from 1 to 1000", 2},
+        {"plan --model gpt2 --embd 65537", "for --embd: an integer from 1 to 65536", 2},
+        {"plan --model gpt2 --vocab 65537", "for --vocab: an integer from 2 to 65536", 2},
+        {"plan --model gpt2 --seq 4096 --context 4096 --batch 65536",
+         "--batch 65536 x --seq 4096 = 268435456 tokens per step; at most 2147483647", 0},
+        {"plan --model gpt2 --layers 1000 --embd 65536 --heads 4096 --vocab 65536 --context 1048576 "
+         "--seq 1048576 --batch 65536 --schedule none --json",
+         "--batch 65536 x --seq 1048576 = 68719476736 tokens per step; at most 2147483647", 2},
+        {"plan --model gpt2 --layers 1000 --embd 65536 --heads 4096 --vocab 65536 --context 1048576 "
+         "--seq 1048576 --batch 2047 --schedule none --json",
+         "more than 2^56 bytes (64 PiB)", 1},
+        {"plan --model resnet20 --batch 65536 --res 8192",
+         "--batch 65536 x --res 8192 x 8192 = 4398046511104 pixel positions per step", 2},
+        {"train --model gpt2 --layers 1000 --embd 65536 --heads 64 --seq 16 --data SHARD",
+         "sl_model_gpt2: the network needs", 1},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char args[512];
+        const char *at = strstr(cases[i].args, "SHARD");
+        if (at)
+            snprintf(args, sizeof args, "%.*s%s%s", (int)(at - cases[i].args), cases[i].args, shard,
+                     at + 5);
+        else
+            snprintf(args, sizeof args, "%s", cases[i].args);
+        cr_result r = cr_run(SL_CLI_PATH, "%s", args);
+        if (cases[i].status == 0) /* within the bound: no such message */
+            ck_assert_msg(!strstr(r.err, "tokens per step"), "%s: %s", args, r.err);
+        else
+            ck_assert_msg(r.status == cases[i].status && strstr(r.err, cases[i].says),
+                          "%s: status %d, %s", args, r.status, r.err);
+        cr_free(&r);
+    }
+    /* 4 layers of embd 65536 (768 GiB of weights) plan on any machine. */
+    cr_result r = cr_run(SL_CLI_PATH, "plan --model gpt2 --layers 4 --embd 65536 --heads 64 "
+                         "--seq 2 --context 2 --batch 1 --schedule none --json");
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    cJSON *j = cr_json(&r);
+    ck_assert(cr_num(j, "planned_bytes.params") > 768.0 * (1 << 30));
+    cJSON_Delete(j);
+    cr_free(&r);
+}
+END_TEST
+
 int main(void)
 {
     cr_init();
@@ -176,6 +230,7 @@ int main(void)
     tcase_add_test(t, test_plan_fixed_part);
     tcase_add_test(t, test_resume_exact);
     tcase_add_test(t, test_usage_errors);
+    tcase_add_test(t, test_shape_flags_and_model_size_are_checked_first);
     suite_add_tcase(s, t);
     int failed = th_run_suite(s);
     cr_cleanup();

@@ -8,6 +8,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -23,6 +24,8 @@ enum {
     MAX_RES = 8192,
     MAX_CLASSES = 1000000,
     MAX_SEQ = 1 << 20,
+    /* GPT-2's depth on the command line: its runs plan every layer */
+    MAX_LAYERS = 1000,
 };
 
 typedef enum opt_id {
@@ -328,6 +331,38 @@ int cli_parse_int(const char *s, long lo, long hi, int *out)
     return 0;
 }
 
+/* The shape flags and their bounds, which the message of a bad value
+ * names; each is within what the library accepts (SL_GPT2_MAX_*). */
+static const struct {
+    opt_id id;
+    long lo, hi;
+} g_shape_bounds[] = {
+    {OPT_BATCH, 1, MAX_BATCH},       {OPT_RES, 8, MAX_RES},
+    {OPT_CLASSES, 2, MAX_CLASSES},   {OPT_SEQ, 1, MAX_SEQ},
+    {OPT_LAYERS, 1, MAX_LAYERS},     {OPT_EMBD, 1, SL_GPT2_MAX_EMBD},
+    {OPT_HEADS, 1, 4096},            {OPT_VOCAB, 2, 65536}, /* ids are uint16 in shards */
+    {OPT_CONTEXT, 1, MAX_SEQ},
+};
+
+/* The bounds of a shape flag into lo and hi; 0 when id is not one. */
+static int shape_bounds(opt_id id, long *lo, long *hi)
+{
+    for (size_t k = 0; k < sizeof g_shape_bounds / sizeof *g_shape_bounds; k++)
+        if (g_shape_bounds[k].id == id) {
+            *lo = g_shape_bounds[k].lo;
+            *hi = g_shape_bounds[k].hi;
+            return 1;
+        }
+    return 0;
+}
+
+static int parse_shape(opt_id id, const char *v, int *out)
+{
+    long lo = 0, hi = 0;
+    shape_bounds(id, &lo, &hi);
+    return cli_parse_int(v, lo, hi, out);
+}
+
 static int parse_u64(const char *s, uint64_t *out)
 {
     char *end;
@@ -364,9 +399,9 @@ static int set_option(cli_options *o, opt_id id, const char *v)
     switch (id) {
     case OPT_MODEL: o->model = v; return is_model(v) ? 0 : -1;
     case OPT_STEPS: return cli_parse_int(v, 1, 1000000000L, &o->steps);
-    case OPT_BATCH: return cli_parse_int(v, 1, MAX_BATCH, &o->batch);
-    case OPT_RES: o->res_set = 1; return cli_parse_int(v, 8, MAX_RES, &o->res);
-    case OPT_CLASSES: o->classes_set = 1; return cli_parse_int(v, 2, MAX_CLASSES, &o->classes);
+    case OPT_BATCH: return parse_shape(id, v, &o->batch);
+    case OPT_RES: o->res_set = 1; return parse_shape(id, v, &o->res);
+    case OPT_CLASSES: o->classes_set = 1; return parse_shape(id, v, &o->classes);
     case OPT_THREADS: return cli_parse_int(v, 0, 4096, &o->threads);
     case OPT_EVAL: return cli_parse_int(v, 0, 1000000000L, &o->eval_samples);
     case OPT_LOG_EVERY: return cli_parse_int(v, 1, 1000000000L, &o->log_every);
@@ -428,12 +463,12 @@ static int set_option(cli_options *o, opt_id id, const char *v)
     }
     case OPT_ACCUM: return cli_parse_int(v, 1, 1000000, &o->accum);
     case OPT_UPDATE_IN_BACKWARD: o->update_in_backward = 1; return 0;
-    case OPT_SEQ: return cli_parse_int(v, 1, MAX_SEQ, &o->seq);
-    case OPT_LAYERS: return cli_parse_int(v, 1, 1000, &o->layers);
-    case OPT_EMBD: return cli_parse_int(v, 1, 65536, &o->embd);
-    case OPT_HEADS: return cli_parse_int(v, 1, 4096, &o->heads);
-    case OPT_VOCAB: return cli_parse_int(v, 2, 65536, &o->vocab); /* ids are uint16 in shards */
-    case OPT_CONTEXT: return cli_parse_int(v, 1, MAX_SEQ, &o->context);
+    case OPT_SEQ: return parse_shape(id, v, &o->seq);
+    case OPT_LAYERS: return parse_shape(id, v, &o->layers);
+    case OPT_EMBD: return parse_shape(id, v, &o->embd);
+    case OPT_HEADS: return parse_shape(id, v, &o->heads);
+    case OPT_VOCAB: return parse_shape(id, v, &o->vocab);
+    case OPT_CONTEXT: return parse_shape(id, v, &o->context);
     case OPT_DROPOUT: {
         char *end;
         errno = 0;
@@ -492,6 +527,10 @@ static int check_lm(const char *cmd, cli_options *o)
                                     "(--context)", o->seq, o->context);
     if (o->embd % o->heads != 0)
         return cli_usage_error(cmd, "--embd %d is not a multiple of --heads %d", o->embd, o->heads);
+    /* a step's positions are counted in int by the kernels (as the library checks) */
+    if ((int64_t)o->batch * o->seq > INT_MAX)
+        return cli_usage_error(cmd, "--batch %d x --seq %d = %lld tokens per step; at most %d",
+                               o->batch, o->seq, (long long)o->batch * o->seq, INT_MAX);
     if (o->cmd != CLI_TRAIN)
         return 0;
     if (strcmp(o->dataset, "synthetic") != 0)
@@ -526,6 +565,10 @@ static int check_combination(const char *cmd, cli_options *o)
     if (o->lm_options)
         return cli_usage_error(cmd, "--seq, --layers, --embd, --heads, --vocab, --context, "
                                     "--dropout, --val and --load-model apply to --model gpt2");
+    if ((int64_t)o->batch * o->res * o->res > INT_MAX)
+        return cli_usage_error(cmd, "--batch %d x --res %d x %d = %lld pixel positions per step; "
+                               "at most %d", o->batch, o->res, o->res,
+                               (long long)o->batch * o->res * o->res, INT_MAX);
     if (o->cmd != CLI_TRAIN)
         return 0;
     int synthetic = strcmp(o->dataset, "synthetic") == 0;
@@ -582,9 +625,12 @@ int cli_parse(cli_command cmd, int argc, char **argv, cli_options *o, int *help)
         }
         lr_set |= spec->id == OPT_LR;
         o->lm_options |= spec->id >= OPT_SEQ && spec->id <= OPT_LOAD_MODEL;
+        long lo, hi;
         if (set_option(o, spec->id, v) != 0)
-            return spec->id == OPT_MODEL
-                       ? cli_usage_error(name, "unknown model '%s'", v)
+            return spec->id == OPT_MODEL ? cli_usage_error(name, "unknown model '%s'", v)
+                   : shape_bounds(spec->id, &lo, &hi)
+                       ? cli_usage_error(name, "bad value '%s' for %s: an integer from %ld to %ld",
+                                         v, spec->name, lo, hi)
                        : cli_usage_error(name, "bad value '%s' for %s", v, spec->name);
     }
     if (cli_is_lm(o) && !o->optimizer_set)

@@ -79,11 +79,14 @@ int cli_build(const cli_options *o, sl_context **ctx, sl_net **net)
         what = "creating the context";
     else if (sl_sublinear(*ctx, cli_is_lm(o) ? 1 : 3, o->schedule, net) != SL_OK)
         what = "creating the network";
+    /* Off before building, which checks the model's size: with
+     * --no-memory-check, and for plan, dot and memplot, which allocate no
+     * model and may plan one for a larger machine. */
+    else if ((o->no_memory_check || o->cmd != CLI_TRAIN) && sl_net_set_memory_check(*net, 0) != SL_OK)
+        what = "turning the memory check off";
     else if (cli_is_lm(o) ? build_gpt2(o, *net) != SL_OK
                           : sl_model_build(*net, o->model, o->classes, o->res) != SL_OK)
         what = "building the model";
-    else if (o->no_memory_check && sl_net_set_memory_check(*net, 0) != SL_OK)
-        what = "turning the memory check off";
     else if (o->no_reuse && sl_net_set_memory_reuse(*net, 0) != SL_OK)
         what = "turning memory reuse off";
     else if (o->bn_rescale && sl_net_set_bn_momentum_rescale(*net, 1) != SL_OK)

@@ -171,10 +171,11 @@ SL_API sl_layer *sl_block(const char *type_name);
  *     sl_block_add(b, "bn", sl_batchnorm2d(c), 1, &t, &t);
  *     if (sl_block_add(b, "act", sl_relu(), 1, &t, &t) != SL_OK) ...
  *
- * Takes ownership of child, also when it fails. The block's output is its
- * last child's; every other child's output must be read by a later child
- * (checked when the block is added). Parameters are named
- * "<block>.<child>.<name>". */
+ * A NULL child (its constructor failed) fails with the constructor's
+ * status and message. Takes ownership of child, also when it fails. The
+ * block's output is its last child's; every other child's output must be
+ * read by a later child (checked when the block is added). Parameters are
+ * named "<block>.<child>.<name>". */
 SL_API sl_status sl_block_add(sl_layer *block, const char *name, sl_layer *child, int n_in,
                        const int *inputs, int *id);
 

@@ -38,6 +38,17 @@ typedef struct sl_gpt2_config {
                       scheme); 0: plain attention keeping the probabilities */
 } sl_gpt2_config;
 
+/* The largest value of each field sl_model_gpt2, sl_gpt2_read_config and
+ * the command accept (each field is at least 1). They keep every product
+ * of the shapes (the 4 x embd MLP, vocab x embd, the parameter count)
+ * exact in 64 bits; deeper than SL_GPT2_MAX_LAYERS is far past any
+ * published GPT (GPT-3 has 96 layers) and would only fill memory with the
+ * network's bookkeeping. heads is bounded by embd, which it divides. */
+#define SL_GPT2_MAX_LAYERS 4096
+#define SL_GPT2_MAX_EMBD 65536
+#define SL_GPT2_MAX_VOCAB (1 << 24)
+#define SL_GPT2_MAX_CONTEXT (1 << 24)
+
 /* Targets equal to this count nothing in a GPT-2 network's loss. */
 #define SL_GPT2_IGNORE_INDEX (-100)
 
@@ -52,8 +63,13 @@ SL_API sl_gpt2_config sl_gpt2_defaults(void);
  * GPT2LMHeadModel's ("transformer.h.0.attn.c_attn.weight", Conv1D weights
  * [in, out]); weights start as its _init_weights draws them (normal, std
  * 0.02, the residual projections 0.02 / sqrt(2 layers)). Train it with
- * the token runs (sl_net_train_step_tokens). On failure the network is
- * left empty. */
+ * the token runs (sl_net_train_step_tokens). A field outside [1, its
+ * SL_GPT2_MAX_*] is SL_ERR_INVALID_ARG naming it and its bound. Before a
+ * layer is built, the parameters (and, in training mode, their gradients)
+ * are checked against the memory this process may still take, as a run
+ * checks its step (sl_net_set_memory_check switches it off): a model
+ * that cannot fit is SL_ERR_NOMEM at once, naming its parameter count.
+ * On failure the network is left empty. */
 SL_API sl_status sl_model_gpt2(sl_net *net, const sl_gpt2_config *config);
 
 /* Hugging Face's directory layout for GPT-2 (GPT2LMHeadModel's

@@ -95,8 +95,9 @@ SL_API void sl_net_free(sl_net *net);
 /* Appends a layer under a name (its parameters become "name.weight" ...;
  * NULL names it by its index, as torch.nn.Sequential does). Takes
  * ownership of layer, also on failure. Fails when layer is NULL (with the
- * constructor's message), when its input channels differ from the
- * current output channels, or after the network has been run. */
+ * constructor's status and message: SL_ERR_NOMEM when it ran out of
+ * memory), when its input channels differ from the current output
+ * channels, or after the network has been run. */
 SL_API sl_status sl_net_add(sl_net *net, const char *name, sl_layer *layer);
 
 /* Number of layers added at the top level. */

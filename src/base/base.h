@@ -121,6 +121,19 @@ double sl_now_seconds(void);
     } while (0)
 
 #define SL_ALIGN 64
+/* Sums and products of byte counts that stop at UINT64_MAX instead of
+ * wrapping, so that a planned figure too large for 64 bits is refused,
+ * never reported as its remainder mod 2^64. */
+static inline uint64_t sl_add_sat(uint64_t a, uint64_t b)
+{
+    return a > UINT64_MAX - b ? UINT64_MAX : a + b;
+}
+
+static inline uint64_t sl_mul_sat(uint64_t a, uint64_t b)
+{
+    return b != 0 && a > UINT64_MAX / b ? UINT64_MAX : a * b;
+}
+
 static inline size_t sl_align_up(size_t n) { return (n + SL_ALIGN - 1) & ~(size_t)(SL_ALIGN - 1); }
 
 /* Floats a tensor of `count` floats takes in a block of tensors (parameters,

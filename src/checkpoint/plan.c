@@ -158,9 +158,9 @@ static sl_status assign_offsets(const sl_program *p, sl_plan *pl)
             }
             qsort(conflicts, (size_t)nc, sizeof *conflicts, cmp_placed);
             for (int j = 0; j < nc; j++) {
-                if (conflicts[j].offset >= offset + bytes)
+                if (conflicts[j].offset >= sl_add_sat(offset, bytes))
                     break; /* the gap before this one fits */
-                size_t end = conflicts[j].offset + conflicts[j].bytes;
+                size_t end = sl_add_sat(conflicts[j].offset, conflicts[j].bytes);
                 if (end > offset)
                     offset = end;
             }
@@ -168,12 +168,15 @@ static sl_status assign_offsets(const sl_program *p, sl_plan *pl)
             offset = arena;
         }
         pl->offset[v] = offset;
-        if (offset + bytes > arena)
-            arena = offset + bytes;
+        if (sl_add_sat(offset, bytes) > arena)
+            arena = sl_add_sat(offset, bytes);
     }
     pl->arena_bytes = arena;
     free(roots);
     free(conflicts);
+    if (arena == UINT64_MAX) /* the shape pass's bound keeps this out of reach */
+        return sl_set_error(SL_ERR_NOMEM, "the planned arena is 2^64 bytes or more; use a smaller "
+                            "batch, input or model");
     return SL_OK;
 }
 
@@ -189,14 +192,17 @@ static sl_status compute_peaks(const sl_program *p, sl_plan *pl)
     for (int v = 0; v < p->n_values; v++) {
         if (pl->alias[v] != v || p->values[v].external || pl->first[v] < 0)
             continue;
-        for (int s = pl->first[v]; s <= pl->last[v]; s++)
-            live[(size_t)s * SL_VALUE_KIND_COUNT + p->values[v].kind] += sl_align_up(p->values[v].bytes);
+        for (int s = pl->first[v]; s <= pl->last[v]; s++) {
+            size_t *at = &live[(size_t)s * SL_VALUE_KIND_COUNT + p->values[v].kind];
+            *at = sl_add_sat(*at, sl_align_up(p->values[v].bytes));
+        }
     }
     pl->step_live = live;
     if (!pl->reuse) {
         for (int v = 0; v < p->n_values; v++)
             if (pl->alias[v] == v && !p->values[v].external && pl->first[v] >= 0)
-                pl->category_peak[p->values[v].kind] += sl_align_up(p->values[v].bytes);
+                pl->category_peak[p->values[v].kind] =
+                    sl_add_sat(pl->category_peak[p->values[v].kind], sl_align_up(p->values[v].bytes));
         pl->live_peak = pl->arena_bytes;
         return SL_OK;
     }
@@ -204,7 +210,7 @@ static sl_status compute_peaks(const sl_program *p, sl_plan *pl)
         size_t total = 0;
         for (int k = 0; k < SL_VALUE_KIND_COUNT; k++) {
             size_t b = live[(size_t)s * SL_VALUE_KIND_COUNT + k];
-            total += b;
+            total = sl_add_sat(total, b);
             if (b > pl->category_peak[k])
                 pl->category_peak[k] = b;
         }

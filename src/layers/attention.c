@@ -62,7 +62,7 @@ static sl_status attention_infer(const sl_layer *l, const sl_backend *be, int n_
      * backward's four products (five with flash's recomputed scores) */
     cost->fwd_flops = 4 * pairs * (uint64_t)d.d + 5 * pairs;
     cost->bwd_flops = (at->flash ? 10 : 8) * pairs * (uint64_t)d.d + 8 * pairs;
-    cost->saved_bytes = (at->flash ? bh * t : bh * t * t) * sizeof(float);
+    cost->saved_bytes = sl_mul_sat(at->flash ? bh * t : sl_mul_sat(bh * t, t), sizeof(float));
     cost->ws_fwd_bytes = be->attention_workspace_bytes(be, &d, 0);
     cost->ws_bwd_bytes = be->attention_workspace_bytes(be, &d, 1);
     return SL_OK;

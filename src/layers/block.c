@@ -118,8 +118,9 @@ static int block_out_channels(const sl_layer *l, int in_c)
     for (int k = 0; k < n && out >= 0; k++)
         ch[k + 1] = out = child_channels(b, k, ch);
     free(ch);
-    if (out < 0)
-        sl_set_error(SL_ERR_SHAPE, "block '%s': %s", sl_layer_label(l), sl_last_error());
+    if (out < 0) /* a nested block out of memory stays out of memory */
+        sl_set_error(sl_error_status() == SL_ERR_NOMEM ? SL_ERR_NOMEM : SL_ERR_SHAPE, "block '%s': %s",
+                     sl_layer_label(l), sl_last_error());
     return out;
 }
 
@@ -185,8 +186,11 @@ static sl_status check_child(const block *b, const char *name, const sl_layer *c
 static int block_add(sl_layer *l, const char *name, sl_layer *child, int n_in, const int *inputs)
 {
     if (!child) {
-        sl_set_error(SL_ERR_INVALID_ARG, "sl_block_add: layer is NULL (its constructor failed: %s)",
-                     sl_last_error());
+        /* The constructor's status (out of memory above all) travels up
+         * with its message; a NULL with no failure recorded is the caller's. */
+        sl_status why = sl_error_status();
+        sl_set_error(why != SL_OK ? why : SL_ERR_INVALID_ARG,
+                     "sl_block_add: layer is NULL (its constructor failed: %s)", sl_last_error());
         return -1;
     }
     if (!l || !is_block(l)) {

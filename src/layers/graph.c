@@ -5,6 +5,8 @@
  * by construction. The shape pass computes every tensor's shape and every
  * node's cost for one input shape without running a kernel.
  */
+#include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -81,6 +83,27 @@ void sl_graph_release(sl_graph *g)
     memset(g, 0, sizeof *g);
 }
 
+/* A tensor's bytes, UINT64_MAX for any shape past 64 bits. */
+static uint64_t shape_bytes(sl_shape s)
+{
+    uint64_t n = sl_mul_sat(sl_mul_sat((uint64_t)s.n, (uint64_t)s.c), (uint64_t)s.h);
+    return sl_mul_sat(sl_mul_sat(n, (uint64_t)s.w), sizeof(float));
+}
+
+static sl_status too_large(sl_shape input, uint64_t bytes)
+{
+    char total[48];
+    if (bytes == UINT64_MAX)
+        snprintf(total, sizeof total, "2^64 bytes or more");
+    else
+        snprintf(total, sizeof total, "%llu bytes", (unsigned long long)bytes);
+    return sl_set_error(SL_ERR_NOMEM, "the tensors of one step on input %dx%dx%dx%d (outputs, "
+                        "saved state and workspaces) total %s, more than 2^56 bytes (64 PiB), "
+                        "beyond any machine and past what its planned figures can count in 64 "
+                        "bits; use a smaller batch, input or model", input.n, input.c, input.h,
+                        input.w, total);
+}
+
 sl_status sl_shapes_compute(const sl_graph *g, const sl_backend *be, sl_shape input,
                             sl_shapes *out)
 {
@@ -96,7 +119,8 @@ sl_status sl_shapes_compute(const sl_graph *g, const sl_backend *be, sl_shape in
         return sl_set_error(SL_ERR_NOMEM, "out of memory in the shape pass");
     }
     s.tensor[0] = input;
-    s.bytes[0] = sl_shape_count(input) * sizeof(float);
+    s.bytes[0] = shape_bytes(input);
+    uint64_t step_bytes = s.bytes[0];
     for (int i = 0; i < g->n_nodes; i++) {
         const sl_graph_node *nd = &g->nodes[i];
         sl_shape in[SL_MAX_INPUTS];
@@ -109,9 +133,16 @@ sl_status sl_shapes_compute(const sl_graph *g, const sl_backend *be, sl_shape in
             return st;
         }
         s.tensor[nd->out] = o;
-        s.bytes[nd->out] = sl_shape_count(o) * sizeof(float);
-        s.fwd_flops += s.cost[i].fwd_flops;
-        s.bwd_flops += s.cost[i].bwd_flops;
+        s.bytes[nd->out] = shape_bytes(o);
+        const sl_layer_cost *c = &s.cost[i];
+        step_bytes = sl_add_sat(step_bytes, sl_add_sat(s.bytes[nd->out], c->saved_bytes));
+        step_bytes = sl_add_sat(step_bytes, sl_add_sat(c->ws_fwd_bytes, c->ws_bwd_bytes));
+        s.fwd_flops = sl_add_sat(s.fwd_flops, c->fwd_flops);
+        s.bwd_flops = sl_add_sat(s.bwd_flops, c->bwd_flops);
+    }
+    if (step_bytes > SL_MAX_STEP_BYTES) {
+        sl_shapes_release(&s);
+        return too_large(input, step_bytes);
     }
     sl_shape last = s.tensor[g->n_nodes];
     if (g->head) {
@@ -120,7 +151,14 @@ sl_status sl_shapes_compute(const sl_graph *g, const sl_backend *be, sl_shape in
             return sl_set_error(SL_ERR_SHAPE, "the language-model head reads rows of %d channels but "
                                 "the last layer gives %d", g->head->channels, last.c);
         }
-        int rows = last.n * last.h * last.w;
+        uint64_t positions = (uint64_t)last.n * (uint64_t)last.h * (uint64_t)last.w;
+        if (positions > INT_MAX) {
+            sl_shapes_release(&s);
+            return sl_set_error(SL_ERR_SHAPE, "the language-model head reads %llu positions; the "
+                                "kernels count them in int, at most %d",
+                                (unsigned long long)positions, INT_MAX);
+        }
+        int rows = (int)positions;
         s.loss_ws_bytes = sl_lm_head_ws_bytes(g->head, rows);
         s.fwd_flops += sl_lm_head_fwd_flops(g->head, rows);
         s.bwd_flops += sl_lm_head_bwd_flops(g->head, rows);

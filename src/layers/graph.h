@@ -56,7 +56,15 @@ typedef struct sl_shapes {
                                       cross-entropy's, or the LM head's */
 } sl_shapes;
 
-/* Shape pass. On failure the message names the layer and the shapes. */
+/* The most bytes the tensors of one step (each node's output, saved
+ * state and workspaces, and the input) may total: 64 PiB, far beyond any
+ * machine. Every planned figure is a sum of fewer than 2^7 times this
+ * (each value of a step, its gradient and re-forwarded copies, placed
+ * once), so none can wrap past 2^64. */
+#define SL_MAX_STEP_BYTES ((uint64_t)1 << 56)
+
+/* Shape pass. On failure the message names the layer and the shapes; a
+ * step whose tensors total more than SL_MAX_STEP_BYTES is SL_ERR_NOMEM. */
 sl_status sl_shapes_compute(const sl_graph *g, const sl_backend *be, sl_shape input,
                             sl_shapes *out);
 void sl_shapes_release(sl_shapes *s);

@@ -13,6 +13,8 @@
  * every LayerNorm, matmul, attention core, GELU and add inside.
  */
 #include <math.h>
+#include <stddef.h>
+#include <stdio.h>
 
 #include "base/base.h"
 #include "models/models.h"
@@ -24,12 +26,26 @@ sl_gpt2_config sl_gpt2_defaults(void)
     return c;
 }
 
+/* Each field in [1, its bound], so that every product below is exact in 64 bits. */
 static sl_status check_config(const sl_gpt2_config *c)
 {
-    if (c->layers < 1 || c->embd < 1 || c->heads < 1 || c->vocab < 1 || c->context < 1)
-        return sl_set_error(SL_ERR_INVALID_ARG, "sl_model_gpt2: layers %d, embd %d, heads %d, vocab %d "
-                            "and context %d must all be >= 1", c->layers, c->embd, c->heads, c->vocab,
-                            c->context);
+    static const struct {
+        const char *name, *hf;
+        size_t offset;
+        int max;
+    } fields[] = {
+        {"layers", "n_layer", offsetof(sl_gpt2_config, layers), SL_GPT2_MAX_LAYERS},
+        {"embd", "n_embd", offsetof(sl_gpt2_config, embd), SL_GPT2_MAX_EMBD},
+        {"heads", "n_head", offsetof(sl_gpt2_config, heads), SL_GPT2_MAX_EMBD},
+        {"vocab", "vocab_size", offsetof(sl_gpt2_config, vocab), SL_GPT2_MAX_VOCAB},
+        {"context", "n_positions", offsetof(sl_gpt2_config, context), SL_GPT2_MAX_CONTEXT},
+    };
+    for (size_t k = 0; k < sizeof fields / sizeof *fields; k++) {
+        int v = *(const int *)((const char *)c + fields[k].offset);
+        if (v < 1 || v > fields[k].max)
+            return sl_set_error(SL_ERR_INVALID_ARG, "sl_model_gpt2: %s (%s) is %d; it must be from 1 "
+                                "to %d", fields[k].name, fields[k].hf, v, fields[k].max);
+    }
     if (c->embd % c->heads != 0)
         return sl_set_error(SL_ERR_INVALID_ARG, "sl_model_gpt2: embd %d is not a multiple of heads %d",
                             c->embd, c->heads);
@@ -41,6 +57,40 @@ static sl_status check_config(const sl_gpt2_config *c)
     return SL_OK;
 }
 
+/* GPT2LMHeadModel's parameter count: wte, wpe, per block ln_1, c_attn
+ * (C x 3C + 3C), c_proj (C x C + C), ln_2, c_fc (C x 4C + 4C), c_proj
+ * (4C x C + C), and ln_f. Under check_config's bounds at most about 2^58. */
+static uint64_t gpt2_param_count(const sl_gpt2_config *c)
+{
+    uint64_t C = (uint64_t)c->embd;
+    uint64_t block = 12 * C * C + 13 * C;
+    return ((uint64_t)c->vocab + (uint64_t)c->context) * C + (uint64_t)c->layers * block + 2 * C;
+}
+
+static void advise_smaller(void *user, uint64_t room, char *buf, size_t n)
+{
+    (void)user;
+    (void)room;
+    snprintf(buf, n, "use a smaller model (fewer layers, a narrower embedding, a smaller "
+             "vocabulary or context)");
+}
+
+/* The model's fixed bytes, checked before any layer is built: the
+ * parameters, and their gradients when the network trains (the optimizer
+ * and the step's arena are checked by the first run). */
+static sl_status check_model_size(sl_net *net, const sl_gpt2_config *c)
+{
+    uint64_t params = gpt2_param_count(c);
+    uint64_t bytes = params * sizeof(float) * (net->mode == SL_MODE_TRAIN ? 2 : 1);
+    char what[160];
+    snprintf(what, sizeof what, "GPT-2's %llu parameters%s (%d layers, embd %d, vocab %d, context "
+             "%d)", (unsigned long long)params,
+             net->mode == SL_MODE_TRAIN ? " and their gradients" : "", c->layers, c->embd,
+             c->vocab, c->context);
+    sl_room_request rq = {.arena = bytes, .what = what, .advise = advise_smaller};
+    return sl_net_check_room(net, &rq, "sl_model_gpt2");
+}
+
 /* Adds child to block b reading `in`, into *t; a failure is kept in *st. */
 static void add(sl_layer *b, const char *name, sl_layer *child, int n_in, const int *in, int *t,
                 sl_status *st)
@@ -50,6 +100,18 @@ static void add(sl_layer *b, const char *name, sl_layer *child, int n_in, const 
         return;
     }
     *st = sl_block_add(b, name, child, n_in, in, t);
+}
+
+/* A projection back into the residual stream, drawn with GPT-2's smaller
+ * std; NULL (the constructor's error kept for add) when it cannot be made. */
+static sl_layer *resid_proj(int in, int out, float std)
+{
+    sl_layer *proj = sl_conv1d(in, out);
+    if (proj && sl_conv1d_set_init_std(proj, std) != 0) {
+        sl_layer_free(proj);
+        return NULL;
+    }
+    return proj;
 }
 
 /* One block: x + attn(ln_1(x)), then h + mlp(ln_2(h)). */
@@ -65,9 +127,7 @@ static sl_layer *gpt2_block(const sl_gpt2_config *c)
     add(b, "ln_1", sl_layernorm(C, c->ln_eps), 1, &x, &t, &st);
     add(b, "attn.c_attn", sl_conv1d(C, 3 * C), 1, &t, &t, &st);
     add(b, "attn.core", sl_causal_attention(C, c->heads, c->dropout, c->flash), 1, &t, &t, &st);
-    sl_layer *proj = sl_conv1d(C, C);
-    sl_conv1d_set_init_std(proj, resid_std);
-    add(b, "attn.c_proj", proj, 1, &t, &t, &st);
+    add(b, "attn.c_proj", resid_proj(C, C, resid_std), 1, &t, &t, &st);
     if (c->dropout > 0.0f)
         add(b, "attn.resid_dropout", sl_dropout(c->dropout), 1, &t, &t, &st);
     int r1[2] = {x, t};
@@ -75,9 +135,7 @@ static sl_layer *gpt2_block(const sl_gpt2_config *c)
     add(b, "ln_2", sl_layernorm(C, c->ln_eps), 1, &h, &t, &st);
     add(b, "mlp.c_fc", sl_conv1d(C, 4 * C), 1, &t, &t, &st);
     add(b, "mlp.act", sl_gelu(), 1, &t, &t, &st);
-    proj = sl_conv1d(4 * C, C);
-    sl_conv1d_set_init_std(proj, resid_std);
-    add(b, "mlp.c_proj", proj, 1, &t, &t, &st);
+    add(b, "mlp.c_proj", resid_proj(4 * C, C, resid_std), 1, &t, &t, &st);
     if (c->dropout > 0.0f)
         add(b, "mlp.dropout", sl_dropout(c->dropout), 1, &t, &t, &st);
     int r2[2] = {h, t};
@@ -112,6 +170,8 @@ sl_status sl_model_gpt2(sl_net *net, const sl_gpt2_config *config)
         return sl_set_error(SL_ERR_STATE, "sl_model_gpt2: GPT-2 is built into an empty network of 1 "
                             "input channel (token ids); this one has %d layer(s) and %d channel(s)",
                             sl_net_layer_count(net), net->in_channels);
+    if ((st = check_model_size(net, config)) != SL_OK)
+        return st;
     int out_channels = net->out_channels;
     st = build(net, config);
     if (st == SL_OK)

@@ -184,7 +184,9 @@ static char *join_path(const char *dir, const char *name)
 
 static int config_valid(const sl_gpt2_config *c)
 {
-    return c->layers >= 1 && c->embd >= 1 && c->heads >= 1 && c->vocab >= 1 && c->context >= 1 &&
+    return c->layers >= 1 && c->layers <= SL_GPT2_MAX_LAYERS && c->embd >= 1 &&
+           c->embd <= SL_GPT2_MAX_EMBD && c->heads >= 1 && c->vocab >= 1 &&
+           c->vocab <= SL_GPT2_MAX_VOCAB && c->context >= 1 && c->context <= SL_GPT2_MAX_CONTEXT &&
            c->embd % c->heads == 0 && c->dropout >= 0.0f && c->dropout < 1.0f && c->ln_eps > 0.0f;
 }
 
@@ -251,17 +253,17 @@ static const sl_json_value *member(const config_reader *r, const char *key)
     return found;
 }
 
-/* A required positive integer. */
-static sl_status read_int(const config_reader *r, const char *key, int *out)
+/* A required integer from 1 to max (sl_model_gpt2's bound of the field). */
+static sl_status read_int(const config_reader *r, const char *key, int max, int *out)
 {
     const sl_json_value *v = member(r, key);
     if (!v)
         return sl_set_error(SL_ERR_FORMAT,
                             "%s: '%s' has no \"%s\" (a GPT-2 config.json names n_layer, n_embd, "
                             "n_head, vocab_size and n_positions)", READ_FN, r->path, key);
-    if (v->type != SL_JSON_NUMBER || !v->is_uint || v->uint < 1 || v->uint > 0x7fffffff)
+    if (v->type != SL_JSON_NUMBER || !v->is_uint || v->uint < 1 || v->uint > (uint64_t)max)
         return sl_set_error(SL_ERR_FORMAT, "%s: '%s': \"%s\" must be an integer from 1 to %d",
-                            READ_FN, r->path, key, 0x7fffffff);
+                            READ_FN, r->path, key, max);
     *out = (int)v->uint;
     return SL_OK;
 }
@@ -314,11 +316,11 @@ static sl_status read_tree(const config_reader *r, sl_gpt2_config *c)
                             "(GPT2LMHeadModel) is supported", READ_FN, r->path, shown);
     }
     sl_status st;
-    if ((st = read_int(r, "n_layer", &c->layers)) != SL_OK ||
-        (st = read_int(r, "n_embd", &c->embd)) != SL_OK ||
-        (st = read_int(r, "n_head", &c->heads)) != SL_OK ||
-        (st = read_int(r, "vocab_size", &c->vocab)) != SL_OK ||
-        (st = read_int(r, "n_positions", &c->context)) != SL_OK)
+    if ((st = read_int(r, "n_layer", SL_GPT2_MAX_LAYERS, &c->layers)) != SL_OK ||
+        (st = read_int(r, "n_embd", SL_GPT2_MAX_EMBD, &c->embd)) != SL_OK ||
+        (st = read_int(r, "n_head", SL_GPT2_MAX_EMBD, &c->heads)) != SL_OK ||
+        (st = read_int(r, "vocab_size", SL_GPT2_MAX_VOCAB, &c->vocab)) != SL_OK ||
+        (st = read_int(r, "n_positions", SL_GPT2_MAX_CONTEXT, &c->context)) != SL_OK)
         return st;
     if (c->embd % c->heads != 0)
         return sl_set_error(SL_ERR_FORMAT, "%s: '%s': n_embd %d is not a multiple of n_head %d",
@@ -351,8 +353,8 @@ static sl_status read_tree(const config_reader *r, sl_gpt2_config *c)
     if (inner && inner->type != SL_JSON_NULL &&
         !(inner->type == SL_JSON_NUMBER && inner->is_uint && inner->uint == 4 * (uint64_t)c->embd))
         return sl_set_error(SL_ERR_UNSUPPORTED,
-                            "%s: '%s': n_inner must be null or 4 * n_embd = %d (the MLP's width)",
-                            READ_FN, r->path, 4 * c->embd);
+                            "%s: '%s': n_inner must be null or 4 * n_embd = %llu (the MLP's width)",
+                            READ_FN, r->path, 4 * (unsigned long long)c->embd);
     if ((st = require_bool(r, "tie_word_embeddings", 1, "the LM head is tied to wte")) != SL_OK ||
         (st = require_bool(r, "scale_attn_weights", 1, "attention scales by 1/sqrt(head size)")) !=
             SL_OK ||

@@ -46,10 +46,10 @@ int sl_net_pgrad_flags(const sl_net *net)
 static fixed_part fixed_part_of(const sl_net *net)
 {
     fixed_part f;
-    f.params = (uint64_t)net->param_floats * sizeof(float);
-    f.grads = (uint64_t)sl_net_fixed_grad_floats(net, net->mode) * sizeof(float);
-    f.opt = (uint64_t)net->opt_floats * sizeof(float);
-    f.total = f.params + f.grads + f.opt;
+    f.params = sl_mul_sat(net->param_floats, sizeof(float));
+    f.grads = sl_mul_sat(sl_net_fixed_grad_floats(net, net->mode), sizeof(float));
+    f.opt = sl_mul_sat(net->opt_floats, sizeof(float));
+    f.total = sl_add_sat(sl_add_sat(f.params, f.grads), f.opt); /* too large stays too large */
     f.held = (net->param_block ? f.params : 0) + (net->grad_block ? f.grads : 0) +
              (net->opt_block ? f.opt : 0);
     return f;
@@ -113,8 +113,8 @@ sl_status sl_net_check_room(sl_net *net, const sl_room_request *rq, const char *
     uint64_t reserve = be->host_memory && rq->step ? address_reserve(net) : 0;
     sl_host_memory m = be->host_memory ? sl_host_memory_available(reserve) : device_memory(be);
     /* Room for the step: what is free plus what it already holds. */
-    uint64_t room = m.available + arena_held + f.held;
-    uint64_t need = arena + f.total;
+    uint64_t room = sl_add_sat(sl_add_sat(m.available, arena_held), f.held);
+    uint64_t need = sl_add_sat(arena, f.total);
     if (!m.known || need <= room)
         return SL_OK;
     char advice[600];
@@ -128,6 +128,13 @@ sl_status sl_net_check_room(sl_net *net, const sl_room_request *rq, const char *
     if (m.reserved)
         snprintf(kept, sizeof kept, ", and %s kept for the BLAS's work buffers and the threads' "
                  "stacks", fig(m.reserved).text);
+    if (f.total == 0) /* nothing fixed yet (a model checked before it is built) */
+        return sl_set_error(SL_ERR_NOMEM,
+                            "%s: the network needs %s for %s, but only %s of memory is available "
+                            "(%s: %.2f GiB, %.2f GiB in use%s); %s. sl_net_set_memory_check(net, 0) "
+                            "(--no-memory-check) skips this check",
+                            fn, fig(arena).text, what, fig(room).text, m.source, m.limit / GIB,
+                            m.used / GIB, kept, advice);
     char head[200];
     if (arena)
         snprintf(head, sizeof head, "%s needs %s for %s and", rq->step ? "this step" : "the network",

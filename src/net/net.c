@@ -8,6 +8,7 @@
  * profile.c, so the rest (net_plan.c, net_run.c, memory_check.c,
  * optimizer.c, dot.c, timeline.c) build on it without a circle.
  */
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -99,8 +100,11 @@ sl_status sl_net_add(sl_net *net, const char *name, sl_layer *layer)
     if (!net) {
         st = sl_set_error(SL_ERR_INVALID_ARG, "sl_net_add: network is NULL");
     } else if (!layer) {
-        /* An allocation failure in the constructor stays one. */
-        st = sl_set_error(sl_error_status() == SL_ERR_NOMEM ? SL_ERR_NOMEM : SL_ERR_INVALID_ARG,
+        /* The constructor's failure travels up with its status (out of
+         * memory stays SL_ERR_NOMEM, a bad argument SL_ERR_INVALID_ARG);
+         * a NULL with no failure recorded is the caller's mistake. */
+        sl_status why = sl_error_status();
+        st = sl_set_error(why != SL_OK ? why : SL_ERR_INVALID_ARG,
                      "sl_net_add: layer is NULL (its constructor failed: %s)", sl_last_error());
     } else if (net->finalized) {
         st = sl_set_error(SL_ERR_STATE,
@@ -123,8 +127,9 @@ sl_status sl_net_add(sl_net *net, const char *name, sl_layer *layer)
     }
     snprintf(layer->name, sizeof layer->name, "%s", name);
     int out_c = layer->ops->out_channels(layer, net->out_channels);
-    if (out_c < 0) {
-        st = sl_set_error(SL_ERR_SHAPE, "sl_net_add: %s", sl_last_error());
+    if (out_c < 0) { /* a shape that does not fit, or a block's pass out of memory */
+        st = sl_set_error(sl_error_status() == SL_ERR_NOMEM ? SL_ERR_NOMEM : SL_ERR_SHAPE,
+                          "sl_net_add: %s", sl_last_error());
         sl_layer_free(layer);
         return st;
     }
@@ -571,6 +576,11 @@ sl_status sl_net_check_input(const sl_net *net, sl_shape s, const char *fn)
     if (s.c != net->in_channels)
         return sl_set_error(SL_ERR_SHAPE, "%s: input has %d channels, the network takes %d", fn, s.c,
                             net->in_channels);
+    uint64_t positions = (uint64_t)s.n * (uint64_t)s.h * (uint64_t)s.w;
+    if (positions > INT_MAX) /* the kernels' rows (GEMM dimensions) are int */
+        return sl_set_error(SL_ERR_SHAPE, "%s: input shape %dx%dx%dx%d has %llu positions (batch x "
+                            "height x width); at most %d", fn, s.n, s.c, s.h, s.w,
+                            (unsigned long long)positions, INT_MAX);
     return SL_OK;
 }
 

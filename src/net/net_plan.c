@@ -17,8 +17,10 @@
  * are arena values: update in backward), optimizer. */
 static uint64_t fixed_train_bytes(const sl_net *net)
 {
-    return (uint64_t)(net->param_floats + sl_net_fixed_grad_floats(net, SL_MODE_TRAIN) +
-                      net->opt_floats) * sizeof(float);
+    uint64_t floats = sl_add_sat(sl_add_sat(net->param_floats,
+                                            sl_net_fixed_grad_floats(net, SL_MODE_TRAIN)),
+                                 net->opt_floats);
+    return sl_mul_sat(floats, sizeof(float));
 }
 
 sl_status sl_net_schedule_segments(const sl_net *net, const sl_shapes *sh, sl_schedule schedule,
@@ -104,17 +106,23 @@ sl_status sl_net_memory_report(sl_net *net, sl_shape input, sl_mode mode, sl_mem
     out->outputs = pl->category_peak[SL_VALUE_OUTPUT];
     out->grad_inputs = pl->category_peak[SL_VALUE_GRAD];
     out->buffers = pl->category_peak[SL_VALUE_SAVED] + pl->category_peak[SL_VALUE_WORKSPACE];
-    out->params = net->param_floats * sizeof(float);
+    out->params = sl_mul_sat(net->param_floats, sizeof(float));
     /* With the update in backward the gradients live in the arena
      * (counted in arena_bytes): the figure is their largest live set. */
-    uint64_t fixed_grads = sl_net_fixed_grad_floats(net, mode) * sizeof(float);
+    uint64_t fixed_grads = sl_mul_sat(sl_net_fixed_grad_floats(net, mode), sizeof(float));
     out->param_grads = c->prog.pgrad_flags ? pl->category_peak[SL_VALUE_PARAM_GRAD] : fixed_grads;
-    out->optimizer = mode == SL_MODE_TRAIN ? net->opt_floats * sizeof(float) : 0;
+    out->optimizer = mode == SL_MODE_TRAIN ? sl_mul_sat(net->opt_floats, sizeof(float)) : 0;
     out->arena_bytes = pl->arena_bytes;
     out->communication = mode == SL_MODE_TRAIN && net->comm ? net->comm->bytes : 0;
     out->param_grads_in_arena = c->prog.pgrad_flags != 0;
-    out->fixed = out->params + fixed_grads + out->optimizer;
-    out->total = out->arena_bytes + out->fixed + out->communication;
+    out->fixed = sl_add_sat(sl_add_sat(out->params, fixed_grads), out->optimizer);
+    out->total = sl_add_sat(sl_add_sat(out->arena_bytes, out->fixed), out->communication);
+    if (out->total == UINT64_MAX) { /* a sum past 64 bits: refused, never wrapped */
+        memset(out, 0, sizeof *out);
+        return sl_set_error(SL_ERR_NOMEM, "sl_net_memory_report: the planned bytes (arena, "
+                            "parameters, gradients and optimizer state) total 2^64 or more; use "
+                            "a smaller batch, input or model");
+    }
     out->arena_measured = c->arena_touched;
     out->measured_params = net->param_block ? net->param_floats * sizeof(float) : 0;
     out->measured_param_grads =

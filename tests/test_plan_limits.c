@@ -1,0 +1,124 @@
+/*
+ * test_plan_limits.c — planned figures never wrap past 2^64. A step whose
+ * tensors are too large for 64-bit byte counts (or for the kernels' int
+ * positions) is refused with a message before it is planned, instead of
+ * being reported as its remainder mod 2^64; below the bound the report
+ * adds up exactly.
+ */
+#include <check.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "checkpoint/pipeline.h"
+#include "harness.h"
+#include "net/net.h"
+
+/* A network of `gelus` GELUs (each keeps its input for backward, so none
+ * shares storage) on `channels` channels, reuse on or off. */
+static sl_net *gelu_net(sl_context *ctx, int channels, int gelus, int reuse)
+{
+    sl_net *net;
+    ck_assert(sl_sequential(ctx, channels, &net) == SL_OK);
+    for (int i = 0; i < gelus; i++)
+        ck_assert_msg(sl_net_add(net, NULL, sl_gelu()) == SL_OK, "%s", sl_last_error());
+    ck_assert(sl_net_set_memory_reuse(net, reuse) == SL_OK);
+    return net;
+}
+
+/* 2^30 x 2^30 floats (4 EiB) per tensor, six of them: an arena that
+ * wrapped to a small number before. Refused, with or without reuse, in
+ * training and inference, and the network still plans a sane shape after. */
+START_TEST(test_arena_past_2_to_the_64_is_refused_not_wrapped)
+{
+    sl_context *ctx = th_context(1);
+    for (int reuse = 0; reuse < 2; reuse++) {
+        sl_net *net = gelu_net(ctx, 1 << 30, 6, reuse);
+        sl_shape huge = {1, 1 << 30, 1 << 30, 1};
+        for (int mode = 0; mode < 2; mode++) {
+            sl_memory_report r;
+            sl_status st = sl_net_memory_report(net, huge, mode ? SL_MODE_INFER : SL_MODE_TRAIN, &r);
+            ck_assert_msg(st != SL_OK, "reuse %d mode %d: planned an arena of %llu bytes, total %llu",
+                          reuse, mode, (unsigned long long)r.arena_bytes,
+                          (unsigned long long)r.total);
+            th_assert_error(st, SL_ERR_NOMEM, "more than 2^56 bytes (64 PiB)");
+        }
+        sl_memory_report r;
+        sl_shape fine = {2, 1 << 30, 1, 1};
+        ck_assert_msg(sl_net_memory_report(net, fine, SL_MODE_TRAIN, &r) == SL_OK, "%s",
+                      sl_last_error());
+        sl_net_free(net);
+    }
+    sl_context_free(ctx);
+}
+END_TEST
+
+/* Batch x height x width past 2^31 - 1: the kernels count positions in
+ * int. Refused naming the count, before any shape is inferred. */
+START_TEST(test_input_positions_past_int_are_refused)
+{
+    sl_context *ctx = th_context(1);
+    sl_net *net = gelu_net(ctx, 1, 2, 1);
+    sl_memory_report r;
+    sl_shape wide = {65536, 1, 65536, 1};
+    th_assert_error(sl_net_memory_report(net, wide, SL_MODE_TRAIN, &r), SL_ERR_SHAPE,
+                    "4294967296 positions (batch x height x width); at most 2147483647");
+    sl_net_free(net);
+    sl_context_free(ctx);
+}
+END_TEST
+
+/* Just below the bound (tensors of 4 TiB, without reuse: all in one
+ * arena) every figure is exact and the total is their sum. */
+START_TEST(test_large_plan_adds_up_exactly)
+{
+    sl_context *ctx = th_context(1);
+    sl_net *net = gelu_net(ctx, 1 << 20, 3, 0);
+    sl_memory_report r;
+    sl_shape big = {1, 1 << 20, 1 << 20, 1};
+    ck_assert_msg(sl_net_memory_report(net, big, SL_MODE_TRAIN, &r) == SL_OK, "%s", sl_last_error());
+    const uint64_t tensor = (uint64_t)1 << 42;
+    ck_assert_msg(r.outputs == 3 * tensor, "outputs %llu", (unsigned long long)r.outputs);
+    ck_assert(r.arena_bytes >= 3 * tensor && r.arena_bytes < ((uint64_t)1 << 50));
+    ck_assert(r.total == r.arena_bytes + r.fixed + r.communication);
+    sl_net_free(net);
+    sl_context_free(ctx);
+}
+END_TEST
+
+/* The planner itself, on values too large for the shape pass to let
+ * through (each 2^62 bytes, set by hand in a real program): offsets, the
+ * arena and the live sums saturate and the plan is refused, where the
+ * arena wrapped before. */
+START_TEST(test_planner_refuses_an_arena_past_2_to_the_64)
+{
+    sl_context *ctx = th_context(1);
+    for (int reuse = 0; reuse < 2; reuse++) {
+        sl_net *net = gelu_net(ctx, 4, 6, reuse);
+        sl_run_cache *c;
+        sl_shape in = {2, 4, 1, 1};
+        ck_assert_msg(sl_net_prepare(net, in, SL_MODE_TRAIN, 0, &c) == SL_OK, "%s", sl_last_error());
+        for (int v = 0; v < c->prog.n_values; v++)
+            c->prog.values[v].bytes = (size_t)1 << 62;
+        sl_plan plan;
+        sl_status st = sl_plan_build(&net->graph, &c->prog, reuse, &plan);
+        ck_assert_msg(st != SL_OK, "reuse %d: an arena of %llu bytes", reuse,
+                      (unsigned long long)plan.arena_bytes);
+        th_assert_error(st, SL_ERR_NOMEM, "the planned arena is 2^64 bytes or more");
+        sl_net_free(net);
+    }
+    sl_context_free(ctx);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("plan_limits");
+    TCase *tc = tcase_create("plan_limits");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, test_arena_past_2_to_the_64_is_refused_not_wrapped);
+    tcase_add_test(tc, test_input_positions_past_int_are_refused);
+    tcase_add_test(tc, test_large_plan_adds_up_exactly);
+    tcase_add_test(tc, test_planner_refuses_an_arena_past_2_to_the_64);
+    suite_add_tcase(s, tc);
+    return th_run_suite(s) ? EXIT_FAILURE : EXIT_SUCCESS;
+}
