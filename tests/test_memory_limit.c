@@ -12,7 +12,9 @@
  * fixed bytes, and planning it allocates none of them; a step whose arena
  * fits but not the BLAS's work buffers and the threads' stacks besides
  * (where OpenBLAS would retry its mmap forever) fails, and the budget it
- * advises runs under the same limit. The commands run with an alarm, so a
+ * advises runs under the same limit. The training command checks its step
+ * with its batch before it allocates the batch (its peak memory stays
+ * that of planning). The commands run with an alarm, so a
  * hang fails the test. Under AddressSanitizer (which reserves terabytes of
  * address space) the limit cannot be set: skipped visibly.
  */
@@ -54,8 +56,10 @@ static rlim_t own_vm_bytes(void)
     return (rlim_t)kb * 1024;
 }
 
-/* Runs the command under an address-space limit; its stderr into out. */
-static int run_limited(rlim_t limit, char *const argv[], char *out, size_t n)
+/* Runs the command under an address-space limit; its stderr into out;
+ * its peak resident memory in KiB into *max_rss_kb when not NULL. */
+static int run_limited_rss(rlim_t limit, char *const argv[], char *out, size_t n,
+                           long *max_rss_kb)
 {
     int fds[2];
     ck_assert(pipe(fds) == 0);
@@ -80,10 +84,18 @@ static int run_limited(rlim_t limit, char *const argv[], char *out, size_t n)
     out[at] = '\0';
     close(fds[0]);
     int status;
-    ck_assert(waitpid(pid, &status, 0) == pid);
+    struct rusage usage;
+    ck_assert(wait4(pid, &status, 0, &usage) == pid);
     ck_assert_msg(WIFEXITED(status), "the command was killed (signal %d): %s",
                   WIFSIGNALED(status) ? WTERMSIG(status) : 0, out);
+    if (max_rss_kb)
+        *max_rss_kb = usage.ru_maxrss;
     return WEXITSTATUS(status);
+}
+
+static int run_limited(rlim_t limit, char *const argv[], char *out, size_t n)
+{
+    return run_limited_rss(limit, argv, out, n, NULL);
 }
 #endif
 
@@ -178,7 +190,8 @@ START_TEST(test_fixed_part_is_checked_and_plans_allocate_none)
     snprintf(expect, sizeof expect, "of fixed bytes (parameters %s, gradients %s, optimizer state %s)",
              gib(r.params, a, sizeof a), gib(r.param_grads, b, sizeof b),
              gib(r.optimizer, c, sizeof c));
-    ck_assert_msg(strstr(out, "sl_net_train_step: this step needs") && strstr(out, expect) &&
+    /* The command checks the step with its batch before allocating it. */
+    ck_assert_msg(strstr(out, "sl_net_check_step_memory: this step needs") && strstr(out, expect) &&
                       strstr(out, "for its activation arena") &&
                       strstr(out, "the fixed bytes alone do not fit"),
                   "expected '%s' in: %s", expect, out);
@@ -278,6 +291,53 @@ START_TEST(test_blas_buffers_are_left_room_and_the_advice_runs)
 }
 END_TEST
 
+/* The training command checks its step together with the batch it is
+ * about to allocate (the input images, labels and logits) before
+ * allocating and filling the batch: a ResNet-20 step at 512x512, batch 64
+ * (a 192 MiB batch, an arena of gigabytes) is refused with the batch in
+ * the figures, and the command's peak resident memory stays that of
+ * planning the same step (`sublinear plan`), far below the batch; the run
+ * of the issue (ResNet-152 at 4096x4096, batch 64: a 12 GiB batch) is
+ * refused the same way. */
+START_TEST(test_train_checks_the_step_before_allocating_the_batch)
+{
+#ifdef SL_UNDER_ASAN
+    printf("SKIPPED test_train_checks_the_step_before_allocating_the_batch: AddressSanitizer\n");
+    return;
+#else
+    rlim_t limit = own_vm_bytes() + ((rlim_t)2 << 30);
+    static char out[8192];
+    char *plan[] = {"sublinear", "plan", "--model", "resnet20", "--res", "512", "--batch", "64",
+                    NULL};
+    long plan_kb = 0, train_kb = 0;
+    ck_assert(run_limited_rss(limit, plan, out, sizeof out, &plan_kb) == 0);
+    char *train[] = {"sublinear", "train", "--model", "resnet20", "--res", "512", "--batch", "64",
+                     "--steps", "1", "--threads", "1", "--quiet", NULL};
+    int rc = run_limited_rss(limit, train, out, sizeof out, &train_kb);
+    printf("%s(peak resident memory: plan %ld KiB, train %ld KiB)\n", out, plan_kb, train_kb);
+    ck_assert_msg(rc == 1, "exit status %d: %s", rc, out);
+    ck_assert_msg(strstr(out, "sublinear: checking the step's memory before allocating the batch: "
+                              "sl_net_check_step_memory: this step needs ") &&
+                      strstr(out, " for its activation arena, 192.00 MiB for the caller's batch "
+                                  "(input, labels, outputs) and ") &&
+                      strstr(out, "of memory is available (the address-space limit"),
+                  "%s", out);
+    /* The batch (192 MiB) was never touched: the command's peak is that of
+     * planning, give or take 64 MiB. */
+    ck_assert_msg(train_kb < plan_kb + 64 * 1024, "peak %ld KiB, planning's %ld KiB", train_kb,
+                  plan_kb);
+    char *issue[] = {"sublinear", "train", "--model", "resnet152", "--res", "4096", "--batch",
+                     "64", "--steps", "1", "--threads", "1", "--quiet", NULL};
+    rc = run_limited_rss(limit, issue, out, sizeof out, &train_kb);
+    printf("%s(peak resident memory %ld KiB)\n", out, train_kb);
+    ck_assert_msg(rc == 1 && strstr(out, "sl_net_check_step_memory: this step needs ") &&
+                      strstr(out, ", 12.00 GiB for the caller's batch (input, labels, outputs)"),
+                  "exit status %d: %s", rc, out);
+    ck_assert_msg(train_kb < plan_kb + 64 * 1024, "peak %ld KiB", train_kb);
+#endif
+}
+END_TEST
+
 /* The host's figure is labelled with what it is: MemTotal, of which
  * MemAvailable is what is left. */
 START_TEST(test_host_memory_names_memtotal)
@@ -312,6 +372,7 @@ int main(void)
     tcase_add_test(tc, test_training_larger_than_memory_fails_with_the_figures);
     tcase_add_test(tc, test_fixed_part_is_checked_and_plans_allocate_none);
     tcase_add_test(tc, test_blas_buffers_are_left_room_and_the_advice_runs);
+    tcase_add_test(tc, test_train_checks_the_step_before_allocating_the_batch);
     tcase_add_test(tc, test_host_memory_names_memtotal);
     suite_add_tcase(s, tc);
     return th_run_suite(s) ? EXIT_FAILURE : EXIT_SUCCESS;

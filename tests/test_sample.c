@@ -13,7 +13,12 @@
  *    another shape, each failing allocation) return the right status and
  *    leave nothing allocated;
  *  - `sublinear sample` on a model trained and saved here prints the text
- *    the library generates.
+ *    the library generates;
+ *  - memory: a KV cache larger than memory is refused by the memory check
+ *    with its figures before anything is allocated (the library and the
+ *    command), and a generator on a network in inference mode, as the
+ *    command's, holds no gradients (the planned and the measured
+ *    gradient bytes are 0).
  */
 #define _XOPEN_SOURCE 700
 #include <check.h>
@@ -387,6 +392,87 @@ START_TEST(test_errors)
 }
 END_TEST
 
+/* A GPT-2 whose KV cache at its full context is 512 GiB (2 x 64 layers x
+ * 2^20 positions x 1024 channels of floats) and whose parameters are 7 GiB:
+ * more than any machine the tests run on has free. */
+static sl_gpt2_config huge_cache_config(void)
+{
+    sl_gpt2_config c = small_config();
+    c.layers = 64;
+    c.embd = 1024;
+    c.heads = 16;
+    c.context = 1 << 20;
+    return c;
+}
+
+#define HUGE_CACHE_FIGURE "the generator needs 512.00 GiB for its KV cache (2 x 64 layers x " \
+                          "1048576 positions x 1024 channels of floats) plus scratch"
+
+/* The generator's memory (cache, scratch, and the parameters not allocated
+ * yet) is checked before any of it is allocated: refused with the figures,
+ * the network left without parameters; in inference mode no gradient is
+ * counted, in training mode they are. */
+START_TEST(test_generator_refuses_a_cache_larger_than_memory)
+{
+    sl_gpt2_config c = huge_cache_config();
+    sl_context *ctx = th_context(16);
+    sl_net *net = th_gpt2(ctx, &c, SL_SCHEDULE_NONE);
+    ck_assert(sl_net_set_mode(net, SL_MODE_INFER) == SL_OK);
+    sl_gpt2_generator *gen = (sl_gpt2_generator *)&c;
+    sl_status st = sl_gpt2_generator_create(net, &c, c.context, &gen);
+    const char *e = sl_last_error();
+    printf("%s\n", e);
+    ck_assert_msg(st == SL_ERR_NOMEM, "status %d: %s", (int)st, e);
+    ck_assert(gen == NULL);
+    ck_assert_msg(strstr(e, "sl_gpt2_generator_create: " HUGE_CACHE_FIGURE) &&
+                      strstr(e, "(parameters ") && strstr(e, ", gradients 0.00 MiB, optimizer "
+                                                           "state 0.00 MiB)") &&
+                      strstr(e, "of memory is available ("),
+                  "%s", e);
+    /* Nothing was allocated: the network holds no parameter. */
+    sl_memory_report r;
+    ck_assert(sl_net_memory_report(net, (sl_shape){1, 1, 8, 1}, SL_MODE_INFER, &r) == SL_OK);
+    ck_assert_uint_eq(r.measured_params, 0);
+    ck_assert_uint_eq(r.measured_param_grads, 0);
+    ck_assert_uint_eq(r.param_grads, 0);
+    sl_net_free(net);
+    /* A network in training mode would get its gradients with its
+     * parameters: they are counted. */
+    net = th_gpt2(ctx, &c, SL_SCHEDULE_NONE);
+    ck_assert(sl_gpt2_generator_create(net, &c, c.context, &gen) == SL_ERR_NOMEM);
+    e = sl_last_error();
+    ck_assert_msg(strstr(e, HUGE_CACHE_FIGURE) && strstr(e, ", gradients ") &&
+                      !strstr(e, ", gradients 0.00 MiB"), "%s", e);
+    sl_net_free(net);
+    sl_context_free(ctx);
+}
+END_TEST
+
+/* A generator on a network in inference mode allocates no gradients: the
+ * planned and the measured gradient bytes are 0 while it runs. */
+START_TEST(test_generator_in_inference_mode_holds_no_gradients)
+{
+    sl_gpt2_config c = small_config();
+    sl_context *ctx = th_context(17);
+    sl_net *net = th_gpt2(ctx, &c, SL_SCHEDULE_NONE);
+    ck_assert(sl_net_set_mode(net, SL_MODE_INFER) == SL_OK);
+    sl_gpt2_generator *gen;
+    ck_assert_msg(sl_gpt2_generator_create(net, &c, c.context, &gen) == SL_OK, "%s",
+                  sl_last_error());
+    int32_t prompt[3] = {1, 2, 3}, out[4];
+    ck_assert(sl_gpt2_generate(gen, prompt, 3, 4, NULL, out) == SL_OK);
+    sl_memory_report r;
+    ck_assert(sl_net_memory_report(net, (sl_shape){1, 1, 7, 1}, SL_MODE_INFER, &r) == SL_OK);
+    ck_assert(r.measured_params > 0);
+    ck_assert_uint_eq(r.measured_param_grads, 0);
+    ck_assert_uint_eq(r.param_grads, 0);
+    ck_assert_uint_eq(r.measured_optimizer, 0);
+    sl_gpt2_generator_free(gen);
+    sl_net_free(net);
+    sl_context_free(ctx);
+}
+END_TEST
+
 /* "hello world" over and over, in the small vocabulary's ids. */
 static int hello_ids(const sl_tokenizer *tok, int32_t *ids, int cap)
 {
@@ -461,6 +547,11 @@ START_TEST(test_cli_sample)
         ck_assert_int_eq((int)cJSON_GetArrayItem(got, i)->valuedouble, want[i]);
     ck_assert_str_eq(cJSON_GetObjectItem(j, "text")->valuestring, want_text);
     ck_assert_str_eq(cJSON_GetObjectItem(j, "prompt")->valuestring, "hello world");
+    /* inference: the network holds its parameters and no gradient or
+     * optimizer state */
+    ck_assert(cr_num(j, "memory.params_bytes") > 0);
+    ck_assert(cr_num(j, "memory.param_grads_bytes") == 0);
+    ck_assert(cr_num(j, "memory.optimizer_bytes") == 0);
     cJSON_Delete(j);
     cr_free(&res);
     /* sampling: a seed repeats, text is printed */
@@ -487,6 +578,24 @@ START_TEST(test_cli_sample)
     res = cr_run(SL_CLI_PATH, "%s --top-k -1", cmd_model);
     ck_assert_int_eq(res.status, 2);
     cr_free(&res);
+    /* a KV cache larger than memory is refused by the memory check before
+     * anything is allocated or the model file is read; no gradient is
+     * counted */
+    sl_gpt2_config huge = huge_cache_config();
+    res = cr_run(SL_CLI_PATH, "sample --model-file %s/absent.safetensors --layers %d --embd %d "
+                 "--heads %d --vocab-size %d --context %d --vocab %s --merges %s --prompt hello "
+                 "--tokens %d", cr_dir(), huge.layers, huge.embd, huge.heads, c.vocab,
+                 huge.context, enc, bpe, huge.context - 16);
+    printf("%s", res.err);
+    ck_assert_int_eq(res.status, 1);
+    ck_assert_msg(strstr(res.err, "sublinear: creating the generator: sl_gpt2_generator_create: "
+                                  "the generator needs 511.99 GiB for its KV cache (2 x 64 layers "
+                                  "x ") &&
+                      strstr(res.err, " positions x 1024 channels of floats) plus scratch") &&
+                      strstr(res.err, ", gradients 0.00 MiB, optimizer state 0.00 MiB)") &&
+                      strstr(res.err, "of memory is available ("),
+                  "%s", res.err);
+    cr_free(&res);
     res = cr_run(SL_CLI_PATH, "sample --help");
     ck_assert_int_eq(res.status, 0);
     ck_assert(strstr(res.out, "--temperature") != NULL);
@@ -508,6 +617,8 @@ int main(void)
     tcase_add_test(tc, test_sampling_top_k);
     tcase_add_test(tc, test_sample_token_distribution);
     tcase_add_test(tc, test_errors);
+    tcase_add_test(tc, test_generator_refuses_a_cache_larger_than_memory);
+    tcase_add_test(tc, test_generator_in_inference_mode_holds_no_gradients);
     tcase_add_test(tc, test_cli_sample);
     suite_add_tcase(s, tc);
     int failed = th_run_suite(s);

@@ -9,7 +9,10 @@
  * --context; the vocabulary size is --vocab-size here because --vocab
  * names encoder.json). The prompt is encoded, printed, and the new text
  * printed token by token as it is chosen; --json prints one object with
- * the ids and the text instead.
+ * the ids and the text instead. The network is in inference mode from the
+ * start, so it never holds gradients, and the generator (whose memory
+ * check covers the parameters and the KV cache) is made before the
+ * weights are loaded into it.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
@@ -23,7 +26,7 @@ static const char g_sample_help[] =
     "usage: sublinear sample --model-file FILE [--config config.json]\n"
     "                        [--vocab encoder.json --merges vocab.bpe] [--prompt TEXT]\n"
     "                        [--tokens N] [--temperature X] [--top-k K] [--seed S]\n"
-    "                        [--device cpu|cuda [--gpu N]] [--json]\n"
+    "                        [--device cpu|cuda [--gpu N]] [--no-memory-check] [--json]\n"
     "Generates text from a GPT-2 model (sublinear train --model gpt2 --save-model, or\n"
     "Hugging Face's model.safetensors with its config.json) with a KV cache: each new\n"
     "token costs one row through the network. Prints the prompt, then the new text as\n"
@@ -46,7 +49,10 @@ static const char g_sample_help[] =
     "  --threads N         CPU threads (default 0: all cores)\n"
     "  --device cpu|cuda   where to run (default cpu; cuda needs a build with CUDA)\n"
     "  --gpu N             the CUDA device (default 0; implies --device cuda)\n"
-    "  --json              print {\"prompt_ids\", \"ids\", \"prompt\", \"text\", ...}\n";
+    "  --no-memory-check   skip the check that the parameters and the KV cache fit\n"
+    "                      in memory before they are allocated\n"
+    "  --json              print {\"prompt_ids\", \"ids\", \"prompt\", \"text\", ...,\n"
+    "                      \"memory\": the bytes the network holds}\n";
 
 void cli_sample_usage(FILE *f)
 {
@@ -55,7 +61,7 @@ void cli_sample_usage(FILE *f)
 
 typedef struct sample_options {
     const char *model_file, *config, *vocab, *merges, *prompt;
-    int tokens, top_k, threads, gpu, gpu_set, cuda, json;
+    int tokens, top_k, threads, gpu, gpu_set, cuda, json, no_memory_check;
     float temperature;
     uint64_t seed;
     sl_gpt2_config shape;
@@ -91,6 +97,10 @@ static int parse(int argc, char **argv, sample_options *o, int *help)
         }
         if (strcmp(a, "--json") == 0) {
             o->json = 1;
+            continue;
+        }
+        if (strcmp(a, "--no-memory-check") == 0) {
+            o->no_memory_check = 1;
             continue;
         }
         if (strcmp(a, "--device") == 0) {
@@ -281,13 +291,23 @@ int cli_cmd_sample(int argc, char **argv)
         rc = cli_fail("building the model");
         goto done;
     }
-    if (sl_load_model(net, o.model_file, NULL, NULL) != SL_OK) {
-        rc = cli_fail("loading --model-file");
+    /* Inference only: the network never holds gradients (or optimizer
+     * state), and the memory check counts none. */
+    if (sl_net_set_mode(net, SL_MODE_INFER) != SL_OK ||
+        sl_net_set_memory_check(net, !o.no_memory_check) != SL_OK) {
+        rc = cli_fail("building the model");
         goto done;
     }
+    /* The generator first: its memory check covers the parameters and the
+     * KV cache together before either is allocated; loading then fills
+     * the parameters in place. */
     if (sl_gpt2_generator_create(net, &cfg, (int)n_prompt + (o.tokens > 0 ? o.tokens : 0), &gen) !=
         SL_OK) {
         rc = cli_fail("creating the generator");
+        goto done;
+    }
+    if (sl_load_model(net, o.model_file, NULL, NULL) != SL_OK) {
+        rc = cli_fail("loading --model-file");
         goto done;
     }
     size_t len = 0;
@@ -334,6 +354,13 @@ int cli_cmd_sample(int argc, char **argv)
         rc = cli_fail("decoding the generated tokens");
         goto done;
     }
+    /* What the network holds, measured: the parameters alone. */
+    sl_memory_report m;
+    sl_shape shape = {1, 1, (int)n_prompt + o.tokens, 1};
+    if (sl_net_memory_report(net, shape, SL_MODE_INFER, &m) != SL_OK) {
+        rc = cli_fail("reporting memory");
+        goto done;
+    }
     printf("{\n");
     json_ids("prompt_ids", ids, (int)n_prompt);
     json_ids("ids", ids + n_prompt, o.tokens);
@@ -343,7 +370,10 @@ int cli_cmd_sample(int argc, char **argv)
     cli_json_string(stdout, new_text);
     printf(",\n  \"temperature\": %g,\n  \"top_k\": %d,\n  \"seed\": %llu,\n", (double)o.temperature,
            o.top_k, (unsigned long long)o.seed);
-    printf("  \"tokens_per_second\": %.3f\n}\n", secs > 0 ? o.tokens / secs : 0.0);
+    printf("  \"tokens_per_second\": %.3f,\n", secs > 0 ? o.tokens / secs : 0.0);
+    printf("  \"memory\": {\"params_bytes\": %llu, \"param_grads_bytes\": %llu, "
+           "\"optimizer_bytes\": %llu}\n}\n", (unsigned long long)m.measured_params,
+           (unsigned long long)m.measured_param_grads, (unsigned long long)m.measured_optimizer);
 done:
     free(new_text);
     free(prompt_text);

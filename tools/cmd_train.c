@@ -45,6 +45,45 @@ typedef struct train_run {
     int tty;
 } train_run;
 
+/* Sums over the ranks (a no-op for one process). */
+static int sum_over_ranks(train_run *r, double *v, int n)
+{
+    if (r->dist && sl_dist_sum(r->dist, v, n) != SL_OK)
+        return cli_fail("summing over the ranks");
+    return 0;
+}
+
+/* The step is checked with the batch buffers before they are allocated
+ * (a batch of 64 ResNet inputs at 4096x4096 is 12 GiB, filled before the
+ * first step): a step too large for the machine is refused at once. With
+ * --distributed the ranks agree, so that none waits on one that left. */
+static int allocate_batch(train_run *r)
+{
+    const cli_options *o = r->o;
+    uint64_t image = (uint64_t)3 * (uint64_t)o->res * (uint64_t)o->res;
+    uint64_t bytes = (uint64_t)o->batch * (image + 1 + (uint64_t)o->classes) * sizeof(float);
+    sl_status st = sl_net_check_step_memory(r->net, r->shape, SL_MODE_TRAIN, bytes);
+    double failed[1] = {st != SL_OK};
+    if (st != SL_OK)
+        cli_fail("checking the step's memory before allocating the batch");
+    if (sum_over_ranks(r, failed, 1))
+        return CLI_EXIT_FAIL;
+    if (failed[0] > 0) {
+        if (st == SL_OK)
+            fprintf(stderr, "sublinear train: another rank has no memory for the step and its "
+                            "batch\n");
+        return CLI_EXIT_FAIL;
+    }
+    r->x = malloc((size_t)(image * (uint64_t)o->batch * sizeof(float)));
+    r->labels = malloc((size_t)o->batch * sizeof(int));
+    r->logits = malloc((size_t)o->batch * (size_t)o->classes * sizeof(float));
+    if (!r->x || !r->labels || !r->logits) {
+        fprintf(stderr, "sublinear train: out of memory for a batch of %d\n", o->batch);
+        return CLI_EXIT_FAIL;
+    }
+    return 0;
+}
+
 static int setup(train_run *r)
 {
     cli_options *o = r->o;
@@ -71,14 +110,6 @@ static int setup(train_run *r)
     int rc = cli_build(o, &r->ctx, &r->net);
     if (rc)
         return rc;
-    size_t image = (size_t)3 * o->res * o->res;
-    r->x = malloc(image * (size_t)o->batch * sizeof(float));
-    r->labels = malloc((size_t)o->batch * sizeof(int));
-    r->logits = malloc((size_t)o->batch * (size_t)o->classes * sizeof(float));
-    if (!r->x || !r->labels || !r->logits) {
-        fprintf(stderr, "sublinear train: out of memory for a batch of %d\n", o->batch);
-        return CLI_EXIT_FAIL;
-    }
     if (o->resume && sl_load_snapshot(r->net, o->resume) != SL_OK)
         return cli_fail("resuming from the snapshot");
     sl_dist_options dist_options = sl_dist_defaults();
@@ -88,7 +119,10 @@ static int setup(train_run *r)
     r->rank = sl_dist_rank(r->dist);
     r->ranks = sl_dist_size(r->dist);
     r->first_step = sl_net_step_count(r->net);
-    return cli_plan_with_baseline(r->net, r->shape, o->schedule, &r->planned, &r->baseline);
+    rc = cli_plan_with_baseline(r->net, r->shape, o->schedule, &r->planned, &r->baseline);
+    if (rc)
+        return rc;
+    return allocate_batch(r);
 }
 
 static void print_header(const train_run *r)
@@ -139,14 +173,6 @@ static sl_status fetch_batch(train_run *r, int64_t step)
             return st;
     }
     return SL_OK;
-}
-
-/* Sums over the ranks (a no-op for one process). */
-static int sum_over_ranks(train_run *r, double *v, int n)
-{
-    if (r->dist && sl_dist_sum(r->dist, v, n) != SL_OK)
-        return cli_fail("summing over the ranks");
-    return 0;
 }
 
 static int train_loop(train_run *r)

@@ -47,19 +47,27 @@ static int setup(lm_run *r)
     int rc = cli_build(o, &r->ctx, &r->net);
     if (rc)
         return rc;
+    if (o->load_model && sl_load_model(r->net, o->load_model, NULL, NULL) != SL_OK)
+        return cli_fail("loading the model (--load-model)");
+    if (o->resume && sl_load_snapshot(r->net, o->resume) != SL_OK)
+        return cli_fail("resuming from the snapshot");
+    r->first_step = sl_net_step_count(r->net);
+    rc = cli_plan_with_baseline(r->net, r->shape, o->schedule, &r->planned, &r->baseline);
+    if (rc)
+        return rc;
+    /* The step with its batch (ids and targets) is checked before the
+     * batch is allocated, as the image command does. */
     size_t n = (size_t)o->batch * (size_t)o->seq;
+    if (sl_net_check_step_memory(r->net, r->shape, SL_MODE_TRAIN,
+                                 (uint64_t)n * 2 * sizeof(int32_t)) != SL_OK)
+        return cli_fail("checking the step's memory before allocating the batch");
     r->ids = malloc(n * sizeof *r->ids);
     r->targets = malloc(n * sizeof *r->targets);
     if (!r->ids || !r->targets) {
         fprintf(stderr, "sublinear train: out of memory for a batch of %d x %d\n", o->batch, o->seq);
         return CLI_EXIT_FAIL;
     }
-    if (o->load_model && sl_load_model(r->net, o->load_model, NULL, NULL) != SL_OK)
-        return cli_fail("loading the model (--load-model)");
-    if (o->resume && sl_load_snapshot(r->net, o->resume) != SL_OK)
-        return cli_fail("resuming from the snapshot");
-    r->first_step = sl_net_step_count(r->net);
-    return cli_plan_with_baseline(r->net, r->shape, o->schedule, &r->planned, &r->baseline);
+    return 0;
 }
 
 static void print_header(const lm_run *r)

@@ -105,6 +105,22 @@ SL_API sl_status sl_net_set_memory_reuse(sl_net *net, int enabled);
  * kernel may kill the process). */
 SL_API sl_status sl_net_set_memory_check(sl_net *net, int enabled);
 
+/* The memory check of one step of `input` in `mode`, made before the
+ * caller allocates anything for it: the step's planned arena, the fixed
+ * part not allocated yet and (on the CPU) the BLAS's buffers, as a run
+ * checks them, plus batch_bytes the caller is about to allocate in host
+ * memory for the step's data (its input batch, labels and outputs; on a
+ * GPU these are checked against the host's memory alone). Plans (the plan
+ * is cached for the run) and allocates nothing of the step. SL_ERR_NOMEM
+ * naming every figure and, in training, a budget schedule that fits, when
+ * they do not fit; SL_OK when they do, when nothing is known or when the
+ * check is off (sl_net_set_memory_check); the planning errors of
+ * sl_net_memory_report. A program that allocates a batch of images and
+ * fills it before its first step calls this first, so a step too large for
+ * the machine is refused at once instead of after the batch is filled. */
+SL_API sl_status sl_net_check_step_memory(sl_net *net, sl_shape input, sl_mode mode,
+                                          uint64_t batch_bytes);
+
 /* Plans as one of `ranks` data-parallel ranks (sl_dist_join) with ZeRO
  * stage `shard` (0 none, 1 optimizer state sharded, 2 gradients too; see
  * sl_dist_options.shard) without joining anything: memory reports,

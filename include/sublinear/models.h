@@ -177,11 +177,18 @@ SL_API sl_status sl_sample_token(const float *logits, int vocab, const sl_sample
  * context is refused: GPT-2 has no position embedding past it). It
  * allocates, on the network's device: the KV cache, 2 * layers *
  * max_tokens * embd floats (GPT-2 small at 1024 tokens: 72 MiB), and
- * scratch of 11 * embd + vocab + 16 floats; on the host vocab floats. Fails
- * with SL_ERR_INVALID_ARG (NULL arguments, a bad max_tokens or config),
- * SL_ERR_NOT_FOUND / SL_ERR_SHAPE naming the first tensor of the config
- * the network lacks or holds in another shape, SL_ERR_NOMEM; on failure
- * *out is NULL and nothing stays allocated. */
+ * scratch of 11 * embd + vocab + 16 floats; on the host vocab floats.
+ * Before it allocates anything, these and the network's parameters (and,
+ * for a network in training mode, its gradients) when not allocated yet
+ * pass the memory check (sl_net_set_memory_check): too much is
+ * SL_ERR_NOMEM naming every figure and how many positions would fit. A
+ * network used only to generate is best put in SL_MODE_INFER
+ * (sl_net_set_mode) before its parameters are allocated (before loading),
+ * so that it never holds gradients. Fails with SL_ERR_INVALID_ARG (NULL
+ * arguments, a bad max_tokens or config), SL_ERR_NOT_FOUND / SL_ERR_SHAPE
+ * naming the first tensor of the config the network lacks or holds in
+ * another shape, SL_ERR_NOMEM; on failure *out is NULL, nothing stays
+ * allocated and the network is as it was. */
 SL_API sl_status sl_gpt2_generator_create(sl_net *net, const sl_gpt2_config *cfg, int max_tokens,
                                           sl_gpt2_generator **out);
 /* Frees a generator (not its network); NULL is fine. */

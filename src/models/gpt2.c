@@ -67,10 +67,11 @@ static uint64_t gpt2_param_count(const sl_gpt2_config *c)
     return ((uint64_t)c->vocab + (uint64_t)c->context) * C + (uint64_t)c->layers * block + 2 * C;
 }
 
-static void advise_smaller(void *user, uint64_t room, char *buf, size_t n)
+static void advise_smaller(void *user, uint64_t room, uint64_t fixed, char *buf, size_t n)
 {
     (void)user;
     (void)room;
+    (void)fixed;
     snprintf(buf, n, "use a smaller model (fewer layers, a narrower embedding, a smaller "
              "vocabulary or context)");
 }

@@ -194,30 +194,81 @@ void sl_gpt2_generator_free(sl_gpt2_generator *g)
     sl_free(g);
 }
 
-sl_status sl_gpt2_generator_create(sl_net *net, const sl_gpt2_config *cfg, int max_tokens,
-                                   sl_gpt2_generator **out)
+/* a * b, or UINT64_MAX where it would wrap (a figure past any memory). */
+static uint64_t mul_sat(uint64_t a, uint64_t b)
 {
-    const char *fn = "sl_gpt2_generator_create";
-    if (out)
-        *out = NULL;
-    if (!net || !cfg || !out)
-        return sl_set_error(SL_ERR_INVALID_ARG, "%s: network, config or out is NULL", fn);
-    if (cfg->layers < 1 || cfg->embd < 1 || cfg->heads < 1 || cfg->vocab < 1 || cfg->context < 1 ||
-        cfg->embd % cfg->heads != 0 || !(cfg->ln_eps > 0.0f))
-        return sl_set_error(SL_ERR_INVALID_ARG, "%s: config (layers %d, embd %d, heads %d, vocab %d, "
-                            "context %d, ln_eps %g) is not a GPT-2 shape", fn, cfg->layers,
-                            cfg->embd, cfg->heads, cfg->vocab, cfg->context, (double)cfg->ln_eps);
-    if (max_tokens < 1 || max_tokens > cfg->context)
-        return sl_set_error(SL_ERR_INVALID_ARG, "%s: max_tokens %d must be in [1, %d], the model's "
-                            "context (no position embedding exists past it)", fn, max_tokens,
-                            cfg->context);
-    sl_gpt2_generator *g = (sl_gpt2_generator *)sl_zalloc(sizeof *g, "a GPT-2 generator");
-    if (!g)
-        return SL_ERR_NOMEM;
-    g->net = net;
-    g->cfg = *cfg;
-    g->max_tokens = max_tokens;
-    g->be = net->ctx->backend;
+    return a && b > UINT64_MAX / a ? UINT64_MAX : a * b;
+}
+
+/* What a generator allocates, planned before anything is. */
+typedef struct generator_bytes {
+    uint64_t cache, per_position; /* device: the KV cache, and its bytes per position */
+    uint64_t scratch;             /* device: work (its floats in work_floats) */
+    uint64_t logits;              /* host: the downloaded logits */
+} generator_bytes;
+
+static generator_bytes plan_bytes(const sl_gpt2_config *c, int max_tokens)
+{
+    generator_bytes b;
+    b.per_position = mul_sat(mul_sat(2 * sizeof(float), (uint64_t)c->layers), (uint64_t)c->embd);
+    b.cache = mul_sat(b.per_position, (uint64_t)max_tokens);
+    /* x, h, att, tmp (C each), qkv (3 C), fc (4 C), logits, the token id */
+    b.scratch = (11 * (uint64_t)c->embd + (uint64_t)c->vocab + 16) * sizeof(float);
+    b.logits = (uint64_t)c->vocab * sizeof(float);
+    return b;
+}
+
+/* The memory check's advice: how many positions would fit. */
+static void fewer_positions(void *user, uint64_t budget, uint64_t fixed, char *buf, size_t n)
+{
+    const generator_bytes *b = (const generator_bytes *)user;
+    uint64_t left = budget > fixed + b->scratch ? budget - fixed - b->scratch : 0;
+    uint64_t fit = left / b->per_position;
+    if (fit >= 1)
+        snprintf(buf, n, "a cache of %llu positions fits (max_tokens; the command's prompt + "
+                 "--tokens), or use a smaller model", (unsigned long long)fit);
+    else
+        snprintf(buf, n, "not one position of the cache fits: use a smaller model");
+}
+
+/* The generator's memory (its KV cache, scratch and logits, and the
+ * network's parameters and, in training mode, gradients when they are not
+ * allocated yet) against what the process may still take, before any of
+ * it is allocated: a cache larger than memory is refused with the figures
+ * instead of being zero-filled until the OOM killer ends the process. */
+static sl_status check_generator_memory(sl_net *net, const sl_gpt2_config *c, int max_tokens,
+                                        generator_bytes *b, const char *fn)
+{
+    int host = net->ctx->backend->host_memory != 0;
+    char what[200];
+    snprintf(what, sizeof what, "its KV cache (2 x %d layers x %d positions x %d channels of "
+             "floats) plus scratch", c->layers, max_tokens, c->embd);
+    uint64_t device = b->cache == UINT64_MAX ? UINT64_MAX : b->cache + b->scratch;
+    sl_room_request rq = {.arena = host ? (device == UINT64_MAX ? device : device + b->logits)
+                                        : device,
+                          .host_extra = host ? 0 : b->logits,
+                          .what = what,
+                          .host_what = "its logits",
+                          .who = "the generator",
+                          .step = 1, /* its GEMMs map the BLAS's buffers */
+                          .advise = fewer_positions,
+                          .user = b};
+    sl_status st = sl_net_check_room(net, &rq, fn);
+    if (st != SL_OK)
+        return st;
+    /* Unchecked (the check off, or nothing known): a size past the
+     * address space must not reach an allocator. */
+    if (device == UINT64_MAX || device > SIZE_MAX / 2)
+        return sl_set_error(SL_ERR_NOMEM, "%s: %s is past the address space", fn, what);
+    return SL_OK;
+}
+
+/* Looks up every weight and allocates the cache and scratch, once the
+ * memory check passed; on failure the caller frees g. */
+static sl_status build_generator(sl_gpt2_generator *g, const generator_bytes *b, const char *fn)
+{
+    const sl_gpt2_config *cfg = &g->cfg;
+    sl_net *net = g->net;
     int C = cfg->embd;
     sl_status st = SL_OK;
     g->blocks = (block_w *)sl_zalloc((size_t)cfg->layers * sizeof *g->blocks, "a GPT-2 generator");
@@ -241,21 +292,17 @@ sl_status sl_gpt2_generator_create(sl_net *net, const sl_gpt2_config *cfg, int m
             st = sl_set_error(SL_ERR_SHAPE, "%s: the network has more than the config's %d layers "
                               "('%s' exists)", fn, cfg->layers, name);
     }
-    size_t cache_floats = 2 * (size_t)cfg->layers * (size_t)max_tokens * (size_t)C;
-    size_t work_floats = 11 * (size_t)C + (size_t)cfg->vocab + 16;
-    if (st == SL_OK && !(g->cache = (float *)g->be->alloc(g->be, cache_floats * sizeof(float),
+    if (st == SL_OK && !(g->cache = (float *)g->be->alloc(g->be, (size_t)b->cache,
                                                            "the GPT-2 generator's KV cache")))
         st = SL_ERR_NOMEM;
-    if (st == SL_OK && !(g->work = (float *)g->be->alloc(g->be, work_floats * sizeof(float),
+    if (st == SL_OK && !(g->work = (float *)g->be->alloc(g->be, (size_t)b->scratch,
                                                           "the GPT-2 generator's scratch")))
         st = SL_ERR_NOMEM;
-    if (st == SL_OK && !(g->host_logits = (float *)sl_alloc((size_t)cfg->vocab * sizeof(float),
+    if (st == SL_OK && !(g->host_logits = (float *)sl_alloc((size_t)b->logits,
                                                             "the GPT-2 generator's logits")))
         st = SL_ERR_NOMEM;
-    if (st != SL_OK) {
-        sl_gpt2_generator_free(g);
+    if (st != SL_OK)
         return st;
-    }
     g->x = g->work;
     g->h = g->x + C;
     g->qkv = g->h + C;
@@ -264,6 +311,47 @@ sl_status sl_gpt2_generator_create(sl_net *net, const sl_gpt2_config *cfg, int m
     g->fc = g->tmp + C;
     g->logits = g->fc + 4 * (size_t)C;
     g->id = (int32_t *)(g->logits + cfg->vocab);
+    return SL_OK;
+}
+
+sl_status sl_gpt2_generator_create(sl_net *net, const sl_gpt2_config *cfg, int max_tokens,
+                                   sl_gpt2_generator **out)
+{
+    const char *fn = "sl_gpt2_generator_create";
+    if (out)
+        *out = NULL;
+    if (!net || !cfg || !out)
+        return sl_set_error(SL_ERR_INVALID_ARG, "%s: network, config or out is NULL", fn);
+    if (cfg->layers < 1 || cfg->embd < 1 || cfg->heads < 1 || cfg->vocab < 1 || cfg->context < 1 ||
+        cfg->embd % cfg->heads != 0 || !(cfg->ln_eps > 0.0f))
+        return sl_set_error(SL_ERR_INVALID_ARG, "%s: config (layers %d, embd %d, heads %d, vocab %d, "
+                            "context %d, ln_eps %g) is not a GPT-2 shape", fn, cfg->layers,
+                            cfg->embd, cfg->heads, cfg->vocab, cfg->context, (double)cfg->ln_eps);
+    if (max_tokens < 1 || max_tokens > cfg->context)
+        return sl_set_error(SL_ERR_INVALID_ARG, "%s: max_tokens %d must be in [1, %d], the model's "
+                            "context (no position embedding exists past it)", fn, max_tokens,
+                            cfg->context);
+    /* The network's parameter count (finalising allocates none of them)
+     * is part of the check; a failure leaves the network as it was. */
+    sl_net_mark m = sl_net_mark_now(net);
+    generator_bytes b = plan_bytes(cfg, max_tokens);
+    sl_status st = sl_net_finalize(net);
+    if (st == SL_OK)
+        st = check_generator_memory(net, cfg, max_tokens, &b, fn);
+    if (st != SL_OK)
+        return sl_net_undo_first_use(net, m, st);
+    sl_gpt2_generator *g = (sl_gpt2_generator *)sl_zalloc(sizeof *g, "a GPT-2 generator");
+    if (!g)
+        return sl_net_undo_first_use(net, m, SL_ERR_NOMEM);
+    g->net = net;
+    g->cfg = *cfg;
+    g->max_tokens = max_tokens;
+    g->be = net->ctx->backend;
+    st = build_generator(g, &b, fn);
+    if (st != SL_OK) {
+        sl_gpt2_generator_free(g);
+        return sl_net_undo_first_use(net, m, st);
+    }
     *out = g;
     return SL_OK;
 }

@@ -9,8 +9,9 @@
  * with net_plan.c's sl_net_schedule_segments), instead of being killed by
  * the OOM killer while the arena is zero-filled, or hanging in OpenBLAS
  * (which retries a failed mmap of its work buffer forever). net_run.c
- * calls it before it materialises the parameters;
- * sl_net_set_memory_check switches it off.
+ * calls it before it materialises the parameters; a caller checks a step
+ * with its own batch buffers before it allocates them with
+ * sl_net_check_step_memory. sl_net_set_memory_check switches it off.
  */
 #include <stdio.h>
 #include <string.h>
@@ -33,8 +34,9 @@ typedef struct advice_ctx {
 } advice_ctx;
 
 /* "a budget schedule fits: ..." or why none does, into buf. */
-static void suggest(void *user, uint64_t budget, char *buf, size_t n)
+static void suggest(void *user, uint64_t budget, uint64_t fixed, char *buf, size_t n)
 {
+    (void)fixed; /* a budget schedule counts the fixed part itself */
     const advice_ctx *a = user;
     sl_net *net = a->net;
     const sl_run_cache *c = a->c;
@@ -63,6 +65,27 @@ sl_status sl_net_check_memory(sl_net *net, const sl_run_cache *c, sl_mode mode, 
     sl_room_request rq = {.arena = c->plan.arena_bytes,
                           .arena_held = net->arena ? net->arena_capacity : 0,
                           .what = "its activation arena",
+                          .step = 1,
+                          .advise = suggest,
+                          .user = &a};
+    return sl_net_check_room(net, &rq, fn);
+}
+
+sl_status sl_net_check_step_memory(sl_net *net, sl_shape input, sl_mode mode, uint64_t batch_bytes)
+{
+    const char *fn = "sl_net_check_step_memory";
+    sl_run_cache *c;
+    /* The plan is the one the run will use (cached): planning allocates
+     * no parameter, gradient or arena. */
+    sl_status st = sl_net_plan_for(net, input, mode, net, fn, &c);
+    if (st != SL_OK)
+        return st;
+    advice_ctx a = {net, c, mode};
+    sl_room_request rq = {.arena = c->plan.arena_bytes,
+                          .arena_held = net->arena ? net->arena_capacity : 0,
+                          .host_extra = batch_bytes,
+                          .what = "its activation arena",
+                          .host_what = "the caller's batch (input, labels, outputs)",
                           .step = 1,
                           .advise = suggest,
                           .user = &a};

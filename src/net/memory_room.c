@@ -5,7 +5,8 @@
  * (base/sysmem.c) or a GPU's free memory, against the fixed part of a
  * step not allocated yet (parameters; in training their gradients and the
  * optimizer state), what the caller adds (an activation arena, new
- * optimizer state) and, for a step on the host, the address space the
+ * optimizer state, a generator's KV cache, the caller's own batch buffers
+ * in host memory) and, for a step on the host, the address space the
  * BLAS and the threads map while it runs. Too much is SL_ERR_NOMEM naming
  * every figure, with the caller's advice (memory_check.c's budget
  * schedule for a run). sl_net_set_memory_check switches it off.
@@ -46,6 +47,9 @@ int sl_net_pgrad_flags(const sl_net *net)
 static fixed_part fixed_part_of(const sl_net *net)
 {
     fixed_part f;
+    /* Gradients by the network's mode, not the run's: materialising
+     * allocates them for a network in training mode even for a
+     * prediction, and never for one in inference mode. */
     f.params = sl_mul_sat(net->param_floats, sizeof(float));
     f.grads = sl_mul_sat(sl_net_fixed_grad_floats(net, net->mode), sizeof(float));
     f.opt = sl_mul_sat(net->opt_floats, sizeof(float));
@@ -100,26 +104,56 @@ static sl_host_memory device_memory(const sl_backend *be)
     return m;
 }
 
+/* A GPU run's host-side bytes (the caller's batch buffers) against the
+ * host's memory alone: the device's figures do not cover them. */
+static sl_status check_host_extra(const sl_room_request *rq, const char *fn)
+{
+    sl_host_memory m = sl_host_memory_available(0);
+    if (!m.known || rq->host_extra <= m.available)
+        return SL_OK;
+    return sl_set_error(SL_ERR_NOMEM,
+                        "%s: %s needs %s of host memory for %s, but only %s of memory is "
+                        "available (%s: %.2f GiB, %.2f GiB in use); use a smaller batch. "
+                        "sl_net_set_memory_check(net, 0) (--no-memory-check) skips this check",
+                        fn, rq->who ? rq->who : "this step", fig(rq->host_extra).text,
+                        rq->host_what ? rq->host_what : "the caller's buffers",
+                        fig(m.available).text, m.source, m.limit / GIB, m.used / GIB);
+}
+
 sl_status sl_net_check_room(sl_net *net, const sl_room_request *rq, const char *fn)
 {
     uint64_t arena = rq->arena, arena_held = rq->arena_held;
     const char *what = rq->what;
     const sl_backend *be = net->ctx->backend;
     fixed_part f = fixed_part_of(net);
-    if (net->no_memory_check || (arena <= arena_held && f.held == f.total))
+    if (net->no_memory_check ||
+        (arena <= arena_held && f.held == f.total && rq->host_extra == 0))
         return SL_OK;
     if (!be->host_memory && !be->device_free_bytes)
         return SL_OK;
+    if (!be->host_memory && rq->host_extra) {
+        sl_status st = check_host_extra(rq, fn);
+        if (st != SL_OK)
+            return st;
+    }
+    /* On the host, the caller's buffers come out of the same memory. */
+    uint64_t extra = be->host_memory ? rq->host_extra : 0;
     uint64_t reserve = be->host_memory && rq->step ? address_reserve(net) : 0;
     sl_host_memory m = be->host_memory ? sl_host_memory_available(reserve) : device_memory(be);
     /* Room for the step: what is free plus what it already holds. */
     uint64_t room = sl_add_sat(sl_add_sat(m.available, arena_held), f.held);
-    uint64_t need = sl_add_sat(arena, f.total);
+    uint64_t need = sl_add_sat(sl_add_sat(arena, extra), f.total);
     if (!m.known || need <= room)
         return SL_OK;
+    /* The advice's budget is for the arena and the fixed part: the
+     * caller's buffers take their share of the room first. */
+    uint64_t budget = room > extra ? room - extra : 0;
     char advice[600];
-    if (rq->advise && room > f.total)
-        rq->advise(rq->user, room, advice, sizeof advice);
+    if (rq->advise && budget > f.total)
+        rq->advise(rq->user, budget, f.total, advice, sizeof advice);
+    else if (extra && room > f.total)
+        snprintf(advice, sizeof advice, "the fixed bytes and %s alone do not fit: use a smaller "
+                 "batch", rq->host_what ? rq->host_what : "the caller's buffers");
     else
         snprintf(advice, sizeof advice, "the fixed bytes%s do not fit: use a smaller model or "
                  "fewer classes%s", rq->step ? " alone" : "",
@@ -135,12 +169,18 @@ sl_status sl_net_check_room(sl_net *net, const sl_room_request *rq, const char *
                             "(--no-memory-check) skips this check",
                             fn, fig(arena).text, what, fig(room).text, m.source, m.limit / GIB,
                             m.used / GIB, kept, advice);
-    char head[200];
+    const char *who = rq->who ? rq->who : rq->step ? "this step" : "the network";
+    char head[600], batch[200] = "";
+    if (extra)
+        snprintf(batch, sizeof batch, ", %s for %s", fig(extra).text,
+                 rq->host_what ? rq->host_what : "the caller's buffers");
     if (arena)
-        snprintf(head, sizeof head, "%s needs %s for %s and", rq->step ? "this step" : "the network",
-                 fig(arena).text, what);
+        snprintf(head, sizeof head, "%s needs %s for %s%s and", who, fig(arena).text, what, batch);
+    else if (extra)
+        snprintf(head, sizeof head, "%s needs %s for %s and", who, fig(extra).text,
+                 rq->host_what ? rq->host_what : "the caller's buffers");
     else
-        snprintf(head, sizeof head, "the network needs");
+        snprintf(head, sizeof head, "%s needs", who);
     return sl_set_error(SL_ERR_NOMEM,
                    "%s: %s %s of fixed bytes (parameters %s, gradients %s, optimizer state %s), "
                    "%s in all, but only %s of memory is available (%s: %.2f GiB, %.2f GiB in "

@@ -291,15 +291,19 @@ sl_status sl_net_check_memory(sl_net *net, const sl_run_cache *c, sl_mode mode, 
 
 /* What sl_net_check_room is asked (memory_room.c): `arena` bytes about to
  * be allocated besides the fixed part (what they are: `what`), replacing
- * `arena_held` bytes the network holds (freed first); step: a run's step,
- * which also maps the BLAS's work buffers and the threads' stacks; advise
- * writes what would fit in a budget of `budget` bytes for arena and fixed
- * part together (NULL: a smaller model). */
+ * `arena_held` bytes the network holds (freed first); host_extra bytes
+ * the caller is about to allocate in host memory besides (what they are:
+ * host_what; on a GPU they are checked against the host's memory alone);
+ * step: a run's step, which also maps the BLAS's work buffers and the
+ * threads' stacks; who: what needs the bytes in the message (NULL: "this
+ * step" or "the network"); advise writes what would fit in a budget of
+ * `budget` bytes for arena and fixed part together, of which `fixed` are
+ * the fixed part (NULL: a smaller model). */
 typedef struct sl_room_request {
-    uint64_t arena, arena_held;
-    const char *what;
+    uint64_t arena, arena_held, host_extra;
+    const char *what, *host_what, *who;
     int step;
-    void (*advise)(void *user, uint64_t budget, char *buf, size_t n);
+    void (*advise)(void *user, uint64_t budget, uint64_t fixed, char *buf, size_t n);
     void *user;
 } sl_room_request;
 /* SL_ERR_NOMEM naming every figure when the request and the fixed part
