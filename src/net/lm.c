@@ -96,11 +96,15 @@ sl_status sl_net_compute_gradients_tokens(sl_net *net, const int32_t *ids, const
 sl_status sl_net_train_step_tokens(sl_net *net, const int32_t *ids, const int32_t *targets,
                                    int batch, int seq, sl_step_result *result)
 {
-    sl_status st = sl_net_step_begin(net, "sl_net_train_step_tokens");
+    static const char fn[] = "sl_net_train_step_tokens";
+    sl_status st = sl_net_step_begin(net, fn);
     if (st != SL_OK)
         return st;
+    sl_step_result local;
+    if (!result)
+        result = &local;
     return sl_net_step_end(net, sl_net_compute_gradients_tokens(net, ids, targets, batch, seq,
-                                                                result));
+                                                                result), result, fn);
 }
 
 sl_status sl_net_evaluate_tokens(sl_net *net, const int32_t *ids, const int32_t *targets, int batch,

@@ -228,10 +228,21 @@ int sl_net_pgrad_flags(const sl_net *net);
 /* Around the gradient run of a train-step call (optimizer.c; fn names
  * the call): begin checks that an optimizer is set and, with the update
  * in backward, lets the run update (net->step_update); end takes the
- * run's status and runs the separate update when one is due (not while
- * accumulating micro-batches, not after an update in backward). */
+ * run's status and result, refuses a non-finite loss
+ * (sl_net_check_step_loss) and runs the separate update when one is due
+ * (not while accumulating micro-batches, not after an update in
+ * backward). */
 sl_status sl_net_step_begin(sl_net *net, const char *fn);
-sl_status sl_net_step_end(sl_net *net, sl_status st);
+sl_status sl_net_step_end(sl_net *net, sl_status st, const sl_step_result *res, const char *fn);
+
+/* A train step's loss check (net_run.c): SL_OK when res->loss is finite
+ * or the network is in a communicator (its ranks must stop together; the
+ * command agrees on it). Otherwise SL_ERR_STATE naming the step and the
+ * loss, after discarding the gradients computed since the last update so
+ * that no update uses them; in_backward: the update already ran inside
+ * the step, which the message says. */
+sl_status sl_net_check_step_loss(sl_net *net, const sl_step_result *res, int in_backward,
+                                 const char *fn);
 
 /* Frees the gradient block (inference mode) / allocates it again, zeroed. */
 sl_status sl_net_drop_gradients(sl_net *net);

@@ -623,15 +623,15 @@ sl_status sl_net_step_begin(sl_net *net, const char *fn)
     return SL_OK;
 }
 
-sl_status sl_net_step_end(sl_net *net, sl_status st)
+sl_status sl_net_step_end(sl_net *net, sl_status st, const sl_step_result *res, const char *fn)
 {
     if (!net)
         return st;
-    if (net->step_update) { /* updated inside backward */
-        net->step_update = NULL;
-        return st;
-    }
-    if (st != SL_OK || net->micro < net->accum)
+    int in_backward = net->step_update != NULL;
+    net->step_update = NULL;
+    if (st == SL_OK)
+        st = sl_net_check_step_loss(net, res, in_backward, fn);
+    if (in_backward || st != SL_OK || net->micro < net->accum)
         return st; /* accumulating: the update follows the k-th micro-batch */
     return sl_net_update(net);
 }
@@ -639,10 +639,15 @@ sl_status sl_net_step_end(sl_net *net, sl_status st)
 sl_status sl_net_train_step(sl_net *net, const float *x, sl_shape shape, const int *labels,
                             sl_step_result *result)
 {
-    sl_status st = sl_net_step_begin(net, "sl_net_train_step");
+    static const char fn[] = "sl_net_train_step";
+    sl_status st = sl_net_step_begin(net, fn);
     if (st != SL_OK)
         return st;
-    return sl_net_step_end(net, sl_net_compute_gradients(net, x, shape, labels, result));
+    sl_step_result local;
+    if (!result)
+        result = &local;
+    return sl_net_step_end(net, sl_net_compute_gradients(net, x, shape, labels, result), result,
+                           fn);
 }
 
 int64_t sl_net_step_count(const sl_net *net) { return net ? net->steps : 0; }

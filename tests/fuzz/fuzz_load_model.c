@@ -78,7 +78,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             tensors(1);
     }
     tensors(0);
-    if (sl_snapshot_load_memory(g_net, data, size, "<fuzz>") != SL_OK)
+    if (sl_snapshot_load_memory(g_net, data, size, "<fuzz>", NULL) != SL_OK)
         tensors(1);
     return 0;
 }
