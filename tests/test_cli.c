@@ -406,6 +406,33 @@ static long file_size(const char *path)
     return (long)n;
 }
 
+/* A learning rate that blows the weights up: the run stops (exit 1) at
+ * the first step whose loss or weights are not finite, writes no model,
+ * and --snapshot keeps the last good step's, which loads again. */
+START_TEST(test_cli_diverged_run_stops_and_keeps_the_last_good_snapshot)
+{
+    char snap[512], model[512];
+    snprintf(snap, sizeof snap, "%s/diverged.snap", cr_dir());
+    snprintf(model, sizeof model, "%s/diverged.safetensors", cr_dir());
+    const char *base = "train --model resnet20 --batch 4 --res 8 --eval 0 --threads 2 --quiet "
+                       "--optimizer sgd";
+    cr_result r = cr_run(SL_CLI_PATH, "%s --steps 6 --lr 1e10 --snapshot '%s' --snapshot-every 1 "
+                         "--save-model '%s'", base, snap, model);
+    const char *kept = strstr(r.err, "holds the last snapshot, of step ");
+    ck_assert_msg(r.status == 1 && kept && strstr(r.err, "training diverged"), "status %d: %s",
+                  r.status, r.err);
+    int good = atoi(kept + strlen("holds the last snapshot, of step "));
+    ck_assert_msg(good >= 1 && good < 6, "%s", r.err);
+    size_t n;
+    char *none = cr_read(model, &n);
+    ck_assert_msg(!none, "a diverged run saved its model");
+    cr_free(&r);
+    r = cr_run(SL_CLI_PATH, "%s --steps %d --resume '%s'", base, good, snap);
+    ck_assert_msg(r.status == 0 && strstr(r.out, "nothing to train"), "%s", r.err);
+    cr_free(&r);
+}
+END_TEST
+
 START_TEST(test_cli_resumed_run_saves_the_model_of_an_uninterrupted_one)
 {
     char whole[512], half[512], snap[512], resumed[512];
@@ -539,6 +566,7 @@ int main(void)
     tcase_add_test(tc, test_cli_train_prints_progress_and_saving);
     tcase_add_test(tc, test_cli_train_on_cuda_runs_or_says_why_not);
     tcase_add_test(tc, test_cli_resumed_run_saves_the_model_of_an_uninterrupted_one);
+    tcase_add_test(tc, test_cli_diverged_run_stops_and_keeps_the_last_good_snapshot);
     tcase_add_test(tc, test_cli_bench_optnet_json_shares_memory);
     tcase_add_test(tc, test_cli_bench_lists_and_runs_the_programs);
     tcase_add_test(tc, test_cli_train_gpt2_style_options);

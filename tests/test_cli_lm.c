@@ -4,7 +4,9 @@
  * llm.c shard and scores well on held-out tokens; the plan's fixed part is
  * GPT-2's parameter count; a run resumed from a snapshot ends with the
  * model of a run that never stopped; --load-model starts from a saved
- * model; bad combinations are usage errors.
+ * model; bad combinations are usage errors; a model with a NaN weight is
+ * refused unless --allow-nonfinite, and a run whose loss or weights stop
+ * being finite stops, keeping the last good --snapshot.
  */
 #include <check.h>
 #include <math.h>
@@ -220,6 +222,88 @@ START_TEST(test_shape_flags_and_model_size_are_checked_first)
 }
 END_TEST
 
+/* The byte offset of the data of tensor `name` in a safetensors file. */
+static size_t tensor_offset(const char *file, size_t n, const char *name)
+{
+    uint64_t header = 0;
+    ck_assert(n >= 8);
+    memcpy(&header, file, 8);
+    ck_assert(header <= n - 8);
+    cJSON *j = cJSON_ParseWithLength(file + 8, (size_t)header);
+    ck_assert(j);
+    cJSON *off = cJSON_GetObjectItem(cJSON_GetObjectItem(j, name), "data_offsets");
+    ck_assert_msg(cJSON_IsArray(off), "no tensor %s", name);
+    size_t at = 8 + (size_t)header + (size_t)cJSON_GetArrayItem(off, 0)->valuedouble;
+    cJSON_Delete(j);
+    return at;
+}
+
+static int exists(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (f)
+        fclose(f);
+    return f != NULL;
+}
+
+START_TEST(test_nonfinite_weights_and_loss_stop_the_run)
+{
+    char train[512], dir[512], path[700], snap[700], out[700];
+    snprintf(train, sizeof train, "%s", write_shard("nf.bin", 3000));
+    snprintf(dir, sizeof dir, "%s", cr_dir());
+    const char *common = "train --model gpt2 " SHAPE " --seq 16 --batch 2 --eval 0 --quiet";
+    cr_result r = cr_run(SL_CLI_PATH, "%s --data %s --steps 2 --save-model %s/nf_good", common,
+                         train, dir);
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    cr_free(&r);
+    /* transformer.ln_f.weight[3] = NaN in a copy of the saved model. */
+    snprintf(path, sizeof path, "%s/nf_good/model.safetensors", dir);
+    size_t n = 0;
+    char *file = cr_read(path, &n);
+    ck_assert(file);
+    float nan_value = NAN;
+    memcpy(file + tensor_offset(file, n, "transformer.ln_f.weight") + 3 * 4, &nan_value, 4);
+    snprintf(path, sizeof path, "%s", cr_write("nf_bad.safetensors", file, n));
+    free(file);
+
+    r = cr_run(SL_CLI_PATH, "%s --data %s --steps 2 --load-model %s", common, train, path);
+    ck_assert_msg(r.status == 1 && strstr(r.err, "tensor 'transformer.ln_f.weight' holds NaN at "
+                                          "element 3 (index [3]) of 32") &&
+                      strstr(r.err, "--allow-nonfinite loads such a file anyway"),
+                  "status %d: %s", r.status, r.err);
+    cr_free(&r);
+
+    /* Allowed, the NaN weight makes the first loss NaN: the run stops and
+     * writes nothing. */
+    snprintf(snap, sizeof snap, "%s/nf.snap", dir);
+    snprintf(out, sizeof out, "%s/nf_out", dir);
+    r = cr_run(SL_CLI_PATH, "%s --data %s --steps 3 --load-model %s --allow-nonfinite --snapshot %s "
+               "--snapshot-every 1 --save-model %s", common, train, path, snap, out);
+    ck_assert_msg(r.status == 1 && strstr(r.err, "the loss is NaN at step 1:") &&
+                      strstr(r.err, "this run wrote no snapshot"),
+                  "status %d: %s", r.status, r.err);
+    ck_assert(!exists(snap) && !exists(out));
+    cr_free(&r);
+
+    /* A learning rate that blows the weights up: the run stops at the
+     * first step whose loss or weights are not finite, and --snapshot
+     * keeps the last good step's, which resumes. */
+    r = cr_run(SL_CLI_PATH, "%s --data %s --steps 8 --optimizer sgd --lr 1e10 --snapshot %s "
+               "--snapshot-every 1 --save-model %s", common, train, snap, out);
+    const char *kept = strstr(r.err, "holds the last snapshot, of step ");
+    ck_assert_msg(r.status == 1 && kept && strstr(r.err, "stopped at step "), "status %d: %s",
+                  r.status, r.err);
+    int good = atoi(kept + strlen("holds the last snapshot, of step "));
+    ck_assert_msg(good >= 1 && good < 8, "%s", r.err);
+    ck_assert(!exists(out));
+    cr_free(&r);
+    r = cr_run(SL_CLI_PATH, "%s --data %s --steps %d --optimizer sgd --resume %s", common, train,
+               good, snap);
+    ck_assert_msg(r.status == 0 && strstr(r.out, "nothing to train"), "%s", r.err);
+    cr_free(&r);
+}
+END_TEST
+
 int main(void)
 {
     cr_init();
@@ -231,6 +315,7 @@ int main(void)
     tcase_add_test(t, test_resume_exact);
     tcase_add_test(t, test_usage_errors);
     tcase_add_test(t, test_shape_flags_and_model_size_are_checked_first);
+    tcase_add_test(t, test_nonfinite_weights_and_loss_stop_the_run);
     suite_add_tcase(s, t);
     int failed = th_run_suite(s);
     cr_cleanup();

@@ -244,7 +244,7 @@ START_TEST(test_other_dtypes_are_issues_of_their_tensor)
     /* fc.bias (3 floats, 12 bytes) as I32 keeps its byte range. */
     uint8_t *buf = rewrite(a, "\"fc.bias\":{\"dtype\":\"F32\"", "\"fc.bias\":{\"dtype\":\"I32\"", &n);
     issues l = {0};
-    sl_load_options o = {1, on_issue, &l};
+    sl_load_options o = {1, on_issue, &l, 0};
     sl_load_report rep;
     ck_assert_int_eq(sl_load_model_memory(b, buf, n, &o, &rep), SL_ERR_FORMAT);
     ck_assert_msg(strstr(sl_last_error(), "dtype I32 in the file"), "%s", sl_last_error());
@@ -280,7 +280,7 @@ START_TEST(test_names_with_nul_are_other_names)
     float first = before.data[0];
     ck_assert_int_eq(sl_load_model_memory(b, buf, n, NULL, NULL), SL_ERR_NOT_FOUND);
     issues l = {0};
-    sl_load_options o = {0, on_issue, &l};
+    sl_load_options o = {0, on_issue, &l, 0};
     sl_load_report rep;
     ck_assert(sl_load_model_memory(b, buf, n, &o, &rep) == SL_OK);
     ck_assert_int_eq(rep.loaded, 0);

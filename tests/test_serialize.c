@@ -618,7 +618,7 @@ START_TEST(test_non_strict_loads_what_matches_and_lists_the_rest)
 
     /* Strict: every issue is listed, nothing is loaded. */
     issue_list l = {0};
-    sl_load_options o = {1, collect_issue, &l};
+    sl_load_options o = {1, collect_issue, &l, 0};
     sl_load_report rep;
     th_assert_error(sl_load_model_memory(b, buf, n, &o, &rep), SL_ERR_NOT_FOUND,
                  "tensor 'bn1.running_mean': missing from the file (and 2 more problems)");

@@ -36,7 +36,7 @@ typedef enum opt_id {
     OPT_NO_MEMORY_CHECK, OPT_DTYPE, OPT_EXPLAIN, OPT_GPU, OPT_TF32,
     OPT_CLIP, OPT_WARMUP, OPT_LR_MIN, OPT_ACCUM, OPT_UPDATE_IN_BACKWARD,
     OPT_SEQ, OPT_LAYERS, OPT_EMBD, OPT_HEADS, OPT_VOCAB, OPT_CONTEXT, OPT_DROPOUT, OPT_VAL,
-    OPT_LOAD_MODEL,
+    OPT_LOAD_MODEL, OPT_ALLOW_NONFINITE,
     OPT_SHARD, OPT_RANKS,
 } opt_id;
 
@@ -95,6 +95,7 @@ static const opt_spec g_opts[] = {
     {"--dropout", OPT_DROPOUT, CLI_TRAIN, 1},
     {"--val", OPT_VAL, CLI_TRAIN, 1},
     {"--load-model", OPT_LOAD_MODEL, CLI_TRAIN, 1},
+    {"--allow-nonfinite", OPT_ALLOW_NONFINITE, CLI_TRAIN, 0},
     {"--shard", OPT_SHARD, CLI_TRAIN | CLI_PLAN, 1},
     {"--ranks", OPT_RANKS, CLI_PLAN, 1},
 };
@@ -194,6 +195,9 @@ static const char g_train_help[] =
     "  --snapshot PATH       save a snapshot (model + optimizer state + step) at the end\n"
     "  --snapshot-every N    also save the snapshot every N steps\n"
     "  --resume PATH         resume from a snapshot and train on to --steps\n"
+    "  --allow-nonfinite     load a --resume snapshot or --load-model file whose\n"
+    "                        tensors hold NaN or infinite values (refused by default;\n"
+    "                        a step whose loss is not finite still stops the run)\n"
     "  --json                print one JSON object at the end (loss, accuracy, images/s,\n"
     "                        memory reports) and nothing else on stdout\n";
 
@@ -477,6 +481,7 @@ static int set_option(cli_options *o, opt_id id, const char *v)
     }
     case OPT_VAL: o->val_data = v; return *v ? 0 : -1;
     case OPT_LOAD_MODEL: o->load_model = v; return *v ? 0 : -1;
+    case OPT_ALLOW_NONFINITE: o->allow_nonfinite = 1; return 0;
     case OPT_SHARD: return cli_parse_int(v, 0, 2, &o->shard);
     case OPT_RANKS: return cli_parse_int(v, 1, 1000000, &o->ranks);
     }

@@ -56,6 +56,7 @@ typedef struct cli_options {
     int seq, layers, embd, heads, vocab, context, optimizer_set, lm_options;
     float dropout;
     const char *val_data, *load_model;
+    int allow_nonfinite; /* --allow-nonfinite: load NaN / infinite tensors */
     int shard; /* --shard: sl_dist_options.shard of --distributed, or planned */
     int ranks; /* plan --ranks */
 } cli_options;
@@ -142,6 +143,18 @@ float cli_lr_at(const cli_options *o, int64_t step);
 
 /* The subcommands. */
 int cli_cmd_train(cli_options *o);
+/* cli_fail(what) after a failed load, adding that --allow-nonfinite
+ * loads the file when NaN or inf values were what it refused. */
+int cli_load_failed(const char *what);
+/* After a training run failed at (0-based) step: says on stderr what
+ * --snapshot holds now (the last snapshot the run wrote, of
+ * snapshot_step, or the file as it was when snapshot_step < 0); returns
+ * CLI_EXIT_FAIL. */
+int cli_train_stopped(const cli_options *o, int64_t snapshot_step, int64_t step);
+/* 0 when every tensor of net is finite; else prints "sublinear: WHAT:
+ * tensor ... holds ..." and returns CLI_EXIT_FAIL (before saving: no file
+ * of a diverged run replaces a good one). */
+int cli_check_params_finite(sl_net *net, const char *what);
 /* train with --model gpt2 (cmd_train_lm.c), called by cli_cmd_train. */
 int cli_cmd_train_lm(cli_options *o);
 int cli_cmd_plan(cli_options *o);

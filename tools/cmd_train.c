@@ -15,6 +15,11 @@
  * ranks sees the samples of one single-process step of batch N*batch;
  * rank 0 prints and writes files. With --accum K a step is K batches
  * (micro-batches): step s trains on the batches s*K .. s*K+K-1.
+ *
+ * A step whose loss is not finite stops the run (the library refuses it;
+ * --distributed ranks agree on it through the summed loss), and nothing
+ * is saved after it: --snapshot keeps the last snapshot the run wrote,
+ * and no snapshot or model is written whose parameters hold NaN or inf.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
@@ -38,6 +43,7 @@ typedef struct train_run {
     int *labels;
     sl_memory_report planned, baseline;
     int64_t first_step; /* the step count at the start (non-zero after --resume) */
+    int64_t snapshot_step; /* of the last snapshot this run wrote; -1: none */
     int steps_run;
     double seconds, loss_avg, first_loss, last_loss;
     int64_t correct, seen;
@@ -84,6 +90,14 @@ static int allocate_batch(train_run *r)
     return 0;
 }
 
+int cli_load_failed(const char *what)
+{
+    int rc = cli_fail(what);
+    if (strstr(sl_last_error(), "allow_nonfinite")) /* the library's refusal of NaN or inf */
+        fprintf(stderr, "sublinear: --allow-nonfinite loads such a file anyway\n");
+    return rc;
+}
+
 static int setup(train_run *r)
 {
     cli_options *o = r->o;
@@ -110,8 +124,10 @@ static int setup(train_run *r)
     int rc = cli_build(o, &r->ctx, &r->net);
     if (rc)
         return rc;
-    if (o->resume && sl_load_snapshot(r->net, o->resume) != SL_OK)
-        return cli_fail("resuming from the snapshot");
+    sl_load_options load = sl_load_defaults();
+    load.allow_nonfinite = o->allow_nonfinite;
+    if (o->resume && sl_load_snapshot_ex(r->net, o->resume, &load) != SL_OK)
+        return cli_load_failed("resuming from the snapshot");
     sl_dist_options dist_options = sl_dist_defaults();
     dist_options.shard = o->shard;
     if (o->distributed && sl_dist_join(r->net, &dist_options, &r->dist) != SL_OK)
@@ -175,6 +191,79 @@ static sl_status fetch_batch(train_run *r, int64_t step)
     return SL_OK;
 }
 
+/* How the library's messages name a value that is not finite. */
+static const char *nonfinite_name(double v)
+{
+    return isnan(v) ? "NaN" : v > 0 ? "+inf" : "-inf";
+}
+
+int cli_train_stopped(const cli_options *o, int64_t snapshot_step, int64_t step)
+{
+    if (o->snapshot && snapshot_step >= 0)
+        fprintf(stderr, "sublinear: stopped at step %lld; %s holds the last snapshot, of step "
+                "%lld (resume with --resume %s)\n", (long long)step + 1, o->snapshot,
+                (long long)snapshot_step, o->snapshot);
+    else if (o->snapshot)
+        fprintf(stderr, "sublinear: stopped at step %lld; this run wrote no snapshot, %s is as "
+                "it was\n", (long long)step + 1, o->snapshot);
+    return CLI_EXIT_FAIL;
+}
+
+int cli_check_params_finite(sl_net *net, const char *what)
+{
+    int n = 0;
+    if (sl_net_param_count(net, &n) != SL_OK)
+        return cli_fail(what);
+    size_t most = 0;
+    for (int i = 0; i < n; i++) {
+        sl_param_info p;
+        if (sl_net_param(net, i, &p) != SL_OK)
+            return cli_fail(what);
+        most = p.count > most ? p.count : most;
+    }
+    float *v = malloc((most ? most : 1) * sizeof *v);
+    if (!v) {
+        fprintf(stderr, "sublinear: %s: out of memory checking the parameters\n", what);
+        return CLI_EXIT_FAIL;
+    }
+    int rc = 0;
+    for (int i = 0; i < n && !rc; i++) {
+        sl_param_info p;
+        if (sl_net_param(net, i, &p) != SL_OK || sl_net_param_read(net, i, v) != SL_OK) {
+            rc = cli_fail(what);
+            break;
+        }
+        for (size_t k = 0; k < p.count; k++)
+            if (!isfinite(v[k])) {
+                fprintf(stderr, "sublinear: %s: tensor '%s' holds %s at element %zu after step "
+                        "%lld (training diverged); not saving it\n", what, p.name,
+                        nonfinite_name(v[k]), k, (long long)sl_net_step_count(net));
+                rc = CLI_EXIT_FAIL;
+                break;
+            }
+    }
+    free(v);
+    return rc;
+}
+
+/* --distributed: the library leaves the loss check to the ranks, which
+ * must stop together; the sum of their losses is finite only when every
+ * rank's is. Collective. */
+static int agree_loss_finite(train_run *r, float loss, int64_t step)
+{
+    double sum = loss;
+    if (sum_over_ranks(r, &sum, 1))
+        return CLI_EXIT_FAIL;
+    if (isfinite(sum))
+        return 0;
+    double bad = isfinite(loss) ? sum : (double)loss;
+    fprintf(stderr, "sublinear: training: the loss is %s at step %lld on %s: training diverged "
+            "(a learning rate too high?) or a weight or input is NaN or infinite\n",
+            nonfinite_name(bad), (long long)step + 1,
+            isfinite(loss) ? "another rank" : "this rank");
+    return CLI_EXIT_FAIL;
+}
+
 static int train_loop(train_run *r)
 {
     cli_options *o = r->o;
@@ -190,11 +279,15 @@ static int train_loop(train_run *r)
             sl_step_result micro;
             if (fetch_batch(r, step * o->accum + m) != SL_OK)
                 return cli_fail("preparing a step");
-            if (sl_net_train_step(r->net, r->x, r->shape, r->labels, &micro) != SL_OK)
-                return cli_fail("training");
+            if (sl_net_train_step(r->net, r->x, r->shape, r->labels, &micro) != SL_OK) {
+                cli_fail("training");
+                return cli_train_stopped(o, r->snapshot_step, step);
+            }
             res.loss += micro.loss / (float)o->accum;
             res.correct += micro.correct;
         }
+        if (r->dist && agree_loss_finite(r, res.loss, step))
+            return cli_train_stopped(o, r->snapshot_step, step);
         r->last_loss = res.loss;
         r->loss_avg = r->steps_run ? 0.9 * r->loss_avg + 0.1 * res.loss : res.loss;
         if (r->steps_run++ == 0) {
@@ -207,10 +300,14 @@ static int train_loop(train_run *r)
         r->seen += (int64_t)o->batch * o->accum;
         window_correct += res.correct;
         window_seen += (int64_t)o->batch * o->accum;
-        if (o->snapshot_every && (step + 1) % o->snapshot_every == 0 &&
-            (r->dist ? sl_dist_save_snapshot(r->dist, o->snapshot)
-                     : sl_save_snapshot(r->net, o->snapshot)) != SL_OK)
-            return cli_fail("saving the snapshot");
+        if (o->snapshot_every && (step + 1) % o->snapshot_every == 0) {
+            if (cli_check_params_finite(r->net, "saving the snapshot"))
+                return cli_train_stopped(o, r->snapshot_step, step);
+            if ((r->dist ? sl_dist_save_snapshot(r->dist, o->snapshot)
+                         : sl_save_snapshot(r->net, o->snapshot)) != SL_OK)
+                return cli_fail("saving the snapshot");
+            r->snapshot_step = step + 1;
+        }
         if ((step + 1) % o->log_every == 0 || step + 1 == o->steps) {
             double dt = cli_now_seconds() - t0, window[2] = {(double)window_correct, (double)window_seen};
             if (sum_over_ranks(r, window, 2))
@@ -264,6 +361,9 @@ static int evaluate(train_run *r)
 static int save(const train_run *r)
 {
     const char *model = r->o->save_model, *snapshot = r->o->snapshot;
+    if ((model || snapshot) && r->steps_run &&
+        cli_check_params_finite(r->net, model ? "saving the model" : "saving the snapshot"))
+        return cli_train_stopped(r->o, r->snapshot_step, sl_net_step_count(r->net) - 1);
     if (model && (r->dist ? sl_dist_save_model(r->dist, model)
                           : sl_save_model_as(r->net, model, r->o->save_dtype)) != SL_OK)
         return cli_fail("saving the model");
@@ -340,6 +440,7 @@ int cli_cmd_train(cli_options *o)
     memset(&r, 0, sizeof r);
     r.o = o;
     r.ranks = 1;
+    r.snapshot_step = -1;
     r.tty = isatty(STDOUT_FILENO);
     int rc = setup(&r);
     if (!rc && !o->json && r.rank == 0)

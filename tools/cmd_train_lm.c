@@ -5,7 +5,9 @@
  * each, the next token as target, as llm.c's loader cuts them), so a run
  * resumed from a snapshot sees the batches an uninterrupted run would. It prints a progress bar with the
  * loss and tokens/s, the held-out loss on --val, the memory report and
- * the activation memory saved against keeping every activation.
+ * the activation memory saved against keeping every activation. A step
+ * whose loss is not finite stops the run before anything is saved, as
+ * in cmd_train.c.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
@@ -24,6 +26,7 @@ typedef struct lm_run {
     int32_t *ids, *targets;
     sl_memory_report planned, baseline;
     int64_t first_step;
+    int64_t snapshot_step; /* of the last snapshot this run wrote; -1: none */
     int steps_run;
     double seconds, loss_avg, first_loss, last_loss, val_loss, unigram_loss;
     int64_t tokens;
@@ -47,10 +50,12 @@ static int setup(lm_run *r)
     int rc = cli_build(o, &r->ctx, &r->net);
     if (rc)
         return rc;
-    if (o->load_model && sl_load_model(r->net, o->load_model, NULL, NULL) != SL_OK)
-        return cli_fail("loading the model (--load-model)");
-    if (o->resume && sl_load_snapshot(r->net, o->resume) != SL_OK)
-        return cli_fail("resuming from the snapshot");
+    sl_load_options load = sl_load_defaults();
+    load.allow_nonfinite = o->allow_nonfinite;
+    if (o->load_model && sl_load_model(r->net, o->load_model, &load, NULL) != SL_OK)
+        return cli_load_failed("loading the model (--load-model)");
+    if (o->resume && sl_load_snapshot_ex(r->net, o->resume, &load) != SL_OK)
+        return cli_load_failed("resuming from the snapshot");
     r->first_step = sl_net_step_count(r->net);
     rc = cli_plan_with_baseline(r->net, r->shape, o->schedule, &r->planned, &r->baseline);
     if (rc)
@@ -114,8 +119,10 @@ static int train_loop(lm_run *r)
                                      r->targets) != SL_OK)
                 return cli_fail("preparing a step");
             if (sl_net_train_step_tokens(r->net, r->ids, r->targets, o->batch, o->seq, &micro) !=
-                SL_OK)
-                return cli_fail("training");
+                SL_OK) {
+                cli_fail("training");
+                return cli_train_stopped(o, r->snapshot_step, step);
+            }
             res.loss += micro.loss / (float)o->accum;
         }
         r->last_loss = res.loss;
@@ -127,9 +134,13 @@ static int train_loop(lm_run *r)
             if (sl_net_memory_report(r->net, r->shape, SL_MODE_TRAIN, &m) == SL_OK)
                 mem = m.measured_total;
         }
-        if (o->snapshot_every && (step + 1) % o->snapshot_every == 0 &&
-            sl_save_snapshot(r->net, o->snapshot) != SL_OK)
-            return cli_fail("saving the snapshot");
+        if (o->snapshot_every && (step + 1) % o->snapshot_every == 0) {
+            if (cli_check_params_finite(r->net, "saving the snapshot"))
+                return cli_train_stopped(o, r->snapshot_step, step);
+            if (sl_save_snapshot(r->net, o->snapshot) != SL_OK)
+                return cli_fail("saving the snapshot");
+            r->snapshot_step = step + 1;
+        }
         if (show && ((step + 1) % o->log_every == 0 || step + 1 == o->steps))
             print_progress(r, step + 1, (double)r->tokens / (cli_now_seconds() - t0), mem);
     }
@@ -213,6 +224,9 @@ static int save(const lm_run *r)
 {
     const cli_options *o = r->o;
     sl_gpt2_config cfg = cli_gpt2_config(o);
+    if ((o->save_model || o->snapshot) && r->steps_run &&
+        cli_check_params_finite(r->net, o->save_model ? "saving the model" : "saving the snapshot"))
+        return cli_train_stopped(o, r->snapshot_step, sl_net_step_count(r->net) - 1);
     if (o->save_model && sl_gpt2_save_pretrained(r->net, &cfg, o->save_model) != SL_OK)
         return cli_fail("saving the model");
     if (o->snapshot && sl_save_snapshot(r->net, o->snapshot) != SL_OK)
@@ -282,6 +296,7 @@ int cli_cmd_train_lm(cli_options *o)
     lm_run r;
     memset(&r, 0, sizeof r);
     r.o = o;
+    r.snapshot_step = -1;
     r.tty = isatty(STDOUT_FILENO);
     int rc = setup(&r);
     if (!rc && !o->json)

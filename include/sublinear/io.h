@@ -59,6 +59,9 @@ extern "C" {
  *   SL_ERR_NOT_FOUND  a tensor of the network is missing from the file, or
  *                     the file has a tensor the network does not (strict)
  *   SL_ERR_SHAPE      a tensor's shape differs from the network's (strict)
+ * and SL_ERR_FORMAT also for a tensor holding a NaN or an infinity (in
+ * every mode, unless sl_load_options.allow_nonfinite), e.g. "tensor
+ * 'fc.weight' holds NaN at element 5 (index [1, 1]) of 12".
  */
 
 /* What a load found wrong with one tensor. */
@@ -81,6 +84,13 @@ typedef struct sl_load_options {
     int strict;
     sl_load_issue_fn on_issue; /* may be NULL */
     void *user;                /* passed to on_issue */
+    /* 0 (default): a NaN or infinite value in any tensor the load would
+     * copy (F32, F16 or BF16) fails the load, in both modes, with
+     * SL_ERR_FORMAT naming the tensor and the index of its first such
+     * value, and nothing is loaded: such a network computes NaN, and a
+     * run trained from it only finds out at its first loss. 1: load
+     * them as they are (to inspect a diverged run's file). */
+    int allow_nonfinite;
 } sl_load_options;
 
 /* Counts of one load; filled also when a strict load fails on issues. */
@@ -90,7 +100,7 @@ typedef struct sl_load_report {
     int missing, unexpected, mismatched;
 } sl_load_report;
 
-/* Strict, no callback. */
+/* Strict, no callback, non-finite values refused. */
 SL_API sl_load_options sl_load_defaults(void);
 
 /* Saves the parameters and BatchNorm running statistics (F32), never
@@ -167,6 +177,12 @@ SL_API sl_status sl_save_snapshot(sl_net *net, const char *path);
  * for a file that is not a snapshot; otherwise errors as sl_load_model;
  * on failure the network and its context are unchanged. */
 SL_API sl_status sl_load_snapshot(sl_net *net, const char *path);
+
+/* sl_load_snapshot with options (NULL: sl_load_defaults()): on_issue and
+ * allow_nonfinite as for sl_load_model, which apply to the optimizer
+ * state's tensors too; strict is ignored (a snapshot always loads
+ * strictly). */
+SL_API sl_status sl_load_snapshot_ex(sl_net *net, const char *path, const sl_load_options *opts);
 
 #ifdef __cplusplus
 }

@@ -324,7 +324,22 @@ SL_API sl_status sl_net_forward_backward(sl_net *net, const float *x, sl_shape s
 
 /* sl_net_compute_gradients followed by sl_net_update; under gradient
  * accumulation (sl_net_set_grad_accumulation, k > 1) the update follows
- * only every k-th call, the others only accumulate. */
+ * only every k-th call, the others only accumulate.
+ *
+ * A loss that is NaN or infinite fails the step with SL_ERR_STATE, e.g.
+ * "sl_net_train_step: the loss is NaN at step 7: training diverged ...",
+ * where step counts updates from 1 (sl_net_step_count() + 1) and a
+ * micro-batch under accumulation is named too. Such a step is not
+ * applied: its gradients (and the micro-batches accumulated with it) are
+ * discarded, and the parameters, optimizer state and step count are as
+ * before it, so a training loop can stop and save what it had (the
+ * forward still moved BatchNorm's running statistics and the dropout
+ * counter). Two exceptions: with the update in backward
+ * (sl_net_set_update_in_backward) the update has run by the time the
+ * loss is known, and the step still fails, saying so; a network in a
+ * communicator (sl_dist_join) does not check, as its ranks must stop
+ * together (sum the losses over the ranks with sl_dist_sum). result (may
+ * be NULL) holds the loss in both cases. */
 SL_API sl_status sl_net_train_step(sl_net *net, const float *x, sl_shape shape,
                             const int *labels, sl_step_result *result);
 
@@ -359,7 +374,8 @@ SL_API sl_status sl_net_compute_gradients_tokens(sl_net *net, const int32_t *ids
                                                  const int32_t *targets, int batch, int seq,
                                                  sl_step_result *result);
 /* sl_net_compute_gradients_tokens followed by sl_net_update (with gradient
- * accumulation, after every k-th micro-batch, as sl_net_train_step). */
+ * accumulation, after every k-th micro-batch, as sl_net_train_step; a
+ * non-finite loss fails the step as there). */
 SL_API sl_status sl_net_train_step_tokens(sl_net *net, const int32_t *ids, const int32_t *targets,
                                           int batch, int seq, sl_step_result *result);
 /* The loss in evaluation mode (no dropout), without gradients. */

@@ -27,7 +27,7 @@ static int ends_with(const char *s, const char *suffix)
 
 sl_load_options sl_load_defaults(void)
 {
-    sl_load_options o = {1, NULL, NULL};
+    sl_load_options o = {1, NULL, NULL, 0};
     return o;
 }
 
@@ -176,6 +176,65 @@ void sl_slot_copy(float *dst, const sl_tensor_slot *slot)
         uint16_t h = (uint16_t)(p[2 * i] | (p[2 * i + 1] << 8));
         dst[i] = slot->src_dtype == SL_ST_F16 ? sl_f16_to_f32(h) : sl_bf16_to_f32(h);
     }
+}
+
+/* Whether the 16-bit value h of dtype t (F16 or BF16) is a NaN or an
+ * infinity: its exponent bits are all ones. */
+static int half_nonfinite(uint16_t h, sl_st_dtype t)
+{
+    return t == SL_ST_F16 ? (h & 0x7c00u) == 0x7c00u : (h & 0x7f80u) == 0x7f80u;
+}
+
+/* The index of a matched slot's first NaN or infinity, or slot->count
+ * when every value is finite. Reads the file's bits, so no value is
+ * widened twice. */
+static size_t first_nonfinite(const sl_tensor_slot *slot, float *value)
+{
+    const uint8_t *p = slot->src;
+    for (size_t i = 0; i < slot->count; i++) {
+        if (slot->src_dtype == SL_ST_F32) {
+            uint32_t b;
+            memcpy(&b, p + 4 * i, 4);
+            if ((b & 0x7f800000u) != 0x7f800000u)
+                continue;
+            memcpy(value, &b, 4);
+            return i;
+        }
+        uint16_t h = (uint16_t)(p[2 * i] | (p[2 * i + 1] << 8));
+        if (!half_nonfinite(h, slot->src_dtype))
+            continue;
+        *value = slot->src_dtype == SL_ST_F16 ? sl_f16_to_f32(h) : sl_bf16_to_f32(h);
+        return i;
+    }
+    return slot->count;
+}
+
+sl_status sl_check_finite(const sl_tensor_slot *slots, int n, const char *what, const char *fn)
+{
+    for (int k = 0; k < n; k++) {
+        const sl_tensor_slot *s = &slots[k];
+        float value = 0.0f;
+        size_t i = s->src ? first_nonfinite(s, &value) : s->count;
+        if (i == s->count)
+            continue;
+        /* The flat index as a position in the tensor's shape, row-major. */
+        size_t rest = i, stride = s->count;
+        char at[96] = "";
+        size_t used = 0;
+        for (int d = 0; d < s->ndim && s->dims[d] > 0 && used < sizeof at; d++) {
+            stride /= (size_t)s->dims[d];
+            used += (size_t)snprintf(at + used, sizeof at - used, "%s%zu", d ? ", " : "",
+                                     stride ? rest / stride : 0);
+            rest = stride ? rest % stride : 0;
+        }
+        return sl_set_error(SL_ERR_FORMAT,
+                            "%s: '%s': tensor '%s' holds %s at element %zu (index [%s]) of %zu: "
+                            "a network with a NaN or infinite value computes NaN; nothing was "
+                            "loaded (sl_load_options.allow_nonfinite loads it anyway)",
+                            fn, what, s->name,
+                            isnan(value) ? "NaN" : value > 0 ? "+inf" : "-inf", i, at, s->count);
+    }
+    return SL_OK;
 }
 
 /* Hugging Face's GPT2Attention buffers: "P.attn.bias" (the causal mask)
@@ -341,6 +400,8 @@ static sl_status load_model_bytes(sl_net *net, const uint8_t *buf, size_t bytes,
             tied = net->params[i].name;
     if (st == SL_OK)
         st = sl_match_tensors(&f, slots, n, opts, report, what, tied, fn);
+    if (st == SL_OK && !opts->allow_nonfinite)
+        st = sl_check_finite(slots, n, what, fn);
     sl_host_view view;
     if (st == SL_OK && (st = sl_host_view_open(net, &view)) == SL_OK) {
         int loaded = 0;

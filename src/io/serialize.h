@@ -44,6 +44,12 @@ sl_status sl_match_tensors(const sl_st_file *f, sl_tensor_slot *slots, int n,
                            const sl_load_options *opts, sl_load_report *report, const char *what,
                            const char *tied_head, const char *fn);
 
+/* Fails (SL_ERR_FORMAT) when a matched slot (src set) holds a NaN or an
+ * infinity, naming the tensor and the index of its first such value;
+ * slots without src are skipped. fn and what (the file) open the
+ * message. */
+sl_status sl_check_finite(const sl_tensor_slot *slots, int n, const char *what, const char *fn);
+
 /* Slots for every named tensor of a (materialised) network, in its order. */
 sl_status sl_net_tensor_slots(sl_net *net, sl_tensor_slot **slots, int *n);
 
@@ -62,8 +68,9 @@ typedef sl_status (*sl_bytes_loader)(sl_net *net, const uint8_t *buf, size_t byt
 sl_status sl_net_load_file(sl_net *net, const char *path, const char *fn, sl_bytes_loader load,
                            void *user);
 
-/* sl_load_snapshot on a file held in memory (the fuzz target calls it). */
+/* sl_load_snapshot_ex on a file held in memory (the fuzz target calls
+ * it); opts may be NULL for sl_load_defaults(). */
 sl_status sl_snapshot_load_memory(sl_net *net, const uint8_t *buf, size_t bytes,
-                                  const char *what);
+                                  const char *what, const sl_load_options *opts);
 
 #endif

@@ -289,7 +289,8 @@ static sl_status commit(sl_net *net, const snapshot_meta *m, const sl_tensor_slo
     return SL_OK;
 }
 
-sl_status sl_snapshot_load_memory(sl_net *net, const uint8_t *buf, size_t bytes, const char *what)
+sl_status sl_snapshot_load_memory(sl_net *net, const uint8_t *buf, size_t bytes, const char *what,
+                                  const sl_load_options *opts)
 {
     static const char fn[] = "sl_load_snapshot";
     if (!net || (!buf && bytes))
@@ -316,9 +317,13 @@ sl_status sl_snapshot_load_memory(sl_net *net, const uint8_t *buf, size_t bytes,
     int n = 0;
     if (st == SL_OK)
         st = snapshot_slots(net, &m.opt, &slots, &n);
-    sl_load_options strict = sl_load_defaults();
+    /* Always strict: a snapshot resumes the whole state or nothing. */
+    sl_load_options strict = opts ? *opts : sl_load_defaults();
+    strict.strict = 1;
     if (st == SL_OK)
         st = sl_match_tensors(&f, slots, n, &strict, NULL, what, NULL, fn);
+    if (st == SL_OK && !strict.allow_nonfinite)
+        st = sl_check_finite(slots, n, what, fn);
     if (st == SL_OK)
         st = commit(net, &m, slots, what, fn);
     free(slots);
@@ -329,11 +334,17 @@ sl_status sl_snapshot_load_memory(sl_net *net, const uint8_t *buf, size_t bytes,
 static sl_status load_snapshot_bytes(sl_net *net, const uint8_t *buf, size_t bytes,
                                      const char *what, void *user)
 {
-    (void)user;
-    return sl_snapshot_load_memory(net, buf, bytes, what);
+    return sl_snapshot_load_memory(net, buf, bytes, what, user);
 }
 
 sl_status sl_load_snapshot(sl_net *net, const char *path)
 {
     return sl_net_load_file(net, path, "sl_load_snapshot", load_snapshot_bytes, NULL);
+}
+
+sl_status sl_load_snapshot_ex(sl_net *net, const char *path, const sl_load_options *opts)
+{
+    sl_load_options o = opts ? *opts : sl_load_defaults();
+    /* One name in messages for both calls: they are one loader. */
+    return sl_net_load_file(net, path, "sl_load_snapshot", load_snapshot_bytes, &o);
 }

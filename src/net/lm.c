@@ -110,8 +110,11 @@ sl_status sl_net_train_step_tokens(sl_net *net, const int32_t *ids, const int32_
     sl_status st = sl_net_step_begin(net, fn, &io);
     if (st != SL_OK)
         return st;
+    sl_step_result local;
+    if (!result)
+        result = &local;
     return sl_net_step_end(net, run_tokens(net, ids, targets, batch, seq, SL_MODE_TRAIN, NULL,
-                                           result, &io, fn));
+                                           result, &io, fn), result, fn);
 }
 
 sl_status sl_net_evaluate_tokens(sl_net *net, const int32_t *ids, const int32_t *targets, int batch,

@@ -235,11 +235,21 @@ int sl_net_pgrad_flags(const sl_net *net);
  * the call): begin checks that an optimizer is set and, with the update
  * in backward, hands the run the optimizer's UPDATE steps (io->update,
  * so the run calls the optimizer as an argument, not through the
- * network); end takes the run's status and runs the separate update when
- * one is due (not while accumulating micro-batches, not after an update
- * in backward). */
+ * network); end takes the run's status and result, refuses a non-finite
+ * loss (sl_net_check_step_loss) and runs the separate update when one is
+ * due (not while accumulating micro-batches, not after an update in
+ * backward). */
 sl_status sl_net_step_begin(sl_net *net, const char *fn, sl_run_io *io);
-sl_status sl_net_step_end(sl_net *net, sl_status st);
+sl_status sl_net_step_end(sl_net *net, sl_status st, const sl_step_result *res, const char *fn);
+
+/* A train step's loss check (net_run.c): SL_OK when res->loss is finite
+ * or the network is in a communicator (its ranks must stop together; the
+ * command agrees on it). Otherwise SL_ERR_STATE naming the step and the
+ * loss, after discarding the gradients computed since the last update so
+ * that no update uses them; in_backward: the update already ran inside
+ * the step, which the message says. */
+sl_status sl_net_check_step_loss(sl_net *net, const sl_step_result *res, int in_backward,
+                                 const char *fn);
 
 /* The gradient run of sl_net_compute_gradients and of a train step
  * (net_run.c): its checks, then sl_net_run in training with labels; io

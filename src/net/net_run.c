@@ -174,6 +174,29 @@ sl_status sl_net_run(sl_net *net, const float *x, sl_shape shape, sl_mode mode, 
     return SL_OK;
 }
 
+sl_status sl_net_check_step_loss(sl_net *net, const sl_step_result *res, int in_backward,
+                                 const char *fn)
+{
+    if (isfinite(res->loss) || net->comm)
+        return SL_OK;
+    /* After an update in backward net->steps already counts this step. */
+    long long step = (long long)net->steps + (in_backward ? 0 : 1);
+    char micro[64] = "";
+    if (net->accum > 1)
+        snprintf(micro, sizeof micro, " (micro-batch %d of %d)", net->micro, net->accum);
+    if (!in_backward) { /* no update may use them: accumulate anew */
+        net->has_grads = 0;
+        net->micro = 0;
+    }
+    return sl_set_error(SL_ERR_STATE,
+                        "%s: the loss is %s at step %lld%s: training diverged (a learning rate "
+                        "too high?) or a weight or input is NaN or infinite; %s",
+                        fn, isnan(res->loss) ? "NaN" : res->loss > 0 ? "+inf" : "-inf", step, micro,
+                        in_backward ? "the update in backward had already applied this step "
+                                      "(its loss is known only at the step's end)"
+                                    : "the step was not applied: the parameters and optimizer "
+                                      "state are as before it");
+}
 
 sl_status sl_net_predict(sl_net *net, const float *x, sl_shape shape, float *logits)
 {

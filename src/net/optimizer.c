@@ -626,11 +626,14 @@ sl_status sl_net_step_begin(sl_net *net, const char *fn, sl_run_io *io)
     return SL_OK;
 }
 
-sl_status sl_net_step_end(sl_net *net, sl_status st)
+sl_status sl_net_step_end(sl_net *net, sl_status st, const sl_step_result *res, const char *fn)
 {
-    if (!net || net->update_in_backward)
-        return st; /* updated inside backward */
-    if (st != SL_OK || net->micro < net->accum)
+    if (!net)
+        return st;
+    int in_backward = net->update_in_backward; /* the run updated inside backward */
+    if (st == SL_OK)
+        st = sl_net_check_step_loss(net, res, in_backward, fn);
+    if (in_backward || st != SL_OK || net->micro < net->accum)
         return st; /* accumulating: the update follows the k-th micro-batch */
     return sl_net_update(net);
 }
@@ -643,7 +646,11 @@ sl_status sl_net_train_step(sl_net *net, const float *x, sl_shape shape, const i
     sl_status st = sl_net_step_begin(net, fn, &io);
     if (st != SL_OK)
         return st;
-    return sl_net_step_end(net, sl_net_gradients(net, x, shape, labels, result, &io, fn));
+    sl_step_result local;
+    if (!result)
+        result = &local;
+    return sl_net_step_end(net, sl_net_gradients(net, x, shape, labels, result, &io, fn), result,
+                           fn);
 }
 
 int64_t sl_net_step_count(const sl_net *net) { return net ? net->steps : 0; }

@@ -1,7 +1,8 @@
 /*
  * fuzz_load_model.c — libFuzzer target of the loaders: every input is
  * offered to the strict JSON reader of headers alone (io/json.c), to
- * sl_load_model_memory (strict and not) and to the snapshot loader on a
+ * sl_load_model_memory (strict refusing NaN and inf, non-strict allowing
+ * them) and to the snapshot loader on a
  * small fixed network. Besides the sanitizers' checks it
  * asserts the loaders' promise: a load that fails leaves every tensor of
  * the network as it was.
@@ -73,12 +74,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     sl_load_report report;
     for (int strict = 1; strict >= 0; strict--) {
         opts.strict = strict;
+        opts.allow_nonfinite = !strict; /* both checks of values, both modes */
         tensors(0);
         if (sl_load_model_memory(g_net, data, size, &opts, &report) != SL_OK)
             tensors(1);
     }
     tensors(0);
-    if (sl_snapshot_load_memory(g_net, data, size, "<fuzz>") != SL_OK)
+    if (sl_snapshot_load_memory(g_net, data, size, "<fuzz>", NULL) != SL_OK)
         tensors(1);
     return 0;
 }
