@@ -232,13 +232,14 @@ size_t sl_shard_bound(size_t floats, int size, int r);
 int sl_net_pgrad_flags(const sl_net *net);
 
 /* Around the gradient run of a train-step call (optimizer.c; fn names
- * the call): begin checks that an optimizer is set and, with the update
+ * the call): begin checks what the update needs (an optimizer; a sharded
+ * state still in its communicator) and, with the update
  * in backward, hands the run the optimizer's UPDATE steps (io->update,
  * so the run calls the optimizer as an argument, not through the
  * network); end takes the run's status and result, refuses a non-finite
  * loss (sl_net_check_step_loss) and runs the separate update when one is
  * due (not while accumulating micro-batches, not after an update in
- * backward). */
+ * backward) without checking again what begin and the run checked. */
 sl_status sl_net_step_begin(sl_net *net, const char *fn, sl_run_io *io);
 sl_status sl_net_step_end(sl_net *net, sl_status st, const sl_step_result *res, const char *fn);
 

@@ -116,8 +116,6 @@ sl_status sl_net_run(sl_net *net, const float *x, sl_shape shape, sl_mode mode, 
     else if (update && net->comm && net->shard != 2)
         pre = sl_set_error(SL_ERR_STATE, "%s: the update in backward runs in a communicator "
                            "only with ZeRO-2 (sl_dist_options.shard 2)", fn);
-    else if (update)
-        pre = sl_net_check_shard(net, fn);
     sl_status st = pre == SL_OK ? sl_net_ready(net, shape, mode, io->dx_out != NULL, fn, &c) : pre;
     if (st == SL_OK && io->labels)
         st = check_labels(net, c, io->labels, shape.n, fn);

@@ -470,8 +470,9 @@ static void update_piece_if_in_node(void *user, int param, size_t gfirst, size_t
 }
 
 /* The UPDATE steps of the update in backward (io->update of a train
- * step's run, from sl_net_step_begin): user is the net; node's trainable parameters, whose
- * grad pointers point into the arena, get the update of step steps + 1. */
+ * step's run, from sl_net_step_begin): user is the net; node's trainable
+ * parameters, whose grad pointers point into the arena, get the update of
+ * step steps + 1. */
 static void update_node(void *user, int node)
 {
     sl_net *net = user;
@@ -570,6 +571,8 @@ static void update_shard_piece(void *user, int param, size_t gfirst, size_t off,
     update_range(u, param, off, n, grad, blocks);
 }
 
+static sl_status apply_update(sl_net *net);
+
 sl_status sl_net_update(sl_net *net)
 {
     if (!net)
@@ -592,10 +595,17 @@ sl_status sl_net_update(sl_net *net)
                             "sl_net_update: gradient accumulation over %d micro-batches, %d "
                             "accumulated so far; compute the gradients of %d more first",
                             net->accum, net->micro, net->accum - net->micro);
+    return apply_update(net);
+}
+
+/* The update itself, its conditions checked (by sl_net_update, or by a
+ * train step's begin and run). */
+static sl_status apply_update(sl_net *net)
+{
     update_ctx u = {net, sl_net_exec(net), net->steps + 1, 1.0f, NULL, 0};
     double t0 = sl_profile_clock(net, &u.ex);
     int norm_later;
-    st = update_scale(net, &u.ex, &u.grad_scale, &norm_later);
+    sl_status st = update_scale(net, &u.ex, &u.grad_scale, &norm_later);
     if (st != SL_OK)
         return st;
     update_gathered(&u, net->n_params, update_param, update_shard_piece, &u);
@@ -619,6 +629,9 @@ sl_status sl_net_step_begin(sl_net *net, const char *fn, sl_run_io *io)
         return SL_OK; /* the gradient run reports it */
     if (!net->has_optimizer)
         return sl_set_error(SL_ERR_STATE, "%s: no optimizer set (call sl_net_set_optimizer)", fn);
+    sl_status st = sl_net_check_shard(net, fn);
+    if (st != SL_OK)
+        return st;
     if (net->update_in_backward) { /* the run updates inside backward */
         io->update = update_node;
         io->update_user = net;
@@ -635,7 +648,7 @@ sl_status sl_net_step_end(sl_net *net, sl_status st, const sl_step_result *res, 
         st = sl_net_check_step_loss(net, res, in_backward, fn);
     if (in_backward || st != SL_OK || net->micro < net->accum)
         return st; /* accumulating: the update follows the k-th micro-batch */
-    return sl_net_update(net);
+    return apply_update(net); /* begin and the run checked what sl_net_update checks */
 }
 
 sl_status sl_net_train_step(sl_net *net, const float *x, sl_shape shape, const int *labels,
