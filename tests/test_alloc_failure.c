@@ -5,24 +5,32 @@
  * and predicts on: a ResNet from the model registry with a model file and
  * a snapshot, and a GPT-2 (sl_model_gpt2) with its Hugging Face directory
  * (sl_gpt2_save_pretrained, sl_gpt2_read_config, the token runs). First
- * the run is counted without faults; then,
- * for every N, the run is repeated with the N-th allocation of the library
- * failing (sl_test_alloc_fail_at, the hook of the library's own
- * allocator). The one call that meets the failure must return
- * SL_ERR_NOMEM with a message that says "out of memory"; it is then retried, and the run must end
+ * the run is counted without faults; then, for every N, the run is
+ * repeated with the N-th allocation of the library failing
+ * (sl_test_alloc_fail_at, the hook of the library's own allocator). The
+ * one call that meets the failure must return SL_ERR_NOMEM with a message
+ * that says "out of memory"; it is then retried, and the run must end
  * with parameters, predictions and file bytes equal bit for bit to the
- * fault-free run: the failed call left every object as it was. Leaks are
- * ASan's to find (the CI runs this test under it).
+ * fault-free run: the failed call left every object as it was. The same
+ * for the tokenizer's path (load, encode, write a token shard, read it
+ * back). Then the C library's own allocations (libc_faults.c: fopen's
+ * FILE, a stream's buffer...) and snprintf fail in turn under saving and
+ * loading models, snapshots and shards: the status must still be
+ * SL_ERR_NOMEM and the message say out of memory. Leaks are ASan's to
+ * find (the CI runs this test under it).
  */
 #define _DEFAULT_SOURCE
 #include <check.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "base/base.h"
+#include "bpe_files.h"
 #include "harness.h"
+#include "libc_faults.h"
 
 #define BATCH 2
 #define RES 8
@@ -392,6 +400,234 @@ START_TEST(test_constructor_out_of_memory_is_nomem)
 }
 END_TEST
 
+/* ---- the tokenizer's path: load, encode, write a shard, read it back ---- */
+
+typedef struct text_run {
+    sl_tokenizer *tok;
+    int32_t ids[64];
+    uint16_t tokens[64];
+    size_t n;
+    sl_token_shard *shard;
+    char json[PATH_LEN], bpe[PATH_LEN], shard_path[PATH_LEN];
+} text_run;
+
+static const char g_text[] = "hello world, hello \xff\xfe world aaa";
+
+static sl_status text_load(text_run *t)
+{
+    sl_tokenizer_free(t->tok);
+    t->tok = NULL;
+    return sl_tokenizer_load(t->json, t->bpe, &t->tok);
+}
+
+static sl_status text_encode(text_run *t)
+{
+    sl_status st = sl_tokenizer_encode(t->tok, g_text, sizeof g_text - 1, t->ids, 64, &t->n);
+    for (size_t i = 0; st == SL_OK && i < t->n; i++)
+        t->tokens[i] = (uint16_t)t->ids[i];
+    return st;
+}
+
+static sl_status text_write(text_run *t) { return sl_token_shard_write(t->shard_path, t->tokens, t->n); }
+
+static sl_status text_open(text_run *t)
+{
+    sl_token_shard_free(t->shard);
+    t->shard = NULL;
+    return sl_token_shard_open(t->shard_path, &t->shard);
+}
+
+static sl_status text_check(text_run *t)
+{
+    return sl_token_shard_check_vocab(t->shard, sl_tokenizer_vocab_size(t->tok));
+}
+
+static const struct {
+    const char *name;
+    sl_status (*fn)(text_run *);
+} text_stages[] = {
+    {"tokenizer load", text_load}, {"encode", text_encode}, {"shard write", text_write},
+    {"shard open", text_open},     {"check vocab", text_check},
+};
+
+/* One pass of the tokenizer's path with the fail_at-th allocation of the
+ * library failing (0: none); returns the calls that met it. */
+static int text_one_run(long fail_at, text_run *t, long *counted)
+{
+    memset(t, 0, sizeof *t);
+    snprintf(t->json, sizeof t->json, "%s/small.json", g_dir);
+    snprintf(t->bpe, sizeof t->bpe, "%s/small.bpe", g_dir);
+    snprintf(t->shard_path, sizeof t->shard_path, "%s/text.bin", g_dir);
+    int failures = 0;
+    sl_test_alloc_fail_at(fail_at ? fail_at : -1);
+    for (size_t k = 0; k < sizeof text_stages / sizeof text_stages[0]; k++) {
+        sl_status st = text_stages[k].fn(t);
+        if (st == SL_OK)
+            continue;
+        ck_assert_msg(st == SL_ERR_NOMEM, "allocation %ld, %s: %s (%s)", fail_at,
+                      text_stages[k].name, sl_status_name(st), sl_last_error());
+        ck_assert_msg(strstr(sl_last_error(), "out of memory") != NULL,
+                      "allocation %ld, %s: message '%s' does not say out of memory", fail_at,
+                      text_stages[k].name, sl_last_error());
+        failures++;
+        st = text_stages[k].fn(t);
+        ck_assert_msg(st == SL_OK, "allocation %ld, %s: the retry failed: %s", fail_at,
+                      text_stages[k].name, sl_last_error());
+    }
+    *counted = sl_test_alloc_count();
+    sl_test_alloc_fail_at(0);
+    ck_assert_uint_eq(sl_token_shard_count(t->shard), t->n);
+    return failures;
+}
+
+static void text_free(text_run *t)
+{
+    sl_tokenizer_free(t->tok);
+    sl_token_shard_free(t->shard);
+}
+
+START_TEST(test_tokenizer_path_every_allocation_failure_is_nomem_with_a_message)
+{
+    char json[PATH_LEN], bpe[PATH_LEN];
+    snprintf(json, sizeof json, "%s/small.json", g_dir);
+    snprintf(bpe, sizeof bpe, "%s/small.bpe", g_dir);
+    bf_write_small(json, bpe, "", "");
+    text_run clean, faulty;
+    long total, counted;
+    ck_assert_int_eq(text_one_run(0, &clean, &total), 0);
+    ck_assert_int_gt(total, 10);
+    size_t clean_bytes, faulty_bytes;
+    uint8_t *clean_file = read_file(clean.shard_path, &clean_bytes);
+    for (long n = 1; n <= total; n++) {
+        ck_assert_msg(text_one_run(n, &faulty, &counted) == 1, "allocation %ld of %ld met no call", n,
+                      total);
+        ck_assert_uint_eq(faulty.n, clean.n);
+        ck_assert(memcmp(faulty.tokens, clean.tokens, clean.n * sizeof clean.tokens[0]) == 0);
+        uint8_t *file = read_file(faulty.shard_path, &faulty_bytes);
+        ck_assert_msg(faulty_bytes == clean_bytes && memcmp(file, clean_file, clean_bytes) == 0,
+                      "allocation %ld: the shard differs", n);
+        free(file);
+        text_free(&faulty);
+    }
+    printf("tokenizer path: %ld allocations, each failure SL_ERR_NOMEM saying out of memory\n", total);
+    free(clean_file);
+    text_free(&clean);
+}
+END_TEST
+
+/* ---- the C library's own failures ---- */
+
+typedef struct libc_case {
+    const char *name;
+    sl_status (*fn)(run_state *, int);
+    const char *file; /* the file the call writes, compared after a success */
+} libc_case;
+
+static char g_shard_path[PATH_LEN];
+
+static sl_status libc_write_shard(run_state *s, int i)
+{
+    (void)s, (void)i;
+    static const uint16_t tokens[] = {1, 2, 3, 500, 7};
+    return sl_token_shard_write(g_shard_path, tokens, 5);
+}
+
+static sl_status libc_open_shard(run_state *s, int i)
+{
+    (void)s, (void)i;
+    sl_token_shard *shard = NULL; /* set only on success */
+    sl_status st = sl_token_shard_open(g_shard_path, &shard);
+    sl_token_shard_free(shard);
+    return st;
+}
+
+/* Every malloc, calloc and realloc of each call failing in turn, the C
+ * library's on the call's behalf included: SL_OK where the library copes
+ * (a stream without its buffer writes unbuffered), else SL_ERR_NOMEM with
+ * a message that says so, never "Success" or a stale errno's text; a
+ * retry then succeeds and a written file equals the fault-free one. */
+START_TEST(test_c_library_allocation_failure_is_nomem_with_a_message)
+{
+    if (!lf_available()) {
+        printf("test_c_library_allocation_failure_is_nomem_with_a_message: skipped (a sanitizer "
+               "owns malloc)\n");
+        return;
+    }
+    run_state *s = calloc(1, sizeof *s);
+    ck_assert(s);
+    snprintf(s->model_path, sizeof s->model_path, "%s/libc_model.safetensors", g_dir);
+    snprintf(s->snap_path, sizeof s->snap_path, "%s/libc_snap.safetensors", g_dir);
+    snprintf(g_shard_path, sizeof g_shard_path, "%s/libc_shard.bin", g_dir);
+    ck_assert(make_context(s, 0) == SL_OK && make_net(s, 0) == SL_OK && build(s, 0) == SL_OK &&
+              set_optimizer(s, 0) == SL_OK && train(s, 0) == SL_OK);
+    const libc_case cases[] = {
+        {"save model", save_model, s->model_path},  {"load model", load_model, NULL},
+        {"save snapshot", save_snapshot, s->snap_path}, {"load snapshot", load_snapshot, NULL},
+        {"write shard", libc_write_shard, g_shard_path}, {"open shard", libc_open_shard, NULL},
+    };
+    int points = 0, nomem = 0;
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        lf_fail_malloc_at(-1);
+        ck_assert_msg(cases[c].fn(s, 0) == SL_OK, "%s: %s", cases[c].name, sl_last_error());
+        long total = lf_malloc_count();
+        lf_fail_malloc_at(0);
+        size_t clean_bytes = 0, bytes;
+        uint8_t *clean = cases[c].file ? read_file(cases[c].file, &clean_bytes) : NULL;
+        for (long n = 1; n <= total; n++, points++) {
+            errno = ENOENT; /* what a stat before the failing call leaves */
+            lf_fail_malloc_at(n);
+            sl_status st = cases[c].fn(s, 0);
+            lf_fail_malloc_at(0);
+            if (st != SL_OK) {
+                ck_assert_msg(st == SL_ERR_NOMEM, "%s, allocation %ld of %ld: %s (%s)", cases[c].name,
+                              n, total, sl_status_name(st), sl_last_error());
+                ck_assert_msg(strstr(sl_last_error(), "out of memory") &&
+                                  !strstr(sl_last_error(), "Success") &&
+                                  !strstr(sl_last_error(), "No such file"),
+                              "%s, allocation %ld: message '%s'", cases[c].name, n, sl_last_error());
+                nomem++;
+                ck_assert_msg(cases[c].fn(s, 0) == SL_OK, "%s, allocation %ld: the retry failed: %s",
+                              cases[c].name, n, sl_last_error());
+            }
+            if (clean) {
+                uint8_t *file = read_file(cases[c].file, &bytes);
+                ck_assert_msg(bytes == clean_bytes && memcmp(file, clean, bytes) == 0,
+                              "%s, allocation %ld: the file differs", cases[c].name, n);
+                free(file);
+            }
+        }
+        free(clean);
+    }
+    ck_assert_int_gt(nomem, 10);
+    printf("C library: %d allocation points, %d refused with SL_ERR_NOMEM, the rest coped\n", points,
+           nomem);
+    sl_net_free(s->net[0]);
+    sl_context_free(s->ctx[0]);
+    free(s);
+}
+END_TEST
+
+/* snprintf fails only when the C library lacks memory: the report says
+ * so, not that the caller's buffer is too small. */
+START_TEST(test_memory_report_json_out_of_memory_is_nomem)
+{
+    sl_memory_report r;
+    memset(&r, 0, sizeof r);
+    r.total = 12345;
+    char buf[1024];
+    if (lf_available()) {
+        lf_fail_snprintf(1);
+        sl_status st = sl_memory_report_json(&r, buf, sizeof buf);
+        lf_fail_snprintf(0);
+        th_assert_error(st, SL_ERR_NOMEM, "out of memory");
+        ck_assert_ptr_null(strstr(sl_last_error(), "too small"));
+    }
+    th_assert_error(sl_memory_report_json(&r, buf, 40), SL_ERR_INVALID_ARG, "too small");
+    ck_assert_msg(sl_memory_report_json(&r, buf, sizeof buf) == SL_OK, "%s", sl_last_error());
+    ck_assert_ptr_nonnull(strstr(buf, "\"total\":12345"));
+}
+END_TEST
+
 int main(void)
 {
     /* tmpfs where there is one: the run saves two files (with fsync) per N. */
@@ -406,6 +642,9 @@ int main(void)
     tcase_add_test(tc, test_constructor_out_of_memory_is_nomem);
     tcase_add_test(tc, test_every_allocation_failure_is_nomem_and_changes_nothing);
     tcase_add_test(tc, test_every_allocation_failure_of_gpt2_is_nomem_and_changes_nothing);
+    tcase_add_test(tc, test_tokenizer_path_every_allocation_failure_is_nomem_with_a_message);
+    tcase_add_test(tc, test_c_library_allocation_failure_is_nomem_with_a_message);
+    tcase_add_test(tc, test_memory_report_json_out_of_memory_is_nomem);
     suite_add_tcase(s, tc);
     int failed = th_run_suite(s);
     char cmd[PATH_LEN + 16];

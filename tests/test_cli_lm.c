@@ -6,7 +6,8 @@
  * model of a run that never stopped; --load-model starts from a saved
  * model; bad combinations are usage errors; a model with a NaN weight is
  * refused unless --allow-nonfinite, and a run whose loss or weights stop
- * being finite stops, keeping the last good --snapshot.
+ * being finite stops, keeping the last good --snapshot; a token outside
+ * the vocabulary is refused before training, by file and offset.
  */
 #include <check.h>
 #include <math.h>
@@ -304,6 +305,47 @@ START_TEST(test_nonfinite_weights_and_loss_stop_the_run)
 }
 END_TEST
 
+/* write_shard's tokens with token `at` replaced by `id`. */
+static const char *write_shard_with(const char *name, size_t n, size_t at, uint16_t id)
+{
+    const char *path = write_shard(name, n);
+    FILE *f = fopen(path, "r+b");
+    ck_assert_ptr_nonnull(f);
+    ck_assert(fseek(f, (long)(1024 + 2 * at), SEEK_SET) == 0 && fwrite(&id, 2, 1, f) == 1);
+    ck_assert(fclose(f) == 0);
+    return path;
+}
+
+/* A token id outside the vocabulary is found when the shard is opened,
+ * named by file and offset, before any step: in --val it used to stop the
+ * run after all the training, and --save-model and --snapshot were never
+ * written. */
+START_TEST(test_token_out_of_vocabulary_is_refused_before_training)
+{
+    char train[512], val[512];
+    snprintf(train, sizeof train, "%s", write_shard("oov_train.bin", 4000));
+    snprintf(val, sizeof val, "%s", write_shard_with("oov_val.bin", 2000, 1500, 64));
+    cr_result r = cr_run(SL_CLI_PATH, "train --model gpt2 " SHAPE " --data %s --val %s --seq 16 "
+                         "--batch 4 --steps 20 --eval 2000 --save-model %s/oov_model --snapshot "
+                         "%s/oov.snap", train, val, cr_dir(), cr_dir());
+    ck_assert_msg(r.status == 1, "status %d: %s", r.status, r.err);
+    ck_assert_msg(strstr(r.err, "--val") && strstr(r.err, val) && strstr(r.err, "id 64 at token 1500") &&
+                      strstr(r.err, "byte 4024") && strstr(r.err, "vocabulary of 64"),
+                  "%s", r.err);
+    ck_assert_msg(strstr(r.out, "step") == NULL, "it trained first: %s", r.out);
+    cr_free(&r);
+
+    /* In --data the same, with the offset in the file, not in a batch. */
+    snprintf(train, sizeof train, "%s", write_shard_with("oov_train.bin", 4000, 3333, 65535));
+    r = cr_run(SL_CLI_PATH, "train --model gpt2 " SHAPE " --data %s --seq 16 --batch 4 --steps 20",
+               train);
+    ck_assert_msg(r.status == 1 && strstr(r.err, "--data") && strstr(r.err, train) &&
+                      strstr(r.err, "id 65535 at token 3333") && strstr(r.err, "byte 7690"),
+                  "status %d: %s", r.status, r.err);
+    cr_free(&r);
+}
+END_TEST
+
 int main(void)
 {
     cr_init();
@@ -316,6 +358,7 @@ int main(void)
     tcase_add_test(t, test_usage_errors);
     tcase_add_test(t, test_shape_flags_and_model_size_are_checked_first);
     tcase_add_test(t, test_nonfinite_weights_and_loss_stop_the_run);
+    tcase_add_test(t, test_token_out_of_vocabulary_is_refused_before_training);
     suite_add_tcase(s, t);
     int failed = th_run_suite(s);
     cr_cleanup();

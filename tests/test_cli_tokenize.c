@@ -2,16 +2,21 @@
  * test_cli_tokenize.c — `sublinear tokenize` writes llm.c's token shards:
  * the header [20240520, 1, tokens] in 256 int32, then uint16 tokens, each
  * file after <|endoftext|>, the last fraction of the tokens in val.bin
- * beside the training shard; bad arguments exit 2, bad files 1. With the
+ * beside the training shard; bad arguments exit 2, bad files 1 (a FIFO
+ * at once); a failed write keeps the previous shard and says why. With the
  * small vocabulary of tests/bpe_files.c (always) and on Hamlet with
  * GPT-2's files (when scripts/setup.sh fetched them; skipped visibly
  * otherwise), compared with the library's own encoding.
  */
 #define _DEFAULT_SOURCE
 #include <check.h>
+#include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "bpe_files.h"
@@ -125,6 +130,72 @@ START_TEST(test_cli_tokenize_refuses_bad_arguments_and_files)
 }
 END_TEST
 
+/* A write that fails (a 4 KiB file size limit; SIGXFSZ ignored, so the
+ * write gets EFBIG) keeps the previous shard, and the message gives the
+ * reason. It used to write in place and remove the file. */
+START_TEST(test_cli_tokenize_failed_write_keeps_the_previous_shard_and_says_why)
+{
+    char json[600], bpe[600], small[600], big[600], out[700];
+    snprintf(json, sizeof json, "%s/small.json", cr_dir());
+    snprintf(bpe, sizeof bpe, "%s/small.bpe", cr_dir());
+    bf_write_small(json, bpe, "", "");
+    snprintf(small, sizeof small, "%s", cr_write("small.txt", "hello world", 11));
+    char text[20000];
+    for (size_t i = 0; i < sizeof text; i++)
+        text[i] = "ab c\n"[i % 5];
+    snprintf(big, sizeof big, "%s", cr_write("big.txt", text, sizeof text));
+    snprintf(out, sizeof out, "%s/keep.bin", cr_dir());
+    cr_result r = cr_run(SL_CLI_PATH, "tokenize --vocab %s --merges %s --out %s %s", json, bpe, out, small);
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    cr_free(&r);
+    size_t before_n, after_n;
+    char *before = cr_read(out, &before_n);
+
+    struct rlimit old, limit;
+    ck_assert(getrlimit(RLIMIT_FSIZE, &old) == 0);
+    limit = (struct rlimit){4096, old.rlim_max};
+    void (*was)(int) = signal(SIGXFSZ, SIG_IGN);
+    ck_assert(setrlimit(RLIMIT_FSIZE, &limit) == 0);
+    r = cr_run(SL_CLI_PATH, "tokenize --vocab %s --merges %s --out %s %s", json, bpe, out, big);
+    ck_assert(setrlimit(RLIMIT_FSIZE, &old) == 0);
+    signal(SIGXFSZ, was);
+    ck_assert_msg(r.status == 1, "status %d: %s", r.status, r.err);
+    ck_assert_msg(strstr(r.err, out) && strstr(r.err, strerror(EFBIG)) &&
+                      strstr(r.err, "previous file there is unchanged"),
+                  "%s", r.err);
+    cr_free(&r);
+    char *after = cr_read(out, &after_n);
+    ck_assert_ptr_nonnull(after);
+    ck_assert(after_n == before_n && memcmp(after, before, before_n) == 0);
+    free(before);
+    free(after);
+}
+END_TEST
+
+/* A FIFO as --vocab, --merges or an input text is refused at once, not
+ * waited on (timeout ends a run that blocks: status 124). */
+START_TEST(test_cli_tokenize_refuses_a_fifo_without_blocking)
+{
+    char json[600], bpe[600], fifo[600], text[600];
+    snprintf(json, sizeof json, "%s/small.json", cr_dir());
+    snprintf(bpe, sizeof bpe, "%s/small.bpe", cr_dir());
+    bf_write_small(json, bpe, "", "");
+    snprintf(text, sizeof text, "%s", cr_write("f.txt", "hello", 5));
+    snprintf(fifo, sizeof fifo, "%s/pipe", cr_dir());
+    unlink(fifo);
+    ck_assert(mkfifo(fifo, 0600) == 0);
+    const char *vocab[3] = {fifo, json, json}, *merges[3] = {bpe, fifo, bpe}, *in[3] = {text, text, fifo};
+    for (int i = 0; i < 3; i++) {
+        cr_result r = cr_run("timeout", "20 '%s' tokenize --vocab %s --merges %s --out %s/f.bin %s",
+                             SL_CLI_PATH, vocab[i], merges[i], cr_dir(), in[i]);
+        ck_assert_msg(r.status == 1, "case %d: status %d: %s", i, r.status, r.err);
+        ck_assert_msg(strstr(r.err, fifo) && strstr(r.err, "FIFO"), "case %d: %s", i, r.err);
+        cr_free(&r);
+    }
+    unlink(fifo);
+}
+END_TEST
+
 START_TEST(test_cli_tokenize_gpt2_shard_matches_the_library_on_hamlet)
 {
     const char *json = DATA_DIR "/gpt2/encoder.json", *bpe = DATA_DIR "/gpt2/vocab.bpe",
@@ -171,6 +242,8 @@ int main(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_cli_tokenize_writes_train_and_val_shards);
     tcase_add_test(tc, test_cli_tokenize_refuses_bad_arguments_and_files);
+    tcase_add_test(tc, test_cli_tokenize_failed_write_keeps_the_previous_shard_and_says_why);
+    tcase_add_test(tc, test_cli_tokenize_refuses_a_fifo_without_blocking);
     tcase_add_test(tc, test_cli_tokenize_gpt2_shard_matches_the_library_on_hamlet);
     suite_add_tcase(s, tc);
     int failed = th_run_suite(s);

@@ -2,12 +2,19 @@
  * test_errors.c — bad input returns an error with a message a person can
  * act on, and leaves the network usable: NULL handles, zero batch, a shape
  * a layer cannot take, mismatched channels when appending, invalid layer
- * options, duplicate names, labels out of range, use before an optimizer.
+ * options, duplicate names, labels out of range, use before an optimizer;
+ * file bytes quoted in messages are escaped; config.json must be UTF-8
+ * and a regular file.
  */
+#define _DEFAULT_SOURCE
 #include <check.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include "base/base.h"
 #include "harness.h"
 
 /* A small working network: conv -> relu -> gap -> fc. */
@@ -218,6 +225,74 @@ START_TEST(test_models_and_dataset_arguments)
 }
 END_TEST
 
+/* Bytes from a file are quoted in messages escaped: printable ASCII and
+ * valid UTF-8 kept, controls (C1 and DEL too) as \u00XX, a backslash
+ * doubled, anything not UTF-8 (overlong forms, surrogates, truncated
+ * sequences, 0xFF) as \xHH; cut with "..." to fit. */
+START_TEST(test_messages_escape_the_file_bytes_they_quote)
+{
+    static const struct {
+        const char *in, *out;
+    } cases[] = {
+        {"plain.name", "plain.name"},
+        {"caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80", "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80"},
+        {"a\x01" "b\x7f", "a\\u0001b\\u007f"},
+        {"\xc2\x85", "\\u0085"},
+        {"back\\slash", "back\\\\slash"},
+        {"\xff\xfe", "\\xff\\xfe"},
+        {"\xc0\xa1", "\\xc0\\xa1"},         /* overlong "!" */
+        {"\xed\xa0\x80", "\\xed\\xa0\\x80"}, /* a surrogate */
+        {"x\xe2\x82", "x\\xe2\\x82"},        /* truncated */
+    };
+    char buf[64];
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        sl_printable(buf, sizeof buf, cases[i].in, strlen(cases[i].in));
+        ck_assert_msg(strcmp(buf, cases[i].out) == 0, "case %zu: '%s'", i, buf);
+    }
+    sl_printable(buf, sizeof buf, "a\0b", 3);
+    ck_assert_str_eq(buf, "a\\u0000b");
+    sl_printable(buf, 12, "0123456789abcdef", 16);
+    ck_assert_str_eq(buf, "01234567...");
+}
+END_TEST
+
+static const char *write_config(char *dir, const char *text, size_t n)
+{
+    static char path[128];
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    FILE *f = fopen(path, "wb");
+    ck_assert(f && fwrite(text, 1, n, f) == n && fclose(f) == 0);
+    return path;
+}
+
+/* config.json is checked for UTF-8 like any JSON the library reads: an
+ * overlong "2" in "gpt2" used to read as "gpt2", and a raw 0xFF key was
+ * accepted. A FIFO in its place is refused without waiting for a writer. */
+START_TEST(test_config_json_must_be_utf8_and_a_regular_file)
+{
+    char dir[] = "/tmp/sl_cfg_XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    static const char *const texts[] = {
+        "{\"model_type\": \"gpt\xc0\xb2\", \"n_layer\": 3, \"n_embd\": 96, \"n_head\": 6, "
+        "\"vocab_size\": 1000, \"n_positions\": 128}",
+        "{\"model_type\": \"gpt2\", \"\xff\": 1, \"n_layer\": 3, \"n_embd\": 96, \"n_head\": 6, "
+        "\"vocab_size\": 1000, \"n_positions\": 128}",
+    };
+    sl_gpt2_config c;
+    for (size_t i = 0; i < 2; i++) {
+        const char *path = write_config(dir, texts[i], strlen(texts[i]));
+        th_assert_error(sl_gpt2_read_config(path, &c), SL_ERR_FORMAT, "invalid UTF-8");
+        ck_assert_ptr_nonnull(strstr(sl_last_error(), path));
+    }
+    const char *path = write_config(dir, "", 0);
+    ck_assert(unlink(path) == 0 && mkfifo(path, 0600) == 0);
+    alarm(20); /* a hang fails the test instead of stalling the suite */
+    th_assert_error(sl_gpt2_read_config(path, &c), SL_ERR_IO, "FIFO");
+    alarm(0);
+    ck_assert(unlink(path) == 0 && rmdir(dir) == 0);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("errors");
@@ -230,6 +305,8 @@ int main(void)
     tcase_add_test(tc, test_invalid_layer_options);
     tcase_add_test(tc, test_labels_and_state);
     tcase_add_test(tc, test_models_and_dataset_arguments);
+    tcase_add_test(tc, test_messages_escape_the_file_bytes_they_quote);
+    tcase_add_test(tc, test_config_json_must_be_utf8_and_a_regular_file);
     suite_add_tcase(s, tc);
     int failed = th_run_suite(s);
     return failed ? EXIT_FAILURE : EXIT_SUCCESS;

@@ -156,6 +156,50 @@ START_TEST(test_tokenizer_bad_files_are_refused_with_messages)
 }
 END_TEST
 
+/* encoder.json must be valid UTF-8 in every string: an overlong "!" (it
+ * used to load as "!"), a raw 0xFF, a surrogate, a truncated sequence. */
+START_TEST(test_tokenizer_invalid_utf8_in_encoder_json_is_refused)
+{
+    write_small("", "");
+    size_t n;
+    char *json = cr_read(path_in_dir("small.json"), &n);
+    ck_assert_ptr_nonnull(json);
+    char *bang = strstr(json, "\"!\": 33,");
+    ck_assert_ptr_nonnull(bang);
+    size_t head = (size_t)(bang - json) + 1; /* after the opening quote */
+    static const char *const bad[] = {"\xc0\xa1", "\xff", "\xed\xa0\x80", "\xe2\x82", "\x80"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char *edited = malloc(n + 8);
+        ck_assert_ptr_nonnull(edited);
+        size_t k = strlen(bad[i]);
+        memcpy(edited, json, head);
+        memcpy(edited + head, bad[i], k);
+        memcpy(edited + head + k, json + head + 1, n - head - 1); /* drops the "!" */
+        cr_write("bad_utf8.json", edited, n - 1 + k);
+        free(edited);
+        sl_tokenizer *tok = (sl_tokenizer *)1;
+        sl_status st = sl_tokenizer_load(path_in_dir("bad_utf8.json"), path_in_dir("small.bpe"), &tok);
+        ck_assert_msg(st == SL_ERR_FORMAT, "case %zu: %s (%s)", i, sl_status_name(st), sl_last_error());
+        ck_assert_ptr_null(tok);
+        ck_assert_msg(strstr(sl_last_error(), "invalid UTF-8") && strstr(sl_last_error(), "bad_utf8.json"),
+                      "case %zu: %s", i, sl_last_error());
+        char at[32];
+        snprintf(at, sizeof at, "at byte %zu", head);
+        ck_assert_msg(strstr(sl_last_error(), at), "case %zu: %s lacks %s", i, sl_last_error(), at);
+    }
+    free(json);
+}
+END_TEST
+
+/* A token echoed in a message is escaped: controls (C1 too) as \u00XX, a
+ * backslash doubled, valid UTF-8 kept. */
+START_TEST(test_tokenizer_messages_escape_the_tokens_they_quote)
+{
+    expect_refused(", \"\\u0085\\\\\xc3\xa9\": 265", "", SL_ERR_FORMAT, "byte-to-character form");
+    ck_assert_msg(strstr(sl_last_error(), "\"\\u0085\\\\\xc3\xa9\""), "%s", sl_last_error());
+}
+END_TEST
+
 START_TEST(test_tokenizer_load_and_encode_survive_every_allocation_failure)
 {
     write_small("", "");
@@ -376,6 +420,8 @@ int main(void)
     tcase_add_test(tc, test_tokenizer_small_vocabulary_merges_lowest_first);
     tcase_add_test(tc, test_tokenizer_buffers_too_small_are_refused_with_the_size_needed);
     tcase_add_test(tc, test_tokenizer_bad_files_are_refused_with_messages);
+    tcase_add_test(tc, test_tokenizer_invalid_utf8_in_encoder_json_is_refused);
+    tcase_add_test(tc, test_tokenizer_messages_escape_the_tokens_they_quote);
     tcase_add_test(tc, test_tokenizer_load_and_encode_survive_every_allocation_failure);
     tcase_add_test(tc, test_tokenizer_gpt2_matches_tiktoken_on_a_megabyte_of_text);
     tcase_add_test(tc, test_tokenizer_gpt2_decode_of_encode_is_identity_on_any_bytes);

@@ -13,15 +13,13 @@
  */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "cli.h"
-
-#define SHARD_MAGIC 20240520
-#define SHARD_VERSION 1
-#define SHARD_HEADER_INTS 256
 
 static const char g_tokenize_help[] =
     "usage: sublinear tokenize --vocab encoder.json --merges vocab.bpe --out train.bin\n"
@@ -102,25 +100,40 @@ static int parse(int argc, char **argv, tokenize_options *o, int *help)
     return 0;
 }
 
+/* A text file whole. Opened without blocking and refused unless it is a
+ * regular file: a FIFO named by mistake would wait forever for a writer. */
 static char *read_whole(const char *path, size_t *n)
 {
-    FILE *f = fopen(path, "rb");
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     struct stat st;
-    if (!f || fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
-        fprintf(stderr, "sublinear tokenize: cannot read %s: %s\n", path,
-                f ? "not a regular file" : strerror(errno));
-        if (f)
-            fclose(f);
+    const char *why = NULL;
+    if (fd < 0 || fstat(fd, &st) != 0)
+        why = strerror(errno);
+    else if (!S_ISREG(st.st_mode))
+        why = S_ISDIR(st.st_mode) ? "a directory, not a regular file"
+              : S_ISFIFO(st.st_mode) ? "a FIFO (named pipe), not a regular file"
+                                     : "not a regular file";
+    char *text = why ? NULL : malloc(st.st_size ? (size_t)st.st_size : 1);
+    if (!why && !text)
+        why = "out of memory";
+    size_t got = 0;
+    while (!why && got < (size_t)st.st_size) {
+        ssize_t k = read(fd, text + got, (size_t)st.st_size - got);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k <= 0)
+            why = k < 0 ? strerror(errno) : "it shrank while being read";
+        else
+            got += (size_t)k;
+    }
+    if (fd >= 0)
+        close(fd);
+    if (why) {
+        fprintf(stderr, "sublinear tokenize: cannot read %s: %s\n", path, why);
+        free(text);
         return NULL;
     }
-    *n = (size_t)st.st_size;
-    char *text = malloc(*n ? *n : 1);
-    if (!text || fread(text, 1, *n, f) != *n) {
-        fprintf(stderr, "sublinear tokenize: cannot read %s\n", path);
-        free(text);
-        text = NULL;
-    }
-    fclose(f);
+    *n = got;
     return text;
 }
 
@@ -157,36 +170,6 @@ static int encode_file(const sl_tokenizer *tok, const char *path, int32_t sep, u
     return rc;
 }
 
-static int write_shard(const char *path, const uint16_t *tokens, size_t n)
-{
-    FILE *f = fopen(path, "wb");
-    if (!f) {
-        fprintf(stderr, "sublinear tokenize: cannot write %s: %s\n", path, strerror(errno));
-        return CLI_EXIT_FAIL;
-    }
-    uint8_t header[4 * SHARD_HEADER_INTS] = {0};
-    const uint32_t fields[3] = {SHARD_MAGIC, SHARD_VERSION, (uint32_t)n};
-    for (int i = 0; i < 3; i++)
-        for (int b = 0; b < 4; b++)
-            header[4 * i + b] = (uint8_t)(fields[i] >> (8 * b));
-    int ok = fwrite(header, 1, sizeof header, f) == sizeof header;
-    uint8_t buf[8192];
-    for (size_t i = 0; ok && i < n;) {
-        size_t k = 0;
-        for (; k < sizeof buf && i < n; i++, k += 2) {
-            buf[k] = (uint8_t)tokens[i];
-            buf[k + 1] = (uint8_t)(tokens[i] >> 8);
-        }
-        ok = fwrite(buf, 1, k, f) == k;
-    }
-    if (fclose(f) != 0 || !ok) {
-        fprintf(stderr, "sublinear tokenize: cannot write %s\n", path);
-        remove(path);
-        return CLI_EXIT_FAIL;
-    }
-    return 0;
-}
-
 int cli_cmd_tokenize(int argc, char **argv)
 {
     tokenize_options o;
@@ -217,10 +200,12 @@ int cli_cmd_tokenize(int argc, char **argv)
     size_t val = (size_t)(o.val_fraction * (double)count);
     if (rc == 0 && count - val > INT32_MAX)
         rc = (fprintf(stderr, "sublinear tokenize: %zu tokens: more than a shard holds\n", count), CLI_EXIT_FAIL);
-    if (rc == 0)
-        rc = write_shard(o.out, tokens, count - val);
-    if (rc == 0 && o.val_fraction > 0)
-        rc = write_shard(o.val_out, tokens + count - val, val);
+    /* sl_token_shard_write replaces a shard atomically: a failed write
+     * leaves the previous one, and the message says why it failed. */
+    if (rc == 0 && sl_token_shard_write(o.out, tokens, count - val) != SL_OK)
+        rc = cli_fail("tokenize: writing --out");
+    if (rc == 0 && o.val_fraction > 0 && sl_token_shard_write(o.val_out, tokens + count - val, val) != SL_OK)
+        rc = cli_fail("tokenize: writing the validation shard");
     if (rc == 0) {
         printf("tokenize: %d file(s), %zu bytes -> %zu tokens; %s: %zu tokens", o.n_inputs, bytes, count,
                o.out, count - val);

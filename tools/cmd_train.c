@@ -447,10 +447,10 @@ int cli_cmd_train(cli_options *o)
         print_header(&r);
     if (!rc)
         rc = train_loop(&r);
+    if (!rc) /* before evaluating: a failed evaluation never loses the run */
+        rc = save(&r);
     if (!rc)
         rc = evaluate(&r);
-    if (!rc)
-        rc = save(&r);
     sl_memory_report measured = r.planned;
     if (!rc && sl_net_memory_report(r.net, r.shape, SL_MODE_TRAIN, &measured) != SL_OK)
         rc = cli_fail("reporting memory");

@@ -41,6 +41,13 @@ static int setup(lm_run *r)
         return cli_fail("reading the training tokens (--data)");
     if (o->val_data && sl_token_shard_open(o->val_data, &r->val) != SL_OK)
         return cli_fail("reading the held-out tokens (--val)");
+    /* Every id below the vocabulary, checked now: a bad one would
+     * otherwise stop the run when a batch reaches it (for --val, after
+     * all the training). */
+    if (sl_token_shard_check_vocab(r->train, o->vocab) != SL_OK)
+        return cli_fail("checking the training tokens (--data)");
+    if (r->val && sl_token_shard_check_vocab(r->val, o->vocab) != SL_OK)
+        return cli_fail("checking the held-out tokens (--val)");
     if (sl_token_shard_batches(r->train, o->batch, o->seq) < 1) {
         fprintf(stderr, "sublinear train: %s has %zu tokens, fewer than one batch of %d x %d + 1\n",
                 o->data_dir, sl_token_shard_count(r->train), o->batch, o->seq);
@@ -303,12 +310,12 @@ int cli_cmd_train_lm(cli_options *o)
         print_header(&r);
     if (!rc)
         rc = train_loop(&r);
+    if (!rc) /* before evaluating: a failed evaluation never loses the run */
+        rc = save(&r);
     if (!rc)
         rc = evaluate(&r);
     if (!rc)
         rc = unigram_baseline(&r);
-    if (!rc)
-        rc = save(&r);
     sl_memory_report measured = r.planned;
     if (!rc && sl_net_memory_report(r.net, r.shape, SL_MODE_TRAIN, &measured) != SL_OK)
         rc = cli_fail("reporting memory");

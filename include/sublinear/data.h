@@ -86,11 +86,29 @@ SL_API sl_status sl_dataset_batch(const sl_dataset *ds, sl_split split, int64_t 
  * tokens. Held in memory whole. */
 typedef struct sl_token_shard sl_token_shard;
 
-/* Reads a shard. SL_ERR_IO when the file cannot be read, SL_ERR_FORMAT
- * naming what is wrong when it is not a shard (another magic or version,
- * a size that does not match its count). */
+/* Reads a shard. SL_ERR_IO when the file cannot be read or is not a
+ * regular file (a FIFO is refused, not waited on), SL_ERR_FORMAT naming
+ * what is wrong when it is not a shard (another magic or version, a size
+ * that does not match its count), SL_ERR_NOMEM. */
 SL_API sl_status sl_token_shard_open(const char *path, sl_token_shard **out);
 SL_API void sl_token_shard_free(sl_token_shard *s);
+/* Whether every token of the shard is an id below vocab, the ids a model
+ * with that vocabulary embeds: SL_OK, or SL_ERR_FORMAT naming the file,
+ * the first token out of range, its offset (in tokens and in bytes of the
+ * file) and the largest id. Call it once after opening, before training:
+ * a batch that meets a bad id fails only when it is reached, and names
+ * its place in the batch, not in the file. SL_ERR_INVALID_ARG for a NULL
+ * shard or vocab < 1. Costs nothing after the open (which finds the
+ * largest id) unless an id is out of range. */
+SL_API sl_status sl_token_shard_check_vocab(const sl_token_shard *s, int vocab);
+/* Writes tokens[0, count) as a shard at path (the header, then the
+ * tokens as little-endian uint16), atomically: a temporary file beside
+ * path is synced and renamed over it, so a failure (a full disk, a file
+ * size limit) leaves a previous file at path as it was. SL_ERR_IO with
+ * the reason (strerror) and what became of the previous file;
+ * SL_ERR_INVALID_ARG for NULL arguments or more than 2^31 - 1 tokens (the
+ * header's int32 count). */
+SL_API sl_status sl_token_shard_write(const char *path, const uint16_t *tokens, size_t count);
 /* The number of tokens in the shard. */
 SL_API size_t sl_token_shard_count(const sl_token_shard *s);
 /* How many distinct batches of batch x seq positions the shard holds:

@@ -69,7 +69,9 @@ SL_API sl_status sl_net_memory_report(sl_net *net, sl_shape input, sl_mode mode,
  * communication, fixed, arena, total, arena_measured,
  * measured_total, recompute_fraction, recompute_time_fraction) into buf of
  * size n, NUL-terminated.
- * Returns SL_ERR_INVALID_ARG when it does not fit. */
+ * Returns SL_ERR_INVALID_ARG when it does not fit (the message gives the
+ * size needed), SL_ERR_NOMEM when the C library runs out of memory while
+ * formatting. */
 SL_API sl_status sl_memory_report_json(const sl_memory_report *r, char *buf, size_t n);
 
 /* Inference mode (optnet's removal of gradients): frees the parameter

@@ -78,9 +78,22 @@ void sl_aligned_free(void *p);
 
 /* Reads a regular file whole into *data (free with sl_free), followed by
  * a NUL that *bytes does not count (so text can be parsed in place).
- * SL_ERR_IO (a missing, unreadable or not regular file) or SL_ERR_NOMEM,
- * with a message that starts with fn and names the file. */
+ * SL_ERR_IO (a missing or unreadable file, or one that is not a regular
+ * file: a FIFO, a directory or a device is refused without blocking) or
+ * SL_ERR_NOMEM, with a message that starts with fn and names the file. */
 sl_status sl_read_whole_file(const char *path, const char *fn, uint8_t **data, size_t *bytes);
+
+/* The length (1 to 4) of the valid UTF-8 character that starts s[0, n),
+ * or 0 when none does (Rust's str::from_utf8 rules: no overlong forms,
+ * no surrogates, nothing above U+10FFFF, no truncated sequence); the
+ * code point in *cp when cp is not NULL. */
+size_t sl_utf8_char(const uint8_t *s, size_t n, uint32_t *cp);
+
+/* s[0, n) made safe to quote in a message: printable ASCII and valid
+ * UTF-8 are kept (a backslash doubled), control characters become \u00XX
+ * and bytes that are not valid UTF-8 \xHH; cut with "..." to fit size
+ * bytes (NUL included). For every message that echoes a file's content. */
+void sl_printable(char *buf, size_t size, const void *s, size_t n);
 
 /* Host memory this process may still take (sysmem.c): the least of
  * MemAvailable, the room under the memory cgroup's limit and the room

@@ -1,7 +1,8 @@
 /*
  * data.h — internal pieces of the datasets (src/data): the synthetic
- * generator (synthetic.c), the image files' readers (image_files.c), and
- * the fields of the public sl_dataset that dataset.c builds from either.
+ * generator (synthetic.c), the image files' readers (image_files.c), the
+ * fields of the public sl_dataset that dataset.c builds from either, and
+ * the layout of a token shard (tokens.c).
  */
 #ifndef SL_DATA_H
 #define SL_DATA_H
@@ -49,5 +50,13 @@ typedef struct sl_image_files {
 sl_status sl_image_files_mnist(const char *dir, uint64_t seed, sl_image_files *f);
 sl_status sl_image_files_cifar10(const char *dir, uint64_t seed, sl_image_files *f);
 void sl_image_files_free(sl_image_files *f);
+
+/* ---- tokens.c: llm.c's token shard, read there and written by
+ * text/token_shard_write.c ---- */
+
+#define SL_SHARD_MAGIC 20240520
+#define SL_SHARD_VERSION 1
+#define SL_SHARD_HEADER_INTS 256
+#define SL_SHARD_HEADER_BYTES (SL_SHARD_HEADER_INTS * 4)
 
 #endif

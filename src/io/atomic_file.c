@@ -152,14 +152,17 @@ sl_status sl_atomic_open(sl_atomic_file *af, const char *path, const char *fn)
     if (fchmod(fd, af->had_previous ? (old.st_mode & 07777) : 0644) != 0) {
         /* a file system without modes: the file keeps mkstemp's */
     }
+    /* On a descriptor mkstemp opened for reading and writing, fdopen "wb"
+     * fails only when the C library cannot allocate the stream; its errno
+     * is then not always set (a stale ENOENT from the stat above was seen
+     * instead), so the status and message say memory whatever errno is. */
     af->file = fdopen(fd, "wb");
     if (!af->file) {
-        int err = errno;
         close(fd);
         unlink(af->tmp);
         release(af);
-        return sl_set_error(err == ENOMEM ? SL_ERR_NOMEM : SL_ERR_IO,
-                            "%s: cannot open a stream for '%s': %s", fn, path, strerror(err));
+        return sl_set_error(SL_ERR_NOMEM, "%s: out of memory for the stream that writes '%s'", fn,
+                            path);
     }
     return SL_OK;
 }

@@ -143,6 +143,16 @@ static int parse_string(parser *p, const char **str, size_t *len)
             break;
         if (c < 0x20)
             return fail(p, "control character inside a string (it must be escaped)");
+        if (c >= 0x80) { /* one whole UTF-8 character, or the string is refused */
+            size_t k = sl_utf8_char((const uint8_t *)p->s + p->at, p->len - p->at, NULL);
+            if (k == 0)
+                return fail(p, "invalid UTF-8 inside a string (an overlong form, a surrogate, a "
+                               "truncated sequence or a byte that never occurs in UTF-8)");
+            memmove(p->s + w, p->s + p->at, k);
+            w += k;
+            p->at += k;
+            continue;
+        }
         if (c != '\\') {
             p->s[w++] = p->s[p->at++];
             continue;
@@ -386,35 +396,10 @@ void sl_json_release(sl_json_doc *doc)
 
 size_t sl_utf8_valid_prefix(const uint8_t *s, size_t n)
 {
-    size_t i = 0;
-    while (i < n) {
-        uint8_t c = s[i];
-        size_t k;
-        uint32_t cp, min;
-        if (c < 0x80) {
-            i++;
-            continue;
-        } else if ((c & 0xE0) == 0xC0) {
-            k = 1, cp = c & 0x1F, min = 0x80;
-        } else if ((c & 0xF0) == 0xE0) {
-            k = 2, cp = c & 0x0F, min = 0x800;
-        } else if ((c & 0xF8) == 0xF0) {
-            k = 3, cp = c & 0x07, min = 0x10000;
-        } else {
-            return i;
-        }
-        if (n - i <= k)
-            return i;
-        for (size_t j = 1; j <= k; j++) {
-            if ((s[i + j] & 0xC0) != 0x80)
-                return i;
-            cp = (cp << 6) | (s[i + j] & 0x3F);
-        }
-        if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
-            return i;
-        i += k + 1;
-    }
-    return n;
+    size_t i = 0, k;
+    while (i < n && (k = sl_utf8_char(s + i, n - i, NULL)) > 0)
+        i += k;
+    return i;
 }
 
 int sl_json_escape(char *buf, size_t cap, size_t *at, const char *s, size_t n)
@@ -446,20 +431,5 @@ int sl_json_escape(char *buf, size_t cap, size_t *at, const char *s, size_t n)
 
 void sl_json_printable(char *buf, size_t size, const char *s, size_t n)
 {
-    size_t at = 0;
-    if (!size)
-        return;
-    for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)s[i];
-        char tmp[8];
-        int k = c < 0x20 || c == 0x7F ? snprintf(tmp, sizeof tmp, "\\u%04x", c)
-                                      : snprintf(tmp, sizeof tmp, "%c", c);
-        if (at + (size_t)k + 4 > size) {
-            snprintf(buf + at, size - at, "%s", size - at > 3 ? "..." : "");
-            return;
-        }
-        memcpy(buf + at, tmp, (size_t)k);
-        at += (size_t)k;
-    }
-    buf[at] = '\0';
+    sl_printable(buf, size, s, n);
 }

@@ -2,7 +2,10 @@
  * json.h — a strict JSON reader and a string escaper for safetensors
  * headers (json.c, io stage). It accepts what serde_json, the parser of the
  * reference safetensors implementation, accepts: RFC 8259 JSON in valid
- * UTF-8, no raw control characters in strings, no lone surrogates, numbers
+ * UTF-8 (checked in every string: an overlong form such as "\xc0\xa1", a
+ * surrogate, a truncated sequence or a byte such as 0xFF is refused, so
+ * encoder.json and config.json get the same rule as a safetensors header),
+ * no raw control characters in strings, no lone surrogates, numbers
  * that fit a double, at most 127 nested arrays and objects. Strings keep
  * their length: a name may hold "\u0000" and still differs from its prefix.
  * Knows nothing of tensors: safetensors.c reads the tree.
@@ -61,8 +64,9 @@ size_t sl_utf8_valid_prefix(const uint8_t *s, size_t n);
  * does not fit. */
 int sl_json_escape(char *buf, size_t cap, size_t *at, const char *s, size_t n);
 
-/* s[0, n) for a message: printable ASCII and UTF-8 kept, control bytes as
- * \u00XX, cut to fit size bytes with "...". */
+/* A decoded JSON string s[0, n) for a message: base's sl_printable (the
+ * one quoting of file content in messages), under the name the io and
+ * models callers know. */
 void sl_json_printable(char *buf, size_t size, const char *s, size_t n);
 
 #endif

@@ -7,6 +7,7 @@
  * (net_run.c), the memory check (memory_check.c) and the pictures (dot.c,
  * timeline.c) plan through it.
  */
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -147,6 +148,7 @@ sl_status sl_memory_report_json(const sl_memory_report *r, char *buf, size_t n)
 {
     if (!r || !buf)
         return sl_set_error(SL_ERR_INVALID_ARG, "sl_memory_report_json: report or buffer is NULL");
+    errno = 0;
     int len = snprintf(buf, n,
                        "{\"outputs\":%llu,\"grad_inputs\":%llu,\"buffers\":%llu,\"params\":%llu,"
                        "\"param_grads\":%llu,\"param_grads_in_arena\":%s,\"optimizer\":%llu,"
@@ -160,7 +162,14 @@ sl_status sl_memory_report_json(const sl_memory_report *r, char *buf, size_t n)
                        (unsigned long long)r->total, (unsigned long long)r->arena_measured,
                        (unsigned long long)r->measured_total,
                        r->recompute_fraction, r->recompute_time_fraction);
-    if (len < 0 || (size_t)len >= n)
-        return sl_set_error(SL_ERR_INVALID_ARG, "sl_memory_report_json: buffer of %zu bytes is too small", n);
+    /* snprintf fails (< 0) only when the C library cannot get memory to
+     * format a number (the report's text is short and its format valid):
+     * that is not a buffer too small. */
+    if (len < 0)
+        return sl_set_error(SL_ERR_NOMEM, "sl_memory_report_json: out of memory formatting the "
+                            "report (%s)", strerror(errno ? errno : ENOMEM));
+    if ((size_t)len >= n)
+        return sl_set_error(SL_ERR_INVALID_ARG, "sl_memory_report_json: buffer of %zu bytes is too "
+                            "small for the report's %d", n, len + 1);
     return SL_OK;
 }

@@ -49,10 +49,11 @@ sl_status sl_bpe_compile_pattern(sl_tokenizer *tok)
         PCRE2_UCHAR why[160];
         pcre2_get_error_message(err, why, sizeof why);
         pcre2_general_context_free(memory);
-        return sl_set_error(err == PCRE2_ERROR_HEAP_FAILED ? SL_ERR_NOMEM
-                                                                                         : SL_ERR_BACKEND,
-                            "PCRE2 cannot compile the pre-tokenisation pattern at %zu: %s",
-                            (size_t)err_at, (const char *)why);
+        if (err == PCRE2_ERROR_HEAP_FAILED)
+            return sl_set_error(SL_ERR_NOMEM, "out of memory compiling the pre-tokenisation "
+                                "pattern (PCRE2: %s)", (const char *)why);
+        return sl_set_error(SL_ERR_BACKEND, "PCRE2 cannot compile the pre-tokenisation pattern at "
+                            "%zu: %s", (size_t)err_at, (const char *)why);
     }
     tok->pattern = code;
     tok->memory = memory;
@@ -217,8 +218,8 @@ static sl_status encode_pieces(const sl_tokenizer *tok, const uint8_t *text, siz
             PCRE2_UCHAR why[160];
             pcre2_get_error_message(rc, why, sizeof why);
             return sl_set_error(rc == PCRE2_ERROR_NOMEMORY ? SL_ERR_NOMEM : SL_ERR_BACKEND,
-                                "PCRE2 failed splitting the text at byte %zu: %s", at,
-                                (const char *)why);
+                                "PCRE2 failed splitting the text at byte %zu: %s%s", at,
+                                (const char *)why, rc == PCRE2_ERROR_NOMEMORY ? " (out of memory)" : "");
         }
         const PCRE2_SIZE *ov = pcre2_get_ovector_pointer(md);
         size_t start = rc < 0 ? n : at + ov[0], end = rc < 0 ? n : at + ov[1];

@@ -102,7 +102,7 @@ static sl_status load_tokens(sl_tokenizer *tok, const sl_json_doc *doc, const ch
         const sl_json_value *m = &doc->v[c];
         char name[64] = "";
         if ((m->type != SL_JSON_NUMBER || !m->is_uint || m->uint >= (uint64_t)n || member_of[m->uint] >= 0))
-            sl_json_printable(name, sizeof name, m->key, m->key_len);
+            sl_printable(name, sizeof name, m->key, m->key_len);
         if (m->type != SL_JSON_NUMBER || !m->is_uint || m->uint >= (uint64_t)n)
             st = sl_set_error(SL_ERR_FORMAT, "encoder.json %s: token \"%s\" has no id in 0..%d",
                               path, name, n - 1);
@@ -119,7 +119,7 @@ static sl_status load_tokens(sl_tokenizer *tok, const sl_json_doc *doc, const ch
         char name[64];
         long k = spelled_bytes(table, (const uint8_t *)m->key, m->key_len, tok->token_bytes + at);
         if (k <= 0 || sl_bpe_lookup_bytes(tok, tok->token_bytes + at, (size_t)k) >= 0)
-            sl_json_printable(name, sizeof name, m->key, m->key_len);
+            sl_printable(name, sizeof name, m->key, m->key_len);
         if (k <= 0) {
             st = sl_set_error(SL_ERR_FORMAT, "encoder.json %s: token \"%s\" (id %d) is %s", path,
                               name, id, k == 0 ? "empty" : "not in GPT-2's byte-to-character form");
