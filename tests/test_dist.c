@@ -356,8 +356,8 @@ START_TEST(test_dist_files_written_by_rank0_and_resumed_on_two_and_one_ranks)
         global_batch(step, x, labels);
         OK(sl_net_train_step(net, x + rank * half, rank_shape, labels + rank * B, NULL));
     }
-    OK(sl_dist_save_model(d, model_path));
-    OK(sl_dist_save_snapshot(d, snap_path));
+    OK(sl_save_model(net, model_path));
+    OK(sl_save_snapshot(net, snap_path));
     /* A model file as single-process training writes it: loads strictly
      * into a plain network and gives this network's tensors. */
     sl_net *loaded = make_net(ctx, MODEL_FROZEN_BN, SL_SCHEDULE_NONE);
@@ -396,7 +396,10 @@ START_TEST(test_dist_files_written_by_rank0_and_resumed_on_two_and_one_ranks)
     sl_net_free(one);
     MPI_Comm_free(&alone);
     /* A file rank 0 cannot write: every rank gets rank 0's error. */
-    ck_assert_int_eq(sl_dist_save_model(d, "/nonexistent-dir/m.safetensors"), SL_ERR_IO);
+    ck_assert_int_eq(sl_save_model(net, "/nonexistent-dir/m.safetensors"), SL_ERR_IO);
+    if (rank == 1)
+        ck_assert_msg(strstr(sl_last_error(), "sl_save_model: rank 0 failed: ") != NULL, "%s",
+                      sl_last_error());
     MPI_Barrier(MPI_COMM_WORLD);
     if (rank == 0) {
         unlink(model_path);
@@ -761,8 +764,8 @@ START_TEST(test_dist_shard_parameters_bit_identical_to_unsharded)
             char sp[] = "/tmp/sl_zero2_p_XXXXXX", ss[] = "/tmp/sl_zero2_s_XXXXXX";
             shared_temp(sp, sizeof sp);
             shared_temp(ss, sizeof ss);
-            OK(sl_dist_save_snapshot(dp, sp));
-            OK(sl_dist_save_snapshot(ds, ss));
+            OK(sl_save_snapshot(plain, sp));
+            OK(sl_save_snapshot(sharded, ss));
             if (rank == 0) {
                 assert_same_file(sp, ss, "snapshots of shard 2 and shard 0");
                 unlink(sp);
@@ -824,11 +827,10 @@ START_TEST(test_dist_shard_snapshot_resumes_on_one_rank_and_back)
     OK(sl_dist_join(b, &op, &db));
     same_batch_steps(a, 1, 2, x, labels);
     same_batch_steps(b, 1, 2, x, labels);
-    /* A rank's slice cannot be written or replaced on its own. */
-    ck_assert_int_eq(sl_save_snapshot(a, snap_one), SL_ERR_STATE);
-    ck_assert_msg(strstr(sl_last_error(), "sl_dist_save_snapshot") != NULL, "%s", sl_last_error());
-    OK(sl_dist_save_snapshot(da, snap_shard));
-    OK(sl_dist_save_snapshot(db, snap_plain));
+    /* A rank's slice cannot be replaced on its own; sl_save_snapshot,
+     * called by every rank, gathers it and rank 0 writes. */
+    OK(sl_save_snapshot(a, snap_shard));
+    OK(sl_save_snapshot(b, snap_plain));
     ck_assert_int_eq(sl_load_snapshot(a, snap_shard), SL_ERR_STATE);
     assert_same_file(snap_shard, snap_plain, "snapshots of shard 1 and shard 0");
 
@@ -989,7 +991,7 @@ START_TEST(test_dist_shard_failed_step_changes_nothing)
     global_batch(1, x, labels);
     OK(sl_net_train_step(net, x + rank * half, rank_shape, labels + rank * B, NULL));
     uint64_t hash = net_hash(net);
-    OK(sl_dist_save_snapshot(d, before)); /* every rank's slice of the state */
+    OK(sl_save_snapshot(net, before)); /* every rank's slice of the state */
     sl_shape shape = rank_shape;
     if (rank == 1)
         shape.c = 4;
@@ -998,7 +1000,7 @@ START_TEST(test_dist_shard_failed_step_changes_nothing)
                      rank == 1 ? SL_ERR_SHAPE : SL_ERR_STATE);
     ck_assert(net_hash(net) == hash);
     ck_assert_int_eq(sl_net_step_count(net), 1);
-    OK(sl_dist_save_snapshot(d, after));
+    OK(sl_save_snapshot(net, after));
     assert_same_file(before, after, "snapshots before and after the failed step");
     OK(sl_net_train_step(net, x + rank * half, rank_shape, labels + rank * B, NULL));
     ck_assert(net_hash(net) != hash);

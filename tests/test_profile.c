@@ -94,6 +94,9 @@ static void check_schedule(sl_schedule s, int checkpointed)
     ck_assert(sl_net_profile(net, e, 64, &n, 0) == SL_OK);
     ck_assert_int_gt(n, 0);
     ck_assert_int_le(n, 64);
+    int counted = -1; /* the count alone: no buffer (UBSan: no copy to NULL) */
+    ck_assert(sl_net_profile(net, NULL, 0, &counted, 0) == SL_OK);
+    ck_assert_int_eq(counted, n);
     int convs = count_params(net, 4, ".weight");
     int bns = count_params(net, 1, ".running_mean");
     ck_assert_int_gt(convs, 10);

@@ -303,8 +303,7 @@ static int train_loop(train_run *r)
         if (o->snapshot_every && (step + 1) % o->snapshot_every == 0) {
             if (cli_check_params_finite(r->net, "saving the snapshot"))
                 return cli_train_stopped(o, r->snapshot_step, step);
-            if ((r->dist ? sl_dist_save_snapshot(r->dist, o->snapshot)
-                         : sl_save_snapshot(r->net, o->snapshot)) != SL_OK)
+            if (sl_save_snapshot(r->net, o->snapshot) != SL_OK) /* collective in --distributed */
                 return cli_fail("saving the snapshot");
             r->snapshot_step = step + 1;
         }
@@ -364,11 +363,10 @@ static int save(const train_run *r)
     if ((model || snapshot) && r->steps_run &&
         cli_check_params_finite(r->net, model ? "saving the model" : "saving the snapshot"))
         return cli_train_stopped(r->o, r->snapshot_step, sl_net_step_count(r->net) - 1);
-    if (model && (r->dist ? sl_dist_save_model(r->dist, model)
-                          : sl_save_model_as(r->net, model, r->o->save_dtype)) != SL_OK)
+    /* In a communicator (--distributed) rank 0 writes, every rank calls. */
+    if (model && sl_save_model_as(r->net, model, r->o->save_dtype) != SL_OK)
         return cli_fail("saving the model");
-    if (snapshot && (r->dist ? sl_dist_save_snapshot(r->dist, snapshot)
-                             : sl_save_snapshot(r->net, snapshot)) != SL_OK)
+    if (snapshot && sl_save_snapshot(r->net, snapshot) != SL_OK)
         return cli_fail("saving the snapshot");
     return 0;
 }

@@ -92,10 +92,10 @@ typedef struct sl_dist_options {
      * identical on all ranks and equal, bit for bit, to those of shard 0.
      * With 1 the update is collective: every rank must call it. The join
      * slices the optimizer state rank 0 holds (a snapshot loaded before
-     * joining); sl_dist_save_snapshot gathers it on rank 0 and writes the
-     * file an unsharded run writes, so snapshots resume on any rank count
-     * and either stage. While joined, sl_save_snapshot and
-     * sl_load_snapshot fail (SL_ERR_STATE); after sl_dist_free the network
+     * joining); sl_save_snapshot, called by every rank, gathers it on rank
+     * 0 and writes the file an unsharded run writes, so snapshots resume
+     * on any rank count and either stage. While joined, sl_load_snapshot
+     * fails (SL_ERR_STATE); after sl_dist_free the network
      * holds only its slice: sl_net_update fails until the optimizer is set
      * again or a snapshot is loaded. 2 (gradients sharded too) is not
      * implemented yet: SL_ERR_UNSUPPORTED; other values SL_ERR_INVALID_ARG. */
@@ -134,14 +134,13 @@ SL_API int sl_dist_size(const sl_dist *dist);
  * global figures such as images/s or accuracy. Collective. */
 SL_API sl_status sl_dist_sum(sl_dist *dist, double *values, int n);
 
-/* sl_save_model / sl_save_snapshot of the joined network, written by rank
- * 0 only (atomically, as always) and the same file single-process
- * training writes; every rank returns rank 0's status. Collective. With
- * shard 1 the snapshot first gathers every rank's slice of the optimizer
- * state on rank 0 (which then briefly holds the whole state twice, once
- * in host memory). */
-SL_API sl_status sl_dist_save_model(sl_dist *dist, const char *path);
-SL_API sl_status sl_dist_save_snapshot(sl_dist *dist, const char *path);
+/* Files: sl_save_model, sl_save_model_as and sl_save_snapshot of a joined
+ * network are collective (every rank calls them): rank 0 writes the file
+ * (atomically, as always), the same file single-process training writes,
+ * and every rank returns rank 0's status. With shard 1 or 2 the snapshot
+ * first gathers every rank's slice of the optimizer state on rank 0
+ * (which then briefly holds the whole state twice, once in host memory).
+ * (They replace sl_dist_save_model and sl_dist_save_snapshot.) */
 
 /* Where a rank's time went in communication, since the join. */
 typedef struct sl_dist_stats {

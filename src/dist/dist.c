@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "dist/dist.h"
+#include "io/serialize.h"
 
 sl_dist_options sl_dist_defaults(void)
 {
@@ -174,6 +175,9 @@ static sl_status join(sl_dist *d, const sl_dist_options *o)
     return st;
 }
 
+static sl_status save_on_rank0(void *user, const char *path, int snapshot, sl_file_dtype dtype,
+                               const char *fn);
+
 sl_status sl_dist_join(sl_net *net, const sl_dist_options *opts, sl_dist **out)
 {
     if (!net || !out)
@@ -225,6 +229,7 @@ sl_status sl_dist_join(sl_net *net, const sl_dist_options *opts, sl_dist **out)
         return sl_set_error(st, "%s", msg);
     }
     sl_dist_install_hooks(d);
+    d->hooks.save = save_on_rank0;
     if (o.shard >= 1)
         d->hooks.after_update = sl_shard_gather_params;
     if (o.shard == 2)
@@ -283,24 +288,26 @@ sl_status sl_dist_sum(sl_dist *d, double *values, int n)
     return sl_dist_wait(d, &r, "sl_dist_sum");
 }
 
-/* Rank 0 runs save; every rank returns its status and message. */
-static sl_status save_on_rank0(sl_dist *d, const char *path, int snapshot, const char *fn)
+/* sl_net_comm.save: rank 0 saves on its own (a sharded state gathered to
+ * it first), every rank returns rank 0's status and message. */
+static sl_status save_on_rank0(void *user, const char *path, int snapshot, sl_file_dtype dtype,
+                               const char *fn)
 {
+    sl_dist *d = user;
     sl_status st = check_usable(d, fn);
     if (st != SL_OK)
         return st;
-    if (!d->net)
-        return sl_set_error(SL_ERR_STATE, "%s: the network was freed", fn);
     struct {
         int status;
         char message[512];
     } result = {SL_OK, ""};
     if (snapshot && d->net->shard) {
-        st = sl_shard_save_snapshot(d, path, &result.status); /* collective */
+        st = sl_shard_save_snapshot(d, path, &result.status, fn); /* collective */
         if (st != SL_OK)
             return st;
     } else if (d->rank == 0) {
-        result.status = snapshot ? sl_save_snapshot(d->net, path) : sl_save_model(d->net, path);
+        result.status = snapshot ? sl_save_snapshot_here(d->net, path, fn)
+                                 : sl_save_model_here(d->net, path, dtype, fn);
     }
     if (d->rank == 0) {
         if (result.status != SL_OK)
@@ -312,16 +319,6 @@ static sl_status save_on_rank0(sl_dist *d, const char *path, int snapshot, const
     if (d->rank == 0)
         return (sl_status)result.status; /* the message is this rank's own */
     return sl_set_error((sl_status)result.status, "%s: rank 0 failed: %s", fn, result.message);
-}
-
-sl_status sl_dist_save_model(sl_dist *d, const char *path)
-{
-    return save_on_rank0(d, path, 0, "sl_dist_save_model");
-}
-
-sl_status sl_dist_save_snapshot(sl_dist *d, const char *path)
-{
-    return save_on_rank0(d, path, 1, "sl_dist_save_snapshot");
 }
 
 sl_status sl_dist_get_stats(const sl_dist *d, sl_dist_stats *out)

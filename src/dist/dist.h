@@ -123,8 +123,10 @@ void sl_shard_release(sl_dist *d);
 /* sl_net_comm.after_update: every rank's updated floats everywhere. */
 sl_status sl_shard_gather_params(void *user);
 /* sl_save_snapshot of a sharded network, collective: the state gathered
- * on rank 0, which writes the file (status: rank 0's, on rank 0). */
-sl_status sl_shard_save_snapshot(sl_dist *d, const char *path, int *rank0_status);
+ * on rank 0, which writes the file (status: rank 0's, on rank 0); fn
+ * names the public call. */
+sl_status sl_shard_save_snapshot(sl_dist *d, const char *path, int *rank0_status,
+                                 const char *fn);
 
 /* ZeRO-2 on top of sl_shard_join: the nodes' gradient offsets, the
  * gradient block replaced by the slice's reduced gradients (none with the

@@ -39,20 +39,6 @@ sl_status sl_dist_sum(sl_dist *dist, double *values, int n)
     return no_mpi("sl_dist_sum");
 }
 
-sl_status sl_dist_save_model(sl_dist *dist, const char *path)
-{
-    (void)dist;
-    (void)path;
-    return no_mpi("sl_dist_save_model");
-}
-
-sl_status sl_dist_save_snapshot(sl_dist *dist, const char *path)
-{
-    (void)dist;
-    (void)path;
-    return no_mpi("sl_dist_save_snapshot");
-}
-
 sl_status sl_dist_get_stats(const sl_dist *dist, sl_dist_stats *out)
 {
     (void)dist;

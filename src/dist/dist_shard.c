@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "dist/dist.h"
+#include "io/serialize.h"
 
 static void split(size_t floats, int size, size_t *bounds)
 {
@@ -205,7 +206,8 @@ static sl_status agree_ok(sl_dist *d, sl_status local, const char *fn)
 
 /* Rank 0: the gathered state as the network's (unsharded) state while
  * sl_save_snapshot writes it. */
-static sl_status save_full(sl_net *net, const char *path, const float *full, size_t floats)
+static sl_status save_full(sl_net *net, const char *path, const float *full, size_t floats,
+                           const char *fn)
 {
     const sl_backend *be = net->ctx->backend;
     float *block = NULL;
@@ -227,7 +229,7 @@ static sl_status save_full(sl_net *net, const char *path, const float *full, siz
     net->opt_block = block;
     net->opt_floats = floats;
     net->shard = 0;
-    sl_status st = sl_save_snapshot(net, path);
+    sl_status st = sl_save_snapshot_here(net, path, fn);
     net->opt_block = keep;
     net->opt_floats = keep_floats;
     net->shard = keep_shard;
@@ -235,9 +237,9 @@ static sl_status save_full(sl_net *net, const char *path, const float *full, siz
     return st;
 }
 
-sl_status sl_shard_save_snapshot(sl_dist *d, const char *path, int *rank0_status)
+sl_status sl_shard_save_snapshot(sl_dist *d, const char *path, int *rank0_status,
+                                 const char *fn)
 {
-    static const char fn[] = "sl_dist_save_snapshot";
     sl_net *net = d->net;
     const char *names[SL_OPT_STATE_MAX];
     int per = net->has_optimizer ? sl_optimizer_state_blocks(&net->opt, names) : 0;
@@ -280,7 +282,7 @@ sl_status sl_shard_save_snapshot(sl_dist *d, const char *path, int *rank0_status
         }
     }
     if (st == SL_OK && d->rank == 0)
-        *rank0_status = (int)save_full(net, path, full, full_floats);
+        *rank0_status = (int)save_full(net, path, full, full_floats, fn);
     free(mine);
     free(full);
     free(gathered);

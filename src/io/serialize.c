@@ -510,12 +510,21 @@ static sl_status narrow_tensors(sl_st_tensor *t, int n, sl_file_dtype dtype, uin
     return SL_OK;
 }
 
+/* The one path of a model file: in a communicator the communicator's
+ * save (rank 0 writes), else this process's. */
 static sl_status save_model(sl_net *net, const char *path, sl_file_dtype dtype, const char *fn)
 {
     if (!net || !path)
         return sl_set_error(SL_ERR_INVALID_ARG, "%s: network or path is NULL", fn);
     if (dtype != SL_FILE_F32 && dtype != SL_FILE_BF16 && dtype != SL_FILE_F16)
         return sl_set_error(SL_ERR_INVALID_ARG, "%s: unknown file dtype %d", fn, (int)dtype);
+    if (net->comm && net->comm->save)
+        return net->comm->save(net->comm->user, path, 0, dtype, fn);
+    return sl_save_model_here(net, path, dtype, fn);
+}
+
+sl_status sl_save_model_here(sl_net *net, const char *path, sl_file_dtype dtype, const char *fn)
+{
     sl_net_mark m = sl_net_mark_now(net);
     sl_status st = sl_net_materialize(net);
     if (st != SL_OK)

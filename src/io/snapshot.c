@@ -58,6 +58,8 @@ static int trainable_count(const sl_net *net)
     return n;
 }
 
+/* The one path of a snapshot: in a communicator the communicator's save
+ * (the state gathered, rank 0 writes), else this process's. */
 sl_status sl_save_snapshot(sl_net *net, const char *path)
 {
     static const char fn[] = "sl_save_snapshot";
@@ -66,10 +68,17 @@ sl_status sl_save_snapshot(sl_net *net, const char *path)
     if (!net->has_optimizer)
         return sl_set_error(SL_ERR_STATE, "%s: no optimizer set; a snapshot resumes training (save "
                             "weights alone with sl_save_model)", fn);
+    if (net->comm && net->comm->save)
+        return net->comm->save(net->comm->user, path, 1, SL_FILE_F32, fn);
+    return sl_save_snapshot_here(net, path, fn);
+}
+
+sl_status sl_save_snapshot_here(sl_net *net, const char *path, const char *fn)
+{
     if (net->shard)
         return sl_set_error(SL_ERR_STATE, "%s: this rank holds only a slice of the optimizer state "
-                            "(sl_dist_options.shard): save with sl_dist_save_snapshot, which "
-                            "gathers it", fn);
+                            "(sl_dist_options.shard) and left its communicator: save it in the "
+                            "communicator, where sl_save_snapshot gathers it", fn);
     sl_status st = sl_net_materialize(net);
     if (st != SL_OK)
         return sl_set_error(st, "%s: %s", fn, sl_last_error());

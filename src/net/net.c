@@ -590,7 +590,7 @@ sl_status sl_net_check_shard(const sl_net *net, const char *fn)
         return sl_set_error(SL_ERR_STATE, "%s: the optimizer state is sharded over ranks "
                             "(sl_dist_options.shard) and the network left its communicator: this "
                             "rank holds only its slice; set the optimizer again (or load a "
-                            "snapshot saved with sl_dist_save_snapshot)", fn);
+                            "snapshot saved in the communicator)", fn);
     return SL_OK;
 }
 

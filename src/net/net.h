@@ -47,6 +47,12 @@ typedef struct sl_net_comm {
     sl_status (*after_update)(void *user);
     /* sl_run_io.reduce of the training run (ZeRO-2, net->shard 2). */
     void (*reduce)(void *user, int node, float *grads, int prev_node, float *prev_grads);
+    /* sl_save_model (snapshot 0, in dtype) and sl_save_snapshot (1) of a
+     * network in a communicator: rank 0 writes (a snapshot of sharded
+     * state gathered first), every rank takes part and returns rank 0's
+     * status. Collective; fn names the public call. */
+    sl_status (*save)(void *user, const char *path, int snapshot, sl_file_dtype dtype,
+                      const char *fn);
     uint64_t bytes; /* held for communication (the memory report) */
 } sl_net_comm;
 

@@ -155,7 +155,8 @@ sl_status sl_net_profile(sl_net *net, sl_profile_entry *out, int cap, int *n, in
         return sl_set_error(SL_ERR_STATE, "sl_net_profile: profiling is off (sl_net_set_profiling)");
     sl_profile *p = net->profile;
     qsort(p->e, (size_t)p->n, sizeof *p->e, slower_first);
-    memcpy(out, p->e, (size_t)(cap < p->n ? cap : p->n) * sizeof *p->e);
+    if (out) /* cap 0 with out NULL asks for the count alone */
+        memcpy(out, p->e, (size_t)(cap < p->n ? cap : p->n) * sizeof *p->e);
     *n = p->n;
     if (reset)
         p->n = 0;
