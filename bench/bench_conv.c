@@ -210,6 +210,17 @@ static void alloc_bufs(const sl_exec *ex, int batch, bufs *b)
     memset(b->y, 0, max_y * sizeof(float));
 }
 
+static void free_bufs(bufs *b)
+{
+    free(b->x);
+    free(b->dx);
+    free(b->y);
+    free(b->dy);
+    free(b->w);
+    free(b->dw);
+    free(b->ws);
+}
+
 /* Times every pass of every shape: a warm-up run, then the median of
  * `reps` into the shape's ms[]. Returns 0, or 1 out of memory. */
 static int time_shapes(const sl_exec *ex, int batch, int reps, bufs *b)
@@ -316,6 +327,7 @@ int main(int argc, char **argv)
         return 1;
     sl_backend_destroy(cpu);
     double foreign = bench_load_foreign_pct(&load);
+    free_bufs(&b);
     totals t = sum_shapes(o.batch);
     if (o.json)
         print_json(&o, &t, foreign);

@@ -225,9 +225,10 @@ int main(int argc, char **argv)
         rc = train(o, &d);
     if (!rc)
         rc = report(o, &d);
-    /* A failed run exits as it is: the other ranks may still be inside a
-     * collective call that freeing the communicator would wait on. */
-    if (rc)
+    /* A run that failed after joining exits as it is: the other ranks may
+     * still be inside a collective call that freeing the communicator
+     * would wait on. */
+    if (rc && d.dist)
         return rc;
     free(d.x);
     free(d.labels);
@@ -238,5 +239,5 @@ int main(int argc, char **argv)
     sl_dist_free(d.dist);
     sl_net_free(d.net);
     sl_context_free(d.ctx);
-    return 0;
+    return rc;
 }
