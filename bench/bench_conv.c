@@ -155,129 +155,139 @@ static void run_pass(const sl_exec *ex, const sl_conv_desc *d, int pass, bufs *b
         be->conv2d_backward_filter(ex, d, b->x, b->dy, b->dw, NULL, b->ws);
 }
 
-static void usage(const char *argv0)
+typedef struct options {
+    int threads, batch, reps, image, json;
+} options;
+
+/* The defaults (2 threads, batch 8, 5 repetitions, 224x224), then the
+ * command line; a bad one prints the usage and exits. */
+static void parse_options(int argc, char **argv, options *o)
 {
-    fprintf(stderr, "usage: %s [--threads N] [--batch N] [--reps N] [--image N] [--json]\n",
-            argv0);
-    exit(2);
+    *o = (options){2, 8, 5, 224, 0};
+    const bench_opt opts[] = {
+        BENCH_OPT("--threads", BENCH_ATOI, &o->threads),
+        BENCH_OPT("--batch", BENCH_ATOI, &o->batch),
+        BENCH_OPT("--reps", BENCH_ATOI, &o->reps),
+        BENCH_OPT("--image", BENCH_ATOI, &o->image),
+        BENCH_OPT_FLAG("--json", &o->json, 1),
+        BENCH_OPT_END,
+    };
+    if (bench_parse_args(argc, argv, opts) != 0 || o->threads < 1 || o->batch < 1 ||
+        o->reps < 1 || o->image < 32)
+        bench_usage(argv[0], "[--threads N] [--batch N] [--reps N] [--image N] [--json]\n");
 }
 
-int main(int argc, char **argv)
+static size_t max_size(size_t a, size_t b) { return a > b ? a : b; }
+
+/* One set of buffers sized for the largest shape, filled with seeded
+ * random values (small weights). */
+static void alloc_bufs(const sl_exec *ex, int batch, bufs *b)
 {
-    int threads = 2, batch = 8, reps = 5, image = 224, json = 0;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--threads") && i + 1 < argc)
-            threads = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--batch") && i + 1 < argc)
-            batch = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--reps") && i + 1 < argc)
-            reps = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--image") && i + 1 < argc)
-            image = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--json"))
-            json = 1;
-        else
-            usage(argv[0]);
-    }
-    if (threads < 1 || batch < 1 || reps < 1 || image < 32)
-        usage(argv[0]);
-
-    sl_cpu_set_blas_threads(1); /* the kernels split their GEMMs themselves */
-    resnet50_shapes(image);
-    sl_backend *cpu;
-    if (sl_cpu_backend_create(&cpu) != SL_OK)
-        return 1;
-    sl_exec ex = {cpu, threads};
-
-    /* One set of buffers sized for the largest shape. */
     size_t max_x = 0, max_y = 0, max_w = 0, max_ws = 0;
     for (int i = 0; i < g_nshapes; i++) {
         const conv_shape *s = &g_shapes[i];
         sl_conv_desc d = desc_of(s, batch);
-        size_t nx = (size_t)batch * s->c * s->hw * s->hw;
-        size_t ny = (size_t)batch * s->k * s->ohw * s->ohw;
-        size_t nw = (size_t)s->k * s->c * s->kern * s->kern;
-        max_x = nx > max_x ? nx : max_x;
-        max_y = ny > max_y ? ny : max_y;
-        max_w = nw > max_w ? nw : max_w;
-        for (int p = 0; p < 3; p++) {
-            size_t b = ex.be->conv2d_workspace_bytes(ex.be, &d, (sl_conv_pass)p);
-            max_ws = b > max_ws ? b : max_ws;
-        }
+        max_x = max_size(max_x, (size_t)batch * s->c * s->hw * s->hw);
+        max_y = max_size(max_y, (size_t)batch * s->k * s->ohw * s->ohw);
+        max_w = max_size(max_w, (size_t)s->k * s->c * s->kern * s->kern);
+        for (int p = 0; p < 3; p++)
+            max_ws = max_size(max_ws, ex->be->conv2d_workspace_bytes(ex->be, &d, (sl_conv_pass)p));
     }
-    bufs b;
-    b.x = alloc_floats(max_x);
-    b.dx = alloc_floats(max_x);
-    b.y = alloc_floats(max_y);
-    b.dy = alloc_floats(max_y);
-    b.w = alloc_floats(max_w);
-    b.dw = alloc_floats(max_w);
-    b.ws = alloc_floats(max_ws / sizeof(float) + 1);
-    fill_random(b.x, max_x, 1);
-    fill_random(b.dy, max_y, 2);
-    fill_random(b.w, max_w, 3);
+    b->x = alloc_floats(max_x);
+    b->dx = alloc_floats(max_x);
+    b->y = alloc_floats(max_y);
+    b->dy = alloc_floats(max_y);
+    b->w = alloc_floats(max_w);
+    b->dw = alloc_floats(max_w);
+    b->ws = alloc_floats(max_ws / sizeof(float) + 1);
+    fill_random(b->x, max_x, 1);
+    fill_random(b->dy, max_y, 2);
+    fill_random(b->w, max_w, 3);
     for (size_t i = 0; i < max_w; i++)
-        b.w[i] *= 0.05f;
-    memset(b.dw, 0, max_w * sizeof(float));
-    memset(b.dx, 0, max_x * sizeof(float));
-    memset(b.y, 0, max_y * sizeof(float));
+        b->w[i] *= 0.05f;
+    memset(b->dw, 0, max_w * sizeof(float));
+    memset(b->dx, 0, max_x * sizeof(float));
+    memset(b->y, 0, max_y * sizeof(float));
+}
 
+static void free_bufs(bufs *b)
+{
+    free(b->x);
+    free(b->dx);
+    free(b->y);
+    free(b->dy);
+    free(b->w);
+    free(b->dw);
+    free(b->ws);
+}
+
+/* Times every pass of every shape: a warm-up run, then the median of
+ * `reps` into the shape's ms[]. Returns 0, or 1 out of memory. */
+static int time_shapes(const sl_exec *ex, int batch, int reps, bufs *b)
+{
     double *t = malloc((size_t)reps * sizeof(double));
     if (!t)
         return 1;
-    /* Other processes' share of the cores while we timed: noise indicator. */
-    bench_load load;
-    bench_load_start(&load);
     for (int i = 0; i < g_nshapes; i++) {
         conv_shape *s = &g_shapes[i];
         sl_conv_desc d = desc_of(s, batch);
         for (int p = 0; p < 3; p++) {
-            run_pass(&ex, &d, p, &b); /* warm-up */
+            run_pass(ex, &d, p, b); /* warm-up */
             for (int r = 0; r < reps; r++) {
                 double t0 = bench_now_s();
-                run_pass(&ex, &d, p, &b);
+                run_pass(ex, &d, p, b);
                 t[r] = (bench_now_s() - t0) * 1e3;
             }
             s->ms[p] = bench_median(t, reps);
         }
     }
     free(t);
-    sl_backend_destroy(cpu);
-    double foreign = bench_load_foreign_pct(&load);
+    return 0;
+}
 
-    double tot_ms[3] = {0, 0, 0}, tot_macs = 0;
-    int convs = 0;
+/* The network's totals: each shape weighted by its multiplicity. */
+typedef struct totals {
+    double ms[3], all_ms, macs;
+    int convs;
+} totals;
+
+static totals sum_shapes(int batch)
+{
+    totals t = {{0, 0, 0}, 0, 0, 0};
     for (int i = 0; i < g_nshapes; i++) {
         const conv_shape *s = &g_shapes[i];
         for (int p = 0; p < 3; p++)
-            tot_ms[p] += s->count * s->ms[p];
-        tot_macs += s->count * macs_of(s, batch);
-        convs += s->count;
+            t.ms[p] += s->count * s->ms[p];
+        t.macs += s->count * macs_of(s, batch);
+        t.convs += s->count;
     }
-    double all_ms = tot_ms[0] + tot_ms[1] + tot_ms[2];
+    t.all_ms = t.ms[0] + t.ms[1] + t.ms[2];
+    return t;
+}
 
-    if (json) {
-        printf("{\"impl\": \"sublinear\", \"threads\": %d, \"batch\": %d, \"image\": %d, "
-               "\"reps\": %d, \"shapes\": [\n",
-               threads, batch, image, reps);
-        for (int i = 0; i < g_nshapes; i++) {
-            const conv_shape *s = &g_shapes[i];
-            printf("  {\"name\": \"%s\", \"c\": %d, \"k\": %d, \"hw\": %d, \"kernel\": %d, "
-                   "\"stride\": %d, \"pad\": %d, \"ohw\": %d, \"count\": %d, \"macs\": %.0f, "
-                   "\"fwd_ms\": %.4f, \"bwd_data_ms\": %.4f, \"bwd_filter_ms\": %.4f}%s\n",
-                   s->name, s->c, s->k, s->hw, s->kern, s->stride, s->pad, s->ohw, s->count,
-                   macs_of(s, batch), s->ms[0], s->ms[1], s->ms[2],
-                   i + 1 < g_nshapes ? "," : "");
-        }
-        printf("], \"total\": {\"convs\": %d, \"macs\": %.0f, \"fwd_ms\": %.4f, "
-               "\"bwd_data_ms\": %.4f, \"bwd_filter_ms\": %.4f, \"ms\": %.4f}, "
-               "\"foreign_cpu_pct\": %.1f}\n",
-               convs, tot_macs, tot_ms[0], tot_ms[1], tot_ms[2], all_ms, foreign);
-        return 0;
+static void print_json(const options *o, const totals *t, double foreign)
+{
+    printf("{\"impl\": \"sublinear\", \"threads\": %d, \"batch\": %d, \"image\": %d, "
+           "\"reps\": %d, \"shapes\": [\n",
+           o->threads, o->batch, o->image, o->reps);
+    for (int i = 0; i < g_nshapes; i++) {
+        const conv_shape *s = &g_shapes[i];
+        printf("  {\"name\": \"%s\", \"c\": %d, \"k\": %d, \"hw\": %d, \"kernel\": %d, "
+               "\"stride\": %d, \"pad\": %d, \"ohw\": %d, \"count\": %d, \"macs\": %.0f, "
+               "\"fwd_ms\": %.4f, \"bwd_data_ms\": %.4f, \"bwd_filter_ms\": %.4f}%s\n",
+               s->name, s->c, s->k, s->hw, s->kern, s->stride, s->pad, s->ohw, s->count,
+               macs_of(s, o->batch), s->ms[0], s->ms[1], s->ms[2], i + 1 < g_nshapes ? "," : "");
     }
+    printf("], \"total\": {\"convs\": %d, \"macs\": %.0f, \"fwd_ms\": %.4f, "
+           "\"bwd_data_ms\": %.4f, \"bwd_filter_ms\": %.4f, \"ms\": %.4f}, "
+           "\"foreign_cpu_pct\": %.1f}\n",
+           t->convs, t->macs, t->ms[0], t->ms[1], t->ms[2], t->all_ms, foreign);
+}
 
+static void print_text(const options *o, const totals *t, double foreign)
+{
     printf("sublinear CPU conv, ResNet-50 shapes: batch %d, %dx%d, %d threads, median of %d\n",
-           batch, image, image, threads, reps);
+           o->batch, o->image, o->image, o->threads, o->reps);
     printf("%-26s %-24s %3s %9s %9s %9s %7s %7s %7s\n", "first conv", "c->k kxk/s hw->ohw", "n",
            "fwd ms", "bwdD ms", "bwdW ms", "fwd GF", "bwdD GF", "bwdW GF");
     for (int i = 0; i < g_nshapes; i++) {
@@ -285,16 +295,43 @@ int main(int argc, char **argv)
         char geo[64];
         snprintf(geo, sizeof geo, "%d->%d %dx%d/%d %d->%d", s->c, s->k, s->kern, s->kern,
                  s->stride, s->hw, s->ohw);
-        double gf = 2.0 * macs_of(s, batch) * 1e-6;
+        double gf = 2.0 * macs_of(s, o->batch) * 1e-6;
         printf("%-26s %-24s %3d %9.2f %9.2f %9.2f %7.1f %7.1f %7.1f\n", s->name, geo, s->count,
                s->ms[0], s->ms[1], s->ms[2], gf / s->ms[0], gf / s->ms[1], gf / s->ms[2]);
     }
-    double gf = 2.0 * tot_macs * 1e-6;
-    printf("total (%d convs, weighted) %24s %9.1f %9.1f %9.1f %7.1f %7.1f %7.1f\n", convs, "",
-           tot_ms[0], tot_ms[1], tot_ms[2], gf / tot_ms[0], gf / tot_ms[1], gf / tot_ms[2]);
-    printf("fwd + bwd: %.1f ms, %.1f GFLOP/s (%.1f GFLOP)\n", all_ms, 3.0 * gf / all_ms,
+    double gf = 2.0 * t->macs * 1e-6;
+    printf("total (%d convs, weighted) %24s %9.1f %9.1f %9.1f %7.1f %7.1f %7.1f\n", t->convs, "",
+           t->ms[0], t->ms[1], t->ms[2], gf / t->ms[0], gf / t->ms[1], gf / t->ms[2]);
+    printf("fwd + bwd: %.1f ms, %.1f GFLOP/s (%.1f GFLOP)\n", t->all_ms, 3.0 * gf / t->all_ms,
            3.0 * gf * 1e-3);
     if (foreign >= 0.0)
         printf("other processes used %.1f%% of the cores meanwhile\n", foreign);
+}
+
+int main(int argc, char **argv)
+{
+    options o;
+    parse_options(argc, argv, &o);
+    sl_cpu_set_blas_threads(1); /* the kernels split their GEMMs themselves */
+    resnet50_shapes(o.image);
+    sl_backend *cpu;
+    if (sl_cpu_backend_create(&cpu) != SL_OK)
+        return 1;
+    sl_exec ex = {cpu, o.threads};
+    bufs b;
+    alloc_bufs(&ex, o.batch, &b);
+    /* Other processes' share of the cores while we timed: noise indicator. */
+    bench_load load;
+    bench_load_start(&load);
+    if (time_shapes(&ex, o.batch, o.reps, &b) != 0)
+        return 1;
+    sl_backend_destroy(cpu);
+    double foreign = bench_load_foreign_pct(&load);
+    free_bufs(&b);
+    totals t = sum_shapes(o.batch);
+    if (o.json)
+        print_json(&o, &t, foreign);
+    else
+        print_text(&o, &t, foreign);
     return 0;
 }

@@ -57,121 +57,165 @@ static int max_batch(sl_context *ctx, const char *model, sl_schedule s, int res,
     return lo;
 }
 
-int main(int argc, char **argv)
+typedef struct options {
+    const char *model, *sched;
+    int batch, res, steps, tf32, profile, gpu, cpu, nondet;
+    uint64_t limit; /* --max-batch: the bytes a planned step must fit */
+} options;
+
+/* The defaults (ResNet-152 under sqrt, batch 16, 224x224, 6 steps), then
+ * the command line; returns 0, or 2 after printing why not (a line it
+ * cannot read prints the usage and exits). */
+static int parse_options(int argc, char **argv, options *o, sl_schedule *s)
 {
-    const char *model = "resnet152", *sched = "sqrt";
-    int batch = 16, res = 224, steps = 6, tf32 = 0, profile = 0, gpu = 0, cpu = 0, nondet = 0;
-    uint64_t limit = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "--tf32"))
-            tf32 = 1;
-        else if (!strcmp(a, "--nondeterministic"))
-            nondet = 1;
-        else if (!strcmp(a, "--profile"))
-            profile = 1;
-        else if (v && !strcmp(a, "--model"))
-            model = argv[++i];
-        else if (v && !strcmp(a, "--schedule"))
-            sched = argv[++i];
-        else if (v && !strcmp(a, "--batch"))
-            batch = atoi(argv[++i]);
-        else if (v && !strcmp(a, "--res"))
-            res = atoi(argv[++i]);
-        else if (v && !strcmp(a, "--steps"))
-            steps = atoi(argv[++i]);
-        else if (v && !strcmp(a, "--max-batch"))
-            limit = strtoull(argv[++i], NULL, 10);
-        else if (v && !strcmp(a, "--gpu"))
-            gpu = atoi(argv[++i]);
-        else if (v && !strcmp(a, "--device") && !strcmp(v, "cpu")) {
-            cpu = 1; /* a smoke run of this program without a GPU */
-            i++;
-        } else {
-            fprintf(stderr, "usage: bench_gpu [--model M] [--schedule S] [--batch N] [--res N] "
-                            "[--steps N] [--max-batch BYTES] [--gpu N] [--tf32] [--profile] "
-                            "[--nondeterministic] [--device cpu]\n");
-            return 2;
-        }
-    }
-    sl_schedule s;
-    if (sl_schedule_parse(sched, &s) != SL_OK || batch < 1 || steps < 2) {
+    *o = (options){"resnet152", "sqrt", 16, 224, 6, 0, 0, 0, 0, 0, 0};
+    const bench_opt opts[] = {
+        BENCH_OPT_FLAG("--tf32", &o->tf32, 1),
+        BENCH_OPT_FLAG("--nondeterministic", &o->nondet, 1),
+        BENCH_OPT_FLAG("--profile", &o->profile, 1),
+        BENCH_OPT("--model", BENCH_STRING, &o->model),
+        BENCH_OPT("--schedule", BENCH_STRING, &o->sched),
+        BENCH_OPT("--batch", BENCH_ATOI, &o->batch),
+        BENCH_OPT("--res", BENCH_ATOI, &o->res),
+        BENCH_OPT("--steps", BENCH_ATOI, &o->steps),
+        BENCH_OPT("--max-batch", BENCH_U64, &o->limit),
+        BENCH_OPT("--gpu", BENCH_ATOI, &o->gpu),
+        /* a smoke run of this program without a GPU */
+        BENCH_OPT_WORD("--device", &o->cpu, "cpu"),
+        BENCH_OPT_END,
+    };
+    if (bench_parse_args(argc, argv, opts) != 0)
+        bench_usage("bench_gpu", "[--model M] [--schedule S] [--batch N] [--res N] [--steps N] "
+                                 "[--max-batch BYTES] [--gpu N] [--tf32] [--profile] "
+                                 "[--nondeterministic] [--device cpu]\n");
+    if (sl_schedule_parse(o->sched, s) != SL_OK || o->batch < 1 || o->steps < 2) {
         fprintf(stderr, "bench_gpu: bad schedule, batch or steps\n");
         return 2;
     }
+    return 0;
+}
+
+static int create_context(const options *o, sl_context **ctx)
+{
     sl_context_options co = sl_context_defaults();
-    co.device = cpu ? SL_DEVICE_CPU : SL_DEVICE_CUDA;
-    co.gpu = gpu;
-    co.tf32 = tf32;
-    co.deterministic = !nondet; /* what a comparison with PyTorch's default costs us */
-    sl_context *ctx = NULL;
-    if (sl_context_create(&co, &ctx) != SL_OK) {
+    co.device = o->cpu ? SL_DEVICE_CPU : SL_DEVICE_CUDA;
+    co.gpu = o->gpu;
+    co.tf32 = o->tf32;
+    co.deterministic = !o->nondet; /* what a comparison with PyTorch's default costs us */
+    if (sl_context_create(&co, ctx) != SL_OK) {
         fprintf(stderr, "bench_gpu: %s\n", sl_last_error());
         return 1;
     }
-    if (limit)
-        batch = max_batch(ctx, model, s, res, limit);
-    sl_net *net = batch > 0 ? build(ctx, model, s, res) : NULL;
-    sl_dataset *ds = NULL;
-    float *x = malloc((size_t)batch * 3 * res * res * sizeof(float) + 1);
-    int *labels = malloc((size_t)batch * sizeof(int) + 1);
-    double *dt = calloc((size_t)steps, sizeof(double));
-    int rc = !net || !x || !labels || !dt ||
-             sl_dataset_synthetic(1000, 3, res, res, 1, &ds) != SL_OK;
-    sl_shape shape = {batch, 3, res, res};
-    int run_steps = limit ? 1 : steps;
+    return 0;
+}
+
+/* The buffers and dataset of a run at o->batch. */
+typedef struct inputs {
+    sl_dataset *ds;
+    float *x;
+    int *labels;
+    double *dt; /* each step's seconds */
+} inputs;
+
+/* Runs the timed steps (one under --max-batch) into in->dt; returns 0, or
+ * 1 (with a message where the step itself failed). */
+static int train(sl_net *net, const options *o, sl_shape shape, inputs *in)
+{
+    int rc = 0, run_steps = o->limit ? 1 : o->steps;
     for (int i = 0; !rc && i < run_steps; i++) {
-        if (sl_dataset_batch(ds, SL_SPLIT_TRAIN, (int64_t)i * batch, batch, x, labels) != SL_OK)
+        if (sl_dataset_batch(in->ds, SL_SPLIT_TRAIN, (int64_t)i * o->batch, o->batch, in->x,
+                             in->labels) != SL_OK)
             rc = 1;
         double t0 = bench_now_s();
-        if (!rc && sl_net_train_step(net, x, shape, labels, NULL) != SL_OK) {
+        if (!rc && sl_net_train_step(net, in->x, shape, in->labels, NULL) != SL_OK) {
             fprintf(stderr, "bench_gpu: %s\n", sl_last_error());
             rc = 1;
         }
-        dt[i] = bench_now_s() - t0;
+        in->dt[i] = bench_now_s() - t0;
     }
+    return rc;
+}
+
+#define MAX_PROFILE 48
+
+/* One more step, profiled: where a step's time goes. */
+static int profile_step(sl_net *net, sl_shape shape, inputs *in, sl_profile_entry *prof,
+                        int *n_prof)
+{
+    if (sl_net_set_profiling(net, 1) != SL_OK ||
+        sl_net_train_step(net, in->x, shape, in->labels, NULL) != SL_OK ||
+        sl_net_profile(net, prof, MAX_PROFILE, n_prof, 0) != SL_OK) {
+        fprintf(stderr, "bench_gpu: profiling: %s\n", sl_last_error());
+        return 1;
+    }
+    return 0;
+}
+
+/* The JSON line; it/s from the median of the steps after the first (none
+ * under --max-batch). Reorders dt[1..steps). */
+static void print_json(const options *o, const sl_memory_report *r, double *dt,
+                       const sl_profile_entry *prof, int n_prof)
+{
+    double median = 0;
+    if (!o->limit) {
+        qsort(dt + 1, (size_t)o->steps - 1, sizeof *dt, bench_cmp_double);
+        median = dt[1 + (o->steps - 1) / 2];
+    }
+    printf("{\"side\":\"sublinear\",\"model\":\"%s\",\"schedule\":\"%s\",\"batch\":%d,"
+           "\"planned_total\":%llu,\"planned_arena\":%llu,\"measured_total\":%llu,"
+           "\"device_used\":%llu,\"recompute_fraction\":%.4f,\"it_per_s\":%.4f,"
+           "\"tf32\":%s,\"deterministic\":%s%s",
+           o->model, o->sched, o->batch, (unsigned long long)r->total,
+           (unsigned long long)r->arena_bytes, (unsigned long long)r->measured_total,
+           (unsigned long long)r->device_used, r->recompute_fraction,
+           median > 0 ? 1.0 / median : 0.0, o->tf32 ? "true" : "false",
+           o->nondet ? "false" : "true", o->limit ? ",\"max_batch_search\":true" : "");
+    if (o->profile) {
+        printf(",\"profile\":[");
+        for (int i = 0; i < n_prof && i < MAX_PROFILE; i++)
+            printf("%s{\"type\":\"%s\",\"pass\":\"%s\",\"calls\":%lld,\"ms\":%.3f}",
+                   i ? "," : "", prof[i].layer_type, prof[i].pass, (long long)prof[i].calls,
+                   1e3 * prof[i].seconds);
+        printf("]");
+    }
+    printf("}\n");
+}
+
+int main(int argc, char **argv)
+{
+    options o;
+    sl_schedule s;
+    int rc = parse_options(argc, argv, &o, &s);
+    if (rc)
+        return rc;
+    sl_context *ctx = NULL;
+    if (create_context(&o, &ctx) != 0)
+        return 1;
+    if (o.limit)
+        o.batch = max_batch(ctx, o.model, s, o.res, o.limit);
+    sl_net *net = o.batch > 0 ? build(ctx, o.model, s, o.res) : NULL;
+    inputs in = {NULL, NULL, NULL, NULL};
+    in.x = malloc((size_t)o.batch * 3 * o.res * o.res * sizeof(float) + 1);
+    in.labels = malloc((size_t)o.batch * sizeof(int) + 1);
+    in.dt = calloc((size_t)o.steps, sizeof(double));
+    rc = !net || !in.x || !in.labels || !in.dt ||
+         sl_dataset_synthetic(1000, 3, o.res, o.res, 1, &in.ds) != SL_OK;
+    sl_shape shape = {o.batch, 3, o.res, o.res};
+    if (!rc)
+        rc = train(net, &o, shape, &in);
     sl_memory_report r;
     if (!rc && sl_net_memory_report(net, shape, SL_MODE_TRAIN, &r) != SL_OK)
         rc = 1;
-    /* one more step, profiled: where a step's time goes */
-    sl_profile_entry prof[48];
+    sl_profile_entry prof[MAX_PROFILE];
     int n_prof = 0;
-    if (!rc && profile &&
-        (sl_net_set_profiling(net, 1) != SL_OK ||
-         sl_net_train_step(net, x, shape, labels, NULL) != SL_OK ||
-         sl_net_profile(net, prof, 48, &n_prof, 0) != SL_OK)) {
-        fprintf(stderr, "bench_gpu: profiling: %s\n", sl_last_error());
-        rc = 1;
-    }
-    if (!rc) {
-        double median = 0;
-        if (!limit) {
-            qsort(dt + 1, (size_t)steps - 1, sizeof *dt, bench_cmp_double);
-            median = dt[1 + (steps - 1) / 2];
-        }
-        printf("{\"side\":\"sublinear\",\"model\":\"%s\",\"schedule\":\"%s\",\"batch\":%d,"
-               "\"planned_total\":%llu,\"planned_arena\":%llu,\"measured_total\":%llu,"
-               "\"device_used\":%llu,\"recompute_fraction\":%.4f,\"it_per_s\":%.4f,"
-               "\"tf32\":%s,\"deterministic\":%s%s",
-               model, sched, batch, (unsigned long long)r.total,
-               (unsigned long long)r.arena_bytes, (unsigned long long)r.measured_total,
-               (unsigned long long)r.device_used, r.recompute_fraction,
-               median > 0 ? 1.0 / median : 0.0, tf32 ? "true" : "false", nondet ? "false" : "true",
-               limit ? ",\"max_batch_search\":true" : "");
-        if (profile) {
-            printf(",\"profile\":[");
-            for (int i = 0; i < n_prof && i < 48; i++)
-                printf("%s{\"type\":\"%s\",\"pass\":\"%s\",\"calls\":%lld,\"ms\":%.3f}",
-                       i ? "," : "", prof[i].layer_type, prof[i].pass, (long long)prof[i].calls,
-                       1e3 * prof[i].seconds);
-            printf("]");
-        }
-        printf("}\n");
-    }
-    free(x);
-    free(labels);
-    free(dt);
-    sl_dataset_free(ds);
+    if (!rc && o.profile)
+        rc = profile_step(net, shape, &in, prof, &n_prof);
+    if (!rc)
+        print_json(&o, &r, in.dt, prof, n_prof);
+    free(in.x);
+    free(in.labels);
+    free(in.dt);
+    sl_dataset_free(in.ds);
     sl_net_free(net);
     sl_context_free(ctx);
     return rc;

@@ -38,40 +38,68 @@
 #include "common.h"
 #include "sublinear.h"
 
+static const char BENCH[] = "bench_resnet";
+
 typedef struct options {
     const char *model;
     const char *schedule;
-    int batch, res, classes, steps, threads, json, plan_only;
-    uint64_t seed;
+    int batch, res, classes, steps, threads, json, plan_only, seed;
 } options;
+
+/* The plans a run reports: the references (keep-everything, sqrt) and the
+ * schedule's under test, with the network's top-level layer count, sqrt's
+ * segment count and the segments the schedule re-forwards. */
+typedef struct plans {
+    sl_schedule sc;
+    sl_memory_report none, sqrt, mine;
+    int n_top, sqrt_k, recomputed;
+} plans;
 
 _Noreturn static void usage(const char *argv0)
 {
-    fprintf(stderr,
-            "usage: %s [--model NAME] [--batch N] [--res N] [--classes N] [--schedule S]\n"
-            "          [--steps N] [--threads N] [--seed N] [--json] [--plan-only]\n"
-            "schedules: none, sqrt, segments:K, budget:SIZE, ops:SIZE (bytes or\n"
-            "           KiB/MiB/GiB), budget-half (half of keep-everything's planned\n"
-            "           total), budget-sqrt (sqrt's planned total), budget-third and\n"
-            "           ops-third (a third of keep-everything's activations), least\n",
-            argv0);
-    exit(2);
+    bench_usage(argv0,
+                "[--model NAME] [--batch N] [--res N] [--classes N] [--schedule S]\n"
+                "          [--steps N] [--threads N] [--seed N] [--json] [--plan-only]\n"
+                "schedules: none, sqrt, segments:K, budget:SIZE, ops:SIZE (bytes or\n"
+                "           KiB/MiB/GiB), budget-half (half of keep-everything's planned\n"
+                "           total), budget-sqrt (sqrt's planned total), budget-third and\n"
+                "           ops-third (a third of keep-everything's activations), least\n");
 }
 
-static int parse_int(const char *s, int min, int *out)
+#define MAX_COUNT 1000000
+
+/* The defaults (ResNet-152, batch 16, 224x224, 1000 classes, 4 steps on 2
+ * threads), then the command line; a bad one prints the usage and exits. */
+static void parse_options(int argc, char **argv, options *o)
 {
-    char *end;
-    long v = strtol(s, &end, 10);
-    if (*s == '\0' || *end != '\0' || v < min || v > 1000000)
-        return -1;
-    *out = (int)v;
+    *o = (options){"resnet152", "none", 16, 224, 1000, 4, 2, 0, 0, 0};
+    const bench_opt opts[] = {
+        BENCH_OPT_FLAG("--json", &o->json, 1),
+        BENCH_OPT_FLAG("--plan-only", &o->plan_only, 1),
+        BENCH_OPT("--model", BENCH_STRING, &o->model),
+        BENCH_OPT("--schedule", BENCH_STRING, &o->schedule),
+        BENCH_OPT_INT("--batch", &o->batch, 1, MAX_COUNT),
+        BENCH_OPT_INT("--res", &o->res, 32, MAX_COUNT),
+        BENCH_OPT_INT("--classes", &o->classes, 2, MAX_COUNT),
+        BENCH_OPT_INT("--steps", &o->steps, 1, MAX_COUNT),
+        BENCH_OPT_INT("--threads", &o->threads, 0, MAX_COUNT),
+        BENCH_OPT_INT("--seed", &o->seed, 0, MAX_COUNT),
+        BENCH_OPT_END,
+    };
+    if (bench_parse_args(argc, argv, opts) != 0)
+        usage(argv[0]);
+}
+
+/* The model with SGD (momentum 0.9, weight decay 5e-4), the optimizer set
+ * before planning: its state counts. */
+static int build(sl_context *ctx, const options *o, sl_net **net)
+{
+    sl_optimizer_options opt = sl_sgd(0.01f, 0.9f, 5e-4f, 0);
+    if (sl_sublinear(ctx, 3, SL_SCHEDULE_NONE, net) != SL_OK ||
+        sl_model_build(*net, o->model, o->classes, o->res) != SL_OK ||
+        sl_net_set_optimizer(*net, &opt) != SL_OK)
+        return bench_fail(BENCH, "building the network");
     return 0;
-}
-
-static int fail(const char *what)
-{
-    fprintf(stderr, "bench_resnet: %s: %s\n", what, sl_last_error());
-    return 1;
 }
 
 /* Segments the schedule re-forwards: the maximal runs of "refwd" steps in
@@ -92,232 +120,197 @@ static int recomputed_segments(sl_net *net, sl_shape s)
     return runs;
 }
 
-/* Plans the network at shape s under schedule sc; *out gets the report. */
-static int plan(sl_net *net, sl_schedule sc, sl_shape s, sl_memory_report *out)
+/* The least planned peak any schedule reaches, read from the budget
+ * search's refusal of a 1-byte budget; 0 where it cannot be read. */
+static uint64_t least_budget(sl_net *net, sl_shape s)
 {
-    if (sl_net_set_schedule(net, sc) != SL_OK)
-        return fail("setting the schedule");
-    if (sl_net_memory_report(net, s, SL_MODE_TRAIN, out) != SL_OK)
-        return fail("planning");
+    static const char said[] = "smallest planned peak is ";
+    sl_memory_report tmp;
+    if (sl_net_set_schedule(net, SL_SCHEDULE_BUDGET(1)) != SL_OK ||
+        sl_net_memory_report(net, s, SL_MODE_TRAIN, &tmp) != SL_ERR_BUDGET)
+        return 0;
+    const char *at = strstr(sl_last_error(), said);
+    return at ? strtoull(at + strlen(said), NULL, 10) : 0;
+}
+
+/* The schedule under test: those relative to the reference plans, else the
+ * library's texts (a bad one prints the usage and exits). */
+static int choose_schedule(sl_net *net, sl_shape s, const char *name, const char *argv0,
+                           plans *p)
+{
+    if (!strcmp(name, "budget-half"))
+        p->sc = SL_SCHEDULE_BUDGET(p->none.total / 2);
+    else if (!strcmp(name, "budget-sqrt"))
+        p->sc = SL_SCHEDULE_BUDGET(p->sqrt.total);
+    else if (!strcmp(name, "budget-third") || !strcmp(name, "ops-third")) {
+        uint64_t third = p->none.total - p->none.arena_bytes + p->none.arena_bytes / 3;
+        p->sc = name[0] == 'o' ? SL_SCHEDULE_BUDGET_OPS(third) : SL_SCHEDULE_BUDGET(third);
+    } else if (!strcmp(name, "least")) {
+        uint64_t bytes = least_budget(net, s);
+        if (!bytes)
+            return bench_fail(BENCH, "finding the least budget");
+        p->sc = SL_SCHEDULE_BUDGET(bytes);
+    } else if (sl_schedule_parse(name, &p->sc) != SL_OK)
+        usage(argv0);
     return 0;
+}
+
+/* The reference plans, then the schedule under test. */
+static int plan_schedule(sl_net *net, sl_shape s, const options *o, const char *argv0, plans *p)
+{
+    int rc;
+    p->n_top = sl_net_layer_count(net);
+    p->sqrt_k = (int)ceil(sqrt((double)p->n_top));
+    if ((rc = bench_plan(BENCH, net, SL_SCHEDULE_NONE, s, &p->none)) != 0 ||
+        (rc = bench_plan(BENCH, net, SL_SCHEDULE_SQRT, s, &p->sqrt)) != 0 ||
+        (rc = choose_schedule(net, s, o->schedule, argv0, p)) != 0 ||
+        (rc = bench_plan(BENCH, net, p->sc, s, &p->mine)) != 0)
+        return rc;
+    p->recomputed = recomputed_segments(net, s);
+    return 0;
+}
+
+/* --plan-only's one line, JSON or text. */
+static void print_plan(const options *o, const plans *p)
+{
+    const sl_memory_report *m = &p->mine;
+    if (o->json)
+        printf("{\"impl\":\"sublinear\",\"model\":\"%s\",\"batch\":%d,\"res\":%d,"
+               "\"schedule\":\"%s\",\"top_layers\":%d,\"sqrt_segments\":%d,"
+               "\"recomputed_segments\":%d,\"planned_total\":%llu,\"planned_arena\":%llu,"
+               "\"none_planned_total\":%llu,\"sqrt_planned_total\":%llu,"
+               "\"recompute_fraction\":%.6f,\"recompute_time_fraction\":%.6f}\n",
+               o->model, o->batch, o->res, o->schedule, p->n_top, p->sqrt_k, p->recomputed,
+               (unsigned long long)m->total, (unsigned long long)m->arena_bytes,
+               (unsigned long long)p->none.total, (unsigned long long)p->sqrt.total,
+               m->recompute_fraction, m->recompute_time_fraction);
+    else
+        printf("%s, batch %d, %dx%d, schedule %s: top-level layers %d (sqrt: %d segments), "
+               "recomputed segments %d, planned total %.1f MiB (arena %.1f MiB), recompute "
+               "%.1f%%; keep-everything %.1f MiB, sqrt %.1f MiB\n",
+               o->model, o->batch, o->res, o->res, o->schedule, p->n_top, p->sqrt_k,
+               p->recomputed, bench_mib(m->total), bench_mib(m->arena_bytes),
+               100.0 * m->recompute_fraction, bench_mib(p->none.total), bench_mib(p->sqrt.total));
+}
+
+/* The text run's opening lines: the configuration, the plan, the RSS. */
+static void print_header(const options *o, const plans *p, uint64_t rss_base, uint64_t peak_base)
+{
+    printf("%s, batch %d, %dx%d, %d classes, schedule %s, %d threads, %d steps\n", o->model,
+           o->batch, o->res, o->res, o->classes, o->schedule, o->threads, o->steps);
+    printf("top-level layers %d (sqrt: %d segments), recomputed segments %d\n", p->n_top,
+           p->sqrt_k, p->recomputed);
+    printf("planned total %.1f MiB (arena %.1f MiB; keep-everything %.1f MiB, sqrt %.1f MiB)\n",
+           bench_mib(p->mine.total), bench_mib(p->mine.arena_bytes), bench_mib(p->none.total),
+           bench_mib(p->sqrt.total));
+    printf("RSS before the first step: %.1f MiB (peak so far %.1f MiB)\n", bench_mib(rss_base),
+           bench_mib(peak_base));
+    fflush(stdout);
+}
+
+/* The synthetic dataset's batches of the measured steps. */
+typedef struct image_source {
+    sl_net *net;
+    sl_dataset *ds;
+    float *x;
+    int *labels;
+    sl_shape s;
+} image_source;
+
+/* bench_step_fn: the step's batch of the dataset, in order. */
+static int image_step(void *arg, int step, double *seconds, float *loss)
+{
+    image_source *b = arg;
+    int batch = b->s.n;
+    sl_step_result r;
+    if (sl_dataset_batch(b->ds, SL_SPLIT_TRAIN, (int64_t)step * batch, batch, b->x, b->labels) !=
+        SL_OK)
+        return bench_fail(BENCH, "drawing a batch");
+    double t0 = bench_now_s();
+    if (sl_net_train_step(b->net, b->x, b->s, b->labels, &r) != SL_OK)
+        return bench_fail(BENCH, "training");
+    *seconds = bench_now_s() - t0;
+    *loss = r.loss;
+    return 0;
+}
+
+/* The inputs of a run: one batch's buffers, the step times' array and the
+ * dataset, with the first batch drawn so that the RSS baseline counts it. */
+static int prepare_inputs(const options *o, image_source *b, double **times)
+{
+    size_t per = (size_t)3 * (size_t)o->res * (size_t)o->res;
+    b->x = malloc(per * (size_t)o->batch * sizeof(float));
+    b->labels = malloc((size_t)o->batch * sizeof(int));
+    *times = malloc((size_t)o->steps * sizeof(double));
+    if (!b->x || !b->labels || !*times) {
+        fprintf(stderr, "bench_resnet: out of memory\n");
+        return 1;
+    }
+    if (sl_dataset_synthetic(o->classes, 3, o->res, o->res, (uint64_t)o->seed, &b->ds) != SL_OK)
+        return bench_fail(BENCH, "creating the dataset");
+    if (sl_dataset_batch(b->ds, SL_SPLIT_TRAIN, 0, o->batch, b->x, b->labels) != SL_OK)
+        return bench_fail(BENCH, "drawing a batch");
+    return 0;
+}
+
+static void print_json(const options *o, const plans *p, const bench_run *r)
+{
+    const sl_memory_report *m = &p->mine;
+    printf("{\"impl\":\"sublinear\",\"model\":\"%s\",\"batch\":%d,\"res\":%d,\"classes\":%d,"
+           "\"schedule\":\"%s\",\"threads\":%d,\"steps\":%d,\"top_layers\":%d,"
+           "\"sqrt_segments\":%d,\"recomputed_segments\":%d,"
+           "\"planned_total\":%llu,\"planned_arena\":%llu,\"none_planned_total\":%llu,"
+           "\"sqrt_planned_total\":%llu,\"budget_bytes\":%llu,",
+           o->model, o->batch, o->res, o->classes, o->schedule, o->threads, o->steps, p->n_top,
+           p->sqrt_k, p->recomputed, (unsigned long long)m->total,
+           (unsigned long long)m->arena_bytes, (unsigned long long)p->none.total,
+           (unsigned long long)p->sqrt.total, (unsigned long long)p->sc.budget_bytes);
+    bench_print_run_json(r);
+    printf("\"recompute_fraction\":%.6f,\"recompute_time_fraction\":%.6f,\"first_loss\":%.5f,"
+           "\"last_loss\":%.5f,\"foreign_cpu_pct\":%.1f}\n",
+           m->recompute_fraction, m->recompute_time_fraction, r->steps.first_loss,
+           r->steps.last_loss, r->foreign_pct);
 }
 
 int main(int argc, char **argv)
 {
-    options o = {"resnet152", "none", 16, 224, 1000, 4, 2, 0, 0, 0};
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--json")) {
-            o.json = 1;
-            continue;
-        }
-        if (!strcmp(a, "--plan-only")) {
-            o.plan_only = 1;
-            continue;
-        }
-        if (i + 1 >= argc)
-            usage(argv[0]);
-        const char *v = argv[++i];
-        int bad = 0;
-        if (!strcmp(a, "--model"))
-            o.model = v;
-        else if (!strcmp(a, "--schedule"))
-            o.schedule = v;
-        else if (!strcmp(a, "--batch"))
-            bad = parse_int(v, 1, &o.batch);
-        else if (!strcmp(a, "--res"))
-            bad = parse_int(v, 32, &o.res);
-        else if (!strcmp(a, "--classes"))
-            bad = parse_int(v, 2, &o.classes);
-        else if (!strcmp(a, "--steps"))
-            bad = parse_int(v, 1, &o.steps);
-        else if (!strcmp(a, "--threads"))
-            bad = parse_int(v, 0, &o.threads);
-        else if (!strcmp(a, "--seed")) {
-            int seed;
-            bad = parse_int(v, 0, &seed);
-            o.seed = (uint64_t)seed;
-        } else
-            bad = 1;
-        if (bad)
-            usage(argv[0]);
-    }
-
-    sl_context_options co = sl_context_defaults();
-    co.threads = o.threads;
-    co.seed = o.seed;
+    options o;
+    parse_options(argc, argv, &o);
     sl_context *ctx = NULL;
-    sl_net *net = NULL;
-    sl_dataset *ds = NULL;
-    float *x = NULL;
-    int *labels = NULL;
-    double *times = NULL;
-    int rc = 0;
     sl_shape s = {o.batch, 3, o.res, o.res};
-    sl_optimizer_options opt = sl_sgd(0.01f, 0.9f, 5e-4f, 0);
+    image_source src = {NULL, NULL, NULL, NULL, s};
+    bench_run run = {{NULL, o.steps, 0.0f, 0.0f}, 0.0, 0.0, 0.0, 0, 0, 0, {0}};
+    plans p;
+    int rc;
 
-    if (sl_context_create(&co, &ctx) != SL_OK)
-        return fail("creating the context");
-    if (sl_sublinear(ctx, 3, SL_SCHEDULE_NONE, &net) != SL_OK ||
-        sl_model_build(net, o.model, o.classes, o.res) != SL_OK ||
-        sl_net_set_optimizer(net, &opt) != SL_OK) { /* before planning: its state counts */
-        rc = fail("building the network");
+    if ((rc = bench_context(BENCH, o.threads, (uint64_t)o.seed, &ctx)) != 0)
+        return rc;
+    if ((rc = build(ctx, &o, &src.net)) != 0 ||
+        (rc = plan_schedule(src.net, s, &o, argv[0], &p)) != 0)
         goto done;
-    }
-    int n_top = sl_net_layer_count(net);
-    int sqrt_k = (int)ceil(sqrt((double)n_top));
-
-    /* The reference plans, then the schedule under test. */
-    sl_memory_report none_plan, sqrt_plan, mine;
-    if ((rc = plan(net, SL_SCHEDULE_NONE, s, &none_plan)) != 0 ||
-        (rc = plan(net, SL_SCHEDULE_SQRT, s, &sqrt_plan)) != 0)
-        goto done;
-    /* schedules relative to the plans above, else the library's texts */
-    sl_schedule sc;
-    uint64_t bytes = 0;
-    if (!strcmp(o.schedule, "budget-half"))
-        sc = SL_SCHEDULE_BUDGET(none_plan.total / 2);
-    else if (!strcmp(o.schedule, "budget-sqrt"))
-        sc = SL_SCHEDULE_BUDGET(sqrt_plan.total);
-    else if (!strcmp(o.schedule, "budget-third") || !strcmp(o.schedule, "ops-third")) {
-        uint64_t third = none_plan.total - none_plan.arena_bytes + none_plan.arena_bytes / 3;
-        sc = o.schedule[0] == 'o' ? SL_SCHEDULE_BUDGET_OPS(third) : SL_SCHEDULE_BUDGET(third);
-    } else if (!strcmp(o.schedule, "least")) {
-        sl_memory_report tmp;
-        if (sl_net_set_schedule(net, SL_SCHEDULE_BUDGET(1)) == SL_OK &&
-            sl_net_memory_report(net, s, SL_MODE_TRAIN, &tmp) == SL_ERR_BUDGET) {
-            const char *at = strstr(sl_last_error(), "smallest planned peak is ");
-            bytes = at ? strtoull(at + strlen("smallest planned peak is "), NULL, 10) : 0;
-        }
-        if (!bytes) {
-            rc = fail("finding the least budget");
-            goto done;
-        }
-        sc = SL_SCHEDULE_BUDGET(bytes);
-    } else if (sl_schedule_parse(o.schedule, &sc) != SL_OK)
-        usage(argv[0]);
-    if ((rc = plan(net, sc, s, &mine)) != 0)
-        goto done;
-    int recomputed = recomputed_segments(net, s);
     if (o.plan_only) {
-        if (o.json)
-            printf("{\"impl\":\"sublinear\",\"model\":\"%s\",\"batch\":%d,\"res\":%d,"
-                   "\"schedule\":\"%s\",\"top_layers\":%d,\"sqrt_segments\":%d,"
-                   "\"recomputed_segments\":%d,\"planned_total\":%llu,\"planned_arena\":%llu,"
-                   "\"none_planned_total\":%llu,\"sqrt_planned_total\":%llu,"
-                   "\"recompute_fraction\":%.6f,\"recompute_time_fraction\":%.6f}\n",
-                   o.model, o.batch, o.res, o.schedule, n_top, sqrt_k, recomputed,
-                   (unsigned long long)mine.total, (unsigned long long)mine.arena_bytes,
-                   (unsigned long long)none_plan.total, (unsigned long long)sqrt_plan.total,
-                   mine.recompute_fraction, mine.recompute_time_fraction);
-        else
-            printf("%s, batch %d, %dx%d, schedule %s: top-level layers %d (sqrt: %d segments), "
-                   "recomputed segments %d, planned total %.1f MiB (arena %.1f MiB), recompute "
-                   "%.1f%%; keep-everything %.1f MiB, sqrt %.1f MiB\n",
-                   o.model, o.batch, o.res, o.res, o.schedule, n_top, sqrt_k, recomputed,
-                   bench_mib(mine.total), bench_mib(mine.arena_bytes), 100.0 * mine.recompute_fraction,
-                   bench_mib(none_plan.total), bench_mib(sqrt_plan.total));
+        print_plan(&o, &p);
         goto done;
     }
-
-    size_t per = (size_t)3 * (size_t)o.res * (size_t)o.res;
-    x = malloc(per * (size_t)o.batch * sizeof(float));
-    labels = malloc((size_t)o.batch * sizeof(int));
-    times = malloc((size_t)o.steps * sizeof(double));
-    if (!x || !labels || !times) {
-        fprintf(stderr, "bench_resnet: out of memory\n");
-        rc = 1;
+    if ((rc = prepare_inputs(&o, &src, &run.steps.times)) != 0)
         goto done;
-    }
-    if (sl_dataset_synthetic(o.classes, 3, o.res, o.res, o.seed, &ds) != SL_OK) {
-        rc = fail("creating the dataset");
+    run.rss_base = bench_current_rss();
+    uint64_t peak_base = bench_peak_rss();
+    if (!o.json)
+        print_header(&o, &p, run.rss_base, peak_base);
+    if ((rc = bench_measure(BENCH, src.net, s, image_step, &src, o.json, &run)) != 0)
         goto done;
-    }
-    /* Touch the input once so the baseline counts it. */
-    if (sl_dataset_batch(ds, SL_SPLIT_TRAIN, 0, o.batch, x, labels) != SL_OK) {
-        rc = fail("drawing a batch");
-        goto done;
-    }
-    uint64_t rss_base = bench_current_rss(), peak_base = bench_peak_rss();
-
-    if (!o.json) {
-        printf("%s, batch %d, %dx%d, %d classes, schedule %s, %d threads, %d steps\n", o.model,
-               o.batch, o.res, o.res, o.classes, o.schedule, o.threads, o.steps);
-        printf("top-level layers %d (sqrt: %d segments), recomputed segments %d\n", n_top,
-               sqrt_k, recomputed);
-        printf("planned total %.1f MiB (arena %.1f MiB; keep-everything %.1f MiB, sqrt %.1f MiB)\n",
-               bench_mib(mine.total), bench_mib(mine.arena_bytes), bench_mib(none_plan.total),
-               bench_mib(sqrt_plan.total));
-        printf("RSS before the first step: %.1f MiB (peak so far %.1f MiB)\n", bench_mib(rss_base),
-               bench_mib(peak_base));
-        fflush(stdout);
-    }
-
-    bench_load load;
-    bench_load_start(&load);
-    bench_steps run = {times, o.steps, 0.0f, 0.0f};
-    for (int step = 0; step < o.steps; step++) {
-        sl_step_result r;
-        if (sl_dataset_batch(ds, SL_SPLIT_TRAIN, (int64_t)step * o.batch, o.batch, x, labels) !=
-            SL_OK) {
-            rc = fail("drawing a batch");
-            goto done;
-        }
-        double t0 = bench_now_s();
-        if (sl_net_train_step(net, x, s, labels, &r) != SL_OK) {
-            rc = fail("training");
-            goto done;
-        }
-        bench_steps_record(&run, step, bench_now_s() - t0, r.loss, o.json);
-    }
-    double foreign = bench_load_foreign_pct(&load);
-    double warmup = times[0];
-    int m;
-    double median = bench_steps_median(&run, &m);
-
-    sl_memory_report after;
-    if (sl_net_memory_report(net, s, SL_MODE_TRAIN, &after) != SL_OK) {
-        rc = fail("reporting memory");
-        goto done;
-    }
-    uint64_t rss_peak = bench_peak_rss();
-
-    if (o.json) {
-        printf("{\"impl\":\"sublinear\",\"model\":\"%s\",\"batch\":%d,\"res\":%d,\"classes\":%d,"
-               "\"schedule\":\"%s\",\"threads\":%d,\"steps\":%d,\"top_layers\":%d,"
-               "\"sqrt_segments\":%d,\"recomputed_segments\":%d,"
-               "\"planned_total\":%llu,\"planned_arena\":%llu,\"none_planned_total\":%llu,"
-               "\"sqrt_planned_total\":%llu,\"budget_bytes\":%llu,"
-               "\"arena_measured\":%llu,\"measured_total\":%llu,"
-               "\"rss_baseline\":%llu,\"peak_rss\":%llu,\"s_per_step\":%.4f,"
-               "\"warmup_s\":%.4f,\"recompute_fraction\":%.6f,"
-               "\"recompute_time_fraction\":%.6f,\"first_loss\":%.5f,"
-               "\"last_loss\":%.5f,\"foreign_cpu_pct\":%.1f}\n",
-               o.model, o.batch, o.res, o.classes, o.schedule, o.threads, o.steps, n_top, sqrt_k,
-               recomputed, (unsigned long long)mine.total, (unsigned long long)mine.arena_bytes,
-               (unsigned long long)none_plan.total, (unsigned long long)sqrt_plan.total,
-               (unsigned long long)sc.budget_bytes, (unsigned long long)after.arena_measured,
-               (unsigned long long)after.measured_total, (unsigned long long)rss_base,
-               (unsigned long long)rss_peak, median, warmup, mine.recompute_fraction,
-               mine.recompute_time_fraction, run.first_loss, run.last_loss, foreign);
-    } else {
-        printf("planned total %.1f MiB, measured by the library %.1f MiB (arena %.1f / %.1f "
-               "MiB planned)\n",
-               bench_mib(mine.total), bench_mib(after.measured_total), bench_mib(after.arena_measured),
-               bench_mib(mine.arena_bytes));
-        printf("peak RSS %.1f MiB (baseline %.1f MiB)\n", bench_mib(rss_peak), bench_mib(rss_base));
-        printf("%.3f s/step (median of %d after a %.3f s warm-up), recompute %.1f%%\n", median,
-               m, warmup, 100.0 * mine.recompute_fraction);
-        if (foreign >= 0.0)
-            printf("other processes used %.1f%% of the cores meanwhile\n", foreign);
-    }
+    if (o.json)
+        print_json(&o, &p, &run);
+    else
+        bench_print_run_text(&p.mine, &run);
 
 done:
-    free(times);
-    free(x);
-    free(labels);
-    sl_dataset_free(ds);
-    sl_net_free(net);
+    free(run.steps.times);
+    free(src.x);
+    free(src.labels);
+    sl_dataset_free(src.ds);
+    sl_net_free(src.net);
     sl_context_free(ctx);
     return rc;
 }

@@ -1,6 +1,6 @@
 /*
- * common.c — clock, median, machine-load and memory helpers of the C benchmarks
- * (see common.h).
+ * common.c — clock, median, machine-load and memory helpers, the command-line
+ * reader and the measured step loop of the C benchmarks (see common.h).
  */
 #define _POSIX_C_SOURCE 200809L /* clock_gettime, sysconf */
 
@@ -8,6 +8,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
@@ -112,3 +113,132 @@ uint64_t bench_current_rss(void)
 }
 
 double bench_mib(uint64_t bytes) { return (double)bytes / 1048576.0; }
+
+/* strtol's reading of a whole decimal string within [min, max]. */
+static int parse_int(const char *s, long min, long max, int *out)
+{
+    char *end;
+    long v = strtol(s, &end, 10);
+    if (*s == '\0' || *end != '\0' || v < min || v > max)
+        return -1;
+    *out = (int)v;
+    return 0;
+}
+
+static int set_value(const bench_opt *o, const char *v)
+{
+    switch (o->kind) {
+    case BENCH_INT:
+        return parse_int(v, o->min, o->max, o->dest);
+    case BENCH_ATOI:
+        *(int *)o->dest = atoi(v);
+        return 0;
+    case BENCH_DOUBLE:
+        *(double *)o->dest = atof(v);
+        return 0;
+    case BENCH_U64:
+        *(uint64_t *)o->dest = (uint64_t)strtoull(v, NULL, 10);
+        return 0;
+    case BENCH_STRING:
+        *(const char **)o->dest = v;
+        return 0;
+    case BENCH_WORD:
+        if (strcmp(v, o->word) != 0)
+            return -1;
+        *(int *)o->dest = 1;
+        return 0;
+    default:
+        return -1;
+    }
+}
+
+int bench_parse_args(int argc, char **argv, const bench_opt *opts)
+{
+    for (int i = 1; i < argc; i++) {
+        const bench_opt *o = opts;
+        while (o->name && strcmp(o->name, argv[i]) != 0)
+            o++;
+        if (!o->name)
+            return -1;
+        if (o->kind == BENCH_FLAG)
+            *(int *)o->dest = o->value;
+        else if (i + 1 >= argc || set_value(o, argv[++i]) != 0)
+            return -1;
+    }
+    return 0;
+}
+
+_Noreturn void bench_usage(const char *program, const char *options)
+{
+    fprintf(stderr, "usage: %s %s", program, options);
+    exit(2);
+}
+
+int bench_fail(const char *bench, const char *what)
+{
+    fprintf(stderr, "%s: %s: %s\n", bench, what, sl_last_error());
+    return 1;
+}
+
+int bench_context(const char *bench, int threads, uint64_t seed, sl_context **ctx)
+{
+    sl_context_options co = sl_context_defaults();
+    co.threads = threads;
+    co.seed = seed;
+    if (sl_context_create(&co, ctx) != SL_OK)
+        return bench_fail(bench, "creating the context");
+    return 0;
+}
+
+int bench_plan(const char *bench, sl_net *net, sl_schedule sc, sl_shape s, sl_memory_report *out)
+{
+    if (sl_net_set_schedule(net, sc) != SL_OK)
+        return bench_fail(bench, "setting the schedule");
+    if (sl_net_memory_report(net, s, SL_MODE_TRAIN, out) != SL_OK)
+        return bench_fail(bench, "planning");
+    return 0;
+}
+
+int bench_measure(const char *bench, sl_net *net, sl_shape s, bench_step_fn step, void *arg,
+                  int quiet, bench_run *r)
+{
+    bench_load load;
+    bench_load_start(&load);
+    for (int i = 0; i < r->steps.n; i++) {
+        double seconds;
+        float loss;
+        if (step(arg, i, &seconds, &loss) != 0)
+            return 1;
+        bench_steps_record(&r->steps, i, seconds, loss, quiet);
+    }
+    r->foreign_pct = bench_load_foreign_pct(&load);
+    r->warmup_s = r->steps.times[0];
+    r->median_s = bench_steps_median(&r->steps, &r->counted);
+    if (sl_net_memory_report(net, s, SL_MODE_TRAIN, &r->after) != SL_OK)
+        return bench_fail(bench, "reporting memory");
+    r->rss_peak = bench_peak_rss();
+    return 0;
+}
+
+void bench_print_run_json(const bench_run *r)
+{
+    printf("\"arena_measured\":%llu,\"measured_total\":%llu,\"rss_baseline\":%llu,"
+           "\"peak_rss\":%llu,\"s_per_step\":%.4f,\"warmup_s\":%.4f,",
+           (unsigned long long)r->after.arena_measured, (unsigned long long)r->after.measured_total,
+           (unsigned long long)r->rss_base, (unsigned long long)r->rss_peak, r->median_s,
+           r->warmup_s);
+}
+
+void bench_print_run_text(const sl_memory_report *planned, const bench_run *r)
+{
+    printf("planned total %.1f MiB, measured by the library %.1f MiB (arena %.1f / %.1f "
+           "MiB planned)\n",
+           bench_mib(planned->total), bench_mib(r->after.measured_total),
+           bench_mib(r->after.arena_measured), bench_mib(planned->arena_bytes));
+    printf("peak RSS %.1f MiB (baseline %.1f MiB)\n", bench_mib(r->rss_peak),
+           bench_mib(r->rss_base));
+    printf("%.3f s/step (median of %d after a %.3f s warm-up), recompute %.1f%%\n", r->median_s,
+           r->counted, r->warmup_s, 100.0 * planned->recompute_fraction);
+    if (r->foreign_pct >= 0.0)
+        printf("other processes used %.1f%% of the cores meanwhile\n", r->foreign_pct);
+}
