@@ -83,7 +83,7 @@ static sl_status check_same_network(sl_dist *d, int *same_opt)
     v[DESC_PARAM_FLOATS] = (long long)net->param_floats;
     v[DESC_GRAD_FLOATS] = (long long)net->grad_floats;
     v[DESC_DEVICE] = net->ctx->device;
-    v[DESC_OPT] = net->has_optimizer ? 1 + (long long)net->opt.kind : 0;
+    v[DESC_OPT] = net->optim.has_optimizer ? 1 + (long long)net->optim.opt.kind : 0;
     v[DESC_OPT_FLOATS] = (long long)net->opt_floats;
     for (int i = 0; i < DESC_N; i++)
         v[DESC_N + i] = -v[i];
@@ -114,13 +114,13 @@ static sl_status broadcast_optimizer(sl_dist *d)
     struct {
         sl_optimizer_options opt;
         int64_t steps;
-    } head = {net->opt, net->steps};
+    } head = {net->optim.opt, net->optim.steps};
     sl_status st = broadcast_host(d, &head, sizeof head, MPI_BYTE, 1, "sl_dist_join");
     if (st == SL_OK && net->opt_floats)
         st = broadcast_floats(d, net->opt_block, net->opt_floats, "sl_dist_join");
     if (st == SL_OK) {
-        net->opt = head.opt;
-        net->steps = head.steps;
+        net->optim.opt = head.opt;
+        net->optim.steps = head.steps;
     }
     return st;
 }
@@ -182,7 +182,7 @@ sl_status sl_dist_join(sl_net *net, const sl_dist_options *opts, sl_dist **out)
 {
     if (!net || !out)
         return sl_set_error(SL_ERR_INVALID_ARG, "sl_dist_join: network or out is NULL");
-    if (net->comm)
+    if (net->dp.comm)
         return sl_set_error(SL_ERR_STATE, "sl_dist_join: the network is already in a communicator");
     sl_dist_options o = opts ? *opts : sl_dist_defaults();
     if (o.shard < 0 || o.shard > 2)
@@ -192,17 +192,17 @@ sl_status sl_dist_join(sl_net *net, const sl_dist_options *opts, sl_dist **out)
     if (o.shard == 2 && net->ctx->device == SL_DEVICE_CUDA)
         return sl_set_error(SL_ERR_UNSUPPORTED, "sl_dist_join: shard 2 (ZeRO-2) runs on the CPU's "
                             "MPI ranks only so far; use shard 1 with NCCL");
-    if (o.shard == 2 && net->grad_clip > 0.0f)
+    if (o.shard == 2 && net->optim.grad_clip > 0.0f)
         return sl_set_error(SL_ERR_STATE, "sl_dist_join: shard 2 keeps no rank's gradients whole, and "
                             "global-norm clipping needs them all; turn clipping off or use shard 1");
-    if (o.shard == 2 && net->accum > 1)
+    if (o.shard == 2 && net->optim.accum > 1)
         return sl_set_error(SL_ERR_STATE, "sl_dist_join: shard 2 reduces the gradients as backward "
                             "makes them; gradient accumulation is not supported there (use shard 1)");
-    if (net->update_in_backward && o.shard != 2)
+    if (net->optim.update_in_backward && o.shard != 2)
         return sl_set_error(SL_ERR_STATE, "sl_dist_join: the update in backward runs in a "
                             "communicator only with shard 2 (ZeRO-2), where each rank updates its "
                             "slice as the reduced gradients arrive");
-    if (net->shard)
+    if (net->dp.shard)
         return sl_set_error(SL_ERR_STATE, "sl_dist_join: the network holds only its slice of the "
                             "optimizer state from an earlier sharded membership; set the optimizer "
                             "again or load a snapshot first");
@@ -234,7 +234,7 @@ sl_status sl_dist_join(sl_net *net, const sl_dist_options *opts, sl_dist **out)
         d->hooks.after_update = sl_shard_gather_params;
     if (o.shard == 2)
         d->hooks.reduce = sl_shard2_reduce;
-    net->comm = &d->hooks;
+    net->dp.comm = &d->hooks;
     *out = d;
     return SL_OK;
 }
@@ -243,8 +243,8 @@ void sl_dist_free(sl_dist *d)
 {
     if (!d)
         return;
-    if (d->net && d->net->comm == &d->hooks)
-        d->net->comm = NULL;
+    if (d->net && d->net->dp.comm == &d->hooks)
+        d->net->dp.comm = NULL;
     sl_shard2_leave(d);
     if (d->nccl)
         sl_nccl_destroy(d->nccl, d->broken);
@@ -301,7 +301,7 @@ static sl_status save_on_rank0(void *user, const char *path, int snapshot, sl_fi
         int status;
         char message[512];
     } result = {SL_OK, ""};
-    if (snapshot && d->net->shard) {
+    if (snapshot && d->net->dp.shard) {
         st = sl_shard_save_snapshot(d, path, &result.status, fn); /* collective */
         if (st != SL_OK)
             return st;

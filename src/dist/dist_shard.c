@@ -98,19 +98,19 @@ sl_status sl_shard_join(sl_dist *d)
         return st;
     const sl_backend *be = net->ctx->backend;
     size_t lo = d->bounds[d->rank], hi = d->bounds[d->rank + 1];
-    size_t keep_lo = net->shard_lo, keep_hi = net->shard_hi;
-    net->shard_lo = lo;
-    net->shard_hi = hi;
+    size_t keep_lo = net->dp.shard_lo, keep_hi = net->dp.shard_hi;
+    net->dp.shard_lo = lo;
+    net->dp.shard_hi = hi;
     float *slice = NULL;
-    size_t floats = net->has_optimizer ? sl_optimizer_state_floats(net, &net->opt, 1) : 0;
+    size_t floats = net->optim.has_optimizer ? sl_optimizer_state_floats(net, &net->optim.opt, 1) : 0;
     if (floats && !(slice = be->alloc(be, floats * sizeof(float), "optimizer state (this rank's shard)"))) {
-        net->shard_lo = keep_lo;
-        net->shard_hi = keep_hi;
+        net->dp.shard_lo = keep_lo;
+        net->dp.shard_hi = keep_hi;
         return SL_ERR_NOMEM;
     }
     float *full = net->opt_block;
     net->opt_block = slice;
-    net->shard = 1;
+    net->dp.shard = 1;
     if (floats) {
         sl_exec ex = sl_net_exec(net);
         slice_ctx c = {&ex, full, net};
@@ -118,9 +118,9 @@ sl_status sl_shard_join(sl_dist *d)
         st = be->sync(&ex);
         if (st != SL_OK) {
             net->opt_block = full;
-            net->shard = 0;
-            net->shard_lo = keep_lo;
-            net->shard_hi = keep_hi;
+            net->dp.shard = 0;
+            net->dp.shard_lo = keep_lo;
+            net->dp.shard_hi = keep_hi;
             be->free(be, slice);
             return st;
         }
@@ -225,14 +225,14 @@ static sl_status save_full(sl_net *net, const char *path, const float *full, siz
     }
     float *keep = net->opt_block;
     size_t keep_floats = net->opt_floats;
-    int keep_shard = net->shard;
+    int keep_shard = net->dp.shard;
     net->opt_block = block;
     net->opt_floats = floats;
-    net->shard = 0;
+    net->dp.shard = 0;
     sl_status st = sl_save_snapshot_here(net, path, fn);
     net->opt_block = keep;
     net->opt_floats = keep_floats;
-    net->shard = keep_shard;
+    net->dp.shard = keep_shard;
     be->free(be, block);
     return st;
 }
@@ -242,8 +242,8 @@ sl_status sl_shard_save_snapshot(sl_dist *d, const char *path, int *rank0_status
 {
     sl_net *net = d->net;
     const char *names[SL_OPT_STATE_MAX];
-    int per = net->has_optimizer ? sl_optimizer_state_blocks(&net->opt, names) : 0;
-    size_t len = net->shard_hi - net->shard_lo;
+    int per = net->optim.has_optimizer ? sl_optimizer_state_blocks(&net->optim.opt, names) : 0;
+    size_t len = net->dp.shard_hi - net->dp.shard_lo;
     size_t full_floats = (size_t)per * net->grad_floats;
     float *mine = NULL, *full = NULL, *gathered = NULL;
     int *count = NULL, *displ = NULL;
@@ -330,10 +330,10 @@ sl_status sl_shard2_join(sl_dist *d)
     d->red_n = 0;
     /* The slice's gradient block replaces the whole one. */
     sl_net_drop_gradients(net);
-    net->shard = 2;
+    net->dp.shard = 2;
     sl_status st = sl_net_restore_gradients(net);
     if (st != SL_OK) {
-        net->shard = 1;
+        net->dp.shard = 1;
         sl_net_restore_gradients(net);
         return sl_set_error(st, "sl_dist_join: out of memory for this rank's slice of the "
                             "reduced gradients");
@@ -352,13 +352,13 @@ void sl_shard2_leave(sl_dist *d)
     free(d->red_count);
     d->node_goff = NULL;
     d->red_req = NULL;
-    if (!net || net->shard != 2)
+    if (!net || net->dp.shard != 2)
         return;
     /* The state stays this rank's slice (ZeRO-1's leaving); training alone
      * needs the whole gradient block again (the run allocates it when
      * this fails). */
     sl_net_drop_gradients(net);
-    net->shard = 1;
+    net->dp.shard = 1;
     sl_net_restore_gradients(net);
     sl_run_cache_release(&net->cache[SL_MODE_TRAIN]);
 }
@@ -387,8 +387,8 @@ static void finish_reduction(sl_dist *d, float *grads)
             continue;
         float *p = grads + d->red_first[k];
         sl_dist_sum_to_mean(d, p, d->red_count[k]);
-        if (!net->update_in_backward) /* kept for the update after backward */
-            memcpy(net->grad_block + (d->node_goff[d->red_node] + d->red_first[k] - net->shard_lo), p,
+        if (!net->optim.update_in_backward) /* kept for the update after backward */
+            memcpy(net->grad_block + (d->node_goff[d->red_node] + d->red_first[k] - net->dp.shard_lo), p,
                    d->red_count[k] * sizeof(float));
     }
     d->red_n = 0;

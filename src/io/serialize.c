@@ -518,8 +518,8 @@ static sl_status save_model(sl_net *net, const char *path, sl_file_dtype dtype, 
         return sl_set_error(SL_ERR_INVALID_ARG, "%s: network or path is NULL", fn);
     if (dtype != SL_FILE_F32 && dtype != SL_FILE_BF16 && dtype != SL_FILE_F16)
         return sl_set_error(SL_ERR_INVALID_ARG, "%s: unknown file dtype %d", fn, (int)dtype);
-    if (net->comm && net->comm->save)
-        return net->comm->save(net->comm->user, path, 0, dtype, fn);
+    if (net->dp.comm && net->dp.comm->save)
+        return net->dp.comm->save(net->dp.comm->user, path, 0, dtype, fn);
     return sl_save_model_here(net, path, dtype, fn);
 }
 
@@ -536,7 +536,7 @@ sl_status sl_save_model_here(sl_net *net, const char *path, sl_file_dtype dtype,
     st = sl_host_view_open(net, &view);
     if (st != SL_OK)
         return sl_net_undo_first_use(net, m, wrap(st, fn));
-    st = sl_net_model_tensors(net, &view, &net->steps, 0, &t, &n);
+    st = sl_net_model_tensors(net, &view, &net->optim.steps, 0, &t, &n);
     if (st == SL_OK && dtype != SL_FILE_F32)
         st = narrow_tensors(t, n, dtype, &narrow, fn);
     if (st == SL_OK) {

@@ -65,24 +65,24 @@ sl_status sl_save_snapshot(sl_net *net, const char *path)
     static const char fn[] = "sl_save_snapshot";
     if (!net || !path)
         return sl_set_error(SL_ERR_INVALID_ARG, "%s: network or path is NULL", fn);
-    if (!net->has_optimizer)
+    if (!net->optim.has_optimizer)
         return sl_set_error(SL_ERR_STATE, "%s: no optimizer set; a snapshot resumes training (save "
                             "weights alone with sl_save_model)", fn);
-    if (net->comm && net->comm->save)
-        return net->comm->save(net->comm->user, path, 1, SL_FILE_F32, fn);
+    if (net->dp.comm && net->dp.comm->save)
+        return net->dp.comm->save(net->dp.comm->user, path, 1, SL_FILE_F32, fn);
     return sl_save_snapshot_here(net, path, fn);
 }
 
 sl_status sl_save_snapshot_here(sl_net *net, const char *path, const char *fn)
 {
-    if (net->shard)
+    if (net->dp.shard)
         return sl_set_error(SL_ERR_STATE, "%s: this rank holds only a slice of the optimizer state "
                             "(sl_dist_options.shard) and left its communicator: save it in the "
                             "communicator, where sl_save_snapshot gathers it", fn);
     sl_status st = sl_net_materialize(net);
     if (st != SL_OK)
         return sl_set_error(st, "%s: %s", fn, sl_last_error());
-    const sl_optimizer_options *o = &net->opt;
+    const sl_optimizer_options *o = &net->optim.opt;
     const char *names[SL_OPT_STATE_MAX];
     int per = sl_optimizer_state_blocks(o, names);
     sl_host_view view;
@@ -90,7 +90,7 @@ sl_status sl_save_snapshot_here(sl_net *net, const char *path, const char *fn)
     if (st != SL_OK)
         return st;
     save_ctx c = {net, &view, names, NULL, 0};
-    st = sl_net_model_tensors(net, &view, &net->steps, trainable_count(net) * per, &c.t, &c.n);
+    st = sl_net_model_tensors(net, &view, &net->optim.steps, trainable_count(net) * per, &c.t, &c.n);
     if (st != SL_OK) {
         sl_host_view_close(net, &view);
         return st;
@@ -105,7 +105,7 @@ sl_status sl_save_snapshot_here(sl_net *net, const char *path, const char *fn)
     snprintf(v[4], 32, "%.9g", (double)o->beta1);
     snprintf(v[5], 32, "%.9g", (double)o->beta2);
     snprintf(v[6], 32, "%.9g", (double)o->eps);
-    snprintf(v[7], 32, "%" PRId64, net->steps);
+    snprintf(v[7], 32, "%" PRId64, net->optim.steps);
     snprintf(v[8], 32, "%" PRIu64, net->ctx->seed);
     snprintf(v[9], 32, "%" PRIu64, net->ctx->dropout_counter);
     const char *const meta[META_COUNT][2] = {
@@ -292,7 +292,7 @@ static sl_status commit(sl_net *net, const snapshot_meta *m, const sl_tensor_slo
     sl_host_view_close(net, &view);
     if (st != SL_OK)
         return st;
-    net->steps = m->step;
+    net->optim.steps = m->step;
     net->ctx->seed = m->seed;
     net->ctx->dropout_counter = m->dropout_counter;
     return SL_OK;
@@ -304,7 +304,7 @@ sl_status sl_snapshot_load_memory(sl_net *net, const uint8_t *buf, size_t bytes,
     static const char fn[] = "sl_load_snapshot";
     if (!net || (!buf && bytes))
         return sl_set_error(SL_ERR_INVALID_ARG, "%s: network or data is NULL", fn);
-    if (net->shard && net->comm)
+    if (net->dp.shard && net->dp.comm)
         return sl_set_error(SL_ERR_STATE, "%s: the network's optimizer state is sharded over its "
                             "ranks (sl_dist_options.shard); load the snapshot on every rank (or "
                             "rank 0) before sl_dist_join, which slices it", fn);

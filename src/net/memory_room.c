@@ -33,15 +33,15 @@ typedef struct fixed_part {
 
 size_t sl_net_fixed_grad_floats(const sl_net *net, sl_mode mode)
 {
-    if (mode != SL_MODE_TRAIN || net->update_in_backward)
+    if (mode != SL_MODE_TRAIN || net->optim.update_in_backward)
         return 0;
-    return net->shard == 2 ? net->shard_hi - net->shard_lo : net->grad_floats;
+    return net->dp.shard == 2 ? net->dp.shard_hi - net->dp.shard_lo : net->grad_floats;
 }
 
 int sl_net_pgrad_flags(const sl_net *net)
 {
-    return (net->update_in_backward ? SL_PGRAD_UPDATE : 0) |
-           (net->shard == 2 && (net->comm || net->plan_ranks > 1) ? SL_PGRAD_REDUCE : 0);
+    return (net->optim.update_in_backward ? SL_PGRAD_UPDATE : 0) |
+           (net->dp.shard == 2 && (net->dp.comm || net->dp.plan_ranks > 1) ? SL_PGRAD_REDUCE : 0);
 }
 
 static fixed_part fixed_part_of(const sl_net *net)

@@ -36,8 +36,8 @@ static sl_status net_new(sl_context *ctx, int in_channels, sl_schedule schedule,
     net->in_channels = in_channels;
     net->out_channels = in_channels;
     net->schedule = schedule;
-    net->accum = 1;
-    net->last_grad_norm = -1.0f;
+    net->optim.accum = 1;
+    net->optim.last_grad_norm = -1.0f;
     *out = net;
     return SL_OK;
 }
@@ -56,8 +56,8 @@ void sl_net_free(sl_net *net)
 {
     if (!net)
         return;
-    if (net->comm && net->comm->detach)
-        net->comm->detach(net->comm->user);
+    if (net->dp.comm && net->dp.comm->detach)
+        net->dp.comm->detach(net->dp.comm->user);
     sl_run_cache_release(&net->cache[SL_MODE_TRAIN]);
     sl_run_cache_release(&net->cache[SL_MODE_INFER]);
     const sl_backend *be = net->ctx->backend;
@@ -70,7 +70,8 @@ void sl_net_free(sl_net *net)
     be->free(be, net->param_block);
     be->free(be, net->grad_block);
     be->free(be, net->opt_block);
-    be->free(be, net->norm_slots);
+    be->free(be, net->optim.norm_slots);
+    sl_free(net->optim.norm_host);
     sl_profile_free(net->profile);
     free(net);
 }
@@ -388,11 +389,11 @@ sl_status sl_net_drop_gradients(sl_net *net)
 
 sl_status sl_net_restore_gradients(sl_net *net)
 {
-    if (!net->param_block || net->grad_block || net->update_in_backward)
+    if (!net->param_block || net->grad_block || net->optim.update_in_backward)
         return SL_OK; /* not materialised yet: allocated with the parameters;
                          update in backward: gradients are arena values */
-    if (net->shard == 2) { /* ZeRO-2: the reduced gradients of the slice */
-        size_t floats = net->shard_hi - net->shard_lo;
+    if (net->dp.shard == 2) { /* ZeRO-2: the reduced gradients of the slice */
+        size_t floats = net->dp.shard_hi - net->dp.shard_lo;
         net->grad_block = net->ctx->backend->alloc(net->ctx->backend, floats * sizeof(float),
                                                    "this rank's slice of the reduced gradients");
         return net->grad_block ? SL_OK : SL_ERR_NOMEM;
@@ -586,7 +587,7 @@ sl_status sl_net_check_input(const sl_net *net, sl_shape s, const char *fn)
 
 sl_status sl_net_check_shard(const sl_net *net, const char *fn)
 {
-    if (net->shard && !(net->comm && net->comm->after_update))
+    if (net->dp.shard && !(net->dp.comm && net->dp.comm->after_update))
         return sl_set_error(SL_ERR_STATE, "%s: the optimizer state is sharded over ranks "
                             "(sl_dist_options.shard) and the network left its communicator: this "
                             "rank holds only its slice; set the optimizer again (or load a "

@@ -1,7 +1,9 @@
 /*
  * net.h — the network object behind sl_net (internal, net stage): its
- * top-level chain, its parameters in one block, its optimizer state, and
- * the cached plan for the last input shape of each mode; and what the
+ * top-level chain, its parameters in one block, the cached plan for the
+ * last input shape of each mode, and two parts in headers of their own:
+ * its optimizer and step state (optim_state.h, net->optim) and its
+ * data-parallel state (dp_state.h, net->dp); and what the
  * files of src/net call in each other. Calls go one way: net.c (and
  * profile.c, context.c) at the bottom, net_plan.c on it, memory_check.c
  * on those, net_run.c on all of them, optimizer.c, dot.c and timeline.c
@@ -11,6 +13,8 @@
 #define SL_NET_H
 
 #include "checkpoint/pipeline.h"
+#include "net/dp_state.h"
+#include "net/optim_state.h"
 
 typedef struct sl_run_cache {
     int valid;
@@ -23,38 +27,6 @@ typedef struct sl_run_cache {
     sl_plan plan;
 } sl_run_cache;
 
-/* How a network that joined a communicator (src/dist) takes part in its
- * training runs. The network calls these without knowing what is behind
- * them; NULL members are skipped. */
-typedef struct sl_net_comm {
-    void *user;
-    /* Before a training run's kernels: `local` is this rank's status so far
-     * (its own checks, planning, the arena) and c the plan about to run
-     * (NULL when local is an error). Returns SL_OK when every rank may run
-     * this step, else an error (on the rank that failed, its own status
-     * and message). */
-    sl_status (*agree)(void *user, sl_status local, const sl_run_cache *c, const char *fn);
-    /* sl_run_io.after_step of the training run. */
-    void (*after_step)(void *user, int step);
-    /* After the run's kernels were queued: completes the communication
-     * (averaged gradients, identical running statistics on every rank). */
-    sl_status (*finish)(void *user);
-    /* sl_net_free of the network: the communicator forgets it. */
-    void (*detach)(void *user);
-    /* After sl_net_update of a network with sharded optimizer state
-     * (net->shard) updated this rank's slice: gives every rank every
-     * updated parameter. An error leaves the communicator broken. */
-    sl_status (*after_update)(void *user);
-    /* sl_run_io.reduce of the training run (ZeRO-2, net->shard 2). */
-    void (*reduce)(void *user, int node, float *grads, int prev_node, float *prev_grads);
-    /* sl_save_model (snapshot 0, in dtype) and sl_save_snapshot (1) of a
-     * network in a communicator: rank 0 writes (a snapshot of sharded
-     * state gathered first), every rank takes part and returns rank 0's
-     * status. Collective; fn names the public call. */
-    sl_status (*save)(void *user, const char *path, int snapshot, sl_file_dtype dtype,
-                      const char *fn);
-    uint64_t bytes; /* held for communication (the memory report) */
-} sl_net_comm;
 
 typedef struct sl_net_entry {
     char name[SL_NAME_MAX];
@@ -79,19 +51,7 @@ struct sl_net {
     float *param_block, *grad_block, *opt_block;
     size_t param_floats, grad_floats, opt_floats;
 
-    int has_optimizer;
-    sl_optimizer_options opt;
-    int64_t steps;
-    int has_grads;
-    float grad_clip;        /* max norm; 0: off */
-    float last_grad_norm;   /* measured by the last update; < 0: none yet */
-    int accum;              /* micro-batches per update (>= 1) */
-    int update_in_backward; /* gradients are arena values, updated in backward */
-    int micro;              /* micro-batches accumulated since the last update */
-    double *norm_slots;     /* backend memory, SL_SUM_SQUARES_SLOTS doubles */
-    /* The slots on the host: read back at once when clipping needs the
-     * norm before the update, else with the update's sync (download_later). */
-    double norm_host[SL_SUM_SQUARES_SLOTS];
+    sl_net_optim optim; /* the optimizer and its step state (optim_state.h) */
 
     sl_run_cache cache[2]; /* indexed by sl_mode */
     int debug_poison; /* tests: NaN-fill dead storage during runs */
@@ -100,24 +60,10 @@ struct sl_net {
     sl_mode mode;     /* SL_MODE_INFER: gradients freed */
     char *arena;
     size_t arena_capacity;
-    const sl_net_comm *comm; /* set while the network is in a communicator */
     int has_head;            /* a language-model head ends the network (lm.c) */
     sl_lm_head head;         /* graph.head points here once finalised */
     struct sl_profile *profile; /* NULL unless profiling (profile.c) */
-    /* ZeRO-1 (src/dist): 1 while the optimizer state covers only the
-     * gradient-block floats [shard_lo, shard_hi) (opt_block then holds,
-     * for each state block k, shard_hi - shard_lo floats at k times that:
-     * state of gradient float g at opt_block[k * len + g - shard_lo]).
-     * The update updates that slice only, then comm->after_update.
-     * ZeRO-2: 2 while in the communicator: gradients are arena values
-     * reduced node by node (REDUCE steps) to the rank owning each float;
-     * grad_block then holds the reduced gradients of the slice only
-     * (gradient float g at grad_block[g - shard_lo]), none with the
-     * update in backward. */
-    int shard;
-    size_t shard_lo, shard_hi;
-    int plan_ranks; /* sl_net_plan_ranks: > 1 while planning as a rank of that
-                       many (shard and the slice set as its largest rank's) */
+    sl_net_dp dp;             /* data-parallel state (dp_state.h) */
 };
 
 /* Profiling (profile.c); each does nothing while profiling is off.

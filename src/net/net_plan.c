@@ -114,7 +114,7 @@ sl_status sl_net_memory_report(sl_net *net, sl_shape input, sl_mode mode, sl_mem
     out->param_grads = c->prog.pgrad_flags ? pl->category_peak[SL_VALUE_PARAM_GRAD] : fixed_grads;
     out->optimizer = mode == SL_MODE_TRAIN ? sl_mul_sat(net->opt_floats, sizeof(float)) : 0;
     out->arena_bytes = pl->arena_bytes;
-    out->communication = mode == SL_MODE_TRAIN && net->comm ? net->comm->bytes : 0;
+    out->communication = mode == SL_MODE_TRAIN && net->dp.comm ? net->dp.comm->bytes : 0;
     out->param_grads_in_arena = c->prog.pgrad_flags != 0;
     out->fixed = sl_add_sat(sl_add_sat(out->params, fixed_grads), out->optimizer);
     out->total = sl_add_sat(sl_add_sat(out->arena_bytes, out->fixed), out->communication);

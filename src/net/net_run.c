@@ -32,9 +32,24 @@ static sl_status ensure_arena(sl_net *net, size_t bytes)
     return SL_OK;
 }
 
+/* The plan of the last run, when it is for this shape and its memory is
+ * all allocated: the prepared step's path, which plans and checks
+ * nothing. */
+static sl_run_cache *prepared(sl_net *net, sl_shape shape, sl_mode mode, int input_grad)
+{
+    sl_run_cache *c = &net->cache[mode];
+    if (!c->valid || !sl_shape_equal(c->shape, shape) || c->input_grad != input_grad)
+        return NULL;
+    if (!net->param_block || !net->arena || net->arena_capacity < c->plan.arena_bytes)
+        return NULL;
+    return c;
+}
+
 sl_status sl_net_ready(sl_net *net, sl_shape shape, sl_mode mode, int input_grad, const char *fn,
                        sl_run_cache **cache)
 {
+    if ((*cache = prepared(net, shape, mode, input_grad)) != NULL)
+        return SL_OK;
     sl_net_mark m = sl_net_mark_now(net);
     sl_run_cache *c = NULL;
     sl_status st = sl_net_check_input(net, shape, fn);
@@ -100,26 +115,26 @@ sl_status sl_net_run(sl_net *net, const float *x, sl_shape shape, sl_mode mode, 
         pre = sl_set_error(SL_ERR_INVALID_ARG, "%s: network or input is NULL", fn);
     if (!net)
         return pre;
-    if (pre == SL_OK && mode == SL_MODE_TRAIN && net->accum > 1 && net->micro >= net->accum)
+    if (pre == SL_OK && mode == SL_MODE_TRAIN && net->optim.accum > 1 && net->optim.micro >= net->optim.accum)
         pre = sl_set_error(SL_ERR_STATE, "%s: the %d micro-batches of gradient accumulation are "
                            "complete; call sl_net_update before computing more gradients",
-                           fn, net->accum);
-    if (pre == SL_OK && net->plan_ranks > 1)
+                           fn, net->optim.accum);
+    if (pre == SL_OK && net->dp.plan_ranks > 1)
         pre = sl_set_error(SL_ERR_STATE, "%s: the network plans as one of %d ranks "
                            "(sl_net_plan_ranks); it runs alone once that is set back to 1, or "
-                           "in a communicator (sl_dist_join)", fn, net->plan_ranks);
-    int update = pre == SL_OK && mode == SL_MODE_TRAIN && net->update_in_backward;
+                           "in a communicator (sl_dist_join)", fn, net->dp.plan_ranks);
+    int update = pre == SL_OK && mode == SL_MODE_TRAIN && net->optim.update_in_backward;
     if (update && !io->update)
         pre = sl_set_error(SL_ERR_STATE, "%s: the update in backward is on, so gradients are not "
                            "kept; train with sl_net_train_step (or _tokens), or turn it off "
                            "(sl_net_set_update_in_backward)", fn);
-    else if (update && net->comm && net->shard != 2)
+    else if (update && net->dp.comm && net->dp.shard != 2)
         pre = sl_set_error(SL_ERR_STATE, "%s: the update in backward runs in a communicator "
                            "only with ZeRO-2 (sl_dist_options.shard 2)", fn);
     sl_status st = pre == SL_OK ? sl_net_ready(net, shape, mode, io->dx_out != NULL, fn, &c) : pre;
     if (st == SL_OK && io->labels)
         st = check_labels(net, c, io->labels, shape.n, fn);
-    const sl_net_comm *comm = mode == SL_MODE_TRAIN ? net->comm : NULL;
+    const sl_net_comm *comm = mode == SL_MODE_TRAIN ? net->dp.comm : NULL;
     if (comm && comm->agree)
         st = comm->agree(comm->user, st, st == SL_OK ? c : NULL, fn);
     if (st != SL_OK)
@@ -128,7 +143,7 @@ sl_status sl_net_run(sl_net *net, const float *x, sl_shape shape, sl_mode mode, 
     io->input = x;
     io->poison = net->debug_poison;
     /* Accumulation: only the first micro-batch after an update zeroes. */
-    io->keep_grads = mode == SL_MODE_TRAIN && net->accum > 1 && net->micro > 0;
+    io->keep_grads = mode == SL_MODE_TRAIN && net->optim.accum > 1 && net->optim.micro > 0;
     if (comm) {
         io->after_step = comm->after_step;
         io->after_step_user = comm->user;
@@ -154,15 +169,15 @@ sl_status sl_net_run(sl_net *net, const float *x, sl_shape shape, sl_mode mode, 
         st = sl_set_error(net->ctx->callback_status, "%s: %s", fn, net->ctx->callback_error);
     if (st != SL_OK) {
         if (mode == SL_MODE_TRAIN)
-            net->micro = 0; /* the gradients are of no use now: accumulate anew */
+            net->optim.micro = 0; /* the gradients are of no use now: accumulate anew */
         return st;
     }
     c->arena_touched = io->arena_touched;
     if (update)
-        net->steps++; /* the step's updates ran inside it; no gradient is kept */
+        net->optim.steps++; /* the step's updates ran inside it; no gradient is kept */
     else if (mode == SL_MODE_TRAIN) {
-        net->has_grads = 1;
-        net->micro += net->micro < net->accum;
+        net->optim.has_grads = 1;
+        net->optim.micro += net->optim.micro < net->optim.accum;
     }
     if (result) {
         result->loss = io->loss;
@@ -175,16 +190,16 @@ sl_status sl_net_run(sl_net *net, const float *x, sl_shape shape, sl_mode mode, 
 sl_status sl_net_check_step_loss(sl_net *net, const sl_step_result *res, int in_backward,
                                  const char *fn)
 {
-    if (isfinite(res->loss) || net->comm)
+    if (isfinite(res->loss) || net->dp.comm)
         return SL_OK;
     /* After an update in backward net->steps already counts this step. */
-    long long step = (long long)net->steps + (in_backward ? 0 : 1);
+    long long step = (long long)net->optim.steps + (in_backward ? 0 : 1);
     char micro[64] = "";
-    if (net->accum > 1)
-        snprintf(micro, sizeof micro, " (micro-batch %d of %d)", net->micro, net->accum);
+    if (net->optim.accum > 1)
+        snprintf(micro, sizeof micro, " (micro-batch %d of %d)", net->optim.micro, net->optim.accum);
     if (!in_backward) { /* no update may use them: accumulate anew */
-        net->has_grads = 0;
-        net->micro = 0;
+        net->optim.has_grads = 0;
+        net->optim.micro = 0;
     }
     return sl_set_error(SL_ERR_STATE,
                         "%s: the loss is %s at step %lld%s: training diverged (a learning rate "
@@ -337,8 +352,8 @@ sl_status sl_net_set_mode(sl_net *net, sl_mode mode)
     sl_status st = mode == SL_MODE_INFER ? sl_net_drop_gradients(net) : sl_net_restore_gradients(net);
     if (st == SL_OK) {
         net->mode = mode;
-        net->has_grads = 0;
-        net->micro = 0;
+        net->optim.has_grads = 0;
+        net->optim.micro = 0;
     }
     return st;
 }

@@ -31,6 +31,9 @@ sl_optimizer_options sl_adamw(float lr, float beta1, float beta2, float eps, flo
     return o;
 }
 
+/* The gradient norm's partial sums, on the device and on the host. */
+#define NORM_SLOTS_BYTES (SL_SUM_SQUARES_SLOTS * sizeof(double))
+
 static int is_adam(sl_optimizer_kind k) { return k == SL_OPT_ADAM || k == SL_OPT_ADAMW; }
 
 static sl_status check_optimizer(const sl_optimizer_options *o)
@@ -71,7 +74,7 @@ int sl_optimizer_state_blocks(const sl_optimizer_options *o, const char *names[S
 void sl_net_visit_optimizer_state(sl_net *net, sl_opt_state_visit visit, void *user)
 {
     const char *names[SL_OPT_STATE_MAX];
-    int per = sl_optimizer_state_blocks(&net->opt, names);
+    int per = sl_optimizer_state_blocks(&net->optim.opt, names);
     size_t so = 0;
     for (int i = 0; i < net->n_params; i++) {
         const sl_param_spec *p = net->params[i].spec;
@@ -97,7 +100,7 @@ sl_status sl_net_set_optimizer(sl_net *net, const sl_optimizer_options *opts)
     if (st != SL_OK)
         return st;
     /* Joined with ZeRO-1 (src/dist): the state of this rank's slice. */
-    int sharded = net->shard && (net->comm || net->plan_ranks > 1);
+    int sharded = net->dp.shard && (net->dp.comm || net->dp.plan_ranks > 1);
     size_t floats = sl_optimizer_state_floats(net, opts, sharded);
     float *state = NULL;
     const sl_backend *be = net->ctx->backend;
@@ -115,23 +118,27 @@ sl_status sl_net_set_optimizer(sl_net *net, const sl_optimizer_options *opts)
     /* The update's gradient norm: allocated here, so that an update
      * (which has already run its forward and backward inside
      * sl_net_train_step) never fails for memory. */
-    if (!net->norm_slots) {
-        net->norm_slots = be->alloc(be, SL_SUM_SQUARES_SLOTS * sizeof(double),
-                                    "the gradient norm's partial sums");
-        if (!net->norm_slots) {
+    if (!net->optim.norm_slots) {
+        double *slots = be->alloc(be, NORM_SLOTS_BYTES, "the gradient norm's partial sums");
+        double *host = slots ? sl_alloc(NORM_SLOTS_BYTES, "the gradient norm's partial sums "
+                                                          "on the host") : NULL;
+        if (!host) {
+            be->free(be, slots);
             be->free(be, state);
             return sl_net_undo_first_use(net, m, SL_ERR_NOMEM);
         }
+        net->optim.norm_slots = slots;
+        net->optim.norm_host = host;
     }
     be->free(be, net->opt_block);
     net->opt_block = state;
     net->opt_floats = floats;
-    net->opt = *opts;
-    net->has_optimizer = 1;
-    net->shard = sharded ? net->shard : 0; /* 1 or 2 (ZeRO-2 also shards the gradients) */
+    net->optim.opt = *opts;
+    net->optim.has_optimizer = 1;
+    net->dp.shard = sharded ? net->dp.shard : 0; /* 1 or 2 (ZeRO-2 also shards the gradients) */
     /* Budget schedules count optimizer state: plan again. */
     sl_run_cache_release(&net->cache[SL_MODE_TRAIN]);
-    net->steps = 0;
+    net->optim.steps = 0;
     return SL_OK;
 }
 
@@ -139,11 +146,11 @@ sl_status sl_net_set_lr(sl_net *net, float lr)
 {
     if (!net)
         return sl_set_error(SL_ERR_INVALID_ARG, "sl_net_set_lr: network is NULL");
-    if (!net->has_optimizer)
+    if (!net->optim.has_optimizer)
         return sl_set_error(SL_ERR_STATE, "sl_net_set_lr: no optimizer set (call sl_net_set_optimizer)");
     if (!(lr >= 0.0f) || !isfinite(lr))
         return sl_set_error(SL_ERR_INVALID_ARG, "sl_net_set_lr: lr %g must be finite and >= 0", lr);
-    net->opt.lr = lr;
+    net->optim.opt.lr = lr;
     return SL_OK;
 }
 
@@ -151,11 +158,11 @@ sl_status sl_net_set_lr(sl_net *net, float lr)
  * the update in backward and under ZeRO-2 (`what` says why). */
 static sl_status needs_whole_gradients(const sl_net *net, const char *fn, const char *what)
 {
-    if (net->shard == 2 && net->comm)
+    if (net->dp.shard == 2 && net->dp.comm)
         return sl_set_error(SL_ERR_STATE, "%s: the gradients are sharded over the ranks and "
                             "reduced as backward makes them (ZeRO-2), and %s; not supported "
                             "there", fn, what);
-    if (net->update_in_backward)
+    if (net->optim.update_in_backward)
         return sl_set_error(SL_ERR_STATE, "%s: the update in backward is on, and %s; turn it off "
                             "first (sl_net_set_update_in_backward(net, 0))", fn, what);
     return SL_OK;
@@ -175,7 +182,7 @@ sl_status sl_net_set_grad_clip(sl_net *net, float max_norm)
         if (st != SL_OK)
             return st;
     }
-    net->grad_clip = max_norm;
+    net->optim.grad_clip = max_norm;
     return SL_OK;
 }
 
@@ -183,9 +190,9 @@ sl_status sl_net_last_grad_norm(const sl_net *net, float *norm)
 {
     if (!net || !norm)
         return sl_set_error(SL_ERR_INVALID_ARG, "sl_net_last_grad_norm: network or norm is NULL");
-    if (net->last_grad_norm < 0.0f)
+    if (net->optim.last_grad_norm < 0.0f)
         return sl_set_error(SL_ERR_STATE, "sl_net_last_grad_norm: no update has measured a norm yet");
-    *norm = net->last_grad_norm;
+    *norm = net->optim.last_grad_norm;
     return SL_OK;
 }
 
@@ -203,8 +210,8 @@ sl_status sl_net_set_grad_accumulation(sl_net *net, int micro_batches)
         if (st != SL_OK)
             return st;
     }
-    net->accum = micro_batches;
-    net->micro = 0;
+    net->optim.accum = micro_batches;
+    net->optim.micro = 0;
     return SL_OK;
 }
 
@@ -225,8 +232,8 @@ float sl_lr_warmup_cosine(int64_t step, int64_t warmup, int64_t total, float lr_
 static void grad_squares(sl_net *net, const sl_exec *ex)
 {
     const sl_backend *be = ex->be;
-    const size_t bytes = SL_SUM_SQUARES_SLOTS * sizeof(double); /* norm_slots: see set_optimizer */
-    be->fill(ex, bytes / sizeof(float), 0.0f, (float *)net->norm_slots); /* +0.0 bits */
+    /* norm_slots: see set_optimizer; +0.0 bits */
+    be->fill(ex, NORM_SLOTS_BYTES / sizeof(float), 0.0f, (float *)net->optim.norm_slots);
     const float **x = be->sum_squares_list ? malloc((size_t)net->n_params * sizeof *x) : NULL;
     size_t *count = x ? malloc((size_t)net->n_params * sizeof *count) : NULL;
     int n = 0;
@@ -238,11 +245,11 @@ static void grad_squares(sl_net *net, const sl_exec *ex)
             x[n] = p->grad;
             count[n++] = p->count;
         } else {
-            be->sum_squares(ex, p->count, p->grad, net->norm_slots);
+            be->sum_squares(ex, p->count, p->grad, net->optim.norm_slots);
         }
     }
     if (count && n)
-        be->sum_squares_list(ex, n, x, count, net->norm_slots);
+        be->sum_squares_list(ex, n, x, count, net->optim.norm_slots);
     free(x);
     free(count);
 }
@@ -259,11 +266,11 @@ static double slots_norm(const double *host)
 static sl_status grad_norm(sl_net *net, const sl_exec *ex, double *out)
 {
     grad_squares(net, ex);
-    ex->be->download(ex, net->norm_host, net->norm_slots, sizeof net->norm_host);
+    ex->be->download(ex, net->optim.norm_host, net->optim.norm_slots, NORM_SLOTS_BYTES);
     sl_status st = ex->be->sync(ex);
     if (st != SL_OK)
         return st;
-    *out = slots_norm(net->norm_host);
+    *out = slots_norm(net->optim.norm_host);
     return SL_OK;
 }
 
@@ -281,7 +288,7 @@ typedef struct update_ctx {
 /* One span's update (the optimizer's rule over its floats). */
 static void update_span(update_ctx *u, const sl_update_span *sp)
 {
-    const sl_optimizer_options *o = &u->net->opt;
+    const sl_optimizer_options *o = &u->net->optim.opt;
     if (o->kind == SL_OPT_SGD)
         u->ex.be->sgd_update(&u->ex, sp->count, sp->w, sp->g, sp->m, o->lr, o->momentum,
                              sp->weight_decay, o->nesterov, u->step == 1, u->grad_scale);
@@ -297,7 +304,7 @@ static void update_span(update_ctx *u, const sl_update_span *sp)
 static void update_range(update_ctx *u, int param, size_t off, size_t n, const float *grad,
                          float *const *blocks)
 {
-    const sl_optimizer_options *o = &u->net->opt;
+    const sl_optimizer_options *o = &u->net->optim.opt;
     sl_param_spec *p = u->net->params[param].spec;
     /* AdamW decays only >= 2-d parameters (sl_adamw). */
     float wd = o->kind == SL_OPT_ADAMW && p->ndim < 2 ? 0.0f : o->weight_decay;
@@ -313,7 +320,7 @@ static void update_range(update_ctx *u, int param, size_t off, size_t n, const f
  * update per span (the same arithmetic either way). */
 static void flush_spans(update_ctx *u)
 {
-    const sl_optimizer_options *o = &u->net->opt;
+    const sl_optimizer_options *o = &u->net->optim.opt;
     const sl_backend *be = u->ex.be;
     sl_update_span *sp = u->spans;
     int n = u->n_spans, first = u->step == 1, decoupled = o->kind == SL_OPT_ADAMW;
@@ -336,7 +343,7 @@ static void update_gathered(update_ctx *u, int max_spans, sl_opt_state_visit who
 {
     u->spans = malloc((size_t)(max_spans > 0 ? max_spans : 1) * sizeof *u->spans);
     u->n_spans = 0;
-    if (u->net->shard)
+    if (u->net->dp.shard)
         sl_net_visit_optimizer_shard(u->net, piece, user);
     else
         sl_net_visit_optimizer_state(u->net, whole, user);
@@ -360,17 +367,17 @@ static void update_param(void *user, int param, int per, float *const *blocks)
 static sl_status update_scale(sl_net *net, const sl_exec *ex, float *scale, int *norm_later)
 {
     *norm_later = 0;
-    if (net->shard == 2) { /* ZeRO-2: no rank holds every gradient (clipping and
+    if (net->dp.shard == 2) { /* ZeRO-2: no rank holds every gradient (clipping and
                               accumulation are refused at the join) */
         *scale = 1.0f;
         return SL_OK;
     }
-    double inv_k = 1.0 / (double)net->accum;
-    if (net->grad_clip <= 0.0f && ex->be->download_later) {
+    double inv_k = 1.0 / (double)net->optim.accum;
+    if (net->optim.grad_clip <= 0.0f && ex->be->download_later) {
         /* nothing needs the norm before the update: read it back with the
          * update's sync instead of stopping the queue here (later_norm) */
         grad_squares(net, ex);
-        ex->be->download_later(ex, net->norm_host, net->norm_slots, sizeof net->norm_host);
+        ex->be->download_later(ex, net->optim.norm_host, net->optim.norm_slots, NORM_SLOTS_BYTES);
         *norm_later = 1;
         *scale = (float)inv_k;
         return SL_OK;
@@ -381,12 +388,12 @@ static sl_status update_scale(sl_net *net, const sl_exec *ex, float *scale, int 
         return st;
     norm *= inv_k;
     double s = inv_k;
-    if (net->grad_clip > 0.0f) {
-        double coef = (double)net->grad_clip / (norm + 1e-6);
+    if (net->optim.grad_clip > 0.0f) {
+        double coef = (double)net->optim.grad_clip / (norm + 1e-6);
         if (coef < 1.0)
             s *= coef;
     }
-    net->last_grad_norm = (float)norm;
+    net->optim.last_grad_norm = (float)norm;
     *scale = (float)s;
     return SL_OK;
 }
@@ -395,8 +402,8 @@ static sl_status update_scale(sl_net *net, const sl_exec *ex, float *scale, int 
  * with it, recorded as the synchronous path records it. */
 static void later_norm(sl_net *net)
 {
-    double inv_k = 1.0 / (double)net->accum;
-    net->last_grad_norm = (float)(slots_norm(net->norm_host) * inv_k);
+    double inv_k = 1.0 / (double)net->optim.accum;
+    net->optim.last_grad_norm = (float)(slots_norm(net->optim.norm_host) * inv_k);
 }
 
 /* ---- the update in backward ---- */
@@ -407,38 +414,38 @@ sl_status sl_net_set_update_in_backward(sl_net *net, int enabled)
     if (!net)
         return sl_set_error(SL_ERR_INVALID_ARG, "%s: network is NULL", fn);
     enabled = enabled != 0;
-    if (enabled == net->update_in_backward)
+    if (enabled == net->optim.update_in_backward)
         return SL_OK;
-    if (enabled && net->grad_clip > 0.0f)
+    if (enabled && net->optim.grad_clip > 0.0f)
         return sl_set_error(SL_ERR_STATE, "%s: global-norm gradient clipping (max_norm %g) needs "
                             "every gradient before the first update; turn it off first "
-                            "(sl_net_set_grad_clip(net, 0))", fn, net->grad_clip);
-    if (enabled && net->accum > 1)
+                            "(sl_net_set_grad_clip(net, 0))", fn, net->optim.grad_clip);
+    if (enabled && net->optim.accum > 1)
         return sl_set_error(SL_ERR_STATE, "%s: gradient accumulation over %d micro-batches keeps "
                             "the gradients; set it to 1 first (sl_net_set_grad_accumulation)", fn,
-                            net->accum);
-    if (net->comm)
+                            net->optim.accum);
+    if (net->dp.comm)
         return sl_set_error(SL_ERR_STATE, "%s: the network is in a communicator; set the update "
                             "in backward before sl_dist_join (it runs there with ZeRO-2, "
                             "sl_dist_options.shard 2)", fn);
-    net->update_in_backward = enabled;
+    net->optim.update_in_backward = enabled;
     sl_status st = SL_OK;
     if (enabled)
         sl_net_drop_gradients(net);
     else if (net->mode == SL_MODE_TRAIN)
         st = sl_net_restore_gradients(net);
     if (st != SL_OK) {
-        net->update_in_backward = 1;
+        net->optim.update_in_backward = 1;
         return sl_set_error(st, "%s: no memory for the gradient block of %zu bytes", fn,
                             net->grad_floats * sizeof(float));
     }
-    net->has_grads = 0;
-    net->micro = 0;
+    net->optim.has_grads = 0;
+    net->optim.micro = 0;
     sl_run_cache_release(&net->cache[SL_MODE_TRAIN]);
     return SL_OK;
 }
 
-int sl_net_update_in_backward(const sl_net *net) { return net ? net->update_in_backward : 0; }
+int sl_net_update_in_backward(const sl_net *net) { return net ? net->optim.update_in_backward : 0; }
 
 typedef struct node_update {
     update_ctx u;
@@ -476,7 +483,7 @@ static void update_piece_if_in_node(void *user, int param, size_t gfirst, size_t
 static void update_node(void *user, int node)
 {
     sl_net *net = user;
-    node_update n = {{net, sl_net_exec(net), net->steps + 1, 1.0f, NULL, 0},
+    node_update n = {{net, sl_net_exec(net), net->optim.steps + 1, 1.0f, NULL, 0},
                      net->graph.nodes[node].layer};
     update_gathered(&n.u, n.layer->n_params, update_if_in_node, update_piece_if_in_node, &n);
 }
@@ -502,31 +509,31 @@ sl_status sl_net_plan_ranks(sl_net *net, int ranks, int shard)
     if (ranks < 1 || shard < 0 || shard > 2 || (ranks == 1 && shard))
         return sl_set_error(SL_ERR_INVALID_ARG, "%s: %d ranks and shard %d: ranks must be >= 1 and "
                             "shard 0, 1 or 2 (0 with 1 rank)", fn, ranks, shard);
-    if (net->comm)
+    if (net->dp.comm)
         return sl_set_error(SL_ERR_STATE, "%s: the network is in a communicator: its reports are "
                             "already its rank's", fn);
-    if (net->shard && net->plan_ranks <= 1)
+    if (net->dp.shard && net->dp.plan_ranks <= 1)
         return sl_set_error(SL_ERR_STATE, "%s: the network holds its slice of optimizer state from "
                             "a sharded communicator; set the optimizer again first", fn);
     if (net->param_block && ranks > 1)
         return sl_set_error(SL_ERR_STATE, "%s: the network's parameters exist already; plan ranks "
                             "on a network that has not run (planning allocates nothing)", fn);
-    if (ranks > 1 && net->update_in_backward && shard != 2)
+    if (ranks > 1 && net->optim.update_in_backward && shard != 2)
         return sl_set_error(SL_ERR_STATE, "%s: the update in backward runs in a communicator only "
                             "with shard 2", fn);
-    if (ranks > 1 && shard == 2 && (net->grad_clip > 0.0f || net->accum > 1))
+    if (ranks > 1 && shard == 2 && (net->optim.grad_clip > 0.0f || net->optim.accum > 1))
         return sl_set_error(SL_ERR_STATE, "%s: shard 2 refuses global-norm clipping and gradient "
                             "accumulation (as sl_dist_join does)", fn);
     sl_status st = sl_net_finalize(net);
     if (st != SL_OK)
         return st;
-    net->plan_ranks = ranks > 1 ? ranks : 0;
-    net->shard = ranks > 1 ? shard : 0;
+    net->dp.plan_ranks = ranks > 1 ? ranks : 0;
+    net->dp.shard = ranks > 1 ? shard : 0;
     /* the largest slice: the last rank's */
-    net->shard_lo = ranks > 1 ? sl_shard_bound(net->grad_floats, ranks, ranks - 1) : 0;
-    net->shard_hi = ranks > 1 ? net->grad_floats : 0;
-    if (net->has_optimizer)
-        net->opt_floats = sl_optimizer_state_floats(net, &net->opt, net->shard != 0);
+    net->dp.shard_lo = ranks > 1 ? sl_shard_bound(net->grad_floats, ranks, ranks - 1) : 0;
+    net->dp.shard_hi = ranks > 1 ? net->grad_floats : 0;
+    if (net->optim.has_optimizer)
+        net->opt_floats = sl_optimizer_state_floats(net, &net->optim.opt, net->dp.shard != 0);
     sl_run_cache_release(&net->cache[SL_MODE_TRAIN]);
     return SL_OK;
 }
@@ -535,14 +542,14 @@ size_t sl_optimizer_state_floats(const sl_net *net, const sl_optimizer_options *
 {
     const char *names[SL_OPT_STATE_MAX];
     size_t per = (size_t)sl_optimizer_state_blocks(o, names);
-    return per * (sharded ? net->shard_hi - net->shard_lo : net->grad_floats);
+    return per * (sharded ? net->dp.shard_hi - net->dp.shard_lo : net->grad_floats);
 }
 
 void sl_net_visit_optimizer_shard(sl_net *net, sl_opt_shard_visit visit, void *user)
 {
     const char *names[SL_OPT_STATE_MAX];
-    int per = sl_optimizer_state_blocks(&net->opt, names);
-    const size_t lo = net->shard_lo, hi = net->shard_hi, len = hi - lo;
+    int per = sl_optimizer_state_blocks(&net->optim.opt, names);
+    const size_t lo = net->dp.shard_lo, hi = net->dp.shard_hi, len = hi - lo;
     size_t g = 0; /* gradient-block index of the parameter's first float */
     for (int i = 0; i < net->n_params; i++) {
         const sl_param_spec *p = net->params[i].spec;
@@ -566,7 +573,7 @@ static void update_shard_piece(void *user, int param, size_t gfirst, size_t off,
     update_ctx *u = user;
     sl_net *net = u->net;
     /* ZeRO-2 keeps the reduced gradients of the slice only */
-    const float *grad = net->shard == 2 ? net->grad_block + (gfirst - net->shard_lo)
+    const float *grad = net->dp.shard == 2 ? net->grad_block + (gfirst - net->dp.shard_lo)
                                         : net->params[param].spec->grad + off;
     update_range(u, param, off, n, grad, blocks);
 }
@@ -577,24 +584,24 @@ sl_status sl_net_update(sl_net *net)
 {
     if (!net)
         return sl_set_error(SL_ERR_INVALID_ARG, "sl_net_update: network is NULL");
-    if (net->update_in_backward)
+    if (net->optim.update_in_backward)
         return sl_set_error(SL_ERR_STATE, "sl_net_update: the update in backward is on: "
                             "sl_net_train_step updates inside backward, and no gradients are kept");
-    if (!net->has_optimizer)
+    if (!net->optim.has_optimizer)
         return sl_set_error(SL_ERR_STATE, "sl_net_update: no optimizer set (call sl_net_set_optimizer)");
     sl_status st = sl_net_check_training(net, "sl_net_update");
     if (st != SL_OK)
         return st;
-    if (!net->has_grads)
+    if (!net->optim.has_grads)
         return sl_set_error(SL_ERR_STATE, "sl_net_update: no gradients (call sl_net_compute_gradients)");
     st = sl_net_check_shard(net, "sl_net_update");
     if (st != SL_OK)
         return st;
-    if (net->accum > 1 && net->micro < net->accum)
+    if (net->optim.accum > 1 && net->optim.micro < net->optim.accum)
         return sl_set_error(SL_ERR_STATE,
                             "sl_net_update: gradient accumulation over %d micro-batches, %d "
                             "accumulated so far; compute the gradients of %d more first",
-                            net->accum, net->micro, net->accum - net->micro);
+                            net->optim.accum, net->optim.micro, net->optim.accum - net->optim.micro);
     return apply_update(net);
 }
 
@@ -602,7 +609,7 @@ sl_status sl_net_update(sl_net *net)
  * train step's begin and run). */
 static sl_status apply_update(sl_net *net)
 {
-    update_ctx u = {net, sl_net_exec(net), net->steps + 1, 1.0f, NULL, 0};
+    update_ctx u = {net, sl_net_exec(net), net->optim.steps + 1, 1.0f, NULL, 0};
     double t0 = sl_profile_clock(net, &u.ex);
     int norm_later;
     sl_status st = update_scale(net, &u.ex, &u.grad_scale, &norm_later);
@@ -613,12 +620,12 @@ static sl_status apply_update(sl_net *net)
     st = u.ex.be->sync(&u.ex);
     if (st == SL_OK && norm_later)
         later_norm(net);
-    if (st == SL_OK && net->shard)
-        st = net->comm->after_update(net->comm->user);
+    if (st == SL_OK && net->dp.shard)
+        st = net->dp.comm->after_update(net->dp.comm->user);
     if (st != SL_OK)
         return st;
-    net->steps = u.step;
-    net->micro = 0;
+    net->optim.steps = u.step;
+    net->optim.micro = 0;
     return SL_OK;
 }
 
@@ -627,12 +634,12 @@ sl_status sl_net_step_begin(sl_net *net, const char *fn, sl_run_io *io)
     memset(io, 0, sizeof *io);
     if (!net)
         return SL_OK; /* the gradient run reports it */
-    if (!net->has_optimizer)
+    if (!net->optim.has_optimizer)
         return sl_set_error(SL_ERR_STATE, "%s: no optimizer set (call sl_net_set_optimizer)", fn);
     sl_status st = sl_net_check_shard(net, fn);
     if (st != SL_OK)
         return st;
-    if (net->update_in_backward) { /* the run updates inside backward */
+    if (net->optim.update_in_backward) { /* the run updates inside backward */
         io->update = update_node;
         io->update_user = net;
     }
@@ -643,10 +650,10 @@ sl_status sl_net_step_end(sl_net *net, sl_status st, const sl_step_result *res, 
 {
     if (!net)
         return st;
-    int in_backward = net->update_in_backward; /* the run updated inside backward */
+    int in_backward = net->optim.update_in_backward; /* the run updated inside backward */
     if (st == SL_OK)
         st = sl_net_check_step_loss(net, res, in_backward, fn);
-    if (in_backward || st != SL_OK || net->micro < net->accum)
+    if (in_backward || st != SL_OK || net->optim.micro < net->optim.accum)
         return st; /* accumulating: the update follows the k-th micro-batch */
     return apply_update(net); /* begin and the run checked what sl_net_update checks */
 }
@@ -666,4 +673,4 @@ sl_status sl_net_train_step(sl_net *net, const float *x, sl_shape shape, const i
                            fn);
 }
 
-int64_t sl_net_step_count(const sl_net *net) { return net ? net->steps : 0; }
+int64_t sl_net_step_count(const sl_net *net) { return net ? net->optim.steps : 0; }
