@@ -30,7 +30,9 @@ static cr_result cli(const char *fmt, const char *arg)
 
 START_TEST(test_cli_help_of_every_subcommand_exits_0)
 {
-    static const char *const cmds[] = {"train", "plan", "dot", "memplot", "bench"};
+    /* Every entry of the command table, version included. */
+    static const char *const cmds[] = {"train", "plan",     "dot",    "memplot",
+                                       "bench", "tokenize", "sample", "version"};
     cr_result r = cli("%s", "--help");
     ck_assert_int_eq(r.status, 0);
     ck_assert_ptr_nonnull(strstr(r.out, "usage: sublinear COMMAND"));
@@ -127,6 +129,7 @@ START_TEST(test_cli_bad_arguments_exit_2_with_usage)
         "bench nosuch",
         "bench optnet --bogus",
         "bench list --bogus",
+        "version --bogus",
     };
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         cr_result r = cli("%s", bad[i]);

@@ -81,8 +81,9 @@ START_TEST(test_cli_tokenize_writes_train_and_val_shards)
         ck_assert_uint_eq(val[i], all[8 + i]);
     free(val);
 
-    /* Without a fraction: one shard of everything. */
-    r = cr_run(SL_CLI_PATH, "tokenize --vocab %s --merges %s --out %s/all.bin %s %s", json, bpe, cr_dir(), a, b);
+    /* Without a fraction: one shard of everything. Values may follow '='
+     * as in every command's options (the table of cli.h reads them all). */
+    r = cr_run(SL_CLI_PATH, "tokenize --vocab=%s --merges %s --out=%s/all.bin %s %s", json, bpe, cr_dir(), a, b);
     ck_assert_msg(r.status == 0, "%s", r.err);
     cr_free(&r);
     snprintf(path, sizeof path, "%s/all.bin", cr_dir());

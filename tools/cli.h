@@ -1,7 +1,8 @@
 /*
- * cli.h — what the files of the `sublinear` command share: the parsed
- * options, the argument parser, usage texts, and small helpers for
- * building a network and printing memory reports and JSON.
+ * cli.h — what the files of the `sublinear` command share: the table entry
+ * of a command and the option machinery that reads its words (args.c), the
+ * options of the network commands (net_options.c), and small helpers for
+ * building a network and printing memory reports and JSON (common.c).
  *
  * The command sits on top of the public API only (include/sublinear.h):
  * it builds a network, asks for plans and reports, and runs steps.
@@ -12,6 +13,7 @@
 #ifndef SL_CLI_H
 #define SL_CLI_H
 
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -20,17 +22,85 @@
 #define CLI_EXIT_FAIL 1
 #define CLI_EXIT_USAGE 2
 
-/* The subcommands that take options from the shared table (bench has its
- * own parser: its options pass through to the bench programs). */
-typedef enum cli_command {
+/* ---- commands and their options (args.c) ---- */
+
+/* One option of a command. id is the command's own number for it. In a
+ * table several commands share, commands is the mask of those that take
+ * it (their cli_command.mask); 0: every command of the table. has_value:
+ * it takes the next word, or what follows '=' (--steps 3, --steps=3). */
+typedef struct cli_option {
+    const char *name;
+    int id;
+    unsigned commands;
+    int has_value;
+} cli_option;
+
+typedef struct cli_command cli_command;
+
+/* A command: one entry of the table in sublinear.c. Most read their words
+ * with cli_parse into an options struct of their own (options_size bytes,
+ * filled by defaults, set and check) that run then takes; a command whose
+ * words pass through (bench) has run_words instead. */
+struct cli_command {
+    const char *name;
+    const char *summary; /* its line in `sublinear --help` */
+    const char *usage; /* `sublinear NAME --help`, and after a bad command line */
+    void (*usage_more)(FILE *f); /* printed after the usage; NULL: nothing */
+    const cli_option *options; /* up to an entry with a NULL name */
+    unsigned mask; /* its bit in a shared option table */
+    int takes_arguments; /* words that are no option go to set with opt NULL */
+    size_t options_size;
+    void (*defaults)(const cli_command *self, void *opts);
+    /* Stores one option (or argument). Returns 0, or CLI_EXIT_USAGE after
+     * cli_usage_error said what is wrong with the value. */
+    int (*set)(const cli_command *self, void *opts, const cli_option *opt, const char *value);
+    /* After the last word: what single options cannot say (required
+     * options, combinations). Returns 0 or CLI_EXIT_USAGE. */
+    int (*check)(const cli_command *self, void *opts);
+    int (*run)(void *opts);
+    void (*release)(void *opts); /* frees what set allocated; NULL: nothing */
+    int (*run_words)(const cli_command *self, const char *argv0, int argc, char **argv);
+};
+
+/* The commands (each defined by its file; the table is in sublinear.c). */
+extern const cli_command cli_train_command, cli_plan_command, cli_dot_command,
+    cli_memplot_command, cli_bench_command, cli_tokenize_command, cli_sample_command;
+
+/* Reads argv (the words after the command's name) into opts through
+ * cmd's table and hooks: unknown options, options of other commands,
+ * missing and unwanted values are usage errors. Returns 0, or
+ * CLI_EXIT_USAGE after printing what is wrong and the usage. --help
+ * prints the command's usage on stdout and sets *help. */
+int cli_parse(const cli_command *cmd, int argc, char **argv, void *opts, int *help);
+
+/* Defaults, cli_parse, run, release: the whole of a parsed command. */
+int cli_parse_and_run(const cli_command *cmd, int argc, char **argv);
+
+/* The usage of a command: its text, then what usage_more adds. */
+void cli_usage(FILE *f, const cli_command *cmd);
+
+/* Prints "sublinear CMD: <message>", then the usage of CMD, on stderr;
+ * returns CLI_EXIT_USAGE. */
+int cli_usage_error(const cli_command *cmd, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* A decimal integer in [lo, hi], nothing after it. Returns 0 or -1. */
+int cli_parse_int(const char *s, long lo, long hi, int *out);
+/* A decimal integer >= 0 that fits uint64_t, nothing after it. 0 or -1. */
+int cli_parse_u64(const char *s, uint64_t *out);
+
+/* ---- the network commands: train, plan, dot, memplot (net_options.c) ---- */
+
+/* Their bits in the option table they share. */
+typedef enum cli_net_command {
     CLI_TRAIN = 1 << 0,
     CLI_PLAN = 1 << 1,
     CLI_DOT = 1 << 2,
     CLI_MEMPLOT = 1 << 3,
-} cli_command;
+} cli_net_command;
 
 typedef struct cli_options {
-    cli_command cmd;
+    cli_net_command cmd;
     const char *model;
     int steps, batch, res, classes, threads, eval_samples, log_every, snapshot_every;
     int json, no_reuse, quiet, bn_rescale, distributed, no_memory_check, explain;
@@ -59,28 +129,25 @@ typedef struct cli_options {
     int allow_nonfinite; /* --allow-nonfinite: load NaN / infinite tensors */
     int shard; /* --shard: sl_dist_options.shard of --distributed, or planned */
     int ranks; /* plan --ranks */
+    int lr_set; /* --lr given */
 } cli_options;
 
-/* The defaults of a command (train: resnet20 on the built-in dataset;
- * plan / dot / memplot: batch 16 at 224x224, 1000 classes). */
-void cli_defaults(cli_command cmd, cli_options *o);
+/* The option table the network commands share, and its hooks. */
+extern const cli_option cli_net_options[];
+void cli_net_defaults(const cli_command *self, void *opts);
+int cli_net_set(const cli_command *self, void *opts, const cli_option *opt, const char *value);
+int cli_net_check(const cli_command *self, void *opts);
+/* "schedules: ..." and "models: ...", after their usage and the command's. */
+void cli_print_schedules_and_models(FILE *f);
 
-/* Parses argv (the words after the subcommand) into o. Returns 0, or
- * CLI_EXIT_USAGE after printing what is wrong and the usage. --help prints
- * the command's usage on stdout and sets *help. */
-int cli_parse(cli_command cmd, int argc, char **argv, cli_options *o, int *help);
+/* The members of a network command's entry that say how it reads its
+ * words: bit is its cli_net_command. */
+#define CLI_NET_COMMAND(bit)                                                                    \
+    .usage_more = cli_print_schedules_and_models, .options = cli_net_options, .mask = (bit),   \
+    .options_size = sizeof(cli_options), .defaults = cli_net_defaults, .set = cli_net_set,      \
+    .check = cli_net_check
 
-/* Usage of a command ("train", "plan", "dot", "memplot", "bench"), or of
- * the whole command when name is NULL. */
-void cli_usage(FILE *f, const char *name);
-
-/* Prints "sublinear CMD: <message>", then the usage of CMD, on stderr;
- * returns CLI_EXIT_USAGE. */
-int cli_usage_error(const char *cmd, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-
-/* A decimal integer in [lo, hi], nothing after it. Returns 0 or -1. */
-int cli_parse_int(const char *s, long lo, long hi, int *out);
+/* ---- helpers (common.c) ---- */
 
 /* Prints "sublinear: <what>: <sl_last_error()>" on stderr; returns
  * CLI_EXIT_FAIL. */
@@ -140,36 +207,5 @@ sl_shape cli_input_shape(const cli_options *o);
  * --lr-min at the last step; else o->lr, a tenth of it from half of the
  * run on when the run is longer than 10 steps. */
 float cli_lr_at(const cli_options *o, int64_t step);
-
-/* The subcommands. */
-int cli_cmd_train(cli_options *o);
-/* cli_fail(what) after a failed load, adding that --allow-nonfinite
- * loads the file when NaN or inf values were what it refused. */
-int cli_load_failed(const char *what);
-/* After a training run failed at (0-based) step: says on stderr what
- * --snapshot holds now (the last snapshot the run wrote, of
- * snapshot_step, or the file as it was when snapshot_step < 0); returns
- * CLI_EXIT_FAIL. */
-int cli_train_stopped(const cli_options *o, int64_t snapshot_step, int64_t step);
-/* 0 when every tensor of net is finite; else prints "sublinear: WHAT:
- * tensor ... holds ..." and returns CLI_EXIT_FAIL (before saving: no file
- * of a diverged run replaces a good one). */
-int cli_check_params_finite(sl_net *net, const char *what);
-/* train with --model gpt2 (cmd_train_lm.c), called by cli_cmd_train. */
-int cli_cmd_train_lm(cli_options *o);
-int cli_cmd_plan(cli_options *o);
-int cli_cmd_dot(cli_options *o);
-int cli_cmd_memplot(cli_options *o);
-/* bench takes the raw words after "bench". argv0 locates the bench
- * programs when /proc/self/exe cannot. */
-int cli_cmd_bench(const char *argv0, int argc, char **argv);
-/* `sublinear tokenize` (cmd_tokenize.c), with its own parser like bench;
- * cli_tokenize_usage prints its usage. */
-int cli_cmd_tokenize(int argc, char **argv);
-void cli_tokenize_usage(FILE *f);
-/* `sublinear sample` (cmd_sample.c), with its own parser; cli_sample_usage
- * prints its usage. */
-int cli_cmd_sample(int argc, char **argv);
-void cli_sample_usage(FILE *f);
 
 #endif

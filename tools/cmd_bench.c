@@ -22,6 +22,20 @@
 
 #include "cli.h"
 
+static const char g_bench_help[] =
+    "usage: sublinear bench NAME [options]\n"
+    "       sublinear bench list [--json]\n"
+    "  Runs one of the benchmarks of bench/. NAME:\n"
+    "  optnet     optnet's memory tables (AlexNet, VGG-A, GoogLeNet, ResNet-110):\n"
+    "             planned memory before / after sharing; planning only, seconds.\n"
+    "             Built into this command. Options: --json.\n"
+    "  conv       ResNet-50 convolutions through the CPU kernels (bench_conv).\n"
+    "  resnet152  memonger's headline: ResNet-152 plain vs sublinear (bench_resnet).\n"
+    "  conv and resnet152 run the bench program, passing the options on (e.g.\n"
+    "  --threads N --batch N --json); it is looked for in $SL_BENCH_DIR, in\n"
+    "  bench/ beside this command (a build tree) and in ../libexec/sublinear\n"
+    "  (an install). `sublinear bench NAME --help` describes one benchmark.\n";
+
 typedef struct bench_program {
     const char *name, *program, *summary, *options;
 } bench_program;
@@ -139,7 +153,7 @@ static int bench_optnet(int argc, char **argv)
         } else if (strcmp(argv[i], "--json") == 0) {
             json = 1;
         } else {
-            return cli_usage_error("bench", "unknown option '%s' for optnet", argv[i]);
+            return cli_usage_error(&cli_bench_command, "unknown option '%s' for optnet", argv[i]);
         }
     }
     static const struct { sl_mode mode; int batch; } tables[2] = {{SL_MODE_INFER, 128},
@@ -220,7 +234,7 @@ static int bench_list(const char *argv0, int argc, char **argv)
 {
     int json = argc == 1 && strcmp(argv[0], "--json") == 0;
     if (argc > 1 || (argc == 1 && !json))
-        return cli_usage_error("bench", "list takes only --json");
+        return cli_usage_error(&cli_bench_command, "list takes only --json");
     char path[PATH_MAX];
     printf(json ? "{\"benches\":[{\"name\":\"optnet\",\"program\":null,\"available\":true}"
                 : "optnet     built in\n");
@@ -271,13 +285,13 @@ static int bench_program_run(const char *argv0, const bench_program *p, int argc
     return CLI_EXIT_FAIL;
 }
 
-int cli_cmd_bench(const char *argv0, int argc, char **argv)
+static int run_bench(const cli_command *self, const char *argv0, int argc, char **argv)
 {
     if (argc == 0)
-        return cli_usage_error("bench", "which benchmark? (optnet, conv, resnet152, or list)");
+        return cli_usage_error(self, "which benchmark? (optnet, conv, resnet152, or list)");
     const char *name = argv[0];
     if (strcmp(name, "--help") == 0 || strcmp(name, "-h") == 0) {
-        cli_usage(stdout, "bench");
+        cli_usage(stdout, self);
         return 0;
     }
     if (strcmp(name, "optnet") == 0)
@@ -287,5 +301,12 @@ int cli_cmd_bench(const char *argv0, int argc, char **argv)
     for (size_t i = 0; i < sizeof g_programs / sizeof *g_programs; i++)
         if (strcmp(name, g_programs[i].name) == 0)
             return bench_program_run(argv0, &g_programs[i], argc - 1, argv + 1);
-    return cli_usage_error("bench", "unknown benchmark '%s'", name);
+    return cli_usage_error(self, "unknown benchmark '%s'", name);
 }
+
+const cli_command cli_bench_command = {
+    .name = "bench",
+    .summary = "run a benchmark (optnet tables, conv kernels, ResNet-152)",
+    .usage = g_bench_help,
+    .run_words = run_bench,
+};

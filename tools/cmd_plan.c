@@ -9,6 +9,57 @@
 
 #include "cli.h"
 
+static const char g_plan_help[] =
+    "usage: sublinear plan --model NAME [options]\n"
+    "  Prints the planned memory of one step by category and the recomputed\n"
+    "  fraction of FLOPs. No kernel runs.\n"
+    "options:\n"
+    "  --model NAME          model to plan (required)\n"
+    "  --batch N             batch size (16)\n"
+    "  --res N               input resolution (224)\n"
+    "  --classes N           classifier outputs (1000)\n"
+    "  --schedule S          checkpointing schedule (sqrt); see below\n"
+    "  --mode train|infer    plan a training step or an inference forward (train)\n"
+    "  --no-reuse            every tensor in storage of its own (a plain framework)\n"
+    "  --optimizer KIND      sgd, adam, adamw or none: optimizer state counted (sgd;\n"
+    "                        adamw for gpt2)\n"
+    "  --update-in-backward  plan the update inside backward: parameter gradients\n"
+    "                        as arena values instead of a fixed block\n"
+    "  --ranks N --shard S   plan one rank of N data-parallel ranks (the one with the\n"
+    "                        largest slice) under ZeRO stage S (0 none, 1 optimizer\n"
+    "                        state sharded, 2 gradients too)\n"
+    "  --seq T, --layers N, --embd C, --heads H, --vocab V, --context N\n"
+    "                        gpt2's sequence length and shape (1024; GPT-2 small)\n"
+    "  --explain             also print every top-level unit (layer or block): its\n"
+    "                        forward and backward FLOPs and estimated ms, input and\n"
+    "                        output bytes, the bytes it holds to its backward when\n"
+    "                        it keeps all / its conv outputs / its output only, its\n"
+    "                        largest workspace, how many times its forward runs and\n"
+    "                        what the schedule keeps of it\n"
+    "  --json                print one JSON object\n";
+
+static const char g_dot_help[] =
+    "usage: sublinear dot --model NAME -o FILE.dot [options]\n"
+    "  Writes the network as a Graphviz graph: one node per layer with its\n"
+    "  output shape; equal fill colour means shared arena storage.\n"
+    "options:\n"
+    "  --model NAME, --batch N (16), --res N (224), --classes N (1000),\n"
+    "  --schedule S (sqrt), --mode train|infer (train), --no-reuse,\n"
+    "  --optimizer sgd|adam|none (sgd)\n"
+    "  -o, --output FILE     the .dot file to write (required)\n"
+    "  --json                print one JSON object describing what was written\n";
+
+static const char g_memplot_help[] =
+    "usage: sublinear memplot --model NAME -o FILE.svg [options]\n"
+    "  Draws the live memory of every program step of one planned step, one\n"
+    "  series per schedule, on one SVG. No kernel runs.\n"
+    "options:\n"
+    "  --model NAME, --batch N (16), --res N (224), --classes N (1000),\n"
+    "  --mode train|infer (train), --no-reuse, --optimizer sgd|adam|none (sgd)\n"
+    "  --schedules S1,S2,..  up to 8 schedules (none,sqrt)\n"
+    "  -o, --output FILE     the .svg file to write (required)\n"
+    "  --json                print one JSON object with each series' steps and arena\n";
+
 enum { MAX_SERIES = 8 };
 
 static sl_shape input_shape(const cli_options *o) { return cli_input_shape(o); }
@@ -60,8 +111,9 @@ static int print_units(const cli_options *o, sl_net *net, int json)
     return 0;
 }
 
-int cli_cmd_plan(cli_options *o)
+static int run_plan(void *opts)
 {
+    const cli_options *o = opts;
     sl_context *ctx;
     sl_net *net;
     int rc = cli_build(o, &ctx, &net);
@@ -123,8 +175,9 @@ int cli_cmd_plan(cli_options *o)
     return rc;
 }
 
-int cli_cmd_dot(cli_options *o)
+static int run_dot(void *opts)
 {
+    const cli_options *o = opts;
     sl_context *ctx;
     sl_net *net;
     int rc = cli_build(o, &ctx, &net);
@@ -155,7 +208,7 @@ static int split_schedules(const char *list, char *buf, size_t size, sl_schedule
                            const char **labels, int *n)
 {
     if (strlen(list) >= size)
-        return cli_usage_error("memplot", "--schedules is too long");
+        return cli_usage_error(&cli_memplot_command, "--schedules is too long");
     memcpy(buf, list, strlen(list) + 1);
     *n = 0;
     for (char *tok = buf, *next; tok; tok = next) {
@@ -163,9 +216,9 @@ static int split_schedules(const char *list, char *buf, size_t size, sl_schedule
         if (next)
             *next++ = '\0';
         if (*n == MAX_SERIES)
-            return cli_usage_error("memplot", "at most %d schedules", MAX_SERIES);
+            return cli_usage_error(&cli_memplot_command, "at most %d schedules", MAX_SERIES);
         if (sl_schedule_parse(tok, &s[*n]) != SL_OK)
-            return cli_usage_error("memplot", "bad schedule '%s' in --schedules", tok);
+            return cli_usage_error(&cli_memplot_command, "bad schedule '%s' in --schedules", tok);
         labels[(*n)++] = tok;
     }
     return 0;
@@ -188,8 +241,9 @@ static void print_series_json(const cli_options *o, const sl_memory_timeline *tl
     printf("]}\n");
 }
 
-int cli_cmd_memplot(cli_options *o)
+static int run_memplot(void *opts)
 {
+    const cli_options *o = opts;
     char buf[512];
     sl_schedule sched[MAX_SERIES];
     const char *labels[MAX_SERIES];
@@ -232,3 +286,27 @@ int cli_cmd_memplot(cli_options *o)
     sl_context_free(ctx);
     return rc;
 }
+
+const cli_command cli_plan_command = {
+    .name = "plan",
+    .summary = "print the planned memory of one step (no kernel runs)",
+    .usage = g_plan_help,
+    .run = run_plan,
+    CLI_NET_COMMAND(CLI_PLAN),
+};
+
+const cli_command cli_dot_command = {
+    .name = "dot",
+    .summary = "write the network as a Graphviz graph of shared storage",
+    .usage = g_dot_help,
+    .run = run_dot,
+    CLI_NET_COMMAND(CLI_DOT),
+};
+
+const cli_command cli_memplot_command = {
+    .name = "memplot",
+    .summary = "draw live memory per step for several schedules (SVG)",
+    .usage = g_memplot_help,
+    .run = run_memplot,
+    CLI_NET_COMMAND(CLI_MEMPLOT),
+};

@@ -1,7 +1,7 @@
 /*
  * cmd_sample.c — `sublinear sample`: text from a GPT-2 model file with
  * the library's KV-cache generator (sl_gpt2_generate, models.h) and
- * GPT-2's tokenizer (text.h). Its own small parser, like tokenize's.
+ * GPT-2's tokenizer (text.h).
  *
  * The model's shape comes from a Hugging Face config.json (--config; the
  * file may then be Hugging Face's model.safetensors) or from the same
@@ -12,7 +12,7 @@
  * the ids and the text instead. The network is in inference mode from the
  * start, so it never holds gradients, and the generator (whose memory
  * check covers the parameters and the KV cache) is made before the
- * weights are loaded into it.
+ * weights are loaded into it. Its options (cli_option) are its own.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
@@ -54,11 +54,6 @@ static const char g_sample_help[] =
     "  --json              print {\"prompt_ids\", \"ids\", \"prompt\", \"text\", ...,\n"
     "                      \"memory\": the bytes the network holds}\n";
 
-void cli_sample_usage(FILE *f)
-{
-    fputs(g_sample_help, f);
-}
-
 typedef struct sample_options {
     const char *model_file, *config, *vocab, *merges, *prompt;
     int tokens, top_k, threads, gpu, gpu_set, cuda, json, no_memory_check;
@@ -68,107 +63,110 @@ typedef struct sample_options {
     int shape_flags;
 } sample_options;
 
-static int parse_float(const char *opt, const char *v, float *out)
-{
-    char *end;
-    errno = 0;
-    double d = strtod(v, &end);
-    if (errno || end == v || *end || !(d >= 0.0 && d < 1e30))
-        return cli_usage_error("sample", "%s wants a number >= 0, not '%s'", opt, v);
-    *out = (float)d;
-    return 0;
-}
+enum {
+    /* integers, in the order of g_ints */
+    OPT_TOKENS, OPT_TOP_K, OPT_THREADS, OPT_GPU, OPT_LAYERS, OPT_EMBD, OPT_HEADS, OPT_VOCAB_SIZE,
+    OPT_CONTEXT,
+    /* words, in the order of string_option's list */
+    OPT_MODEL_FILE, OPT_CONFIG, OPT_VOCAB, OPT_MERGES, OPT_PROMPT,
+    OPT_TEMPERATURE, OPT_SEED, OPT_DEVICE, OPT_JSON, OPT_NO_MEMORY_CHECK,
+};
 
-static int parse(int argc, char **argv, sample_options *o, int *help)
+static const cli_option g_sample_options[] = {
+    {"--tokens", OPT_TOKENS, 0, 1},         {"--top-k", OPT_TOP_K, 0, 1},
+    {"--threads", OPT_THREADS, 0, 1},       {"--gpu", OPT_GPU, 0, 1},
+    {"--layers", OPT_LAYERS, 0, 1},         {"--embd", OPT_EMBD, 0, 1},
+    {"--heads", OPT_HEADS, 0, 1},           {"--vocab-size", OPT_VOCAB_SIZE, 0, 1},
+    {"--context", OPT_CONTEXT, 0, 1},       {"--model-file", OPT_MODEL_FILE, 0, 1},
+    {"--config", OPT_CONFIG, 0, 1},         {"--vocab", OPT_VOCAB, 0, 1},
+    {"--merges", OPT_MERGES, 0, 1},         {"--prompt", OPT_PROMPT, 0, 1},
+    {"--temperature", OPT_TEMPERATURE, 0, 1}, {"--seed", OPT_SEED, 0, 1},
+    {"--device", OPT_DEVICE, 0, 1},         {"--json", OPT_JSON, 0, 0},
+    {"--no-memory-check", OPT_NO_MEMORY_CHECK, 0, 0},
+    {NULL, 0, 0, 0},
+};
+
+/* The bounds of the integer options; shape: one of the model's shape. */
+static const struct {
+    long lo, hi;
+    int shape;
+} g_ints[] = {
+    [OPT_TOKENS] = {0, 1L << 30, 0},  [OPT_TOP_K] = {0, 1L << 30, 0},
+    [OPT_THREADS] = {0, 4096, 0},     [OPT_GPU] = {0, 1024, 0},
+    [OPT_LAYERS] = {1, 1L << 20, 1},  [OPT_EMBD] = {1, 1L << 20, 1},
+    [OPT_HEADS] = {1, 1L << 20, 1},   [OPT_VOCAB_SIZE] = {1, 1L << 30, 1},
+    [OPT_CONTEXT] = {1, 1L << 24, 1},
+};
+
+static void sample_defaults(const cli_command *self, void *opts)
 {
-    memset(o, 0, sizeof *o);
+    (void)self;
+    sample_options *o = opts;
     o->vocab = "data/gpt2/encoder.json";
     o->merges = "data/gpt2/vocab.bpe";
     o->prompt = "";
     o->tokens = 32;
     o->temperature = 1.0f;
     o->shape = sl_gpt2_defaults();
-    for (int i = 0; i < argc; i++) {
-        const char *a = argv[i];
-        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-            fputs(g_sample_help, stdout);
-            *help = 1;
-            return 0;
-        }
-        if (strcmp(a, "--json") == 0) {
-            o->json = 1;
-            continue;
-        }
-        if (strcmp(a, "--no-memory-check") == 0) {
-            o->no_memory_check = 1;
-            continue;
-        }
-        if (strcmp(a, "--device") == 0) {
-            if (i + 1 >= argc)
-                return cli_usage_error("sample", "--device needs a value");
-            const char *v = argv[++i];
-            if (strcmp(v, "cuda") == 0)
-                o->cuda = 1;
-            else if (strcmp(v, "cpu") != 0)
-                return cli_usage_error("sample", "--device wants cpu or cuda, not '%s'", v);
-            continue;
-        }
-        const char **dest = strcmp(a, "--model-file") == 0 ? &o->model_file
-                            : strcmp(a, "--config") == 0   ? &o->config
-                            : strcmp(a, "--vocab") == 0    ? &o->vocab
-                            : strcmp(a, "--merges") == 0   ? &o->merges
-                            : strcmp(a, "--prompt") == 0   ? &o->prompt
-                                                           : NULL;
-        struct {
-            const char *name;
-            int *dest;
-            long lo, hi;
-            int shape;
-        } ints[] = {
-            {"--tokens", &o->tokens, 0, 1L << 30, 0},
-            {"--top-k", &o->top_k, 0, 1L << 30, 0},
-            {"--threads", &o->threads, 0, 4096, 0},
-            {"--gpu", &o->gpu, 0, 1024, 0},
-            {"--layers", &o->shape.layers, 1, 1L << 20, 1},
-            {"--embd", &o->shape.embd, 1, 1L << 20, 1},
-            {"--heads", &o->shape.heads, 1, 1L << 20, 1},
-            {"--vocab-size", &o->shape.vocab, 1, 1L << 30, 1},
-            {"--context", &o->shape.context, 1, 1L << 24, 1},
-        };
-        int which = -1;
-        for (int k = 0; k < (int)(sizeof ints / sizeof *ints); k++)
-            if (strcmp(a, ints[k].name) == 0)
-                which = k;
-        int is_temp = strcmp(a, "--temperature") == 0, is_seed = strcmp(a, "--seed") == 0;
-        if (!dest && which < 0 && !is_temp && !is_seed)
-            return cli_usage_error("sample", "unknown option '%s'", a);
-        if (i + 1 >= argc)
-            return cli_usage_error("sample", "%s needs a value", a);
-        const char *v = argv[++i];
-        if (dest) {
-            *dest = v;
-        } else if (which >= 0) {
-            if (cli_parse_int(v, ints[which].lo, ints[which].hi, ints[which].dest) != 0)
-                return cli_usage_error("sample", "%s wants an integer in [%ld, %ld], not '%s'", a,
-                                       ints[which].lo, ints[which].hi, v);
-            o->shape_flags |= ints[which].shape;
-            o->gpu_set |= strcmp(a, "--gpu") == 0;
-        } else if (is_temp) {
-            if (parse_float(a, v, &o->temperature))
-                return CLI_EXIT_USAGE;
-        } else {
-            char *end;
-            errno = 0;
-            unsigned long long s = strtoull(v, &end, 10);
-            if (errno || end == v || *end || v[0] == '-')
-                return cli_usage_error("sample", "--seed wants a non-negative integer, not '%s'", v);
-            o->seed = (uint64_t)s;
-        }
+}
+
+static int sample_set_int(const cli_command *self, sample_options *o, const cli_option *opt,
+                   const char *v)
+{
+    int *dest[] = {&o->tokens, &o->top_k, &o->threads, &o->gpu, &o->shape.layers,
+                   &o->shape.embd, &o->shape.heads, &o->shape.vocab, &o->shape.context};
+    if (cli_parse_int(v, g_ints[opt->id].lo, g_ints[opt->id].hi, dest[opt->id]) != 0)
+        return cli_usage_error(self, "%s wants an integer in [%ld, %ld], not '%s'", opt->name,
+                               g_ints[opt->id].lo, g_ints[opt->id].hi, v);
+    o->shape_flags |= g_ints[opt->id].shape;
+    o->gpu_set |= opt->id == OPT_GPU;
+    return 0;
+}
+
+static int sample_set(const cli_command *self, void *opts, const cli_option *opt, const char *v)
+{
+    sample_options *o = opts;
+    const char **words[] = {&o->model_file, &o->config, &o->vocab, &o->merges, &o->prompt};
+    if (opt->id <= OPT_CONTEXT)
+        return sample_set_int(self, o, opt, v);
+    if (opt->id <= OPT_PROMPT) {
+        *words[opt->id - OPT_MODEL_FILE] = v;
+        return 0;
     }
+    char *end;
+    errno = 0;
+    switch (opt->id) {
+    case OPT_TEMPERATURE: {
+        double d = strtod(v, &end);
+        if (errno || end == v || *end || !(d >= 0.0 && d < 1e30))
+            return cli_usage_error(self, "%s wants a number >= 0, not '%s'", opt->name, v);
+        o->temperature = (float)d;
+        return 0;
+    }
+    case OPT_SEED: {
+        unsigned long long seed = strtoull(v, &end, 10);
+        if (errno || end == v || *end || v[0] == '-')
+            return cli_usage_error(self, "--seed wants a non-negative integer, not '%s'", v);
+        o->seed = (uint64_t)seed;
+        return 0;
+    }
+    case OPT_DEVICE:
+        if (strcmp(v, "cuda") != 0 && strcmp(v, "cpu") != 0)
+            return cli_usage_error(self, "--device wants cpu or cuda, not '%s'", v);
+        o->cuda = strcmp(v, "cuda") == 0;
+        return 0;
+    case OPT_JSON: o->json = 1; return 0;
+    default: o->no_memory_check = 1; return 0;
+    }
+}
+
+static int sample_check(const cli_command *self, void *opts)
+{
+    const sample_options *o = opts;
     if (!o->model_file)
-        return cli_usage_error("sample", "--model-file is required");
+        return cli_usage_error(self, "--model-file is required");
     if (o->config && o->shape_flags)
-        return cli_usage_error("sample", "--config gives the shape: leave out --layers, --embd, "
+        return cli_usage_error(self, "--config gives the shape: leave out --layers, --embd, "
                                "--heads, --vocab-size and --context");
     return 0;
 }
@@ -216,13 +214,10 @@ static void json_ids(const char *key, const int32_t *ids, int n)
     printf("],\n");
 }
 
-int cli_cmd_sample(int argc, char **argv)
+static int sample_run(void *opts)
 {
-    sample_options o;
-    int help = 0;
-    int rc = parse(argc, argv, &o, &help);
-    if (rc || help)
-        return rc;
+    const sample_options o = *(const sample_options *)opts;
+    int rc;
     sl_gpt2_config cfg = o.shape;
     if (o.config && sl_gpt2_read_config(o.config, &cfg) != SL_OK)
         return cli_fail("reading --config");
@@ -384,3 +379,15 @@ done:
     sl_tokenizer_free(tok);
     return rc;
 }
+
+const cli_command cli_sample_command = {
+    .name = "sample",
+    .summary = "generate text from a GPT-2 model file (KV cache)",
+    .usage = g_sample_help,
+    .options = g_sample_options,
+    .options_size = sizeof(sample_options),
+    .defaults = sample_defaults,
+    .set = sample_set,
+    .check = sample_check,
+    .run = sample_run,
+};

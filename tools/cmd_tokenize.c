@@ -1,7 +1,7 @@
 /*
  * cmd_tokenize.c — `sublinear tokenize`: text files to llm.c's token
  * shards with GPT-2's tokenizer (sl_tokenizer, include/sublinear/text.h).
- * It has its own small parser (its options share nothing with train's).
+ * Its options (cli_option) share nothing with train's.
  *
  * Each file is read whole and encoded on its own, preceded by the
  * vocabulary's "<|endoftext|>" token (the document separator GPT-2 was
@@ -35,59 +35,57 @@ static const char g_tokenize_help[] =
     "                       validation shard instead (default 0: none)\n"
     "  --val-out FILE       the validation shard (default: val.bin beside --out)\n";
 
-void cli_tokenize_usage(FILE *f)
-{
-    fputs(g_tokenize_help, f);
-}
-
 typedef struct tokenize_options {
     const char *vocab, *merges, *out, *val_out;
     double val_fraction;
     char val_default[4096];
     int n_inputs;
-    char **inputs;
+    const char **inputs; /* the words of the command line, in a list of its own */
 } tokenize_options;
 
-static int parse(int argc, char **argv, tokenize_options *o, int *help)
+enum { OPT_VOCAB, OPT_MERGES, OPT_OUT, OPT_VAL_OUT, OPT_VAL_FRACTION };
+
+static const cli_option g_tokenize_options[] = {
+    {"--vocab", OPT_VOCAB, 0, 1},
+    {"--merges", OPT_MERGES, 0, 1},
+    {"--out", OPT_OUT, 0, 1},
+    {"--val-out", OPT_VAL_OUT, 0, 1},
+    {"--val-fraction", OPT_VAL_FRACTION, 0, 1},
+    {NULL, 0, 0, 0},
+};
+
+/* An input file (opt NULL) or an option's value. */
+static int tokenize_set(const cli_command *self, void *opts, const cli_option *opt, const char *v)
 {
-    memset(o, 0, sizeof *o);
-    o->inputs = argv;
-    for (int i = 0; i < argc; i++) {
-        const char *a = argv[i];
-        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-            fputs(g_tokenize_help, stdout);
-            *help = 1;
-            return 0;
-        }
-        if (a[0] != '-' || a[1] == '\0') {
-            o->inputs[o->n_inputs++] = argv[i];
-            continue;
-        }
-        const char **dest = strcmp(a, "--vocab") == 0     ? &o->vocab
-                            : strcmp(a, "--merges") == 0  ? &o->merges
-                            : strcmp(a, "--out") == 0     ? &o->out
-                            : strcmp(a, "--val-out") == 0 ? &o->val_out
-                                                          : NULL;
-        int is_fraction = strcmp(a, "--val-fraction") == 0;
-        if (!dest && !is_fraction)
-            return cli_usage_error("tokenize", "unknown option '%s'", a);
-        if (i + 1 >= argc)
-            return cli_usage_error("tokenize", "%s needs a value", a);
-        const char *v = argv[++i];
-        if (dest) {
-            *dest = v;
-            continue;
-        }
-        char *end;
-        errno = 0;
-        o->val_fraction = strtod(v, &end);
-        if (errno || end == v || *end || !(o->val_fraction >= 0 && o->val_fraction < 1))
-            return cli_usage_error("tokenize", "--val-fraction wants a number in [0, 1), not '%s'", v);
+    tokenize_options *o = opts;
+    if (!opt) {
+        const char **grown = realloc(o->inputs, (size_t)(o->n_inputs + 1) * sizeof *grown);
+        if (!grown)
+            return cli_usage_error(self, "out of memory for %d input files", o->n_inputs + 1);
+        o->inputs = grown;
+        o->inputs[o->n_inputs++] = v;
+        return 0;
     }
+    const char **dest[] = {&o->vocab, &o->merges, &o->out, &o->val_out};
+    if (opt->id != OPT_VAL_FRACTION) {
+        *dest[opt->id] = v;
+        return 0;
+    }
+    char *end;
+    errno = 0;
+    o->val_fraction = strtod(v, &end);
+    if (errno || end == v || *end || !(o->val_fraction >= 0 && o->val_fraction < 1))
+        return cli_usage_error(self, "--val-fraction wants a number in [0, 1), not '%s'", v);
+    return 0;
+}
+
+static int tokenize_check(const cli_command *self, void *opts)
+{
+    tokenize_options *o = opts;
     if (!o->vocab || !o->merges || !o->out)
-        return cli_usage_error("tokenize", "--vocab, --merges and --out are required");
+        return cli_usage_error(self, "--vocab, --merges and --out are required");
     if (o->n_inputs == 0)
-        return cli_usage_error("tokenize", "no input text files");
+        return cli_usage_error(self, "no input text files");
     if (o->val_fraction > 0 && !o->val_out) {
         const char *slash = strrchr(o->out, '/');
         int dir = slash ? (int)(slash - o->out + 1) : 0;
@@ -95,9 +93,14 @@ static int parse(int argc, char **argv, tokenize_options *o, int *help)
         o->val_out = o->val_default;
     }
     if (o->val_fraction > 0 && strcmp(o->val_out, o->out) == 0)
-        return cli_usage_error("tokenize", "the validation shard would overwrite --out (%s): give --val-out",
-                               o->out);
+        return cli_usage_error(self, "the validation shard would overwrite --out (%s): give "
+                               "--val-out", o->out);
     return 0;
+}
+
+static void tokenize_release(void *opts)
+{
+    free(((tokenize_options *)opts)->inputs);
 }
 
 /* A text file whole. Opened without blocking and refused unless it is a
@@ -170,15 +173,12 @@ static int encode_file(const sl_tokenizer *tok, const char *path, int32_t sep, u
     return rc;
 }
 
-int cli_cmd_tokenize(int argc, char **argv)
+static int tokenize_run(void *opts)
 {
-    tokenize_options o;
-    int help = 0;
-    int rc = parse(argc, argv, &o, &help);
-    if (rc || help)
-        return rc;
+    const tokenize_options *o = opts;
+    int rc = 0;
     sl_tokenizer *tok;
-    if (sl_tokenizer_load(o.vocab, o.merges, &tok) != SL_OK)
+    if (sl_tokenizer_load(o->vocab, o->merges, &tok) != SL_OK)
         return cli_fail("loading the tokenizer");
     if (sl_tokenizer_vocab_size(tok) > 65536) {
         fprintf(stderr, "sublinear tokenize: %d tokens do not fit the shard's uint16\n",
@@ -191,28 +191,41 @@ int cli_cmd_tokenize(int argc, char **argv)
         sep = -1;
     uint16_t *tokens = NULL;
     size_t count = 0, cap = 0, bytes = 0;
-    for (int i = 0; i < o.n_inputs && rc == 0; i++) {
+    for (int i = 0; i < o->n_inputs && rc == 0; i++) {
         struct stat st;
-        bytes += stat(o.inputs[i], &st) == 0 ? (size_t)st.st_size : 0;
-        rc = encode_file(tok, o.inputs[i], sep, &tokens, &count, &cap);
+        bytes += stat(o->inputs[i], &st) == 0 ? (size_t)st.st_size : 0;
+        rc = encode_file(tok, o->inputs[i], sep, &tokens, &count, &cap);
     }
     sl_tokenizer_free(tok);
-    size_t val = (size_t)(o.val_fraction * (double)count);
+    size_t val = (size_t)(o->val_fraction * (double)count);
     if (rc == 0 && count - val > INT32_MAX)
         rc = (fprintf(stderr, "sublinear tokenize: %zu tokens: more than a shard holds\n", count), CLI_EXIT_FAIL);
     /* sl_token_shard_write replaces a shard atomically: a failed write
      * leaves the previous one, and the message says why it failed. */
-    if (rc == 0 && sl_token_shard_write(o.out, tokens, count - val) != SL_OK)
+    if (rc == 0 && sl_token_shard_write(o->out, tokens, count - val) != SL_OK)
         rc = cli_fail("tokenize: writing --out");
-    if (rc == 0 && o.val_fraction > 0 && sl_token_shard_write(o.val_out, tokens + count - val, val) != SL_OK)
+    if (rc == 0 && o->val_fraction > 0 && sl_token_shard_write(o->val_out, tokens + count - val, val) != SL_OK)
         rc = cli_fail("tokenize: writing the validation shard");
     if (rc == 0) {
-        printf("tokenize: %d file(s), %zu bytes -> %zu tokens; %s: %zu tokens", o.n_inputs, bytes, count,
-               o.out, count - val);
-        if (o.val_fraction > 0)
-            printf("; %s: %zu tokens", o.val_out, val);
+        printf("tokenize: %d file(s), %zu bytes -> %zu tokens; %s: %zu tokens", o->n_inputs, bytes, count,
+               o->out, count - val);
+        if (o->val_fraction > 0)
+            printf("; %s: %zu tokens", o->val_out, val);
         printf("\n");
     }
     free(tokens);
     return rc;
 }
+
+const cli_command cli_tokenize_command = {
+    .name = "tokenize",
+    .summary = "text files to llm.c token shards with GPT-2's BPE",
+    .usage = g_tokenize_help,
+    .options = g_tokenize_options,
+    .takes_arguments = 1,
+    .options_size = sizeof(tokenize_options),
+    .set = tokenize_set,
+    .check = tokenize_check,
+    .run = tokenize_run,
+    .release = tokenize_release,
+};

@@ -11,10 +11,14 @@
  *   sublinear tokenize --vocab encoder.json --merges vocab.bpe --out train.bin IN.txt...
  *   sublinear sample  --model-file model.safetensors --config config.json --prompt TEXT
  *
- * Files: args.c (options, usage), common.c (building, reports),
- * cmd_train.c (datasets from the library: sl_dataset_*), cmd_plan.c (plan,
- * dot, memplot), cmd_bench.c, cmd_tokenize.c, cmd_sample.c. Bad arguments print a usage message and exit
- * with status 2; failures while running exit with 1.
+ * Each command is an entry (cli_command, cli.h) of the table below, defined
+ * by its file with its usage, its options and its run function: cmd_train.c
+ * (the training loop) with train_images.c and train_tokens.c (its batch
+ * sources), cmd_plan.c (plan, dot, memplot), cmd_bench.c, cmd_tokenize.c,
+ * cmd_sample.c. args.c reads a command's words through its entry;
+ * net_options.c holds the options train, plan, dot and memplot share;
+ * common.c builds networks and prints reports. Bad arguments print a usage
+ * message and exit with status 2; failures while running exit with 1.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <stdlib.h>
@@ -39,66 +43,80 @@ static void prefer_passive_waits(char **argv)
     /* exec failed: carry on with the default policy */
 }
 
-static const struct {
-    const char *name;
-    cli_command cmd;
-    int (*run)(cli_options *o);
-} g_commands[] = {
-    {"train", CLI_TRAIN, cli_cmd_train},
-    {"plan", CLI_PLAN, cli_cmd_plan},
-    {"dot", CLI_DOT, cli_cmd_dot},
-    {"memplot", CLI_MEMPLOT, cli_cmd_memplot},
+static int run_version(void *opts)
+{
+    (void)opts;
+    printf("sublinear %d.%d.%d\n", SL_VERSION_MAJOR, SL_VERSION_MINOR, SL_VERSION_PATCH);
+    return 0;
+}
+
+static const cli_option g_no_options[] = {{NULL, 0, 0, 0}};
+
+static const cli_command g_version_command = {
+    .name = "version",
+    .summary = "print the version",
+    .usage = "usage: sublinear version   (or sublinear --version)\n"
+             "  Prints the version of sublinear.\n",
+    .options = g_no_options,
+    .options_size = 1,
+    .run = run_version,
 };
+
+/* The commands, in the order `sublinear --help` lists them. */
+static const cli_command *const g_commands[] = {
+    &cli_train_command, &cli_plan_command,     &cli_dot_command,   &cli_memplot_command,
+    &cli_bench_command, &cli_tokenize_command, &cli_sample_command, &g_version_command,
+};
+
+static const cli_command *find_command(const char *name)
+{
+    for (size_t i = 0; i < sizeof g_commands / sizeof *g_commands; i++)
+        if (strcmp(name, g_commands[i]->name) == 0)
+            return g_commands[i];
+    return NULL;
+}
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: sublinear COMMAND [options]   (sublinear COMMAND --help for more)\n"
+               "commands:\n");
+    for (size_t i = 0; i < sizeof g_commands / sizeof *g_commands; i++)
+        fprintf(f, "  %-8s %s\n", g_commands[i]->name, g_commands[i]->summary);
+    fprintf(f, "exit status: 0 success, 1 failure, 2 bad arguments\n\n");
+    cli_print_schedules_and_models(f);
+}
+
+/* "sublinear: MESSAGE 'name'", then the usage; returns CLI_EXIT_USAGE. */
+static int no_such_command(const char *message, const char *name)
+{
+    fprintf(stderr, "sublinear: %s '%s'\n\n", message, name);
+    usage(stderr);
+    return CLI_EXIT_USAGE;
+}
 
 int main(int argc, char **argv)
 {
     prefer_passive_waits(argv);
     if (argc < 2) {
-        cli_usage(stderr, NULL);
+        usage(stderr);
         return CLI_EXIT_USAGE;
     }
     const char *name = argv[1];
     if (strcmp(name, "--help") == 0 || strcmp(name, "-h") == 0 || strcmp(name, "help") == 0) {
-        if (argc > 2 && strcmp(name, "help") == 0)
-            name = argv[2];
-        else
-            name = NULL;
-        if (name && strcmp(name, "bench") != 0 && strcmp(name, "tokenize") != 0 &&
-            strcmp(name, "sample") != 0) {
-            int known = 0;
-            for (size_t i = 0; i < sizeof g_commands / sizeof *g_commands; i++)
-                known |= strcmp(name, g_commands[i].name) == 0;
-            if (!known) {
-                fprintf(stderr, "sublinear: no command '%s'\n\n", name);
-                cli_usage(stderr, NULL);
-                return CLI_EXIT_USAGE;
-            }
+        if (argc == 2 || strcmp(name, "help") != 0) {
+            usage(stdout);
+            return 0;
         }
-        cli_usage(stdout, name);
+        const cli_command *cmd = find_command(argv[2]);
+        if (!cmd)
+            return no_such_command("no command", argv[2]);
+        cli_usage(stdout, cmd);
         return 0;
     }
-    if (strcmp(name, "version") == 0 || strcmp(name, "--version") == 0) {
-        printf("sublinear %d.%d.%d\n", SL_VERSION_MAJOR, SL_VERSION_MINOR, SL_VERSION_PATCH);
-        return 0;
-    }
-    if (strcmp(name, "bench") == 0)
-        return cli_cmd_bench(argv[0], argc - 2, argv + 2);
-    if (strcmp(name, "tokenize") == 0)
-        return cli_cmd_tokenize(argc - 2, argv + 2);
-    if (strcmp(name, "sample") == 0)
-        return cli_cmd_sample(argc - 2, argv + 2);
-    for (size_t i = 0; i < sizeof g_commands / sizeof *g_commands; i++) {
-        if (strcmp(name, g_commands[i].name) != 0)
-            continue;
-        cli_options o;
-        int help;
-        cli_defaults(g_commands[i].cmd, &o);
-        int rc = cli_parse(g_commands[i].cmd, argc - 2, argv + 2, &o, &help);
-        if (rc || help)
-            return rc;
-        return g_commands[i].run(&o);
-    }
-    fprintf(stderr, "sublinear: unknown command '%s'\n\n", name);
-    cli_usage(stderr, NULL);
-    return CLI_EXIT_USAGE;
+    const cli_command *cmd = find_command(strcmp(name, "--version") == 0 ? "version" : name);
+    if (!cmd)
+        return no_such_command("unknown command", name);
+    if (cmd->run_words)
+        return cmd->run_words(cmd, argv[0], argc - 2, argv + 2);
+    return cli_parse_and_run(cmd, argc - 2, argv + 2);
 }
