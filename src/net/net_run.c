@@ -115,10 +115,11 @@ sl_status sl_net_run(sl_net *net, const float *x, sl_shape shape, sl_mode mode, 
         pre = sl_set_error(SL_ERR_INVALID_ARG, "%s: network or input is NULL", fn);
     if (!net)
         return pre;
-    if (pre == SL_OK && mode == SL_MODE_TRAIN && net->optim.accum > 1 && net->optim.micro >= net->optim.accum)
+    const sl_net_optim *o = &net->optim;
+    if (pre == SL_OK && mode == SL_MODE_TRAIN && o->accum > 1 && o->micro >= o->accum)
         pre = sl_set_error(SL_ERR_STATE, "%s: the %d micro-batches of gradient accumulation are "
                            "complete; call sl_net_update before computing more gradients",
-                           fn, net->optim.accum);
+                           fn, o->accum);
     if (pre == SL_OK && net->dp.plan_ranks > 1)
         pre = sl_set_error(SL_ERR_STATE, "%s: the network plans as one of %d ranks "
                            "(sl_net_plan_ranks); it runs alone once that is set back to 1, or "
