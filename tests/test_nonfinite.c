@@ -36,14 +36,14 @@ static sl_net *small_net(uint64_t seed, sl_context **ctx)
     *ctx = th_context(seed);
     sl_net *net = NULL;
     ck_assert(sl_sequential(*ctx, 3, &net) == SL_OK);
-    ck_assert(sl_net_add(net, "conv", sl_conv2d_ex(&(sl_conv2d_options){3, 4, 3, 3, 1, 1, 1, 1, 1,
+    ck_assert(sl_net_add(net, "conv", sl_conv2d_with(&(sl_conv2d_options){3, 4, 3, 3, 1, 1, 1, 1, 1,
                                                                         1, 1, 1})) == SL_OK);
     ck_assert(sl_net_add(net, "bn", sl_batchnorm2d(4)) == SL_OK);
     ck_assert(sl_net_add(net, "relu", sl_relu()) == SL_OK);
     ck_assert(sl_net_add(net, "pool", sl_global_avgpool()) == SL_OK);
     ck_assert(sl_net_add(net, "flatten", sl_flatten()) == SL_OK);
     ck_assert(sl_net_add(net, "fc", sl_linear(4, 3, 1)) == SL_OK);
-    sl_optimizer_options o = sl_sgd(0.1f, 0.9f, 1e-4f, 0);
+    sl_optimizer_options o = sl_optimizer_sgd(0.1f, 0.9f, 1e-4f, 0);
     ck_assert(sl_net_set_optimizer(net, &o) == SL_OK);
     return net;
 }
@@ -230,18 +230,18 @@ START_TEST(test_snapshot_with_nonfinite_state_is_refused_unless_allowed)
         ck_assert(strstr(sl_last_error(), "sl_load_snapshot: '"));
         sl_load_options o = sl_load_defaults();
         o.strict = 0; /* ignored: snapshots load strictly */
-        expect_refused(sl_load_snapshot_ex(b, path, &o), want[k]);
+        expect_refused(sl_load_snapshot_with(b, path, &o), want[k]);
         values after = take(b, 0);
         assert_same(&before, &after, "a refused snapshot changed the network");
         ck_assert_int_eq(sl_net_step_count(b), steps);
         o.allow_nonfinite = 1;
-        ck_assert_msg(sl_load_snapshot_ex(b, path, &o) == SL_OK, "%s", sl_last_error());
+        ck_assert_msg(sl_load_snapshot_with(b, path, &o) == SL_OK, "%s", sl_last_error());
         ck_assert_int_eq(sl_net_step_count(b), 2);
         free(before.v);
         free(after.v);
     }
     ck_assert(sl_save_snapshot(a, path) == SL_OK); /* finite: loads by default */
-    ck_assert_msg(sl_load_snapshot_ex(b, path, NULL) == SL_OK, "%s", sl_last_error());
+    ck_assert_msg(sl_load_snapshot_with(b, path, NULL) == SL_OK, "%s", sl_last_error());
     sl_net_free(a);
     sl_net_free(b);
     sl_context_free(ca);
@@ -358,7 +358,7 @@ START_TEST(test_nan_weight_fails_a_token_step)
     c.context = 8;
     c.dropout = 0.0f;
     sl_net *net = th_gpt2(ctx, &c, SL_SCHEDULE_NONE);
-    sl_optimizer_options o = sl_adamw(1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f);
+    sl_optimizer_options o = sl_optimizer_adamw(1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f);
     ck_assert(sl_net_set_optimizer(net, &o) == SL_OK);
     int32_t ids[8], targets[8];
     for (int i = 0; i < 8; i++) {

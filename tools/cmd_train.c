@@ -126,7 +126,7 @@ static int setup(train_run *r)
         return rc;
     sl_load_options load = sl_load_defaults();
     load.allow_nonfinite = o->allow_nonfinite;
-    if (o->resume && sl_load_snapshot_ex(r->net, o->resume, &load) != SL_OK)
+    if (o->resume && sl_load_snapshot_with(r->net, o->resume, &load) != SL_OK)
         return cli_load_failed("resuming from the snapshot");
     sl_dist_options dist_options = sl_dist_defaults();
     dist_options.shard = o->shard;

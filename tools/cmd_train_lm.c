@@ -48,7 +48,7 @@ static int setup(lm_run *r)
         return cli_fail("checking the training tokens (--data)");
     if (r->val && sl_token_shard_check_vocab(r->val, o->vocab) != SL_OK)
         return cli_fail("checking the held-out tokens (--val)");
-    if (sl_token_shard_batches(r->train, o->batch, o->seq) < 1) {
+    if (sl_token_shard_batch_count(r->train, o->batch, o->seq) < 1) {
         fprintf(stderr, "sublinear train: %s has %zu tokens, fewer than one batch of %d x %d + 1\n",
                 o->data_dir, sl_token_shard_count(r->train), o->batch, o->seq);
         return CLI_EXIT_FAIL;
@@ -61,7 +61,7 @@ static int setup(lm_run *r)
     load.allow_nonfinite = o->allow_nonfinite;
     if (o->load_model && sl_load_model(r->net, o->load_model, &load, NULL) != SL_OK)
         return cli_load_failed("loading the model (--load-model)");
-    if (o->resume && sl_load_snapshot_ex(r->net, o->resume, &load) != SL_OK)
+    if (o->resume && sl_load_snapshot_with(r->net, o->resume, &load) != SL_OK)
         return cli_load_failed("resuming from the snapshot");
     r->first_step = sl_net_step_count(r->net);
     rc = cli_plan_with_baseline(r->net, r->shape, o->schedule, &r->planned, &r->baseline);
@@ -164,7 +164,7 @@ static int evaluate(lm_run *r)
     r->val_loss = NAN;
     if (!r->val || o->eval_samples == 0)
         return 0;
-    int64_t have = sl_token_shard_batches(r->val, o->batch, o->seq);
+    int64_t have = sl_token_shard_batch_count(r->val, o->batch, o->seq);
     int64_t want = (o->eval_samples + o->batch - 1) / o->batch;
     int64_t n = want < have ? want : have;
     if (n < 1) {

@@ -182,7 +182,7 @@ SL_API sl_status sl_load_snapshot(sl_net *net, const char *path);
  * allow_nonfinite as for sl_load_model, which apply to the optimizer
  * state's tensors too; strict is ignored (a snapshot always loads
  * strictly). */
-SL_API sl_status sl_load_snapshot_ex(sl_net *net, const char *path, const sl_load_options *opts);
+SL_API sl_status sl_load_snapshot_with(sl_net *net, const char *path, const sl_load_options *opts);
 
 #ifdef __cplusplus
 }

@@ -40,7 +40,7 @@ typedef struct sl_conv2d_options {
  * residual networks. */
 SL_API sl_layer *sl_conv2d(int in_channels, int out_channels, int kernel, int stride, int pad);
 /* Every option of Conv2d. */
-SL_API sl_layer *sl_conv2d_ex(const sl_conv2d_options *opts);
+SL_API sl_layer *sl_conv2d_with(const sl_conv2d_options *opts);
 
 /* BatchNorm2d with PyTorch's defaults: momentum 0.1, eps 1e-5. In training
  * it normalises with the batch statistics and updates the running mean and
@@ -180,7 +180,7 @@ SL_API sl_status sl_block_add(sl_layer *block, const char *name, sl_layer *child
                        const int *inputs, int *id);
 
 /* The residual join for blocks: y = x0 + x1, two inputs of one shape. */
-SL_API sl_layer *sl_join_add(void);
+SL_API sl_layer *sl_join_sum(void);
 
 #ifdef __cplusplus
 }

@@ -133,7 +133,7 @@ SL_API sl_status sl_net_check_step_memory(sl_net *net, sl_shape input, sl_mode m
  * SL_ERR_STATE; ranks 1 (shard 0) plans a single process again. The
  * refusals of sl_dist_join apply (shard 2 with clipping or accumulation,
  * the update in backward with shard 0 or 1). */
-SL_API sl_status sl_net_plan_ranks(sl_net *net, int ranks, int shard);
+SL_API sl_status sl_net_set_plan_ranks(sl_net *net, int ranks, int shard);
 
 /* Where a run's time goes, by layer type and pass. */
 typedef struct sl_profile_entry {
@@ -179,7 +179,7 @@ SL_API void sl_memory_timeline_free(sl_memory_timeline *t);
 
 /* Writes n timelines on shared axes as a self-contained SVG (total live
  * bytes per step, one series per timeline, labelled). */
-SL_API sl_status sl_memory_timeline_svg(const char *path, const sl_memory_timeline *const *series,
+SL_API sl_status sl_memory_timeline_write_svg(const char *path, const sl_memory_timeline *const *series,
                                  const char *const *labels, int n);
 
 /* One top-level unit (a layer, or a whole block) of a training plan, for

@@ -74,7 +74,7 @@ typedef sl_status (*sl_bytes_loader)(sl_net *net, const uint8_t *buf, size_t byt
 sl_status sl_net_load_file(sl_net *net, const char *path, const char *fn, sl_bytes_loader load,
                            void *user);
 
-/* sl_load_snapshot_ex on a file held in memory (the fuzz target calls
+/* sl_load_snapshot_with on a file held in memory (the fuzz target calls
  * it); opts may be NULL for sl_load_defaults(). */
 sl_status sl_snapshot_load_memory(sl_net *net, const uint8_t *buf, size_t bytes,
                                   const char *what, const sl_load_options *opts);

@@ -11,7 +11,7 @@
  * with momentum m' = 1 - sqrt(1 - m): two updates with m' decay the old
  * value by (1 - m')^2 = 1 - m, as one update with m does.
  *
- * FROZEN (sl_net_freeze_batchnorm, for fine-tuning): in training too the
+ * FROZEN (sl_net_set_batchnorm_frozen, for fine-tuning): in training too the
  * layer normalises with its running statistics, as in evaluation, and
  * never updates them; gamma and beta still learn. Its forward saves the
  * running mean and invstd as the batch ones would be saved, so the
