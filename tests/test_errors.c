@@ -82,7 +82,8 @@ START_TEST(test_null_handles)
     sl_context *ctx = NULL;
     th_assert_error(sl_context_create(&bad, &ctx), SL_ERR_INVALID_ARG, "gpu is -1");
     ck_assert_ptr_null(ctx);
-    th_assert_error(sl_net_set_batchnorm_frozen(NULL, 1, NULL), SL_ERR_INVALID_ARG, "network is NULL");
+    th_assert_error(sl_net_set_batchnorm_frozen(NULL, 1, NULL), SL_ERR_INVALID_ARG,
+                    "network is NULL");
     sl_net_free(NULL);
     sl_context_free(NULL);
     sl_layer_free(NULL);
@@ -166,6 +167,20 @@ START_TEST(test_invalid_layer_options)
     ck_assert_ptr_null(sl_maxpool2d(2, 0, 0));
     ck_assert_ptr_null(sl_linear(0, 3, 1));
     ck_assert_ptr_null(sl_inception(4, 0, 1, 1, 1, 1, 1));
+    /* The variants taking an options struct: NULL options, and the plain
+     * form's checks. */
+    ck_assert_ptr_null(sl_conv2d_with(NULL));
+    ck_assert_msg(strstr(sl_last_error(), "sl_conv2d_with: options are NULL"), "%s", sl_last_error());
+    ck_assert_ptr_null(sl_batchnorm2d_with(NULL));
+    ck_assert_msg(strstr(sl_last_error(), "sl_batchnorm2d_with: options are NULL"), "%s",
+                  sl_last_error());
+    ck_assert_ptr_null(sl_batchnorm2d_with(&(sl_batchnorm2d_options){4, 1.5f, 1e-5f}));
+    ck_assert_msg(strstr(sl_last_error(), "momentum 1.5 in [0, 1]"), "%s", sl_last_error());
+    ck_assert_ptr_null(sl_maxpool2d_with(NULL));
+    ck_assert_msg(strstr(sl_last_error(), "sl_maxpool2d_with: options are NULL"), "%s",
+                  sl_last_error());
+    ck_assert_ptr_null(sl_maxpool2d_with(&(sl_maxpool2d_options){3, 2, 2, 1}));
+    ck_assert_msg(strstr(sl_last_error(), "padding 2 in [0, kernel/2]"), "%s", sl_last_error());
     /* The constructor's message survives into sl_net_add's. */
     sl_context *ctx = th_context(1);
     sl_net *net = NULL;

@@ -148,7 +148,8 @@ END_TEST
 
 START_TEST(test_batchnorm_train_one_pixel)
 {
-    check_layer(sl_batchnorm2d_ex(4, 0.2f, 1e-3f), (sl_shape){6, 4, 1, 1}, INPUT_NORMAL, 24);
+    sl_batchnorm2d_options o = {.channels = 4, .momentum = 0.2f, .eps = 1e-3f};
+    check_layer(sl_batchnorm2d_with(&o), (sl_shape){6, 4, 1, 1}, INPUT_NORMAL, 24);
 }
 END_TEST
 
@@ -200,7 +201,8 @@ END_TEST
 
 START_TEST(test_maxpool_ceil_mode)
 {
-    check_layer(sl_maxpool2d_ceil(3, 2, 0), (sl_shape){2, 2, 8, 8}, INPUT_DISTINCT, 40);
+    sl_maxpool2d_options o = {.kernel = 3, .stride = 2, .pad = 0, .ceil_mode = 1};
+    check_layer(sl_maxpool2d_with(&o), (sl_shape){2, 2, 8, 8}, INPUT_DISTINCT, 40);
 }
 END_TEST
 

@@ -291,9 +291,10 @@ START_TEST(test_bn_momentum_rescale_formula)
         sl_context *ctx = th_context(3);
         sl_net *net = NULL;
         ck_assert(sl_sublinear(ctx, 2, SL_SCHEDULE_SEGMENTS(2), &net) == SL_OK);
-        ck_assert(sl_net_add(net, "bn_a", sl_batchnorm2d_ex(2, m, 1e-5f)) == SL_OK);
+        sl_batchnorm2d_options bn = {.channels = 2, .momentum = m, .eps = 1e-5f};
+        ck_assert(sl_net_add(net, "bn_a", sl_batchnorm2d_with(&bn)) == SL_OK);
         ck_assert(sl_net_add(net, "conv", sl_conv2d(2, 2, 1, 1, 0)) == SL_OK);
-        ck_assert(sl_net_add(net, "bn_b", sl_batchnorm2d_ex(2, m, 1e-5f)) == SL_OK);
+        ck_assert(sl_net_add(net, "bn_b", sl_batchnorm2d_with(&bn)) == SL_OK);
         ck_assert(sl_net_add(net, "pool", sl_global_avgpool()) == SL_OK);
         ck_assert(sl_net_add(net, "fc", sl_linear(2, 2, 1)) == SL_OK);
         ck_assert(sl_net_set_bn_momentum_rescale(net, rescale) == SL_OK);

@@ -215,7 +215,7 @@ static sl_layer *make_layer(const char *spec)
     }
     if (!strcmp(type, "batchnorm2d_ex")) {
         ck_assert(sscanf(p, "%d %f %f", &a[0], &m, &e) == 3);
-        return sl_batchnorm2d_ex(a[0], m, e);
+        return sl_batchnorm2d_with(&(sl_batchnorm2d_options){a[0], m, e});
     }
     if (!strcmp(type, "relu"))
         return sl_relu();
@@ -228,7 +228,7 @@ static sl_layer *make_layer(const char *spec)
         if (!strcmp(type, "maxpool"))
             return sl_maxpool2d(a[0], a[1], a[2]);
         if (!strcmp(type, "maxpool_ceil"))
-            return sl_maxpool2d_ceil(a[0], a[1], a[2]);
+            return sl_maxpool2d_with(&(sl_maxpool2d_options){a[0], a[1], a[2], 1});
         return sl_avgpool2d(a[0], a[1], a[2]);
     }
     if (!strcmp(type, "linear")) {

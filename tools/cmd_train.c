@@ -364,7 +364,8 @@ static int save(const train_run *r)
         cli_check_params_finite(r->net, model ? "saving the model" : "saving the snapshot"))
         return cli_train_stopped(r->o, r->snapshot_step, sl_net_step_count(r->net) - 1);
     /* In a communicator (--distributed) rank 0 writes, every rank calls. */
-    if (model && sl_save_model_as(r->net, model, r->o->save_dtype) != SL_OK)
+    sl_save_options save = {.dtype = r->o->save_dtype};
+    if (model && sl_save_model_with(r->net, model, &save) != SL_OK)
         return cli_fail("saving the model");
     if (snapshot && sl_save_snapshot(r->net, snapshot) != SL_OK)
         return cli_fail("saving the snapshot");

@@ -46,7 +46,15 @@ SL_API sl_layer *sl_conv2d_with(const sl_conv2d_options *opts);
  * it normalises with the batch statistics and updates the running mean and
  * (unbiased) variance; in evaluation it uses the running statistics. */
 SL_API sl_layer *sl_batchnorm2d(int channels);
-SL_API sl_layer *sl_batchnorm2d_ex(int channels, float momentum, float eps);
+
+typedef struct sl_batchnorm2d_options {
+    int channels;   /* >= 1 */
+    float momentum; /* in [0, 1]; PyTorch's default 0.1 */
+    float eps;      /* > 0; PyTorch's default 1e-5 */
+} sl_batchnorm2d_options;
+
+/* Every option of BatchNorm2d. */
+SL_API sl_layer *sl_batchnorm2d_with(const sl_batchnorm2d_options *opts);
 
 /* y = max(x, 0); runs in place when nothing later reads its input. */
 SL_API sl_layer *sl_relu(void);
@@ -55,8 +63,16 @@ SL_API sl_layer *sl_relu(void);
  * window size including padding (PyTorch's count_include_pad=True). */
 SL_API sl_layer *sl_maxpool2d(int kernel, int stride, int pad);
 SL_API sl_layer *sl_avgpool2d(int kernel, int stride, int pad);
-/* Pooling with ceil_mode: the output size rounds up (GoogLeNet's pools). */
-SL_API sl_layer *sl_maxpool2d_ceil(int kernel, int stride, int pad);
+
+typedef struct sl_maxpool2d_options {
+    int kernel, stride; /* >= 1 */
+    int pad;            /* in [0, kernel / 2] */
+    int ceil_mode;      /* nonzero: the output size rounds up (GoogLeNet's
+                           pools); 0: down, as sl_maxpool2d */
+} sl_maxpool2d_options;
+
+/* Every option of MaxPool2d. */
+SL_API sl_layer *sl_maxpool2d_with(const sl_maxpool2d_options *opts);
 
 /* Mean over H and W: {n, c, h, w} -> {n, c, 1, 1}. */
 SL_API sl_layer *sl_global_avgpool(void);

@@ -1,7 +1,7 @@
 /*
  * sublinear/net.h — networks and how they train: schedules (what to keep,
  * what to recompute), building a network, its parameters, optimizers,
- * and running a step.
+ * and running a step (training, or inference: sl_net_set_mode).
  *
  *     sl_net *net;
  *     sl_sublinear(ctx, 3, SL_SCHEDULE_SQRT, &net);   (or sl_sequential)
@@ -188,9 +188,11 @@ typedef struct sl_optimizer_options {
 } sl_optimizer_options;
 
 /* SGD as torch.optim.SGD (dampening 0). */
-SL_API sl_optimizer_options sl_optimizer_sgd(float lr, float momentum, float weight_decay, int nesterov);
+SL_API sl_optimizer_options sl_optimizer_sgd(float lr, float momentum, float weight_decay,
+                                             int nesterov);
 /* Adam as torch.optim.Adam (bias-corrected, L2 weight decay). */
-SL_API sl_optimizer_options sl_optimizer_adam(float lr, float beta1, float beta2, float eps, float weight_decay);
+SL_API sl_optimizer_options sl_optimizer_adam(float lr, float beta1, float beta2, float eps,
+                                              float weight_decay);
 
 /* AdamW as torch.optim.AdamW: each step first multiplies a parameter by
  * 1 - lr * weight_decay, then takes the bias-corrected Adam step without
@@ -199,7 +201,7 @@ SL_API sl_optimizer_options sl_optimizer_adam(float lr, float beta1, float beta2
  * weights are not decayed, as nanoGPT and GPT-2 training do (in PyTorch:
  * two parameter groups, weight_decay 0 for the < 2-d ones). */
 SL_API sl_optimizer_options sl_optimizer_adamw(float lr, float beta1, float beta2, float eps,
-                                     float weight_decay);
+                                               float weight_decay);
 
 /* Sets the optimizer; its state (momentum, moments) starts at zero. It is
  * allocated with the parameters (at the first run, or at once when they
@@ -274,6 +276,15 @@ SL_API float sl_lr_warmup_cosine(int64_t step, int64_t warmup, int64_t total, fl
 /* What a run computes: a training step (forward, loss, backward, with
  * dropout and batch statistics) or inference (forward in evaluation). */
 typedef enum sl_mode { SL_MODE_TRAIN = 0, SL_MODE_INFER = 1 } sl_mode;
+
+/* Inference mode (optnet's removal of gradients): frees the parameter
+ * gradients; sl_net_predict keeps working, training calls fail with
+ * SL_ERR_STATE. Optimizer state stays (it is needed to resume exactly) but
+ * is not counted in an inference plan. Switching back to SL_MODE_TRAIN
+ * allocates the gradients again: training then continues bit-identically
+ * to a network that never switched. New networks start in training mode. */
+SL_API sl_status sl_net_set_mode(sl_net *net, sl_mode mode);
+SL_API sl_mode sl_net_mode(const sl_net *net);
 
 typedef struct sl_step_result {
     float loss;   /* mean softmax cross-entropy over the batch */

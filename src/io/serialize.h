@@ -50,7 +50,7 @@ sl_status sl_match_tensors(const sl_st_file *f, sl_tensor_slot *slots, int n,
  * message. */
 sl_status sl_check_finite(const sl_tensor_slot *slots, int n, const char *what, const char *fn);
 
-/* sl_save_model_as and sl_save_snapshot on this process alone, whether or
+/* sl_save_model_with and sl_save_snapshot on this process alone, whether or
  * not the network is in a communicator (the communicator's save calls
  * them on rank 0); fn names the public call in messages. */
 sl_status sl_save_model_here(sl_net *net, const char *path, sl_file_dtype dtype, const char *fn);

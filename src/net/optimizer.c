@@ -19,13 +19,15 @@ sl_optimizer_options sl_optimizer_sgd(float lr, float momentum, float weight_dec
     return o;
 }
 
-sl_optimizer_options sl_optimizer_adam(float lr, float beta1, float beta2, float eps, float weight_decay)
+sl_optimizer_options sl_optimizer_adam(float lr, float beta1, float beta2, float eps,
+                                       float weight_decay)
 {
     sl_optimizer_options o = {SL_OPT_ADAM, lr, 0.0f, 0, weight_decay, beta1, beta2, eps};
     return o;
 }
 
-sl_optimizer_options sl_optimizer_adamw(float lr, float beta1, float beta2, float eps, float weight_decay)
+sl_optimizer_options sl_optimizer_adamw(float lr, float beta1, float beta2, float eps,
+                                        float weight_decay)
 {
     sl_optimizer_options o = {SL_OPT_ADAMW, lr, 0.0f, 0, weight_decay, beta1, beta2, eps};
     return o;

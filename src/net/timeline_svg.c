@@ -159,12 +159,14 @@ sl_status sl_memory_timeline_write_svg(const char *path, const sl_memory_timelin
                                  const char *const *labels, int n)
 {
     if (!path || !series || !labels || n < 1)
-        return sl_set_error(SL_ERR_INVALID_ARG, "sl_memory_timeline_write_svg: path, series or labels missing");
+        return sl_set_error(SL_ERR_INVALID_ARG,
+                            "sl_memory_timeline_write_svg: path, series or labels missing");
     int max_steps = 2;
     uint64_t max_bytes = 1;
     for (int i = 0; i < n; i++) {
         if (!series[i] || !labels[i])
-            return sl_set_error(SL_ERR_INVALID_ARG, "sl_memory_timeline_write_svg: series %d is NULL", i);
+            return sl_set_error(SL_ERR_INVALID_ARG, "sl_memory_timeline_write_svg: series %d is NULL",
+                                i);
         if (series[i]->steps > max_steps)
             max_steps = series[i]->steps;
         uint64_t peak = peak_live(series[i]);
