@@ -94,7 +94,7 @@ static int join(options o, dist_run *d)
     sl_context_options co = sl_context_defaults();
     co.threads = o.threads;
     co.seed = 1;
-    sl_optimizer_options opt = sl_sgd(0.01f, 0.9f, 1e-4f, 0);
+    sl_optimizer_options opt = sl_optimizer_sgd(0.01f, 0.9f, 1e-4f, 0);
     sl_dist_options dopt = sl_dist_defaults();
     dopt.overlap = o.overlap;
     dopt.bucket_bytes = (size_t)(o.bucket_mib * 1048576.0);

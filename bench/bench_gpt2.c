@@ -100,7 +100,7 @@ static void parse_options(int argc, char **argv, options *o)
  * (llm.c's setting). *param_count gets its parameters' total size. */
 static int build(sl_context *ctx, const options *o, sl_net **net, uint64_t *param_count)
 {
-    sl_optimizer_options opt = sl_adamw(1e-4f, 0.9f, 0.999f, 1e-8f, 0.0f);
+    sl_optimizer_options opt = sl_optimizer_adamw(1e-4f, 0.9f, 0.999f, 1e-8f, 0.0f);
     if (sl_sublinear(ctx, 1, SL_SCHEDULE_NONE, net) != SL_OK ||
         sl_model_gpt2(*net, &o->cfg) != SL_OK || sl_net_set_optimizer(*net, &opt) != SL_OK)
         return bench_fail(BENCH, "building the network");

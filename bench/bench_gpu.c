@@ -23,7 +23,7 @@
 static sl_net *build(sl_context *ctx, const char *model, sl_schedule s, int res)
 {
     sl_net *net = NULL;
-    sl_optimizer_options o = sl_sgd(0.01f, 0.9f, 1e-4f, 0);
+    sl_optimizer_options o = sl_optimizer_sgd(0.01f, 0.9f, 1e-4f, 0);
     if (sl_sublinear(ctx, 3, s, &net) != SL_OK || sl_model_build(net, model, 1000, res) != SL_OK ||
         sl_net_set_optimizer(net, &o) != SL_OK) {
         fprintf(stderr, "bench_gpu: %s\n", sl_last_error());

@@ -94,7 +94,7 @@ static void parse_options(int argc, char **argv, options *o)
  * before planning: its state counts. */
 static int build(sl_context *ctx, const options *o, sl_net **net)
 {
-    sl_optimizer_options opt = sl_sgd(0.01f, 0.9f, 5e-4f, 0);
+    sl_optimizer_options opt = sl_optimizer_sgd(0.01f, 0.9f, 5e-4f, 0);
     if (sl_sublinear(ctx, 3, SL_SCHEDULE_NONE, net) != SL_OK ||
         sl_model_build(*net, o->model, o->classes, o->res) != SL_OK ||
         sl_net_set_optimizer(*net, &opt) != SL_OK)

@@ -45,7 +45,7 @@ int main(int argc, char **argv)
     CHECK(sl_context_create(NULL, &ctx));
     CHECK(sl_sublinear(ctx, 3, SL_SCHEDULE_NONE, &net));
     CHECK(sl_model_build(net, "resnet20", CLASSES, RES));
-    sl_optimizer_options opt = sl_sgd(0.05f, 0.9f, 5e-4f, 0);
+    sl_optimizer_options opt = sl_optimizer_sgd(0.05f, 0.9f, 5e-4f, 0);
     CHECK(sl_net_set_optimizer(net, &opt));
 
     /* What keeping everything would take, then the budget. */

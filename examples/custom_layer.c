@@ -35,7 +35,7 @@ int main(int argc, char **argv)
     CHECK(sl_net_add(net, "layer2.1", se_residual_block(32, 4)));
     CHECK(sl_net_add(net, "pool", sl_global_avgpool()));
     CHECK(sl_net_add(net, "fc", sl_linear(32, CLASSES, 1)));
-    sl_optimizer_options opt = sl_sgd(0.05f, 0.9f, 5e-4f, 0);
+    sl_optimizer_options opt = sl_optimizer_sgd(0.05f, 0.9f, 5e-4f, 0);
     CHECK(sl_net_set_optimizer(net, &opt));
     CHECK(sl_dataset_synthetic(CLASSES, 3, RES, RES, 7, &data));
     sl_shape shape = {BATCH, 3, RES, RES};

@@ -212,7 +212,7 @@ sl_layer *se_residual_block(int channels, int reduction)
     sl_block_add(b, "bn2", sl_batchnorm2d(channels), 1, &t, &t);
     sl_block_add(b, "se", se_block(channels, reduction), 1, &t, &t);
     int sum_in[2] = {t, 0}; /* the residual: the SE output plus the block's input */
-    sl_block_add(b, "add", sl_join_add(), 2, sum_in, &t);
+    sl_block_add(b, "add", sl_join_sum(), 2, sum_in, &t);
     if (sl_block_add(b, "act2", swish(channels), 1, &t, NULL) != SL_OK) {
         sl_layer_free(b);
         return NULL;

@@ -16,6 +16,30 @@
  *    sl_last_error() returns a message a person can read, and the objects
  *    passed in are left as they were.
  *  - Every *_create / constructor has a matching *_free that accepts NULL.
+ *  - Names, one rule per kind (docs/guide.md, "Names"; tests/names.py
+ *    checks every function below against it):
+ *      objects     sl_status sl_<object>_<how>(..., sl_<object> **out):
+ *                  _create, or where it comes from (_open, _load,
+ *                  _mnist, _join); networks: sl_sequential, sl_sublinear;
+ *                  void sl_<object>_free(sl_<object> *)
+ *      layers      sl_layer *sl_<layer>(...), torch's noun (sl_conv2d,
+ *                  sl_join_sum), never a verb: _add appends
+ *      variants    <call>_with(..., const sl_<noun>_options *): the same
+ *                  call with more choices (sl_conv2d_with); no _ex
+ *      options     sl_<noun>_defaults(void), or sl_<noun>_<kind>(...) for
+ *                  a struct with kinds (sl_optimizer_sgd)
+ *      setters     sl_status sl_<noun>_set_<what>(sl_<noun> *, value...),
+ *                  on/off switches included
+ *      counts      sl_<noun>_<thing>_count, a plain integer; an
+ *                  sl_status and *count only where reading it can fail
+ *                  (sl_net_param_count finalises the network)
+ *      getters     sl_<noun>_<what>(const sl_<noun> *), the value itself;
+ *                  no get_
+ *      calls       sl_status sl_<noun>_<verb or what>(sl_<noun> *, ...,
+ *                  results *); a call on a file names its verb (save,
+ *                  load, read, write, open); get_ only where
+ *                  sl_<noun>_<what> is the struct type the call fills
+ *                  (sl_dataset_get_info), a name C gives the type alone
  *  - Tensors are float32, NCHW, contiguous, in host memory owned by the
  *    caller unless a comment says otherwise.
  *  - Threads: a context and every network made from it are used by one

@@ -211,7 +211,7 @@ void th_build_model(sl_net *net, const char *model, int res)
 int th_freeze_batchnorms(sl_net *net)
 {
     int frozen = 0;
-    ck_assert_msg(sl_net_freeze_batchnorm(net, 1, &frozen) == SL_OK, "%s", sl_last_error());
+    ck_assert_msg(sl_net_set_batchnorm_frozen(net, 1, &frozen) == SL_OK, "%s", sl_last_error());
     for (int i = 0; i < th_param_count(net); i++) {
         sl_param_info p;
         ck_assert(sl_net_param(net, i, &p) == SL_OK);

@@ -53,7 +53,7 @@ void th_build_model(sl_net *net, const char *model, int res);
  * schedule; asserts that it builds. */
 sl_net *th_gpt2(sl_context *ctx, const sl_gpt2_config *c, sl_schedule schedule);
 
-/* Freezes every BatchNorm of net (sl_net_freeze_batchnorm) and moves its
+/* Freezes every BatchNorm of net (sl_net_set_batchnorm_frozen) and moves its
  * running statistics away from their (0, 1) init, so that the frozen
  * normalisation does something; works on a CUDA network too. Returns how
  * many layers were frozen. */

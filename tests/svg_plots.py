@@ -4,7 +4,7 @@ write (registered in ctest as test_svg_plots).
 
     svg_plots.py SUBLINEAR_CLI BENCH_DIR
 
-Draws memory timelines with `sublinear memplot` (sl_memory_timeline_svg on
+Draws memory timelines with `sublinear memplot` (sl_memory_timeline_write_svg on
 real networks) and Pareto pictures with BENCH_DIR/pareto.py from synthetic
 rounds in the files bench/pareto.sh writes, and checks each with
 svg_check.py: round ticks, no overlapping text, no text outside the

@@ -87,7 +87,7 @@ static sl_status build(run_state *s, int i)
 
 static sl_status set_optimizer(run_state *s, int i)
 {
-    sl_optimizer_options o = sl_sgd(0.05f, 0.9f, 1e-4f, 0);
+    sl_optimizer_options o = sl_optimizer_sgd(0.05f, 0.9f, 1e-4f, 0);
     return sl_net_set_optimizer(s->net[i], &o);
 }
 
@@ -170,7 +170,7 @@ static sl_status build_gpt2(run_state *s, int i)
 
 static sl_status set_adamw(run_state *s, int i)
 {
-    sl_optimizer_options o = sl_adamw(1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f);
+    sl_optimizer_options o = sl_optimizer_adamw(1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f);
     return sl_net_set_optimizer(s->net[i], &o);
 }
 

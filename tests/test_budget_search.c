@@ -86,7 +86,7 @@ static sl_net *chain_net(sl_context *ctx, uint64_t seed, int units, sl_shape *sh
     sl_net *net = NULL;
     ck_assert(sl_sublinear(ctx, 3, SL_SCHEDULE_NONE, &net) == SL_OK);
     int size = random_chain(net, seed, units);
-    sl_optimizer_options o = sl_sgd(0.1f, 0.9f, 0.0f, 0);
+    sl_optimizer_options o = sl_optimizer_sgd(0.1f, 0.9f, 0.0f, 0);
     ck_assert(sl_net_set_optimizer(net, &o) == SL_OK);
     *shape = (sl_shape){4, 3, size, size};
     sl_memory_report r;

@@ -33,7 +33,7 @@ static sl_net *build(sl_context *ctx, const char *model, int res, sl_schedule sc
     th_build_model(net, frozen ? "resnet20" : model, res);
     if (frozen) /* fine-tuning */
         ck_assert_int_gt(th_freeze_batchnorms(net), 10);
-    sl_optimizer_options o = sl_sgd(0.01f, 0.9f, 1e-4f, 0);
+    sl_optimizer_options o = sl_optimizer_sgd(0.01f, 0.9f, 1e-4f, 0);
     ck_assert(sl_net_set_optimizer(net, &o) == SL_OK);
     return net;
 }

@@ -93,12 +93,12 @@ static void outputs_free(outputs *o)
 static sl_layer *mk_conv(void)
 {
     sl_conv2d_options o = {4, 6, 3, 3, 2, 2, 1, 1, 1, 1, 2, 1};
-    return sl_conv2d_ex(&o);
+    return sl_conv2d_with(&o);
 }
 static sl_layer *mk_conv_dilated(void)
 {
     sl_conv2d_options o = {4, 5, 3, 3, 1, 1, 2, 2, 2, 2, 1, 0};
-    return sl_conv2d_ex(&o);
+    return sl_conv2d_with(&o);
 }
 static sl_layer *mk_bn(void) { return sl_batchnorm2d(4); }
 static sl_layer *mk_bn2(void) { return sl_batchnorm2d(2); }
@@ -247,7 +247,7 @@ static sl_net *cuda_net(sl_context *ctx, sl_schedule s, const char *model)
     sl_net *net = NULL;
     ck_assert(sl_sublinear(ctx, 3, s, &net) == SL_OK);
     th_build_model(net, model, 32);
-    sl_optimizer_options o = sl_sgd(0.01f, 0.9f, 1e-4f, 0);
+    sl_optimizer_options o = sl_optimizer_sgd(0.01f, 0.9f, 1e-4f, 0);
     ck_assert(sl_net_set_optimizer(net, &o) == SL_OK);
     return net;
 }

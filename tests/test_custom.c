@@ -118,7 +118,7 @@ static sl_layer *noisy_residual(int c)
     sl_block_add(b, "noise", tl_random_scale(0.2f, 1), 1, &t, &t);
     sl_block_add(b, "act", swish(c), 1, &t, &t);
     int ins[2] = {t, 0};
-    sl_block_add(b, "add", sl_join_add(), 2, ins, &t);
+    sl_block_add(b, "add", sl_join_sum(), 2, ins, &t);
     ck_assert_msg(sl_block_add(b, "noise_out", tl_random_scale(0.1f, 0), 1, &t, &t) == SL_OK, "%s",
                   sl_last_error());
     return b;
@@ -148,7 +148,7 @@ static sl_net *custom_net(sl_context *ctx, sl_schedule schedule)
     add(net, "layer2.0", se_residual_block(16, 4));
     add(net, "pool", sl_global_avgpool());
     add(net, "fc", sl_linear(16, 10, 1));
-    sl_optimizer_options o = sl_sgd(0.05f, 0.9f, 1e-4f, 0);
+    sl_optimizer_options o = sl_optimizer_sgd(0.05f, 0.9f, 1e-4f, 0);
     ck_assert(sl_net_set_optimizer(net, &o) == SL_OK);
     return net;
 }

@@ -38,7 +38,7 @@ static void assert_usable(sl_net *net)
     float x[2 * 3 * 6 * 6];
     int labels[2] = {0, 2};
     th_fill_normal(x, sizeof x / sizeof *x, 1, 1.0f);
-    sl_optimizer_options o = sl_sgd(0.1f, 0.9f, 0.0f, 0);
+    sl_optimizer_options o = sl_optimizer_sgd(0.1f, 0.9f, 0.0f, 0);
     ck_assert_msg(sl_net_set_optimizer(net, &o) == SL_OK, "%s", sl_last_error());
     sl_step_result r;
     ck_assert_msg(sl_net_train_step(net, x, SHAPE, labels, &r) == SL_OK, "%s", sl_last_error());
@@ -176,7 +176,7 @@ static void assert_lie_caught(int lie, sl_status want, const char *fragment)
     ck_assert_msg(strstr(sl_last_error(), "'liar' (Liar)") != NULL, "%s", sl_last_error());
     float x[2 * 3 * 6 * 6] = {0};
     int labels[2] = {0, 1};
-    sl_optimizer_options o = sl_sgd(0.1f, 0.0f, 0.0f, 0);
+    sl_optimizer_options o = sl_optimizer_sgd(0.1f, 0.0f, 0.0f, 0);
     ck_assert(sl_net_set_optimizer(net, &o) == SL_OK);
     memset(&tl_stats, 0, sizeof tl_stats);
     th_assert_error(sl_net_train_step(net, x, SHAPE, labels, NULL), want, fragment);
@@ -207,7 +207,7 @@ START_TEST(test_failing_callback_fails_the_call_and_the_next_works)
     th_fill_normal(x, sizeof x / sizeof *x, 1, 1.0f);
     ck_assert(sl_net_add(net, "pool", sl_global_avgpool()) == SL_OK);
     ck_assert(sl_net_add(net, "fc", sl_linear(4, 3, 1)) == SL_OK);
-    sl_optimizer_options o = sl_sgd(0.1f, 0.9f, 0.0f, 0);
+    sl_optimizer_options o = sl_optimizer_sgd(0.1f, 0.9f, 0.0f, 0);
     ck_assert(sl_net_set_optimizer(net, &o) == SL_OK);
     tl_fail_forward = 1;
     th_assert_error(sl_net_train_step(net, x, SHAPE, labels, NULL), SL_ERR_BACKEND,
@@ -292,7 +292,7 @@ START_TEST(test_bad_blocks_refused_when_added)
     t = 0;
     sl_block_add(b, "conv", sl_conv2d(4, 6, 1, 1, 0), 1, &t, &t);
     int sum[2] = {0, t};
-    ck_assert_int_eq(sl_block_add(b, "add", sl_join_add(), 2, sum, &t), SL_OK);
+    ck_assert_int_eq(sl_block_add(b, "add", sl_join_sum(), 2, sum, &t), SL_OK);
     ck_assert_int_eq(t, 2);
     th_assert_error(sl_net_add(net, "sum", b), SL_ERR_SHAPE, "joins tensors of 4 and 6 channels");
     assert_usable(net);

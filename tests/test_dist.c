@@ -86,7 +86,7 @@ static sl_net *make_net(sl_context *ctx, int model, sl_schedule s)
         if (model == MODEL_FROZEN_BN)
             ck_assert_int_eq(th_freeze_batchnorms(net), 4);
     }
-    sl_optimizer_options opt = sl_sgd(0.05f, 0.9f, 1e-4f, 0);
+    sl_optimizer_options opt = sl_optimizer_sgd(0.05f, 0.9f, 1e-4f, 0);
     OK(sl_net_set_optimizer(net, &opt));
     return net;
 }
@@ -608,9 +608,9 @@ static sl_net *make_shard_net(sl_context *ctx, int which)
 {
     sl_net *net = make_net(ctx, MODEL_BN, SL_SCHEDULE_SQRT);
     sl_optimizer_options opt =
-        which == OPT_SGD_MOMENTUM ? sl_sgd(0.05f, 0.9f, 1e-4f, 1)
-        : which == OPT_ADAM       ? sl_adam(0.01f, 0.9f, 0.999f, 1e-8f, 1e-4f)
-                                  : sl_adamw(0.01f, 0.9f, 0.999f, 1e-8f, 0.05f);
+        which == OPT_SGD_MOMENTUM ? sl_optimizer_sgd(0.05f, 0.9f, 1e-4f, 1)
+        : which == OPT_ADAM       ? sl_optimizer_adam(0.01f, 0.9f, 0.999f, 1e-8f, 1e-4f)
+                                  : sl_optimizer_adamw(0.01f, 0.9f, 0.999f, 1e-8f, 0.05f);
     OK(sl_net_set_optimizer(net, &opt));
     if (which == OPT_ADAMW_CLIPPED)
         OK(sl_net_set_grad_clip(net, 0.05f)); /* below the gradient norm: it cuts */
@@ -740,13 +740,13 @@ START_TEST(test_dist_shard_parameters_bit_identical_to_unsharded)
         ck_assert_uint_lt(rs.total, rp.total - rp.param_grads / 3);
         ck_assert_uint_eq(rs.arena_measured, rs.arena_bytes);
         ck_assert_uint_eq(rs.measured_total, rs.total);
-        /* Planned without joining (sl_net_plan_ranks), the rank with the
+        /* Planned without joining (sl_net_set_plan_ranks), the rank with the
          * largest slice (the last) gets this very plan. */
         sl_context *cq = one_thread_context(21);
         sl_net *q = make_shard_net(cq, which);
         if (stage == STAGE_2_UIB)
             OK(sl_net_set_update_in_backward(q, 1));
-        OK(sl_net_plan_ranks(q, 2, 2));
+        OK(sl_net_set_plan_ranks(q, 2, 2));
         sl_memory_report rq;
         OK(sl_net_memory_report(q, rank_shape, SL_MODE_TRAIN, &rq));
         if (rank == 1) {
@@ -755,7 +755,7 @@ START_TEST(test_dist_shard_parameters_bit_identical_to_unsharded)
             ck_assert_uint_eq(rq.param_grads, rs.param_grads);
         }
         ck_assert_int_eq(sl_net_train_step(q, x, rank_shape, labels, NULL), SL_ERR_STATE);
-        OK(sl_net_plan_ranks(q, 1, 0));
+        OK(sl_net_set_plan_ranks(q, 1, 0));
         OK(sl_net_memory_report(q, rank_shape, SL_MODE_TRAIN, &rq));
         ck_assert_uint_eq(rq.optimizer, rp.optimizer);
         sl_net_free(q);
@@ -899,7 +899,7 @@ START_TEST(test_dist_shard_2_gpt2_tied_head)
     c.dropout = 0.1f;
     sl_context *cp = one_thread_context(31 + (uint64_t)rank), *cs = one_thread_context(31 + (uint64_t)rank);
     sl_net *plain = th_gpt2(cp, &c, SL_SCHEDULE_SQRT), *sharded = th_gpt2(cs, &c, SL_SCHEDULE_SQRT);
-    sl_optimizer_options o = sl_adamw(0.01f, 0.9f, 0.95f, 1e-8f, 0.1f);
+    sl_optimizer_options o = sl_optimizer_adamw(0.01f, 0.9f, 0.95f, 1e-8f, 0.1f);
     OK(sl_net_set_optimizer(plain, &o));
     OK(sl_net_set_optimizer(sharded, &o));
     if (_i)

@@ -35,7 +35,7 @@ static void assert_usable(sl_net *net)
     float x[2 * 3 * 6 * 6];
     int labels[2] = {0, 2};
     th_fill_normal(x, sizeof x / sizeof *x, 1, 1.0f);
-    sl_optimizer_options o = sl_sgd(0.1f, 0.9f, 0.0f, 0);
+    sl_optimizer_options o = sl_optimizer_sgd(0.1f, 0.9f, 0.0f, 0);
     ck_assert_msg(sl_net_set_optimizer(net, &o) == SL_OK, "%s", sl_last_error());
     sl_step_result r;
     ck_assert_msg(sl_net_train_step(net, x, (sl_shape){2, 3, 6, 6}, labels, &r) == SL_OK, "%s",
@@ -82,7 +82,8 @@ START_TEST(test_null_handles)
     sl_context *ctx = NULL;
     th_assert_error(sl_context_create(&bad, &ctx), SL_ERR_INVALID_ARG, "gpu is -1");
     ck_assert_ptr_null(ctx);
-    th_assert_error(sl_net_freeze_batchnorm(NULL, 1, NULL), SL_ERR_INVALID_ARG, "network is NULL");
+    th_assert_error(sl_net_set_batchnorm_frozen(NULL, 1, NULL), SL_ERR_INVALID_ARG,
+                    "network is NULL");
     sl_net_free(NULL);
     sl_context_free(NULL);
     sl_layer_free(NULL);
@@ -159,13 +160,27 @@ START_TEST(test_invalid_layer_options)
     ck_assert_ptr_null(sl_conv2d(3, 4, 0, 1, 0));
     ck_assert_msg(strstr(sl_last_error(), "sl_conv2d") != NULL, "%s", sl_last_error());
     sl_conv2d_options o = {4, 6, 3, 3, 1, 1, 1, 1, 1, 1, 4, 0};
-    ck_assert_ptr_null(sl_conv2d_ex(&o));
+    ck_assert_ptr_null(sl_conv2d_with(&o));
     ck_assert_msg(strstr(sl_last_error(), "groups 4 must divide") != NULL, "%s", sl_last_error());
     ck_assert_ptr_null(sl_dropout(1.0f));
     ck_assert_ptr_null(sl_batchnorm2d(0));
     ck_assert_ptr_null(sl_maxpool2d(2, 0, 0));
     ck_assert_ptr_null(sl_linear(0, 3, 1));
     ck_assert_ptr_null(sl_inception(4, 0, 1, 1, 1, 1, 1));
+    /* The variants taking an options struct: NULL options, and the plain
+     * form's checks. */
+    ck_assert_ptr_null(sl_conv2d_with(NULL));
+    ck_assert_msg(strstr(sl_last_error(), "sl_conv2d_with: options are NULL"), "%s", sl_last_error());
+    ck_assert_ptr_null(sl_batchnorm2d_with(NULL));
+    ck_assert_msg(strstr(sl_last_error(), "sl_batchnorm2d_with: options are NULL"), "%s",
+                  sl_last_error());
+    ck_assert_ptr_null(sl_batchnorm2d_with(&(sl_batchnorm2d_options){4, 1.5f, 1e-5f}));
+    ck_assert_msg(strstr(sl_last_error(), "momentum 1.5 in [0, 1]"), "%s", sl_last_error());
+    ck_assert_ptr_null(sl_maxpool2d_with(NULL));
+    ck_assert_msg(strstr(sl_last_error(), "sl_maxpool2d_with: options are NULL"), "%s",
+                  sl_last_error());
+    ck_assert_ptr_null(sl_maxpool2d_with(&(sl_maxpool2d_options){3, 2, 2, 1}));
+    ck_assert_msg(strstr(sl_last_error(), "padding 2 in [0, kernel/2]"), "%s", sl_last_error());
     /* The constructor's message survives into sl_net_add's. */
     sl_context *ctx = th_context(1);
     sl_net *net = NULL;
@@ -190,9 +205,9 @@ START_TEST(test_labels_and_state)
                  "label 3 of sample 1 is outside [0, 3)");
     th_assert_error(sl_net_compute_gradients(net, x, s, NULL, NULL), SL_ERR_INVALID_ARG,
                  "labels is NULL");
-    sl_optimizer_options o = sl_sgd(-1.0f, 0.0f, 0.0f, 0);
+    sl_optimizer_options o = sl_optimizer_sgd(-1.0f, 0.0f, 0.0f, 0);
     th_assert_error(sl_net_set_optimizer(net, &o), SL_ERR_INVALID_ARG, "lr -1");
-    o = sl_adam(0.1f, 1.5f, 0.9f, 1e-8f, 0.0f);
+    o = sl_optimizer_adam(0.1f, 1.5f, 0.9f, 1e-8f, 0.0f);
     th_assert_error(sl_net_set_optimizer(net, &o), SL_ERR_INVALID_ARG, "betas");
     sl_param_info pi;
     th_assert_error(sl_net_find_param(net, "conv.nothing", &pi), SL_ERR_NOT_FOUND, "conv.nothing");

@@ -138,6 +138,48 @@ static long file_size(const char *path)
     return n;
 }
 
+/* The file's bytes (at most cap of them) into buf; returns how many. */
+static size_t file_bytes(const char *path, unsigned char *buf, size_t cap)
+{
+    FILE *f = fopen(path, "rb");
+    ck_assert_msg(f, "%s", path);
+    size_t n = fread(buf, 1, cap, f);
+    ck_assert(feof(f));
+    fclose(f);
+    return n;
+}
+
+/* sl_save_model_with without options (NULL, or sl_save_defaults()) writes
+ * the file sl_save_model writes; a dtype outside sl_file_dtype writes
+ * nothing. */
+START_TEST(test_save_options_default_to_f32)
+{
+    sl_context *ctx;
+    sl_net *a = small_net(1, &ctx);
+    char path[64];
+    snprintf(path, sizeof path, "/tmp/sl_dtypes_opts_%d.safetensors", (int)getpid());
+    static unsigned char plain[1 << 16], other[1 << 16];
+    ck_assert(sl_save_model(a, path) == SL_OK);
+    size_t n = file_bytes(path, plain, sizeof plain);
+    ck_assert_int_eq(sl_save_defaults().dtype, SL_FILE_F32);
+    sl_save_options defaults = sl_save_defaults();
+    const sl_save_options *opts[2] = {NULL, &defaults};
+    for (int k = 0; k < 2; k++) {
+        unlink(path);
+        ck_assert_msg(sl_save_model_with(a, path, opts[k]) == SL_OK, "%s", sl_last_error());
+        ck_assert_uint_eq(file_bytes(path, other, sizeof other), n);
+        ck_assert(memcmp(plain, other, n) == 0);
+    }
+    unlink(path);
+    sl_save_options bad = {.dtype = (sl_file_dtype)7};
+    th_assert_error(sl_save_model_with(a, path, &bad), SL_ERR_INVALID_ARG,
+                    "sl_save_model_with: unknown file dtype 7");
+    ck_assert(access(path, F_OK) != 0);
+    sl_net_free(a);
+    sl_context_free(ctx);
+}
+END_TEST
+
 START_TEST(test_bf16_and_f16_models_load_the_rounded_values)
 {
     sl_context *ca, *cb;
@@ -148,7 +190,8 @@ START_TEST(test_bf16_and_f16_models_load_the_rounded_values)
     long f32_bytes = file_size(path);
     for (int k = 0; k < 2; k++) {
         sl_file_dtype dt = k ? SL_FILE_F16 : SL_FILE_BF16;
-        ck_assert_msg(sl_save_model_as(a, path, dt) == SL_OK, "%s", sl_last_error());
+        sl_save_options so = {.dtype = dt};
+        ck_assert_msg(sl_save_model_with(a, path, &so) == SL_OK, "%s", sl_last_error());
         sl_load_report rep;
         ck_assert_msg(sl_load_model(b, path, NULL, &rep) == SL_OK, "%s", sl_last_error());
         int n = th_param_count(a);
@@ -177,10 +220,11 @@ START_TEST(test_bf16_and_f16_models_load_the_rounded_values)
     ck_assert(sl_net_find_param(a, "fc.bias", &p) == SL_OK);
     p.data[1] = 70000.0f;
     unlink(path);
-    ck_assert_int_eq(sl_save_model_as(a, path, SL_FILE_F16), SL_ERR_INVALID_ARG);
+    sl_save_options f16 = {.dtype = SL_FILE_F16}, bf16 = {.dtype = SL_FILE_BF16};
+    ck_assert_int_eq(sl_save_model_with(a, path, &f16), SL_ERR_INVALID_ARG);
     ck_assert_msg(strstr(sl_last_error(), "'fc.bias' holds 70000"), "%s", sl_last_error());
     ck_assert(access(path, F_OK) != 0);
-    ck_assert(sl_save_model_as(a, path, SL_FILE_BF16) == SL_OK);
+    ck_assert(sl_save_model_with(a, path, &bf16) == SL_OK);
     unlink(path);
     sl_net_free(a);
     sl_net_free(b);
@@ -305,6 +349,7 @@ int main(void)
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, test_f16_matches_the_compiler_everywhere);
     tcase_add_test(tc, test_bf16_rounds_to_nearest_even);
+    tcase_add_test(tc, test_save_options_default_to_f32);
     tcase_add_test(tc, test_bf16_and_f16_models_load_the_rounded_values);
     tcase_add_test(tc, test_other_dtypes_are_issues_of_their_tensor);
     tcase_add_test(tc, test_names_with_nul_are_other_names);

@@ -302,7 +302,7 @@ START_TEST(test_learns)
     sl_context *ctx = th_context(27);
     sl_gpt2_config c = small_config(0.0f, 1);
     sl_net *net = th_gpt2(ctx, &c, SL_SCHEDULE_SQRT);
-    sl_optimizer_options opt = sl_adamw(3e-3f, 0.9f, 0.95f, 1e-8f, 0.1f);
+    sl_optimizer_options opt = sl_optimizer_adamw(3e-3f, 0.9f, 0.95f, 1e-8f, 0.1f);
     ck_assert(sl_net_set_optimizer(net, &opt) == SL_OK);
     int32_t ids[B * T], targets[B * T];
     for (int i = 0; i < B * T; i++) {

@@ -3,7 +3,7 @@
  * bias gradients) against central finite differences, in every
  * configuration the layers support: strides, padding, groups, dilation,
  * non-square kernels, overlapping and ceil-mode pooling, BatchNorm in
- * training and frozen (evaluation statistics, sl_net_freeze_batchnorm),
+ * training and frozen (evaluation statistics, sl_net_set_batchnorm_frozen),
  * dropout with its saved mask, and the composite blocks.
  */
 #include <check.h>
@@ -89,7 +89,7 @@ static sl_layer *conv(int in, int out, int kh, int kw, int sh, int sw, int ph, i
                       int groups, int bias)
 {
     sl_conv2d_options o = {in, out, kh, kw, sh, sw, ph, pw, dil, dil, groups, bias};
-    return sl_conv2d_ex(&o);
+    return sl_conv2d_with(&o);
 }
 
 START_TEST(test_conv_3x3_same)
@@ -148,7 +148,8 @@ END_TEST
 
 START_TEST(test_batchnorm_train_one_pixel)
 {
-    check_layer(sl_batchnorm2d_ex(4, 0.2f, 1e-3f), (sl_shape){6, 4, 1, 1}, INPUT_NORMAL, 24);
+    sl_batchnorm2d_options o = {.channels = 4, .momentum = 0.2f, .eps = 1e-3f};
+    check_layer(sl_batchnorm2d_with(&o), (sl_shape){6, 4, 1, 1}, INPUT_NORMAL, 24);
 }
 END_TEST
 
@@ -160,7 +161,7 @@ START_TEST(test_batchnorm_frozen)
     sl_context *ctx = th_context(7);
     sl_net *net = one_layer_net(ctx, sl_batchnorm2d(3), 3);
     int n = 0;
-    ck_assert_msg(sl_net_freeze_batchnorm(net, 1, &n) == SL_OK, "%s", sl_last_error());
+    ck_assert_msg(sl_net_set_batchnorm_frozen(net, 1, &n) == SL_OK, "%s", sl_last_error());
     ck_assert_int_eq(n, 1);
     sl_param_info mean, var;
     ck_assert(sl_net_find_param(net, "layer.running_mean", &mean) == SL_OK);
@@ -200,7 +201,8 @@ END_TEST
 
 START_TEST(test_maxpool_ceil_mode)
 {
-    check_layer(sl_maxpool2d_ceil(3, 2, 0), (sl_shape){2, 2, 8, 8}, INPUT_DISTINCT, 40);
+    sl_maxpool2d_options o = {.kernel = 3, .stride = 2, .pad = 0, .ceil_mode = 1};
+    check_layer(sl_maxpool2d_with(&o), (sl_shape){2, 2, 8, 8}, INPUT_DISTINCT, 40);
 }
 END_TEST
 

@@ -23,7 +23,7 @@ static sl_net *net_of(sl_context *ctx, const char *model, int reuse)
     ck_assert(sl_sequential(ctx, 3, &net) == SL_OK);
     ck_assert_msg(sl_model_build(net, model, 10, 32) == SL_OK, "%s", sl_last_error());
     ck_assert(sl_net_set_memory_reuse(net, reuse) == SL_OK);
-    sl_optimizer_options o = sl_sgd(0.05f, 0.9f, 1e-4f, 1);
+    sl_optimizer_options o = sl_optimizer_sgd(0.05f, 0.9f, 1e-4f, 1);
     ck_assert(sl_net_set_optimizer(net, &o) == SL_OK);
     return net;
 }
@@ -220,7 +220,7 @@ START_TEST(test_memory_timeline_svg_parses_with_a_series_per_schedule)
     }
     ck_assert(tl[1].steps > tl[0].steps); /* re-forward steps */
     ck_assert(tl[1].arena_bytes < tl[0].arena_bytes);
-    ck_assert(sl_memory_timeline_svg(path, series, labels, 3) == SL_OK);
+    ck_assert(sl_memory_timeline_write_svg(path, series, labels, 3) == SL_OK);
     ck_assert_int_eq(count_lines(path, "class=\"series\""), 3);
     if (system("command -v xmllint > /dev/null 2>&1") == 0) {
         snprintf(cmd, sizeof cmd, "xmllint --noout '%s'", path);

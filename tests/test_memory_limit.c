@@ -182,7 +182,7 @@ static sl_memory_report plan_in_process(const char *model, int classes, int res,
     sl_net *net;
     ck_assert(sl_sublinear(ctx, 3, SL_SCHEDULE_SQRT, &net) == SL_OK);
     ck_assert(sl_model_build(net, model, classes, res) == SL_OK);
-    sl_optimizer_options opt = sl_adam(1e-3f, 0.9f, 0.999f, 1e-8f, 0.0f);
+    sl_optimizer_options opt = sl_optimizer_adam(1e-3f, 0.9f, 0.999f, 1e-8f, 0.0f);
     rlim_t before = own_vm_bytes();
     ck_assert(sl_net_set_optimizer(net, &opt) == SL_OK);
     sl_memory_report r;
@@ -250,7 +250,7 @@ START_TEST(test_fixed_part_is_checked_and_plans_allocate_none)
             _exit(97);
         sl_context *ctx = th_context(1);
         sl_net *net;
-        sl_optimizer_options opt = sl_adam(1e-3f, 0.9f, 0.999f, 1e-8f, 0.0f);
+        sl_optimizer_options opt = sl_optimizer_adam(1e-3f, 0.9f, 0.999f, 1e-8f, 0.0f);
         int count = 0;
         if (sl_sublinear(ctx, 3, SL_SCHEDULE_SQRT, &net) != SL_OK ||
             sl_model_build(net, "resnet152", 1000000, 224) != SL_OK ||

@@ -36,14 +36,14 @@ static sl_net *small_net(uint64_t seed, sl_context **ctx)
     *ctx = th_context(seed);
     sl_net *net = NULL;
     ck_assert(sl_sequential(*ctx, 3, &net) == SL_OK);
-    ck_assert(sl_net_add(net, "conv", sl_conv2d_ex(&(sl_conv2d_options){3, 4, 3, 3, 1, 1, 1, 1, 1,
+    ck_assert(sl_net_add(net, "conv", sl_conv2d_with(&(sl_conv2d_options){3, 4, 3, 3, 1, 1, 1, 1, 1,
                                                                         1, 1, 1})) == SL_OK);
     ck_assert(sl_net_add(net, "bn", sl_batchnorm2d(4)) == SL_OK);
     ck_assert(sl_net_add(net, "relu", sl_relu()) == SL_OK);
     ck_assert(sl_net_add(net, "pool", sl_global_avgpool()) == SL_OK);
     ck_assert(sl_net_add(net, "flatten", sl_flatten()) == SL_OK);
     ck_assert(sl_net_add(net, "fc", sl_linear(4, 3, 1)) == SL_OK);
-    sl_optimizer_options o = sl_sgd(0.1f, 0.9f, 1e-4f, 0);
+    sl_optimizer_options o = sl_optimizer_sgd(0.1f, 0.9f, 1e-4f, 0);
     ck_assert(sl_net_set_optimizer(net, &o) == SL_OK);
     return net;
 }
@@ -146,7 +146,8 @@ START_TEST(test_model_with_nan_or_inf_is_refused_unless_allowed)
     for (int k = 0; k < 3; k++)
         for (int d = 0; d < 3; d++) {
             set_value(a, "fc.weight", 5, bad[k]);
-            ck_assert_msg(sl_save_model_as(a, path, dtypes[d]) == SL_OK, "%s", sl_last_error());
+            sl_save_options so = {.dtype = dtypes[d]};
+            ck_assert_msg(sl_save_model_with(a, path, &so) == SL_OK, "%s", sl_last_error());
             values before = take(b, 0);
             snprintf(want, sizeof want,
                      "tensor 'fc.weight' holds %s at element 5 (index [1, 1]) of 12", shown[k]);
@@ -169,7 +170,7 @@ START_TEST(test_model_with_nan_or_inf_is_refused_unless_allowed)
             ck_assert(sl_net_param_read(b, param_index(b, "fc.weight"), w) == SL_OK);
             ck_assert(k == 0 ? isnan(w[5]) : w[5] == bad[k]);
             set_value(a, "fc.weight", 5, 0.5f); /* finite again: the file loads by default */
-            ck_assert(sl_save_model_as(a, path, dtypes[d]) == SL_OK);
+            ck_assert(sl_save_model_with(a, path, &so) == SL_OK);
             ck_assert_msg(sl_load_model(b, path, NULL, NULL) == SL_OK, "%s", sl_last_error());
             free(before.v);
         }
@@ -230,18 +231,18 @@ START_TEST(test_snapshot_with_nonfinite_state_is_refused_unless_allowed)
         ck_assert(strstr(sl_last_error(), "sl_load_snapshot: '"));
         sl_load_options o = sl_load_defaults();
         o.strict = 0; /* ignored: snapshots load strictly */
-        expect_refused(sl_load_snapshot_ex(b, path, &o), want[k]);
+        expect_refused(sl_load_snapshot_with(b, path, &o), want[k]);
         values after = take(b, 0);
         assert_same(&before, &after, "a refused snapshot changed the network");
         ck_assert_int_eq(sl_net_step_count(b), steps);
         o.allow_nonfinite = 1;
-        ck_assert_msg(sl_load_snapshot_ex(b, path, &o) == SL_OK, "%s", sl_last_error());
+        ck_assert_msg(sl_load_snapshot_with(b, path, &o) == SL_OK, "%s", sl_last_error());
         ck_assert_int_eq(sl_net_step_count(b), 2);
         free(before.v);
         free(after.v);
     }
     ck_assert(sl_save_snapshot(a, path) == SL_OK); /* finite: loads by default */
-    ck_assert_msg(sl_load_snapshot_ex(b, path, NULL) == SL_OK, "%s", sl_last_error());
+    ck_assert_msg(sl_load_snapshot_with(b, path, NULL) == SL_OK, "%s", sl_last_error());
     sl_net_free(a);
     sl_net_free(b);
     sl_context_free(ca);
@@ -358,7 +359,7 @@ START_TEST(test_nan_weight_fails_a_token_step)
     c.context = 8;
     c.dropout = 0.0f;
     sl_net *net = th_gpt2(ctx, &c, SL_SCHEDULE_NONE);
-    sl_optimizer_options o = sl_adamw(1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f);
+    sl_optimizer_options o = sl_optimizer_adamw(1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f);
     ck_assert(sl_net_set_optimizer(net, &o) == SL_OK);
     int32_t ids[8], targets[8];
     for (int i = 0; i < 8; i++) {

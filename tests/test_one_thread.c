@@ -41,7 +41,7 @@ static long regions_of_a_run(int threads)
     ck_assert(sl_context_create(&o, &ctx) == SL_OK);
     ck_assert(sl_sublinear(ctx, 3, SL_SCHEDULE_SQRT, &net) == SL_OK);
     ck_assert(sl_model_build(net, "resnet20", 10, 32) == SL_OK);
-    sl_optimizer_options opt = sl_adam(1e-3f, 0.9f, 0.999f, 1e-8f, 0.0f);
+    sl_optimizer_options opt = sl_optimizer_adam(1e-3f, 0.9f, 0.999f, 1e-8f, 0.0f);
     ck_assert(sl_net_set_optimizer(net, &opt) == SL_OK);
     static float x[8 * 3 * 32 * 32], logits[8 * 10];
     int labels[8] = {0, 1, 2, 3, 4, 5, 6, 7};

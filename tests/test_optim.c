@@ -189,7 +189,7 @@ START_TEST(test_adamw_clip_cosine_match_torch)
     int n = th_param_count(net);
     write_case(dir, net);
 
-    sl_optimizer_options opt = sl_adamw(LR_MAX, BETA1, BETA2, EPS, WD);
+    sl_optimizer_options opt = sl_optimizer_adamw(LR_MAX, BETA1, BETA2, EPS, WD);
     ck_assert(sl_net_set_optimizer(net, &opt) == SL_OK);
     ck_assert(sl_net_set_grad_clip(net, CLIP) == SL_OK);
     float lr[STEPS], loss[STEPS], norm[STEPS];
@@ -312,7 +312,7 @@ START_TEST(test_grad_norm_matches_double)
 {
     sl_context *ctx = th_context(5);
     sl_net *net = build_mlp(ctx);
-    sl_optimizer_options opt = sl_sgd(0.0f, 0.0f, 0.0f, 0);
+    sl_optimizer_options opt = sl_optimizer_sgd(0.0f, 0.0f, 0.0f, 0);
     ck_assert(sl_net_set_optimizer(net, &opt) == SL_OK);
     float x[BATCH * MLP_IN], norm;
     int labels[BATCH];
@@ -362,7 +362,7 @@ START_TEST(test_accumulation_equals_one_large_batch)
 {
     sl_context *ca = th_context(8), *cb = th_context(8);
     sl_net *a = build_mlp(ca), *b = build_mlp(cb);
-    sl_optimizer_options opt = sl_adamw(0.01f, 0.9f, 0.95f, 1e-8f, 0.1f);
+    sl_optimizer_options opt = sl_optimizer_adamw(0.01f, 0.9f, 0.95f, 1e-8f, 0.1f);
     ck_assert(sl_net_set_optimizer(a, &opt) == SL_OK && sl_net_set_optimizer(b, &opt) == SL_OK);
     ck_assert(sl_net_set_grad_clip(a, 0.5f) == SL_OK && sl_net_set_grad_clip(b, 0.5f) == SL_OK);
     ck_assert(sl_net_set_grad_accumulation(a, K) == SL_OK);
@@ -421,7 +421,7 @@ START_TEST(test_accumulation_checkpointed_bit_identical)
 {
     sl_context *ca = th_context(21), *cb = th_context(21);
     sl_net *a = build_cnn(ca, 0), *b = build_cnn(cb, 1);
-    sl_optimizer_options opt = sl_adamw(0.01f, 0.9f, 0.95f, 1e-8f, 0.1f);
+    sl_optimizer_options opt = sl_optimizer_adamw(0.01f, 0.9f, 0.95f, 1e-8f, 0.1f);
     sl_net *nets[2] = {a, b};
     for (int i = 0; i < 2; i++) {
         ck_assert(sl_net_set_optimizer(nets[i], &opt) == SL_OK);
@@ -460,7 +460,7 @@ START_TEST(test_update_refused_before_k_micro_batches)
 {
     sl_context *ctx = th_context(9);
     sl_net *net = build_mlp(ctx);
-    sl_optimizer_options opt = sl_adam(0.01f, 0.9f, 0.999f, 1e-8f, 0.0f);
+    sl_optimizer_options opt = sl_optimizer_adam(0.01f, 0.9f, 0.999f, 1e-8f, 0.0f);
     ck_assert(sl_net_set_optimizer(net, &opt) == SL_OK);
     th_assert_error(sl_net_set_grad_accumulation(net, 0), SL_ERR_INVALID_ARG, ">= 1");
     ck_assert(sl_net_set_grad_accumulation(net, K) == SL_OK);
@@ -560,7 +560,7 @@ START_TEST(test_bad_settings_refused)
     th_assert_error(sl_net_set_grad_clip(net, INFINITY), SL_ERR_INVALID_ARG, "max_norm");
     th_assert_error(sl_net_set_grad_clip(NULL, 1.0f), SL_ERR_INVALID_ARG, "NULL");
     th_assert_error(sl_net_set_grad_accumulation(NULL, 2), SL_ERR_INVALID_ARG, "NULL");
-    sl_optimizer_options bad = sl_adamw(0.01f, 1.0f, 0.999f, 1e-8f, 0.1f);
+    sl_optimizer_options bad = sl_optimizer_adamw(0.01f, 1.0f, 0.999f, 1e-8f, 0.1f);
     th_assert_error(sl_net_set_optimizer(net, &bad), SL_ERR_INVALID_ARG, "AdamW");
     sl_net_free(net);
     sl_context_free(ctx);

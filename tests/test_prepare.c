@@ -32,7 +32,7 @@ static sl_net *small_net_with(sl_context *ctx, int optimizer)
     ck_assert_int_eq(sl_net_add(net, "relu2", sl_relu()), SL_OK);
     ck_assert_int_eq(sl_net_add(net, "pool", sl_global_avgpool()), SL_OK);
     ck_assert_int_eq(sl_net_add(net, "fc", sl_linear(8, CLASSES, 1)), SL_OK);
-    sl_optimizer_options o = sl_sgd(0.05f, 0.9f, 1e-4f, 0);
+    sl_optimizer_options o = sl_optimizer_sgd(0.05f, 0.9f, 1e-4f, 0);
     if (optimizer)
         ck_assert_int_eq(sl_net_set_optimizer(net, &o), SL_OK);
     return net;
@@ -163,7 +163,7 @@ START_TEST(test_prepare_failing_leaves_the_network_as_it_was)
     sl_net *big = NULL;
     ck_assert_int_eq(sl_sequential(ctx, 3, &big), SL_OK);
     ck_assert_int_eq(sl_model_build(big, "resnet152", 1000000, 224), SL_OK);
-    sl_optimizer_options adam = sl_adam(1e-3f, 0.9f, 0.999f, 1e-8f, 0.0f);
+    sl_optimizer_options adam = sl_optimizer_adam(1e-3f, 0.9f, 0.999f, 1e-8f, 0.0f);
     ck_assert_int_eq(sl_net_set_optimizer(big, &adam), SL_OK);
     th_assert_error(sl_net_prepare(big, (sl_shape){16, 3, 224, 224}, SL_MODE_TRAIN), SL_ERR_NOMEM,
                     "sl_net_prepare");

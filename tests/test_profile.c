@@ -29,7 +29,7 @@ static sl_net *build(sl_context *ctx, sl_schedule s)
     sl_net *net = NULL;
     ck_assert(sl_sublinear(ctx, 3, s, &net) == SL_OK);
     th_build_model(net, "resnet20", 32);
-    sl_optimizer_options o = sl_sgd(0.05f, 0.9f, 5e-4f, 0);
+    sl_optimizer_options o = sl_optimizer_sgd(0.05f, 0.9f, 5e-4f, 0);
     ck_assert(sl_net_set_optimizer(net, &o) == SL_OK);
     return net;
 }

@@ -128,7 +128,7 @@ START_TEST(test_cached_step_equals_full_forward)
         th_rng r = {99, 5, (uint64_t)s};
         ids[n] = s % 2 ? argmax(lg, V) : th_pick(&r, V); /* greedy and random continuations */
         ck_assert(sl_gpt2_generator_step(gen, ids[n], lg) == SL_OK);
-        ck_assert_int_eq(sl_gpt2_generator_length(gen), n + 1);
+        ck_assert_int_eq(sl_gpt2_generator_position_count(gen), n + 1);
         full_last(net, ids, n + 1, V, ref);
         double d = rel_diff(lg, ref, V);
         worst = fmax(worst, d);
@@ -147,7 +147,7 @@ START_TEST(test_cached_step_equals_full_forward)
     th_assert_error(sl_gpt2_generator_step(gen, 0, lg), SL_ERR_STATE, "cache is full");
     th_assert_error(sl_gpt2_generator_step(gen, V, lg), SL_ERR_INVALID_ARG, "outside");
     sl_gpt2_generator_reset(gen);
-    ck_assert_int_eq(sl_gpt2_generator_length(gen), 0);
+    ck_assert_int_eq(sl_gpt2_generator_position_count(gen), 0);
     ck_assert(sl_gpt2_generator_step(gen, ids[0], lg) == SL_OK);
     full_last(net, ids, 1, V, ref);
     ck_assert(rel_diff(lg, ref, V) <= 1e-5);
@@ -376,9 +376,9 @@ START_TEST(test_errors)
     so.top_k = 0;
     so.temperature = INFINITY;
     th_assert_error(sl_gpt2_generate(gen, prompt, 3, 2, &so, out), SL_ERR_INVALID_ARG, "temperature");
-    ck_assert_int_eq(sl_gpt2_generator_length(gen), 0); /* nothing ran */
+    ck_assert_int_eq(sl_gpt2_generator_position_count(gen), 0); /* nothing ran */
     ck_assert(sl_gpt2_generate(gen, prompt, 3, 5, NULL, out) == SL_OK); /* 8 fit exactly */
-    ck_assert_int_eq(sl_gpt2_generator_length(gen), 7);
+    ck_assert_int_eq(sl_gpt2_generator_position_count(gen), 7);
     ck_assert(sl_gpt2_generate(gen, prompt, 3, 0, NULL, NULL) == SL_OK);
     sl_gpt2_generator_free(gen);
     sl_gpt2_generator_free(NULL);
@@ -500,7 +500,7 @@ START_TEST(test_cli_sample)
     /* train a tiny model on the repeating text */
     sl_context *ctx = th_context(15);
     sl_net *net = th_gpt2(ctx, &c, SL_SCHEDULE_NONE);
-    sl_optimizer_options opt = sl_adamw(1e-2f, 0.9f, 0.95f, 1e-8f, 0.0f);
+    sl_optimizer_options opt = sl_optimizer_adamw(1e-2f, 0.9f, 0.95f, 1e-8f, 0.0f);
     ck_assert(sl_net_set_optimizer(net, &opt) == SL_OK);
     int T = 16;
     sl_step_result r;

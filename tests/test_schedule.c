@@ -225,7 +225,7 @@ END_TEST
 static int report(sl_context *ctx, sl_schedule s, sl_memory_report *r)
 {
     sl_net *net = resnet(ctx, "resnet56", s);
-    sl_optimizer_options o = sl_sgd(0.1f, 0.9f, 0.0f, 0);
+    sl_optimizer_options o = sl_optimizer_sgd(0.1f, 0.9f, 0.0f, 0);
     ck_assert(sl_net_set_optimizer(net, &o) == SL_OK);
     int st = sl_net_memory_report(net, (sl_shape){16, 3, 32, 32}, SL_MODE_TRAIN, r);
     sl_net_free(net);
@@ -291,9 +291,10 @@ START_TEST(test_bn_momentum_rescale_formula)
         sl_context *ctx = th_context(3);
         sl_net *net = NULL;
         ck_assert(sl_sublinear(ctx, 2, SL_SCHEDULE_SEGMENTS(2), &net) == SL_OK);
-        ck_assert(sl_net_add(net, "bn_a", sl_batchnorm2d_ex(2, m, 1e-5f)) == SL_OK);
+        sl_batchnorm2d_options bn = {.channels = 2, .momentum = m, .eps = 1e-5f};
+        ck_assert(sl_net_add(net, "bn_a", sl_batchnorm2d_with(&bn)) == SL_OK);
         ck_assert(sl_net_add(net, "conv", sl_conv2d(2, 2, 1, 1, 0)) == SL_OK);
-        ck_assert(sl_net_add(net, "bn_b", sl_batchnorm2d_ex(2, m, 1e-5f)) == SL_OK);
+        ck_assert(sl_net_add(net, "bn_b", sl_batchnorm2d_with(&bn)) == SL_OK);
         ck_assert(sl_net_add(net, "pool", sl_global_avgpool()) == SL_OK);
         ck_assert(sl_net_add(net, "fc", sl_linear(2, 2, 1)) == SL_OK);
         ck_assert(sl_net_set_bn_momentum_rescale(net, rescale) == SL_OK);
@@ -345,7 +346,7 @@ static uint64_t least_arena(sl_context *ctx, const char *model, int batch, int r
     sl_net *net = NULL;
     ck_assert(sl_sublinear(ctx, 3, SL_SCHEDULE_BUDGET(1), &net) == SL_OK);
     ck_assert(sl_model_build(net, model, res == 32 ? 10 : 1000, res) == SL_OK);
-    sl_optimizer_options o = sl_sgd(0.1f, 0.9f, 5e-4f, 0); /* the command's */
+    sl_optimizer_options o = sl_optimizer_sgd(0.1f, 0.9f, 5e-4f, 0); /* the command's */
     ck_assert(sl_net_set_optimizer(net, &o) == SL_OK);
     sl_shape shape = {batch, 3, res, res};
     sl_memory_report r;
@@ -400,7 +401,7 @@ START_TEST(test_bn_rescale_under_multilevel_recursion)
             ck_assert_int_gt(th_most_forwards(net), 2);
             ck_assert(sl_net_set_bn_momentum_rescale(net, 1) == SL_OK);
         }
-        sl_optimizer_options o = sl_sgd(0.1f, 0.9f, 5e-4f, 0);
+        sl_optimizer_options o = sl_optimizer_sgd(0.1f, 0.9f, 5e-4f, 0);
         ck_assert(sl_net_set_optimizer(net, &o) == SL_OK);
         float *x = malloc(8 * 3 * 32 * 32 * sizeof *x);
         th_fill_normal(x, 8 * 3 * 32 * 32, 9, 1.0f);

@@ -147,7 +147,7 @@ START_TEST(test_round_trip_gives_identical_predictions)
     join(path, dir, "resnet20.safetensors");
     sl_context *ca, *cb;
     sl_net *a = resnet20(1, &ca), *b = resnet20(2, &cb);
-    sl_optimizer_options o = sl_sgd(0.05f, 0.9f, 0.0f, 0);
+    sl_optimizer_options o = sl_optimizer_sgd(0.05f, 0.9f, 0.0f, 0);
     ck_assert(sl_net_set_optimizer(a, &o) == SL_OK);
     train(a, 2, 0);
     ck_assert_msg(sl_save_model(a, path) == SL_OK, "%s", sl_last_error());
@@ -251,7 +251,7 @@ START_TEST(test_pytorch_reads_our_file)
     join(logits, dir, "ours.bin");
     sl_context *ctx;
     sl_net *net = resnet20(4, &ctx);
-    sl_optimizer_options o = sl_sgd(0.05f, 0.9f, 0.0f, 0);
+    sl_optimizer_options o = sl_optimizer_sgd(0.05f, 0.9f, 0.0f, 0);
     ck_assert(sl_net_set_optimizer(net, &o) == SL_OK);
     train(net, 3, 0);
     float x[2 * 3 * 32 * 32], y[20];
@@ -603,7 +603,7 @@ START_TEST(test_non_strict_loads_what_matches_and_lists_the_rest)
 {
     sl_context *ca, *cb;
     sl_net *a = resnet20(1, &ca), *b = resnet20(2, &cb);
-    sl_optimizer_options opt = sl_sgd(0.05f, 0.9f, 0.0f, 0);
+    sl_optimizer_options opt = sl_optimizer_sgd(0.05f, 0.9f, 0.0f, 0);
     ck_assert(sl_net_set_optimizer(a, &opt) == SL_OK);
     train(a, 1, 0); /* running statistics differ from b's */
     tf_file *f = malloc(sizeof *f);

@@ -110,15 +110,16 @@ static void resume_matches_uninterrupted(sl_optimizer_options opt, int sublinear
 
 START_TEST(test_resume_bit_identical_sgd_momentum)
 {
-    resume_matches_uninterrupted(sl_sgd(0.05f, 0.9f, 1e-4f, 0), 0, "sgd");
-    resume_matches_uninterrupted(sl_sgd(0.05f, 0.9f, 0.0f, 1), 1, "nesterov_sublinear");
+    resume_matches_uninterrupted(sl_optimizer_sgd(0.05f, 0.9f, 1e-4f, 0), 0, "sgd");
+    resume_matches_uninterrupted(sl_optimizer_sgd(0.05f, 0.9f, 0.0f, 1), 1, "nesterov_sublinear");
 }
 END_TEST
 
 START_TEST(test_resume_bit_identical_adam)
 {
-    resume_matches_uninterrupted(sl_adam(0.01f, 0.9f, 0.999f, 1e-8f, 1e-4f), 0, "adam");
-    resume_matches_uninterrupted(sl_adam(0.003f, 0.8f, 0.99f, 1e-7f, 0.0f), 1, "adam_sublinear");
+    resume_matches_uninterrupted(sl_optimizer_adam(0.01f, 0.9f, 0.999f, 1e-8f, 1e-4f), 0, "adam");
+    resume_matches_uninterrupted(sl_optimizer_adam(0.003f, 0.8f, 0.99f, 1e-7f, 0.0f), 1,
+                                 "adam_sublinear");
 }
 END_TEST
 
@@ -126,8 +127,9 @@ END_TEST
  * would differ. */
 START_TEST(test_resume_bit_identical_adamw)
 {
-    resume_matches_uninterrupted(sl_adamw(0.01f, 0.9f, 0.95f, 1e-8f, 0.1f), 0, "adamw");
-    resume_matches_uninterrupted(sl_adamw(0.003f, 0.8f, 0.99f, 1e-7f, 0.05f), 1, "adamw_sublinear");
+    resume_matches_uninterrupted(sl_optimizer_adamw(0.01f, 0.9f, 0.95f, 1e-8f, 0.1f), 0, "adamw");
+    resume_matches_uninterrupted(sl_optimizer_adamw(0.003f, 0.8f, 0.99f, 1e-7f, 0.05f), 1,
+                                 "adamw_sublinear");
 }
 END_TEST
 
@@ -158,7 +160,8 @@ START_TEST(test_snapshots_that_do_not_fit_change_nothing)
     sl_context *ca = th_context(11), *cb = th_context(12);
     sl_net *a = build(ca, 0, 5), *b = build(cb, 0, 7);
     th_assert_error(sl_save_snapshot(a, path), SL_ERR_STATE, "no optimizer");
-    sl_optimizer_options sgd = sl_sgd(0.05f, 0.9f, 0.0f, 0), adam = sl_adam(0.01f, 0.9f, 0.999f, 1e-8f, 0);
+    sl_optimizer_options sgd = sl_optimizer_sgd(0.05f, 0.9f, 0.0f, 0);
+    sl_optimizer_options adam = sl_optimizer_adam(0.01f, 0.9f, 0.999f, 1e-8f, 0);
     ck_assert(sl_net_set_optimizer(a, &sgd) == SL_OK);
     train(a, 0, 3);
     ck_assert(sl_save_snapshot(a, path) == SL_OK);

@@ -44,7 +44,7 @@ static sl_net *build(sl_context *ctx)
     if (st == SL_OK) st = sl_net_add(net, "flat", sl_flatten());
     if (st == SL_OK) st = sl_net_add(net, "drop2", sl_dropout(0.2f));
     if (st == SL_OK) st = sl_net_add(net, "fc", sl_linear(16, 5, 1));
-    sl_optimizer_options o = sl_sgd(0.05f, 0.9f, 1e-4f, 0);
+    sl_optimizer_options o = sl_optimizer_sgd(0.05f, 0.9f, 1e-4f, 0);
     if (st == SL_OK) st = sl_net_set_optimizer(net, &o);
     if (st != SL_OK) {
         sl_net_free(net);

@@ -46,7 +46,7 @@ START_TEST(test_batches)
     ck_assert_msg(sl_token_shard_open(path, &s) == SL_OK, "%s", sl_last_error());
     unlink(path);
     ck_assert_uint_eq(sl_token_shard_count(s), 1000);
-    ck_assert_int_eq(sl_token_shard_batches(s, 4, 50), 4); /* 999 / 200 */
+    ck_assert_int_eq(sl_token_shard_batch_count(s, 4, 50), 4); /* 999 / 200 */
     int32_t ids[200], targets[200];
     for (int64_t k = 0; k < 9; k++) {
         ck_assert(sl_token_shard_batch(s, k, 4, 50, ids, targets) == SL_OK);

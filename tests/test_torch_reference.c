@@ -203,7 +203,7 @@ static sl_layer *make_layer(const char *spec)
         ck_assert(sscanf(p, "%d %d %d %d %d %d %d %d %d %d %d %d", &a[0], &a[1], &a[2], &a[3],
                          &a[4], &a[5], &a[6], &a[7], &a[8], &a[9], &a[10], &a[11]) == 12);
         sl_conv2d_options o = {a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9], a[10], a[11]};
-        return sl_conv2d_ex(&o);
+        return sl_conv2d_with(&o);
     }
     if (!strcmp(type, "conv")) {
         ck_assert(sscanf(p, "%d %d %d %d %d", &a[0], &a[1], &a[2], &a[3], &a[4]) == 5);
@@ -215,7 +215,7 @@ static sl_layer *make_layer(const char *spec)
     }
     if (!strcmp(type, "batchnorm2d_ex")) {
         ck_assert(sscanf(p, "%d %f %f", &a[0], &m, &e) == 3);
-        return sl_batchnorm2d_ex(a[0], m, e);
+        return sl_batchnorm2d_with(&(sl_batchnorm2d_options){a[0], m, e});
     }
     if (!strcmp(type, "relu"))
         return sl_relu();
@@ -228,7 +228,7 @@ static sl_layer *make_layer(const char *spec)
         if (!strcmp(type, "maxpool"))
             return sl_maxpool2d(a[0], a[1], a[2]);
         if (!strcmp(type, "maxpool_ceil"))
-            return sl_maxpool2d_ceil(a[0], a[1], a[2]);
+            return sl_maxpool2d_with(&(sl_maxpool2d_options){a[0], a[1], a[2], 1});
         return sl_avgpool2d(a[0], a[1], a[2]);
     }
     if (!strcmp(type, "linear")) {
@@ -693,7 +693,7 @@ START_TEST(test_batchnorm2d)
     c = case_new(b, "bn_frozen_backward");
     net = single_layer_net(c, ctx, 4, "batchnorm2d_ex 4 0.1 0.001");
     randomize_batchnorms(net, 230, 1);
-    ck_assert_msg(sl_net_freeze_batchnorm(net, 1, NULL) == SL_OK, "%s", sl_last_error());
+    ck_assert_msg(sl_net_set_batchnorm_frozen(net, 1, NULL) == SL_OK, "%s", sl_last_error());
     c->frozen_bn = 1;
     run_forward_backward(c, net, (sl_shape){3, 4, 5, 5}, 2030);
     sl_net_free(net);
@@ -794,9 +794,9 @@ START_TEST(test_optimizers)
 {
     tr_batch *b = batch_new("optimizers");
     sl_context *ctx = th_context(14);
-    sl_optimizer_options sgd = sl_sgd(0.1f, 0.9f, 1e-3f, 0);
-    sl_optimizer_options nesterov = sl_sgd(0.1f, 0.9f, 1e-3f, 1);
-    sl_optimizer_options adam = sl_adam(0.01f, 0.9f, 0.999f, 1e-8f, 1e-3f);
+    sl_optimizer_options sgd = sl_optimizer_sgd(0.1f, 0.9f, 1e-3f, 0);
+    sl_optimizer_options nesterov = sl_optimizer_sgd(0.1f, 0.9f, 1e-3f, 1);
+    sl_optimizer_options adam = sl_optimizer_adam(0.01f, 0.9f, 0.999f, 1e-8f, 1e-3f);
     /* Seeds with every ReLU input of the 3 steps >= MIN_MARGIN from 0. */
     train_case(b, ctx, "sgd_momentum_wd", &sgd, 4000);
     train_case(b, ctx, "sgd_nesterov_wd", &nesterov, 4300);

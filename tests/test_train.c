@@ -41,7 +41,7 @@ static void train_resnet20(sl_schedule schedule, int steps, float *first_loss, f
     sl_net *net = NULL;
     ck_assert(sl_sublinear(ctx, 3, schedule, &net) == SL_OK);
     ck_assert_msg(sl_model_build(net, "resnet20", CLASSES, 32) == SL_OK, "%s", sl_last_error());
-    sl_optimizer_options opt = sl_sgd(0.05f, 0.9f, 5e-4f, 0);
+    sl_optimizer_options opt = sl_optimizer_sgd(0.05f, 0.9f, 5e-4f, 0);
     ck_assert(sl_net_set_optimizer(net, &opt) == SL_OK);
     sl_dataset *ds = NULL;
     ck_assert(sl_dataset_synthetic(CLASSES, 3, 32, 32, 5, &ds) == SL_OK);

@@ -24,9 +24,9 @@ enum { B = 2, RES = 8, STEPS = 3, T = 16 };
 static sl_optimizer_options optimizer(int which)
 {
     switch (which) {
-    case 0: return sl_sgd(0.05f, 0.9f, 1e-3f, 1);
-    case 1: return sl_adam(1e-2f, 0.9f, 0.999f, 1e-8f, 1e-3f);
-    default: return sl_adamw(1e-2f, 0.9f, 0.95f, 1e-8f, 0.1f);
+    case 0: return sl_optimizer_sgd(0.05f, 0.9f, 1e-3f, 1);
+    case 1: return sl_optimizer_adam(1e-2f, 0.9f, 0.999f, 1e-8f, 1e-3f);
+    default: return sl_optimizer_adamw(1e-2f, 0.9f, 0.95f, 1e-8f, 0.1f);
     }
 }
 
@@ -170,7 +170,7 @@ START_TEST(gpt2_bit_identical)
     sl_context *ca = th_context(9), *cb = th_context(9);
     sl_gpt2_config c = gpt2_config();
     sl_net *sep = th_gpt2(ca, &c, SL_SCHEDULE_NONE), *upd = th_gpt2(cb, &c, SL_SCHEDULE_NONE);
-    sl_optimizer_options o = _i == 3 ? sl_sgd(0.1f, 0.9f, 0.0f, 0) : optimizer(2);
+    sl_optimizer_options o = _i == 3 ? sl_optimizer_sgd(0.1f, 0.9f, 0.0f, 0) : optimizer(2);
     ck_assert(sl_net_set_optimizer(sep, &o) == SL_OK && sl_net_set_optimizer(upd, &o) == SL_OK);
     sl_shape in = {B, 1, T, 1};
     set_schedule(sep, sched, in);

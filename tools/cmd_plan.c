@@ -120,7 +120,7 @@ static int run_plan(void *opts)
     if (rc)
         return rc;
     sl_memory_report r;
-    if (o->ranks > 1 && sl_net_plan_ranks(net, o->ranks, o->shard) != SL_OK)
+    if (o->ranks > 1 && sl_net_set_plan_ranks(net, o->ranks, o->shard) != SL_OK)
         rc = cli_fail("planning per rank");
     else if (sl_net_memory_report(net, input_shape(o), o->mode, &r) != SL_OK)
         rc = cli_fail("planning");
@@ -270,7 +270,7 @@ static int run_memplot(void *opts)
         }
         series[planned] = &tl[planned];
     }
-    if (!rc && sl_memory_timeline_svg(o->output, series, labels, n) != SL_OK)
+    if (!rc && sl_memory_timeline_write_svg(o->output, series, labels, n) != SL_OK)
         rc = cli_fail("writing the plot");
     if (!rc && o->json) {
         print_series_json(o, tl, labels, n);

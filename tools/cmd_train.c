@@ -165,7 +165,7 @@ static int setup(train_run *r)
     load.allow_nonfinite = o->allow_nonfinite;
     if (o->load_model && sl_load_model(r->net, o->load_model, &load, NULL) != SL_OK)
         return load_failed("loading the model (--load-model)");
-    if (o->resume && sl_load_snapshot_ex(r->net, o->resume, &load) != SL_OK)
+    if (o->resume && sl_load_snapshot_with(r->net, o->resume, &load) != SL_OK)
         return load_failed("resuming from the snapshot");
     sl_dist_options dist_options = sl_dist_defaults();
     dist_options.shard = o->shard;

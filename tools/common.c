@@ -93,11 +93,11 @@ int cli_build(const cli_options *o, sl_context **ctx, sl_net **net)
         what = "turning the BatchNorm momentum rescale on";
     else if (o->optimizer && strcmp(o->optimizer, "none") != 0) {
         sl_optimizer_options opt = strcmp(o->optimizer, "adam") == 0
-                                       ? sl_adam(o->lr, 0.9f, 0.999f, 1e-8f, 0.0f)
-                                       : sl_sgd(o->lr, 0.9f, 5e-4f, 0);
+                                       ? sl_optimizer_adam(o->lr, 0.9f, 0.999f, 1e-8f, 0.0f)
+                                       : sl_optimizer_sgd(o->lr, 0.9f, 5e-4f, 0);
         if (strcmp(o->optimizer, "adamw") == 0) /* GPT-2 recipes: betas (0.9, 0.95), decay 0.1 */
-            opt = cli_is_lm(o) ? sl_adamw(o->lr, 0.9f, 0.95f, 1e-8f, 0.1f)
-                               : sl_adamw(o->lr, 0.9f, 0.999f, 1e-8f, 0.01f);
+            opt = cli_is_lm(o) ? sl_optimizer_adamw(o->lr, 0.9f, 0.95f, 1e-8f, 0.1f)
+                               : sl_optimizer_adamw(o->lr, 0.9f, 0.999f, 1e-8f, 0.01f);
         if (sl_net_set_optimizer(*net, &opt) != SL_OK)
             what = "setting the optimizer";
         else if (sl_net_set_grad_clip(*net, o->clip) != SL_OK)

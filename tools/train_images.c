@@ -128,7 +128,7 @@ static int images_evaluate(train_run *r)
 
 static sl_status images_save_model(const train_run *r)
 {
-    return sl_save_model_as(r->net, r->o->save_model, r->o->save_dtype);
+    return sl_save_model_with(r->net, r->o->save_model, &(sl_save_options){r->o->save_dtype});
 }
 
 static void images_print_what(const train_run *r)

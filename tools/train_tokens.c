@@ -40,7 +40,7 @@ static int tokens_open(train_run *r)
         return cli_fail("checking the training tokens (--data)");
     if (s->val && sl_token_shard_check_vocab(s->val, o->vocab) != SL_OK)
         return cli_fail("checking the held-out tokens (--val)");
-    if (sl_token_shard_batches(s->train, o->batch, o->seq) < 1) {
+    if (sl_token_shard_batch_count(s->train, o->batch, o->seq) < 1) {
         fprintf(stderr, "sublinear train: %s has %zu tokens, fewer than one batch of %d x %d + 1\n",
                 o->data_dir, sl_token_shard_count(s->train), o->batch, o->seq);
         return CLI_EXIT_FAIL;
@@ -83,7 +83,7 @@ static int tokens_held_out_loss(train_run *r)
     tokens *s = r->data;
     if (!s->val || o->eval_samples == 0)
         return 0;
-    int64_t have = sl_token_shard_batches(s->val, o->batch, o->seq);
+    int64_t have = sl_token_shard_batch_count(s->val, o->batch, o->seq);
     int64_t want = (o->eval_samples + o->batch - 1) / o->batch;
     int64_t n = want < have ? want : have;
     if (n < 1) {

@@ -113,7 +113,7 @@ SL_API sl_status sl_token_shard_write(const char *path, const uint16_t *tokens, 
 SL_API size_t sl_token_shard_count(const sl_token_shard *s);
 /* How many distinct batches of batch x seq positions the shard holds:
  * (count - 1) / (batch * seq); 0 when it is too short for one. */
-SL_API int64_t sl_token_shard_batches(const sl_token_shard *s, int batch, int seq);
+SL_API int64_t sl_token_shard_batch_count(const sl_token_shard *s, int batch, int seq);
 /* Batch `index` (wrapping around: index counts on through epochs) as
  * llm.c's loader cuts it: batch * seq + 1 consecutive tokens from position
  * (index mod batches) * batch * seq; ids gets the first batch * seq and

@@ -134,7 +134,7 @@ SL_API int sl_dist_size(const sl_dist *dist);
  * global figures such as images/s or accuracy. Collective. */
 SL_API sl_status sl_dist_sum(sl_dist *dist, double *values, int n);
 
-/* Files: sl_save_model, sl_save_model_as and sl_save_snapshot of a joined
+/* Files: sl_save_model, sl_save_model_with and sl_save_snapshot of a joined
  * network are collective (every rank calls them): rank 0 writes the file
  * (atomically, as always), the same file single-process training writes,
  * and every rank returns rank 0's status. With shard 1 or 2 the snapshot

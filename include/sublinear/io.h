@@ -120,12 +120,22 @@ typedef enum sl_file_dtype {
     SL_FILE_F16 = 2   /* IEEE half: 11 significant bits, largest finite 65504 */
 } sl_file_dtype;
 
-/* sl_save_model with the tensors written as dtype. F32 values are rounded
- * to nearest, ties to even (IEEE 754's default; NaN stays NaN). A finite
- * value beyond the type's range (F16: |x| >= 65520) fails the save with
- * SL_ERR_INVALID_ARG naming the tensor, and nothing is written. Loading
- * widens F16 and BF16 back to F32 exactly. */
-SL_API sl_status sl_save_model_as(sl_net *net, const char *path, sl_file_dtype dtype);
+typedef struct sl_save_options {
+    /* The tensors' type in the file (default SL_FILE_F32). F32 values are
+     * rounded to nearest, ties to even (IEEE 754's default; NaN stays
+     * NaN). A finite value beyond the type's range (F16: |x| >= 65520)
+     * fails the save with SL_ERR_INVALID_ARG naming the tensor, and
+     * nothing is written. Loading widens F16 and BF16 back to F32
+     * exactly. */
+    sl_file_dtype dtype;
+} sl_save_options;
+
+/* F32. */
+SL_API sl_save_options sl_save_defaults(void);
+
+/* sl_save_model with options; opts may be NULL for sl_save_defaults().
+ * SL_ERR_INVALID_ARG for a dtype that is none of SL_FILE_*. */
+SL_API sl_status sl_save_model_with(sl_net *net, const char *path, const sl_save_options *opts);
 
 /* Loads a model file into a built network with the same tensor names.
  * opts may be NULL for sl_load_defaults(); report may be NULL. Three
@@ -182,7 +192,7 @@ SL_API sl_status sl_load_snapshot(sl_net *net, const char *path);
  * allow_nonfinite as for sl_load_model, which apply to the optimizer
  * state's tensors too; strict is ignored (a snapshot always loads
  * strictly). */
-SL_API sl_status sl_load_snapshot_ex(sl_net *net, const char *path, const sl_load_options *opts);
+SL_API sl_status sl_load_snapshot_with(sl_net *net, const char *path, const sl_load_options *opts);
 
 #ifdef __cplusplus
 }

@@ -40,13 +40,21 @@ typedef struct sl_conv2d_options {
  * residual networks. */
 SL_API sl_layer *sl_conv2d(int in_channels, int out_channels, int kernel, int stride, int pad);
 /* Every option of Conv2d. */
-SL_API sl_layer *sl_conv2d_ex(const sl_conv2d_options *opts);
+SL_API sl_layer *sl_conv2d_with(const sl_conv2d_options *opts);
 
 /* BatchNorm2d with PyTorch's defaults: momentum 0.1, eps 1e-5. In training
  * it normalises with the batch statistics and updates the running mean and
  * (unbiased) variance; in evaluation it uses the running statistics. */
 SL_API sl_layer *sl_batchnorm2d(int channels);
-SL_API sl_layer *sl_batchnorm2d_ex(int channels, float momentum, float eps);
+
+typedef struct sl_batchnorm2d_options {
+    int channels;   /* >= 1 */
+    float momentum; /* in [0, 1]; PyTorch's default 0.1 */
+    float eps;      /* > 0; PyTorch's default 1e-5 */
+} sl_batchnorm2d_options;
+
+/* Every option of BatchNorm2d. */
+SL_API sl_layer *sl_batchnorm2d_with(const sl_batchnorm2d_options *opts);
 
 /* y = max(x, 0); runs in place when nothing later reads its input. */
 SL_API sl_layer *sl_relu(void);
@@ -55,8 +63,16 @@ SL_API sl_layer *sl_relu(void);
  * window size including padding (PyTorch's count_include_pad=True). */
 SL_API sl_layer *sl_maxpool2d(int kernel, int stride, int pad);
 SL_API sl_layer *sl_avgpool2d(int kernel, int stride, int pad);
-/* Pooling with ceil_mode: the output size rounds up (GoogLeNet's pools). */
-SL_API sl_layer *sl_maxpool2d_ceil(int kernel, int stride, int pad);
+
+typedef struct sl_maxpool2d_options {
+    int kernel, stride; /* >= 1 */
+    int pad;            /* in [0, kernel / 2] */
+    int ceil_mode;      /* nonzero: the output size rounds up (GoogLeNet's
+                           pools); 0: down, as sl_maxpool2d */
+} sl_maxpool2d_options;
+
+/* Every option of MaxPool2d. */
+SL_API sl_layer *sl_maxpool2d_with(const sl_maxpool2d_options *opts);
 
 /* Mean over H and W: {n, c, h, w} -> {n, c, 1, 1}. */
 SL_API sl_layer *sl_global_avgpool(void);
@@ -180,7 +196,7 @@ SL_API sl_status sl_block_add(sl_layer *block, const char *name, sl_layer *child
                        const int *inputs, int *id);
 
 /* The residual join for blocks: y = x0 + x1, two inputs of one shape. */
-SL_API sl_layer *sl_join_add(void);
+SL_API sl_layer *sl_join_sum(void);
 
 #ifdef __cplusplus
 }

@@ -1,6 +1,6 @@
 /*
  * sublinear/memory.h — what a step holds, known before it runs: the
- * planned (and measured) bytes by category, inference mode, memory reuse
+ * planned (and measured) bytes by category, memory reuse
  * and the memory check, live bytes per program step, per-unit reports, a
  * Graphviz picture, and profiling by layer type and pass.
  *
@@ -74,15 +74,6 @@ SL_API sl_status sl_net_memory_report(sl_net *net, sl_shape input, sl_mode mode,
  * formatting. */
 SL_API sl_status sl_memory_report_json(const sl_memory_report *r, char *buf, size_t n);
 
-/* Inference mode (optnet's removal of gradients): frees the parameter
- * gradients; sl_net_predict keeps working, training calls fail with
- * SL_ERR_STATE. Optimizer state stays (it is needed to resume exactly) but
- * is not counted in an inference plan. Switching back to SL_MODE_TRAIN
- * allocates the gradients again: training then continues bit-identically
- * to a network that never switched. New networks start in training mode. */
-SL_API sl_status sl_net_set_mode(sl_net *net, sl_mode mode);
-SL_API sl_mode sl_net_mode(const sl_net *net);
-
 /* Memory sharing in plans (default on). Off gives optnet's "before": every
  * output, gradient and workspace in storage of its own, nothing in place,
  * as a plain framework would run. Results are identical either way. */
@@ -133,7 +124,7 @@ SL_API sl_status sl_net_check_step_memory(sl_net *net, sl_shape input, sl_mode m
  * SL_ERR_STATE; ranks 1 (shard 0) plans a single process again. The
  * refusals of sl_dist_join apply (shard 2 with clipping or accumulation,
  * the update in backward with shard 0 or 1). */
-SL_API sl_status sl_net_plan_ranks(sl_net *net, int ranks, int shard);
+SL_API sl_status sl_net_set_plan_ranks(sl_net *net, int ranks, int shard);
 
 /* Where a run's time goes, by layer type and pass. */
 typedef struct sl_profile_entry {
@@ -179,8 +170,9 @@ SL_API void sl_memory_timeline_free(sl_memory_timeline *t);
 
 /* Writes n timelines on shared axes as a self-contained SVG (total live
  * bytes per step, one series per timeline, labelled). */
-SL_API sl_status sl_memory_timeline_svg(const char *path, const sl_memory_timeline *const *series,
-                                 const char *const *labels, int n);
+SL_API sl_status sl_memory_timeline_write_svg(const char *path,
+                                              const sl_memory_timeline *const *series,
+                                              const char *const *labels, int n);
 
 /* One top-level unit (a layer, or a whole block) of a training plan, for
  * people: what it costs and what the schedule does with it (the table of

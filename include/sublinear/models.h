@@ -197,7 +197,7 @@ SL_API void sl_gpt2_generator_free(sl_gpt2_generator *gen);
 /* Empties the cache: the next step is position 0. */
 SL_API void sl_gpt2_generator_reset(sl_gpt2_generator *gen);
 /* Positions fed since the last reset. */
-SL_API int sl_gpt2_generator_length(const sl_gpt2_generator *gen);
+SL_API int sl_gpt2_generator_position_count(const sl_gpt2_generator *gen);
 
 /* Feeds one token at the next position (its keys and values join the
  * cache) and, when logits is not NULL, writes that position's vocab

@@ -1,12 +1,12 @@
 /*
  * sublinear/net.h — networks and how they train: schedules (what to keep,
  * what to recompute), building a network, its parameters, optimizers,
- * and running a step.
+ * and running a step (training, or inference: sl_net_set_mode).
  *
  *     sl_net *net;
  *     sl_sublinear(ctx, 3, SL_SCHEDULE_SQRT, &net);   (or sl_sequential)
  *     sl_model_build(net, "resnet20", 10, 32);         (or sl_net_add ...)
- *     sl_optimizer_options opt = sl_sgd(0.1f, 0.9f, 5e-4f, 0);
+ *     sl_optimizer_options opt = sl_optimizer_sgd(0.1f, 0.9f, 5e-4f, 0);
  *     sl_net_set_optimizer(net, &opt);
  *     sl_net_prepare(net, (sl_shape){32, 3, 32, 32}, SL_MODE_TRAIN);   (optional)
  *     sl_step_result r;
@@ -133,7 +133,7 @@ SL_API sl_status sl_net_set_bn_momentum_rescale(sl_net *net, int enabled);
  * statistics. Re-forward stays exact, so checkpointed and plain runs still
  * agree bit for bit. The network counts as used afterwards (no more
  * sl_net_add). count, when not NULL, gets how many layers were set. */
-SL_API sl_status sl_net_freeze_batchnorm(sl_net *net, int frozen, int *count);
+SL_API sl_status sl_net_set_batchnorm_frozen(sl_net *net, int frozen, int *count);
 
 /* ------------------------------------------------------------------ */
 /* Parameters                                                          */
@@ -183,14 +183,16 @@ typedef struct sl_optimizer_options {
     float momentum;     /* SGD */
     int nesterov;       /* SGD */
     float weight_decay; /* SGD, Adam: L2, added to the gradient (PyTorch's
-                           rule); AdamW: decoupled, see sl_adamw */
+                           rule); AdamW: decoupled, see sl_optimizer_adamw */
     float beta1, beta2, eps; /* Adam */
 } sl_optimizer_options;
 
 /* SGD as torch.optim.SGD (dampening 0). */
-SL_API sl_optimizer_options sl_sgd(float lr, float momentum, float weight_decay, int nesterov);
+SL_API sl_optimizer_options sl_optimizer_sgd(float lr, float momentum, float weight_decay,
+                                             int nesterov);
 /* Adam as torch.optim.Adam (bias-corrected, L2 weight decay). */
-SL_API sl_optimizer_options sl_adam(float lr, float beta1, float beta2, float eps, float weight_decay);
+SL_API sl_optimizer_options sl_optimizer_adam(float lr, float beta1, float beta2, float eps,
+                                              float weight_decay);
 
 /* AdamW as torch.optim.AdamW: each step first multiplies a parameter by
  * 1 - lr * weight_decay, then takes the bias-corrected Adam step without
@@ -198,8 +200,8 @@ SL_API sl_optimizer_options sl_adam(float lr, float beta1, float beta2, float ep
  * of linear and convolution layers); biases and BatchNorm / LayerNorm
  * weights are not decayed, as nanoGPT and GPT-2 training do (in PyTorch:
  * two parameter groups, weight_decay 0 for the < 2-d ones). */
-SL_API sl_optimizer_options sl_adamw(float lr, float beta1, float beta2, float eps,
-                                     float weight_decay);
+SL_API sl_optimizer_options sl_optimizer_adamw(float lr, float beta1, float beta2, float eps,
+                                               float weight_decay);
 
 /* Sets the optimizer; its state (momentum, moments) starts at zero. It is
  * allocated with the parameters (at the first run, or at once when they
@@ -274,6 +276,15 @@ SL_API float sl_lr_warmup_cosine(int64_t step, int64_t warmup, int64_t total, fl
 /* What a run computes: a training step (forward, loss, backward, with
  * dropout and batch statistics) or inference (forward in evaluation). */
 typedef enum sl_mode { SL_MODE_TRAIN = 0, SL_MODE_INFER = 1 } sl_mode;
+
+/* Inference mode (optnet's removal of gradients): frees the parameter
+ * gradients; sl_net_predict keeps working, training calls fail with
+ * SL_ERR_STATE. Optimizer state stays (it is needed to resume exactly) but
+ * is not counted in an inference plan. Switching back to SL_MODE_TRAIN
+ * allocates the gradients again: training then continues bit-identically
+ * to a network that never switched. New networks start in training mode. */
+SL_API sl_status sl_net_set_mode(sl_net *net, sl_mode mode);
+SL_API sl_mode sl_net_mode(const sl_net *net);
 
 typedef struct sl_step_result {
     float loss;   /* mean softmax cross-entropy over the batch */

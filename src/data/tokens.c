@@ -113,7 +113,7 @@ void sl_token_shard_free(sl_token_shard *s)
 
 size_t sl_token_shard_count(const sl_token_shard *s) { return s ? s->count : 0; }
 
-int64_t sl_token_shard_batches(const sl_token_shard *s, int batch, int seq)
+int64_t sl_token_shard_batch_count(const sl_token_shard *s, int batch, int seq)
 {
     if (!s || batch < 1 || seq < 1 || s->count < 1)
         return 0;
@@ -129,7 +129,7 @@ sl_status sl_token_shard_batch(const sl_token_shard *s, int64_t index, int batch
     if (batch < 1 || seq < 1 || index < 0)
         return sl_set_error(SL_ERR_INVALID_ARG, "%s: batch %d and seq %d must be >= 1 and index "
                             "%lld >= 0", fn, batch, seq, (long long)index);
-    int64_t n = sl_token_shard_batches(s, batch, seq);
+    int64_t n = sl_token_shard_batch_count(s, batch, seq);
     if (n < 1)
         return sl_set_error(SL_ERR_SHAPE, "%s: the shard has %zu tokens, fewer than the %zu one "
                             "batch of %d x %d needs (one more for the last target)", fn, s->count,

@@ -554,7 +554,14 @@ sl_status sl_save_model(sl_net *net, const char *path)
     return save_model(net, path, SL_FILE_F32, "sl_save_model");
 }
 
-sl_status sl_save_model_as(sl_net *net, const char *path, sl_file_dtype dtype)
+sl_save_options sl_save_defaults(void)
 {
-    return save_model(net, path, dtype, "sl_save_model_as");
+    sl_save_options o = {SL_FILE_F32};
+    return o;
+}
+
+sl_status sl_save_model_with(sl_net *net, const char *path, const sl_save_options *opts)
+{
+    sl_save_options defaults = sl_save_defaults();
+    return save_model(net, path, (opts ? opts : &defaults)->dtype, "sl_save_model_with");
 }

@@ -50,7 +50,7 @@ sl_status sl_match_tensors(const sl_st_file *f, sl_tensor_slot *slots, int n,
  * message. */
 sl_status sl_check_finite(const sl_tensor_slot *slots, int n, const char *what, const char *fn);
 
-/* sl_save_model_as and sl_save_snapshot on this process alone, whether or
+/* sl_save_model_with and sl_save_snapshot on this process alone, whether or
  * not the network is in a communicator (the communicator's save calls
  * them on rank 0); fn names the public call in messages. */
 sl_status sl_save_model_here(sl_net *net, const char *path, sl_file_dtype dtype, const char *fn);
@@ -74,7 +74,7 @@ typedef sl_status (*sl_bytes_loader)(sl_net *net, const uint8_t *buf, size_t byt
 sl_status sl_net_load_file(sl_net *net, const char *path, const char *fn, sl_bytes_loader load,
                            void *user);
 
-/* sl_load_snapshot_ex on a file held in memory (the fuzz target calls
+/* sl_load_snapshot_with on a file held in memory (the fuzz target calls
  * it); opts may be NULL for sl_load_defaults(). */
 sl_status sl_snapshot_load_memory(sl_net *net, const uint8_t *buf, size_t bytes,
                                   const char *what, const sl_load_options *opts);

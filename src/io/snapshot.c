@@ -351,7 +351,7 @@ sl_status sl_load_snapshot(sl_net *net, const char *path)
     return sl_net_load_file(net, path, "sl_load_snapshot", load_snapshot_bytes, NULL);
 }
 
-sl_status sl_load_snapshot_ex(sl_net *net, const char *path, const sl_load_options *opts)
+sl_status sl_load_snapshot_with(sl_net *net, const char *path, const sl_load_options *opts)
 {
     sl_load_options o = opts ? *opts : sl_load_defaults();
     /* One name in messages for both calls: they are one loader. */

@@ -11,7 +11,7 @@
  * with momentum m' = 1 - sqrt(1 - m): two updates with m' decay the old
  * value by (1 - m')^2 = 1 - m, as one update with m does.
  *
- * FROZEN (sl_net_freeze_batchnorm, for fine-tuning): in training too the
+ * FROZEN (sl_net_set_batchnorm_frozen, for fine-tuning): in training too the
  * layer normalises with its running statistics, as in evaluation, and
  * never updates them; gamma and beta still learn. Its forward saves the
  * running mean and invstd as the batch ones would be saved, so the
@@ -139,8 +139,14 @@ int sl_batchnorm2d_set_frozen(sl_layer *l, int frozen)
     return 1;
 }
 
-sl_layer *sl_batchnorm2d_ex(int channels, float momentum, float eps)
+sl_layer *sl_batchnorm2d_with(const sl_batchnorm2d_options *o)
 {
+    if (!o) {
+        sl_set_error(SL_ERR_INVALID_ARG, "sl_batchnorm2d_with: options are NULL");
+        return NULL;
+    }
+    int channels = o->channels;
+    float momentum = o->momentum, eps = o->eps;
     if (channels < 1 || !(momentum >= 0.0f && momentum <= 1.0f) || !(eps > 0.0f)) {
         sl_set_error(SL_ERR_INVALID_ARG,
                      "sl_batchnorm2d: channels %d must be >= 1, momentum %g in [0, 1], eps %g > 0",
@@ -162,4 +168,7 @@ sl_layer *sl_batchnorm2d_ex(int channels, float momentum, float eps)
     return &bn->base;
 }
 
-sl_layer *sl_batchnorm2d(int channels) { return sl_batchnorm2d_ex(channels, 0.1f, 1e-5f); }
+sl_layer *sl_batchnorm2d(int channels)
+{
+    return sl_batchnorm2d_with(&(sl_batchnorm2d_options){channels, 0.1f, 1e-5f});
+}

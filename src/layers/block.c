@@ -1,6 +1,6 @@
 /*
  * block.c — composite blocks built in the user's code (layers stage):
- * sl_block, sl_block_add and the residual join sl_join_add.
+ * sl_block, sl_block_add and the residual join sl_join_sum.
  *
  * A block is a small graph inside one top-level layer: each child reads
  * tensors of the block (0 is the block's input, k the output of child k)

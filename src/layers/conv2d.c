@@ -88,10 +88,10 @@ static const sl_layer_ops conv_ops = {
     .out_channels = conv_out_channels,
 };
 
-sl_layer *sl_conv2d_ex(const sl_conv2d_options *o)
+sl_layer *sl_conv2d_with(const sl_conv2d_options *o)
 {
     if (!o) {
-        sl_set_error(SL_ERR_INVALID_ARG, "sl_conv2d_ex: options are NULL");
+        sl_set_error(SL_ERR_INVALID_ARG, "sl_conv2d_with: options are NULL");
         return NULL;
     }
     if (o->in_channels < 1 || o->out_channels < 1 || o->kernel_h < 1 || o->kernel_w < 1 ||
@@ -133,5 +133,5 @@ sl_layer *sl_conv2d(int in_channels, int out_channels, int kernel, int stride, i
 {
     sl_conv2d_options o = {in_channels, out_channels, kernel, kernel, stride, stride,
                            pad, pad, 1, 1, 1, 0};
-    return sl_conv2d_ex(&o);
+    return sl_conv2d_with(&o);
 }

@@ -57,8 +57,9 @@ sl_layer *sl_conv_bn_relu(int in_channels, int out_channels, int kernel, int str
         return NULL;
     }
     sl_layer *l = &b->base;
+    sl_batchnorm2d_options bn = {out_channels, 0.1f, 1e-3f};
     int bad = sl_layer_add_child(l, "conv", conv);
-    bad |= sl_layer_add_child(l, "bn", sl_batchnorm2d_ex(out_channels, 0.1f, 1e-3f));
+    bad |= sl_layer_add_child(l, "bn", sl_batchnorm2d_with(&bn));
     bad |= sl_layer_add_child(l, "relu", sl_relu());
     if (bad) {
         sl_layer_free(l);
@@ -105,7 +106,8 @@ sl_layer *sl_inception(int in_channels, int c1, int c3_reduce, int c3, int c5_re
     bad |= sl_layer_add_child(l, "branch2.1", sl_conv_bn_relu(c3_reduce, c3, 3, 1, 1));
     bad |= sl_layer_add_child(l, "branch3.0", sl_conv_bn_relu(in_channels, c5_reduce, 1, 1, 0));
     bad |= sl_layer_add_child(l, "branch3.1", sl_conv_bn_relu(c5_reduce, c5, 3, 1, 1));
-    bad |= sl_layer_add_child(l, "branch4.0", sl_maxpool2d_ceil(3, 1, 1));
+    sl_maxpool2d_options pool = {.kernel = 3, .stride = 1, .pad = 1, .ceil_mode = 1};
+    bad |= sl_layer_add_child(l, "branch4.0", sl_maxpool2d_with(&pool));
     bad |= sl_layer_add_child(l, "branch4.1", sl_conv_bn_relu(in_channels, pool_proj, 1, 1, 0));
     bad |= sl_layer_add_child(l, "concat", sl_concat_join());
     if (bad) {

@@ -45,7 +45,7 @@ static const sl_layer_ops add_ops = {
     .out_channels = sl_same_channels,
 };
 
-sl_layer *sl_join_add(void)
+sl_layer *sl_join_sum(void)
 {
     sl_layer *l = sl_alloc(sizeof *l, "a residual add");
     if (l)

@@ -99,5 +99,13 @@ static sl_layer *pool_new(int kernel, int stride, int pad, int ceil_mode, int is
 }
 
 sl_layer *sl_maxpool2d(int kernel, int stride, int pad) { return pool_new(kernel, stride, pad, 0, 1); }
-sl_layer *sl_maxpool2d_ceil(int kernel, int stride, int pad) { return pool_new(kernel, stride, pad, 1, 1); }
 sl_layer *sl_avgpool2d(int kernel, int stride, int pad) { return pool_new(kernel, stride, pad, 0, 0); }
+
+sl_layer *sl_maxpool2d_with(const sl_maxpool2d_options *o)
+{
+    if (!o) {
+        sl_set_error(SL_ERR_INVALID_ARG, "sl_maxpool2d_with: options are NULL");
+        return NULL;
+    }
+    return pool_new(o->kernel, o->stride, o->pad, o->ceil_mode != 0, 1);
+}

@@ -79,7 +79,7 @@ static sl_layer *residual_finish(residual *r, int stride)
         bad |= sl_layer_add_child(l, "downsample.0", sl_conv2d(r->in_c, r->out_c, 1, stride, 0));
         bad |= sl_layer_add_child(l, "downsample.1", sl_batchnorm2d(r->out_c));
     }
-    bad |= sl_layer_add_child(l, "add", sl_join_add());
+    bad |= sl_layer_add_child(l, "add", sl_join_sum());
     bad |= sl_layer_add_child(l, "relu_out", sl_relu());
     if (bad) {
         sl_layer_free(l);

@@ -42,7 +42,7 @@ static sl_layer *alexnet_conv(int in_channels, int out_channels, int kernel, int
         .pad_h = pad, .pad_w = pad, .dilation_h = 1, .dilation_w = 1,
         .groups = 1, .bias = 1,
     };
-    return sl_conv2d_ex(&o);
+    return sl_conv2d_with(&o);
 }
 
 static sl_status alexnet_add_features(sl_net *net)

@@ -42,17 +42,23 @@ static const googlenet_row googlenet_body[] = {
 
 #define GOOGLENET_CHANNELS 1024 /* output channels of inception5b */
 
+/* GoogLeNet's max-pools round their output size up (ceil_mode). */
+static sl_layer *ceil_maxpool(int kernel, int stride)
+{
+    return sl_maxpool2d_with(&(sl_maxpool2d_options){kernel, stride, 0, 1});
+}
+
 static sl_status googlenet_add_stem(sl_net *net)
 {
     sl_status st = sl_net_add(net, "conv1", sl_conv_bn_relu(3, 64, 7, 2, 3));
     if (st == SL_OK)
-        st = sl_net_add(net, "maxpool1", sl_maxpool2d_ceil(3, 2, 0));
+        st = sl_net_add(net, "maxpool1", ceil_maxpool(3, 2));
     if (st == SL_OK)
         st = sl_net_add(net, "conv2", sl_conv_bn_relu(64, 64, 1, 1, 0));
     if (st == SL_OK)
         st = sl_net_add(net, "conv3", sl_conv_bn_relu(64, 192, 3, 1, 1));
     if (st == SL_OK)
-        st = sl_net_add(net, "maxpool2", sl_maxpool2d_ceil(3, 2, 0));
+        st = sl_net_add(net, "maxpool2", ceil_maxpool(3, 2));
     return st;
 }
 
@@ -63,7 +69,7 @@ static sl_status googlenet_add_body(sl_net *net)
         const googlenet_row *r = &googlenet_body[i];
         const inception_config *b = &r->block;
         sl_status st = r->pool_name
-            ? sl_net_add(net, r->pool_name, sl_maxpool2d_ceil(r->pool_kernel, 2, 0))
+            ? sl_net_add(net, r->pool_name, ceil_maxpool(r->pool_kernel, 2))
             : sl_net_add(net, b->name, sl_inception(b->in_channels, b->c1, b->c3_reduce, b->c3,
                                                     b->c5_reduce, b->c5, b->pool_proj));
         if (st != SL_OK)

@@ -132,7 +132,7 @@ static sl_layer *gpt2_block(const sl_gpt2_config *c)
     if (c->dropout > 0.0f)
         add(b, "attn.resid_dropout", sl_dropout(c->dropout), 1, &t, &t, &st);
     int r1[2] = {x, t};
-    add(b, "add_1", sl_join_add(), 2, r1, &h, &st);
+    add(b, "add_1", sl_join_sum(), 2, r1, &h, &st);
     add(b, "ln_2", sl_layernorm(C, c->ln_eps), 1, &h, &t, &st);
     add(b, "mlp.c_fc", sl_conv1d(C, 4 * C), 1, &t, &t, &st);
     add(b, "mlp.act", sl_gelu(), 1, &t, &t, &st);
@@ -140,7 +140,7 @@ static sl_layer *gpt2_block(const sl_gpt2_config *c)
     if (c->dropout > 0.0f)
         add(b, "mlp.dropout", sl_dropout(c->dropout), 1, &t, &t, &st);
     int r2[2] = {h, t};
-    add(b, "add_2", sl_join_add(), 2, r2, &t, &st);
+    add(b, "add_2", sl_join_sum(), 2, r2, &t, &st);
     if (st != SL_OK) {
         sl_layer_free(b);
         return NULL;

@@ -362,7 +362,7 @@ void sl_gpt2_generator_reset(sl_gpt2_generator *g)
         g->pos = 0;
 }
 
-int sl_gpt2_generator_length(const sl_gpt2_generator *g)
+int sl_gpt2_generator_position_count(const sl_gpt2_generator *g)
 {
     return g ? g->pos : 0;
 }

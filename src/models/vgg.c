@@ -28,7 +28,7 @@ static sl_layer *vgg_conv3x3(int in_channels, int out_channels)
         .pad_h = 1, .pad_w = 1, .dilation_h = 1, .dilation_w = 1,
         .groups = 1, .bias = 1,
     };
-    return sl_conv2d_ex(&o);
+    return sl_conv2d_with(&o);
 }
 
 static sl_status vgg_add_features(sl_net *net, int *channels)

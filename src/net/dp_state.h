@@ -62,7 +62,7 @@ typedef struct sl_net_dp {
      * update in backward. */
     int shard;
     size_t shard_lo, shard_hi;
-    int plan_ranks; /* sl_net_plan_ranks: > 1 while planning as a rank of that
+    int plan_ranks; /* sl_net_set_plan_ranks: > 1 while planning as a rank of that
                        many (shard and the slice set as its largest rank's) */
 } sl_net_dp;
 

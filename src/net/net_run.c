@@ -122,7 +122,7 @@ sl_status sl_net_run(sl_net *net, const float *x, sl_shape shape, sl_mode mode, 
                            fn, o->accum);
     if (pre == SL_OK && net->dp.plan_ranks > 1)
         pre = sl_set_error(SL_ERR_STATE, "%s: the network plans as one of %d ranks "
-                           "(sl_net_plan_ranks); it runs alone once that is set back to 1, or "
+                           "(sl_net_set_plan_ranks); it runs alone once that is set back to 1, or "
                            "in a communicator (sl_dist_join)", fn, net->dp.plan_ranks);
     int update = pre == SL_OK && mode == SL_MODE_TRAIN && net->optim.update_in_backward;
     if (update && !io->update)
@@ -289,10 +289,10 @@ sl_status sl_net_set_bn_momentum_rescale(sl_net *net, int enabled)
     return SL_OK;
 }
 
-sl_status sl_net_freeze_batchnorm(sl_net *net, int frozen, int *count)
+sl_status sl_net_set_batchnorm_frozen(sl_net *net, int frozen, int *count)
 {
     if (!net)
-        return sl_set_error(SL_ERR_INVALID_ARG, "sl_net_freeze_batchnorm: network is NULL");
+        return sl_set_error(SL_ERR_INVALID_ARG, "sl_net_set_batchnorm_frozen: network is NULL");
     sl_status st = sl_net_finalize(net);
     if (st != SL_OK)
         return st;

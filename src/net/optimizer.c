@@ -13,19 +13,21 @@
 
 #include "net/net.h"
 
-sl_optimizer_options sl_sgd(float lr, float momentum, float weight_decay, int nesterov)
+sl_optimizer_options sl_optimizer_sgd(float lr, float momentum, float weight_decay, int nesterov)
 {
     sl_optimizer_options o = {SL_OPT_SGD, lr, momentum, nesterov, weight_decay, 0.9f, 0.999f, 1e-8f};
     return o;
 }
 
-sl_optimizer_options sl_adam(float lr, float beta1, float beta2, float eps, float weight_decay)
+sl_optimizer_options sl_optimizer_adam(float lr, float beta1, float beta2, float eps,
+                                       float weight_decay)
 {
     sl_optimizer_options o = {SL_OPT_ADAM, lr, 0.0f, 0, weight_decay, beta1, beta2, eps};
     return o;
 }
 
-sl_optimizer_options sl_adamw(float lr, float beta1, float beta2, float eps, float weight_decay)
+sl_optimizer_options sl_optimizer_adamw(float lr, float beta1, float beta2, float eps,
+                                        float weight_decay)
 {
     sl_optimizer_options o = {SL_OPT_ADAMW, lr, 0.0f, 0, weight_decay, beta1, beta2, eps};
     return o;
@@ -306,7 +308,7 @@ static void update_range(update_ctx *u, int param, size_t off, size_t n, const f
 {
     const sl_optimizer_options *o = &u->net->optim.opt;
     sl_param_spec *p = u->net->params[param].spec;
-    /* AdamW decays only >= 2-d parameters (sl_adamw). */
+    /* AdamW decays only >= 2-d parameters (sl_optimizer_adamw). */
     float wd = o->kind == SL_OPT_ADAMW && p->ndim < 2 ? 0.0f : o->weight_decay;
     sl_update_span sp = {p->data + off, grad, blocks[0], o->kind == SL_OPT_SGD ? NULL : blocks[1],
                          n, wd};
@@ -501,9 +503,9 @@ size_t sl_shard_bound(size_t floats, int size, int r)
     return units * (size_t)r / (size_t)size * SHARD_ALIGN;
 }
 
-sl_status sl_net_plan_ranks(sl_net *net, int ranks, int shard)
+sl_status sl_net_set_plan_ranks(sl_net *net, int ranks, int shard)
 {
-    const char *fn = "sl_net_plan_ranks";
+    const char *fn = "sl_net_set_plan_ranks";
     if (!net)
         return sl_set_error(SL_ERR_INVALID_ARG, "%s: network is NULL", fn);
     if (ranks < 1 || shard < 0 || shard > 2 || (ranks == 1 && shard))

@@ -155,16 +155,18 @@ static void write_series(FILE *f, const frame *fr, const sl_memory_timeline *t,
 
 static const char title[] = "Live memory per program step: outputs + gradInputs + buffers (+ parameter gradients)";
 
-sl_status sl_memory_timeline_svg(const char *path, const sl_memory_timeline *const *series,
+sl_status sl_memory_timeline_write_svg(const char *path, const sl_memory_timeline *const *series,
                                  const char *const *labels, int n)
 {
     if (!path || !series || !labels || n < 1)
-        return sl_set_error(SL_ERR_INVALID_ARG, "sl_memory_timeline_svg: path, series or labels missing");
+        return sl_set_error(SL_ERR_INVALID_ARG,
+                            "sl_memory_timeline_write_svg: path, series or labels missing");
     int max_steps = 2;
     uint64_t max_bytes = 1;
     for (int i = 0; i < n; i++) {
         if (!series[i] || !labels[i])
-            return sl_set_error(SL_ERR_INVALID_ARG, "sl_memory_timeline_svg: series %d is NULL", i);
+            return sl_set_error(SL_ERR_INVALID_ARG, "sl_memory_timeline_write_svg: series %d is NULL",
+                                i);
         if (series[i]->steps > max_steps)
             max_steps = series[i]->steps;
         uint64_t peak = peak_live(series[i]);
@@ -190,7 +192,7 @@ sl_status sl_memory_timeline_svg(const char *path, const sl_memory_timeline *con
 
     FILE *f = fopen(path, "w");
     if (!f)
-        return sl_set_error(SL_ERR_IO, "sl_memory_timeline_svg: cannot write '%s'", path);
+        return sl_set_error(SL_ERR_IO, "sl_memory_timeline_write_svg: cannot write '%s'", path);
     fprintf(f, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
                "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" "
                "font-family=\"sans-serif\" font-size=\"%d\">\n"
@@ -203,6 +205,6 @@ sl_status sl_memory_timeline_svg(const char *path, const sl_memory_timeline *con
         write_series(f, &fr, series[i], labels[i], i);
     fprintf(f, "</svg>\n");
     if (fclose(f) != 0)
-        return sl_set_error(SL_ERR_IO, "sl_memory_timeline_svg: error writing '%s'", path);
+        return sl_set_error(SL_ERR_IO, "sl_memory_timeline_write_svg: error writing '%s'", path);
     return SL_OK;
 }

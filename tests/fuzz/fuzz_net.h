@@ -18,7 +18,7 @@ static inline sl_net *fuzz_net_build(sl_context **ctx)
     sl_net *net = NULL;
     int n_params = 0;
     if (sl_context_create(&o, ctx) != SL_OK || sl_sequential(*ctx, 3, &net) != SL_OK ||
-        sl_net_add(net, "conv", sl_conv2d_ex(&(sl_conv2d_options){3, 4, 3, 3, 1, 1, 1, 1, 1, 1,
+        sl_net_add(net, "conv", sl_conv2d_with(&(sl_conv2d_options){3, 4, 3, 3, 1, 1, 1, 1, 1, 1,
                                                                   1, 1})) != SL_OK ||
         sl_net_add(net, "bn", sl_batchnorm2d(4)) != SL_OK ||
         sl_net_add(net, "relu", sl_relu()) != SL_OK ||

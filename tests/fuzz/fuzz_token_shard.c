@@ -36,7 +36,7 @@ static void check_batch(const sl_token_shard *s, const uint8_t *data, size_t cou
 {
     static int32_t ids[MAX_BATCH * MAX_SEQ], targets[MAX_BATCH * MAX_SEQ];
     size_t bt = (size_t)batch * (size_t)seq;
-    int64_t n = sl_token_shard_batches(s, batch, seq);
+    int64_t n = sl_token_shard_batch_count(s, batch, seq);
     if (n != (count ? (int64_t)((count - 1) / bt) : 0))
         abort();
     sl_status st = sl_token_shard_batch(s, index, batch, seq, ids, targets);

@@ -75,8 +75,8 @@ static void save_valid(void)
     for (size_t i = 0; i < sizeof x / sizeof *x; i++)
         x[i] = (float)((i * 37) % 11) / 5.0f - 1.0f;
     int labels[2] = {0, 2};
-    sl_optimizer_options opt[2] = {sl_sgd(0.1f, 0.9f, 1e-4f, 0),
-                                   sl_adam(0.01f, 0.9f, 0.999f, 1e-8f, 0.0f)};
+    sl_optimizer_options opt[2] = {sl_optimizer_sgd(0.1f, 0.9f, 1e-4f, 0),
+                                   sl_optimizer_adam(0.01f, 0.9f, 0.999f, 1e-8f, 0.0f)};
     const char *names[2] = {"snapshot_sgd.safetensors", "snapshot_adam.safetensors"};
     for (int k = 0; k < 2; k++) {
         if (sl_net_set_optimizer(net, &opt[k]) != SL_OK ||

@@ -33,7 +33,7 @@ int main(int argc, char **argv)
     CHECK(sl_net_add(net, "relu2", sl_relu()));
     CHECK(sl_net_add(net, "pool", sl_global_avgpool()));
     CHECK(sl_net_add(net, "fc", sl_linear(8, CLASSES, 1)));
-    sl_optimizer_options opt = sl_sgd(0.1f, 0.9f, 0.0f, 0);
+    sl_optimizer_options opt = sl_optimizer_sgd(0.1f, 0.9f, 0.0f, 0);
     CHECK(sl_net_set_optimizer(net, &opt));
     CHECK(sl_dataset_synthetic(CLASSES, 3, RES, RES, 1, &data));
     float x[N * 3 * RES * RES];
