@@ -220,6 +220,16 @@ START_TEST(test_shape_flags_and_model_size_are_checked_first)
     ck_assert(cr_num(j, "planned_bytes.params") > 768.0 * (1 << 30));
     cJSON_Delete(j);
     cr_free(&r);
+    /* A step of about 2^69 FLOPs: the sqrt schedule re-forwards about a
+     * third of it, not the 117 plain steps a wrapped count read. */
+    r = cr_run(SL_CLI_PATH, "plan --model gpt2 --layers 1000 --embd 65536 --heads 64 --seq 2048 "
+               "--context 2048 --batch 1024 --schedule sqrt --json");
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    j = cr_json(&r);
+    double f = cr_num(j, "recompute_fraction");
+    ck_assert_msg(f > 0.2 && f < 0.5, "recompute fraction %g", f);
+    cJSON_Delete(j);
+    cr_free(&r);
 }
 END_TEST
 

@@ -9,6 +9,8 @@
 #include <stdint.h>
 #include <stdlib.h>
 
+#include <math.h>
+
 #include "checkpoint/pipeline.h"
 #include "harness.h"
 #include "net/net.h"
@@ -110,6 +112,69 @@ START_TEST(test_planner_refuses_an_arena_past_2_to_the_64)
 }
 END_TEST
 
+/* GPT-2 of 1000 layers of 65536 channels, batch 1024 of 2048 tokens:
+ * every layer's FLOPs fit 64 bits but one step's total (about 2^69) does
+ * not. The totals saturate instead of wrapping, and the recomputed
+ * fraction of the sqrt schedule (one extra forward of most layers, about
+ * a third of a step) stays a fraction, where it read 117 before. */
+START_TEST(test_recompute_fraction_of_a_model_past_2_to_the_64_flops)
+{
+    sl_context *ctx = th_context(1);
+    sl_net *net;
+    ck_assert(sl_sequential(ctx, 1, &net) == SL_OK);
+    ck_assert(sl_net_set_memory_check(net, 0) == SL_OK);
+    sl_gpt2_config cfg = sl_gpt2_defaults();
+    cfg.layers = 1000;
+    cfg.embd = 65536;
+    cfg.heads = 64;
+    cfg.context = 2048;
+    ck_assert_msg(sl_model_gpt2(net, &cfg) == SL_OK, "%s", sl_last_error());
+    ck_assert(sl_net_set_schedule(net, SL_SCHEDULE_SQRT) == SL_OK);
+    sl_shape in = {1024, 1, 2048, 1};
+    sl_memory_report r;
+    ck_assert_msg(sl_net_memory_report(net, in, SL_MODE_TRAIN, &r) == SL_OK, "%s", sl_last_error());
+    ck_assert_msg(isfinite(r.recompute_fraction) && r.recompute_fraction > 0.2 &&
+                      r.recompute_fraction < 0.5,
+                  "recompute fraction %g", r.recompute_fraction);
+    sl_net_free(net);
+    sl_context_free(ctx);
+}
+END_TEST
+
+/* One Linear of 2^20 x 2^20 over 2^25 rows: 2^66 FLOPs forward, in
+ * tensors of 128 TiB the shape pass lets through. Its count saturates at
+ * UINT64_MAX (it wrapped to 0 before), and a step of it and a GELU, with
+ * the GELU recomputed, reports a fraction within [0, 1]. */
+START_TEST(test_layer_flops_past_2_to_the_64_saturate)
+{
+    sl_context *ctx = th_context(1);
+    sl_net *net;
+    ck_assert(sl_sequential(ctx, 1 << 20, &net) == SL_OK);
+    ck_assert(sl_net_set_memory_check(net, 0) == SL_OK);
+    ck_assert(sl_net_add(net, NULL, sl_gelu()) == SL_OK);
+    ck_assert(sl_net_add(net, NULL, sl_linear(1 << 20, 1 << 20, 0)) == SL_OK);
+    ck_assert(sl_net_add(net, NULL, sl_gelu()) == SL_OK);
+    ck_assert(sl_net_set_schedule(net, SL_SCHEDULE_SQRT) == SL_OK);
+    sl_shape in = {1 << 25, 1 << 20, 1, 1};
+    sl_unit_report *u;
+    int n;
+    ck_assert_msg(sl_net_unit_reports(net, in, SL_MODE_TRAIN, &u, &n) == SL_OK, "%s", sl_last_error());
+    ck_assert_int_eq(n, 3);
+    ck_assert_msg(u[1].fwd_flops == UINT64_MAX && u[1].bwd_flops == UINT64_MAX,
+                  "Linear's FLOPs %llu forward, %llu backward", (unsigned long long)u[1].fwd_flops,
+                  (unsigned long long)u[1].bwd_flops);
+    ck_assert(u[0].fwd_flops == ((uint64_t)1 << 45) * 12); /* a GELU's count stays exact */
+    sl_unit_reports_free(u);
+    sl_memory_report r;
+    ck_assert_msg(sl_net_memory_report(net, in, SL_MODE_TRAIN, &r) == SL_OK, "%s", sl_last_error());
+    ck_assert_msg(isfinite(r.recompute_fraction) && r.recompute_fraction >= 0.0 &&
+                      r.recompute_fraction <= 1.0,
+                  "recompute fraction %g", r.recompute_fraction);
+    sl_net_free(net);
+    sl_context_free(ctx);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("plan_limits");
@@ -119,6 +184,8 @@ int main(void)
     tcase_add_test(tc, test_input_positions_past_int_are_refused);
     tcase_add_test(tc, test_large_plan_adds_up_exactly);
     tcase_add_test(tc, test_planner_refuses_an_arena_past_2_to_the_64);
+    tcase_add_test(tc, test_recompute_fraction_of_a_model_past_2_to_the_64_flops);
+    tcase_add_test(tc, test_layer_flops_past_2_to_the_64_saturate);
     suite_add_tcase(s, tc);
     return th_run_suite(s) ? EXIT_FAILURE : EXIT_SUCCESS;
 }

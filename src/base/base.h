@@ -134,9 +134,9 @@ double sl_now_seconds(void);
     } while (0)
 
 #define SL_ALIGN 64
-/* Sums and products of byte counts that stop at UINT64_MAX instead of
- * wrapping, so that a planned figure too large for 64 bits is refused,
- * never reported as its remainder mod 2^64. */
+/* Sums and products of byte and FLOP counts that stop at UINT64_MAX
+ * instead of wrapping, so that a planned figure too large for 64 bits is
+ * refused or reported as saturated, never as its remainder mod 2^64. */
 static inline uint64_t sl_add_sat(uint64_t a, uint64_t b)
 {
     return a > UINT64_MAX - b ? UINT64_MAX : a + b;
@@ -145,6 +145,18 @@ static inline uint64_t sl_add_sat(uint64_t a, uint64_t b)
 static inline uint64_t sl_mul_sat(uint64_t a, uint64_t b)
 {
     return b != 0 && a > UINT64_MAX / b ? UINT64_MAX : a * b;
+}
+
+static inline uint64_t sl_mul3_sat(uint64_t a, uint64_t b, uint64_t c)
+{
+    return sl_mul_sat(sl_mul_sat(a, b), c);
+}
+
+/* The element count of a shape, saturating: the layers' FLOP formulas run
+ * before the shape pass refuses an oversized step, on any shape. */
+static inline uint64_t sl_shape_count_sat(sl_shape s)
+{
+    return sl_mul_sat(sl_mul3_sat((uint64_t)s.n, (uint64_t)s.c, (uint64_t)s.h), (uint64_t)s.w);
 }
 
 static inline size_t sl_align_up(size_t n) { return (n + SL_ALIGN - 1) & ~(size_t)(SL_ALIGN - 1); }

@@ -144,7 +144,7 @@ static int solve(dp *d, uint64_t budget)
                     uint64_t peak, held, redo;
                     if (!sl_seg_step(c, p, q, r, s.held, &peak, &held, &redo) || peak > budget)
                         continue;
-                    if (push_state(d, (state){held, s.redo + redo, sid, q, r}) < 0)
+                    if (push_state(d, (state){held, sl_add_sat(s.redo, redo), sid, q, r}) < 0)
                         return -2;
                 }
         }
@@ -374,7 +374,7 @@ static void enumerate_from(search *s, int p, uint64_t held, uint64_t redo)
             s->path_q[s->depth] = q;
             s->path_r[s->depth] = r;
             s->depth++;
-            enumerate_from(s, q, after, redo + more);
+            enumerate_from(s, q, after, sl_add_sat(redo, more));
             s->depth--;
         }
 }

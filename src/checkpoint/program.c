@@ -129,7 +129,7 @@ static void emit_forward(builder *b, int node, int bn_rescale)
     if (saved >= 0)
         b->saved[node] = saved;
     if (kind == SL_STEP_REFWD)
-        b->p->refwd_flops += c->fwd_flops;
+        b->p->refwd_flops = sl_add_sat(b->p->refwd_flops, c->fwd_flops);
     b->trained[node] = 1;
     b->runs[node]++;
 }

@@ -46,9 +46,9 @@ sl_status sl_unit_costs_compute(const sl_graph *g, const sl_shapes *sh, sl_unit_
             const sl_graph_node *nd = &g->nodes[i];
             unsigned flags = nd->layer->ops->flags;
             const sl_layer_cost *c = &sh->cost[i];
-            out->fwd_flops[t] += c->fwd_flops;
+            out->fwd_flops[t] = sl_add_sat(out->fwd_flops[t], c->fwd_flops);
             if (nd->out != boundary)
-                out->redo_flops[t] += c->fwd_flops;
+                out->redo_flops[t] = sl_add_sat(out->redo_flops[t], c->fwd_flops);
             /* Storage a kept unit holds until backward: outputs that do not
              * alias their input, and saved state. */
             if (!(flags & (SL_LAYER_FWD_INPLACE | SL_LAYER_VIEW)))

@@ -84,8 +84,8 @@ static void window_set(const sl_graph *g, const sl_shapes *sh, int p, int q, win
         w->sh.tensor[i + 1] = sh->tensor[base + i + 1];
         w->sh.bytes[i + 1] = sh->bytes[base + i + 1];
         w->sh.cost[i] = sh->cost[base + i];
-        w->sh.fwd_flops += sh->cost[base + i].fwd_flops;
-        w->sh.bwd_flops += sh->cost[base + i].bwd_flops;
+        w->sh.fwd_flops = sl_add_sat(w->sh.fwd_flops, sh->cost[base + i].fwd_flops);
+        w->sh.bwd_flops = sl_add_sat(w->sh.bwd_flops, sh->cost[base + i].bwd_flops);
     }
     for (int u = p; u <= q; u++)
         w->g.top_first_node[u - p] = g->top_first_node[u] - base;
@@ -302,8 +302,8 @@ sl_status sl_unit_probes_compute(const sl_graph *g, const sl_shapes *sh, const s
         pr->in_bytes = sh->bytes[g->top_first_node[u]];
         for (int i = g->top_first_node[u]; i < g->top_first_node[u + 1]; i++) {
             const sl_layer_cost *lc = &sh->cost[i];
-            pr->fwd_flops += lc->fwd_flops;
-            pr->bwd_flops += lc->bwd_flops;
+            pr->fwd_flops = sl_add_sat(pr->fwd_flops, lc->fwd_flops);
+            pr->bwd_flops = sl_add_sat(pr->bwd_flops, lc->bwd_flops);
             size_t ws = lc->ws_fwd_bytes > lc->ws_bwd_bytes ? lc->ws_fwd_bytes : lc->ws_bwd_bytes;
             if (ws > pr->ws_bytes)
                 pr->ws_bytes = ws;

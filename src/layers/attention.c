@@ -56,13 +56,15 @@ static sl_status attention_infer(const sl_layer *l, const sl_backend *be, int n_
                             sl_layer_label(l), in[0].w);
     *out = (sl_shape){in[0].n, at->channels, in[0].h, 1};
     sl_attention_desc d = attention_desc(at, in[0], at->p, NULL);
-    uint64_t bh = (uint64_t)d.n * d.heads, t = (uint64_t)d.t;
-    uint64_t pairs = bh * t * (t + 1) / 2; /* (i, j) with j <= i */
+    uint64_t t = (uint64_t)d.t, bh = sl_mul_sat((uint64_t)d.n, (uint64_t)d.heads);
+    uint64_t pairs = sl_mul_sat(bh, t * (t + 1) / 2); /* (i, j) with j <= i; t < 2^31 */
     /* forward: q k^T and p v over the pairs, plus the softmax; the
      * backward's four products (five with flash's recomputed scores) */
-    cost->fwd_flops = 4 * pairs * (uint64_t)d.d + 5 * pairs;
-    cost->bwd_flops = (at->flash ? 10 : 8) * pairs * (uint64_t)d.d + 8 * pairs;
-    cost->saved_bytes = sl_mul_sat(at->flash ? bh * t : sl_mul_sat(bh * t, t), sizeof(float));
+    cost->fwd_flops = sl_add_sat(sl_mul3_sat(4, pairs, (uint64_t)d.d), sl_mul_sat(5, pairs));
+    cost->bwd_flops = sl_add_sat(sl_mul3_sat(at->flash ? 10 : 8, pairs, (uint64_t)d.d),
+                                 sl_mul_sat(8, pairs));
+    uint64_t rows = sl_mul_sat(bh, t);
+    cost->saved_bytes = sl_mul_sat(at->flash ? rows : sl_mul_sat(rows, t), sizeof(float));
     cost->ws_fwd_bytes = be->attention_workspace_bytes(be, &d, 0);
     cost->ws_bwd_bytes = be->attention_workspace_bytes(be, &d, 1);
     return SL_OK;

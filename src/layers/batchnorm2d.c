@@ -39,9 +39,9 @@ static sl_status bn_infer(const sl_layer *l, const sl_backend *be, int n_in, con
     if (sl_check_channels(l, bn->channels, in[0].c))
         return SL_ERR_SHAPE;
     *out = in[0];
-    uint64_t count = sl_shape_count(in[0]);
-    cost->fwd_flops = 5 * count;
-    cost->bwd_flops = 8 * count;
+    uint64_t count = sl_shape_count_sat(in[0]);
+    cost->fwd_flops = sl_mul_sat(5, count);
+    cost->bwd_flops = sl_mul_sat(8, count);
     /* a GPU's partial sums and per-channel means: planned like any
      * workspace, since a backend allocates nothing of its own */
     int hw = in[0].h * in[0].w;

@@ -27,10 +27,10 @@ static sl_status conv1d_infer(const sl_layer *l, const sl_backend *be, int n_in,
                             "receives %d",
                             sl_layer_label(l), cv->in_features, in[0].c);
     *out = (sl_shape){in[0].n, cv->out_features, in[0].h, in[0].w};
-    uint64_t rows = (uint64_t)in[0].n * in[0].h * in[0].w;
-    uint64_t macs = rows * cv->in_features * cv->out_features;
-    cost->fwd_flops = 2 * macs;
-    cost->bwd_flops = 4 * macs;
+    uint64_t rows = sl_mul3_sat((uint64_t)in[0].n, (uint64_t)in[0].h, (uint64_t)in[0].w);
+    uint64_t macs = sl_mul3_sat(rows, (uint64_t)cv->in_features, (uint64_t)cv->out_features);
+    cost->fwd_flops = sl_mul_sat(2, macs);
+    cost->bwd_flops = sl_mul_sat(4, macs);
     return SL_OK;
 }
 

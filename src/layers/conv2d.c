@@ -39,10 +39,11 @@ static sl_status conv_infer(const sl_layer *l, const sl_backend *be, int n_in,
                        cv->o.dilation_h, cv->o.pad_h);
     *out = (sl_shape){in[0].n, cv->o.out_channels, oh, ow};
     sl_conv_desc d = conv_desc(cv, in[0], *out);
-    uint64_t macs = (uint64_t)out->n * out->c * oh * ow *
-                    (uint64_t)(cv->o.in_channels / cv->o.groups) * cv->o.kernel_h * cv->o.kernel_w;
-    cost->fwd_flops = 2 * macs;
-    cost->bwd_flops = 4 * macs;
+    uint64_t taps = sl_mul3_sat((uint64_t)(cv->o.in_channels / cv->o.groups),
+                                (uint64_t)cv->o.kernel_h, (uint64_t)cv->o.kernel_w);
+    uint64_t macs = sl_mul_sat(sl_shape_count_sat(*out), taps);
+    cost->fwd_flops = sl_mul_sat(2, macs);
+    cost->bwd_flops = sl_mul_sat(4, macs);
     cost->ws_fwd_bytes = be->conv2d_workspace_bytes(be, &d, SL_CONV_FWD);
     size_t a = be->conv2d_workspace_bytes(be, &d, SL_CONV_BWD_DATA);
     size_t b = be->conv2d_workspace_bytes(be, &d, SL_CONV_BWD_FILTER);

@@ -35,9 +35,9 @@ static sl_status embedding_infer(const sl_layer *l, const sl_backend *be, int n_
                             "of %d positions",
                             sl_layer_label(l), in[0].h, e->context);
     *out = (sl_shape){in[0].n, e->channels, in[0].h, 1};
-    uint64_t values = sl_shape_count(*out);
+    uint64_t values = sl_shape_count_sat(*out);
     cost->fwd_flops = values;
-    cost->bwd_flops = 2 * values;
+    cost->bwd_flops = sl_mul_sat(2, values);
     return SL_OK;
 }
 

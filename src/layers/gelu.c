@@ -13,8 +13,8 @@ static sl_status gelu_infer(const sl_layer *l, const sl_backend *be, int n_in,
                             const sl_shape *in, sl_shape *out, sl_layer_cost *cost)
 {
     sl_status st = sl_elementwise_infer(l, be, n_in, in, out, cost);
-    cost->fwd_flops *= GELU_FWD_FLOPS;
-    cost->bwd_flops *= GELU_BWD_FLOPS;
+    cost->fwd_flops = sl_mul_sat(cost->fwd_flops, GELU_FWD_FLOPS);
+    cost->bwd_flops = sl_mul_sat(cost->bwd_flops, GELU_BWD_FLOPS);
     return st;
 }
 

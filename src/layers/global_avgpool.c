@@ -12,8 +12,8 @@ static sl_status gap_infer(const sl_layer *l, const sl_backend *be, int n_in, co
     (void)be;
     (void)n_in;
     *out = (sl_shape){in[0].n, in[0].c, 1, 1};
-    cost->fwd_flops = sl_shape_count(in[0]);
-    cost->bwd_flops = sl_shape_count(in[0]);
+    cost->fwd_flops = sl_shape_count_sat(in[0]);
+    cost->bwd_flops = sl_shape_count_sat(in[0]);
     return SL_OK;
 }
 

@@ -16,7 +16,7 @@ static sl_status add_infer(const sl_layer *l, const sl_backend *be, int n_in, co
                             sl_layer_label(l), in[0].n, in[0].c, in[0].h, in[0].w, in[1].n, in[1].c,
                             in[1].h, in[1].w);
     *out = in[0];
-    cost->fwd_flops = sl_shape_count(in[0]);
+    cost->fwd_flops = sl_shape_count_sat(in[0]);
     cost->bwd_flops = 0;
     return SL_OK;
 }
@@ -67,8 +67,8 @@ static sl_status concat_infer(const sl_layer *l, const sl_backend *be, int n_in,
                            in[0].w);
         out->c += in[i].c;
     }
-    cost->fwd_flops = sl_shape_count(*out);
-    cost->bwd_flops = sl_shape_count(*out);
+    cost->fwd_flops = sl_shape_count_sat(*out);
+    cost->bwd_flops = sl_shape_count_sat(*out);
     return SL_OK;
 }
 

@@ -107,7 +107,7 @@ sl_status sl_elementwise_infer(const sl_layer *l, const sl_backend *be, int n_in
     (void)be;
     (void)n_in;
     *out = in[0];
-    cost->fwd_flops = sl_shape_count(in[0]);
-    cost->bwd_flops = sl_shape_count(in[0]);
+    cost->fwd_flops = sl_shape_count_sat(in[0]);
+    cost->bwd_flops = sl_shape_count_sat(in[0]);
     return SL_OK;
 }

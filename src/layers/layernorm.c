@@ -33,8 +33,8 @@ static sl_status layernorm_infer(const sl_layer *l, const sl_backend *be, int n_
                             sl_layer_label(l), ln->channels, in[0].c);
     *out = in[0];
     size_t rows = layernorm_rows(in[0]);
-    cost->fwd_flops = 8 * (uint64_t)sl_shape_count(in[0]);
-    cost->bwd_flops = 12 * (uint64_t)sl_shape_count(in[0]);
+    cost->fwd_flops = sl_mul_sat(8, sl_shape_count_sat(in[0]));
+    cost->bwd_flops = sl_mul_sat(12, sl_shape_count_sat(in[0]));
     cost->saved_bytes = 2 * rows * sizeof(float);
     return SL_OK;
 }

@@ -21,9 +21,10 @@ static sl_status linear_infer(const sl_layer *l, const sl_backend *be, int n_in,
                             "Linear '%s' expects %d input features but receives %ld (%d x %d x %d)",
                        sl_layer_label(l), li->in_features, features, in[0].c, in[0].h, in[0].w);
     *out = (sl_shape){in[0].n, li->out_features, 1, 1};
-    uint64_t macs = (uint64_t)in[0].n * li->in_features * li->out_features;
-    cost->fwd_flops = 2 * macs;
-    cost->bwd_flops = 4 * macs;
+    uint64_t macs = sl_mul3_sat((uint64_t)in[0].n, (uint64_t)li->in_features,
+                                (uint64_t)li->out_features);
+    cost->fwd_flops = sl_mul_sat(2, macs);
+    cost->bwd_flops = sl_mul_sat(4, macs);
     return SL_OK;
 }
 

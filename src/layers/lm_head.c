@@ -37,12 +37,12 @@ size_t sl_lm_head_ws_bytes(const sl_lm_head *h, int rows)
 
 uint64_t sl_lm_head_fwd_flops(const sl_lm_head *h, int rows)
 {
-    return 2ull * (uint64_t)rows * h->vocab * h->channels;
+    return sl_mul_sat(2, sl_mul3_sat((uint64_t)rows, (uint64_t)h->vocab, (uint64_t)h->channels));
 }
 
 uint64_t sl_lm_head_bwd_flops(const sl_lm_head *h, int rows)
 {
-    return 4ull * (uint64_t)rows * h->vocab * h->channels;
+    return sl_mul_sat(4, sl_mul3_sat((uint64_t)rows, (uint64_t)h->vocab, (uint64_t)h->channels));
 }
 
 /* Sums the rows' losses and hits in order, in double, on the host. */

@@ -30,10 +30,11 @@ static sl_status pool_infer(const sl_layer *l, const sl_backend *be, int n_in, c
         return sl_set_error(SL_ERR_SHAPE, "%s '%s': input %dx%d is smaller than its %dx%d window",
                        l->ops->type, sl_layer_label(l), in[0].h, in[0].w, p->kernel, p->kernel);
     *out = (sl_shape){in[0].n, in[0].c, oh, ow};
-    uint64_t work = sl_shape_count(*out) * (uint64_t)p->kernel * p->kernel;
+    uint64_t count = sl_shape_count_sat(*out);
+    uint64_t work = sl_mul3_sat(count, (uint64_t)p->kernel, (uint64_t)p->kernel);
     cost->fwd_flops = work;
-    cost->bwd_flops = p->is_max ? sl_shape_count(*out) : work;
-    cost->saved_bytes = p->is_max ? sl_shape_count(*out) * sizeof(int32_t) : 0;
+    cost->bwd_flops = p->is_max ? count : work;
+    cost->saved_bytes = p->is_max ? sl_mul_sat(count, sizeof(int32_t)) : 0;
     return SL_OK;
 }
 

@@ -96,6 +96,35 @@ sl_status sl_net_plan_for(sl_net *net, sl_shape input, sl_mode mode, const void 
     return sl_net_undo_first_use(net, m, sl_net_plan_cached(net, input, mode, input_grad, cache));
 }
 
+/* Re-forwarded FLOPs over the FLOPs of one plain step. The program's
+ * totals saturate at UINT64_MAX past 2^64; a ratio of two saturated totals
+ * would say nothing, so then the ratio is taken over the nodes' counts
+ * summed in double, approximate but never wrapped (a node's own count
+ * that saturated enters as 2^64, a lower bound). Below 2^64 the exact
+ * integer ratio is kept, as before. */
+static double recompute_fraction(const sl_graph *g, const sl_shapes *sh, const sl_program *p,
+                                 sl_mode mode)
+{
+    int train = mode == SL_MODE_TRAIN;
+    uint64_t plain = sl_add_sat(p->fwd_flops, train ? p->bwd_flops : 0);
+    if (plain < UINT64_MAX && p->refwd_flops < UINT64_MAX)
+        return plain ? (double)p->refwd_flops / (double)plain : 0.0;
+    double all = 0.0, redo = 0.0;
+    for (int i = 0; i < g->n_nodes; i++)
+        all += (double)sh->cost[i].fwd_flops + (train ? (double)sh->cost[i].bwd_flops : 0.0);
+    if (g->head) {
+        sl_shape last = sh->tensor[g->n_nodes];
+        /* at most INT_MAX rows: checked by the shape pass */
+        int rows = (int)((uint64_t)last.n * (uint64_t)last.h * (uint64_t)last.w);
+        all += (double)sl_lm_head_fwd_flops(g->head, rows) +
+               (train ? (double)sl_lm_head_bwd_flops(g->head, rows) : 0.0);
+    }
+    for (int s = 0; s < p->n_steps; s++)
+        if (p->steps[s].kind == SL_STEP_REFWD)
+            redo += (double)sh->cost[p->steps[s].node].fwd_flops;
+    return all > 0 ? redo / all : 0.0;
+}
+
 sl_status sl_net_memory_report(sl_net *net, sl_shape input, sl_mode mode, sl_memory_report *out)
 {
     sl_run_cache *c;
@@ -135,8 +164,7 @@ sl_status sl_net_memory_report(sl_net *net, sl_shape input, sl_mode mode, sl_mem
     }
     out->measured_total = out->arena_measured + out->measured_params + out->measured_param_grads +
                           out->measured_optimizer + out->communication;
-    uint64_t plain = c->prog.fwd_flops + (mode == SL_MODE_TRAIN ? c->prog.bwd_flops : 0);
-    out->recompute_fraction = plain ? (double)c->prog.refwd_flops / (double)plain : 0.0;
+    out->recompute_fraction = recompute_fraction(&net->graph, &c->sh, &c->prog, mode);
     sl_cost_model model = sl_net_cost_model(net);
     double plain_s, refwd_s;
     sl_program_seconds(&net->graph, &c->sh, &c->prog, &model, &plain_s, &refwd_s);
