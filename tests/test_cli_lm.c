@@ -136,6 +136,16 @@ START_TEST(test_resume_exact)
 }
 END_TEST
 
+/* args with its word SHARD (if any) replaced by the path shard, into out. */
+static void with_shard(const char *args, const char *shard, char *out, size_t n)
+{
+    const char *at = strstr(args, "SHARD");
+    if (at)
+        snprintf(out, n, "%.*s%s%s", (int)(at - args), args, shard, at + 5);
+    else
+        snprintf(out, n, "%s", args);
+}
+
 START_TEST(test_usage_errors)
 {
     const char *shard = write_shard("u.bin", 3000);
@@ -150,12 +160,7 @@ START_TEST(test_usage_errors)
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char args[512];
-        const char *at = strstr(cases[i].args, "SHARD");
-        if (at)
-            snprintf(args, sizeof args, "%.*s%s%s", (int)(at - cases[i].args), cases[i].args, shard,
-                     at + 5);
-        else
-            snprintf(args, sizeof args, "%s", cases[i].args);
+        with_shard(cases[i].args, shard, args, sizeof args);
         cr_result r = cr_run(SL_CLI_PATH, "%s", args);
         ck_assert_msg(r.status == 2 && strstr(r.err, cases[i].says), "%s: status %d, %s", args,
                       r.status, r.err);
@@ -198,12 +203,7 @@ START_TEST(test_shape_flags_and_model_size_are_checked_first)
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char args[512];
-        const char *at = strstr(cases[i].args, "SHARD");
-        if (at)
-            snprintf(args, sizeof args, "%.*s%s%s", (int)(at - cases[i].args), cases[i].args, shard,
-                     at + 5);
-        else
-            snprintf(args, sizeof args, "%s", cases[i].args);
+        with_shard(cases[i].args, shard, args, sizeof args);
         cr_result r = cr_run(SL_CLI_PATH, "%s", args);
         if (cases[i].status == 0) /* within the bound: no such message */
             ck_assert_msg(!strstr(r.err, "tokens per step"), "%s: %s", args, r.err);
