@@ -428,8 +428,3 @@ int sl_json_escape(char *buf, size_t cap, size_t *at, const char *s, size_t n)
     buf[*at] = '\0';
     return 0;
 }
-
-void sl_json_printable(char *buf, size_t size, const char *s, size_t n)
-{
-    sl_printable(buf, size, s, n);
-}

@@ -64,9 +64,4 @@ size_t sl_utf8_valid_prefix(const uint8_t *s, size_t n);
  * does not fit. */
 int sl_json_escape(char *buf, size_t cap, size_t *at, const char *s, size_t n);
 
-/* A decoded JSON string s[0, n) for a message: base's sl_printable (the
- * one quoting of file content in messages), under the name the io and
- * models callers know. */
-void sl_json_printable(char *buf, size_t size, const char *s, size_t n);
-
 #endif

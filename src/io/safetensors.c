@@ -77,7 +77,7 @@ static void write_le64(uint8_t *p, uint64_t v)
 
 const char *sl_st_entry_label(const sl_st_entry *e, char *buf, size_t size)
 {
-    sl_json_printable(buf, size, e->name, e->name_len);
+    sl_printable(buf, size, e->name, e->name_len);
     return buf;
 }
 
@@ -142,7 +142,7 @@ static sl_status parse_dtype(const parse_state *ps, const sl_json_value *v, sl_s
     int dt = dtype_from_name(name, len);
     if (dt < 0) {
         char msg[96], shown[48];
-        sl_json_printable(shown, sizeof shown, name, len);
+        sl_printable(shown, sizeof shown, name, len);
         snprintf(msg, sizeof msg, "unknown dtype \"%s\"", shown);
         return bad(ps, e, msg);
     }
@@ -322,7 +322,7 @@ static sl_status check_metadata(const parse_state *ps, const sl_json_value *meta
     for (const sl_json_value *m = at(ps, meta->child); m; m = at(ps, m->next)) {
         keys[n++] = m;
         if (m->type != SL_JSON_STRING) {
-            sl_json_printable(shown, sizeof shown, m->key, m->key_len);
+            sl_printable(shown, sizeof shown, m->key, m->key_len);
             snprintf(msg, sizeof msg, "\"__metadata__\" value of \"%s\" is not a string", shown);
             sl_free(keys);
             return bad(ps, NULL, msg);
@@ -332,7 +332,7 @@ static sl_status check_metadata(const parse_state *ps, const sl_json_value *meta
     sl_status st = SL_OK;
     for (int i = 1; i < n && st == SL_OK; i++)
         if (by_key(&keys[i - 1], &keys[i]) == 0) {
-            sl_json_printable(shown, sizeof shown, keys[i]->key, keys[i]->key_len);
+            sl_printable(shown, sizeof shown, keys[i]->key, keys[i]->key_len);
             snprintf(msg, sizeof msg, "\"__metadata__\" has the key \"%s\" twice", shown);
             st = bad(ps, NULL, msg);
         }

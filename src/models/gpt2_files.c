@@ -310,7 +310,7 @@ static sl_status read_tree(const config_reader *r, sl_gpt2_config *c)
     if (type->type != SL_JSON_STRING || type->len != 4 || strcmp(type->str, "gpt2") != 0) {
         char shown[64] = "a non-string";
         if (type->type == SL_JSON_STRING)
-            sl_json_printable(shown, sizeof shown, type->str, type->len);
+            sl_printable(shown, sizeof shown, type->str, type->len);
         return sl_set_error(SL_ERR_UNSUPPORTED,
                             "%s: '%s' describes model_type \"%s\"; only \"gpt2\" "
                             "(GPT2LMHeadModel) is supported", READ_FN, r->path, shown);
@@ -343,7 +343,7 @@ static sl_status read_tree(const config_reader *r, sl_gpt2_config *c)
                 (strcmp(act->str, "gelu_new") != 0 && strcmp(act->str, "gelu_pytorch_tanh") != 0))) {
         char shown[64] = "a non-string";
         if (act->type == SL_JSON_STRING)
-            sl_json_printable(shown, sizeof shown, act->str, act->len);
+            sl_printable(shown, sizeof shown, act->str, act->len);
         return sl_set_error(SL_ERR_UNSUPPORTED,
                             "%s: '%s': activation_function \"%s\" is not supported (GPT-2's tanh "
                             "GELU, \"gelu_new\" or \"gelu_pytorch_tanh\", is)", READ_FN, r->path,
