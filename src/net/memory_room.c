@@ -124,6 +124,7 @@ sl_status sl_net_check_room(sl_net *net, const sl_room_request *rq, const char *
 {
     uint64_t arena = rq->arena, arena_held = rq->arena_held;
     const char *what = rq->what;
+    const char *buffers = rq->host_what ? rq->host_what : "the caller's buffers";
     const sl_backend *be = net->ctx->backend;
     fixed_part f = fixed_part_of(net);
     if (net->no_memory_check ||
@@ -153,7 +154,7 @@ sl_status sl_net_check_room(sl_net *net, const sl_room_request *rq, const char *
         rq->advise(rq->user, budget, f.total, advice, sizeof advice);
     else if (extra && room > f.total)
         snprintf(advice, sizeof advice, "the fixed bytes and %s alone do not fit: use a smaller "
-                 "batch", rq->host_what ? rq->host_what : "the caller's buffers");
+                 "batch", buffers);
     else
         snprintf(advice, sizeof advice, "the fixed bytes%s do not fit: use a smaller model or "
                  "fewer classes%s", rq->step ? " alone" : "",
@@ -172,13 +173,11 @@ sl_status sl_net_check_room(sl_net *net, const sl_room_request *rq, const char *
     const char *who = rq->who ? rq->who : rq->step ? "this step" : "the network";
     char head[600], batch[200] = "";
     if (extra)
-        snprintf(batch, sizeof batch, ", %s for %s", fig(extra).text,
-                 rq->host_what ? rq->host_what : "the caller's buffers");
+        snprintf(batch, sizeof batch, ", %s for %s", fig(extra).text, buffers);
     if (arena)
         snprintf(head, sizeof head, "%s needs %s for %s%s and", who, fig(arena).text, what, batch);
     else if (extra)
-        snprintf(head, sizeof head, "%s needs %s for %s and", who, fig(extra).text,
-                 rq->host_what ? rq->host_what : "the caller's buffers");
+        snprintf(head, sizeof head, "%s needs %s for %s and", who, fig(extra).text, buffers);
     else
         snprintf(head, sizeof head, "%s needs", who);
     return sl_set_error(SL_ERR_NOMEM,
