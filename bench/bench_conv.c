@@ -315,7 +315,7 @@ int main(int argc, char **argv)
     sl_cpu_set_blas_threads(1); /* the kernels split their GEMMs themselves */
     resnet50_shapes(o.image);
     sl_backend *cpu;
-    if (sl_cpu_backend_create(&cpu) != SL_OK)
+    if (sl_cpu_backend_create(o.threads, &cpu) != SL_OK)
         return 1;
     sl_exec ex = {cpu, o.threads};
     bufs b;

@@ -19,7 +19,7 @@ SUDO=""
 export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -q
 $SUDO apt-get install -y -q --no-install-recommends \
-  build-essential cmake pkg-config check libopenblas-dev libcjson-dev libpcre2-dev \
+  build-essential cmake pkg-config check libopenblas-dev libdnnl-dev libcjson-dev libpcre2-dev \
   python3 python3-torch python3-numpy graphviz libxml2-utils \
   clang libclang-rt-14-dev libomp-dev libopenmpi-dev openmpi-bin python3-venv unzip \
   librsvg2-bin

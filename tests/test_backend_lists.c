@@ -248,7 +248,7 @@ static void check_backend(const sl_backend *be)
 START_TEST(test_backend_lists_cpu)
 {
     sl_backend *be = NULL;
-    ck_assert_int_eq(sl_cpu_backend_create(&be), SL_OK);
+    ck_assert_int_eq(sl_cpu_backend_create(1, &be), SL_OK);
     check_backend(be);
     sl_backend_destroy(be);
 }

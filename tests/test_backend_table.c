@@ -66,7 +66,7 @@ END_TEST
 START_TEST(test_backend_table_check_names_an_unset_member)
 {
     sl_backend *be = NULL;
-    ck_assert_int_eq(sl_cpu_backend_create(&be), SL_OK);
+    ck_assert_int_eq(sl_cpu_backend_create(1, &be), SL_OK);
     sl_backend broken = *be;
     broken.copy_channels = NULL;
     char missing[1024];
@@ -79,7 +79,7 @@ END_TEST
 START_TEST(test_backend_table_cpu_sets_every_required_member)
 {
     sl_backend *be = NULL;
-    ck_assert_int_eq(sl_cpu_backend_create(&be), SL_OK);
+    ck_assert_int_eq(sl_cpu_backend_create(1, &be), SL_OK);
     char missing[1024];
     int n = missing_members(be, 0, missing, sizeof missing);
     ck_assert_msg(n == 0, "the CPU backend leaves unset:%s", missing);

@@ -101,7 +101,7 @@ static size_t partials_and_means(const sl_backend *be, int n, int c, int hw)
 START_TEST(test_bn_layer_plans_the_backends_statistics_workspaces)
 {
     sl_backend *cpu = NULL;
-    ck_assert_int_eq(sl_cpu_backend_create(&cpu), SL_OK);
+    ck_assert_int_eq(sl_cpu_backend_create(1, &cpu), SL_OK);
     sl_layer *bn = sl_batchnorm2d(16);
     ck_assert_ptr_nonnull(bn);
     sl_shape in = {8, 16, 28, 28}, out;

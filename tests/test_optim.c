@@ -269,7 +269,7 @@ END_TEST
 START_TEST(test_sum_squares_matches_double)
 {
     sl_backend *be = NULL;
-    ck_assert(sl_cpu_backend_create(&be) == SL_OK);
+    ck_assert(sl_cpu_backend_create(2, &be) == SL_OK);
     sl_exec ex = {be, 2};
     const size_t sizes[] = {1, 7, 1024, 1025, 40000, 100003};
     double slots[SL_SUM_SQUARES_SLOTS], total_ref = 0.0;
@@ -504,7 +504,7 @@ END_TEST
 START_TEST(test_grad_scale_kernels)
 {
     sl_backend *be = NULL;
-    ck_assert(sl_cpu_backend_create(&be) == SL_OK);
+    ck_assert(sl_cpu_backend_create(2, &be) == SL_OK);
     sl_exec ex = {be, 2};
     enum { N = 50000 }; /* above the CPU's threading threshold */
     static float w0[N], g[N], gs[N], w[2][N], m[2][N], v[2][N];

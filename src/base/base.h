@@ -109,6 +109,8 @@ typedef struct sl_host_memory {
 } sl_host_memory;
 sl_host_memory sl_host_memory_available(uint64_t address_reserve);
 
+/* A thread count as options give it, resolved (0 or less -> cores). */
+int sl_threads_resolve(int threads);
 /* Number of threads a context asks for, resolved (0 -> cores). */
 int sl_context_threads(const sl_context *ctx);
 

@@ -58,13 +58,15 @@ void sl_join_name(char *dst, size_t n, const char *a, const char *b)
     dst[used + lb] = '\0';
 }
 
-int sl_context_threads(const sl_context *ctx)
+int sl_threads_resolve(int threads)
 {
-    if (ctx && ctx->threads > 0)
-        return ctx->threads;
+    if (threads > 0)
+        return threads;
     int n = omp_get_num_procs();
     return n > 0 ? n : 1;
 }
+
+int sl_context_threads(const sl_context *ctx) { return sl_threads_resolve(ctx ? ctx->threads : 0); }
 
 double sl_now_seconds(void)
 {

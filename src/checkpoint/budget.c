@@ -453,6 +453,35 @@ static sl_status multilevel_candidates(const sl_budget_query *q, const sl_unit_p
     return st;
 }
 
+/* Where the dynamic program's answer does not fit as planned, the
+ * enumeration is a local search on long chains; the balanced k-segment
+ * schedules (SL_SCHEDULE_SEGMENTS, k = 2 .. n) are planned for real too,
+ * so that a budget never re-forwards more than a balanced split that fits
+ * it. Large workspaces (oneDNN's convolution passes) leave such gaps. */
+static sl_status balanced_candidates(const sl_budget_query *q, candidate *best, int *have)
+{
+    sl_unit_costs u;
+    sl_status st = sl_unit_costs_compute(q->g, q->sh, &u);
+    for (int k = 2; k <= u.n && st == SL_OK; k++) {
+        candidate c;
+        memset(&c, 0, sizeof c);
+        st = sl_segments_balanced(&u, k, &c.seg);
+        if (st == SL_OK)
+            st = measure(q, &c);
+        if (st != SL_OK) {
+            sl_segments_release(&c.seg);
+            break;
+        }
+        if (c.peak <= q->budget_bytes)
+            keep_better(q, best, have, &c);
+        else
+            sl_segments_release(&c.seg);
+    }
+    if (st == SL_OK)
+        sl_unit_costs_release(&u);
+    return st;
+}
+
 sl_status sl_segments_for_budget(const sl_budget_query *q, sl_segments *out)
 {
     sl_seg_costs costs;
@@ -492,8 +521,11 @@ sl_status sl_segments_for_budget(const sl_budget_query *q, sl_segments *out)
         st = solve_and_plan(q, &d, live, &c, &found);
         if (st == SL_OK && found)
             keep_better(q, &best, &have, &c);
-        if (st == SL_OK && have && best.peak > q->budget_bytes)
+        if (st == SL_OK && have && best.peak > q->budget_bytes) {
             st = enumerate(q, &costs, live, 0, &best, &have);
+            if (st == SL_OK)
+                st = balanced_candidates(q, &best, &have);
+        }
     }
     /* Multi-level (and operator-level) schedules, wherever the
      * single-level answer re-forwards anything (or nothing single-level

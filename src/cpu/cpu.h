@@ -16,9 +16,10 @@
 #include "base/backend.h"
 #include "base/base.h"
 
-/* A new CPU backend instance (it has no state of its own: impl is NULL);
- * free with sl_backend_destroy. */
-sl_status sl_cpu_backend_create(sl_backend **out);
+/* A new CPU backend instance whose kernels run on `threads` threads (its
+ * oneDNN primitives are made for that team size; 0 or less means 1);
+ * impl holds its sl_cpu_state. Free with sl_backend_destroy. */
+sl_status sl_cpu_backend_create(int threads, sl_backend **out);
 
 /* Sets OpenBLAS's (process-wide) thread count; the only global thread
  * state the CPU backend touches. */
@@ -33,6 +34,48 @@ static inline int cpu_threads(const sl_exec *ex)
 /* Below this many elements a loop runs on one thread: waking a team costs
  * more than it saves. */
 #define CPU_PAR_MIN 32768
+
+/* ---- cpu_onednn.c: oneDNN, and which engine runs what ---- */
+
+/* The backend's state: its team size and, with oneDNN, the engine and the
+ * convolution plans made at plan time (one per geometry and pass). */
+typedef struct sl_cpu_state sl_cpu_state;
+
+sl_status sl_cpu_state_create(int threads, sl_cpu_state **out);
+void sl_cpu_state_free(sl_cpu_state *s);
+int sl_cpu_state_threads(const sl_cpu_state *s);
+/* SL_OK, or the first failure of a oneDNN primitive since the last call
+ * (with sl_last_error() set). */
+sl_status sl_cpu_state_sync(sl_cpu_state *s);
+
+/* Process-wide choices, made once (see cpu_onednn.c): 1 when GEMM tiles
+ * run oneDNN's sgemm, 1 when convolutions go to oneDNN where it has a
+ * non-reference implementation. */
+int sl_cpu_gemm_onednn(void);
+int sl_cpu_conv_onednn(void);
+/* 1 when SL_CPU_KERNELS_LOG asks for the choices on stderr. */
+int sl_cpu_kernels_log(void);
+/* One line for logs: oneDNN's version and ISA, and the two choices. */
+const char *sl_cpu_kernels_describe(char *buf, size_t n);
+
+/* oneDNN's sgemm on the calling thread alone (row-major, as cblas). */
+void sl_cpu_sgemm_onednn(int trans_a, int trans_b, int m, int n, int k, float alpha,
+                         const float *a, int lda, const float *b, int ldb, float beta, float *c,
+                         int ldc);
+
+/* A convolution pass's workspace bytes, with *onednn 1 when oneDNN runs it
+ * (SIZE_MAX with the error set when its plan could not be made); without
+ * oneDNN 0 bytes and *onednn 0 (the caller sizes im2col's). */
+size_t sl_cpu_onednn_conv_workspace(const sl_backend *be, const sl_conv_desc *d,
+                                    sl_conv_pass pass, int *onednn);
+/* The passes through oneDNN: 1 when done, 0 when this geometry and pass
+ * run im2col (the caller then does). Same arguments as the table's. */
+int sl_cpu_onednn_conv_forward(const sl_exec *ex, const sl_conv_desc *d, const float *x,
+                               const float *w, float *y, void *ws);
+int sl_cpu_onednn_conv_backward_data(const sl_exec *ex, const sl_conv_desc *d, const float *w,
+                                     const float *dy, float *dx, int accumulate, void *ws);
+int sl_cpu_onednn_conv_backward_filter(const sl_exec *ex, const sl_conv_desc *d, const float *x,
+                                       const float *dy, float *dw, void *ws);
 
 /* ---- cpu_gemm.c ---- */
 

@@ -1,7 +1,8 @@
 /*
  * cpu_backend.c — the CPU backend's sl_backend table: host memory, copies,
  * and the kernels of the other cpu_*.c files. Part of the "run" stage: the
- * executor calls these through the table at planned offsets.
+ * executor calls these through the table at planned offsets. impl holds
+ * the sl_cpu_state of cpu_onednn.c.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -21,7 +22,11 @@ static void sl_cpu_free(const sl_backend *be, void *p)
     sl_aligned_free(p);
 }
 
-static void sl_cpu_destroy(sl_backend *be) { free(be); }
+static void sl_cpu_destroy(sl_backend *be)
+{
+    sl_cpu_state_free(be->impl);
+    free(be);
+}
 
 static void sl_cpu_memcpy(const sl_exec *ex, void *dst, const void *src, size_t bytes)
 {
@@ -32,8 +37,7 @@ static void sl_cpu_memcpy(const sl_exec *ex, void *dst, const void *src, size_t 
 
 static sl_status sl_cpu_sync(const sl_exec *ex)
 {
-    (void)ex;
-    return SL_OK;
+    return sl_cpu_state_sync(ex && ex->be ? ex->be->impl : NULL);
 }
 
 static const sl_backend sl_cpu_table = {
@@ -51,12 +55,19 @@ static const sl_backend sl_cpu_table = {
 #undef SL_CPU_ENTRY
 };
 
-sl_status sl_cpu_backend_create(sl_backend **out)
+sl_status sl_cpu_backend_create(int threads, sl_backend **out)
 {
     sl_backend *be = sl_alloc(sizeof *be, "a CPU backend");
     if (!be)
         return SL_ERR_NOMEM;
     *be = sl_cpu_table;
+    sl_cpu_state *s;
+    sl_status st = sl_cpu_state_create(threads, &s);
+    if (st != SL_OK) {
+        free(be);
+        return st;
+    }
+    be->impl = s;
     *out = be;
     return SL_OK;
 }

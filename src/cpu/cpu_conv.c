@@ -1,6 +1,9 @@
 /*
- * cpu_conv.c — 2-d convolution on the CPU (run stage): im2col / col2im into
- * the layer's planned workspace, then OpenBLAS sgemm per image and group.
+ * cpu_conv.c — 2-d convolution on the CPU (run stage): through oneDNN where
+ * cpu_onednn.c chose it for the geometry and pass; otherwise (and always in
+ * a build without oneDNN) im2col / col2im into the layer's planned
+ * workspace, then the GEMM of cpu_gemm.c per image and group. The bias and
+ * its gradient are this file's loops on both paths.
  * Groups, stride, padding and dilation are supported; a 1x1, stride-1,
  * unpadded convolution uses its input directly as the GEMM operand and needs
  * no workspace.
@@ -47,8 +50,10 @@ static conv_dims conv_dims_of(const sl_conv_desc *d)
 
 size_t sl_cpu_conv2d_workspace_bytes(const sl_backend *be, const sl_conv_desc *d, sl_conv_pass pass)
 {
-    (void)be;
-    (void)pass;
+    int onednn;
+    size_t bytes = sl_cpu_onednn_conv_workspace(be, d, pass, &onednn);
+    if (onednn || bytes == SIZE_MAX)
+        return bytes;
     conv_dims g = conv_dims_of(d);
     if (g.pointwise)
         return 0;
@@ -235,6 +240,9 @@ static void run_group_gemms(const conv_team *tm, const group_gemm *q, int groups
 
 /* ---- forward ---- */
 
+static void conv_bias_add(const conv_team *tm, const sl_conv_desc *d, size_t ohw,
+                          const float *bias, float *y);
+
 static void conv_forward_run(const conv_team *tm, const sl_conv_desc *d, const float *x,
                              const float *w, const float *bias, float *y, float *col)
 {
@@ -254,20 +262,26 @@ static void conv_forward_run(const conv_team *tm, const sl_conv_desc *d, const f
         if (!g.pointwise)
             conv_team_barrier(tm); /* col is refilled next */
     }
-    if (!bias)
-        return;
+    if (bias)
+        conv_bias_add(tm, d, g.ohw, bias, y);
+}
+
+/* y += bias, per output plane. */
+static void conv_bias_add(const conv_team *tm, const sl_conv_desc *d, size_t ohw,
+                          const float *bias, float *y)
+{
     int planes = d->n * d->k;
     if (tm->tiled) {
         conv_team_barrier(tm);
 #pragma omp for schedule(static)
         for (int p = 0; p < planes; p++)
-            for (size_t j = 0; j < g.ohw; j++)
-                y[(size_t)p * g.ohw + j] += bias[p % d->k];
+            for (size_t j = 0; j < ohw; j++)
+                y[(size_t)p * ohw + j] += bias[p % d->k];
     } else {
-        int par = (double)planes * (double)g.ohw >= CPU_PAR_MIN;
+        int par = (double)planes * (double)ohw >= CPU_PAR_MIN;
         SL_PARALLEL_FOR(tm->threads, par, (int p = 0; p < planes; p++), {
-            for (size_t j = 0; j < g.ohw; j++)
-                y[(size_t)p * g.ohw + j] += bias[p % d->k];
+            for (size_t j = 0; j < ohw; j++)
+                y[(size_t)p * ohw + j] += bias[p % d->k];
         });
     }
 }
@@ -275,6 +289,13 @@ static void conv_forward_run(const conv_team *tm, const sl_conv_desc *d, const f
 void sl_cpu_conv2d_forward(const sl_exec *ex, const sl_conv_desc *d, const float *x, const float *w,
                            const float *bias, float *y, void *ws)
 {
+    if (sl_cpu_onednn_conv_forward(ex, d, x, w, y, ws)) {
+        if (bias) {
+            conv_team tm = conv_team_here(ex, 0);
+            conv_bias_add(&tm, d, (size_t)d->oh * d->ow, bias, y);
+        }
+        return;
+    }
     if (sl_cpu_gemm_tiled(ex)) {
 #pragma omp parallel num_threads(cpu_threads(ex))
         {
@@ -315,6 +336,8 @@ static void conv_backward_data_run(const conv_team *tm, const sl_conv_desc *d, c
 void sl_cpu_conv2d_backward_data(const sl_exec *ex, const sl_conv_desc *d, const float *w,
                                  const float *dy, float *dx, int accumulate, void *ws)
 {
+    if (sl_cpu_onednn_conv_backward_data(ex, d, w, dy, dx, accumulate, ws))
+        return;
     if (sl_cpu_gemm_tiled(ex)) {
 #pragma omp parallel num_threads(cpu_threads(ex))
         {
@@ -341,6 +364,22 @@ static void conv_bias_sum(const sl_conv_desc *d, size_t ohw, const float *dy, in
     dbias[k] += (float)s;
 }
 
+/* dbias += the sums of dy's planes. */
+static void conv_bias_grad(const conv_team *tm, const sl_conv_desc *d, size_t ohw,
+                           const float *dy, float *dbias)
+{
+    if (tm->tiled) {
+#pragma omp for schedule(static)
+        for (int k = 0; k < d->k; k++)
+            conv_bias_sum(d, ohw, dy, k, dbias);
+    } else {
+        int par = (double)d->n * d->k * (double)ohw >= CPU_PAR_MIN;
+        SL_PARALLEL_FOR(tm->threads, par, (int k = 0; k < d->k; k++), {
+            conv_bias_sum(d, ohw, dy, k, dbias);
+        });
+    }
+}
+
 static void conv_backward_filter_run(const conv_team *tm, const sl_conv_desc *d,
                                      const float *x, const float *dy, float *dw, float *dbias,
                                      float *col)
@@ -361,23 +400,20 @@ static void conv_backward_filter_run(const conv_team *tm, const sl_conv_desc *d,
         if (!g.pointwise)
             conv_team_barrier(tm);
     }
-    if (!dbias)
-        return;
-    if (tm->tiled) {
-#pragma omp for schedule(static)
-        for (int k = 0; k < d->k; k++)
-            conv_bias_sum(d, g.ohw, dy, k, dbias);
-    } else {
-        int par = (double)d->n * d->k * (double)g.ohw >= CPU_PAR_MIN;
-        SL_PARALLEL_FOR(tm->threads, par, (int k = 0; k < d->k; k++), {
-            conv_bias_sum(d, g.ohw, dy, k, dbias);
-        });
-    }
+    if (dbias)
+        conv_bias_grad(tm, d, g.ohw, dy, dbias);
 }
 
 void sl_cpu_conv2d_backward_filter(const sl_exec *ex, const sl_conv_desc *d, const float *x,
                                    const float *dy, float *dw, float *dbias, void *ws)
 {
+    if (sl_cpu_onednn_conv_backward_filter(ex, d, x, dy, dw, ws)) {
+        if (dbias) {
+            conv_team tm = conv_team_here(ex, 0);
+            conv_bias_grad(&tm, d, (size_t)d->oh * d->ow, dy, dbias);
+        }
+        return;
+    }
     if (sl_cpu_gemm_tiled(ex)) {
 #pragma omp parallel num_threads(cpu_threads(ex))
         {

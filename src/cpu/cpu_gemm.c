@@ -1,6 +1,8 @@
 /*
- * cpu_gemm.c — GEMM for the CPU backend (run stage): OpenBLAS cblas_sgemm,
- * split into tiles over the OpenMP team of a kernel.
+ * cpu_gemm.c — GEMM for the CPU backend (run stage): single-threaded
+ * sgemm calls (OpenBLAS's, or oneDNN's on AVX-512 machines: cpu_onednn.c
+ * chooses once per process) split into tiles over the OpenMP team of a
+ * kernel.
  *
  * Why tiles instead of OpenBLAS's own threads: the other kernels run on an
  * OpenMP team, and a libgomp team spins for milliseconds after each
@@ -36,6 +38,21 @@ int sl_cpu_gemm_tiled(const sl_exec *ex)
         return 0;
     /* An OpenMP OpenBLAS runs single-threaded inside a parallel region. */
     return openblas_get_num_threads() <= 1 || openblas_get_parallel() == 2;
+}
+
+/* One single-threaded GEMM on the calling thread: oneDNN's sgemm or
+ * OpenBLAS's, as cpu_onednn.c chose for the process. */
+static void cpu_sgemm(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a,
+                      int lda, const float *b, int ldb, float beta, float *c, int ldc)
+{
+#ifdef SL_HAVE_ONEDNN
+    if (sl_cpu_gemm_onednn()) {
+        sl_cpu_sgemm_onednn(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+        return;
+    }
+#endif
+    cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
+                trans_b ? CblasTrans : CblasNoTrans, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
 /* Tile sides are rounded to the register blocking of sgemm kernels. */
@@ -84,9 +101,8 @@ void sl_cpu_gemm_part(const sl_cpu_tiling *t, int part, int trans_a, int trans_b
     int mm = m - m0 < cm ? m - m0 : cm, nn = n - n0 < cn ? n - n0 : cn;
     const float *as = trans_a ? a + m0 : a + (size_t)m0 * lda;
     const float *bs = trans_b ? b + (size_t)n0 * ldb : b + n0;
-    cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
-                trans_b ? CblasTrans : CblasNoTrans, mm, nn, k, alpha, as, lda, bs, ldb, beta,
-                c + (size_t)m0 * ldc + n0, ldc);
+    cpu_sgemm(trans_a, trans_b, mm, nn, k, alpha, as, lda, bs, ldb, beta,
+              c + (size_t)m0 * ldc + n0, ldc);
 }
 
 /* Below this many multiply-adds a GEMM runs on the calling thread. */
@@ -98,9 +114,14 @@ void sl_cpu_gemm(const sl_exec *ex, int trans_a, int trans_b, int m, int n, int 
     if (m <= 0 || n <= 0)
         return;
     if (!sl_cpu_gemm_tiled(ex) || (double)m * n * k < GEMM_PAR_MIN_FLOPS) {
-        cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
-                    trans_b ? CblasTrans : CblasNoTrans, m, n, k, alpha, a, lda, b, ldb, beta, c,
-                    ldc);
+        if (sl_cpu_gemm_onednn() && sl_cpu_gemm_tiled(ex) == 0 && cpu_threads(ex) > 1) {
+            /* OpenBLAS spreads this GEMM over its own threads */
+            cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
+                        trans_b ? CblasTrans : CblasNoTrans, m, n, k, alpha, a, lda, b, ldb, beta,
+                        c, ldc);
+            return;
+        }
+        cpu_sgemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
         return;
     }
 #pragma omp parallel num_threads(cpu_threads(ex))

@@ -50,7 +50,7 @@ static sl_status conv_infer(const sl_layer *l, const sl_backend *be, int n_in,
     cost->ws_bwd_bytes = a > b ? a : b;
     cost->saved_bytes = 0;
     if (cost->ws_fwd_bytes == SIZE_MAX || cost->ws_bwd_bytes == SIZE_MAX)
-        return sl_set_error(SL_ERR_BACKEND, "Conv2d '%s' (input %dx%dx%dx%d): %s", sl_layer_label(l),
+        return sl_set_error(sl_error_status() == SL_ERR_NOMEM ? SL_ERR_NOMEM : SL_ERR_BACKEND, "Conv2d '%s' (input %dx%dx%dx%d): %s", sl_layer_label(l),
                             in[0].n, in[0].c, in[0].h, in[0].w, sl_last_error());
     return SL_OK;
 }

@@ -16,7 +16,7 @@ sl_status sl_backend_create(const sl_context_options *o, sl_backend **out)
 {
     switch (o->device) {
     case SL_DEVICE_CPU:
-        return sl_cpu_backend_create(out);
+        return sl_cpu_backend_create(sl_threads_resolve(o->threads), out);
     case SL_DEVICE_CUDA:
         return sl_cuda_backend_create(o->gpu, o->deterministic, o->tf32, out);
     }

@@ -1,0 +1,787 @@
+/*
+ * cpu_onednn.c — the CPU backend's use of oneDNN (run stage, with plans
+ * made at plan time): convolution primitives per geometry and pass, and
+ * oneDNN's sgemm for GEMM tiles. Built when oneDNN is found
+ * (cmake/onednn.cmake); otherwise every choice below is "im2col" /
+ * "OpenBLAS" and nothing else changes.
+ *
+ * Which engine runs what, decided once and the same for every network of
+ * the process (so that two networks, a forward and its re-forward, or a
+ * run and its resumed run, compute the same bits):
+ *   - GEMM tiles: oneDNN's sgemm when oneDNN's CPU dispatch reaches
+ *     AVX-512 (avx512_core or above); OpenBLAS otherwise. Debian's OpenBLAS
+ *     is held to its Haswell (AVX2) kernels on AVX-512 machines, where
+ *     oneDNN's single-threaded sgemm runs about twice as fast
+ *     (bench/results/onednn-*). SL_CPU_GEMM=openblas|onednn overrides.
+ *   - Convolutions: im2col + the GEMM above, except where oneDNN has a
+ *     direct (jit) kernel for a kernel wider than 1x1 on an AVX-512 CPU:
+ *     those run through oneDNN, which on this kind of machine is about
+ *     twice as fast as im2col + GEMM for 3x3 convolutions. For 1x1
+ *     convolutions (GEMMs already) and for oneDNN's own gemm-based
+ *     convolutions, im2col + the GEMM above measured as fast or faster
+ *     with less workspace. SL_CPU_CONV=im2col|onednn overrides.
+ *   SL_CPU_KERNELS_LOG=1 prints each decision (and each convolution's
+ *   oneDNN implementation) to stderr as it is made.
+ *
+ * A convolution pass through oneDNN: the library's tensors stay NCHW
+ * (weights OIHW) and oneDNN picks its own (blocked) layouts; what differs
+ * is staged in the layer's planned workspace: inputs reordered in (weights
+ * once a pass), outputs reordered out, or added into the caller's tensor
+ * (dst += staged: weight gradients always accumulate, backward data when
+ * asked). The scratchpad is in user mode, so it is part of the planned
+ * workspace too. The pass runs over chunks of `chunk` images, the largest
+ * divisor of the batch whose workspace stays within twice the im2col
+ * path's (a geometry where even one image does not fit stays on im2col),
+ * so choosing oneDNN at most doubles a layer's workspace. The bias and its
+ * gradient are cpu_conv.c's loops on both paths.
+ *
+ * Primitives run on the backend's team size (the context's threads),
+ * fixed when they are made; oneDNN's CPU primitives split their work by
+ * shape and team size only and sum without atomics, so a pass given the
+ * same inputs returns the same bits, and a re-forward equals its forward.
+ */
+#include <omp.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cpu/cpu.h"
+
+#ifdef SL_HAVE_ONEDNN
+#include <oneapi/dnnl/dnnl.h>
+#endif
+
+/* ---- process-wide choices ---- */
+
+#ifdef SL_HAVE_ONEDNN
+static int env_choice(const char *name, const char *a, const char *b)
+{
+    const char *v = getenv(name);
+    if (!v || !*v)
+        return -1;
+    if (strcmp(v, a) == 0)
+        return 0;
+    if (strcmp(v, b) == 0)
+        return 1;
+    return -1;
+}
+#endif
+
+int sl_cpu_kernels_log(void)
+{
+    const char *v = getenv("SL_CPU_KERNELS_LOG");
+    return v && *v && strcmp(v, "0") != 0;
+}
+
+#ifdef SL_HAVE_ONEDNN
+static int isa_has_avx512(void)
+{
+    unsigned isa = (unsigned)dnnl_get_effective_cpu_isa();
+    return isa != dnnl_cpu_isa_all &&
+           (isa & (unsigned)dnnl_cpu_isa_avx512_core) == (unsigned)dnnl_cpu_isa_avx512_core;
+}
+
+static const char *isa_name(void)
+{
+    switch (dnnl_get_effective_cpu_isa()) {
+    case dnnl_cpu_isa_sse41: return "sse41";
+    case dnnl_cpu_isa_avx: return "avx";
+    case dnnl_cpu_isa_avx2: return "avx2";
+    case dnnl_cpu_isa_avx2_vnni: return "avx2_vnni";
+    case dnnl_cpu_isa_avx512_mic: return "avx512_mic";
+    case dnnl_cpu_isa_avx512_mic_4ops: return "avx512_mic_4ops";
+    case dnnl_cpu_isa_avx512_core: return "avx512_core";
+    case dnnl_cpu_isa_avx512_core_vnni: return "avx512_core_vnni";
+    case dnnl_cpu_isa_avx512_core_bf16: return "avx512_core_bf16";
+    case dnnl_cpu_isa_avx512_core_amx: return "avx512_core_amx";
+    default: return "unknown";
+    }
+}
+#endif
+
+typedef struct cpu_choices {
+    int gemm_onednn, conv_onednn;
+} cpu_choices;
+
+static cpu_choices g_choices;
+static pthread_once_t g_choices_once = PTHREAD_ONCE_INIT;
+
+static void choose(void)
+{
+#ifdef SL_HAVE_ONEDNN
+    int fast = isa_has_avx512();
+    int g = env_choice("SL_CPU_GEMM", "openblas", "onednn");
+    int c = env_choice("SL_CPU_CONV", "im2col", "onednn");
+    g_choices.gemm_onednn = g >= 0 ? g : fast;
+    g_choices.conv_onednn = c >= 0 ? c : fast;
+    if (sl_cpu_kernels_log())
+        fprintf(stderr,
+                "sublinear: CPU kernels: oneDNN %d.%d.%d dispatches to %s; GEMM tiles: %s; "
+                "convolutions: %s\n",
+                dnnl_version()->major, dnnl_version()->minor, dnnl_version()->patch, isa_name(),
+                g_choices.gemm_onednn ? "oneDNN sgemm" : "OpenBLAS",
+                g_choices.conv_onednn ? "oneDNN" : "im2col + GEMM");
+#else
+    if (sl_cpu_kernels_log())
+        fprintf(stderr, "sublinear: CPU kernels: built without oneDNN; GEMM tiles: OpenBLAS; "
+                        "convolutions: im2col + GEMM\n");
+#endif
+}
+
+static const cpu_choices *choices(void)
+{
+    pthread_once(&g_choices_once, choose);
+    return &g_choices;
+}
+
+int sl_cpu_gemm_onednn(void) { return choices()->gemm_onednn; }
+
+int sl_cpu_conv_onednn(void) { return choices()->conv_onednn; }
+
+const char *sl_cpu_kernels_describe(char *buf, size_t n)
+{
+#ifdef SL_HAVE_ONEDNN
+    const dnnl_version_t *v = dnnl_version();
+    snprintf(buf, n, "oneDNN %d.%d.%d (%s); GEMM tiles: %s; convolutions: %s", v->major, v->minor,
+             v->patch, isa_name(), sl_cpu_gemm_onednn() ? "oneDNN sgemm" : "OpenBLAS",
+             sl_cpu_conv_onednn() ? "oneDNN" : "im2col + GEMM");
+#else
+    snprintf(buf, n, "no oneDNN; GEMM tiles: OpenBLAS; convolutions: im2col + GEMM");
+#endif
+    return buf;
+}
+
+/* ---- GEMM ---- */
+
+#ifdef SL_HAVE_ONEDNN
+/* omp_set_num_threads is per thread: the caller's own setting is put back. */
+static int team_push(int threads)
+{
+    if (omp_in_parallel())
+        return -1;
+    int old = omp_get_max_threads();
+    if (old != threads)
+        omp_set_num_threads(threads);
+    return old;
+}
+
+static void team_pop(int old)
+{
+    if (old > 0 && omp_get_max_threads() != old)
+        omp_set_num_threads(old);
+}
+
+void sl_cpu_sgemm_onednn(int trans_a, int trans_b, int m, int n, int k, float alpha,
+                         const float *a, int lda, const float *b, int ldb, float beta, float *c,
+                         int ldc)
+{
+    /* One thread: inside a team each thread has its tile; outside one the
+     * caller asked for a single-threaded product. */
+    int old = team_push(1);
+    dnnl_sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', m, n, k, alpha, a, lda, b, ldb, beta, c,
+               ldc);
+    team_pop(old);
+}
+#endif
+
+/* ---- the backend's state ---- */
+
+#ifdef SL_HAVE_ONEDNN
+/* A convolution's three tensors: source (or its gradient), weights (or
+ * theirs) and destination (or its gradient). */
+enum { T_X, T_W, T_Y, N_T };
+
+/* One tensor of a pass through oneDNN. The caller's is plain (NCHW, OIHW);
+ * the primitive's may be blocked, and is then staged in the workspace:
+ * inputs reordered in, outputs reordered out (or added: dst += staged). */
+typedef struct conv_tensor {
+    int out;         /* written by the pass */
+    int per_image;   /* X and Y go by chunks of images, W whole */
+    int staged;      /* has room in the workspace (in the primitive's layout) */
+    int plain_layout; /* the primitive's layout is the caller's */
+    size_t offset;   /* its bytes in the workspace when staged */
+    dnnl_memory_t arg;       /* the primitive's argument */
+    dnnl_memory_t user;      /* the caller's plain tensor */
+    dnnl_primitive_t copy;   /* user -> staged (inputs), staged -> user (outputs) */
+    dnnl_primitive_t add;    /* outputs: user += staged */
+} conv_tensor;
+
+typedef struct conv_plan {
+    sl_conv_desc d;
+    sl_conv_pass pass;
+    int onednn; /* 0: this geometry and pass run im2col */
+    int chunk;  /* images per primitive call */
+    size_t scratch_bytes, ws_bytes;
+    dnnl_primitive_t prim;
+    dnnl_memory_t scratch;
+    conv_tensor t[N_T];
+    char impl[64];
+} conv_plan;
+#endif
+
+struct sl_cpu_state {
+    int threads;
+#ifdef SL_HAVE_ONEDNN
+    dnnl_engine_t engine;
+    dnnl_stream_t stream;
+    conv_plan *plans;
+    int n_plans, cap_plans;
+    sl_status failed; /* the first failed execution, for the next sync */
+    char failed_msg[256];
+#endif
+};
+
+#ifdef SL_HAVE_ONEDNN
+static void plan_release(conv_plan *p)
+{
+    for (int t = 0; t < N_T; t++) {
+        conv_tensor *c = &p->t[t];
+        if (c->arg)
+            dnnl_memory_destroy(c->arg);
+        if (c->user)
+            dnnl_memory_destroy(c->user);
+        if (c->copy)
+            dnnl_primitive_destroy(c->copy);
+        if (c->add)
+            dnnl_primitive_destroy(c->add);
+    }
+    if (p->scratch)
+        dnnl_memory_destroy(p->scratch);
+    if (p->prim)
+        dnnl_primitive_destroy(p->prim);
+    memset(p->t, 0, sizeof p->t);
+    p->scratch = NULL;
+    p->prim = NULL;
+}
+#endif
+
+sl_status sl_cpu_state_create(int threads, sl_cpu_state **out)
+{
+    sl_cpu_state *s = sl_zalloc(sizeof *s, "the CPU backend's state");
+    if (!s)
+        return SL_ERR_NOMEM;
+    s->threads = threads > 0 ? threads : 1;
+    *out = s;
+    return SL_OK;
+}
+
+int sl_cpu_state_threads(const sl_cpu_state *s) { return s ? s->threads : 1; }
+
+void sl_cpu_state_free(sl_cpu_state *s)
+{
+    if (!s)
+        return;
+#ifdef SL_HAVE_ONEDNN
+    for (int i = 0; i < s->n_plans; i++)
+        plan_release(&s->plans[i]);
+    free(s->plans);
+    if (s->stream)
+        dnnl_stream_destroy(s->stream);
+    if (s->engine)
+        dnnl_engine_destroy(s->engine);
+#endif
+    free(s);
+}
+
+sl_status sl_cpu_state_sync(sl_cpu_state *s)
+{
+#ifdef SL_HAVE_ONEDNN
+    if (s && s->failed != SL_OK) {
+        sl_status st = s->failed;
+        s->failed = SL_OK;
+        return sl_set_error(st, "%s", s->failed_msg);
+    }
+#else
+    (void)s;
+#endif
+    return SL_OK;
+}
+
+/* ---- convolutions ---- */
+
+/* The im2col path's workspace: one image's col, none for a pointwise conv. */
+static size_t im2col_bytes(const sl_conv_desc *d)
+{
+    int pointwise = d->kh == 1 && d->kw == 1 && d->sh == 1 && d->sw == 1 && d->ph == 0 &&
+                    d->pw == 0 && d->oh == d->h && d->ow == d->w;
+    return pointwise ? 0 : (size_t)d->c * d->kh * d->kw * d->oh * d->ow * sizeof(float);
+}
+
+#ifdef SL_HAVE_ONEDNN
+
+static size_t round_up(size_t b) { return (b + SL_ALIGN - 1) / SL_ALIGN * SL_ALIGN; }
+
+static sl_status dnnl_fail(dnnl_status_t st, const char *what)
+{
+    if (st == dnnl_out_of_memory)
+        return sl_set_error(SL_ERR_NOMEM, "out of memory (oneDNN, %s)", what);
+    return sl_set_error(SL_ERR_BACKEND, "oneDNN could not %s (status %d)", what, (int)st);
+}
+
+/* The plain descriptors of the caller's tensors, over `images` images. */
+static dnnl_status_t plain_mds(const sl_conv_desc *d, int images, dnnl_memory_desc_t md[N_T])
+{
+    dnnl_dims_t xd = {images, d->c, d->h, d->w}, yd = {images, d->k, d->oh, d->ow};
+    dnnl_status_t st = dnnl_memory_desc_init_by_tag(&md[T_X], 4, xd, dnnl_f32, dnnl_nchw);
+    if (st == dnnl_success)
+        st = dnnl_memory_desc_init_by_tag(&md[T_Y], 4, yd, dnnl_f32, dnnl_nchw);
+    if (st != dnnl_success)
+        return st;
+    if (d->groups == 1) {
+        dnnl_dims_t wd = {d->k, d->c, d->kh, d->kw};
+        return dnnl_memory_desc_init_by_tag(&md[T_W], 4, wd, dnnl_f32, dnnl_oihw);
+    }
+    dnnl_dims_t wd = {d->groups, d->k / d->groups, d->c / d->groups, d->kh, d->kw};
+    return dnnl_memory_desc_init_by_tag(&md[T_W], 5, wd, dnnl_f32, dnnl_goihw);
+}
+
+/* The primitive descriptor of one pass over `images` images, every layout
+ * left to oneDNN ("any"), scratchpad in user mode. */
+static dnnl_status_t pass_desc(sl_cpu_state *s, const sl_conv_desc *d, sl_conv_pass pass,
+                               int images, dnnl_primitive_desc_t *out)
+{
+    *out = NULL;
+    dnnl_memory_desc_t plain[N_T], any[N_T];
+    dnnl_status_t st = plain_mds(d, images, plain);
+    for (int t = 0; t < N_T && st == dnnl_success; t++)
+        st = dnnl_memory_desc_init_by_tag(&any[t], plain[t].ndims, plain[t].dims, dnnl_f32,
+                                          dnnl_format_tag_any);
+    if (st != dnnl_success)
+        return st;
+    dnnl_dims_t stride = {d->sh, d->sw}, dil = {d->dh - 1, d->dw - 1}, pad = {d->ph, d->pw};
+    /* right padding that gives oneDNN the library's output size */
+    dnnl_dims_t pad_r = {
+        (dnnl_dim_t)(d->oh - 1) * d->sh + (dnnl_dim_t)(d->kh - 1) * d->dh + 1 - d->h - d->ph,
+        (dnnl_dim_t)(d->ow - 1) * d->sw + (dnnl_dim_t)(d->kw - 1) * d->dw + 1 - d->w - d->pw};
+    dnnl_primitive_attr_t attr = NULL;
+    st = dnnl_primitive_attr_create(&attr);
+    if (st == dnnl_success)
+        st = dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user);
+    dnnl_convolution_desc_t fd, bd;
+    dnnl_primitive_desc_t fwd = NULL;
+    if (st == dnnl_success)
+        st = dnnl_dilated_convolution_forward_desc_init(
+            &fd, dnnl_forward_training, dnnl_convolution_direct, &any[T_X], &any[T_W], NULL,
+            &any[T_Y], stride, dil, pad, pad_r);
+    if (st == dnnl_success)
+        st = dnnl_primitive_desc_create(&fwd, &fd, attr, s->engine, NULL);
+    if (st == dnnl_success && pass == SL_CONV_FWD) {
+        *out = fwd;
+        fwd = NULL;
+    } else if (st == dnnl_success) {
+        if (pass == SL_CONV_BWD_DATA)
+            st = dnnl_dilated_convolution_backward_data_desc_init(
+                &bd, dnnl_convolution_direct, &any[T_X], &any[T_W], &any[T_Y], stride, dil, pad,
+                pad_r);
+        else
+            st = dnnl_dilated_convolution_backward_weights_desc_init(
+                &bd, dnnl_convolution_direct, &any[T_X], &any[T_W], NULL, &any[T_Y], stride, dil,
+                pad, pad_r);
+        if (st == dnnl_success)
+            st = dnnl_primitive_desc_create(out, &bd, attr, s->engine, fwd);
+    }
+    if (fwd)
+        dnnl_primitive_desc_destroy(fwd);
+    if (attr)
+        dnnl_primitive_attr_destroy(attr);
+    return st;
+}
+
+static const dnnl_memory_desc_t *pass_md(const_dnnl_primitive_desc_t pd, sl_conv_pass pass, int t)
+{
+    dnnl_query_t q;
+    if (t == T_X)
+        q = pass == SL_CONV_BWD_DATA ? dnnl_query_diff_src_md : dnnl_query_src_md;
+    else if (t == T_W)
+        q = pass == SL_CONV_BWD_FILTER ? dnnl_query_diff_weights_md : dnnl_query_weights_md;
+    else
+        q = pass == SL_CONV_FWD ? dnnl_query_dst_md : dnnl_query_diff_dst_md;
+    return dnnl_primitive_desc_query_md(pd, q, 0);
+}
+
+static int tensor_out(sl_conv_pass pass, int t)
+{
+    return (pass == SL_CONV_FWD && t == T_Y) || (pass == SL_CONV_BWD_DATA && t == T_X) ||
+           (pass == SL_CONV_BWD_FILTER && t == T_W);
+}
+
+/* Whether a tensor is staged: its layout is not the caller's, or it is an
+ * output that is added into the caller's (weight gradients accumulate;
+ * backward data accumulates when asked, so it is planned for). */
+static int tensor_staged(sl_conv_pass pass, int t, const dnnl_memory_desc_t *plain,
+                         const dnnl_memory_desc_t *chosen)
+{
+    if (!dnnl_memory_desc_equal(plain, chosen))
+        return 1;
+    return tensor_out(pass, t) && pass != SL_CONV_FWD;
+}
+
+/* The workspace of a pass over chunks of `images` images: scratchpad, then
+ * the staged tensors. */
+static size_t pass_workspace(sl_conv_pass pass, const_dnnl_primitive_desc_t pd,
+                             const dnnl_memory_desc_t plain[N_T], size_t offsets[N_T])
+{
+    const dnnl_memory_desc_t *sp = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
+    size_t bytes = round_up(sp ? dnnl_memory_desc_get_size(sp) : 0);
+    for (int t = 0; t < N_T; t++) {
+        const dnnl_memory_desc_t *md = pass_md(pd, pass, t);
+        offsets[t] = SIZE_MAX;
+        if (md && tensor_staged(pass, t, &plain[t], md)) {
+            offsets[t] = bytes;
+            bytes += round_up(dnnl_memory_desc_get_size(md));
+        }
+    }
+    return bytes;
+}
+
+/* Reorder between two layouts (sum: dst += src), scratchpad none. */
+static dnnl_status_t make_reorder(sl_cpu_state *s, const dnnl_memory_desc_t *from,
+                                  const dnnl_memory_desc_t *to, int sum, dnnl_primitive_t *out)
+{
+    dnnl_primitive_attr_t attr = NULL;
+    dnnl_post_ops_t po = NULL;
+    dnnl_primitive_desc_t pd = NULL;
+    dnnl_status_t st = dnnl_primitive_attr_create(&attr);
+    if (st == dnnl_success && sum) {
+        st = dnnl_post_ops_create(&po);
+        if (st == dnnl_success)
+            st = dnnl_post_ops_append_sum(po, 1.0f);
+        if (st == dnnl_success)
+            st = dnnl_primitive_attr_set_post_ops(attr, po);
+    }
+    if (st == dnnl_success)
+        st = dnnl_reorder_primitive_desc_create(&pd, from, s->engine, to, s->engine, attr);
+    if (st == dnnl_success) {
+        const dnnl_memory_desc_t *sp = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
+        if (sp && dnnl_memory_desc_get_size(sp) != 0)
+            st = dnnl_unimplemented; /* a reorder that needs its own scratch: not planned */
+    }
+    if (st == dnnl_success)
+        st = dnnl_primitive_create(out, pd);
+    if (pd)
+        dnnl_primitive_desc_destroy(pd);
+    if (po)
+        dnnl_post_ops_destroy(po);
+    if (attr)
+        dnnl_primitive_attr_destroy(attr);
+    return st;
+}
+
+/* Images per call: the largest divisor of n whose workspace stays within
+ * twice the im2col path's (so choosing oneDNN at most doubles a layer's
+ * workspace); 0 when not even one image fits, or oneDNN has no direct
+ * (jit) kernel for the pass. */
+static int choose_chunk(sl_cpu_state *s, conv_plan *p, size_t *ws, char *impl, size_t impl_n)
+{
+    const sl_conv_desc *d = &p->d;
+    size_t limit = 2 * im2col_bytes(d);
+    for (int c = d->n; c >= 1; c--) {
+        if (d->n % c != 0)
+            continue;
+        dnnl_primitive_desc_t pd;
+        if (pass_desc(s, d, p->pass, c, &pd) != dnnl_success)
+            return 0;
+        const char *name = "";
+        dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &name);
+        snprintf(impl, impl_n, "%s", name ? name : "");
+        dnnl_memory_desc_t plain[N_T];
+        size_t offsets[N_T], bytes = SIZE_MAX;
+        if (plain_mds(d, c, plain) == dnnl_success)
+            bytes = pass_workspace(p->pass, pd, plain, offsets);
+        dnnl_primitive_desc_destroy(pd);
+        if (strncmp(impl, "jit", 3) != 0)
+            return 0; /* gemm-based or reference: im2col with the chosen GEMM is as fast */
+        if (bytes <= limit) {
+            *ws = bytes;
+            return c;
+        }
+    }
+    return 0;
+}
+
+/* Which convolutions may go to oneDNN: those with a kernel wider than 1x1
+ * (a 1x1 convolution is a GEMM already, and im2col + the chosen GEMM runs
+ * it as fast); for backward data, inputs of at least 16 channels per group
+ * (the stem's 3 are padded to a block of 16 and run slower). */
+static int conv_wants_onednn(const sl_conv_desc *d, sl_conv_pass pass)
+{
+    if (d->kh * d->kw <= 1)
+        return 0;
+    if (pass == SL_CONV_BWD_DATA && d->c / d->groups < 16)
+        return 0;
+    return 1;
+}
+
+/* Makes the primitive and reorders of one pass over chunks of p->chunk. */
+static sl_status make_plan(sl_cpu_state *s, conv_plan *p)
+{
+    const sl_conv_desc *d = &p->d;
+    dnnl_primitive_desc_t pd = NULL;
+    dnnl_memory_desc_t plain[N_T];
+    size_t offsets[N_T];
+    dnnl_status_t st = pass_desc(s, d, p->pass, p->chunk, &pd);
+    if (st == dnnl_success)
+        st = plain_mds(d, p->chunk, plain);
+    if (st == dnnl_success) {
+        p->ws_bytes = pass_workspace(p->pass, pd, plain, offsets);
+        const dnnl_memory_desc_t *sp = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
+        p->scratch_bytes = sp ? dnnl_memory_desc_get_size(sp) : 0;
+        if (p->scratch_bytes)
+            st = dnnl_memory_create(&p->scratch, sp, s->engine, DNNL_MEMORY_NONE);
+    }
+    for (int t = 0; t < N_T && st == dnnl_success; t++) {
+        conv_tensor *c = &p->t[t];
+        const dnnl_memory_desc_t *md = pass_md(pd, p->pass, t);
+        c->out = tensor_out(p->pass, t);
+        c->per_image = t != T_W;
+        c->staged = offsets[t] != SIZE_MAX;
+        c->plain_layout = dnnl_memory_desc_equal(md, &plain[t]);
+        c->offset = c->staged ? offsets[t] : 0;
+        st = dnnl_memory_create(&c->arg, md, s->engine, DNNL_MEMORY_NONE);
+        if (st == dnnl_success && c->staged)
+            st = dnnl_memory_create(&c->user, &plain[t], s->engine, DNNL_MEMORY_NONE);
+        if (st == dnnl_success && c->staged && !c->out)
+            st = make_reorder(s, &plain[t], md, 0, &c->copy);
+        if (st == dnnl_success && c->staged && c->out) {
+            st = make_reorder(s, md, &plain[t], 1, &c->add);
+            if (st == dnnl_success && !c->plain_layout)
+                st = make_reorder(s, md, &plain[t], 0, &c->copy);
+        }
+    }
+    if (st == dnnl_success)
+        st = dnnl_primitive_create(&p->prim, pd);
+    if (pd)
+        dnnl_primitive_desc_destroy(pd);
+    if (st != dnnl_success) {
+        plan_release(p);
+        return dnnl_fail(st, "make a convolution");
+    }
+    p->onednn = 1;
+    return SL_OK;
+}
+
+static const char *pass_name(sl_conv_pass pass)
+{
+    return pass == SL_CONV_FWD ? "forward" : pass == SL_CONV_BWD_DATA ? "backward data"
+                                                                      : "backward filter";
+}
+
+/* The plan of one geometry and pass, made on first use (at plan time:
+ * the layer asks for its workspace); NULL with the error set when it could
+ * not be made. */
+static conv_plan *conv_plan_get(sl_cpu_state *s, const sl_conv_desc *d, sl_conv_pass pass)
+{
+    for (int i = 0; i < s->n_plans; i++)
+        if (s->plans[i].pass == pass && memcmp(&s->plans[i].d, d, sizeof *d) == 0)
+            return &s->plans[i];
+    if (s->n_plans == s->cap_plans) {
+        int cap = s->cap_plans ? 2 * s->cap_plans : 16;
+        conv_plan *np = sl_realloc(s->plans, (size_t)cap * sizeof *np);
+        if (!np) {
+            sl_set_error(SL_ERR_NOMEM, "out of memory for the CPU backend's convolution plans");
+            return NULL;
+        }
+        s->plans = np;
+        s->cap_plans = cap;
+    }
+    conv_plan p;
+    memset(&p, 0, sizeof p);
+    p.d = *d;
+    p.pass = pass;
+    p.ws_bytes = im2col_bytes(d);
+    if (sl_cpu_conv_onednn() && conv_wants_onednn(d, pass)) {
+        int old = team_push(s->threads);
+        sl_status st = SL_OK;
+        if (!s->engine) {
+            dnnl_status_t e = dnnl_engine_create(&s->engine, dnnl_cpu, 0);
+            if (e == dnnl_success)
+                e = dnnl_stream_create(&s->stream, s->engine, dnnl_stream_default_flags);
+            if (e != dnnl_success)
+                st = dnnl_fail(e, "open its CPU engine");
+        }
+        size_t ws = 0;
+        if (st == SL_OK)
+            p.chunk = choose_chunk(s, &p, &ws, p.impl, sizeof p.impl);
+        if (st == SL_OK && p.chunk > 0)
+            st = make_plan(s, &p);
+        team_pop(old);
+        if (st != SL_OK)
+            return NULL;
+        if (!p.onednn)
+            p.ws_bytes = im2col_bytes(d);
+    }
+    if (sl_cpu_kernels_log() && p.onednn)
+        fprintf(stderr,
+                "sublinear: conv %dx%dx%dx%d -> %d %dx%d/%d %s: oneDNN %s, %d image%s a call, "
+                "workspace %zu bytes\n",
+                d->n, d->c, d->h, d->w, d->k, d->kh, d->kw, d->sh, pass_name(pass), p.impl,
+                p.chunk, p.chunk == 1 ? "" : "s", p.ws_bytes);
+    else if (sl_cpu_kernels_log())
+        fprintf(stderr, "sublinear: conv %dx%dx%dx%d -> %d %dx%d/%d %s: im2col + GEMM, workspace "
+                        "%zu bytes\n",
+                d->n, d->c, d->h, d->w, d->k, d->kh, d->kw, d->sh, pass_name(pass), p.ws_bytes);
+    s->plans[s->n_plans++] = p;
+    return &s->plans[s->n_plans - 1];
+}
+
+static void record_failure(sl_cpu_state *s, dnnl_status_t st)
+{
+    if (s->failed != SL_OK)
+        return;
+    s->failed = st == dnnl_out_of_memory ? SL_ERR_NOMEM : SL_ERR_BACKEND;
+    snprintf(s->failed_msg, sizeof s->failed_msg, "a oneDNN convolution failed (status %d)",
+             (int)st);
+}
+
+static dnnl_status_t reorder(sl_cpu_state *s, dnnl_primitive_t r, dnnl_memory_t from,
+                             dnnl_memory_t to)
+{
+    dnnl_exec_arg_t args[2] = {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, to}};
+    return dnnl_primitive_execute(r, s->stream, 2, args);
+}
+
+/* One pass over the chunks. user[t]: the caller's tensor (X and Y from
+ * image 0); add: outputs are added into the caller's (weight gradients
+ * always, backward data when it accumulates). */
+static void run_plan(sl_cpu_state *s, conv_plan *p, const float *user[N_T], int add, char *ws)
+{
+    const sl_conv_desc *d = &p->d;
+    size_t image[N_T] = {(size_t)d->c * d->h * d->w, 0, (size_t)d->k * d->oh * d->ow};
+    static const int fwd[N_T] = {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DST};
+    static const int data[N_T] = {DNNL_ARG_DIFF_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DIFF_DST};
+    static const int filter[N_T] = {DNNL_ARG_SRC, DNNL_ARG_DIFF_WEIGHTS, DNNL_ARG_DIFF_DST};
+    const int *names = p->pass == SL_CONV_FWD ? fwd : p->pass == SL_CONV_BWD_DATA ? data : filter;
+    int old = team_push(s->threads);
+    dnnl_status_t st = dnnl_success;
+    if (p->scratch)
+        st = dnnl_memory_set_data_handle(p->scratch, ws);
+    for (int i = 0; i < d->n && st == dnnl_success; i += p->chunk) {
+        dnnl_exec_arg_t args[N_T + 1];
+        int via[N_T]; /* 1: through the workspace */
+        for (int t = 0; t < N_T && st == dnnl_success; t++) {
+            conv_tensor *c = &p->t[t];
+            void *mine = (void *)(user[t] + (c->per_image ? (size_t)i * image[t] : 0));
+            /* an output in the caller's layout that is not added goes
+             * straight into the caller's tensor */
+            via[t] = c->staged && !(c->out && c->plain_layout && !add);
+            st = dnnl_memory_set_data_handle(c->arg, via[t] ? ws + c->offset : mine);
+            if (st == dnnl_success && via[t])
+                st = dnnl_memory_set_data_handle(c->user, mine);
+            /* inputs: the weights once, images chunk by chunk */
+            if (st == dnnl_success && via[t] && !c->out && (c->per_image || i == 0))
+                st = reorder(s, c->copy, c->user, c->arg);
+            args[t].arg = names[t];
+            args[t].memory = c->arg;
+        }
+        int n = N_T;
+        if (p->scratch) {
+            args[n].arg = DNNL_ARG_SCRATCHPAD;
+            args[n].memory = p->scratch;
+            n++;
+        }
+        if (st == dnnl_success)
+            st = dnnl_primitive_execute(p->prim, s->stream, n, args);
+        for (int t = 0; t < N_T && st == dnnl_success; t++) {
+            conv_tensor *c = &p->t[t];
+            if (via[t] && c->out)
+                st = reorder(s, add ? c->add : c->copy, c->arg, c->user);
+        }
+    }
+    if (st == dnnl_success)
+        st = dnnl_stream_wait(s->stream);
+    team_pop(old);
+    if (st != dnnl_success)
+        record_failure(s, st);
+}
+
+static sl_cpu_state *state_of(const sl_backend *be) { return (sl_cpu_state *)be->impl; }
+
+size_t sl_cpu_onednn_conv_workspace(const sl_backend *be, const sl_conv_desc *d,
+                                    sl_conv_pass pass, int *onednn)
+{
+    *onednn = 0;
+    sl_cpu_state *s = state_of(be);
+    if (!s)
+        return im2col_bytes(d);
+    conv_plan *p = conv_plan_get(s, d, pass);
+    if (!p)
+        return SIZE_MAX;
+    *onednn = p->onednn;
+    return p->ws_bytes;
+}
+
+static conv_plan *plan_for(const sl_exec *ex, const sl_conv_desc *d, sl_conv_pass pass)
+{
+    sl_cpu_state *s = state_of(ex->be);
+    if (!s || !sl_cpu_conv_onednn())
+        return NULL;
+    conv_plan *p = conv_plan_get(s, d, pass);
+    return p && p->onednn ? p : NULL;
+}
+
+int sl_cpu_onednn_conv_forward(const sl_exec *ex, const sl_conv_desc *d, const float *x,
+                               const float *w, float *y, void *ws)
+{
+    conv_plan *p = plan_for(ex, d, SL_CONV_FWD);
+    if (!p)
+        return 0;
+    const float *user[N_T] = {x, w, y};
+    run_plan(state_of(ex->be), p, user, 0, ws);
+    return 1;
+}
+
+int sl_cpu_onednn_conv_backward_data(const sl_exec *ex, const sl_conv_desc *d, const float *w,
+                                     const float *dy, float *dx, int accumulate, void *ws)
+{
+    conv_plan *p = plan_for(ex, d, SL_CONV_BWD_DATA);
+    if (!p)
+        return 0;
+    const float *user[N_T] = {dx, w, dy};
+    run_plan(state_of(ex->be), p, user, accumulate, ws);
+    return 1;
+}
+
+int sl_cpu_onednn_conv_backward_filter(const sl_exec *ex, const sl_conv_desc *d, const float *x,
+                                       const float *dy, float *dw, void *ws)
+{
+    conv_plan *p = plan_for(ex, d, SL_CONV_BWD_FILTER);
+    if (!p)
+        return 0;
+    const float *user[N_T] = {x, dw, dy};
+    run_plan(state_of(ex->be), p, user, 1, ws); /* parameter gradients accumulate */
+    return 1;
+}
+
+#else /* no oneDNN */
+
+size_t sl_cpu_onednn_conv_workspace(const sl_backend *be, const sl_conv_desc *d,
+                                    sl_conv_pass pass, int *onednn)
+{
+    (void)be;
+    (void)pass;
+    *onednn = 0;
+    return im2col_bytes(d);
+}
+
+int sl_cpu_onednn_conv_forward(const sl_exec *ex, const sl_conv_desc *d, const float *x,
+                               const float *w, float *y, void *ws)
+{
+    (void)ex, (void)d, (void)x, (void)w, (void)y, (void)ws;
+    return 0;
+}
+
+int sl_cpu_onednn_conv_backward_data(const sl_exec *ex, const sl_conv_desc *d, const float *w,
+                                     const float *dy, float *dx, int accumulate, void *ws)
+{
+    (void)ex, (void)d, (void)w, (void)dy, (void)dx, (void)accumulate, (void)ws;
+    return 0;
+}
+
+int sl_cpu_onednn_conv_backward_filter(const sl_exec *ex, const sl_conv_desc *d, const float *x,
+                                       const float *dy, float *dw, void *ws)
+{
+    (void)ex, (void)d, (void)x, (void)dy, (void)dw, (void)ws;
+    return 0;
+}
+#endif
