@@ -58,6 +58,15 @@ int sl_cpu_kernels_log(void);
 /* One line for logs: oneDNN's version and ISA, and the two choices. */
 const char *sl_cpu_kernels_describe(char *buf, size_t n);
 
+/* 1 in a build with oneDNN. */
+int sl_cpu_have_onednn(void);
+/* Tests only: overrides both choices for the process from now on (plans
+ * already made keep theirs). Not thread-safe. */
+void sl_cpu_kernels_force(int gemm_onednn, int conv_onednn);
+/* Images per oneDNN call of a convolution pass (making its plan if need
+ * be); 0 when the pass runs im2col. */
+int sl_cpu_onednn_conv_chunk(const sl_backend *be, const sl_conv_desc *d, sl_conv_pass pass);
+
 /* oneDNN's sgemm on the calling thread alone (row-major, as cblas). */
 void sl_cpu_sgemm_onednn(int trans_a, int trans_b, int m, int n, int k, float alpha,
                          const float *a, int lda, const float *b, int ldb, float beta, float *c,

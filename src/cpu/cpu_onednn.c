@@ -137,6 +137,27 @@ static const cpu_choices *choices(void)
 
 int sl_cpu_gemm_onednn(void) { return choices()->gemm_onednn; }
 
+void sl_cpu_kernels_force(int gemm_onednn, int conv_onednn)
+{
+    choices();
+#ifdef SL_HAVE_ONEDNN
+    g_choices.gemm_onednn = gemm_onednn != 0;
+    g_choices.conv_onednn = conv_onednn != 0;
+#else
+    (void)gemm_onednn;
+    (void)conv_onednn;
+#endif
+}
+
+int sl_cpu_have_onednn(void)
+{
+#ifdef SL_HAVE_ONEDNN
+    return 1;
+#else
+    return 0;
+#endif
+}
+
 int sl_cpu_conv_onednn(void) { return choices()->conv_onednn; }
 
 const char *sl_cpu_kernels_describe(char *buf, size_t n)
@@ -711,6 +732,13 @@ size_t sl_cpu_onednn_conv_workspace(const sl_backend *be, const sl_conv_desc *d,
     return p->ws_bytes;
 }
 
+int sl_cpu_onednn_conv_chunk(const sl_backend *be, const sl_conv_desc *d, sl_conv_pass pass)
+{
+    sl_cpu_state *s = state_of(be);
+    conv_plan *p = s ? conv_plan_get(s, d, pass) : NULL;
+    return p && p->onednn ? p->chunk : 0;
+}
+
 static conv_plan *plan_for(const sl_exec *ex, const sl_conv_desc *d, sl_conv_pass pass)
 {
     sl_cpu_state *s = state_of(ex->be);
@@ -754,6 +782,12 @@ int sl_cpu_onednn_conv_backward_filter(const sl_exec *ex, const sl_conv_desc *d,
 }
 
 #else /* no oneDNN */
+
+int sl_cpu_onednn_conv_chunk(const sl_backend *be, const sl_conv_desc *d, sl_conv_pass pass)
+{
+    (void)be, (void)d, (void)pass;
+    return 0;
+}
 
 size_t sl_cpu_onednn_conv_workspace(const sl_backend *be, const sl_conv_desc *d,
                                     sl_conv_pass pass, int *onednn)
