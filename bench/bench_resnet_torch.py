@@ -152,7 +152,8 @@ def main():
                               threads=args.threads, steps=args.steps, param_bytes=params,
                               rss_baseline=rss_base, peak_rss=rss, s_per_step=median,
                               warmup_s=times[0], first_loss=losses[0], last_loss=losses[-1],
-                              foreign_cpu_pct=foreign)))
+                              foreign_cpu_pct=foreign,
+                              cpu_capability=torch.backends.cpu.get_cpu_capability())))
         return
     print("peak RSS %.1f MiB (baseline %.1f MiB; parameters %.1f MiB)"
           % (mib(rss), mib(rss_base), mib(params)))

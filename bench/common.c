@@ -5,6 +5,7 @@
 #define _POSIX_C_SOURCE 200809L /* clock_gettime, sysconf */
 
 #include "common.h"
+#include "cpu/cpu.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -220,8 +221,43 @@ int bench_measure(const char *bench, sl_net *net, sl_shape s, bench_step_fn step
     return 0;
 }
 
+/* The machine a CPU result comes from: the CPU's model name, what the
+ * CPU backend's kernels dispatch to, and OpenBLAS's core type if the
+ * environment holds it to one (JSON fields, each followed by a comma). */
+static void print_json_string(const char *key, const char *value)
+{
+    printf("\"%s\":\"", key);
+    for (const char *c = value; *c; c++)
+        if (*c == '"' || *c == '\\')
+            printf("\\%c", *c);
+        else if ((unsigned char)*c >= 0x20)
+            putchar(*c);
+    printf("\",");
+}
+
+void bench_print_machine_json(void)
+{
+    char model[256] = "unknown", line[512], kernels[256];
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    while (f && fgets(line, sizeof line, f)) {
+        char *colon = strchr(line, ':');
+        if (strncmp(line, "model name", 10) == 0 && colon) {
+            snprintf(model, sizeof model, "%s", colon + 2);
+            model[strcspn(model, "\n")] = '\0';
+            break;
+        }
+    }
+    if (f)
+        fclose(f);
+    const char *core = getenv("OPENBLAS_CORETYPE");
+    print_json_string("cpu_model", model);
+    print_json_string("cpu_kernels", sl_cpu_kernels_describe(kernels, sizeof kernels));
+    print_json_string("openblas_coretype", core ? core : "");
+}
+
 void bench_print_run_json(const bench_run *r)
 {
+    bench_print_machine_json();
     printf("\"arena_measured\":%llu,\"measured_total\":%llu,\"rss_baseline\":%llu,"
            "\"peak_rss\":%llu,\"s_per_step\":%.4f,\"warmup_s\":%.4f,",
            (unsigned long long)r->after.arena_measured, (unsigned long long)r->after.measured_total,

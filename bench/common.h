@@ -139,6 +139,9 @@ int bench_measure(const char *bench, sl_net *net, sl_shape s, bench_step_fn step
 
 /* The keys of a measured run in a bench's JSON object, from
  * "arena_measured" to "warmup_s", each followed by a comma. */
+/* "cpu_model", "cpu_kernels" (sl_cpu_kernels_describe) and
+ * "openblas_coretype" JSON fields, each followed by a comma. */
+void bench_print_machine_json(void);
 void bench_print_run_json(const bench_run *r);
 
 /* The text lines after a run: planned against measured memory, peak RSS,

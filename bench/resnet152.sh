@@ -15,12 +15,15 @@
 #   ours none, torch plain, ours sqrt, torch checkpoint:K (K = our sqrt
 #   segment count, ceil(sqrt(top-level layers)) = 8 for ResNet-152),
 #   ours budget-half (half of keep-everything's planned total), ours
-#   budget:<sqrt's planned total> (the budget search at sqrt's memory)
+#   budget:<sqrt's planned total> (the budget search at sqrt's memory), ours
+#   least (the least planned peak any schedule reaches)
 #
 # and prints a markdown table (planned peak, the library's measured peak,
 # peak RSS, the RSS before the first step, s/step as the median of the
 # steps after a warm-up, recomputed FLOPs, other processes' share of the
-# cores) followed by the ratios the targets are stated in. With --rounds N
+# cores), the machine (CPU model, what sublinear's CPU kernels and
+# PyTorch's dispatch to, OPENBLAS_CORETYPE), then the ratios the targets
+# are stated in, on the medians of the rounds with their ranges. With --rounds N
 # the whole list runs N times, every other round in reverse order, and
 # each configuration keeps its fastest round's s/step and its largest peak
 # RSS (on a shared machine this filters out runs another process slowed).
@@ -84,7 +87,7 @@ me=resnet152.sh
 # shellcheck source=bench/rounds.sh
 . "$here/rounds.sh"
 run_rounds "none:ours:none torch_plain:torch:plain sqrt:ours:sqrt torch_ckpt:torch:checkpoint:$k
-budget_half:ours:budget-half budget_sqrt:ours:budget:$sqrt_total"
+budget_half:ours:budget-half budget_sqrt:ours:budget:$sqrt_total least:ours:least"
 
 "$py" - "$tmp" "$rounds" <<'EOF'
 import json, os, statistics, sys
@@ -124,15 +127,22 @@ runs = [("ours, keep-everything (none)", load("none")),
         ("ours, sqrt", load("sqrt")),
         ("ours, budget = half of none's planned total", load("budget_half")),
         ("ours, budget = sqrt's planned total", load("budget_sqrt")),
+        ("ours, the least planned peak (least)", load("least")),
         ("PyTorch plain", load("torch_plain")),
         ("PyTorch checkpoint_sequential", load("torch_ckpt"))]
-R = dict(zip(("none", "sqrt", "half", "bsqrt", "tplain", "tckpt"), (r for _, r in runs)))
+R = dict(zip(("none", "sqrt", "half", "bsqrt", "least", "tplain", "tckpt"), (r for _, r in runs)))
 M = 1048576.0
 first = next(r for _, r in runs if "error" not in r)
 print("ResNet-152, batch %d, %dx%d, %d threads, s/step = median of %d steps after a warm-up, "
       "fastest of %d round(s); %s vs %s" % (
           first["batch"], first["res"], first["res"], first["threads"], first["steps"] - 1,
           rounds, R["none"].get("impl", "sublinear"), R["tplain"].get("impl", "pytorch")))
+ours = next((r for _, r in runs if "error" not in r and r["impl"] == "sublinear"), None)
+if ours and "cpu_model" in ours:
+    print("machine: %s; sublinear's CPU kernels: %s; OPENBLAS_CORETYPE=%s; PyTorch's CPU "
+          "capability: %s" % (ours["cpu_model"], ours["cpu_kernels"],
+                              ours["openblas_coretype"] or "(unset)",
+                              R["tplain"].get("cpu_capability", "?")))
 print()
 print("| config | recomputed segments | planned peak MiB | library measured MiB | "
       "peak RSS MiB | RSS before step 1 MiB | s/step (each round) | recompute % | "
@@ -218,6 +228,30 @@ if ok(tp, tc):
     print("- PyTorch checkpoint / plain: peak RSS %.1f %%, s/step %.3f (median rounds %.3f)"
           % (100 * tc["peak_rss"] / tp["peak_rss"], tc["s_per_step"] / tp["s_per_step"],
              med(tc) / med(tp)))
+
+
+def spread(x):
+    return "median %.2f s, range %.2f-%.2f" % (med(x), min(x["all_s"]), max(x["all_s"]))
+
+
+# The CPU targets (issue 35), on medians of the rounds.
+if ok(n, tp):
+    t, m = med(n) / med(tp), n["peak_rss"] / tp["peak_rss"]
+    print("- target: ours none <= 0.8x PyTorch plain's step at <= 0.8x its RSS: %.3f (%s vs %s), "
+          "RSS %.3f: %s" % (t, spread(n), spread(tp), m, verdict(t <= 0.8 and m <= 0.8)))
+if ok(s, tc):
+    t, m = med(s) / med(tc), s["peak_rss"] / tc["peak_rss"]
+    print("- target: ours sqrt <= 0.8x PyTorch checkpointed's step at <= 0.6x its RSS: %.3f "
+          "(%s vs %s), RSS %.3f: %s" % (t, spread(s), spread(tc), m,
+                                        verdict(t <= 0.8 and m <= 0.6)))
+if ok(n, R["least"]):
+    le = R["least"]
+    t = med(le) / med(n)
+    print("- target: the least-memory schedule <= 1.3x ours none: %.3f (%s; planned peak %.1f "
+          "MiB, %.1f %% of none's, recompute %.1f %%): %s"
+          % (t, spread(le), le["planned_total"] / M,
+             100 * le["planned_total"] / n["planned_total"], 100 * le["recompute_fraction"],
+             verdict(t <= 1.3)))
 busy = [min(r["all_foreign"]) for _, r in runs if "error" not in r]
 if busy and max(busy) > 5:
     print("- WARNING: other processes used up to %.0f %% of the cores during every round of "

@@ -121,7 +121,9 @@ static void choose(void)
                 "convolutions: %s\n",
                 dnnl_version()->major, dnnl_version()->minor, dnnl_version()->patch, isa_name(),
                 g_choices.gemm_onednn ? "oneDNN sgemm" : "OpenBLAS",
-                g_choices.conv_onednn ? "oneDNN" : "im2col + GEMM");
+                g_choices.conv_onednn
+                    ? "oneDNN's direct kernels where wider than 1x1, else im2col + GEMM"
+                    : "im2col + GEMM");
 #else
     if (sl_cpu_kernels_log())
         fprintf(stderr, "sublinear: CPU kernels: built without oneDNN; GEMM tiles: OpenBLAS; "
@@ -166,7 +168,8 @@ const char *sl_cpu_kernels_describe(char *buf, size_t n)
     const dnnl_version_t *v = dnnl_version();
     snprintf(buf, n, "oneDNN %d.%d.%d (%s); GEMM tiles: %s; convolutions: %s", v->major, v->minor,
              v->patch, isa_name(), sl_cpu_gemm_onednn() ? "oneDNN sgemm" : "OpenBLAS",
-             sl_cpu_conv_onednn() ? "oneDNN" : "im2col + GEMM");
+             sl_cpu_conv_onednn() ? "oneDNN's direct kernels where wider than 1x1, else im2col + GEMM"
+                                  : "im2col + GEMM");
 #else
     snprintf(buf, n, "no oneDNN; GEMM tiles: OpenBLAS; convolutions: im2col + GEMM");
 #endif
