@@ -236,6 +236,7 @@ typedef struct conv_plan {
     sl_conv_pass pass;
     int onednn; /* 0: this geometry and pass run im2col */
     int chunk;  /* images per primitive call */
+    dnnl_data_type_t dt; /* of every tensor: dnnl_f32 (the bf16 hook: plain_mds) */
     size_t scratch_bytes, ws_bytes;
     dnnl_primitive_t prim;
     dnnl_memory_t scratch;
@@ -343,33 +344,39 @@ static sl_status dnnl_fail(dnnl_status_t st, const char *what)
     return sl_set_error(SL_ERR_BACKEND, "oneDNN could not %s (status %d)", what, (int)st);
 }
 
-/* The plain descriptors of the caller's tensors, over `images` images. */
-static dnnl_status_t plain_mds(const sl_conv_desc *d, int images, dnnl_memory_desc_t md[N_T])
+/* The plain descriptors of the caller's tensors, over `images` images,
+ * in data type dt (dnnl_f32 today; the mixed-precision work passes
+ * dnnl_bf16 for activations where the CPU computes in bf16,
+ * avx512_core_bf16 and above). */
+static dnnl_status_t plain_mds(const sl_conv_desc *d, int images, dnnl_data_type_t dt,
+                               dnnl_memory_desc_t md[N_T])
 {
     dnnl_dims_t xd = {images, d->c, d->h, d->w}, yd = {images, d->k, d->oh, d->ow};
-    dnnl_status_t st = dnnl_memory_desc_init_by_tag(&md[T_X], 4, xd, dnnl_f32, dnnl_nchw);
+    dnnl_status_t st = dnnl_memory_desc_init_by_tag(&md[T_X], 4, xd, dt, dnnl_nchw);
     if (st == dnnl_success)
-        st = dnnl_memory_desc_init_by_tag(&md[T_Y], 4, yd, dnnl_f32, dnnl_nchw);
+        st = dnnl_memory_desc_init_by_tag(&md[T_Y], 4, yd, dt, dnnl_nchw);
     if (st != dnnl_success)
         return st;
     if (d->groups == 1) {
         dnnl_dims_t wd = {d->k, d->c, d->kh, d->kw};
-        return dnnl_memory_desc_init_by_tag(&md[T_W], 4, wd, dnnl_f32, dnnl_oihw);
+        return dnnl_memory_desc_init_by_tag(&md[T_W], 4, wd, dt, dnnl_oihw);
     }
     dnnl_dims_t wd = {d->groups, d->k / d->groups, d->c / d->groups, d->kh, d->kw};
-    return dnnl_memory_desc_init_by_tag(&md[T_W], 5, wd, dnnl_f32, dnnl_goihw);
+    return dnnl_memory_desc_init_by_tag(&md[T_W], 5, wd, dt, dnnl_goihw);
 }
 
 /* The primitive descriptor of one pass over `images` images, every layout
  * left to oneDNN ("any"), scratchpad in user mode. */
-static dnnl_status_t pass_desc(sl_cpu_state *s, const sl_conv_desc *d, sl_conv_pass pass,
-                               int images, dnnl_primitive_desc_t *out)
+static dnnl_status_t pass_desc(sl_cpu_state *s, const conv_plan *p, int images,
+                               dnnl_primitive_desc_t *out)
 {
+    const sl_conv_desc *d = &p->d;
+    sl_conv_pass pass = p->pass;
     *out = NULL;
     dnnl_memory_desc_t plain[N_T], any[N_T];
-    dnnl_status_t st = plain_mds(d, images, plain);
+    dnnl_status_t st = plain_mds(d, images, p->dt, plain);
     for (int t = 0; t < N_T && st == dnnl_success; t++)
-        st = dnnl_memory_desc_init_by_tag(&any[t], plain[t].ndims, plain[t].dims, dnnl_f32,
+        st = dnnl_memory_desc_init_by_tag(&any[t], plain[t].ndims, plain[t].dims, p->dt,
                                           dnnl_format_tag_any);
     if (st != dnnl_success)
         return st;
@@ -492,6 +499,15 @@ static dnnl_status_t make_reorder(sl_cpu_state *s, const dnnl_memory_desc_t *fro
     return st;
 }
 
+/* 1x1 convolutions may go to oneDNN on planes of at most this many outputs
+ * (14x14 and below), where one image's GEMM is narrow. A stride-1 1x1
+ * convolution has no im2col workspace, so the rule below keeps it on the
+ * GEMM; the strided ones (ResNet's downsampling) can fit. A floor under
+ * that rule (32 MiB, so that whole batches fit) measured 5 % faster on
+ * ResNet-50's convolutions but raised ResNet-110's least planned arena by
+ * half: not worth it. */
+#define SMALL_PLANE 196
+
 /* Images per call: the largest divisor of n whose workspace stays within
  * twice the im2col path's (so choosing oneDNN at most doubles a layer's
  * workspace); 0 when not even one image fits, or oneDNN has no direct
@@ -504,14 +520,14 @@ static int choose_chunk(sl_cpu_state *s, conv_plan *p, size_t *ws, char *impl, s
         if (d->n % c != 0)
             continue;
         dnnl_primitive_desc_t pd;
-        if (pass_desc(s, d, p->pass, c, &pd) != dnnl_success)
+        if (pass_desc(s, p, c, &pd) != dnnl_success)
             return 0;
         const char *name = "";
         dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &name);
         snprintf(impl, impl_n, "%s", name ? name : "");
         dnnl_memory_desc_t plain[N_T];
         size_t offsets[N_T], bytes = SIZE_MAX;
-        if (plain_mds(d, c, plain) == dnnl_success)
+        if (plain_mds(d, c, p->dt, plain) == dnnl_success)
             bytes = pass_workspace(p->pass, pd, plain, offsets);
         dnnl_primitive_desc_destroy(pd);
         if (strncmp(impl, "jit", 3) != 0)
@@ -530,7 +546,7 @@ static int choose_chunk(sl_cpu_state *s, conv_plan *p, size_t *ws, char *impl, s
  * (the stem's 3 are padded to a block of 16 and run slower). */
 static int conv_wants_onednn(const sl_conv_desc *d, sl_conv_pass pass)
 {
-    if (d->kh * d->kw <= 1)
+    if (d->kh * d->kw <= 1 && d->oh * d->ow > SMALL_PLANE)
         return 0;
     if (pass == SL_CONV_BWD_DATA && d->c / d->groups < 16)
         return 0;
@@ -544,9 +560,9 @@ static sl_status make_plan(sl_cpu_state *s, conv_plan *p)
     dnnl_primitive_desc_t pd = NULL;
     dnnl_memory_desc_t plain[N_T];
     size_t offsets[N_T];
-    dnnl_status_t st = pass_desc(s, d, p->pass, p->chunk, &pd);
+    dnnl_status_t st = pass_desc(s, p, p->chunk, &pd);
     if (st == dnnl_success)
-        st = plain_mds(d, p->chunk, plain);
+        st = plain_mds(d, p->chunk, p->dt, plain);
     if (st == dnnl_success) {
         p->ws_bytes = pass_workspace(p->pass, pd, plain, offsets);
         const dnnl_memory_desc_t *sp = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
@@ -613,6 +629,7 @@ static conv_plan *conv_plan_get(sl_cpu_state *s, const sl_conv_desc *d, sl_conv_
     memset(&p, 0, sizeof p);
     p.d = *d;
     p.pass = pass;
+    p.dt = dnnl_f32;
     p.ws_bytes = im2col_bytes(d);
     if (sl_cpu_conv_onednn() && conv_wants_onednn(d, pass)) {
         int old = team_push(s->threads);
