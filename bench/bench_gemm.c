@@ -8,8 +8,9 @@
  *   bench_gemm [--threads N] [--reps N] [--json]
  *
  * Shapes (M x N x K, row-major C = A B): GPT-2 small at 4 x 64 tokens
- * (Conv1D's attention projection, output projection, MLP up and down, an
- * LM-head chunk of 164 rows, attention scores of one head), and ResNet-50's
+ * (Conv1D's attention projection, output projection, MLP up and down, the
+ * LM head's three GEMMs on a chunk of 128 rows, attention scores of one
+ * head), and ResNet-50's
  * im2col GEMMs per image at 224x224 (a 3x3 at 56x56, 28x28 and 14x14, a
  * 1x1 at 56x56). Each engine runs each shape once to warm up, then --reps
  * times; the median is kept and reported as GFLOP/s (2 M N K per GEMM).
@@ -24,22 +25,24 @@
 
 typedef struct shape {
     const char *name;
-    int m, n, k, trans_b;
+    int m, n, k, trans_b, trans_a;
 } shape;
 
 static const shape shapes[] = {
-    {"gpt2 c_attn (256x2304x768)", 256, 2304, 768, 0},
-    {"gpt2 c_proj (256x768x768)", 256, 768, 768, 0},
-    {"gpt2 c_fc (256x3072x768)", 256, 3072, 768, 0},
-    {"gpt2 mlp c_proj (256x768x3072)", 256, 768, 3072, 0},
-    {"gpt2 lm_head chunk (164x50257x768)", 164, 50257, 768, 1},
-    {"gpt2 attention q.k (64x64x64)", 64, 64, 64, 1},
-    {"resnet50 3x3 56x56 (64x3136x576)", 64, 3136, 576, 0},
-    {"resnet50 3x3 28x28 (128x784x1152)", 128, 784, 1152, 0},
-    {"resnet50 3x3 14x14 (256x196x2304)", 256, 196, 2304, 0},
-    {"resnet50 1x1 56x56 (256x3136x64)", 256, 3136, 64, 0},
-    {"resnet50 1x1 14x14 (256x196x1024)", 256, 196, 1024, 0},
-    {"resnet50 1x1 7x7 (512x49x2048)", 512, 49, 2048, 0},
+    {"gpt2 c_attn (256x2304x768)", 256, 2304, 768, 0, 0},
+    {"gpt2 c_proj (256x768x768)", 256, 768, 768, 0, 0},
+    {"gpt2 c_fc (256x3072x768)", 256, 3072, 768, 0, 0},
+    {"gpt2 mlp c_proj (256x768x3072)", 256, 768, 3072, 0, 0},
+    {"gpt2 lm_head logits (128x50257x768)", 128, 50257, 768, 1, 0},
+    {"gpt2 lm_head dh (128x768x50257)", 128, 768, 50257, 0, 0},
+    {"gpt2 lm_head dW (50257x768x128, A^T)", 50257, 768, 128, 0, 1},
+    {"gpt2 attention q.k (64x64x64)", 64, 64, 64, 1, 0},
+    {"resnet50 3x3 56x56 (64x3136x576)", 64, 3136, 576, 0, 0},
+    {"resnet50 3x3 28x28 (128x784x1152)", 128, 784, 1152, 0, 0},
+    {"resnet50 3x3 14x14 (256x196x2304)", 256, 196, 2304, 0, 0},
+    {"resnet50 1x1 56x56 (256x3136x64)", 256, 3136, 64, 0, 0},
+    {"resnet50 1x1 14x14 (256x196x1024)", 256, 196, 1024, 0, 0},
+    {"resnet50 1x1 7x7 (512x49x2048)", 512, 49, 2048, 0, 0},
 };
 #define N_SHAPES (int)(sizeof shapes / sizeof *shapes)
 
@@ -96,8 +99,8 @@ int main(int argc, char **argv)
             for (int e = 0; e < 2; e++) { /* interleaved: OpenBLAS, oneDNN */
                 sl_cpu_kernels_force(e, 0);
                 double t0 = bench_now_s();
-                be->gemm(&ex, 0, q->trans_b, q->m, q->n, q->k, 1.0f, a, q->k, b,
-                         q->trans_b ? q->k : q->n, 0.0f, c, q->n);
+                be->gemm(&ex, q->trans_a, q->trans_b, q->m, q->n, q->k, 1.0f, a,
+                         q->trans_a ? q->m : q->k, b, q->trans_b ? q->k : q->n, 0.0f, c, q->n);
                 if (r >= 0)
                     times[e][r] = bench_now_s() - t0;
             }

@@ -302,6 +302,34 @@ SL_HD static inline double sl_xent_row_loss(const float *x, int classes, float m
     return log(s) - ((double)x[label] - (double)mx);
 }
 
+/* e^v in float from arithmetic alone (no libm call), so that a loop of it
+ * vectorises and every lane computes what the scalar code computes (the
+ * library is built without FP contraction): v clamped to [-87, 88];
+ * v = k ln2 + r, |r| <= ln2 / 2, with ln2 in two parts (k ln2_hi is exact);
+ * e^r by its Taylor polynomial to r^7 (truncation below 6e-9 relative);
+ * 2^k written into the exponent bits. Within 2 ulp of e^v. */
+SL_HD static inline float sl_exp_poly(float v)
+{
+    v = v < -87.0f ? -87.0f : v;
+    v = v > 88.0f ? 88.0f : v;
+    float kf = floorf(v * 1.44269504088896341f + 0.5f);
+    int k = (int)kf;
+    float r = v - kf * 0.693145751953125f;
+    r = r - kf * 1.42860682030941723212e-6f;
+    float p = 1.0f / 5040.0f;
+    p = 1.0f / 720.0f + r * p;
+    p = 1.0f / 120.0f + r * p;
+    p = 1.0f / 24.0f + r * p;
+    p = 1.0f / 6.0f + r * p;
+    p = 0.5f + r * p;
+    p = 1.0f + r * p;
+    p = 1.0f + r * p;
+    uint32_t bits = (uint32_t)(k + 127) << 23;
+    float scale;
+    memcpy(&scale, &bits, sizeof scale);
+    return p * scale;
+}
+
 /* One row of a language model's loss (backend lm_xent): the loss and hit
  * of row x against label, then, with grad, x overwritten in place by
  * (softmax(x) - onehot(label)) * scale. One exponential per logit (float,
@@ -323,17 +351,17 @@ SL_HD static inline void sl_lm_xent_row(float *x, int vocab, int label, int igno
     float at_label = x[label];
     double s = 0.0;
     if (grad) {
-        for (int j = 0; j < vocab; j++) {
-            x[j] = expf(x[j] - mx);
+        for (int j = 0; j < vocab; j++) /* vectorises: no libm call */
+            x[j] = sl_exp_poly(x[j] - mx);
+        for (int j = 0; j < vocab; j++) /* in order, in double */
             s += x[j];
-        }
         float f = (float)(1.0 / s) * scale;
         for (int j = 0; j < vocab; j++)
             x[j] *= f;
         x[label] -= scale;
     } else {
         for (int j = 0; j < vocab; j++)
-            s += expf(x[j] - mx);
+            s += sl_exp_poly(x[j] - mx);
     }
     *loss = log(s) - ((double)at_label - (double)mx);
     *hit = arg == label;
@@ -482,34 +510,6 @@ SL_HD static inline void sl_ln_param_sums(const float *x, const float *dy, int r
  * 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))), in float. */
 #define SL_GELU_BETA 0.7978845608028654f /* sqrt(2 / pi) */
 #define SL_GELU_KAPPA 0.044715f
-
-/* e^v in float from arithmetic alone (no libm call), so that a loop of it
- * vectorises and every lane computes what the scalar code computes (the
- * library is built without FP contraction): v clamped to [-87, 88];
- * v = k ln2 + r, |r| <= ln2 / 2, with ln2 in two parts (k ln2_hi is exact);
- * e^r by its Taylor polynomial to r^7 (truncation below 6e-9 relative);
- * 2^k written into the exponent bits. Within 2 ulp of e^v. */
-SL_HD static inline float sl_exp_poly(float v)
-{
-    v = v < -87.0f ? -87.0f : v;
-    v = v > 88.0f ? 88.0f : v;
-    float kf = floorf(v * 1.44269504088896341f + 0.5f);
-    int k = (int)kf;
-    float r = v - kf * 0.693145751953125f;
-    r = r - kf * 1.42860682030941723212e-6f;
-    float p = 1.0f / 5040.0f;
-    p = 1.0f / 720.0f + r * p;
-    p = 1.0f / 120.0f + r * p;
-    p = 1.0f / 24.0f + r * p;
-    p = 1.0f / 6.0f + r * p;
-    p = 0.5f + r * p;
-    p = 1.0f + r * p;
-    p = 1.0f + r * p;
-    uint32_t bits = (uint32_t)(k + 127) << 23;
-    float scale;
-    memcpy(&scale, &bits, sizeof scale);
-    return p * scale;
-}
 
 /* As x sigmoid(2 inner) = x / (1 + e^(-2 inner)), the same function, which
  * needs only sl_exp_poly: the GELU loops vectorise (tanhf is a libm call
