@@ -761,10 +761,9 @@ int sl_cpu_onednn_conv_chunk(const sl_backend *be, const sl_conv_desc *d, sl_con
 
 static conv_plan *plan_for(const sl_exec *ex, const sl_conv_desc *d, sl_conv_pass pass)
 {
+    /* the plan's own choice, made when its workspace was sized */
     sl_cpu_state *s = state_of(ex->be);
-    if (!s || !sl_cpu_conv_onednn())
-        return NULL;
-    conv_plan *p = conv_plan_get(s, d, pass);
+    conv_plan *p = s ? conv_plan_get(s, d, pass) : NULL;
     return p && p->onednn ? p : NULL;
 }
 
