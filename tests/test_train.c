@@ -1,7 +1,8 @@
 /*
  * test_train.c — end to end: a CIFAR-shaped ResNet-20 trained on the
  * built-in dataset learns (held-out accuracy far above chance), with the
- * plain network and with sqrt(N) checkpointing.
+ * plain network and with sqrt(N) checkpointing (SGD with momentum; the
+ * accuracy run with a cosine learning-rate decay).
  */
 #include <check.h>
 #include <stdio.h>
@@ -34,8 +35,8 @@ static float held_out_accuracy(sl_net *net, sl_dataset *ds, int samples)
     return (float)correct / (float)seen;
 }
 
-static void train_resnet20(sl_schedule schedule, int steps, float *first_loss, float *last_loss,
-                           float *accuracy)
+static void train_resnet20(sl_schedule schedule, int steps, int decay, float *first_loss,
+                           float *last_loss, float *accuracy)
 {
     sl_context *ctx = th_context(11);
     sl_net *net = NULL;
@@ -50,6 +51,13 @@ static void train_resnet20(sl_schedule schedule, int steps, float *first_loss, f
     ck_assert(x);
     for (int step = 0; step < steps; step++) {
         sl_step_result r;
+        /* For the accuracy run the learning rate decays along a cosine to
+         * 1 % of its start. A run that ends at the full rate lands wherever
+         * its last steps threw it: held-out accuracy 25-89 % across seeds
+         * and GEMM engines at a constant 0.05, 99.6-100 % with the decay. */
+        if (decay)
+            ck_assert(sl_net_set_lr(net, sl_lr_warmup_cosine(step, 0, steps, 0.05f, 0.0005f)) ==
+                      SL_OK);
         ck_assert(sl_dataset_batch(ds, SL_SPLIT_TRAIN, (int64_t)step * BATCH, BATCH, x, labels) ==
                   SL_OK);
         ck_assert_msg(sl_net_train_step(net, x, (sl_shape){BATCH, 3, 32, 32}, labels, &r) == SL_OK,
@@ -68,7 +76,7 @@ static void train_resnet20(sl_schedule schedule, int steps, float *first_loss, f
 START_TEST(test_resnet20_learns_builtin_dataset)
 {
     float first, last, acc;
-    train_resnet20(SL_SCHEDULE_SQRT, 80, &first, &last, &acc);
+    train_resnet20(SL_SCHEDULE_SQRT, 80, 1, &first, &last, &acc);
     printf("ResNet-20, sqrt checkpointing, 80 steps of 32: loss %.3f -> %.3f, held-out accuracy "
            "%.1f%% (chance 10%%)\n",
            first, last, 100.0 * acc);
@@ -80,7 +88,7 @@ END_TEST
 START_TEST(test_plain_resnet20_loss_falls)
 {
     float first, last, acc;
-    train_resnet20(SL_SCHEDULE_NONE, 30, &first, &last, &acc);
+    train_resnet20(SL_SCHEDULE_NONE, 30, 0, &first, &last, &acc);
     printf("ResNet-20, plain, 30 steps: loss %.3f -> %.3f, held-out accuracy %.1f%%\n", first, last,
            100.0 * acc);
     ck_assert_msg(last < 0.9f * first, "loss %.3f -> %.3f", first, last);
