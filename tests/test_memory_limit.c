@@ -140,76 +140,22 @@ static int run_at_in_use(rlim_t *limit, char *const argv[], char *out, size_t n,
 #endif
 
 #ifndef SL_UNDER_ASAN
-/* The activation arena of the command's run below (resnet20, 10 classes,
- * 224x224, batch 16, schedule none, one thread), planned here: it depends
- * on the convolution workspaces the CPU backend chose on this machine. */
-static uint64_t resnet20_arena_bytes(void)
+/* The fixed part and arena of a model's training step under a schedule,
+ * optimizer and thread count, planned in this process (which allocates no
+ * parameters: checked by its VmSize). The arena depends on the
+ * convolution workspaces the CPU backend chose on this machine. */
+static sl_memory_report plan_in_process(const char *model, int classes, int res, int batch,
+                                        sl_schedule schedule, int threads,
+                                        sl_optimizer_options opt)
 {
     sl_context_options o = sl_context_defaults();
-    o.threads = 1;
+    o.threads = threads;
+    o.seed = 1;
     sl_context *ctx = NULL;
     ck_assert(sl_context_create(&o, &ctx) == SL_OK);
     sl_net *net;
-    ck_assert(sl_sublinear(ctx, 3, SL_SCHEDULE_NONE, &net) == SL_OK);
-    ck_assert(sl_model_build(net, "resnet20", 10, 224) == SL_OK);
-    sl_optimizer_options opt = sl_optimizer_sgd(0.1f, 0.9f, 0.0f, 0);
-    ck_assert(sl_net_set_optimizer(net, &opt) == SL_OK);
-    sl_memory_report r;
-    ck_assert_msg(sl_net_memory_report(net, (sl_shape){16, 3, 224, 224}, SL_MODE_TRAIN, &r) ==
-                      SL_OK, "%s", sl_last_error());
-    sl_net_free(net);
-    sl_context_free(ctx);
-    return r.arena_bytes;
-}
-#endif
-
-START_TEST(test_training_larger_than_memory_fails_with_the_figures)
-{
-#ifdef SL_UNDER_ASAN
-    printf("SKIPPED test_training_larger_than_memory_fails_with_the_figures: AddressSanitizer "
-           "reserves more address space than the limit\n");
-    return;
-#else
-    char *argv[] = {"sublinear", "train", "--model", "resnet20", "--res", "224", "--batch", "16",
-                    "--steps", "1", "--quiet", "--schedule", "none", "--threads", "1", NULL};
-    static char out[8192];
-    rlim_t limit = own_vm_bytes() + ((rlim_t)768 << 20);
-    int rc = run_limited(limit, argv, out, sizeof out);
-    printf("%s", out);
-    ck_assert_msg(rc == 1, "exit status %d: %s", rc, out);
-    char arena[96];
-    snprintf(arena, sizeof arena, "needs %.2f GiB for its activation arena",
-             (double)resnet20_arena_bytes() / (1024.0 * 1024.0 * 1024.0));
-    ck_assert_msg(strstr(out, arena), "%s", out);
-    char figure[96];
-    snprintf(figure, sizeof figure, "the address-space limit (RLIMIT_AS): %.2f GiB",
-             (double)limit / (1024.0 * 1024.0 * 1024.0));
-    ck_assert_msg(strstr(out, "of memory is available (") && strstr(out, figure), "%s", out);
-    /* The advice: a budget that fits, or (where the libraries loaded take
-     * most of the limit, as CUDA's do) that none does. */
-    ck_assert_msg(strstr(out, "--schedule budget:") || strstr(out, "no schedule fits"), "%s",
-                  out);
-    /* The same run with the check off still fails cleanly: the allocation
-     * itself fails under RLIMIT_AS. */
-    char *unchecked[] = {"sublinear", "train", "--model", "resnet20", "--res", "224", "--batch",
-                         "16", "--steps", "1", "--quiet", "--schedule", "none", "--threads", "1",
-                         "--no-memory-check", NULL};
-    rc = run_limited(limit, unchecked, out, sizeof out);
-    ck_assert_msg(rc == 1 && strstr(out, "out of memory"), "exit status %d: %s", rc, out);
-#endif
-}
-END_TEST
-
-#ifndef SL_UNDER_ASAN
-/* The fixed part and arena of a model's training step, planned in this
- * process (which allocates no parameters: checked by its VmSize). */
-static sl_memory_report plan_in_process(const char *model, int classes, int res, int batch)
-{
-    sl_context *ctx = th_context(1);
-    sl_net *net;
-    ck_assert(sl_sublinear(ctx, 3, SL_SCHEDULE_SQRT, &net) == SL_OK);
+    ck_assert(sl_sublinear(ctx, 3, schedule, &net) == SL_OK);
     ck_assert(sl_model_build(net, model, classes, res) == SL_OK);
-    sl_optimizer_options opt = sl_optimizer_adam(1e-3f, 0.9f, 0.999f, 1e-8f, 0.0f);
     rlim_t before = own_vm_bytes();
     ck_assert(sl_net_set_optimizer(net, &opt) == SL_OK);
     sl_memory_report r;
@@ -230,6 +176,46 @@ static const char *gib(uint64_t bytes, char *buf, size_t n)
 }
 #endif
 
+START_TEST(test_training_larger_than_memory_fails_with_the_figures)
+{
+#ifdef SL_UNDER_ASAN
+    printf("SKIPPED test_training_larger_than_memory_fails_with_the_figures: AddressSanitizer "
+           "reserves more address space than the limit\n");
+    return;
+#else
+    char *argv[] = {"sublinear", "train", "--model", "resnet20", "--res", "224", "--batch", "16",
+                    "--steps", "1", "--quiet", "--schedule", "none", "--threads", "1", NULL};
+    static char out[8192];
+    rlim_t limit = own_vm_bytes() + ((rlim_t)768 << 20);
+    int rc = run_limited(limit, argv, out, sizeof out);
+    printf("%s", out);
+    ck_assert_msg(rc == 1, "exit status %d: %s", rc, out);
+    /* the arena of the command's run: resnet20, 10 classes, SGD with momentum */
+    sl_memory_report planned = plan_in_process("resnet20", 10, 224, 16, SL_SCHEDULE_NONE, 1,
+                                               sl_optimizer_sgd(0.1f, 0.9f, 0.0f, 0));
+    char arena[96], arena_gib[32];
+    snprintf(arena, sizeof arena, "needs %s for its activation arena",
+             gib(planned.arena_bytes, arena_gib, sizeof arena_gib));
+    ck_assert_msg(strstr(out, arena), "%s", out);
+    char figure[96];
+    snprintf(figure, sizeof figure, "the address-space limit (RLIMIT_AS): %.2f GiB",
+             (double)limit / (1024.0 * 1024.0 * 1024.0));
+    ck_assert_msg(strstr(out, "of memory is available (") && strstr(out, figure), "%s", out);
+    /* The advice: a budget that fits, or (where the libraries loaded take
+     * most of the limit, as CUDA's do) that none does. */
+    ck_assert_msg(strstr(out, "--schedule budget:") || strstr(out, "no schedule fits"), "%s",
+                  out);
+    /* The same run with the check off still fails cleanly: the allocation
+     * itself fails under RLIMIT_AS. */
+    char *unchecked[] = {"sublinear", "train", "--model", "resnet20", "--res", "224", "--batch",
+                         "16", "--steps", "1", "--quiet", "--schedule", "none", "--threads", "1",
+                         "--no-memory-check", NULL};
+    rc = run_limited(limit, unchecked, out, sizeof out);
+    ck_assert_msg(rc == 1 && strstr(out, "out of memory"), "exit status %d: %s", rc, out);
+#endif
+}
+END_TEST
+
 /* Parameters, gradients and optimizer state count: a step whose
  * activations are small but whose fixed part is 31 GiB fails before
  * anything is allocated (under a limit of 2 GiB above the libraries, any
@@ -242,7 +228,8 @@ START_TEST(test_fixed_part_is_checked_and_plans_allocate_none)
     printf("SKIPPED test_fixed_part_is_checked_and_plans_allocate_none: AddressSanitizer\n");
     return;
 #else
-    sl_memory_report r = plan_in_process("resnet152", 1000000, 224, 1);
+    sl_memory_report r = plan_in_process("resnet152", 1000000, 224, 1, SL_SCHEDULE_SQRT, 2,
+                                         sl_optimizer_adam(1e-3f, 0.9f, 0.999f, 1e-8f, 0.0f));
     ck_assert(r.params > ((uint64_t)7 << 30) && r.optimizer == 2 * r.param_grads);
     ck_assert(r.arena_bytes < ((uint64_t)64 << 20));
     rlim_t limit = own_vm_bytes() + ((rlim_t)2 << 30);

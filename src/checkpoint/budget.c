@@ -477,8 +477,7 @@ static sl_status balanced_candidates(const sl_budget_query *q, candidate *best, 
         else
             sl_segments_release(&c.seg);
     }
-    if (st == SL_OK)
-        sl_unit_costs_release(&u);
+    sl_unit_costs_release(&u); /* safe after a failed compute: it released itself */
     return st;
 }
 

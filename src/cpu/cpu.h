@@ -43,7 +43,6 @@ typedef struct sl_cpu_state sl_cpu_state;
 
 sl_status sl_cpu_state_create(int threads, sl_cpu_state **out);
 void sl_cpu_state_free(sl_cpu_state *s);
-int sl_cpu_state_threads(const sl_cpu_state *s);
 /* SL_OK, or the first failure of a oneDNN primitive since the last call
  * (with sl_last_error() set). */
 sl_status sl_cpu_state_sync(sl_cpu_state *s);
@@ -72,11 +71,11 @@ void sl_cpu_sgemm_onednn(int trans_a, int trans_b, int m, int n, int k, float al
                          const float *a, int lda, const float *b, int ldb, float beta, float *c,
                          int ldc);
 
-/* A convolution pass's workspace bytes, with *onednn 1 when oneDNN runs it
- * (SIZE_MAX with the error set when its plan could not be made); without
- * oneDNN 0 bytes and *onednn 0 (the caller sizes im2col's). */
+/* A convolution pass's workspace bytes as its plan chose them: oneDNN's,
+ * or sl_cpu_im2col_bytes (always, without oneDNN); SIZE_MAX with the error
+ * set when the plan could not be made. */
 size_t sl_cpu_onednn_conv_workspace(const sl_backend *be, const sl_conv_desc *d,
-                                    sl_conv_pass pass, int *onednn);
+                                    sl_conv_pass pass);
 /* The passes through oneDNN: 1 when done, 0 when this geometry and pass
  * run im2col (the caller then does). Same arguments as the table's. */
 int sl_cpu_onednn_conv_forward(const sl_exec *ex, const sl_conv_desc *d, const float *x,
@@ -85,6 +84,24 @@ int sl_cpu_onednn_conv_backward_data(const sl_exec *ex, const sl_conv_desc *d, c
                                      const float *dy, float *dx, int accumulate, void *ws);
 int sl_cpu_onednn_conv_backward_filter(const sl_exec *ex, const sl_conv_desc *d, const float *x,
                                        const float *dy, float *dw, void *ws);
+
+/* ---- the im2col path's geometry (cpu_conv.c; cpu_onednn.c compares) ---- */
+
+/* A 1x1, stride-1, unpadded convolution: its input is the GEMM operand. */
+static inline int sl_cpu_conv_pointwise(const sl_conv_desc *d)
+{
+    return d->kh == 1 && d->kw == 1 && d->sh == 1 && d->sw == 1 && d->ph == 0 && d->pw == 0 &&
+           d->oh == d->h && d->ow == d->w;
+}
+
+/* The im2col path's workspace of a pass: one image's col, none for a
+ * pointwise convolution. */
+static inline size_t sl_cpu_im2col_bytes(const sl_conv_desc *d)
+{
+    if (sl_cpu_conv_pointwise(d))
+        return 0;
+    return (size_t)d->c * d->kh * d->kw * d->oh * d->ow * sizeof(float);
+}
 
 /* ---- cpu_gemm.c ---- */
 

@@ -43,21 +43,15 @@ static conv_dims conv_dims_of(const sl_conv_desc *d)
     g.kdim = g.cg * g.taps;
     g.hw = (size_t)d->h * d->w;
     g.ohw = (size_t)d->oh * d->ow;
-    g.pointwise = d->kh == 1 && d->kw == 1 && d->sh == 1 && d->sw == 1 && d->ph == 0 &&
-                  d->pw == 0 && d->oh == d->h && d->ow == d->w;
+    g.pointwise = sl_cpu_conv_pointwise(d);
     return g;
 }
 
+/* What the pass's plan (cpu_onednn.c) chose: oneDNN's workspace, or
+ * sl_cpu_im2col_bytes. */
 size_t sl_cpu_conv2d_workspace_bytes(const sl_backend *be, const sl_conv_desc *d, sl_conv_pass pass)
 {
-    int onednn;
-    size_t bytes = sl_cpu_onednn_conv_workspace(be, d, pass, &onednn);
-    if (onednn || bytes == SIZE_MAX)
-        return bytes;
-    conv_dims g = conv_dims_of(d);
-    if (g.pointwise)
-        return 0;
-    return (size_t)d->c * g.taps * g.ohw * sizeof(float);
+    return sl_cpu_onednn_conv_workspace(be, d, pass);
 }
 
 /* Who runs a pass: in a team (tiled: id / size of this thread), or one

@@ -114,8 +114,8 @@ void sl_cpu_gemm(const sl_exec *ex, int trans_a, int trans_b, int m, int n, int 
     if (m <= 0 || n <= 0)
         return;
     if (!sl_cpu_gemm_tiled(ex) || (double)m * n * k < GEMM_PAR_MIN_FLOPS) {
-        if (sl_cpu_gemm_onednn() && sl_cpu_gemm_tiled(ex) == 0 && cpu_threads(ex) > 1) {
-            /* OpenBLAS spreads this GEMM over its own threads */
+        if (!sl_cpu_gemm_tiled(ex) && cpu_threads(ex) > 1) {
+            /* a threaded OpenBLAS spreads this GEMM over its own threads */
             cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
                         trans_b ? CblasTrans : CblasNoTrans, m, n, k, alpha, a, lda, b, ldb, beta,
                         c, ldc);

@@ -12,7 +12,7 @@
  *     AVX-512 (avx512_core or above); OpenBLAS otherwise. Debian's OpenBLAS
  *     is held to its Haswell (AVX2) kernels on AVX-512 machines, where
  *     oneDNN's single-threaded sgemm runs about twice as fast
- *     (bench/results/onednn-*). SL_CPU_GEMM=openblas|onednn overrides.
+ *     (bench/bench_gemm.c). SL_CPU_GEMM=openblas|onednn overrides.
  *   - Convolutions: im2col + the GEMM above, except where oneDNN has a
  *     direct (jit) kernel for a kernel wider than 1x1 on an AVX-512 CPU:
  *     those run through oneDNN, which on this kind of machine is about
@@ -291,8 +291,6 @@ sl_status sl_cpu_state_create(int threads, sl_cpu_state **out)
     return SL_OK;
 }
 
-int sl_cpu_state_threads(const sl_cpu_state *s) { return s ? s->threads : 1; }
-
 void sl_cpu_state_free(sl_cpu_state *s)
 {
     if (!s)
@@ -324,14 +322,6 @@ sl_status sl_cpu_state_sync(sl_cpu_state *s)
 }
 
 /* ---- convolutions ---- */
-
-/* The im2col path's workspace: one image's col, none for a pointwise conv. */
-static size_t im2col_bytes(const sl_conv_desc *d)
-{
-    int pointwise = d->kh == 1 && d->kw == 1 && d->sh == 1 && d->sw == 1 && d->ph == 0 &&
-                    d->pw == 0 && d->oh == d->h && d->ow == d->w;
-    return pointwise ? 0 : (size_t)d->c * d->kh * d->kw * d->oh * d->ow * sizeof(float);
-}
 
 #ifdef SL_HAVE_ONEDNN
 
@@ -510,12 +500,14 @@ static dnnl_status_t make_reorder(sl_cpu_state *s, const dnnl_memory_desc_t *fro
 
 /* Images per call: the largest divisor of n whose workspace stays within
  * twice the im2col path's (so choosing oneDNN at most doubles a layer's
- * workspace); 0 when not even one image fits, or oneDNN has no direct
- * (jit) kernel for the pass. */
-static int choose_chunk(sl_cpu_state *s, conv_plan *p, size_t *ws, char *impl, size_t impl_n)
+ * workspace), with its primitive descriptor in *out (the caller's) and its
+ * implementation's name in p->impl; 0 when not even one image fits, or
+ * oneDNN has no direct (jit) kernel for the pass. */
+static int choose_chunk(sl_cpu_state *s, conv_plan *p, dnnl_primitive_desc_t *out)
 {
     const sl_conv_desc *d = &p->d;
-    size_t limit = 2 * im2col_bytes(d);
+    size_t limit = 2 * sl_cpu_im2col_bytes(d);
+    *out = NULL;
     for (int c = d->n; c >= 1; c--) {
         if (d->n % c != 0)
             continue;
@@ -524,18 +516,20 @@ static int choose_chunk(sl_cpu_state *s, conv_plan *p, size_t *ws, char *impl, s
             return 0;
         const char *name = "";
         dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &name);
-        snprintf(impl, impl_n, "%s", name ? name : "");
+        snprintf(p->impl, sizeof p->impl, "%s", name ? name : "");
         dnnl_memory_desc_t plain[N_T];
         size_t offsets[N_T], bytes = SIZE_MAX;
         if (plain_mds(d, c, p->dt, plain) == dnnl_success)
             bytes = pass_workspace(p->pass, pd, plain, offsets);
-        dnnl_primitive_desc_destroy(pd);
-        if (strncmp(impl, "jit", 3) != 0)
+        if (strncmp(p->impl, "jit", 3) != 0) {
+            dnnl_primitive_desc_destroy(pd);
             return 0; /* gemm-based or reference: im2col with the chosen GEMM is as fast */
+        }
         if (bytes <= limit) {
-            *ws = bytes;
+            *out = pd;
             return c;
         }
+        dnnl_primitive_desc_destroy(pd);
     }
     return 0;
 }
@@ -553,16 +547,14 @@ static int conv_wants_onednn(const sl_conv_desc *d, sl_conv_pass pass)
     return 1;
 }
 
-/* Makes the primitive and reorders of one pass over chunks of p->chunk. */
-static sl_status make_plan(sl_cpu_state *s, conv_plan *p)
+/* Makes the primitive and reorders of one pass over chunks of p->chunk
+ * from pd, choose_chunk's (released here). */
+static sl_status make_plan(sl_cpu_state *s, conv_plan *p, dnnl_primitive_desc_t pd)
 {
     const sl_conv_desc *d = &p->d;
-    dnnl_primitive_desc_t pd = NULL;
     dnnl_memory_desc_t plain[N_T];
     size_t offsets[N_T];
-    dnnl_status_t st = pass_desc(s, p, p->chunk, &pd);
-    if (st == dnnl_success)
-        st = plain_mds(d, p->chunk, p->dt, plain);
+    dnnl_status_t st = plain_mds(d, p->chunk, p->dt, plain);
     if (st == dnnl_success) {
         p->ws_bytes = pass_workspace(p->pass, pd, plain, offsets);
         const dnnl_memory_desc_t *sp = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
@@ -630,7 +622,7 @@ static conv_plan *conv_plan_get(sl_cpu_state *s, const sl_conv_desc *d, sl_conv_
     p.d = *d;
     p.pass = pass;
     p.dt = dnnl_f32;
-    p.ws_bytes = im2col_bytes(d);
+    p.ws_bytes = sl_cpu_im2col_bytes(d);
     if (sl_cpu_conv_onednn() && conv_wants_onednn(d, pass)) {
         int old = team_push(s->threads);
         sl_status st = SL_OK;
@@ -641,16 +633,14 @@ static conv_plan *conv_plan_get(sl_cpu_state *s, const sl_conv_desc *d, sl_conv_
             if (e != dnnl_success)
                 st = dnnl_fail(e, "open its CPU engine");
         }
-        size_t ws = 0;
+        dnnl_primitive_desc_t pd = NULL;
         if (st == SL_OK)
-            p.chunk = choose_chunk(s, &p, &ws, p.impl, sizeof p.impl);
+            p.chunk = choose_chunk(s, &p, &pd);
         if (st == SL_OK && p.chunk > 0)
-            st = make_plan(s, &p);
+            st = make_plan(s, &p, pd);
         team_pop(old);
         if (st != SL_OK)
             return NULL;
-        if (!p.onednn)
-            p.ws_bytes = im2col_bytes(d);
     }
     if (sl_cpu_kernels_log() && p.onednn)
         fprintf(stderr,
@@ -739,17 +729,13 @@ static void run_plan(sl_cpu_state *s, conv_plan *p, const float *user[N_T], int 
 static sl_cpu_state *state_of(const sl_backend *be) { return (sl_cpu_state *)be->impl; }
 
 size_t sl_cpu_onednn_conv_workspace(const sl_backend *be, const sl_conv_desc *d,
-                                    sl_conv_pass pass, int *onednn)
+                                    sl_conv_pass pass)
 {
-    *onednn = 0;
     sl_cpu_state *s = state_of(be);
     if (!s)
-        return im2col_bytes(d);
+        return sl_cpu_im2col_bytes(d);
     conv_plan *p = conv_plan_get(s, d, pass);
-    if (!p)
-        return SIZE_MAX;
-    *onednn = p->onednn;
-    return p->ws_bytes;
+    return p ? p->ws_bytes : SIZE_MAX;
 }
 
 int sl_cpu_onednn_conv_chunk(const sl_backend *be, const sl_conv_desc *d, sl_conv_pass pass)
@@ -809,12 +795,11 @@ int sl_cpu_onednn_conv_chunk(const sl_backend *be, const sl_conv_desc *d, sl_con
 }
 
 size_t sl_cpu_onednn_conv_workspace(const sl_backend *be, const sl_conv_desc *d,
-                                    sl_conv_pass pass, int *onednn)
+                                    sl_conv_pass pass)
 {
     (void)be;
     (void)pass;
-    *onednn = 0;
-    return im2col_bytes(d);
+    return sl_cpu_im2col_bytes(d);
 }
 
 int sl_cpu_onednn_conv_forward(const sl_exec *ex, const sl_conv_desc *d, const float *x,
