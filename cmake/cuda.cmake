@@ -45,6 +45,9 @@ if(SL_HAVE_CUDA)
   # not affected).
   target_compile_options(sublinear PRIVATE
     $<$<COMPILE_LANGUAGE:CUDA>:--extended-lambda --fmad=false -Xcompiler=-Wall,-Wextra,-fno-exceptions -Wno-deprecated-gpu-targets>)
+  # CUB (the embedding backward's stable sort) without its NVTX ranges:
+  # they would bring NVTX's C-named injection symbols into the archive.
+  target_compile_definitions(sublinear PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:CCCL_DISABLE_NVTX>)
   if(SL_WERROR)
     target_compile_options(sublinear PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:-Werror=all-warnings>)
   endif()

@@ -351,7 +351,8 @@ END_TEST
 
 /* GPT-2 on the GPU: one step (loss, every gradient) and the logits within
  * 1e-4 of the CPU's, with flash attention and a chunked head; and with
- * dropout, sqrt and the least budget bit-identical to the plain run. */
+ * dropout, a second plain run, sqrt and the least budget bit-identical to
+ * the plain run (loss and gradients). */
 static sl_net *gpt2_net(sl_context *ctx, float dropout, sl_schedule schedule)
 {
     sl_gpt2_config c = sl_gpt2_defaults();
@@ -402,19 +403,27 @@ START_TEST(test_cuda_gpt2_matches_cpu_and_checkpoints_bit_identical)
     free(lb);
     sl_net_free(a);
     sl_net_free(b);
+    /* the plain run, then itself again (the GPU repeats its bits), sqrt
+     * and the least budget */
     th_params plain, ck;
-    sl_schedule s[2] = {SL_SCHEDULE_SQRT, SL_SCHEDULE_BUDGET(1)};
-    for (int k = -1; k < 2; k++) { /* a context each: the same dropout counters */
+    sl_schedule s[3] = {SL_SCHEDULE_NONE, SL_SCHEDULE_SQRT, SL_SCHEDULE_BUDGET(1)};
+    const char *what[3] = {"gpt2 run twice", "gpt2 sqrt", "gpt2 least budget"};
+    float plain_loss = 0.0f;
+    for (int k = -1; k < 3; k++) { /* a context each: the same dropout counters */
         sl_context *g = cuda_context(43);
         sl_net *net = gpt2_net(g, 0.1f, k < 0 ? SL_SCHEDULE_NONE : s[k]);
-        if (k == 1) /* the least budget */
+        if (k == 2) /* the least budget */
             ck_assert(sl_net_set_schedule(net, SL_SCHEDULE_BUDGET(th_least_budget(
                           net, (sl_shape){B, 1, T, 1}))) == SL_OK);
         ck_assert_msg(sl_net_compute_gradients_tokens(net, ids, targets, B, T, &rb) == SL_OK, "%s",
                       sl_last_error());
         th_params_capture(net, k < 0 ? &plain : &ck);
-        if (k >= 0) {
-            th_params_assert_identical(&plain, &ck, k == 0 ? "gpt2 sqrt" : "gpt2 least budget");
+        if (k < 0)
+            plain_loss = rb.loss;
+        else {
+            ck_assert_msg(memcmp(&rb.loss, &plain_loss, sizeof(float)) == 0, "%s: loss %a vs %a",
+                          what[k], rb.loss, plain_loss);
+            th_params_assert_identical(&plain, &ck, what[k]);
             th_params_free(&ck);
         }
         sl_net_free(net);

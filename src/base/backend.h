@@ -268,6 +268,16 @@ typedef struct sl_attention_desc {
     REQ(void, lm_xent,                                                                         \
         (const sl_exec *ex, int rows, int vocab, float *logits, const int *labels,             \
          int ignore_index, float scale, int grad, double *row_loss, int *row_hit))             \
+    /* The loss of a language model's run from the rows lm_xent wrote                          \
+     * (device memory; an ignored row holds 0): *loss = counted ? (float)(sum                  \
+     * / counted) : 0 with the rows' losses summed in double over a fixed                      \
+     * tree, and *hits = the sum of row_hit. loss and hits are host memory                     \
+     * written by the next sync (the queue does not stop here); ws is 16                       \
+     * bytes of device scratch. NULL: the caller sums the rows in order (the                   \
+     * CPU, where they are host memory). */                                                    \
+    OPT(void, lm_xent_total,                                                                   \
+        (const sl_exec *ex, int rows, const double *row_loss, const int *row_hit,              \
+         int counted, float *loss, int *hits, void *ws))                                       \
     /* Optimizer updates over count parameters (PyTorch's rules), with the                     \
      * gradient g * grad_scale (1.0f leaves g exactly as it is). Adam's                        \
      * weight_decay is L2 added to the gradient, or with decoupled 1                           \
@@ -314,14 +324,18 @@ typedef struct sl_attention_desc {
      * y[(b t) row] = wte[id] + wpe[t], rows of c values. Ids outside [0,                      \
      * vocab) must be rejected by the caller; the kernels read nothing out                     \
      * of bounds for them (a zero token row, no gradient). Backward:                           \
-     * dwte[id] += dy row, dwpe[t] += dy row, each column summed by one                        \
-     * thread with tokens in order. */                                                         \
+     * dwte[id] += dy row, dwpe[t] += dy row, in float, each element of a                      \
+     * table getting its tokens' adds in token order (the same bits on                         \
+     * every device). ws: embedding_workspace_bytes(n * t) of scratch. */                      \
     REQ(void, embedding_forward,                                                               \
         (const sl_exec *ex, int n, int t, int c, int vocab, const int32_t *ids,                \
          const float *wte, const float *wpe, float *y))                                        \
     REQ(void, embedding_backward,                                                              \
         (const sl_exec *ex, int n, int t, int c, int vocab, const int32_t *ids,                \
-         const float *dy, float *dwte, float *dwpe))                                           \
+         const float *dy, float *dwte, float *dwpe, void *ws))                                 \
+    /* Workspace bytes of embedding_backward over `tokens` ids. NULL: none                     \
+     * (the CPU). */                                                                           \
+    OPT(size_t, embedding_workspace_bytes, (const sl_backend *be, int tokens))                 \
     /* Workspace bytes causal self-attention's forward (backward 0) or                         \
      * backward (1) needs for d (it does not depend on d's dropout). */                        \
     REQ(size_t, attention_workspace_bytes,                                                     \

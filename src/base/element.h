@@ -1,15 +1,22 @@
 /*
- * element.h — the per-element rules of the "run" stage, written once for
- * both backends: src/cpu's loops and src/cuda's kernels call these same
- * functions, so the GPU (which no test here runs) computes what the tested
- * CPU computes. Only what cannot be shared stays in a backend: loop order
- * and threading on the CPU, launch geometry, cross-thread reductions and
- * cuDNN / cuBLAS calls on the GPU.
+ * element.h — the rules of the "run" stage that both backends must
+ * compute the same way, written once: per-element maps (an optimizer
+ * update, a normalised value, GELU, a dropout mask, a loss gradient
+ * element), per-element terms of reductions, combines of partial results
+ * with explicit tie rules (sl_argmax_takes) and finalisers (sums to a
+ * mean and inverse std, to a loss). src/cpu's loops and src/cuda's kernels
+ * call these same functions. The traversal — which thread visits which
+ * elements and the tree that combines partial sums — is each backend's
+ * own, fixed per shape and described at the top of its file; the row
+ * walks here (sl_ln_row_stats, sl_lm_xent_row, ...) are the CPU's. So a
+ * device is deterministic and re-forwards bit-identically, and the two
+ * devices agree within a rounding tolerance, not bit for bit.
  *
  * Read by C11 (gcc) and by nvcc (C++17): SL_HD (base/philox.h) is
  * `__host__ __device__` under nvcc and empty in C. Each function keeps the
  * exact float operation order the CPU results (and their comparisons with
- * PyTorch and across checkpointed runs) depend on.
+ * PyTorch and across checkpointed runs) depend on; both builds compile
+ * without FP contraction (C11's default here; nvcc --fmad=false).
  */
 #ifndef SL_ELEMENT_H
 #define SL_ELEMENT_H
@@ -118,8 +125,9 @@ SL_HD static inline size_t sl_channel_plane(size_t img, int c_total, int off, si
 /* ---- Linear's bias ---- */
 
 /* acc[j] += column j0 + j of the rows x cols matrix dy (j < nj), rows in
- * order, in double: the bias gradient's column sums (the CPU sums a block
- * of columns per thread, the GPU one column per thread). */
+ * order, in double: the bias gradient's column sums as the CPU's blocks
+ * of columns add them (the GPU sums its own tree of rows in double, see
+ * cuda_elementwise.cu). */
 SL_HD static inline void sl_column_sums(const float *dy, int rows, int cols, int j0, int nj,
                                         double *acc)
 {
@@ -330,11 +338,37 @@ SL_HD static inline float sl_exp_poly(float v)
     return p * scale;
 }
 
-/* One row of a language model's loss (backend lm_xent): the loss and hit
- * of row x against label, then, with grad, x overwritten in place by
- * (softmax(x) - onehot(label)) * scale. One exponential per logit (float,
- * summed in double): the vocabulary-sized rows make this the loss's cost.
- * A row labelled ignore_index counts nothing and gets a zero gradient. */
+/* Whether (v, i) replaces (best, at) in a search for a row's first
+ * maximum: larger, or as large at a smaller index. Partial searches
+ * combined by it in any tree give the first maximum of what they cover,
+ * as sl_row_max's scan does (a NaN compares false and never wins; the
+ * scan differs only when x[0] itself is NaN). */
+SL_HD static inline int sl_argmax_takes(float v, int i, float best, int at)
+{
+    return v > best || (v == best && i < at);
+}
+
+/* A language model's row loss from s, the double sum over the row of
+ * sl_exp_poly(x - mx) (in any fixed order), the row's maximum mx and the
+ * label's logit. */
+SL_HD static inline double sl_lm_xent_loss(double s, float at_label, float mx)
+{
+    return log(s) - ((double)at_label - (double)mx);
+}
+
+/* The row's gradient is sl_exp_poly(x - mx) * f, f = this, and scale less
+ * at the label ((softmax - onehot) * scale). */
+SL_HD static inline float sl_lm_xent_factor(double s, float scale)
+{
+    return (float)(1.0 / s) * scale;
+}
+
+/* One row of a language model's loss (backend lm_xent) as the CPU walks
+ * it: the loss and hit of row x against label, then, with grad, x
+ * overwritten in place by (softmax(x) - onehot(label)) * scale. One
+ * exponential per logit (float, summed in double, in order): the
+ * vocabulary-sized rows make this the loss's cost. A row labelled
+ * ignore_index counts nothing and gets a zero gradient. */
 SL_HD static inline void sl_lm_xent_row(float *x, int vocab, int label, int ignore_index,
                                         float scale, int grad, double *loss, int *hit)
 {
@@ -355,7 +389,7 @@ SL_HD static inline void sl_lm_xent_row(float *x, int vocab, int label, int igno
             x[j] = sl_exp_poly(x[j] - mx);
         for (int j = 0; j < vocab; j++) /* in order, in double */
             s += x[j];
-        float f = (float)(1.0 / s) * scale;
+        float f = sl_lm_xent_factor(s, scale);
         for (int j = 0; j < vocab; j++)
             x[j] *= f;
         x[label] -= scale;
@@ -363,7 +397,7 @@ SL_HD static inline void sl_lm_xent_row(float *x, int vocab, int label, int igno
         for (int j = 0; j < vocab; j++)
             s += sl_exp_poly(x[j] - mx);
     }
-    *loss = log(s) - ((double)at_label - (double)mx);
+    *loss = sl_lm_xent_loss(s, at_label, mx);
     *hit = arg == label;
 }
 
@@ -439,21 +473,35 @@ SL_HD static inline void sl_adam_element(size_t i, float *w, const float *g, flo
 
 /* ---- transformer layers: LayerNorm, GELU, token + position embedding ---- */
 
-/* LayerNorm's statistics of one row of c values: mean and 1 / sqrt(var +
- * eps) (biased variance), from double sums as BatchNorm's batch moments. */
-SL_HD static inline void sl_ln_row_stats(const float *x, int c, float eps, float *mean,
-                                         float *rstd)
+/* LayerNorm's statistics of a row of c values from the double sums s of
+ * x and q of x * x (in any fixed order: the finaliser of each backend's
+ * traversal): mean and 1 / sqrt(var + eps), biased variance, as
+ * BatchNorm's batch moments. */
+SL_HD static inline void sl_ln_moments(double s, double q, int c, float eps, float *mean,
+                                       float *rstd)
 {
-    double s = 0.0, q = 0.0;
-    for (int j = 0; j < c; j++) {
-        double v = x[j];
-        s += v;
-        q += v * v;
-    }
     double m, var;
     sl_bn_batch_moments(s, q, (double)c, &m, &var);
     *mean = (float)m;
     *rstd = sl_bn_batch_invstd(var, eps);
+}
+
+/* One value's terms of those sums. */
+SL_HD static inline void sl_ln_stat_terms(float x, double *s, double *q)
+{
+    double v = x;
+    *s += v;
+    *q += v * v;
+}
+
+/* The statistics of one row, its values summed in order (the CPU). */
+SL_HD static inline void sl_ln_row_stats(const float *x, int c, float eps, float *mean,
+                                         float *rstd)
+{
+    double s = 0.0, q = 0.0;
+    for (int j = 0; j < c; j++)
+        sl_ln_stat_terms(x[j], &s, &q);
+    sl_ln_moments(s, q, c, eps, mean, rstd);
 }
 
 /* The normalised value of LayerNorm's forward and backward. */
@@ -468,30 +516,58 @@ SL_HD static inline void sl_ln_row_forward(const float *x, int c, const float *w
         y[j] = sl_bn_normalise(x[j], mean, rstd, weight[j], bias[j]);
 }
 
-/* One row of LayerNorm's input gradient, with g = dy * weight:
- * dx (+)= rstd * (g - mean(g) - xhat * mean(g * xhat)), the means summed
- * in double first (so dx may alias dy). */
+/* LayerNorm's input gradient, with g = dy * weight: dx = rstd * (g -
+ * mean(g) - xhat * mean(g * xhat)). The two sums over the row are of the
+ * terms sl_ln_dx_terms adds (in double, in any fixed order); sl_ln_dx_means
+ * finishes them and sl_ln_dx_of gives each element. */
+SL_HD static inline void sl_ln_dx_terms(float x, float dy, float weight, float mean, float rstd,
+                                        double *sg, double *sgx)
+{
+    double g = (double)dy * (double)weight;
+    *sg += g;
+    *sgx += g * (double)sl_ln_xhat(x, mean, rstd);
+}
+
+SL_HD static inline void sl_ln_dx_means(double sg, double sgx, int c, float *mg, float *mgx)
+{
+    *mg = (float)(sg / c);
+    *mgx = (float)(sgx / c);
+}
+
+SL_HD static inline float sl_ln_dx_of(float x, float dy, float weight, float mean, float rstd,
+                                      float mg, float mgx)
+{
+    float xh = sl_ln_xhat(x, mean, rstd);
+    return rstd * (dy * weight - mg - xh * mgx);
+}
+
+/* One row of it, the sums in order (the CPU); dx (+)=, and the sums come
+ * first, so dx may alias dy. */
 SL_HD static inline void sl_ln_row_backward(const float *x, const float *dy, int c,
                                             const float *weight, float mean, float rstd,
                                             float *dx, int accumulate)
 {
     double sg = 0.0, sgx = 0.0;
-    for (int j = 0; j < c; j++) {
-        double g = (double)dy[j] * (double)weight[j];
-        sg += g;
-        sgx += g * (double)sl_ln_xhat(x[j], mean, rstd);
-    }
-    float mg = (float)(sg / c), mgx = (float)(sgx / c);
-    for (int j = 0; j < c; j++) {
-        float xh = sl_ln_xhat(x[j], mean, rstd);
-        sl_put(&dx[j], rstd * (dy[j] * weight[j] - mg - xh * mgx), accumulate);
-    }
+    for (int j = 0; j < c; j++)
+        sl_ln_dx_terms(x[j], dy[j], weight[j], mean, rstd, &sg, &sgx);
+    float mg, mgx;
+    sl_ln_dx_means(sg, sgx, c, &mg, &mgx);
+    for (int j = 0; j < c; j++)
+        sl_put(&dx[j], sl_ln_dx_of(x[j], dy[j], weight[j], mean, rstd, mg, mgx), accumulate);
 }
 
-/* LayerNorm's parameter gradients over columns j0 .. j0 + nj - 1 of the
- * rows x c matrices x and dy, rows in order, in double: aw[j] += dy *
- * xhat (weight), ab[j] += dy (bias). The CPU sums a block of columns per
- * thread, the GPU one column per thread. */
+/* One row's terms of LayerNorm's parameter gradients at a column, in
+ * double: aw += dy * xhat (weight), ab += dy (bias). */
+SL_HD static inline void sl_ln_param_terms(float x, float dy, float mean, float rstd, double *aw,
+                                           double *ab)
+{
+    *aw += (double)dy * (double)sl_ln_xhat(x, mean, rstd);
+    *ab += dy;
+}
+
+/* Those over columns j0 .. j0 + nj - 1 of the rows x c matrices x and
+ * dy, rows in order (the CPU's blocks of columns; the GPU sums its own
+ * tree of rows, see cuda_transformer.cu). */
 SL_HD static inline void sl_ln_param_sums(const float *x, const float *dy, int rows, int c,
                                           const float *mean, const float *rstd, int j0, int nj,
                                           double *aw, double *ab)
@@ -499,10 +575,8 @@ SL_HD static inline void sl_ln_param_sums(const float *x, const float *dy, int r
     for (int r = 0; r < rows; r++) {
         const float *xr = x + (size_t)r * c + j0;
         const float *dr = dy + (size_t)r * c + j0;
-        for (int j = 0; j < nj; j++) {
-            aw[j] += (double)dr[j] * (double)sl_ln_xhat(xr[j], mean[r], rstd[r]);
-            ab[j] += dr[j];
-        }
+        for (int j = 0; j < nj; j++)
+            sl_ln_param_terms(xr[j], dr[j], mean[r], rstd[r], &aw[j], &ab[j]);
     }
 }
 
@@ -549,9 +623,10 @@ SL_HD static inline float sl_embedding_of(const float *te_row, const float *pe_r
 }
 
 /* The embedding's parameter gradients over columns j0 .. j0 + nj - 1:
- * dwte[id] += dy row, dwpe[t] += dy row, tokens (b, t) in order, so each
- * column is one thread's fixed sequence of adds (the CPU sums a block of
- * columns per thread, the GPU one column per thread). */
+ * dwte[id] += dy row, dwpe[t] += dy row, tokens (b, t) in order, in float,
+ * so each element of a table gets one fixed sequence of adds (the CPU sums
+ * a block of columns per thread; the GPU makes the same sequences from
+ * the tokens sorted stably by id, see cuda_transformer.cu). */
 SL_HD static inline void sl_embedding_grad_columns(const int32_t *ids, const float *dy, int n,
                                                    int t_len, int c, int vocab, int j0, int nj,
                                                    float *dwte, float *dwpe)

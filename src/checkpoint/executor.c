@@ -120,12 +120,9 @@ static void run_head(runner *r, const sl_graph *g, sl_shape ls, const sl_step *s
                      const sl_exec *ex, sl_run_io *io)
 {
     int rows = ls.n * ls.h * ls.w;
-    sl_lm_head_result res;
+    /* the loss and hits reach io by the step's sync on a device */
     sl_lm_head_run(g->head, ex, rows, ptr(r, st->y), io->labels, ptr(r, st->dy),
-                   io->logits_out, ptr(r, st->ws), &res);
-    io->loss = res.counted ? (float)(res.loss_sum / res.counted) : 0.0f;
-    io->correct = res.hits;
-    io->counted = res.counted;
+                   io->logits_out, ptr(r, st->ws), &io->loss, &io->correct, &io->counted);
 }
 
 /* Debug: fills every storage whose life ended at `step` with NaN, so a

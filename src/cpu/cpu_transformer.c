@@ -89,8 +89,10 @@ void sl_cpu_embedding_forward(const sl_exec *ex, int n, int t, int c, int vocab,
 }
 
 void sl_cpu_embedding_backward(const sl_exec *ex, int n, int t, int c, int vocab,
-                               const int32_t *ids, const float *dy, float *dwte, float *dwpe)
+                               const int32_t *ids, const float *dy, float *dwte, float *dwpe,
+                               void *ws)
 {
+    (void)ws; /* none: embedding_workspace_bytes is NULL here */
     int par = (long long)n * t * c >= CPU_PAR_MIN, blocks = column_blocks(c);
     SL_PARALLEL_FOR(cpu_threads(ex), par, (int b = 0; b < blocks; b++), {
         int j0 = b * COLUMN_BLOCK;

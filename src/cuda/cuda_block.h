@@ -1,12 +1,22 @@
 /*
- * cuda_block.h — device helpers of the kernels where one block works on
- * one row (cuda_attention.cu, cuda_decode.cu): a block's maximum and
- * double sum over a fixed tree in shared memory, so every reduction has
- * one order whatever the scheduling.
- * Only .cu files include it.
+ * cuda_block.h — device helpers of the kernels where a warp or a block
+ * works on one row (cuda_attention.cu, cuda_decode.cu, cuda_transformer.cu,
+ * cuda_loss_optim.cu): maxima and double sums over fixed trees, in shared
+ * memory or by warp shuffles, so every reduction has one order whatever
+ * the scheduling. Only .cu files include it.
+ *
+ * The warp trees are xor butterflies: at each step lane i adds the value
+ * of lane i ^ o to its own. Both lanes of a pair add the same two values
+ * (in either order: IEEE addition commutes), so after the five steps every
+ * lane holds the same bits, and a block's threads can each go on with the
+ * result without a broadcast.
  */
 #ifndef SL_CUDA_BLOCK_H
 #define SL_CUDA_BLOCK_H
+
+#include <math.h>
+
+#include "base/element.h"
 
 /* The maximum of v over a block of `threads` threads (a power of two),
  * every thread's sh[threadIdx.x] a slot of its own; all threads get it. */
@@ -37,6 +47,106 @@ static __device__ inline double sl_cuda_block_sum(double v, double *sh, int thre
     double r = sh[0];
     __syncthreads();
     return r;
+}
+
+/* The sum of v over the 32 lanes of a warp (all active), every lane the
+ * same bits. */
+static __device__ inline double sl_cuda_warp_sum(double v)
+{
+    for (int o = 16; o > 0; o >>= 1)
+        v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+/* The sum of v over a block of blockDim.x threads (a multiple of 32, at
+ * most 1024): each warp's butterfly, then every warp's butterfly over the
+ * warps' sums in warp order (zero past the last warp); every thread gets
+ * the same bits. sh: 32 doubles of shared memory, free again at return. */
+static __device__ inline double sl_cuda_block_sum_warps(double v, double *sh)
+{
+    int lane = (int)threadIdx.x & 31, w = (int)threadIdx.x >> 5, warps = (int)blockDim.x >> 5;
+    v = sl_cuda_warp_sum(v);
+    if (lane == 0)
+        sh[w] = v;
+    __syncthreads();
+    v = sl_cuda_warp_sum(lane < warps ? sh[lane] : 0.0);
+    __syncthreads();
+    return v;
+}
+
+/* Column tiles: a block of SL_CUDA_TILE x SL_CUDA_TILE threads sums
+ * SL_CUDA_TILE adjacent columns of a row-major matrix, thread (x, y) the
+ * rows y, y + TILE, ... of column x in order (a warp reads adjacent
+ * columns of one row); sl_cuda_column_tree then adds a column's TILE
+ * partial sums v by a fixed tree over y (y += y + s for s = TILE / 2 ...
+ * 1) and returns the column's sum to the threads of y = 0. sh: TILE x
+ * (TILE + 1) doubles of shared memory, free again at return. */
+#define SL_CUDA_TILE 32
+
+static __device__ inline double sl_cuda_column_tree(double v, double (*sh)[SL_CUDA_TILE + 1])
+{
+    int x = (int)threadIdx.x, y = (int)threadIdx.y;
+    sh[y][x] = v;
+    __syncthreads();
+    for (int s = SL_CUDA_TILE / 2; s > 0; s >>= 1) {
+        if (y < s)
+            sh[y][x] += sh[y + s][x];
+        __syncthreads();
+    }
+    double r = sh[0][x];
+    __syncthreads();
+    return r;
+}
+
+/* The tiles of `cols` columns: a launch's blocks. */
+static inline unsigned sl_cuda_tiles(int cols)
+{
+    return (unsigned)((cols + SL_CUDA_TILE - 1) / SL_CUDA_TILE);
+}
+
+/* A block's first maximum: each thread's (v, i) from its own scan, joined
+ * by sl_argmax_takes over each warp's butterfly and then over the warps;
+ * every thread gets (*v, *i) of warp 0's lane 0. fsh, ish: 32 slots each
+ * of shared memory, free again at return. */
+static __device__ inline void sl_cuda_block_argmax(float *v, int *i, float *fsh, int *ish)
+{
+    int lane = (int)threadIdx.x & 31, w = (int)threadIdx.x >> 5, warps = (int)blockDim.x >> 5;
+    float bv = *v;
+    int bi = *i;
+    for (int o = 16; o > 0; o >>= 1) {
+        float ov = __shfl_xor_sync(0xffffffffu, bv, o);
+        int oi = __shfl_xor_sync(0xffffffffu, bi, o);
+        if (sl_argmax_takes(ov, oi, bv, bi)) {
+            bv = ov;
+            bi = oi;
+        }
+    }
+    if (lane == 0) {
+        fsh[w] = bv;
+        ish[w] = bi;
+    }
+    __syncthreads();
+    if (w == 0) {
+        bv = lane < warps ? fsh[lane] : -INFINITY;
+        bi = lane < warps ? ish[lane] : 0x7fffffff;
+        for (int o = 16; o > 0; o >>= 1) {
+            float ov = __shfl_xor_sync(0xffffffffu, bv, o);
+            int oi = __shfl_xor_sync(0xffffffffu, bi, o);
+            if (sl_argmax_takes(ov, oi, bv, bi)) {
+                bv = ov;
+                bi = oi;
+            }
+        }
+    }
+    __syncthreads(); /* every warp has read fsh / ish */
+    if (threadIdx.x == 0) {
+        fsh[0] = bv;
+        ish[0] = bi;
+    }
+    __syncthreads();
+    *v = fsh[0];
+    *i = ish[0];
+    __syncthreads();
 }
 
 #endif

@@ -5,9 +5,12 @@
  * slices and Linear's bias. The element rules are base/element.h's, the
  * ones cpu_elementwise.c calls; here only launch geometry. Every backward
  * is written as a gather (each output element summed by one thread in a
- * fixed order), never as an atomic scatter, so results are deterministic.
+ * fixed order, or by cuda_block.h's fixed trees: the bias gradient's
+ * column tiles), never as an atomic scatter, so results are
+ * deterministic.
  */
 #include "base/element.h"
+#include "cuda/cuda_block.h"
 #include "cuda/cuda_common.h"
 
 /* ---- elementwise ---- */
@@ -140,15 +143,21 @@ static __global__ void bias_add_k(size_t total, int cols, const float *bias, flo
     GRID_STRIDE(i, total) y[i] += bias[i % cols];
 }
 
-/* One thread per column, rows in order, in double (the CPU's order). */
-static __global__ void bias_bwd_k(int rows, int cols, const float *dy, float *dbias)
+/* Column tiles (cuda_block.h): 32 adjacent columns a block, each
+ * column's rows in 32 interleaved runs summed in double, then a fixed
+ * tree. */
+static __global__ void __launch_bounds__(SL_CUDA_TILE *SL_CUDA_TILE)
+    bias_bwd_k(int rows, int cols, const float *dy, float *dbias)
 {
-    GRID_STRIDE(j, (size_t)cols)
-    {
-        double acc = 0.0;
-        sl_column_sums(dy, rows, cols, (int)j, 1, &acc);
+    __shared__ double sh[SL_CUDA_TILE][SL_CUDA_TILE + 1];
+    int j = (int)(blockIdx.x * SL_CUDA_TILE + threadIdx.x);
+    double acc = 0.0;
+    if (j < cols)
+        for (int r = (int)threadIdx.y; r < rows; r += SL_CUDA_TILE)
+            acc += dy[(size_t)r * cols + j];
+    acc = sl_cuda_column_tree(acc, sh);
+    if (threadIdx.y == 0 && j < cols)
         dbias[j] += (float)acc;
-    }
 }
 
 extern "C" void sl_cuda_bias_add(const sl_exec *ex, int rows, int cols, const float *bias,
@@ -161,5 +170,10 @@ extern "C" void sl_cuda_bias_add(const sl_exec *ex, int rows, int cols, const fl
 extern "C" void sl_cuda_bias_backward(const sl_exec *ex, int rows, int cols, const float *dy,
                                       float *dbias)
 {
-    SL_CUDA_LAUNCH(ex, bias_bwd_k, (size_t)cols, rows, cols, dy, dbias);
+    if (rows <= 0 || cols <= 0)
+        return;
+    sl_cuda_state *s = sl_cuda_ex(ex);
+    bias_bwd_k<<<sl_cuda_tiles(cols), dim3(SL_CUDA_TILE, SL_CUDA_TILE), 0, s->stream>>>(
+        rows, cols, dy, dbias);
+    SL_CUDA_LAUNCHED(s);
 }

@@ -1,13 +1,18 @@
 /*
- * cuda_loss_optim.cu — softmax cross-entropy and the optimizer updates on
- * the GPU (run stage), and the gradient norm's sum of squares. The per-row and per-parameter rules are
- * base/element.h's, the ones cpu_loss_optim.c calls, so both devices follow
- * PyTorch's rules the same way; here only launch geometry and the in-order
- * sum of the row losses.
+ * cuda_loss_optim.cu — softmax cross-entropy, a language model's loss and
+ * the optimizer updates on the GPU (run stage), and the gradient norm's
+ * sum of squares. The per-element and per-parameter rules are
+ * base/element.h's, the ones cpu_loss_optim.c calls, so both devices
+ * follow PyTorch's rules the same way. The traversals are this file's:
+ * a classifier's rows (a few classes, a batch of rows) one thread each,
+ * their losses summed in order by one thread; a language model's
+ * vocabulary-wide rows a block each and their losses summed by one block
+ * over a fixed tree (see lm_xent_k), read back once with the step's sync.
  */
 #include <string.h>
 
 #include "base/element.h"
+#include "cuda/cuda_block.h"
 #include "cuda/cuda_common.h"
 
 /* One thread per row: gradient row, and the row's loss and hit. */
@@ -78,14 +83,61 @@ extern "C" void sl_cuda_softmax_xent(const sl_exec *ex, int n, int classes, cons
         sl_cuda_read_later(s, correct, out + 1, sizeof(int));
 }
 
-/* One thread per row of a language model's loss chunk. */
-static __global__ void lm_xent_k(int rows, int vocab, float *logits, const int *labels,
-                                 int ignore_index, float scale, int grad, double *row_loss,
-                                 int *row_hit)
+/* A language model's loss, a block of LM_THREADS threads per row of the
+ * chunk: thread t scans the logits t, t + LM_THREADS, ... for its first
+ * maximum, joined by cuda_block.h's block argmax (sl_argmax_takes); then
+ * adds sl_exp_poly(x - max) over the same logits in order, in double,
+ * joined by the block's fixed tree; then, with grad, writes its logits'
+ * gradients in place. The rows' losses and hits stay on the device for
+ * lm_xent_total. */
+enum { LM_THREADS = 1024 };
+
+static __global__ void __launch_bounds__(LM_THREADS)
+    lm_xent_k(int rows, int vocab, float *logits, const int *labels, int ignore_index,
+              float scale, int grad, double *row_loss, int *row_hit)
 {
-    for (int r = blockIdx.x * blockDim.x + threadIdx.x; r < rows; r += gridDim.x * blockDim.x)
-        sl_lm_xent_row(logits + (size_t)r * vocab, vocab, labels[r], ignore_index, scale, grad,
-                       &row_loss[r], &row_hit[r]);
+    __shared__ double dsh[32];
+    __shared__ float fsh[32];
+    __shared__ int ish[32];
+    for (int r = (int)blockIdx.x; r < rows; r += (int)gridDim.x) {
+        float *x = logits + (size_t)r * vocab;
+        int label = labels[r];
+        if (label == ignore_index) {
+            if (grad)
+                for (int j = (int)threadIdx.x; j < vocab; j += LM_THREADS)
+                    x[j] = 0.0f;
+            if (threadIdx.x == 0) {
+                row_loss[r] = 0.0;
+                row_hit[r] = 0;
+            }
+            continue;
+        }
+        float at_label = x[label]; /* read before any thread writes the row */
+        float mx = -INFINITY;
+        int arg = 0x7fffffff;
+        for (int j = (int)threadIdx.x; j < vocab; j += LM_THREADS)
+            if (sl_argmax_takes(x[j], j, mx, arg)) {
+                mx = x[j];
+                arg = j;
+            }
+        sl_cuda_block_argmax(&mx, &arg, fsh, ish);
+        double sum = 0.0;
+        for (int j = (int)threadIdx.x; j < vocab; j += LM_THREADS)
+            sum += sl_exp_poly(x[j] - mx);
+        sum = sl_cuda_block_sum_warps(sum, dsh);
+        if (grad) {
+            float f = sl_lm_xent_factor(sum, scale);
+            for (int j = (int)threadIdx.x; j < vocab; j += LM_THREADS) {
+                float g = sl_exp_poly(x[j] - mx) * f;
+                x[j] = j == label ? g - scale : g;
+            }
+        }
+        if (threadIdx.x == 0) {
+            row_loss[r] = sl_lm_xent_loss(sum, at_label, mx);
+            row_hit[r] = arg == label;
+        }
+        __syncthreads(); /* the next row's at_label is read after this row's writes */
+    }
 }
 
 extern "C" void sl_cuda_lm_xent(const sl_exec *ex, int rows, int vocab, float *logits,
@@ -93,11 +145,48 @@ extern "C" void sl_cuda_lm_xent(const sl_exec *ex, int rows, int vocab, float *l
                                 double *row_loss, int *row_hit)
 {
     sl_cuda_state *s = sl_cuda_ex(ex);
-    if (rows <= 0)
+    if (rows <= 0 || vocab <= 0)
         return;
-    lm_xent_k<<<(rows + 127) / 128, 128, 0, s->stream>>>(rows, vocab, logits, labels, ignore_index,
-                                                         scale, grad, row_loss, row_hit);
+    lm_xent_k<<<(unsigned)rows, LM_THREADS, 0, s->stream>>>(rows, vocab, logits, labels,
+                                                           ignore_index, scale, grad, row_loss,
+                                                           row_hit);
     SL_CUDA_LAUNCHED(s);
+}
+
+/* One block: thread t adds the rows t, t + LM_THREADS, ... in order, in
+ * double (hits as ints), joined by the block's fixed tree. */
+static __global__ void __launch_bounds__(LM_THREADS)
+    lm_total_k(int rows, const double *row_loss, const int *row_hit, int counted, float *out)
+{
+    __shared__ double dsh[32];
+    double sum = 0.0, hits = 0.0;
+    for (int r = (int)threadIdx.x; r < rows; r += LM_THREADS) {
+        sum += row_loss[r];
+        hits += row_hit[r];
+    }
+    sum = sl_cuda_block_sum_warps(sum, dsh);
+    hits = sl_cuda_block_sum_warps(hits, dsh); /* exact: whole numbers below 2^53 */
+    if (threadIdx.x == 0) {
+        out[0] = counted ? (float)(sum / counted) : 0.0f;
+        ((int *)out)[1] = (int)hits;
+    }
+}
+
+extern "C" void sl_cuda_lm_xent_total(const sl_exec *ex, int rows, const double *row_loss,
+                                      const int *row_hit, int counted, float *loss, int *hits,
+                                      void *ws)
+{
+    sl_cuda_state *s = sl_cuda_ex(ex);
+    float *out = (float *)ws; /* planned: 16 bytes */
+    if (rows <= 0) {
+        *loss = 0.0f;
+        *hits = 0;
+        return;
+    }
+    lm_total_k<<<1, LM_THREADS, 0, s->stream>>>(rows, row_loss, row_hit, counted, out);
+    SL_CUDA_LAUNCHED(s);
+    sl_cuda_read_later(s, loss, out, sizeof(float));
+    sl_cuda_read_later(s, hits, out + 1, sizeof(int));
 }
 
 static __global__ void sgd_k(size_t n, float *w, const float *g, float *mom, float lr,

@@ -1,61 +1,126 @@
 /*
  * cuda_transformer.cu — the kernels of GPT-2's own layers on the GPU (run
  * stage): LayerNorm, the tanh GELU and the token + position embedding.
- * The arithmetic is base/element.h's, the functions cpu_transformer.c
- * calls; here only launch geometry. Rows are one thread each, column
- * reductions one thread per column with rows in order (the CPU's order,
- * no atomics), so results are deterministic.
+ * The arithmetic is base/element.h's (terms, finalisers, element maps);
+ * the traversals are this file's, fixed per shape, so results are
+ * deterministic and a re-forward repeats the forward's bits:
+ *
+ * - LayerNorm forward and input gradient: a warp per row (8 rows to a
+ *   block of 256 threads). Lane l walks the row's columns l, l + 32, ...
+ *   adding its terms in double; the 32 lane sums are joined by the xor
+ *   butterfly of cuda_block.h (every lane the same bits), then each lane
+ *   writes its own columns.
+ * - LayerNorm's weight and bias gradients: column tiles (cuda_block.h's
+ *   sl_cuda_column_tree): a block of 32 x 32 threads takes 32 adjacent
+ *   columns, thread (x, y) adds the rows y, y + 32, ... of column x in
+ *   order, in double; a fixed tree joins the 32 partial sums of a column.
+ * - The embedding's position table: a thread per element of wpe adds the
+ *   sequences' rows in order, in float. Its token table: the token
+ *   indices are sorted by id, stably (CUB's radix sort, in the planned
+ *   workspace), and a block per distinct id adds that id's rows in token
+ *   order, in float, a thread per column. Both are the CPU's sequences of
+ *   adds, so the tables' gradients are the CPU's bits; no atomics.
  */
+#include <cub/device/device_radix_sort.cuh>
+
+#include "base/base.h"
 #include "base/element.h"
+#include "cuda/cuda_block.h"
 #include "cuda/cuda_common.h"
 
 /* ---- LayerNorm ---- */
 
-static __global__ void ln_fwd_k(int rows, int c, const float *x, const float *weight,
-                                const float *bias, float eps, float *y, float *mean, float *rstd)
+enum { LN_THREADS = 256, LN_ROWS = LN_THREADS / 32 };
+
+/* The first row of this warp and the step to its next one. */
+#define WARP_ROWS(r, rows)                                                                     \
+    for (size_t r = (size_t)blockIdx.x * LN_ROWS + (threadIdx.x >> 5); r < (size_t)(rows);   \
+         r += (size_t)gridDim.x * LN_ROWS)
+
+static __global__ void __launch_bounds__(LN_THREADS)
+    ln_fwd_k(int rows, int c, const float *x, const float *weight, const float *bias, float eps,
+             float *y, float *mean, float *rstd)
 {
-    GRID_STRIDE(r, (size_t)rows)
+    int lane = (int)threadIdx.x & 31;
+    WARP_ROWS(r, rows)
     {
         const float *xr = x + r * c;
-        float m, s;
-        sl_ln_row_stats(xr, c, eps, &m, &s);
-        if (mean) {
+        double s = 0.0, q = 0.0;
+        for (int j = lane; j < c; j += 32)
+            sl_ln_stat_terms(xr[j], &s, &q);
+        s = sl_cuda_warp_sum(s);
+        q = sl_cuda_warp_sum(q);
+        float m, rs;
+        sl_ln_moments(s, q, c, eps, &m, &rs);
+        if (mean && lane == 0) {
             mean[r] = m;
-            rstd[r] = s;
+            rstd[r] = rs;
         }
-        sl_ln_row_forward(xr, c, weight, bias, m, s, y + r * c);
+        float *yr = y + r * c;
+        for (int j = lane; j < c; j += 32)
+            yr[j] = sl_bn_normalise(xr[j], m, rs, weight[j], bias[j]);
     }
 }
 
-static __global__ void ln_param_k(int rows, int c, const float *x, const float *dy,
-                                  const float *mean, const float *rstd, float *dweight,
-                                  float *dbias)
+static __global__ void __launch_bounds__(SL_CUDA_TILE *SL_CUDA_TILE)
+    ln_param_k(int rows, int c, const float *x, const float *dy, const float *mean,
+               const float *rstd, float *dweight, float *dbias)
 {
-    GRID_STRIDE(j, (size_t)c)
-    {
-        double aw = 0.0, ab = 0.0;
-        sl_ln_param_sums(x, dy, rows, c, mean, rstd, (int)j, 1, &aw, &ab);
+    __shared__ double sh[SL_CUDA_TILE][SL_CUDA_TILE + 1];
+    int j = (int)(blockIdx.x * SL_CUDA_TILE + threadIdx.x);
+    double aw = 0.0, ab = 0.0;
+    if (j < c)
+        for (int r = (int)threadIdx.y; r < rows; r += SL_CUDA_TILE) {
+            size_t at = (size_t)r * c + j;
+            sl_ln_param_terms(x[at], dy[at], mean[r], rstd[r], &aw, &ab);
+        }
+    aw = sl_cuda_column_tree(aw, sh);
+    ab = sl_cuda_column_tree(ab, sh);
+    if (threadIdx.y == 0 && j < c) {
         dweight[j] += (float)aw;
         dbias[j] += (float)ab;
     }
 }
 
-static __global__ void ln_dx_k(int rows, int c, const float *x, const float *dy,
-                               const float *weight, const float *mean, const float *rstd,
-                               float *dx, int accumulate)
+static __global__ void __launch_bounds__(LN_THREADS)
+    ln_dx_k(int rows, int c, const float *x, const float *dy, const float *weight,
+            const float *mean, const float *rstd, float *dx, int accumulate)
 {
-    GRID_STRIDE(r, (size_t)rows)
+    int lane = (int)threadIdx.x & 31;
+    WARP_ROWS(r, rows)
     {
-        sl_ln_row_backward(x + r * c, dy + r * c, c, weight, mean[r], rstd[r], dx + r * c,
-                           accumulate);
+        const float *xr = x + r * c, *dr = dy + r * c;
+        float m = mean[r], rs = rstd[r];
+        double sg = 0.0, sgx = 0.0;
+        for (int j = lane; j < c; j += 32)
+            sl_ln_dx_terms(xr[j], dr[j], weight[j], m, rs, &sg, &sgx);
+        sg = sl_cuda_warp_sum(sg);
+        sgx = sl_cuda_warp_sum(sgx);
+        float mg, mgx;
+        sl_ln_dx_means(sg, sgx, c, &mg, &mgx);
+        float *xo = dx + r * c; /* may be dy: lane l reads its columns before writing them */
+        for (int j = lane; j < c; j += 32)
+            sl_put(&xo[j], sl_ln_dx_of(xr[j], dr[j], weight[j], m, rs, mg, mgx), accumulate);
     }
+}
+
+/* Blocks of LN_ROWS rows (grid-stride past 2^31 - 1). */
+static unsigned ln_blocks(int rows)
+{
+    size_t b = ((size_t)rows + LN_ROWS - 1) / LN_ROWS;
+    return (unsigned)(b < 0x7fffffffu ? b : 0x7fffffffu);
 }
 
 extern "C" void sl_cuda_layernorm_forward(const sl_exec *ex, int rows, int c, const float *x,
                                           const float *weight, const float *bias, float eps,
                                           float *y, float *mean, float *rstd)
 {
-    SL_CUDA_LAUNCH(ex, ln_fwd_k, (size_t)rows, rows, c, x, weight, bias, eps, y, mean, rstd);
+    if (rows <= 0 || c <= 0)
+        return;
+    sl_cuda_state *s = sl_cuda_ex(ex);
+    ln_fwd_k<<<ln_blocks(rows), LN_THREADS, 0, s->stream>>>(rows, c, x, weight, bias, eps, y,
+                                                             mean, rstd);
+    SL_CUDA_LAUNCHED(s);
 }
 
 extern "C" void sl_cuda_layernorm_backward(const sl_exec *ex, int rows, int c, const float *x,
@@ -63,11 +128,18 @@ extern "C" void sl_cuda_layernorm_backward(const sl_exec *ex, int rows, int c, c
                                            const float *mean, const float *rstd, float *dx,
                                            int accumulate, float *dweight, float *dbias)
 {
+    if (rows <= 0 || c <= 0)
+        return;
+    sl_cuda_state *s = sl_cuda_ex(ex);
     /* the parameter sums are queued first: they read dy before dx is written */
-    SL_CUDA_LAUNCH(ex, ln_param_k, (size_t)c, rows, c, x, dy, mean, rstd, dweight, dbias);
-    if (dx)
-        SL_CUDA_LAUNCH(ex, ln_dx_k, (size_t)rows, rows, c, x, dy, weight, mean, rstd, dx,
-                       accumulate);
+    ln_param_k<<<sl_cuda_tiles(c), dim3(SL_CUDA_TILE, SL_CUDA_TILE), 0, s->stream>>>(
+        rows, c, x, dy, mean, rstd, dweight, dbias);
+    SL_CUDA_LAUNCHED(s);
+    if (dx) {
+        ln_dx_k<<<ln_blocks(rows), LN_THREADS, 0, s->stream>>>(rows, c, x, dy, weight, mean,
+                                                                rstd, dx, accumulate);
+        SL_CUDA_LAUNCHED(s);
+    }
 }
 
 /* ---- GELU ---- */
@@ -109,13 +181,6 @@ static __global__ void emb_fwd_k(size_t total, int t, int c, int vocab, const in
     }
 }
 
-static __global__ void emb_bwd_k(int n, int t, int c, int vocab, const int32_t *ids,
-                                 const float *dy, float *dwte, float *dwpe)
-{
-    GRID_STRIDE(j, (size_t)c)
-    sl_embedding_grad_columns(ids, dy, n, t, c, vocab, (int)j, 1, dwte, dwpe);
-}
-
 extern "C" void sl_cuda_embedding_forward(const sl_exec *ex, int n, int t, int c, int vocab,
                                           const int32_t *ids, const float *wte, const float *wpe,
                                           float *y)
@@ -124,9 +189,82 @@ extern "C" void sl_cuda_embedding_forward(const sl_exec *ex, int n, int t, int c
     SL_CUDA_LAUNCH(ex, emb_fwd_k, total, total, t, c, vocab, ids, wte, wpe, y);
 }
 
+/* The backward's workspace over `tokens` ids: the ids sorted, the token
+ * indices in order and sorted, then CUB's own scratch. */
+static size_t emb_index_bytes(int tokens) { return sl_align_up((size_t)tokens * sizeof(int32_t)); }
+
+static size_t emb_sort_bytes(sl_cuda_state *s, int tokens)
+{
+    size_t bytes = 0;
+    SL_CUDA_CHECK(s, cub::DeviceRadixSort::SortPairs(NULL, bytes, (const int32_t *)NULL,
+                                                     (int32_t *)NULL, (const int32_t *)NULL,
+                                                     (int32_t *)NULL, tokens, 0, 32, s->stream));
+    return sl_align_up(bytes);
+}
+
+extern "C" size_t sl_cuda_embedding_workspace_bytes(const sl_backend *be, int tokens)
+{
+    if (tokens <= 0)
+        return 0;
+    return 3 * emb_index_bytes(tokens) + emb_sort_bytes(sl_cuda_of(be), tokens);
+}
+
+static __global__ void iota_k(int n, int32_t *v)
+{
+    GRID_STRIDE(i, (size_t)n) v[i] = (int32_t)i;
+}
+
+/* dwpe[pos][j] += the rows of position pos, sequences in order. */
+static __global__ void emb_wpe_k(int n, int t, int c, const float *dy, float *dwpe)
+{
+    GRID_STRIDE(i, (size_t)t * c)
+    {
+        size_t pos = i / (size_t)c, j = i - pos * c;
+        float acc = dwpe[i];
+        for (int b = 0; b < n; b++)
+            acc += dy[((size_t)b * t + pos) * c + j];
+        dwpe[i] = acc;
+    }
+}
+
+/* A block per sorted position that starts an id's run: dwte[id] += the
+ * rows of its tokens, which the stable sort left in token order. */
+static __global__ void emb_wte_k(int tokens, int c, int vocab, const int32_t *ids,
+                                 const int32_t *order, const float *dy, float *dwte)
+{
+    for (int p = (int)blockIdx.x; p < tokens; p += (int)gridDim.x) {
+        int32_t id = ids[p];
+        if ((p > 0 && ids[p - 1] == id) || id < 0 || id >= vocab)
+            continue; /* not a run's start, or an id that gets no gradient */
+        float *te = dwte + (size_t)id * c;
+        for (int j = (int)threadIdx.x; j < c; j += (int)blockDim.x) {
+            float acc = te[j];
+            for (int q = p; q < tokens && ids[q] == id; q++)
+                acc += dy[(size_t)order[q] * c + j];
+            te[j] = acc;
+        }
+    }
+}
+
 extern "C" void sl_cuda_embedding_backward(const sl_exec *ex, int n, int t, int c, int vocab,
                                            const int32_t *ids, const float *dy, float *dwte,
-                                           float *dwpe)
+                                           float *dwpe, void *ws)
 {
-    SL_CUDA_LAUNCH(ex, emb_bwd_k, (size_t)c, n, t, c, vocab, ids, dy, dwte, dwpe);
+    sl_cuda_state *s = sl_cuda_ex(ex);
+    int tokens = n * t; /* the layer refuses more than INT_MAX */
+    if (tokens <= 0 || c <= 0)
+        return;
+    SL_CUDA_LAUNCH(ex, emb_wpe_k, (size_t)t * c, n, t, c, dy, dwpe);
+    size_t ib = emb_index_bytes(tokens);
+    char *w = (char *)ws; /* planned: sl_cuda_embedding_workspace_bytes(tokens) */
+    int32_t *sorted = (int32_t *)w, *order_in = (int32_t *)(w + ib),
+            *order = (int32_t *)(w + 2 * ib);
+    void *scratch = w + 3 * ib;
+    size_t scratch_bytes = emb_sort_bytes(s, tokens);
+    SL_CUDA_LAUNCH(ex, iota_k, (size_t)tokens, tokens, order_in);
+    SL_CUDA_CHECK(s, cub::DeviceRadixSort::SortPairs(scratch, scratch_bytes, ids, sorted,
+                                                     order_in, order, tokens, 0, 32, s->stream));
+    unsigned blocks = (unsigned)(tokens < 0x7fffffff ? tokens : 0x7fffffff);
+    emb_wte_k<<<blocks, 256, 0, s->stream>>>(tokens, c, vocab, sorted, order, dy, dwte);
+    SL_CUDA_LAUNCHED(s);
 }

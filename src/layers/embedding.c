@@ -9,6 +9,8 @@
  * (deterministically, see the backend's embedding_backward) and, when the
  * executor asks for the input's gradient, writes zeros.
  */
+#include <limits.h>
+
 #include "layers/layer.h"
 
 typedef struct embedding {
@@ -22,7 +24,6 @@ static sl_status embedding_infer(const sl_layer *l, const sl_backend *be, int n_
                                  const sl_shape *in, sl_shape *out, sl_layer_cost *cost)
 {
     const embedding *e = (const embedding *)l;
-    (void)be;
     (void)n_in;
     if (in[0].c != 1 || in[0].w != 1)
         return sl_set_error(SL_ERR_SHAPE,
@@ -38,6 +39,12 @@ static sl_status embedding_infer(const sl_layer *l, const sl_backend *be, int n_
     uint64_t values = sl_shape_count_sat(*out);
     cost->fwd_flops = values;
     cost->bwd_flops = sl_mul_sat(2, values);
+    long long tokens = (long long)in[0].n * in[0].h;
+    if (tokens > INT_MAX)
+        return sl_set_error(SL_ERR_SHAPE, "Embedding '%s': %lld tokens in a batch, more than %d",
+                            sl_layer_label(l), tokens, INT_MAX);
+    if (be->embedding_workspace_bytes)
+        cost->ws_bwd_bytes = be->embedding_workspace_bytes(be, (int)tokens);
     return SL_OK;
 }
 
@@ -54,7 +61,7 @@ static void embedding_backward(sl_layer *l, const sl_exec *ex, const sl_bwd_args
     embedding *e = (embedding *)l;
     ex->be->embedding_backward(ex, a->in[0].n, a->in[0].h, e->channels, e->vocab,
                                (const int32_t *)a->x[0], a->dy, l->params[0].grad,
-                               l->params[1].grad);
+                               l->params[1].grad, a->ws);
     if (a->dx[0] && !a->accumulate[0])
         ex->be->fill(ex, sl_shape_count(a->in[0]), 0.0f, a->dx[0]);
 }

@@ -23,7 +23,7 @@ int sl_lm_head_chunk(const sl_lm_head *h, int rows)
 }
 
 /* Scratch: one chunk of logits, then per row a loss (double), a hit and a
- * label (ints). */
+ * label (ints), then the backend's 16 bytes of lm_xent_total. */
 static size_t logits_bytes(const sl_lm_head *h, int rows)
 {
     return sl_align_up((size_t)sl_lm_head_chunk(h, rows) * h->vocab * sizeof(float));
@@ -32,7 +32,8 @@ static size_t logits_bytes(const sl_lm_head *h, int rows)
 size_t sl_lm_head_ws_bytes(const sl_lm_head *h, int rows)
 {
     size_t r = rows > 0 ? (size_t)rows : 0;
-    return logits_bytes(h, rows) + sl_align_up(r * sizeof(double)) + 2 * sl_align_up(r * sizeof(int));
+    return logits_bytes(h, rows) + sl_align_up(r * sizeof(double)) +
+           2 * sl_align_up(r * sizeof(int)) + sl_align_up(16);
 }
 
 uint64_t sl_lm_head_fwd_flops(const sl_lm_head *h, int rows)
@@ -45,37 +46,33 @@ uint64_t sl_lm_head_bwd_flops(const sl_lm_head *h, int rows)
     return sl_mul_sat(4, sl_mul3_sat((uint64_t)rows, (uint64_t)h->vocab, (uint64_t)h->channels));
 }
 
-/* Sums the rows' losses and hits in order, in double, on the host. */
+/* The rows' losses and hits summed: by the backend's lm_xent_total on a
+ * device (read back with the step's sync), or in order, in double, here
+ * (the CPU's rows are host memory). */
 static void sum_rows(const sl_exec *ex, int rows, const double *row_loss, const int *row_hit,
-                     const int *labels, int ignore_index, sl_lm_head_result *res)
+                     int counted, void *out_ws, float *loss, int *hits)
 {
-    enum { PIECE = 512 };
-    double loss[PIECE];
-    int hit[PIECE];
-    for (int r0 = 0; r0 < rows; r0 += PIECE) {
-        int n = rows - r0 < PIECE ? rows - r0 : PIECE;
-        const double *l = row_loss + r0;
-        const int *hh = row_hit + r0;
-        if (!ex->be->host_memory) {
-            ex->be->download(ex, loss, l, (size_t)n * sizeof(double));
-            ex->be->download(ex, hit, hh, (size_t)n * sizeof(int));
-            l = loss;
-            hh = hit;
-        }
-        for (int i = 0; i < n; i++) {
-            if (labels[r0 + i] == ignore_index)
-                continue;
-            res->loss_sum += l[i];
-            res->hits += hh[i];
-        }
+    if (ex->be->lm_xent_total) {
+        ex->be->lm_xent_total(ex, rows, row_loss, row_hit, counted, loss, hits, out_ws);
+        return;
     }
+    double sum = 0.0;
+    int h = 0;
+    for (int r = 0; r < rows; r++) { /* an ignored row holds 0 */
+        sum += row_loss[r];
+        h += row_hit[r];
+    }
+    *loss = counted ? (float)(sum / counted) : 0.0f;
+    *hits = h;
 }
 
 void sl_lm_head_run(const sl_lm_head *hd, const sl_exec *ex, int rows, const float *h,
-                    const int *labels, float *dh, float *logits_out, void *ws,
-                    sl_lm_head_result *res)
+                    const int *labels, float *dh, float *logits_out, void *ws, float *loss,
+                    int *hits, int *counted)
 {
-    memset(res, 0, sizeof *res);
+    *loss = 0.0f;
+    *hits = 0;
+    *counted = 0;
     const sl_backend *be = ex->be;
     int V = hd->vocab, C = hd->channels;
     int chunk = sl_lm_head_chunk(hd, rows);
@@ -84,11 +81,12 @@ void sl_lm_head_run(const sl_lm_head *hd, const sl_exec *ex, int rows, const flo
     double *row_loss = (double *)(base + logits_bytes(hd, rows));
     int *row_hit = (int *)((char *)row_loss + sl_align_up((size_t)rows * sizeof(double)));
     int *dev_labels = (int *)((char *)row_hit + sl_align_up((size_t)rows * sizeof(int)));
+    void *out_ws = (char *)dev_labels + sl_align_up((size_t)rows * sizeof(int));
     float scale = 0.0f;
     if (labels) {
         for (int r = 0; r < rows; r++)
-            res->counted += labels[r] != hd->ignore_index;
-        scale = res->counted ? 1.0f / (float)res->counted : 0.0f;
+            *counted += labels[r] != hd->ignore_index;
+        scale = *counted ? 1.0f / (float)*counted : 0.0f;
         be->upload(ex, dev_labels, labels, (size_t)rows * sizeof(int));
     }
     const float *W = hd->weight->data;
@@ -110,5 +108,5 @@ void sl_lm_head_run(const sl_lm_head *hd, const sl_exec *ex, int rows, const flo
         be->gemm(ex, 1, 0, V, C, n, 1.0f, lg, V, hc, C, 1.0f, hd->weight->grad, C);
     }
     if (labels)
-        sum_rows(ex, rows, row_loss, row_hit, labels, hd->ignore_index, res);
+        sum_rows(ex, rows, row_loss, row_hit, *counted, out_ws, loss, hits);
 }

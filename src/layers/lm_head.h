@@ -32,20 +32,18 @@ size_t sl_lm_head_ws_bytes(const sl_lm_head *h, int rows);
 uint64_t sl_lm_head_fwd_flops(const sl_lm_head *h, int rows);
 uint64_t sl_lm_head_bwd_flops(const sl_lm_head *h, int rows);
 
-typedef struct sl_lm_head_result {
-    double loss_sum; /* sum of the counted rows' losses */
-    int hits;        /* counted rows whose first arg-max logit is the label */
-    int counted;     /* rows whose label is not ignore_index */
-} sl_lm_head_result;
-
 /* Runs the head over rows x channels hidden states h (device memory).
  * labels (host, rows; NULL: no loss) are in [0, vocab) or ignore_index.
  * With dh (device, rows x channels) the loss is the mean over counted rows:
  * dh receives its gradient and weight->grad gets the gradient of W added.
  * logits_out (host, rows x vocab) receives the logits when not NULL.
- * ws is sl_lm_head_ws_bytes(rows) of scratch. */
+ * ws is sl_lm_head_ws_bytes(rows) of scratch. *counted is the number of
+ * rows whose label is not ignore_index; *loss (the mean loss of those
+ * rows) and *hits (those of them whose first arg-max logit is the label)
+ * are written at once on the CPU and by the next sync on a device, so
+ * they must stay valid until then. */
 void sl_lm_head_run(const sl_lm_head *hd, const sl_exec *ex, int rows, const float *h,
-                    const int *labels, float *dh, float *logits_out, void *ws,
-                    sl_lm_head_result *res);
+                    const int *labels, float *dh, float *logits_out, void *ws, float *loss,
+                    int *hits, int *counted);
 
 #endif
