@@ -30,9 +30,12 @@
 #                gpt2_versions.txt (the cuDNN / cuBLAS each side loaded),
 #                gpt2.log. About 3 minutes at the issue's targets, 8 at
 #                today's speed (see gpu_gpt2.py)
-#   resnet       ResNet-152 b16, TF32 off and on, $SL_GPU_ROUNDS (3)
+#   resnet       ResNet-152 b16, TF32 $SL_RESNET_TF32 ("off on"), ours
+#                under $SL_RESNET_SCHEDULES ("none sqrt budget") beside
+#                PyTorch plain and checkpointed, $SL_GPU_ROUNDS (3)
 #                interleaved rounds of $SL_GPU_STEPS (20) steps a run,
-#                within $SL_RESNET_BUDGET_S seconds (0: no limit)
+#                within $SL_RESNET_BUDGET_S seconds (0: no limit); a run
+#                takes about 12 s, a round of all ten about 2 minutes
 #   profile, det, maxbatch   ResNet: where a step goes; what deterministic
 #                convolutions cost each side; the largest batch in 16 GiB
 #   shakespeare  scripts/shakespeare.sh --device cuda (needs data/ carried:
@@ -131,12 +134,17 @@ if has resnet || has maxbatch || has det; then
   segs=$(python3 -c 'import math; print(math.ceil(math.sqrt(57)))')
 fi
 if has resnet; then
-  echo "== ResNet-152, batch 16, 224x224: TF32 off and on, $rounds interleaved rounds"
+  read -ra tfs <<<"${SL_RESNET_TF32:-off on}"
+  read -ra scheds <<<"${SL_RESNET_SCHEDULES:-none sqrt budget}"
+  echo "== ResNet-152, batch 16, 224x224: TF32 ${tfs[*]}, ours ${scheds[*]}, $rounds interleaved rounds"
   # every configuration once a round, every other round in reverse order;
   # each JSON line gets its round
   cfgs=()
-  for tf in off on; do
-    for s in none sqrt "budget:$half"; do cfgs+=("ours $tf $s"); done
+  for tf in "${tfs[@]}"; do
+    for s in "${scheds[@]}"; do
+      [ "$s" != budget ] || s=budget:$half
+      cfgs+=("ours $tf $s")
+    done
     cfgs+=("torch $tf 0" "torch $tf $segs")
   done
   r=1 round_s=0 t_resnet=$SECONDS

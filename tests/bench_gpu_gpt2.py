@@ -15,11 +15,17 @@ GPU (registered in ctest as test_bench_gpu_gpt2).
 2. With the real bench_gpt2 (--device cpu, a tiny GPT-2) and the real
    bench_gpt2_torch.py under this interpreter (SKIPPED without
    transformers): the phase runs end to end with the arguments it passes.
-3. bench_gpt2 --device cuda: without a GPU it fails at once, naming the
+3. bench/gpu.sh's gpt2, resnet and table phases on stand-ins (a build
+   folder of fake programs, a fake interpreter for the PyTorch scripts):
+   the gpt2 phase gets its arguments through, the ResNet configurations
+   run in interleaved rounds with each line's round, and the tables show
+   medians over the rounds.
+4. bench_gpt2 --device cuda: without a GPU it fails at once, naming the
    device; with one it runs the tiny GPT-2 and names the device and cuDNN.
 """
 import json
 import os
+import re
 import stat
 import subprocess
 import sys
@@ -166,6 +172,77 @@ def stand_ins(bench, tmp):
         fail("nvidia-smi's samples %s give %s, not 7295" % (samples, got))
 
 
+FAKE_RESNET = r'''#!/usr/bin/env python3
+import json, sys
+a = sys.argv[1:]
+print(json.dumps({"side": "sublinear", "model": "resnet152",
+                  "schedule": a[a.index("--schedule") + 1], "batch": 16, "planned_total": 1 << 30,
+                  "planned_arena": 1 << 29, "measured_total": 1 << 30, "device_used": 1 << 30,
+                  "recompute_fraction": 0.1, "it_per_s": 20.0, "tf32": "--tf32" in a,
+                  "deterministic": True, "device": "Fake GPU"}))
+'''
+
+FAKE_PY = r'''#!/usr/bin/env python3
+import json, os, sys
+a = sys.argv[1:]
+here = os.path.dirname(os.path.abspath(__file__))
+if a and a[0].endswith("bench_gpu_torch.py"):
+    seg = a[a.index("--segments") + 1]
+    print(json.dumps({"side": "pytorch", "mode": "plain" if seg == "0" else "checkpoint:" + seg,
+                      "batch": 16, "max_allocated": 2 << 30, "max_reserved": 3 << 30,
+                      "device_drop": 3 << 30, "it_per_s": 16.0, "tf32": "--tf32" in a,
+                      "deterministic": False, "device": "Fake GPU", "torch": "2.11.0"}))
+elif a and a[0].endswith("bench_gpt2_torch.py"):
+    fake = os.path.join(here, "bench", "bench_gpt2")
+    os.execv(fake, [fake] + a)
+else:
+    os.execv(sys.executable, [sys.executable] + a)
+'''
+
+SUBLINEAR = r'''#!/usr/bin/env python3
+import json
+print(json.dumps({"planned_bytes": {"total": 3 << 30}}))
+'''
+
+
+def gpu_sh(bench, tmp):
+    fake = os.path.join(tmp, "fakebuild")
+    os.makedirs(os.path.join(fake, "bench"))
+    for path, text in (("bench/bench_gpt2", FAKE), ("bench/bench_gpu", FAKE_RESNET),
+                       ("sublinear", SUBLINEAR), ("python", FAKE_PY)):
+        with open(os.path.join(fake, path), "w") as f:
+            f.write(text)
+        os.chmod(os.path.join(fake, path), 0o755)
+    out = os.path.join(tmp, "gpush")
+    env = dict(os.environ, OUT=out, PYTHON=os.path.join(fake, "python"), SL_GPU_ROUNDS="3",
+               SL_GPT2_STEPS="4", SL_RESNET_TF32="on", FAKE_COST=json.dumps(COST),
+               FAKE_PEAK=json.dumps(PEAK), FAKE_DIR=os.path.join(tmp, "counts3"))
+    os.makedirs(env["FAKE_DIR"])
+    p = subprocess.run(["bash", os.path.join(bench, "gpu.sh"), fake, "gpt2", "resnet", "table"],
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=600,
+                       env=env)
+    text = p.stdout
+    if p.returncode != 0:
+        fail("gpu.sh gpt2 resnet table exited with %d" % p.returncode, text)
+    runs = read_jsonl(os.path.join(out, "gpt2_runs.jsonl"))
+    rows = read_jsonl(os.path.join(out, "gpt2.jsonl"))
+    if len(runs) != 30 or len(rows) != 10 or any(r["steps"] != 4 for r in rows):
+        fail("gpu.sh's gpt2 phase: %d runs, %d rows, steps %s (SL_GPT2_STEPS=4)"
+             % (len(runs), len(rows), [r["steps"] for r in rows]), text)
+    ours = [(r["round"], r["schedule"]) for r in read_jsonl(os.path.join(out, "ours.jsonl"))]
+    want = [(1, "none"), (1, "sqrt"), (1, "budget:1610612736"), (2, "budget:1610612736"),
+            (2, "sqrt"), (2, "none"), (3, "none"), (3, "sqrt"), (3, "budget:1610612736")]
+    if ours != want:
+        fail("ResNet rounds %s, want %s" % (ours, want), text)
+    table = open(os.path.join(out, "RESULTS-gpu.md")).read()
+    if "| sublinear none | 20.00 | 50 | 50–50 | 3 |" not in table or \
+            "| B=8 T=1024 | ours none | 51.0 | 50.0–52.0 | 3 |" not in table:
+        fail("RESULTS-gpu.md lacks the medians over 3 rounds", table)
+    for phase in ("gpt2", "resnet"):
+        if not re.search(r"== %s: \d+ s" % phase, text):
+            fail("gpu.sh does not say how long %s took" % phase, text)
+
+
 def real_run(bench, build, tmp):
     out = os.path.join(tmp, "real")
     rc, text = run_phase(bench, ["--bin", os.path.join(build, "bench", "bench_gpt2"), "--out", out,
@@ -212,6 +289,7 @@ def main():
     bench, build = sys.argv[1], sys.argv[2]
     with tempfile.TemporaryDirectory() as tmp:
         stand_ins(bench, tmp)
+        gpu_sh(bench, tmp)
         real_run(bench, build, tmp)
     cuda_run(build)
     print("OK")
