@@ -17,9 +17,10 @@
 # resnet profile det maxbatch shakespeare table
 #   build        configure and build BUILD_DIR (about 20-60 s with 16 cores)
 #   cuda         test_cuda, verbose
-#   gputests     only the tests that use the GPU (test_cuda,
-#                test_backend_lists, test_gpt2, test_dist, test_cli,
-#                test_bench_gpu_gpt2: about 30 s)
+#   gputests     only the tests that use the GPU (test_cuda*,
+#                test_backend_* (lists, ops: GPU against CPU per op),
+#                test_gpt2, test_dist, test_cli, test_bench_gpu_gpt2:
+#                about 30-40 s)
 #   suite        the whole ctest suite (about 4 minutes)
 #   gpt2         bench/gpu_gpt2.py: GPT-2 small, ours none / sqrt / least
 #                beside PyTorch plain / checkpointed at B=8 T=1024 and
@@ -122,7 +123,7 @@ fi
 if has gputests; then
   echo "== the tests that use the GPU"
   ctest --test-dir "$build" -j4 --output-on-failure \
-    -R '^(test_cuda|test_backend_lists|test_gpt2|test_dist|test_cli|test_bench_gpu_gpt2)$' 2>&1 | tail -40
+    -R '^(test_cuda.*|test_backend_.*|test_gpt2|test_dist|test_cli|test_bench_gpu_gpt2)$' 2>&1 | tail -40
   took gputests
 fi
 if has suite; then
