@@ -9,8 +9,9 @@
  * then runs one step at that batch to show it does. --tf32 lets
  * convolutions and GEMMs use TF32 tensor cores (PyTorch's default for
  * convolutions); --profile adds one more profiled step and prints where its
- * time went by layer type and pass. Prints one JSON line. bench/gpu.sh runs
- * it for every schedule beside PyTorch.
+ * time went by layer type and pass. Prints one JSON line, with the device's
+ * name and the cuDNN / cuBLAS versions the process loaded. bench/gpu.sh
+ * runs it for every schedule beside PyTorch.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
@@ -163,12 +164,14 @@ static void print_json(const options *o, const sl_memory_report *r, double *dt,
     }
     printf("{\"side\":\"sublinear\",\"model\":\"%s\",\"schedule\":\"%s\",\"batch\":%d,"
            "\"planned_total\":%llu,\"planned_arena\":%llu,\"measured_total\":%llu,"
-           "\"device_used\":%llu,\"recompute_fraction\":%.4f,\"it_per_s\":%.4f,"
-           "\"tf32\":%s,\"deterministic\":%s%s",
+           "\"device_used\":%llu,\"recompute_fraction\":%.4f,\"it_per_s\":%.4f,",
            o->model, o->sched, o->batch, (unsigned long long)r->total,
            (unsigned long long)r->arena_bytes, (unsigned long long)r->measured_total,
            (unsigned long long)r->device_used, r->recompute_fraction,
-           median > 0 ? 1.0 / median : 0.0, o->tf32 ? "true" : "false",
+           median > 0 ? 1.0 / median : 0.0);
+    if (!o->cpu)
+        bench_print_gpu_json(o->gpu); /* the device, the cuDNN / cuBLAS versions loaded */
+    printf("\"tf32\":%s,\"deterministic\":%s%s", o->tf32 ? "true" : "false",
            o->nondet ? "false" : "true", o->limit ? ",\"max_batch_search\":true" : "");
     if (o->profile) {
         printf(",\"profile\":[");

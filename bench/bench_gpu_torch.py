@@ -5,7 +5,8 @@ trained with SGD + momentum, plain or with torch.utils.checkpoint's
 checkpoint_sequential at K segments (use_reentrant=False); float32 with TF32
 off, or with --tf32 on for convolutions and matmuls. Prints one JSON line:
 peak torch.cuda.max_memory_allocated and max_memory_reserved, the device's
-free-memory drop, iterations per second (median after a warm-up). --max-batch BYTES
+free-memory drop, iterations per second (median after a warm-up), the
+device's name and the cuDNN / cuBLAS versions loaded (gpu_libs.py). --max-batch BYTES
 finds the largest batch that trains within BYTES (the caching allocator is
 capped with set_per_process_memory_fraction) by doubling and bisection.
 """
@@ -113,10 +114,11 @@ def main():
                           "tf32": a.tf32}))
         return
     peak, reserved, drop, its = run(a.batch, a.segments, a.steps, a.res)
-    print(json.dumps({"side": "pytorch", "mode": mode, "batch": a.batch, "max_allocated": peak,
-                      "max_reserved": reserved, "device_drop": drop, "it_per_s": round(its, 4),
-                      "tf32": a.tf32, "deterministic": a.deterministic, "device": torch.cuda.get_device_name(0),
-                      "torch": torch.__version__}))
+    import gpu_libs  # the device, the cuDNN / cuBLAS versions loaded
+    print(json.dumps(dict({"side": "pytorch", "mode": mode, "batch": a.batch, "max_allocated": peak,
+                           "max_reserved": reserved, "device_drop": drop, "it_per_s": round(its, 4),
+                           "tf32": a.tf32, "deterministic": a.deterministic,
+                           "torch": torch.__version__}, **gpu_libs.describe(torch))))
 
 
 if __name__ == "__main__":

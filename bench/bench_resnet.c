@@ -120,19 +120,6 @@ static int recomputed_segments(sl_net *net, sl_shape s)
     return runs;
 }
 
-/* The least planned peak any schedule reaches, read from the budget
- * search's refusal of a 1-byte budget; 0 where it cannot be read. */
-static uint64_t least_budget(sl_net *net, sl_shape s)
-{
-    static const char said[] = "smallest planned peak is ";
-    sl_memory_report tmp;
-    if (sl_net_set_schedule(net, SL_SCHEDULE_BUDGET(1)) != SL_OK ||
-        sl_net_memory_report(net, s, SL_MODE_TRAIN, &tmp) != SL_ERR_BUDGET)
-        return 0;
-    const char *at = strstr(sl_last_error(), said);
-    return at ? strtoull(at + strlen(said), NULL, 10) : 0;
-}
-
 /* The schedule under test: those relative to the reference plans, else the
  * library's texts (a bad one prints the usage and exits). */
 static int choose_schedule(sl_net *net, sl_shape s, const char *name, const char *argv0,
@@ -146,7 +133,7 @@ static int choose_schedule(sl_net *net, sl_shape s, const char *name, const char
         uint64_t third = p->none.total - p->none.arena_bytes + p->none.arena_bytes / 3;
         p->sc = name[0] == 'o' ? SL_SCHEDULE_BUDGET_OPS(third) : SL_SCHEDULE_BUDGET(third);
     } else if (!strcmp(name, "least")) {
-        uint64_t bytes = least_budget(net, s);
+        uint64_t bytes = bench_least_budget(net, s);
         if (!bytes)
             return bench_fail(BENCH, "finding the least budget");
         p->sc = SL_SCHEDULE_BUDGET(bytes);

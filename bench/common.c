@@ -200,6 +200,17 @@ int bench_plan(const char *bench, sl_net *net, sl_schedule sc, sl_shape s, sl_me
     return 0;
 }
 
+uint64_t bench_least_budget(sl_net *net, sl_shape s)
+{
+    static const char said[] = "smallest planned peak is ";
+    sl_memory_report tmp;
+    if (sl_net_set_schedule(net, SL_SCHEDULE_BUDGET(1)) != SL_OK ||
+        sl_net_memory_report(net, s, SL_MODE_TRAIN, &tmp) != SL_ERR_BUDGET)
+        return 0;
+    const char *at = strstr(sl_last_error(), said);
+    return at ? strtoull(at + strlen(said), NULL, 10) : 0;
+}
+
 int bench_measure(const char *bench, sl_net *net, sl_shape s, bench_step_fn step, void *arg,
                   int quiet, bench_run *r)
 {

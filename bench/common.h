@@ -113,6 +113,13 @@ int bench_context(const char *bench, int threads, uint64_t seed, sl_context **ct
  * report. Returns 0, or bench_fail's 1. */
 int bench_plan(const char *bench, sl_net *net, sl_schedule sc, sl_shape s, sl_memory_report *out);
 
+/* The least planned peak any schedule reaches for training net at shape
+ * s, read from the budget search's refusal of a 1-byte budget (the
+ * refusal names it, and a budget of that size gets that schedule); 0
+ * where it cannot be read. Leaves net's schedule at the refused budget:
+ * set the one to run afterwards. */
+uint64_t bench_least_budget(sl_net *net, sl_shape s);
+
 /* One training step of a bench: prepares its batch, then runs the step
  * alone under the clock; *seconds and *loss get the step's time and loss.
  * Returns 0, or 1 after printing why it failed. */
@@ -143,6 +150,15 @@ int bench_measure(const char *bench, sl_net *net, sl_shape s, bench_step_fn step
  * "openblas_coretype" JSON fields, each followed by a comma. */
 void bench_print_machine_json(void);
 void bench_print_run_json(const bench_run *r);
+
+/* What a GPU result was measured on (gpu_info.c), as JSON fields each
+ * followed by a comma: "device" (CUDA device `gpu`'s name), "cuda_driver",
+ * "cudart", "cudnn" (cudnnGetVersion: 91900 is 9.19.0), "cublas"
+ * ("13.0.2"), "cublaslt" (cublasLtGetVersion) and "gpu_libs" (the files
+ * of the CUDA runtime, cuDNN, cuBLAS and NCCL this process mapped); null
+ * where not loaded. Call it after the context is made and a step ran, so
+ * that what the step loaded is listed. */
+void bench_print_gpu_json(int gpu);
 
 /* The text lines after a run: planned against measured memory, peak RSS,
  * s/step with the recompute share of `planned`, and the load of others. */

@@ -324,7 +324,8 @@ elif lt is not None and "error" in lt:
 p = R["ours_prof_64"]
 if ok(p) and p.get("profile"):
     tot = sum(e["s_per_step"] for e in p["profile"])
-    print("- where our T=64 step goes (profiled run, %.2f s/step profiled):" % p["s_per_step"])
+    print("- where our T=64 step goes (one more step, profiled, after the measured ones at "
+          "%.2f s/step):" % p["s_per_step"])
     for e in p["profile"][:8]:
         print("  - %s %s: %.3f s/step (%.0f %%)" % (e["layer"], e["pass"], e["s_per_step"],
                                                   100 * e["s_per_step"] / tot if tot else 0))

@@ -1,0 +1,299 @@
+#!/usr/bin/env python3
+"""bench_gpu_gpt2.py — bench/gpu_gpt2.py (bench/gpu.sh's gpt2 phase) without a
+GPU (registered in ctest as test_bench_gpu_gpt2).
+
+    bench_gpu_gpt2.py BENCH_DIR BUILD_DIR
+
+1. On stand-ins for bench_gpt2 and bench_gpt2_torch.py that print the JSON
+   the real ones print, with each configuration's step time growing by 1 ms
+   a run: every configuration runs once a round, in alternating order over
+   3 rounds; gpt2.jsonl holds one line per side, schedule and shape with the
+   median and range of the rounds' medians, the largest peak, the versions;
+   the profile and versions files are written; the targets of issue 31 are
+   judged (one met, one not); a budget stops the phase in round 2 and the
+   rows say so; nvidia-smi's log is read into per-run peaks.
+2. With the real bench_gpt2 (--device cpu, a tiny GPT-2) and the real
+   bench_gpt2_torch.py under this interpreter (SKIPPED without
+   transformers): the phase runs end to end with the arguments it passes.
+3. bench/gpu.sh's gpt2, resnet and table phases on stand-ins (a build
+   folder of fake programs, a fake interpreter for the PyTorch scripts):
+   the gpt2 phase gets its arguments through, the ResNet configurations
+   run in interleaved rounds with each line's round, and the tables show
+   medians over the rounds.
+4. bench_gpt2 --device cuda: without a GPU it fails at once, naming the
+   device; with one it runs the tiny GPT-2 and names the device and cuDNN.
+"""
+import json
+import os
+import re
+import stat
+import subprocess
+import sys
+import tempfile
+import time
+
+COST = {"none": 50.0, "sqrt": 90.0, "least": 120.0, "plain": 100.0, "checkpoint": 110.0}
+PEAK = {"none": 7000.0, "sqrt": 3800.0, "least": 2500.0, "plain": 16000.0, "checkpoint": 8000.0}
+
+FAKE = r'''#!/usr/bin/env python3
+import json, os, sys, time
+a = sys.argv[1:]
+torch = bool(a) and a[0].endswith("bench_gpt2_torch.py")
+if torch:
+    a = a[1:]
+opt = lambda k: a[a.index(k) + 1]
+cfg = opt("--mode" if torch else "--schedule")
+b, t = int(opt("--batch")), int(opt("--seq"))
+name = "%s_%d_%d" % (cfg, b, t)
+count = os.path.join(os.environ["FAKE_DIR"], name)
+n = int(open(count).read()) if os.path.exists(count) else 0
+open(count, "w").write(str(n + 1))
+time.sleep(float(os.environ.get("FAKE_SLEEP", "0")))
+cost = json.loads(os.environ["FAKE_COST"])[cfg] * (1 if b == 8 else 0.5) + n
+peak = json.loads(os.environ["FAKE_PEAK"])[cfg]
+d = dict(model="gpt2-small", side="pytorch" if torch else "sublinear", schedule=cfg, batch=b,
+         seq=t, tf32="--tf32" in a, ms_step=cost, ms_min=cost - 0.5, ms_max=cost + 0.5,
+         peak_MiB=peak + n, peak_source="device free-memory drop", device="Fake GPU",
+         cudart=13000, cudnn=91900, cublas="13.0.2", cublaslt=130002,
+         gpu_libs=["/fake/libcudnn.so.9.19.0"])
+if torch:
+    d.update(torch="2.11.0+cu130", transformers="5.17.0", attention="sdpa",
+             max_allocated=int(peak * 0.9) << 20, max_reserved=int(peak) << 20,
+             matmul_allow_tf32=True, cudnn_allow_tf32=True)
+else:
+    d.update(planned_total=int(peak * 0.8) << 20, budget_bytes=0, recompute_fraction=0.1)
+    if "--profile" in a:
+        d.update(profile_steps=1, profile=[
+            {"layer": "SoftmaxCrossEntropy", "pass": "loss", "calls": 1, "s_per_step": 0.03},
+            {"layer": "CausalAttention", "pass": "backward", "calls": 12, "s_per_step": 0.02}])
+print("some progress text")
+print(json.dumps(d))
+'''
+
+
+def fail(msg, out=""):
+    print(out)
+    print("FAIL: " + msg)
+    sys.exit(1)
+
+
+def read_jsonl(path):
+    return [json.loads(x) for x in open(path) if x.strip()]
+
+
+def run_phase(bench, args, env=None):
+    p = subprocess.run([sys.executable, os.path.join(bench, "gpu_gpt2.py")] + args,
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                       timeout=600, env=env)
+    return p.returncode, p.stdout
+
+
+def stand_ins(bench, tmp):
+    fake = os.path.join(tmp, "bench_gpt2")
+    with open(fake, "w") as f:
+        f.write(FAKE)
+    os.chmod(fake, os.stat(fake).st_mode | stat.S_IXUSR)
+    env = dict(os.environ, FAKE_COST=json.dumps(COST), FAKE_PEAK=json.dumps(PEAK))
+
+    # three whole rounds
+    env["FAKE_DIR"] = os.path.join(tmp, "counts")
+    os.makedirs(env["FAKE_DIR"])
+    out = os.path.join(tmp, "out")
+    rc, text = run_phase(bench, ["--bin", fake, "--python", fake, "--out", out], env)
+    if rc != 0:
+        fail("gpu_gpt2.py on stand-ins exited with %d" % rc, text)
+    runs = read_jsonl(os.path.join(out, "gpt2_runs.jsonl"))
+    keys = [r["key"] for r in runs]
+    if len(runs) != 30 or keys[:10] != keys[10:20][::-1] or keys[:10] != keys[20:]:
+        fail("the runs are not 3 rounds of 10 in alternating order: %s" % keys, text)
+    rows = read_jsonl(os.path.join(out, "gpt2.jsonl"))
+    if len(rows) != 10:
+        fail("gpt2.jsonl has %d lines, not 10" % len(rows), text)
+    for r in rows:
+        for k in ("model", "side", "schedule", "batch", "seq", "tf32", "ms_step", "ms_min",
+                  "ms_max", "peak_MiB", "device"):
+            if k not in r or r[k] is None:
+                fail("row %s lacks %s" % (r, k), text)
+        base = COST[r["schedule"]] * (1 if r["batch"] == 8 else 0.5)
+        want = (base + 1, base, base + 2)
+        if (r["ms_step"], r["ms_min"], r["ms_max"]) != want or r["rounds"] != 3:
+            fail("row %s: median and range %s, want %s"
+                 % (r["schedule"], (r["ms_step"], r["ms_min"], r["ms_max"]), want), text)
+        if r["peak_MiB"] != PEAK[r["schedule"]] + 2 or not r["tf32"] or r["cudnn"] != 91900:
+            fail("row %s: peak %s, tf32 %s, cudnn %s" % (r["schedule"], r["peak_MiB"], r["tf32"],
+                                                         r["cudnn"]), text)
+        if r["side"] == "pytorch" and r.get("max_reserved_MiB") != PEAK[r["schedule"]] + 0:
+            fail("row %s: max_reserved_MiB %s" % (r["schedule"], r.get("max_reserved_MiB")), text)
+    profiled = read_jsonl(os.path.join(out, "gpt2_profile.jsonl"))
+    if sorted((p["schedule"], p["batch"]) for p in profiled) != \
+            [("none", 8), ("none", 128), ("sqrt", 8), ("sqrt", 128)]:
+        fail("profiles of %s" % [(p["schedule"], p["batch"]) for p in profiled], text)
+    ptxt = open(os.path.join(out, "gpt2_profile.txt")).read()
+    if "SoftmaxCrossEntropy" not in ptxt or "by layer type" not in ptxt:
+        fail("gpt2_profile.txt lacks the layer types", ptxt)
+    vtxt = open(os.path.join(out, "gpt2_versions.txt")).read()
+    if "cudnn 91900" not in vtxt or "pytorch:" not in vtxt or "libcudnn.so.9.19.0" not in vtxt:
+        fail("gpt2_versions.txt lacks the versions", vtxt)
+    # B=8 T=1024: none/plain 51/101 (met), sqrt/checkpoint 91/111 (not met)
+    if "ours none / PyTorch plain, step time (target ≤ 0.6): 0.505 (met)" not in text or \
+            "ours sqrt / PyTorch checkpoint, step time (target ≤ 0.7): 0.820 (NOT met)" not in text:
+        fail("the targets are not judged from the medians", text)
+    if "| B=8 T=1024 | ours none | 51.0 | 50.0–52.0 | 3 |" not in text:
+        fail("no table row for ours none", text)
+
+    # a budget that ends the phase in round 2
+    env["FAKE_DIR"] = os.path.join(tmp, "counts2")
+    os.makedirs(env["FAKE_DIR"])
+    env["FAKE_SLEEP"] = "0.3"
+    out2 = os.path.join(tmp, "out2")
+    t0 = time.time()
+    rc, text = run_phase(bench, ["--bin", fake, "--python", fake, "--out", out2, "--budget-s",
+                                 "5.5"], env)
+    runs = read_jsonl(os.path.join(out2, "gpt2_runs.jsonl"))
+    rows = read_jsonl(os.path.join(out2, "gpt2.jsonl"))
+    if rc != 0 or "stopped at round 2" not in text or not 10 <= len(runs) < 20:
+        fail("a 5.5 s budget did not stop the phase in round 2 (%d runs, %.1f s)"
+             % (len(runs), time.time() - t0), text)
+    if not all(r["rounds"] in (1, 2) for r in rows) or \
+            not any(r.get("short", "").startswith("round 2") for r in rows):
+        fail("rows of a stopped phase do not say so: %s" % rows, text)
+
+    # nvidia-smi's log: a run's peak above its start
+    sys.path.insert(0, bench)
+    import gpu_gpt2
+    smi = os.path.join(tmp, "smi.csv")
+    with open(smi, "w") as f:
+        for i, m in enumerate((5, 5, 600, 7300, 7300, 12)):
+            ts = time.localtime(1_800_000_000 + i)
+            f.write("%s.%03d, %d\n" % (time.strftime("%Y/%m/%d %H:%M:%S", ts), 500, m))
+    samples = gpu_gpt2.smi_samples(smi)
+    got = gpu_gpt2.smi_peak(samples, {"started": 1_800_000_000.2, "ended": 1_800_000_004.9})
+    if len(samples) != 6 or got != 7295:
+        fail("nvidia-smi's samples %s give %s, not 7295" % (samples, got))
+
+
+FAKE_RESNET = r'''#!/usr/bin/env python3
+import json, sys
+a = sys.argv[1:]
+print(json.dumps({"side": "sublinear", "model": "resnet152",
+                  "schedule": a[a.index("--schedule") + 1], "batch": 16, "planned_total": 1 << 30,
+                  "planned_arena": 1 << 29, "measured_total": 1 << 30, "device_used": 1 << 30,
+                  "recompute_fraction": 0.1, "it_per_s": 20.0, "tf32": "--tf32" in a,
+                  "deterministic": True, "device": "Fake GPU"}))
+'''
+
+FAKE_PY = r'''#!/usr/bin/env python3
+import json, os, sys
+a = sys.argv[1:]
+here = os.path.dirname(os.path.abspath(__file__))
+if a and a[0].endswith("bench_gpu_torch.py"):
+    seg = a[a.index("--segments") + 1]
+    print(json.dumps({"side": "pytorch", "mode": "plain" if seg == "0" else "checkpoint:" + seg,
+                      "batch": 16, "max_allocated": 2 << 30, "max_reserved": 3 << 30,
+                      "device_drop": 3 << 30, "it_per_s": 16.0, "tf32": "--tf32" in a,
+                      "deterministic": False, "device": "Fake GPU", "torch": "2.11.0"}))
+elif a and a[0].endswith("bench_gpt2_torch.py"):
+    fake = os.path.join(here, "bench", "bench_gpt2")
+    os.execv(fake, [fake] + a)
+else:
+    os.execv(sys.executable, [sys.executable] + a)
+'''
+
+SUBLINEAR = r'''#!/usr/bin/env python3
+import json
+print(json.dumps({"planned_bytes": {"total": 3 << 30}}))
+'''
+
+
+def gpu_sh(bench, tmp):
+    fake = os.path.join(tmp, "fakebuild")
+    os.makedirs(os.path.join(fake, "bench"))
+    for path, text in (("bench/bench_gpt2", FAKE), ("bench/bench_gpu", FAKE_RESNET),
+                       ("sublinear", SUBLINEAR), ("python", FAKE_PY)):
+        with open(os.path.join(fake, path), "w") as f:
+            f.write(text)
+        os.chmod(os.path.join(fake, path), 0o755)
+    out = os.path.join(tmp, "gpush")
+    env = dict(os.environ, OUT=out, PYTHON=os.path.join(fake, "python"), SL_GPU_ROUNDS="3",
+               SL_GPT2_STEPS="4", SL_RESNET_TF32="on", FAKE_COST=json.dumps(COST),
+               FAKE_PEAK=json.dumps(PEAK), FAKE_DIR=os.path.join(tmp, "counts3"))
+    os.makedirs(env["FAKE_DIR"])
+    p = subprocess.run(["bash", os.path.join(bench, "gpu.sh"), fake, "gpt2", "resnet", "table"],
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=600,
+                       env=env)
+    text = p.stdout
+    if p.returncode != 0:
+        fail("gpu.sh gpt2 resnet table exited with %d" % p.returncode, text)
+    runs = read_jsonl(os.path.join(out, "gpt2_runs.jsonl"))
+    rows = read_jsonl(os.path.join(out, "gpt2.jsonl"))
+    if len(runs) != 30 or len(rows) != 10 or any(r["steps"] != 4 for r in rows):
+        fail("gpu.sh's gpt2 phase: %d runs, %d rows, steps %s (SL_GPT2_STEPS=4)"
+             % (len(runs), len(rows), [r["steps"] for r in rows]), text)
+    ours = [(r["round"], r["schedule"]) for r in read_jsonl(os.path.join(out, "ours.jsonl"))]
+    want = [(1, "none"), (1, "sqrt"), (1, "budget:1610612736"), (2, "budget:1610612736"),
+            (2, "sqrt"), (2, "none"), (3, "none"), (3, "sqrt"), (3, "budget:1610612736")]
+    if ours != want:
+        fail("ResNet rounds %s, want %s" % (ours, want), text)
+    table = open(os.path.join(out, "RESULTS-gpu.md")).read()
+    if "| sublinear none | 20.00 | 50 | 50–50 | 3 |" not in table or \
+            "| B=8 T=1024 | ours none | 51.0 | 50.0–52.0 | 3 |" not in table:
+        fail("RESULTS-gpu.md lacks the medians over 3 rounds", table)
+    for phase in ("gpt2", "resnet"):
+        if not re.search(r"== %s: \d+ s" % phase, text):
+            fail("gpu.sh does not say how long %s took" % phase, text)
+
+
+def real_run(bench, build, tmp):
+    out = os.path.join(tmp, "real")
+    rc, text = run_phase(bench, ["--bin", os.path.join(build, "bench", "bench_gpt2"), "--out", out,
+                                 "--device", "cpu", "--shapes", "2x16", "--schedules",
+                                 "none,least", "--modes", "plain", "--rounds", "1", "--steps",
+                                 "2", "--model-args",
+                                 "--layers 2 --embd 64 --heads 4 --vocab 512 --context 64"])
+    if rc != 0:
+        fail("gpu_gpt2.py with the real bench_gpt2 exited with %d" % rc, text)
+    rows = {r["schedule"]: r for r in read_jsonl(os.path.join(out, "gpt2.jsonl"))}
+    for s in ("none", "least"):
+        r = rows.get(s, {})
+        if not (r.get("ms_step") and r.get("peak_MiB") and r.get("device") == "cpu"
+                and r.get("model") == "gpt2-L2-C64-H4-V512"):
+            fail("our %s row: %s" % (s, r), text)
+    if rows["least"]["planned_MiB"] >= rows["none"]["planned_MiB"]:
+        fail("least plans no less than none", text)
+    t = rows.get("plain", {})
+    if t.get("ms_step") is None and "SKIPPED" not in str(t.get("error")):
+        fail("PyTorch's row neither ran nor was skipped: %s" % t, text)
+    print(text)
+
+
+def cuda_run(build):
+    cmd = [os.path.join(build, "bench", "bench_gpt2"), "--device", "cuda", "--tf32", "--layers",
+           "2", "--embd", "64", "--heads", "4", "--vocab", "512", "--context", "64", "--batch",
+           "2", "--seq", "16", "--steps", "2", "--json"]
+    t0 = time.time()
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=300)
+    if p.returncode != 0:
+        if "--device cuda" not in p.stderr or time.time() - t0 > 30:
+            fail("bench_gpt2 --device cuda without a GPU: %r after %.1f s"
+                 % (p.stderr, time.time() - t0))
+        print("no GPU: bench_gpt2 --device cuda says: " + p.stderr.strip())
+        return
+    r = json.loads(p.stdout.strip().splitlines()[-1])
+    if not r.get("device") or not r.get("tf32") or not r.get("peak_MiB") or not r.get("cudnn"):
+        fail("bench_gpt2 --device cuda's JSON: %s" % r)
+    print("GPU: %s, %.1f ms/step, %.1f MiB, cuDNN %s, cuBLAS %s"
+          % (r["device"], r["ms_step"], r["peak_MiB"], r["cudnn"], r["cublas"]))
+
+
+def main():
+    bench, build = sys.argv[1], sys.argv[2]
+    with tempfile.TemporaryDirectory() as tmp:
+        stand_ins(bench, tmp)
+        gpu_sh(bench, tmp)
+        real_run(bench, build, tmp)
+    cuda_run(build)
+    print("OK")
+
+
+if __name__ == "__main__":
+    main()
