@@ -1,6 +1,6 @@
 /*
  * cuda_block.h — device helpers of the kernels where one block works on
- * one row (cuda_attention.cu, cuda_decode.cu): a block's maximum and
+ * one row (cuda_decode.cu's decoding step): a block's maximum and
  * double sum over a fixed tree in shared memory, so every reduction has
  * one order whatever the scheduling.
  * Only .cu files include it.
