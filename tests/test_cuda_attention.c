@@ -10,14 +10,18 @@
  * value: 1e-4 in FP32, 1e-2 with TF32 (10-bit mantissas in the products).
  * On the GPU: the same call at other addresses gives the same bits (what
  * a re-forward under any schedule relies on), and evaluation (no saved
- * state) gives training's output without dropout. Skipped, visibly,
- * without a usable GPU.
+ * state) gives training's output without dropout; GPT-2 small's shape
+ * (B=8 T=1024, 12 heads of 64) runs, repeats its bits and prints its
+ * time. Skipped, visibly, without a usable GPU.
  */
+#define _POSIX_C_SOURCE 200809L /* clock_gettime */
+
 #include <check.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "base/backend.h"
 #include "cpu/cpu.h"
@@ -240,12 +244,87 @@ START_TEST(test_cuda_attention_matches_cpu_and_repeats_its_bits)
 }
 END_TEST
 
+/* GPT-2 small's attention (B=8, T=1024, 12 heads of 64, flash, dropout
+ * 0.1: 16 chunks of 64 rows): forward and backward run, repeat their bits,
+ * and their time is printed (for reading, not a bound). */
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+START_TEST(test_cuda_attention_gpt2_small_runs_and_repeats_its_bits)
+{
+    const shape s = {8, 12, 1024, 64, 1, 0.1f};
+    sl_attention_desc d = desc_of(&s, s.p);
+    size_t c = (size_t)s.heads * s.d, rows = (size_t)s.n * s.t;
+    size_t nq = rows * 3 * c, ny = rows * c, ns = (size_t)s.n * s.heads * s.t;
+    float *qkv = malloc(nq * sizeof(float)), *dy = malloc(ny * sizeof(float));
+    th_fill_normal(qkv, nq, 21, 1.0f);
+    th_fill_normal(dy, ny, 22, 1.0f);
+    for (int tf32 = 0; tf32 < 2; tf32++) {
+        sl_backend *be = NULL;
+        if (sl_cuda_backend_create(0, 1, tf32, &be) != SL_OK) {
+            printf("SKIPPED: no usable CUDA device: %s\n", sl_last_error());
+            break;
+        }
+        sl_exec ex = {be, 1};
+        size_t wf = be->attention_workspace_bytes(be, &d, 0),
+               wb = be->attention_workspace_bytes(be, &d, 1);
+        float *dq_ = dev_alloc(be, nq, 0), *q_ = dev_alloc(be, nq, 0), *g_ = dev_alloc(be, ny, 0),
+              *y_ = dev_alloc(be, ny, 0), *s_ = dev_alloc(be, ns, 0),
+              *w_ = dev_alloc(be, ((wf > wb ? wf : wb) + 3) / 4, 0);
+        be->upload(&ex, q_, qkv, nq * sizeof(float));
+        be->upload(&ex, g_, dy, ny * sizeof(float));
+        float *out[2][2];
+        double ms = 0;
+        for (int run = 0; run < 5; run++) {
+            ck_assert(be->sync(&ex) == SL_OK);
+            double t0 = now_ms();
+            be->attention_forward(&ex, &d, q_, y_, s_, w_);
+            be->attention_backward(&ex, &d, q_, y_, g_, s_, dq_, 0, w_);
+            ck_assert_msg(be->sync(&ex) == SL_OK, "%s", sl_last_error());
+            if (run >= 2)
+                ms += (now_ms() - t0) / 3;
+            if (run < 2) {
+                out[run][0] = malloc(ny * sizeof(float));
+                out[run][1] = malloc(nq * sizeof(float));
+                be->download(&ex, out[run][0], y_, ny * sizeof(float));
+                be->download(&ex, out[run][1], dq_, nq * sizeof(float));
+            }
+        }
+        ck_assert(be->sync(&ex) == SL_OK);
+        assert_same_bits(out[0][0], out[1][0], ny, "GPT-2 small outputs", &s);
+        assert_same_bits(out[0][1], out[1][1], nq, "GPT-2 small gradients", &s);
+        int finite = 1;
+        for (size_t i = 0; i < nq; i++)
+            finite &= isfinite(out[0][1][i]) != 0;
+        ck_assert_msg(finite, "GPT-2 small gradients not finite");
+        printf("GPT-2 small attention (B=8 T=1024 12x64, flash, dropout 0.1, %s): forward + "
+               "backward %.2f ms, workspace %.1f MiB\n",
+               tf32 ? "tf32" : "fp32", ms, (wf > wb ? wf : wb) / 1048576.0);
+        for (int run = 0; run < 2; run++) {
+            free(out[run][0]);
+            free(out[run][1]);
+        }
+        float *const all[6] = {dq_, q_, g_, y_, s_, w_};
+        for (int k = 0; k < 6; k++)
+            be->free(be, all[k]);
+        sl_backend_destroy(be);
+    }
+    free(qkv);
+    free(dy);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("cuda_attention");
     TCase *tc = tcase_create("cuda_attention");
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, test_cuda_attention_matches_cpu_and_repeats_its_bits);
+    tcase_add_test(tc, test_cuda_attention_gpt2_small_runs_and_repeats_its_bits);
     suite_add_tcase(s, tc);
     return th_run_suite(s) ? EXIT_FAILURE : EXIT_SUCCESS;
 }
