@@ -56,6 +56,7 @@ static void check_cover(int n, int heads, int t, size_t scratch)
     ck_assert(L.chunk == t || L.chunk % SL_ATTN_CHUNK_STEP == 0);
     ck_assert_int_ge(L.group, 1);
     ck_assert_int_le(L.group, L.pairs);
+    ck_assert_int_le(L.group, SL_ATTN_MAX_GROUP);
     /* the buffer fits the scratch, unless one slab alone is more */
     ck_assert(L.group == 1 || (size_t)L.group * L.slab * sizeof(float) <= scratch);
     ck_assert_uint_eq(L.slab, (size_t)L.chunk * L.ld);
@@ -90,7 +91,8 @@ static void check_cover(int n, int heads, int t, size_t scratch)
 START_TEST(test_attn_chunks_cover_every_query_and_pair_once)
 {
     static const int shapes[][3] = {{1, 1, 1},    {2, 3, 7},     {8, 12, 1024}, {128, 12, 64},
-                                    {1, 1, 4096}, {4, 16, 2048}, {3, 5, 333},   {1, 200, 65}};
+                                    {1, 1, 4096}, {4, 16, 2048}, {3, 5, 333},   {1, 200, 65},
+                                    {8192, 12, 1}};
     static const size_t scratch[] = {SL_ATTN_SCRATCH_BYTES, 1, 4096, 77824, (size_t)1 << 20};
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
         for (size_t k = 0; k < sizeof scratch / sizeof scratch[0]; k++)

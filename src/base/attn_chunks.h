@@ -51,6 +51,9 @@
  * one chunk of t), and the step chunks are rounded down to. */
 #define SL_ATTN_MIN_CHUNK 64
 #define SL_ATTN_CHUNK_STEP 16
+/* The most matrices one batched GEMM is given (a CUDA grid's y and z
+ * limit, where batched kernels may put the batch). */
+#define SL_ATTN_MAX_GROUP 65535
 /* Alignment of each workspace region. */
 #define SL_ATTN_ALIGN 256
 
@@ -115,7 +118,7 @@ static inline size_t sl_attn_align(size_t bytes)
  * there is nothing to compute. The chunk: the rows of every pair that fit
  * the buffer, rounded down to SL_ATTN_CHUNK_STEP, at least
  * min(t, SL_ATTN_MIN_CHUNK), at most t; the group: the pairs whose chunks
- * then fit, at least 1, at most all. */
+ * then fit, at least 1, at most all (and SL_ATTN_MAX_GROUP). */
 static inline sl_attn_layout sl_attn_layout_for(const sl_attention_desc *d, int backward,
                                                 size_t scratch_bytes)
 {
@@ -143,6 +146,8 @@ static inline sl_attn_layout sl_attn_layout_for(const sl_attention_desc *d, int 
         group = 1;
     if (group > pairs)
         group = pairs;
+    if (group > SL_ATTN_MAX_GROUP)
+        group = SL_ATTN_MAX_GROUP;
     L.chunk = (int)chunk;
     L.chunks = (int)((t + chunk - 1) / chunk);
     L.group = (int)group;
