@@ -1,236 +1,348 @@
 /*
  * cuda_attention.cu — causal multi-head self-attention on the GPU (run
- * stage): simple, correct kernels for both modes of sl_attention_desc,
- * with base/element.h's logit, exponent, log-sum-exp, gradient and
- * dropout rules (the ones cpu_attention.c calls). One block per query row
- * (forward, dQ) or key row (dK, dV); scores are recomputed from q and k
- * wherever they are needed, so nothing of t x t size exists in flash mode
- * (plain mode writes and reads the probabilities it saves). Reductions
- * run over a fixed tree in shared memory, and every output value is
- * summed by one thread in key (or query) order: results are
- * deterministic. The workspace of the backward holds D_i = rowsum(dO o O)
- * of every row (n * heads * t floats); the forward needs none.
+ * stage), both modes of sl_attention_desc: the products on the tensor
+ * cores through cuBLAS's batched GEMM, the softmax and the gradient of
+ * the scores in small kernels between them, chunk by chunk of queries
+ * (base/attn_chunks.h says how a call is cut, where each matrix lies, and
+ * lists the products; tests/test_attn_chunks.c runs that same list on the
+ * CPU). Per chunk of `chunk` query rows of a group of (sequence, head)
+ * pairs, keys [0, keys) only (keys = the chunk's last query + 1):
+ *
+ *   forward   S = Q_c K^T                            batched GEMM
+ *             softmax rows (scaled, causal) -> P o F  in place; lse or P saved
+ *             Y_c = (P o F) V                         batched GEMM
+ *   backward  (once) D_i = rowsum(dO o O) per row     flash only
+ *             S = Q_c K^T                             flash only (plain reads P)
+ *             G = dO_c V^T                            batched GEMM
+ *             rows: P (exp(logit - lse), or read), F -> S = P o F,
+ *                   G = dS = P o (G o F - D_i)
+ *             dV (+)= S^T dO_c, dQ_c (+)= scale G K, dK (+)= scale G^T Q_c
+ *
+ * with F the dropout factors (base/element.h's sl_dropout_factors of mask
+ * element sl_attn_element(bh, t, i, j): the CPU's mask, bit for bit). In
+ * flash mode nothing of t x t size exists: a score buffer holds a chunk
+ * (chunk x t per pair); plain mode writes (forward) and reads (backward)
+ * the n*heads*t*t probabilities it saves.
+ *
+ * Traversal (fixed per shape; deterministic run to run):
+ *  - GEMMs: cuBLAS, which gives the same bits for the same call on the
+ *    same GPU; the calls are a function of (n, heads, t, d) and the
+ *    instance's tf32 setting alone. Groups in order; chunks in order in
+ *    the forward, from the last down in the backward (so the first one
+ *    writes every dK/dV row and the others add, base/attn_chunks.h). No
+ *    atomics anywhere.
+ *  - Row kernels: one warp per score row. The row's maximum: each lane
+ *    over keys j = lane, lane + 32, ... then a butterfly of
+ *    __shfl_xor_sync (offsets 16, 8, 4, 2, 1). The row's sum of
+ *    sl_attn_exp(logit, max): the same, in double (the CPU's rule and what
+ *    sl_attn_lse takes; these kernels are memory-bound, and an H100's
+ *    double rate costs nothing here); every lane ends with the same value
+ *    (each node of the butterfly adds the same two numbers). The dropout
+ *    factors: each lane takes whole 4-element Philox blocks of the row (a
+ *    "quad": the row's mask elements grouped by element / 4), one Philox
+ *    call per block.
+ *  - D_i = rowsum(dO o O) (flash) and, in plain mode, D_i = sum_j
+ *    (dPF F)_ij P_ij: a warp per row, each lane in order over its indices,
+ *    then the same butterfly in double.
+ * A forward and its re-forward are the same calls on the same shapes:
+ * the same bits wherever the tensors lie (the products' math type does
+ * not depend on the addresses as long as they are 16-byte aligned, which
+ * the planner's 64-byte alignment gives).
+ *
+ * Probabilities: the forward's p = exp(logit - max) / (float)sum (the
+ * CPU's plain rule, and sl_attention_decode's), so both modes give the
+ * same y; the flash backward recomputes p = exp(logit - lse) (the CPU's
+ * flash rule).
+ *
+ * Math: FP32 (CUBLAS_COMPUTE_32F_PEDANTIC) unless the instance allows
+ * TF32, then CUBLAS_COMPUTE_32F_FAST_TF32: the same choice as the
+ * handle's math mode that cuda_gemm.cu's cublasSgemm follows, written
+ * out here because cuBLAS reads the matrices of a pointer-array GEMM in
+ * fast modes with 16-byte loads: where some matrix is not 16-byte aligned
+ * (a head size that is not a multiple of 4), these products stay FP32.
+ *
+ * The workspace (attention_workspace_bytes) is base/attn_chunks.h's
+ * layout: the pointer arrays (written by a kernel at each call: no host
+ * sync, nothing allocated), the score buffer(s) and, in the flash
+ * backward, D.
  */
 #include <math.h>
+#include <stdint.h>
 
+#include "base/attn_chunks.h"
 #include "base/element.h"
 #include "cuda/cuda_block.h"
 #include "cuda/cuda_common.h"
 
-#define ATTN_THREADS 128
+#define ATTN_ROW_THREADS 256 /* 8 warps, a row each */
 
-/* One (sequence, head, token) row's pointers. */
-struct attn_row {
-    const float *q, *k, *v; /* this token's q; the sequence's first k and v rows */
-    size_t ldq, out;        /* qkv row length (3c); offset of the row's head output */
-    int bh, i;
+/* ---------------------------------------------------------------- rows */
+
+/* The warps of a row kernel: each visits rows warp, warp + warps, ...
+ * (a warp's lanes share the row, so its shuffles see all 32). */
+#define FOR_WARP_ROWS(row, rows)                                                                \
+    for (size_t row = (blockIdx.x * (size_t)blockDim.x + threadIdx.x) >> 5; row < (rows);      \
+         row += ((size_t)gridDim.x * blockDim.x) >> 5)
+
+static unsigned warp_row_blocks(size_t rows)
+{
+    size_t per = ATTN_ROW_THREADS / 32, b = (rows + per - 1) / per;
+    return (unsigned)(b > (1u << 20) ? (1u << 20) : (b ? b : 1));
+}
+
+/* Visits elements j in [0, len) of a row whose mask element j is e_row + j:
+ * this lane's quads (sl_attn_quad: elements that share one Philox block),
+ * each with its dropout factors drawn once for those below `valid` (the
+ * causal ones); f(j, causal, factor) for each element. */
+template <class F>
+static __device__ inline void row_quads(uint64_t e_row, int len, int valid,
+                                        const sl_dropout_mask &m, uint64_t counter, F f)
+{
+    int j0, n, nv;
+    for (uint64_t q = threadIdx.x & 31; sl_attn_quad(e_row, len, valid, q, &j0, &n, &nv);
+         q += 32) {
+        float fac[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+        if (nv > 0)
+            sl_dropout_factors(&m, counter, e_row + (uint64_t)j0, nv, fac);
+#pragma unroll
+        for (int u = 0; u < 4; u++)
+            if (u < n)
+                f(j0 + u, u < nv, fac[u]);
+    }
+}
+
+/* One chunk's rows of one group: score row r of slot s is query i0 + r of
+ * pair pair0 + s, at scores + s * slab + r * ld. */
+struct chunk_rows {
+    int t, i0, rows, keys, ld, pair0, pairs;
+    size_t slab;
+    float scale;
+    uint64_t counter; /* the dropout mask's first block */
 };
 
-static __device__ attn_row attn_row_of(const sl_attention_desc &d, const float *qkv, size_t row)
+static chunk_rows chunk_rows_of(const sl_attn_layout &L, const sl_attention_desc *d, int ci,
+                                int pair0, int pairs)
 {
-    attn_row r;
-    int i = (int)(row % (size_t)d.t);
-    int bh = (int)(row / (size_t)d.t);
-    int b = bh / d.heads, h = bh % d.heads;
-    size_t c = (size_t)d.heads * d.d;
-    r.ldq = 3 * c;
-    const float *base = qkv + (size_t)b * d.t * r.ldq + (size_t)h * d.d;
-    r.q = base + (size_t)i * r.ldq;
-    r.k = base + c;
-    r.v = base + 2 * c;
-    r.out = ((size_t)b * d.t + i) * c + (size_t)h * d.d;
-    r.bh = bh;
-    r.i = i;
-    return r;
+    chunk_rows c;
+    c.t = L.t;
+    sl_attn_chunk_rows(&L, ci, &c.i0, &c.rows, &c.keys);
+    c.ld = L.ld;
+    c.pair0 = pair0;
+    c.pairs = pairs;
+    c.slab = L.slab;
+    c.scale = sl_attn_scale(d->d);
+    c.counter = d->counter;
+    return c;
 }
 
-static __device__ float factor_of(const sl_dropout_mask &m, const sl_attention_desc &d, int bh,
-                                  int i, int j)
+/* The forward's row: logits S -> P o F in place (zero past the diagonal,
+ * up to `keys`); plain and training (saved): P into the saved row (zero
+ * from the diagonal to t); flash and training: the row's lse into saved. */
+static __global__ void softmax_rows(chunk_rows c, float *scores, float *saved, int flash,
+                                    sl_dropout_mask m)
 {
-    float f;
-    sl_dropout_factors(&m, d.counter, sl_attn_element(bh, d.t, i, j), 1, &f);
-    return f;
-}
-
-/* One block per query row: its maximum and sum, then y = sum_j p f v_j
- * over chunks of keys; lse (flash) or the probabilities (plain) into
- * saved when it is not NULL (dropout only then: evaluation has none). */
-static __global__ void attn_fwd(sl_attention_desc d, const float *qkv, float *y, float *saved)
-{
-    __shared__ float fsh[ATTN_THREADS];
-    __shared__ double dsh[ATTN_THREADS];
-    __shared__ float pf[ATTN_THREADS];
-    size_t rows = (size_t)d.n * d.heads * d.t;
-    float scale = sl_attn_scale(d.d);
-    sl_dropout_mask m = sl_dropout_mask_of(saved ? d.p : 0.0f, d.seed);
-    for (size_t row = blockIdx.x; row < rows; row += gridDim.x) {
-        attn_row r = attn_row_of(d, qkv, row);
+    size_t rows = (size_t)c.pairs * (size_t)c.rows;
+    int lane = (int)(threadIdx.x & 31);
+    FOR_WARP_ROWS(row, rows)
+    {
+        int slot = (int)(row / (size_t)c.rows), r = (int)(row % (size_t)c.rows);
+        int bh = c.pair0 + slot, i = c.i0 + r, valid = i + 1;
+        float *s = scores + (size_t)slot * c.slab + (size_t)r * c.ld;
         float mx = -INFINITY;
-        for (int j = threadIdx.x; j <= r.i; j += ATTN_THREADS)
-            mx = fmaxf(mx, sl_attn_logit(sl_attn_dot(r.q, r.k + (size_t)j * r.ldq, d.d), scale));
-        mx = sl_cuda_block_max(mx, fsh, ATTN_THREADS);
-        double s = 0.0;
-        for (int j = threadIdx.x; j <= r.i; j += ATTN_THREADS)
-            s += sl_attn_exp(
-                sl_attn_logit(sl_attn_dot(r.q, r.k + (size_t)j * r.ldq, d.d), scale), mx);
-        s = sl_cuda_block_sum(s, dsh, ATTN_THREADS);
-        float sf = (float)s;
-        float *yr = y + r.out;
-        for (int c0 = 0; c0 < d.d; c0 += ATTN_THREADS) {
-            int c = c0 + (int)threadIdx.x;
-            float acc = 0.0f;
-            for (int j0 = 0; j0 <= r.i; j0 += ATTN_THREADS) {
-                int j = j0 + (int)threadIdx.x;
-                if (j <= r.i) {
-                    float lg = sl_attn_logit(sl_attn_dot(r.q, r.k + (size_t)j * r.ldq, d.d), scale);
-                    float p = sl_attn_exp(lg, mx) / sf;
-                    if (c0 == 0 && saved && !d.flash)
-                        saved[row * d.t + j] = p;
-                    pf[threadIdx.x] = p * factor_of(m, d, r.bh, r.i, j);
-                }
-                __syncthreads();
-                int nj = r.i - j0 + 1 < ATTN_THREADS ? r.i - j0 + 1 : ATTN_THREADS;
-                if (c < d.d)
-                    for (int u = 0; u < nj; u++)
-                        acc += pf[u] * r.v[(size_t)(j0 + u) * r.ldq + c];
-                __syncthreads();
-            }
-            if (c < d.d)
-                yr[c] = acc;
-        }
-        if (saved && !d.flash)
-            for (int j = r.i + 1 + (int)threadIdx.x; j < d.t; j += ATTN_THREADS)
-                saved[row * d.t + j] = 0.0f;
-        if (saved && d.flash && threadIdx.x == 0)
-            saved[row] = sl_attn_lse(mx, s);
+        for (int j = lane; j < valid; j += 32)
+            mx = fmaxf(mx, sl_attn_logit(s[j], c.scale));
+        mx = sl_cuda_warp_max(mx);
+        double sum = 0.0;
+        for (int j = lane; j < valid; j += 32)
+            sum += sl_attn_exp(sl_attn_logit(s[j], c.scale), mx);
+        sum = sl_cuda_warp_sum(sum);
+        float sf = (float)sum;
+        float *p = saved && !flash ? saved + ((size_t)bh * c.t + i) * c.t : NULL;
+        row_quads(sl_attn_element(bh, c.t, i, 0), c.keys, valid, m, c.counter,
+                  [&](int j, bool causal, float f) {
+                      float pj = causal ? sl_attn_exp(sl_attn_logit(s[j], c.scale), mx) / sf : 0.0f;
+                      if (p)
+                          p[j] = pj;
+                      s[j] = pj * f;
+                  });
+        if (p)
+            for (int j = c.keys + lane; j < c.t; j += 32)
+                p[j] = 0.0f;
+        if (saved && flash && lane == 0)
+            saved[(size_t)bh * c.t + i] = sl_attn_lse(mx, sum);
     }
 }
 
-/* Probability (i, j): recomputed from the log-sum-exp (flash) or read. */
-static __device__ float prob_of(const sl_attention_desc &d, const float *saved, const float *qi,
-                                const float *kj, size_t row_i, int j, float scale)
+/* The backward's row: from the scores (flash: logits, recomputed by the
+ * scores product; plain: the saved P is read instead) and G = dPF, writes
+ * P o F into the scores and dS into G, both zero past the diagonal. D_i:
+ * rowsum[] (flash) or, in plain mode, sum_j (dPF F) P here (the CPU's
+ * plain rule; plain mode keeps no output to take rowsum(dO o O) from). */
+static __global__ void grad_rows(chunk_rows c, float *scores, float *grads, const float *saved,
+                                 const float *rowsum, int flash, sl_dropout_mask m)
 {
-    if (d.flash)
-        return sl_attn_exp(sl_attn_logit(sl_attn_dot(qi, kj, d.d), scale), saved[row_i]);
-    return saved[row_i * d.t + j];
-}
-
-/* One block per query row i: D_i into di, then dq_i (+)= scale sum_j dS_ij k_j. */
-static __global__ void attn_bwd_q(sl_attention_desc d, const float *qkv, const float *y,
-                                  const float *dy, const float *saved, float *dqkv,
-                                  int accumulate, float *di)
-{
-    __shared__ double dsh[ATTN_THREADS];
-    __shared__ float ds[ATTN_THREADS];
-    size_t rows = (size_t)d.n * d.heads * d.t;
-    float scale = sl_attn_scale(d.d);
-    sl_dropout_mask m = sl_dropout_mask_of(d.p, d.seed);
-    for (size_t row = blockIdx.x; row < rows; row += gridDim.x) {
-        attn_row r = attn_row_of(d, qkv, row);
-        const float *o = y + r.out, *g = dy + r.out;
-        double s = 0.0;
-        for (int c = threadIdx.x; c < d.d; c += ATTN_THREADS)
-            s += (double)(o[c] * g[c]);
-        float dii = (float)sl_cuda_block_sum(s, dsh, ATTN_THREADS);
-        if (threadIdx.x == 0)
-            di[row] = dii;
-        float *dq = dqkv + (r.q - qkv);
-        for (int c0 = 0; c0 < d.d; c0 += ATTN_THREADS) {
-            int c = c0 + (int)threadIdx.x;
-            float acc = 0.0f;
-            for (int j0 = 0; j0 <= r.i; j0 += ATTN_THREADS) {
-                int j = j0 + (int)threadIdx.x;
-                if (j <= r.i) {
-                    const float *kj = r.k + (size_t)j * r.ldq;
-                    float p = prob_of(d, saved, r.q, kj, row, j, scale);
-                    float dpf = sl_attn_dot(g, r.v + (size_t)j * r.ldq, d.d);
-                    float f = factor_of(m, d, r.bh, r.i, j);
-                    ds[threadIdx.x] = sl_attn_grad_logit(p, dpf, f, dii);
-                }
-                __syncthreads();
-                int nj = r.i - j0 + 1 < ATTN_THREADS ? r.i - j0 + 1 : ATTN_THREADS;
-                if (c < d.d)
-                    for (int u = 0; u < nj; u++)
-                        acc += ds[u] * r.k[(size_t)(j0 + u) * r.ldq + c];
-                __syncthreads();
-            }
-            if (c < d.d)
-                sl_put(&dq[c], scale * acc, accumulate);
+    size_t rows = (size_t)c.pairs * (size_t)c.rows;
+    FOR_WARP_ROWS(row, rows)
+    {
+        int slot = (int)(row / (size_t)c.rows), r = (int)(row % (size_t)c.rows);
+        int bh = c.pair0 + slot, i = c.i0 + r, valid = i + 1;
+        size_t at = (size_t)slot * c.slab + (size_t)r * c.ld;
+        float *s = scores + at, *g = grads + at;
+        uint64_t e_row = sl_attn_element(bh, c.t, i, 0);
+        size_t ri = (size_t)bh * c.t + i;
+        const float *p = flash ? NULL : saved + ri * c.t;
+        float lse = flash ? saved[ri] : 0.0f, di;
+        if (flash) {
+            di = rowsum[ri];
+        } else {
+            double acc = 0.0;
+            row_quads(e_row, valid, valid, m, c.counter, [&](int j, bool causal, float f) {
+                (void)causal;
+                acc += (double)(g[j] * f) * p[j];
+            });
+            di = (float)sl_cuda_warp_sum(acc);
         }
+        row_quads(e_row, c.keys, valid, m, c.counter, [&](int j, bool causal, float f) {
+            if (causal) {
+                float pj = flash ? sl_attn_exp(sl_attn_logit(s[j], c.scale), lse) : p[j];
+                s[j] = pj * f;
+                g[j] = sl_attn_grad_logit(pj, g[j], f, di);
+            } else {
+                s[j] = 0.0f;
+                g[j] = 0.0f;
+            }
+        });
     }
 }
 
-/* One block per key row j: dv_j (+)= sum_i p f dO_i, dk_j (+)= scale sum_i dS_ij q_i. */
-static __global__ void attn_bwd_kv(sl_attention_desc d, const float *qkv, const float *dy,
-                                   const float *saved, float *dqkv, int accumulate,
-                                   const float *di)
+/* D_i = rowsum(dO o O) of every row (pair-major: row bh * t + i), in
+ * double over the head's channels. */
+static __global__ void rowsum_rows(int pairs, int t, int heads, int hd, const float *y,
+                                   const float *dy, float *out)
 {
-    __shared__ float pf[ATTN_THREADS];
-    __shared__ float ds[ATTN_THREADS];
-    size_t rows = (size_t)d.n * d.heads * d.t;
-    float scale = sl_attn_scale(d.d);
-    sl_dropout_mask m = sl_dropout_mask_of(d.p, d.seed);
-    for (size_t row = blockIdx.x; row < rows; row += gridDim.x) {
-        attn_row r = attn_row_of(d, qkv, row); /* r.i is the key's position j */
-        int j = r.i;
-        size_t first = row - (size_t)j; /* the sequence's row 0 */
-        const float *kj = r.k + (size_t)j * r.ldq, *vj = r.v + (size_t)j * r.ldq;
-        const float *q0 = r.q - (size_t)j * r.ldq; /* q of token 0 */
-        size_t c_all = r.ldq / 3;
-        const float *dy0 = dy + r.out - (size_t)j * c_all;
-        float *dk = dqkv + (kj - qkv), *dv = dqkv + (vj - qkv);
-        for (int c0 = 0; c0 < d.d; c0 += ATTN_THREADS) {
-            int c = c0 + (int)threadIdx.x;
-            float acc_k = 0.0f, acc_v = 0.0f;
-            for (int i0 = j; i0 < d.t; i0 += ATTN_THREADS) {
-                int i = i0 + (int)threadIdx.x;
-                if (i < d.t) {
-                    const float *qi = q0 + (size_t)i * r.ldq, *gi = dy0 + (size_t)i * c_all;
-                    float p = prob_of(d, saved, qi, kj, first + i, j, scale);
-                    float f = factor_of(m, d, r.bh, i, j);
-                    pf[threadIdx.x] = p * f;
-                    ds[threadIdx.x] =
-                        sl_attn_grad_logit(p, sl_attn_dot(gi, vj, d.d), f, di[first + i]);
-                }
-                __syncthreads();
-                int ni = d.t - i0 < ATTN_THREADS ? d.t - i0 : ATTN_THREADS;
-                if (c < d.d)
-                    for (int u = 0; u < ni; u++) {
-                        acc_v += pf[u] * dy0[(size_t)(i0 + u) * c_all + c];
-                        acc_k += ds[u] * q0[(size_t)(i0 + u) * r.ldq + c];
-                    }
-                __syncthreads();
-            }
-            if (c < d.d) {
-                sl_put(&dv[c], acc_v, accumulate);
-                sl_put(&dk[c], scale * acc_k, accumulate);
-            }
-        }
+    size_t rows = (size_t)pairs * (size_t)t, c = (size_t)heads * hd;
+    int lane = (int)(threadIdx.x & 31);
+    FOR_WARP_ROWS(row, rows)
+    {
+        size_t bh = row / (size_t)t, i = row % (size_t)t;
+        size_t b = bh / (size_t)heads, h = bh % (size_t)heads;
+        size_t off = (b * (size_t)t + i) * c + h * (size_t)hd;
+        double acc = 0.0;
+        for (int k = lane; k < hd; k += 32)
+            acc += (double)(y[off + k] * dy[off + k]);
+        acc = sl_cuda_warp_sum(acc);
+        if (lane == 0)
+            out[row] = (float)acc;
     }
 }
 
-static unsigned row_blocks(const sl_attention_desc *d)
+/* ------------------------------------------------------------ pointers */
+
+struct array_bases {
+    float *at[SL_ATTN_ARRAYS];
+};
+
+/* Every pointer of the layout's arrays: entry e of array a is
+ * base[a] + sl_attn_entry_offset(a, e). */
+static __global__ void fill_pointers(sl_attn_layout L, array_bases base, float **out)
 {
-    size_t rows = (size_t)d->n * d->heads * d->t;
-    return (unsigned)(rows < 0x7fffffffu ? (rows ? rows : 1) : 0x7fffffffu);
+    GRID_STRIDE(e, L.entries)
+    {
+        int a = 0;
+        while (a < SL_ATTN_ARRAYS - 1 && e >= L.first[a] + L.count[a])
+            a++;
+        out[e] = base.at[a] + sl_attn_entry_offset(&L, a, e - L.first[a]);
+    }
 }
+
+/* ---------------------------------------------------------------- GEMMs */
+
+/* Chunk ci's product `which` over the group's `pairs` pairs from pair0,
+ * through cublasGemmBatchedEx, in base/attn_chunks.h's column-major form
+ * (sl_attn_colmajor_of): row-major C[m x n] = alpha op(A) op(B) + beta C
+ * is column-major C^T = alpha op(B)^T op(A)^T, so cuBLAS gets
+ *   (op_b, op_a, M = n, N = m, K = k, B's array, ldb, A's array, lda,
+ *    C's array, ldc),
+ * cuda_gemm.cu's mapping, one matrix per pair. The products' pitches (3c,
+ * c and ld) are at least their column counts (d, d and keys <= t), which
+ * is what cuBLAS checks in column-major words. */
+static void chunk_gemm(sl_cuda_state *s, cublasComputeType_t math, const sl_attn_layout &L,
+                       float **ptrs, int which, int ci, int pair0, int pairs, int accumulate)
+{
+    sl_attn_gemm g = sl_attn_product(&L, which, ci, accumulate, sl_attn_scale(L.d));
+    sl_attn_colmajor x = sl_attn_colmajor_of(&g);
+    const void *const *first =
+        (const void *const *)(ptrs + sl_attn_entry_first(&L, x.first, ci, pair0));
+    const void *const *second =
+        (const void *const *)(ptrs + sl_attn_entry_first(&L, x.second, ci, pair0));
+    void *const *c = (void *const *)(ptrs + sl_attn_entry_first(&L, x.c, ci, pair0));
+    SL_CUBLAS_CHECK(s, cublasGemmBatchedEx(s->cublas, x.trans_first ? CUBLAS_OP_T : CUBLAS_OP_N,
+                                           x.trans_second ? CUBLAS_OP_T : CUBLAS_OP_N, x.m, x.n,
+                                           x.k, &x.alpha, first, CUDA_R_32F, x.ld_first, second,
+                                           CUDA_R_32F, x.ld_second, &x.beta, c, CUDA_R_32F, x.ldc,
+                                           pairs, math, CUBLAS_GEMM_DEFAULT));
+}
+
+/* TF32 where the instance allows it and every matrix is 16-byte aligned;
+ * FP32 otherwise (see the top of the file). */
+static cublasComputeType_t attn_math(const sl_cuda_state *s, const sl_attn_layout &L,
+                                     const array_bases &b)
+{
+    if (!s->tf32 || !sl_attn_offsets_aligned16(&L))
+        return CUBLAS_COMPUTE_32F_PEDANTIC;
+    for (int a = 0; a < SL_ATTN_ARRAYS; a++)
+        if (b.at[a] && (uintptr_t)b.at[a] % 16 != 0)
+            return CUBLAS_COMPUTE_32F_PEDANTIC;
+    return CUBLAS_COMPUTE_32F_FAST_TF32;
+}
+
+/* Writes the layout's arrays for bases b into the workspace's pointers. */
+static float **write_pointers(sl_cuda_state *s, const sl_attn_layout &L, const array_bases &b,
+                              void *ws)
+{
+    float **ptrs = (float **)ws;
+    fill_pointers<<<sl_cuda_blocks(L.entries), 256, 0, s->stream>>>(L, b, ptrs);
+    SL_CUDA_LAUNCHED(s);
+    return ptrs;
+}
+
+/* ---------------------------------------------------------------- table */
 
 extern "C" size_t sl_cuda_attention_workspace_bytes(const sl_backend *be,
                                                     const sl_attention_desc *d, int backward)
 {
     (void)be;
-    return backward ? (size_t)d->n * d->heads * d->t * sizeof(float) : 0;
+    return sl_attn_layout_for(d, backward, SL_ATTN_SCRATCH_BYTES).bytes;
 }
 
 extern "C" void sl_cuda_attention_forward(const sl_exec *ex, const sl_attention_desc *d,
                                           const float *qkv, float *y, float *saved, void *ws)
 {
-    (void)ws;
     sl_cuda_state *s = sl_cuda_ex(ex);
-    if ((size_t)d->n * d->heads * d->t == 0)
+    sl_attn_layout L = sl_attn_layout_for(d, 0, SL_ATTN_SCRATCH_BYTES);
+    if (L.bytes == 0)
         return;
-    attn_fwd<<<row_blocks(d), ATTN_THREADS, 0, s->stream>>>(*d, qkv, y, saved);
-    SL_CUDA_LAUNCHED(s);
+    float *scores = (float *)((char *)ws + L.scores_off);
+    array_bases b = {};
+    b.at[SL_ATTN_Q] = b.at[SL_ATTN_K] = b.at[SL_ATTN_V] = (float *)qkv;
+    b.at[SL_ATTN_O] = y;
+    b.at[SL_ATTN_S] = scores;
+    cublasComputeType_t math = attn_math(s, L, b);
+    float **ptrs = write_pointers(s, L, b, ws);
+    /* evaluation (no saved state) drops nothing */
+    sl_dropout_mask m = sl_dropout_mask_of(saved ? d->p : 0.0f, d->seed);
+    for (int gi = 0; gi < L.groups; gi++) {
+        int pair0, pairs;
+        sl_attn_group_pairs(&L, gi, &pair0, &pairs);
+        for (int ci = 0; ci < L.chunks; ci++) {
+            chunk_rows c = chunk_rows_of(L, d, ci, pair0, pairs);
+            chunk_gemm(s, math, L, ptrs, SL_ATTN_SCORES, ci, pair0, pairs, 0);
+            softmax_rows<<<warp_row_blocks((size_t)pairs * c.rows), ATTN_ROW_THREADS, 0,
+                           s->stream>>>(c, scores, saved, d->flash, m);
+            SL_CUDA_LAUNCHED(s);
+            chunk_gemm(s, math, L, ptrs, SL_ATTN_OUTPUT, ci, pair0, pairs, 0);
+        }
+    }
 }
 
 extern "C" void sl_cuda_attention_backward(const sl_exec *ex, const sl_attention_desc *d,
@@ -239,13 +351,41 @@ extern "C" void sl_cuda_attention_backward(const sl_exec *ex, const sl_attention
                                            void *ws)
 {
     sl_cuda_state *s = sl_cuda_ex(ex);
-    if ((size_t)d->n * d->heads * d->t == 0)
+    sl_attn_layout L = sl_attn_layout_for(d, 1, SL_ATTN_SCRATCH_BYTES);
+    if (L.bytes == 0)
         return;
-    float *di = (float *)ws; /* planned: see sl_cuda_attention_workspace_bytes */
-    attn_bwd_q<<<row_blocks(d), ATTN_THREADS, 0, s->stream>>>(*d, qkv, y, dy, saved, dqkv,
-                                                              accumulate, di);
-    SL_CUDA_LAUNCHED(s);
-    attn_bwd_kv<<<row_blocks(d), ATTN_THREADS, 0, s->stream>>>(*d, qkv, dy, saved, dqkv,
-                                                               accumulate, di);
-    SL_CUDA_LAUNCHED(s);
+    float *scores = (float *)((char *)ws + L.scores_off);
+    float *grads = (float *)((char *)ws + L.grads_off);
+    float *rowsum = d->flash ? (float *)((char *)ws + L.rowsum_off) : NULL;
+    array_bases b = {};
+    b.at[SL_ATTN_Q] = b.at[SL_ATTN_K] = b.at[SL_ATTN_V] = (float *)qkv;
+    b.at[SL_ATTN_O] = (float *)dy;
+    b.at[SL_ATTN_DQ] = b.at[SL_ATTN_DK] = b.at[SL_ATTN_DV] = dqkv;
+    b.at[SL_ATTN_S] = scores;
+    b.at[SL_ATTN_G] = grads;
+    cublasComputeType_t math = attn_math(s, L, b);
+    float **ptrs = write_pointers(s, L, b, ws);
+    if (d->flash) {
+        rowsum_rows<<<warp_row_blocks((size_t)L.pairs * L.t), ATTN_ROW_THREADS, 0, s->stream>>>(
+            L.pairs, L.t, L.heads, L.d, y, dy, rowsum);
+        SL_CUDA_LAUNCHED(s);
+    }
+    sl_dropout_mask m = sl_dropout_mask_of(d->p, d->seed);
+    for (int gi = 0; gi < L.groups; gi++) {
+        int pair0, pairs;
+        sl_attn_group_pairs(&L, gi, &pair0, &pairs);
+        /* from the last chunk down: see sl_attn_product's beta */
+        for (int ci = L.chunks - 1; ci >= 0; ci--) {
+            chunk_rows c = chunk_rows_of(L, d, ci, pair0, pairs);
+            if (d->flash)
+                chunk_gemm(s, math, L, ptrs, SL_ATTN_SCORES, ci, pair0, pairs, accumulate);
+            chunk_gemm(s, math, L, ptrs, SL_ATTN_DPF, ci, pair0, pairs, accumulate);
+            grad_rows<<<warp_row_blocks((size_t)pairs * c.rows), ATTN_ROW_THREADS, 0,
+                        s->stream>>>(c, scores, grads, saved, rowsum, d->flash, m);
+            SL_CUDA_LAUNCHED(s);
+            chunk_gemm(s, math, L, ptrs, SL_ATTN_DVG, ci, pair0, pairs, accumulate);
+            chunk_gemm(s, math, L, ptrs, SL_ATTN_DQG, ci, pair0, pairs, accumulate);
+            chunk_gemm(s, math, L, ptrs, SL_ATTN_DKG, ci, pair0, pairs, accumulate);
+        }
+    }
 }

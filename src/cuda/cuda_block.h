@@ -49,6 +49,14 @@ static __device__ inline double sl_cuda_block_sum(double v, double *sh, int thre
     return r;
 }
 
+/* The maximum of v over the 32 lanes of a warp (all active). */
+static __device__ inline float sl_cuda_warp_max(float v)
+{
+    for (int o = 16; o > 0; o >>= 1)
+        v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+
 /* The sum of v over the 32 lanes of a warp (all active), every lane the
  * same bits. */
 static __device__ inline double sl_cuda_warp_sum(double v)

@@ -1,0 +1,330 @@
+/*
+ * test_cuda_attention.c — the CUDA backend's attention op against the CPU
+ * backend's (cpu_attention.c), op by op the way ggml's test-backend-ops
+ * checks a backend: forward (output and saved state: each row's
+ * log-sum-exp, or the probabilities) and backward (into garbage without
+ * accumulating, onto a start when accumulating), flash and plain, with and
+ * without dropout (the same Philox mask), in one chunk and in several
+ * chunks and groups (base/attn_chunks.h), for a head size that is a
+ * multiple of 4 and one that is not. Tolerances, relative to the largest
+ * value: 1e-4 in FP32, 1e-2 with TF32 (10-bit mantissas in the products).
+ * On the GPU: the same call at other addresses gives the same bits (what
+ * a re-forward under any schedule relies on), and evaluation (no saved
+ * state) gives training's output without dropout; GPT-2 small's shape
+ * (B=8 T=1024, 12 heads of 64) runs, repeats its bits and prints its
+ * time. Skipped, visibly, without a usable GPU.
+ */
+#define _POSIX_C_SOURCE 200809L /* clock_gettime */
+
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "base/backend.h"
+#include "cpu/cpu.h"
+#include "cuda/cuda_backend.h"
+#include "harness.h"
+
+/* max |a - b| / max |b| */
+static double rel_err(const float *a, const float *b, size_t n)
+{
+    double d = 0, m = 1e-12;
+    for (size_t i = 0; i < n; i++) {
+        d = fmax(d, fabs((double)a[i] - (double)b[i]));
+        m = fmax(m, fabs((double)b[i]));
+    }
+    return d / m;
+}
+
+typedef struct shape {
+    int n, heads, t, d, flash;
+    float p;
+} shape;
+
+static sl_attention_desc desc_of(const shape *s, float p)
+{
+    sl_attention_desc a;
+    memset(&a, 0, sizeof a);
+    a.n = s->n;
+    a.heads = s->heads;
+    a.t = s->t;
+    a.d = s->d;
+    a.flash = s->flash;
+    a.p = p;
+    a.seed = 0xa77e11u;
+    a.counter = 5;
+    return a;
+}
+
+/* One case's host tensors and the CPU's results. */
+typedef struct host_case {
+    size_t nq, ny, ns;
+    float *qkv, *dy, *start; /* inputs; dqkv's start when accumulating */
+    float *y, *saved;        /* the CPU's forward */
+    float *dq[2];            /* the CPU's backward: over garbage, onto start */
+} host_case;
+
+static void host_case_make(const sl_backend *cpu, const shape *s, host_case *h)
+{
+    sl_attention_desc d = desc_of(s, s->p);
+    size_t c = (size_t)s->heads * s->d, rows = (size_t)s->n * s->t;
+    h->nq = rows * 3 * c;
+    h->ny = rows * c;
+    h->ns = (size_t)s->n * s->heads * s->t * (s->flash ? 1 : (size_t)s->t);
+    h->qkv = malloc(h->nq * sizeof(float));
+    h->dy = malloc(h->ny * sizeof(float));
+    h->start = malloc(h->nq * sizeof(float));
+    h->y = malloc(h->ny * sizeof(float));
+    h->saved = malloc(h->ns * sizeof(float));
+    th_fill_normal(h->qkv, h->nq, 11 + (uint64_t)s->t, 1.0f);
+    th_fill_normal(h->dy, h->ny, 12 + (uint64_t)s->t, 1.0f);
+    th_fill_normal(h->start, h->nq, 13, 1.0f);
+    sl_exec ex = {cpu, 8};
+    size_t wf = cpu->attention_workspace_bytes(cpu, &d, 0),
+           wb = cpu->attention_workspace_bytes(cpu, &d, 1);
+    void *ws = malloc((wf > wb ? wf : wb) + 64);
+    cpu->attention_forward(&ex, &d, h->qkv, h->y, h->saved, ws);
+    for (int acc = 0; acc < 2; acc++) {
+        h->dq[acc] = malloc(h->nq * sizeof(float));
+        for (size_t i = 0; i < h->nq; i++)
+            h->dq[acc][i] = acc ? h->start[i] : 12345.0f;
+        cpu->attention_backward(&ex, &d, h->qkv, h->y, h->dy, h->saved, h->dq[acc], acc, ws);
+    }
+    free(ws);
+}
+
+static void host_case_free(host_case *h)
+{
+    free(h->qkv);
+    free(h->dy);
+    free(h->start);
+    free(h->y);
+    free(h->saved);
+    free(h->dq[0]);
+    free(h->dq[1]);
+}
+
+/* One run on the device, every tensor `shift` floats past its
+ * allocation's start; the results copied back. */
+typedef struct device_run {
+    float *y, *saved, *dq[2], *y_eval;
+} device_run;
+
+static float *dev_alloc(const sl_backend *be, size_t floats, size_t shift)
+{
+    float *p = be->alloc(be, (floats + shift) * sizeof(float) + 64, "test tensor");
+    ck_assert_ptr_nonnull(p);
+    return p;
+}
+
+static void device_run_do(const sl_backend *be, const shape *s, const host_case *h, size_t shift,
+                          device_run *r)
+{
+    sl_exec ex = {be, 1};
+    sl_attention_desc d = desc_of(s, s->p);
+    size_t wf = be->attention_workspace_bytes(be, &d, 0), wb = be->attention_workspace_bytes(be, &d, 1);
+    size_t wsf = ((wf > wb ? wf : wb) + sizeof(float) - 1) / sizeof(float);
+    float *qkv0 = dev_alloc(be, h->nq, shift), *dy0 = dev_alloc(be, h->ny, shift),
+          *y0 = dev_alloc(be, h->ny, shift), *s0 = dev_alloc(be, h->ns, shift),
+          *dq0 = dev_alloc(be, h->nq, shift), *ws0 = dev_alloc(be, wsf, shift);
+    float *qkv = qkv0 + shift, *dy = dy0 + shift, *y = y0 + shift, *sv = s0 + shift,
+          *dq = dq0 + shift, *ws = ws0 + shift;
+    be->upload(&ex, qkv, h->qkv, h->nq * sizeof(float));
+    be->upload(&ex, dy, h->dy, h->ny * sizeof(float));
+    be->attention_forward(&ex, &d, qkv, y, sv, ws);
+    r->y = malloc(h->ny * sizeof(float));
+    r->saved = malloc(h->ns * sizeof(float));
+    be->download(&ex, r->y, y, h->ny * sizeof(float));
+    be->download(&ex, r->saved, sv, h->ns * sizeof(float));
+    float *nan = malloc(h->nq * sizeof(float));
+    for (size_t i = 0; i < h->nq; i++)
+        nan[i] = NAN; /* without accumulating, dqkv is written, never read */
+    for (int acc = 0; acc < 2; acc++) {
+        be->upload(&ex, dq, acc ? h->start : nan, h->nq * sizeof(float));
+        be->attention_backward(&ex, &d, qkv, y, dy, sv, dq, acc, ws);
+        r->dq[acc] = malloc(h->nq * sizeof(float));
+        be->download(&ex, r->dq[acc], dq, h->nq * sizeof(float));
+    }
+    /* evaluation: no saved state, no dropout */
+    be->attention_forward(&ex, &d, qkv, y, NULL, ws);
+    r->y_eval = malloc(h->ny * sizeof(float));
+    be->download(&ex, r->y_eval, y, h->ny * sizeof(float));
+    ck_assert_msg(be->sync(&ex) == SL_OK, "%s", sl_last_error());
+    free(nan);
+    float *const all[6] = {qkv0, dy0, y0, s0, dq0, ws0};
+    for (int k = 0; k < 6; k++)
+        be->free(be, all[k]);
+}
+
+static void device_run_free(device_run *r)
+{
+    free(r->y);
+    free(r->saved);
+    free(r->dq[0]);
+    free(r->dq[1]);
+    free(r->y_eval);
+}
+
+static void assert_same_bits(const float *a, const float *b, size_t n, const char *what,
+                             const shape *s)
+{
+    ck_assert_msg(memcmp(a, b, n * sizeof(float)) == 0,
+                  "n %d heads %d t %d d %d %s: %s differ between two runs", s->n, s->heads, s->t,
+                  s->d, s->flash ? "flash" : "plain", what);
+}
+
+static void check_shape(const sl_backend *gpu, int tf32, const shape *s, const host_case *h)
+{
+    double tol = tf32 ? 1e-2 : 1e-4;
+    device_run a, b;
+    device_run_do(gpu, s, h, 0, &a);
+    device_run_do(gpu, s, h, 64 + 3 * 4, &b); /* other addresses, still 16-byte aligned */
+    double ey = rel_err(a.y, h->y, h->ny), es = rel_err(a.saved, h->saved, h->ns);
+    double e0 = rel_err(a.dq[0], h->dq[0], h->nq), e1 = rel_err(a.dq[1], h->dq[1], h->nq);
+    printf("n %d heads %d t %4d d %2d %s p %.1f %s: y %.1e saved %.1e dqkv %.1e (+= %.1e)\n",
+           s->n, s->heads, s->t, s->d, s->flash ? "flash" : "plain", s->p,
+           tf32 ? "tf32" : "fp32", ey, es, e0, e1);
+    ck_assert_msg(ey <= tol && es <= tol && e0 <= tol && e1 <= tol,
+                  "n %d heads %d t %d d %d flash %d p %g tf32 %d: y %g saved %g dqkv %g / %g "
+                  "(bound %g)",
+                  s->n, s->heads, s->t, s->d, s->flash, s->p, tf32, ey, es, e0, e1, tol);
+    assert_same_bits(a.y, b.y, h->ny, "outputs", s);
+    assert_same_bits(a.saved, b.saved, h->ns, "saved states", s);
+    assert_same_bits(a.dq[0], b.dq[0], h->nq, "gradients", s);
+    assert_same_bits(a.dq[1], b.dq[1], h->nq, "accumulated gradients", s);
+    assert_same_bits(a.y_eval, b.y_eval, h->ny, "evaluation outputs", s);
+    if (s->p == 0.0f) /* evaluation is training without dropout */
+        assert_same_bits(a.y_eval, a.y, h->ny, "evaluation and training outputs", s);
+    device_run_free(&a);
+    device_run_free(&b);
+}
+
+static const shape SHAPES[] = {
+    /* one chunk; d = 5 keeps the products FP32 even with TF32 */
+    {2, 3, 7, 5, 1, 0.0f},
+    {2, 3, 7, 5, 0, 0.3f},
+    {2, 3, 7, 5, 1, 0.3f},
+    {1, 2, 1, 4, 1, 0.2f},
+    {2, 4, 300, 16, 0, 0.1f},
+    {2, 12, 256, 64, 1, 0.1f},
+    /* two chunks (768 + 256 rows), plain: P of 8 x 1024 x 1024 */
+    {1, 8, 1024, 8, 0, 0.1f},
+    /* 32 chunks of 64 rows, two groups (48 + 16 pairs) */
+    {2, 32, 2048, 4, 1, 0.1f},
+    /* one chunk, two groups (1536 + 512 pairs), plain */
+    {32, 64, 64, 4, 0, 0.1f},
+};
+
+/* Each shape's CPU results once, against a CUDA instance in FP32 and one
+ * with TF32. */
+START_TEST(test_cuda_attention_matches_cpu_and_repeats_its_bits)
+{
+    sl_backend *gpu[2] = {NULL, NULL};
+    for (int tf32 = 0; tf32 < 2; tf32++)
+        if (sl_cuda_backend_create(0, 1, tf32, &gpu[tf32]) != SL_OK) {
+            printf("SKIPPED: no usable CUDA device: %s\n", sl_last_error());
+            sl_backend_destroy(gpu[0]);
+            return;
+        }
+    sl_backend *cpu = NULL;
+    ck_assert_int_eq(sl_cpu_backend_create(8, &cpu), SL_OK);
+    for (size_t k = 0; k < sizeof SHAPES / sizeof SHAPES[0]; k++) {
+        host_case h;
+        host_case_make(cpu, &SHAPES[k], &h);
+        for (int tf32 = 0; tf32 < 2; tf32++)
+            check_shape(gpu[tf32], tf32, &SHAPES[k], &h);
+        host_case_free(&h);
+    }
+    sl_backend_destroy(cpu);
+    sl_backend_destroy(gpu[0]);
+    sl_backend_destroy(gpu[1]);
+}
+END_TEST
+
+/* GPT-2 small's attention (B=8, T=1024, 12 heads of 64, flash, dropout
+ * 0.1: 16 chunks of 64 rows): forward and backward run, repeat their bits,
+ * and their time is printed (for reading, not a bound). */
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+START_TEST(test_cuda_attention_gpt2_small_runs_and_repeats_its_bits)
+{
+    const shape s = {8, 12, 1024, 64, 1, 0.1f};
+    sl_attention_desc d = desc_of(&s, s.p);
+    size_t c = (size_t)s.heads * s.d, rows = (size_t)s.n * s.t;
+    size_t nq = rows * 3 * c, ny = rows * c, ns = (size_t)s.n * s.heads * s.t;
+    float *qkv = malloc(nq * sizeof(float)), *dy = malloc(ny * sizeof(float));
+    th_fill_normal(qkv, nq, 21, 1.0f);
+    th_fill_normal(dy, ny, 22, 1.0f);
+    for (int tf32 = 0; tf32 < 2; tf32++) {
+        sl_backend *be = NULL;
+        if (sl_cuda_backend_create(0, 1, tf32, &be) != SL_OK) {
+            printf("SKIPPED: no usable CUDA device: %s\n", sl_last_error());
+            break;
+        }
+        sl_exec ex = {be, 1};
+        size_t wf = be->attention_workspace_bytes(be, &d, 0),
+               wb = be->attention_workspace_bytes(be, &d, 1);
+        float *dq_ = dev_alloc(be, nq, 0), *q_ = dev_alloc(be, nq, 0), *g_ = dev_alloc(be, ny, 0),
+              *y_ = dev_alloc(be, ny, 0), *s_ = dev_alloc(be, ns, 0),
+              *w_ = dev_alloc(be, ((wf > wb ? wf : wb) + 3) / 4, 0);
+        be->upload(&ex, q_, qkv, nq * sizeof(float));
+        be->upload(&ex, g_, dy, ny * sizeof(float));
+        float *out[2][2];
+        double ms = 0;
+        for (int run = 0; run < 5; run++) {
+            ck_assert(be->sync(&ex) == SL_OK);
+            double t0 = now_ms();
+            be->attention_forward(&ex, &d, q_, y_, s_, w_);
+            be->attention_backward(&ex, &d, q_, y_, g_, s_, dq_, 0, w_);
+            ck_assert_msg(be->sync(&ex) == SL_OK, "%s", sl_last_error());
+            if (run >= 2)
+                ms += (now_ms() - t0) / 3;
+            if (run < 2) {
+                out[run][0] = malloc(ny * sizeof(float));
+                out[run][1] = malloc(nq * sizeof(float));
+                be->download(&ex, out[run][0], y_, ny * sizeof(float));
+                be->download(&ex, out[run][1], dq_, nq * sizeof(float));
+            }
+        }
+        ck_assert(be->sync(&ex) == SL_OK);
+        assert_same_bits(out[0][0], out[1][0], ny, "GPT-2 small outputs", &s);
+        assert_same_bits(out[0][1], out[1][1], nq, "GPT-2 small gradients", &s);
+        int finite = 1;
+        for (size_t i = 0; i < nq; i++)
+            finite &= isfinite(out[0][1][i]) != 0;
+        ck_assert_msg(finite, "GPT-2 small gradients not finite");
+        printf("GPT-2 small attention (B=8 T=1024 12x64, flash, dropout 0.1, %s): forward + "
+               "backward %.2f ms, workspace %.1f MiB\n",
+               tf32 ? "tf32" : "fp32", ms, (wf > wb ? wf : wb) / 1048576.0);
+        for (int run = 0; run < 2; run++) {
+            free(out[run][0]);
+            free(out[run][1]);
+        }
+        float *const all[6] = {dq_, q_, g_, y_, s_, w_};
+        for (int k = 0; k < 6; k++)
+            be->free(be, all[k]);
+        sl_backend_destroy(be);
+    }
+    free(qkv);
+    free(dy);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("cuda_attention");
+    TCase *tc = tcase_create("cuda_attention");
+    tcase_set_timeout(tc, 300);
+    tcase_add_test(tc, test_cuda_attention_matches_cpu_and_repeats_its_bits);
+    tcase_add_test(tc, test_cuda_attention_gpt2_small_runs_and_repeats_its_bits);
+    suite_add_tcase(s, tc);
+    return th_run_suite(s) ? EXIT_FAILURE : EXIT_SUCCESS;
+}
