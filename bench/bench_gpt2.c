@@ -16,7 +16,8 @@
  *   bench_gpt2 [--layers N] [--embd N] [--heads N] [--vocab N] [--context N]
  *              [--batch B] [--seq T] [--schedule S] [--steps N] [--threads N]
  *              [--seed N] [--plain-attention] [--profile] [--profile-steps N]
- *              [--device cpu|cuda] [--gpu N] [--tf32] [--plan-only] [--json]
+ *              [--device cpu|cuda] [--gpu N] [--tf32] [--head-chunk ROWS]
+ *              [--plan-only] [--json]
  *
  * Schedules: none, sqrt, segments:K, budget:SIZE and ops:SIZE (bytes, or
  * with a KiB / MiB / GiB suffix; ops is the operator-level search),
@@ -51,6 +52,7 @@ typedef struct options {
     const char *schedule, *device;
     int batch, seq, steps, threads, json, plan_only, profile, profile_steps, seed;
     int cuda, gpu, tf32;
+    int head_chunk; /* the LM head's rows per chunk; 0: the library's choice */
 } options;
 
 /* The plans a run reports: keep-everything's (the reference of the -arena
@@ -67,7 +69,8 @@ _Noreturn static void usage(const char *argv0)
                 "[--layers N] [--embd N] [--heads N] [--vocab N] [--context N]\n"
                 "          [--batch B] [--seq T] [--schedule S] [--steps N] [--threads N]\n"
                 "          [--seed N] [--plain-attention] [--profile] [--profile-steps N]\n"
-                "          [--device cpu|cuda] [--gpu N] [--tf32] [--plan-only] [--json]\n"
+                "          [--device cpu|cuda] [--gpu N] [--tf32] [--head-chunk ROWS]\n"
+                "          [--plan-only] [--json]\n"
                 "schedules: none, sqrt, segments:K, budget:SIZE, ops:SIZE (bytes or\n"
                 "           KiB/MiB/GiB), budget-arena:F, ops-arena:F (fixed memory plus\n"
                 "           the fraction F of keep-everything's activation arena), least\n"
@@ -111,6 +114,7 @@ static void parse_options(int argc, char **argv, options *o)
         BENCH_OPT("--device", BENCH_STRING, &o->device),
         BENCH_OPT_INT("--gpu", &o->gpu, 0, 4096),
         BENCH_OPT_FLAG("--tf32", &o->tf32, 1),
+        BENCH_OPT_INT("--head-chunk", &o->head_chunk, 0, MAX_COUNT),
         BENCH_OPT_END,
     };
     if (bench_parse_args(argc, argv, opts) != 0 ||
@@ -161,6 +165,13 @@ static int build(sl_context *ctx, const options *o, sl_net **net, uint64_t *para
     if (sl_sublinear(ctx, 1, SL_SCHEDULE_NONE, net) != SL_OK ||
         sl_model_gpt2(*net, &o->cfg) != SL_OK || sl_net_set_optimizer(*net, &opt) != SL_OK)
         return bench_fail(BENCH, "building the network");
+    /* --head-chunk: rows of logits per chunk of the LM head (its scratch is
+     * ROWS x vocab floats; larger chunks read and write the tied weight's
+     * gradient fewer times) */
+    if (o->head_chunk > 0 &&
+        sl_net_set_lm_head(*net, "transformer.wte.weight", SL_GPT2_IGNORE_INDEX, o->head_chunk) !=
+            SL_OK)
+        return bench_fail(BENCH, "--head-chunk");
     int n_params = 0;
     *param_count = 0;
     sl_net_param_count(*net, &n_params);
@@ -351,6 +362,7 @@ static void print_common_json(const options *o, const bench_run *r, uint64_t dev
         bench_print_gpu_json(o->gpu);
     else
         printf("\"device\":\"cpu\",");
+    printf("\"head_chunk\":%d,", o->head_chunk);
     printf("\"tf32\":%s,\"ms_step\":%.3f,\"ms_min\":%.3f,\"ms_max\":%.3f,\"peak_MiB\":%.1f,"
            "\"peak_source\":\"%s\",\"device_used\":%llu,",
            o->tf32 ? "true" : "false", 1e3 * r->median_s, 1e3 * lo, 1e3 * hi,
