@@ -308,8 +308,8 @@ typedef struct sl_attention_desc {
         (const sl_exec *ex, int rows, int c, const float *x, const float *weight,              \
          const float *bias, float eps, float *y, float *mean, float *rstd))                    \
     /* dx (+)= LayerNorm's input gradient (dx may be NULL); dweight +=                         \
-     * column sums of dy * xhat, dbias += column sums of dy (rows in order,                    \
-     * in double), from the forward's mean and rstd. */                                        \
+     * column sums of dy * xhat, dbias += column sums of dy (in double, in                     \
+     * the backend's fixed order), from the forward's mean and rstd. */                        \
     REQ(void, layernorm_backward,                                                              \
         (const sl_exec *ex, int rows, int c, const float *x, const float *dy,                  \
          const float *weight, const float *mean, const float *rstd, float *dx, int accumulate, \

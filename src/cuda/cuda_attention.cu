@@ -157,6 +157,7 @@ static __global__ void softmax_rows(chunk_rows c, float *scores, float *saved, i
             sum += sl_attn_exp(sl_attn_logit(s[j], c.scale), mx);
         sum = sl_cuda_warp_sum(sum);
         float sf = (float)sum;
+        __syncwarp(); /* every lane's reads of s above come before the quads' writes */
         float *p = saved && !flash ? saved + ((size_t)bh * c.t + i) * c.t : NULL;
         row_quads(sl_attn_element(bh, c.t, i, 0), c.keys, valid, m, c.counter,
                   [&](int j, bool causal, float f) {
@@ -266,11 +267,28 @@ static __global__ void fill_pointers(sl_attn_layout L, array_bases base, float *
  * cuda_gemm.cu's mapping, one matrix per pair. The products' pitches (3c,
  * c and ld) are at least their column counts (d, d and keys <= t), which
  * is what cuBLAS checks in column-major words. */
-static void chunk_gemm(sl_cuda_state *s, cublasComputeType_t math, const sl_attn_layout &L,
+/* TF32 where the instance allows it and the product's three arrays are
+ * 16-byte aligned; FP32 otherwise (see the top of the file). Decided per
+ * product from its own arrays, so the flash backward's S = Q K^T runs in
+ * the forward's math whatever the alignment of dy or dqkv. */
+static cublasComputeType_t attn_math(const sl_cuda_state *s, const sl_attn_layout &L,
+                                     const array_bases &b, const sl_attn_colmajor &x)
+{
+    if (!s->tf32 || !sl_attn_offsets_aligned16(&L))
+        return CUBLAS_COMPUTE_32F_PEDANTIC;
+    const int used[3] = {x.first, x.second, x.c};
+    for (int a : used)
+        if ((uintptr_t)b.at[a] % 16 != 0)
+            return CUBLAS_COMPUTE_32F_PEDANTIC;
+    return CUBLAS_COMPUTE_32F_FAST_TF32;
+}
+
+static void chunk_gemm(sl_cuda_state *s, const array_bases &b, const sl_attn_layout &L,
                        float **ptrs, int which, int ci, int pair0, int pairs, int accumulate)
 {
     sl_attn_gemm g = sl_attn_product(&L, which, ci, accumulate, sl_attn_scale(L.d));
     sl_attn_colmajor x = sl_attn_colmajor_of(&g);
+    cublasComputeType_t math = attn_math(s, L, b, x);
     const void *const *first =
         (const void *const *)(ptrs + sl_attn_entry_first(&L, x.first, ci, pair0));
     const void *const *second =
@@ -281,19 +299,6 @@ static void chunk_gemm(sl_cuda_state *s, cublasComputeType_t math, const sl_attn
                                            x.k, &x.alpha, first, CUDA_R_32F, x.ld_first, second,
                                            CUDA_R_32F, x.ld_second, &x.beta, c, CUDA_R_32F, x.ldc,
                                            pairs, math, CUBLAS_GEMM_DEFAULT));
-}
-
-/* TF32 where the instance allows it and every matrix is 16-byte aligned;
- * FP32 otherwise (see the top of the file). */
-static cublasComputeType_t attn_math(const sl_cuda_state *s, const sl_attn_layout &L,
-                                     const array_bases &b)
-{
-    if (!s->tf32 || !sl_attn_offsets_aligned16(&L))
-        return CUBLAS_COMPUTE_32F_PEDANTIC;
-    for (int a = 0; a < SL_ATTN_ARRAYS; a++)
-        if (b.at[a] && (uintptr_t)b.at[a] % 16 != 0)
-            return CUBLAS_COMPUTE_32F_PEDANTIC;
-    return CUBLAS_COMPUTE_32F_FAST_TF32;
 }
 
 /* Writes the layout's arrays for bases b into the workspace's pointers. */
@@ -327,7 +332,6 @@ extern "C" void sl_cuda_attention_forward(const sl_exec *ex, const sl_attention_
     b.at[SL_ATTN_Q] = b.at[SL_ATTN_K] = b.at[SL_ATTN_V] = (float *)qkv;
     b.at[SL_ATTN_O] = y;
     b.at[SL_ATTN_S] = scores;
-    cublasComputeType_t math = attn_math(s, L, b);
     float **ptrs = write_pointers(s, L, b, ws);
     /* evaluation (no saved state) drops nothing */
     sl_dropout_mask m = sl_dropout_mask_of(saved ? d->p : 0.0f, d->seed);
@@ -336,11 +340,11 @@ extern "C" void sl_cuda_attention_forward(const sl_exec *ex, const sl_attention_
         sl_attn_group_pairs(&L, gi, &pair0, &pairs);
         for (int ci = 0; ci < L.chunks; ci++) {
             chunk_rows c = chunk_rows_of(L, d, ci, pair0, pairs);
-            chunk_gemm(s, math, L, ptrs, SL_ATTN_SCORES, ci, pair0, pairs, 0);
+            chunk_gemm(s, b, L, ptrs, SL_ATTN_SCORES, ci, pair0, pairs, 0);
             softmax_rows<<<warp_row_blocks((size_t)pairs * c.rows), ATTN_ROW_THREADS, 0,
                            s->stream>>>(c, scores, saved, d->flash, m);
             SL_CUDA_LAUNCHED(s);
-            chunk_gemm(s, math, L, ptrs, SL_ATTN_OUTPUT, ci, pair0, pairs, 0);
+            chunk_gemm(s, b, L, ptrs, SL_ATTN_OUTPUT, ci, pair0, pairs, 0);
         }
     }
 }
@@ -363,7 +367,6 @@ extern "C" void sl_cuda_attention_backward(const sl_exec *ex, const sl_attention
     b.at[SL_ATTN_DQ] = b.at[SL_ATTN_DK] = b.at[SL_ATTN_DV] = dqkv;
     b.at[SL_ATTN_S] = scores;
     b.at[SL_ATTN_G] = grads;
-    cublasComputeType_t math = attn_math(s, L, b);
     float **ptrs = write_pointers(s, L, b, ws);
     if (d->flash) {
         rowsum_rows<<<warp_row_blocks((size_t)L.pairs * L.t), ATTN_ROW_THREADS, 0, s->stream>>>(
@@ -378,14 +381,14 @@ extern "C" void sl_cuda_attention_backward(const sl_exec *ex, const sl_attention
         for (int ci = L.chunks - 1; ci >= 0; ci--) {
             chunk_rows c = chunk_rows_of(L, d, ci, pair0, pairs);
             if (d->flash)
-                chunk_gemm(s, math, L, ptrs, SL_ATTN_SCORES, ci, pair0, pairs, accumulate);
-            chunk_gemm(s, math, L, ptrs, SL_ATTN_DPF, ci, pair0, pairs, accumulate);
+                chunk_gemm(s, b, L, ptrs, SL_ATTN_SCORES, ci, pair0, pairs, accumulate);
+            chunk_gemm(s, b, L, ptrs, SL_ATTN_DPF, ci, pair0, pairs, accumulate);
             grad_rows<<<warp_row_blocks((size_t)pairs * c.rows), ATTN_ROW_THREADS, 0,
                         s->stream>>>(c, scores, grads, saved, rowsum, d->flash, m);
             SL_CUDA_LAUNCHED(s);
-            chunk_gemm(s, math, L, ptrs, SL_ATTN_DVG, ci, pair0, pairs, accumulate);
-            chunk_gemm(s, math, L, ptrs, SL_ATTN_DQG, ci, pair0, pairs, accumulate);
-            chunk_gemm(s, math, L, ptrs, SL_ATTN_DKG, ci, pair0, pairs, accumulate);
+            chunk_gemm(s, b, L, ptrs, SL_ATTN_DVG, ci, pair0, pairs, accumulate);
+            chunk_gemm(s, b, L, ptrs, SL_ATTN_DQG, ci, pair0, pairs, accumulate);
+            chunk_gemm(s, b, L, ptrs, SL_ATTN_DKG, ci, pair0, pairs, accumulate);
         }
     }
 }

@@ -82,21 +82,24 @@ static __device__ inline double sl_cuda_block_sum_warps(double v, double *sh)
     return v;
 }
 
-/* Column tiles: a block of SL_CUDA_TILE x SL_CUDA_TILE threads sums
- * SL_CUDA_TILE adjacent columns of a row-major matrix, thread (x, y) the
- * rows y, y + TILE, ... of column x in order (a warp reads adjacent
- * columns of one row); sl_cuda_column_tree then adds a column's TILE
- * partial sums v by a fixed tree over y (y += y + s for s = TILE / 2 ...
- * 1) and returns the column's sum to the threads of y = 0. sh: TILE x
- * (TILE + 1) doubles of shared memory, free again at return. */
-#define SL_CUDA_TILE 32
+/* Column tiles: a block of SL_CUDA_COLS x SL_CUDA_RUNS threads sums
+ * SL_CUDA_COLS adjacent columns of a row-major matrix, thread (x, y) the
+ * rows y, y + RUNS, ... of column x in order (a warp reads 8 adjacent
+ * columns of 4 rows: whole 32-byte sectors); sl_cuda_column_tree then
+ * adds a column's RUNS partial sums v by a fixed tree over y (sh[y] +=
+ * sh[y + s] for s = RUNS / 2 ... 1) and returns the column's sum to the
+ * threads of y = 0. Narrow tiles give GPT-2's 768 columns 96 blocks and
+ * each thread 64 of 8192 rows. sh: RUNS x (COLS + 1) doubles of shared
+ * memory, free again at return. */
+#define SL_CUDA_COLS 8
+#define SL_CUDA_RUNS 128
 
-static __device__ inline double sl_cuda_column_tree(double v, double (*sh)[SL_CUDA_TILE + 1])
+static __device__ inline double sl_cuda_column_tree(double v, double (*sh)[SL_CUDA_COLS + 1])
 {
     int x = (int)threadIdx.x, y = (int)threadIdx.y;
     sh[y][x] = v;
     __syncthreads();
-    for (int s = SL_CUDA_TILE / 2; s > 0; s >>= 1) {
+    for (int s = SL_CUDA_RUNS / 2; s > 0; s >>= 1) {
         if (y < s)
             sh[y][x] += sh[y + s][x];
         __syncthreads();
@@ -106,10 +109,11 @@ static __device__ inline double sl_cuda_column_tree(double v, double (*sh)[SL_CU
     return r;
 }
 
-/* The tiles of `cols` columns: a launch's blocks. */
+/* The tiles of `cols` columns: a launch's blocks (dim3(SL_CUDA_COLS,
+ * SL_CUDA_RUNS) threads each). */
 static inline unsigned sl_cuda_tiles(int cols)
 {
-    return (unsigned)((cols + SL_CUDA_TILE - 1) / SL_CUDA_TILE);
+    return (unsigned)((cols + SL_CUDA_COLS - 1) / SL_CUDA_COLS);
 }
 
 /* A block's first maximum: each thread's (v, i) from its own scan, joined

@@ -112,7 +112,9 @@ static __global__ void __launch_bounds__(LM_THREADS)
             }
             continue;
         }
-        float at_label = x[label]; /* read before any thread writes the row */
+        /* read before any thread writes the row; a label outside the row
+         * (the caller validates labels) reads nothing out of bounds */
+        float at_label = label >= 0 && label < vocab ? x[label] : NAN;
         float mx = -INFINITY;
         int arg = 0x7fffffff;
         for (int j = (int)threadIdx.x; j < vocab; j += LM_THREADS)

@@ -11,9 +11,10 @@
  *   butterfly of cuda_block.h (every lane the same bits), then each lane
  *   writes its own columns.
  * - LayerNorm's weight and bias gradients: column tiles (cuda_block.h's
- *   sl_cuda_column_tree): a block of 32 x 32 threads takes 32 adjacent
- *   columns, thread (x, y) adds the rows y, y + 32, ... of column x in
- *   order, in double; a fixed tree joins the 32 partial sums of a column.
+ *   sl_cuda_column_tree): a block of 8 x 128 threads takes 8 adjacent
+ *   columns, thread (x, y) adds the rows y, y + 128, ... of column x in
+ *   order, in double; a fixed tree joins the 128 partial sums of a
+ *   column.
  * - The embedding's position table: a thread per element of wpe adds the
  *   sequences' rows in order, in float. Its token table: the token
  *   indices are sorted by id, stably (CUB's radix sort, in the planned
@@ -62,15 +63,15 @@ static __global__ void __launch_bounds__(LN_THREADS)
     }
 }
 
-static __global__ void __launch_bounds__(SL_CUDA_TILE *SL_CUDA_TILE)
+static __global__ void __launch_bounds__(SL_CUDA_COLS *SL_CUDA_RUNS)
     ln_param_k(int rows, int c, const float *x, const float *dy, const float *mean,
                const float *rstd, float *dweight, float *dbias)
 {
-    __shared__ double sh[SL_CUDA_TILE][SL_CUDA_TILE + 1];
-    int j = (int)(blockIdx.x * SL_CUDA_TILE + threadIdx.x);
+    __shared__ double sh[SL_CUDA_RUNS][SL_CUDA_COLS + 1];
+    int j = (int)(blockIdx.x * SL_CUDA_COLS + threadIdx.x);
     double aw = 0.0, ab = 0.0;
     if (j < c)
-        for (int r = (int)threadIdx.y; r < rows; r += SL_CUDA_TILE) {
+        for (int r = (int)threadIdx.y; r < rows; r += SL_CUDA_RUNS) {
             size_t at = (size_t)r * c + j;
             sl_ln_param_terms(x[at], dy[at], mean[r], rstd[r], &aw, &ab);
         }
@@ -132,7 +133,7 @@ extern "C" void sl_cuda_layernorm_backward(const sl_exec *ex, int rows, int c, c
         return;
     sl_cuda_state *s = sl_cuda_ex(ex);
     /* the parameter sums are queued first: they read dy before dx is written */
-    ln_param_k<<<sl_cuda_tiles(c), dim3(SL_CUDA_TILE, SL_CUDA_TILE), 0, s->stream>>>(
+    ln_param_k<<<sl_cuda_tiles(c), dim3(SL_CUDA_COLS, SL_CUDA_RUNS), 0, s->stream>>>(
         rows, c, x, dy, mean, rstd, dweight, dbias);
     SL_CUDA_LAUNCHED(s);
     if (dx) {
@@ -260,6 +261,8 @@ extern "C" void sl_cuda_embedding_backward(const sl_exec *ex, int n, int t, int 
     int32_t *sorted = (int32_t *)w, *order_in = (int32_t *)(w + ib),
             *order = (int32_t *)(w + 2 * ib);
     void *scratch = w + 3 * ib;
+    /* the same query as at planning (same count, bits and device), so the
+     * same bytes the plan reserved */
     size_t scratch_bytes = emb_sort_bytes(s, tokens);
     SL_CUDA_LAUNCH(ex, iota_k, (size_t)tokens, tokens, order_in);
     SL_CUDA_CHECK(s, cub::DeviceRadixSort::SortPairs(scratch, scratch_bytes, ids, sorted,
