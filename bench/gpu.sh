@@ -193,7 +193,12 @@ if has resnet; then
 fi
 if has profile; then
   echo "== where a step goes (one profiled step, TF32 off)"
-  for s in none sqrt; do "$build/bench/bench_gpu" --schedule "$s" --profile | tee -a "$out/profile.jsonl"; done
+  # the first run also logs cuDNN's choice for each geometry (conv_algos.txt)
+  SL_CUDA_CONV_LOG=1 "$build/bench/bench_gpu" --schedule none --profile 2>"$out/conv_algos.txt" |
+    tee -a "$out/profile.jsonl"
+  grep -v '^sublinear cuda conv' "$out/conv_algos.txt" >&2 # the run's own messages
+  echo "cuDNN's choices for $(grep -c '^sublinear cuda conv' "$out/conv_algos.txt") geometries in conv_algos.txt"
+  "$build/bench/bench_gpu" --schedule sqrt --profile | tee -a "$out/profile.jsonl"
   took profile
   # BatchNorm's share of the profiled step (its statistics and normalise,
   # forward, re-forward and backward), from sl_net_profile's entries: the

@@ -8,7 +8,8 @@
  * heuristic order restricted to FP32 FMA math (TF32 tensor cores too when
  * the instance allows TF32) and, in a deterministic instance, to
  * deterministic ones; a re-forward then repeats
- * the forward bit for bit.
+ * the forward bit for bit. SL_CUDA_CONV_LOG=1 prints each geometry's
+ * choice to stderr.
  */
 #include <mutex>
 #include <new>
@@ -230,6 +231,45 @@ struct sl_cuda_conv_cache {
     int count, capacity;
 };
 
+static const char *math_name(cudnnMathType_t m)
+{
+    return m == CUDNN_FMA_MATH ? "fma" : m == CUDNN_TENSOR_OP_MATH ? "tensor-op" : "default";
+}
+
+static cudnnMathType_t math_of(cudnnConvolutionDescriptor_t c)
+{
+    cudnnMathType_t m = CUDNN_DEFAULT_MATH;
+    cudnnGetConvolutionMathType(c, &m);
+    return m;
+}
+
+/* SL_CUDA_CONV_LOG=1: each geometry's algorithms, math types and
+ * workspaces on stderr when first built (what a GPU result ran). */
+static void log_entry(const sl_conv_entry *e)
+{
+    static int on = -1;
+    if (on < 0) {
+        const char *v = getenv("SL_CUDA_CONV_LOG");
+        on = v && *v && strcmp(v, "0") != 0;
+    }
+    if (!on)
+        return;
+    const sl_conv_desc *d = &e->key;
+    if (!e->ok) {
+        fprintf(stderr, "sublinear cuda conv n%d c%d %dx%d k%d %dx%d s%d p%d g%d: %s\n", d->n,
+                d->c, d->h, d->w, d->k, d->kh, d->kw, d->sh, d->ph, d->groups, e->why);
+        return;
+    }
+    fprintf(stderr,
+            "sublinear cuda conv n%d c%d %dx%d k%d %dx%d s%d p%d g%d: fwd algo %d (%s, %zu B), "
+            "bwd-data algo %d (%s, %zu B), bwd-filter algo %d (%s, %zu B)\n",
+            d->n, d->c, d->h, d->w, d->k, d->kh, d->kw, d->sh, d->ph, d->groups, (int)e->fwd,
+            math_name(math_of(e->conv[SL_CONV_FWD])), e->ws[SL_CONV_FWD], (int)e->bwd_data,
+            math_name(math_of(e->conv[SL_CONV_BWD_DATA])), e->ws[SL_CONV_BWD_DATA],
+            (int)e->bwd_filter, math_name(math_of(e->conv[SL_CONV_BWD_FILTER])),
+            e->ws[SL_CONV_BWD_FILTER]);
+}
+
 /* A new entry for geometry d, built, appended to c (locked); NULL when out
  * of memory. */
 static sl_conv_entry *add_entry(sl_cuda_state *s, sl_cuda_conv_cache *c, const sl_conv_desc *d)
@@ -247,6 +287,7 @@ static sl_conv_entry *add_entry(sl_cuda_state *s, sl_cuda_conv_cache *c, const s
         return NULL;
     e->key = *d;
     e->ok = build_into(s, d, *e);
+    log_entry(e);
     c->entries[c->count++] = e;
     return e;
 }
