@@ -8,7 +8,8 @@
  *
  * Ops: LayerNorm forward and backward, Linear's bias gradient, GELU, the
  * embedding's backward (the same sequence of float adds on both devices:
- * exact), and a language model's loss rows and their total. Skipped
+ * exact), a language model's loss rows and their total, and the casts
+ * between F32 and bf16 (exact, and equal to the rounding rule). Skipped
  * visibly without a usable GPU; the CPU side runs anyway, so the harness
  * itself is exercised here.
  */
@@ -19,6 +20,7 @@
 #include <string.h>
 
 #include "base/backend.h"
+#include "base/element.h"
 #include "cpu/cpu.h"
 #include "cuda/cuda_backend.h"
 #include "harness.h"
@@ -112,10 +114,20 @@ static void check_op(const char *name, op_fn op, const sl_backend *gpu, const do
     for (int k = 0; k < oc.count; k++) {
         ck_assert_msg(memcmp(og[0].v[k], og[1].v[k], oc.n[k] * sizeof(float)) == 0,
                       "%s output %d: two GPU runs differ", name, k);
+        if (tol[k] == 0.0) { /* exact: the same bits, NaNs and infinities included */
+            ck_assert_msg(memcmp(og[0].v[k], oc.v[k], oc.n[k] * sizeof(float)) == 0,
+                          "%s output %d: the GPU's bits differ from the CPU's", name, k);
+            printf("%-28s output %d: GPU and CPU the same bits, two GPU runs identical\n", name,
+                   k);
+            continue;
+        }
         double big = 0.0, worst = 0.0;
         for (size_t i = 0; i < oc.n[k]; i++)
-            big = fmax(big, fabs(oc.v[k][i]));
+            if (isfinite(oc.v[k][i]))
+                big = fmax(big, fabs(oc.v[k][i]));
         for (size_t i = 0; i < oc.n[k]; i++) {
+            if (memcmp(&og[0].v[k][i], &oc.v[k][i], sizeof(float)) == 0)
+                continue; /* the same value (a NaN or an infinity too) */
             double d = fabs((double)og[0].v[k][i] - oc.v[k][i]);
             worst = fmax(worst, isnan(d) ? INFINITY : d);
         }
@@ -259,6 +271,41 @@ static void op_lm_loss(dev *d, outputs *o)
     out_add(o, d, rf, LM_ROWS);
 }
 
+/* Casts both ways: F32 -> BF16 -> F32 over normal values, exact ties,
+ * the edges of the range, subnormals, zeros, infinities and NaN; the CPU
+ * backend's against the rule itself (base/element.h, checked against
+ * exact arithmetic by test_file_dtypes). */
+static void op_cast(dev *d, outputs *o)
+{
+    enum { N = 100003 };
+    float *h = host_normal(N, 15, 10.0f);
+    const uint32_t edges[] = {0x00000000u, 0x80000000u, 0x00000001u, 0x807fffffu, 0x3f808000u,
+                              0x3f818000u, 0x7f7f7fffu, 0x7f7f8000u, 0x7f7fffffu, 0x7f800000u,
+                              0xff800000u, 0x7fc00000u, 0xffa00001u, 0x7f800001u};
+    for (size_t i = 0; i < sizeof edges / sizeof *edges; i++)
+        memcpy(&h[i], &edges[i], sizeof(float));
+    for (int i = 20; i < N; i += 7) { /* exact ties between two bf16 values */
+        uint32_t u;
+        memcpy(&u, &h[i], sizeof u);
+        u = (u & 0xFFFF0000u) | 0x8000u;
+        memcpy(&h[i], &u, sizeof u);
+    }
+    float *x = dev_up(d, h, N * sizeof(float));
+    uint16_t *b = dev_alloc(d, N * sizeof(uint16_t));
+    float *back = dev_alloc(d, N * sizeof(float));
+    d->be->cast(&d->ex, N, x, SL_DTYPE_F32, b, SL_DTYPE_BF16);
+    d->be->cast(&d->ex, N, b, SL_DTYPE_BF16, back, SL_DTYPE_F32);
+    uint16_t *hb = malloc(N * sizeof(uint16_t));
+    ck_assert(hb);
+    dev_down(d, hb, b, N * sizeof(uint16_t));
+    for (int i = 0; i < N; i++)
+        ck_assert_msg(hb[i] == sl_bf16_round(h[i]), "%s: cast of %a gave %04x, the rule %04x",
+                      d->be->name, h[i], hb[i], sl_bf16_round(h[i]));
+    free(hb);
+    free(h);
+    out_add(o, d, back, N);
+}
+
 static sl_backend *gpu_or_null(void)
 {
     sl_backend *be = NULL;
@@ -284,6 +331,9 @@ START_TEST(test_ops_gpu_vs_cpu)
     /* gradient rows, (loss, hits), row losses */
     const double lm_tol[] = {1e-6, 1e-6, 1e-6};
     check_op("lm_xent + lm_xent_total", op_lm_loss, gpu, lm_tol);
+    /* casts: elementwise rules, the same bits (NaN payloads included) */
+    const double cast_tol[] = {0.0};
+    check_op("cast f32 <-> bf16", op_cast, gpu, cast_tol);
     if (gpu)
         sl_backend_destroy(gpu);
 }

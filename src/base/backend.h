@@ -68,6 +68,10 @@ typedef struct sl_update_span {
  * bandwidth (one thread per slot), rows of 64 KiB for a CPU. */
 #define SL_SUM_SQUARES_SLOTS 16384
 
+/* Element types of stored values: F32, or bfloat16 (2 bytes: F32's
+ * exponent, 8 significant bits; base/element.h's rounding rule). */
+typedef enum sl_dtype { SL_DTYPE_F32 = 0, SL_DTYPE_BF16 = 1 } sl_dtype;
+
 /* Causal multi-head self-attention over n sequences of t tokens: qkv holds
  * n*t rows of 3 * heads * d values (q, then k, then v; head h at columns
  * h*d .. h*d+d-1 of each), the output y n*t rows of heads * d. */
@@ -232,6 +236,13 @@ typedef struct sl_attention_desc {
     REQ(void, copy,                                                                            \
         (const sl_exec *ex, size_t count, const float *src, float *dst, int accumulate))       \
     REQ(void, fill, (const sl_exec *ex, size_t count, float value, float *dst))                \
+    /* dst[i] = src[i] as dst_type (count elements; src and dst do not                         \
+     * overlap): F32 to BF16 by sl_bf16_round, BF16 to F32 by sl_bf16_widen,                   \
+     * a copy when the types agree. Elementwise, so the same bits on every                     \
+     * device. */                                                                              \
+    REQ(void, cast,                                                                            \
+        (const sl_exec *ex, size_t count, const void *src, sl_dtype src_type, void *dst,       \
+         sl_dtype dst_type))                                                                   \
     /* Channel slices for concatenation: for each of n images, dst channels                    \
      * [dst_off, dst_off + c_src) (+)= src channels [src_off, src_off +                        \
      * c_src); both hold hw values per channel. */                                             \

@@ -36,6 +36,33 @@ SL_HD static inline void sl_put(float *dst, float v, int accumulate)
     *dst = accumulate ? *dst + v : v;
 }
 
+/* ---- bfloat16: the one rounding rule (files, and activations stored in
+ * bf16) ---- */
+
+/* bf16 widens to F32 exactly: its bits are the float's top half. */
+SL_HD static inline float sl_bf16_widen(uint16_t b)
+{
+    uint32_t u = (uint32_t)b << 16;
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+/* F32 to bf16 rounded to nearest, ties to even (IEEE 754's default): a
+ * value beyond bf16's largest finite one goes to infinity; a NaN stays a
+ * quiet NaN of the same sign and top payload bits. No stochastic
+ * rounding. */
+SL_HD static inline uint16_t sl_bf16_round(float f)
+{
+    uint32_t x;
+    memcpy(&x, &f, sizeof x);
+    if ((x & 0x7FFFFFFFu) > 0x7F800000u)
+        return (uint16_t)((x >> 16) | 0x0040);
+    uint32_t q = x >> 16, rem = x & 0xFFFFu;
+    /* a carry out of the significand bumps the exponent, up to infinity */
+    return (uint16_t)(rem > 0x8000u || (rem == 0x8000u && (q & 1)) ? q + 1 : q);
+}
+
 /* ---- ReLU ---- */
 
 SL_HD static inline float sl_relu_of(float x) { return x > 0.0f ? x : 0.0f; }

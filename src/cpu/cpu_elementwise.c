@@ -107,6 +107,26 @@ void sl_cpu_fill(const sl_exec *ex, size_t count, float value, float *dst)
     });
 }
 
+void sl_cpu_cast(const sl_exec *ex, size_t count, const void *src, sl_dtype src_type, void *dst,
+                 sl_dtype dst_type)
+{
+    long long cnt = (long long)count;
+    int par = cnt >= CPU_PAR_MIN;
+    if (src_type == dst_type) {
+        memcpy(dst, src, count * (src_type == SL_DTYPE_BF16 ? sizeof(uint16_t) : sizeof(float)));
+    } else if (dst_type == SL_DTYPE_BF16) {
+        const float *s = src;
+        uint16_t *d = dst;
+        SL_PARALLEL_FOR(cpu_threads(ex), par, (long long i = 0; i < cnt; i++),
+                        { d[i] = sl_bf16_round(s[i]); });
+    } else {
+        const uint16_t *s = src;
+        float *d = dst;
+        SL_PARALLEL_FOR(cpu_threads(ex), par, (long long i = 0; i < cnt; i++),
+                        { d[i] = sl_bf16_widen(s[i]); });
+    }
+}
+
 /* One (image, channel) plane per iteration: planes are disjoint. */
 void sl_cpu_copy_channels(const sl_exec *ex, int n, int hw, int c_count, const float *src,
                               int src_c, int src_off, float *dst, int dst_c, int dst_off,

@@ -138,6 +138,34 @@ extern "C" void sl_cuda_copy_channels(const sl_exec *ex, int n, int hw, int c_co
                    dst_c, dst_off, accumulate);
 }
 
+/* ---- casts between stored types ---- */
+
+static __global__ void to_bf16_k(size_t n, const float *src, uint16_t *dst)
+{
+    GRID_STRIDE(i, n) dst[i] = sl_bf16_round(src[i]);
+}
+
+static __global__ void to_f32_k(size_t n, const uint16_t *src, float *dst)
+{
+    GRID_STRIDE(i, n) dst[i] = sl_bf16_widen(src[i]);
+}
+
+extern "C" void sl_cuda_cast(const sl_exec *ex, size_t count, const void *src, sl_dtype src_type,
+                             void *dst, sl_dtype dst_type)
+{
+    sl_cuda_state *s = sl_cuda_ex(ex);
+    if (count == 0)
+        return;
+    if (src_type == dst_type) {
+        size_t bytes = count * (src_type == SL_DTYPE_BF16 ? sizeof(uint16_t) : sizeof(float));
+        SL_CUDA_CHECK(s, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, s->stream));
+    } else if (dst_type == SL_DTYPE_BF16) {
+        SL_CUDA_LAUNCH(ex, to_bf16_k, count, count, (const float *)src, (uint16_t *)dst);
+    } else {
+        SL_CUDA_LAUNCH(ex, to_f32_k, count, count, (const uint16_t *)src, (float *)dst);
+    }
+}
+
 static __global__ void bias_add_k(size_t total, int cols, const float *bias, float *y)
 {
     GRID_STRIDE(i, total) y[i] += bias[i % cols];

@@ -8,6 +8,7 @@
  */
 #include <string.h>
 
+#include "base/element.h"
 #include "io/safetensors.h"
 
 static uint32_t bits_of(float f)
@@ -43,7 +44,8 @@ float sl_f16_to_f32(uint16_t h)
     return float_of(sign | ((uint32_t)e << 23) | ((man & 0x3FF) << 13));
 }
 
-float sl_bf16_to_f32(uint16_t b) { return float_of((uint32_t)b << 16); }
+/* BF16: base/element.h's rule, the one the backends' casts use. */
+float sl_bf16_to_f32(uint16_t b) { return sl_bf16_widen(b); }
 
 /* q plus one when the dropped bits rem (of `shift` bits) round it up. */
 static uint32_t round_even(uint32_t q, uint32_t rem, int shift)
@@ -73,10 +75,4 @@ uint16_t sl_f32_to_f16(float f)
     return (uint16_t)(sign | round_even(r >> 13, r & 0x1FFF, 13));
 }
 
-uint16_t sl_f32_to_bf16(float f)
-{
-    uint32_t x = bits_of(f);
-    if ((x & 0x7FFFFFFFu) > 0x7F800000u)
-        return (uint16_t)((x >> 16) | 0x0040);
-    return (uint16_t)(round_even(x >> 16, x & 0xFFFF, 16));
-}
+uint16_t sl_f32_to_bf16(float f) { return sl_bf16_round(f); }
