@@ -21,6 +21,16 @@ sl_context *th_context(uint64_t seed)
     return ctx;
 }
 
+double th_rel_err(const float *a, const float *b, size_t n)
+{
+    double d = 0, m = 1e-12;
+    for (size_t i = 0; i < n; i++) {
+        d = fmax(d, fabs((double)a[i] - (double)b[i]));
+        m = fmax(m, fabs((double)b[i]));
+    }
+    return d / m;
+}
+
 void th_fill_normal(float *x, size_t n, uint64_t seed, float scale)
 {
     for (size_t i = 0; i < n; i++)

@@ -472,17 +472,6 @@ static void emu_backward(const sl_attention_desc *d, size_t scratch, const float
     emu_free(&E);
 }
 
-/* max |a - b| / max |b| */
-static double rel_err(const float *a, const float *b, size_t n)
-{
-    double d = 0, m = 1e-12;
-    for (size_t i = 0; i < n; i++) {
-        d = fmax(d, fabs((double)a[i] - (double)b[i]));
-        m = fmax(m, fabs((double)b[i]));
-    }
-    return d / m;
-}
-
 /* The emulated schedule against the CPU backend for one shape. */
 static void check_against_cpu(const sl_backend *cpu, int n, int heads, int t, int hd, int flash,
                               float p, size_t scratch)
@@ -506,7 +495,7 @@ static void check_against_cpu(const sl_backend *cpu, int n, int heads, int t, in
     for (size_t i = 0; i < ns; i++)
         s_emu[i] = NAN;
     emu_forward(&d, scratch, qkv, y_emu, s_emu);
-    double ey = rel_err(y_emu, y_ref, ny), es = rel_err(s_emu, s_ref, ns);
+    double ey = th_rel_err(y_emu, y_ref, ny), es = th_rel_err(s_emu, s_ref, ns);
     /* backward: into zeros (accumulate 0, over garbage) and onto a start */
     float *start = malloc(nq * sizeof(float)), *dq_ref = malloc(nq * sizeof(float)),
           *dq_emu = malloc(nq * sizeof(float));
@@ -517,7 +506,7 @@ static void check_against_cpu(const sl_backend *cpu, int n, int heads, int t, in
         memcpy(dq_emu, start, nq * sizeof(float));
         cpu->attention_backward(&ex, &d, qkv, y_ref, dy, s_ref, dq_ref, accumulate, ws);
         emu_backward(&d, scratch, qkv, y_ref, dy, s_ref, dq_emu, accumulate);
-        eg = fmax(eg, rel_err(dq_emu, dq_ref, nq));
+        eg = fmax(eg, th_rel_err(dq_emu, dq_ref, nq));
     }
     sl_attn_layout L = sl_attn_layout_for(&d, 1, scratch);
     printf("n %d heads %d t %d d %d %s p %.1f: %d chunks of %d, %d groups of %d: y %.1e, "

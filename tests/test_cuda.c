@@ -32,17 +32,6 @@ static sl_context *cuda_context(uint64_t seed)
     return ctx;
 }
 
-/* max |a - b| / max |b| */
-static double rel_err(const float *a, const float *b, size_t n)
-{
-    double d = 0, m = 1e-12;
-    for (size_t i = 0; i < n; i++) {
-        d = fmax(d, fabs((double)a[i] - (double)b[i]));
-        m = fmax(m, fabs((double)b[i]));
-    }
-    return d / m;
-}
-
 typedef struct outputs {
     float *y, *dx;
     float **grads;
@@ -142,10 +131,10 @@ START_TEST(test_cuda_layers_match_cpu)
         ck_assert(sl_net_output_shape(probe, in, &out) == SL_OK);
         sl_net_free(probe);
         size_t ny = (size_t)out.n * out.c * out.h * out.w;
-        double e = fmax(rel_err(b.y, a.y, ny), rel_err(b.dx, a.dx, nx));
+        double e = fmax(th_rel_err(b.y, a.y, ny), th_rel_err(b.dx, a.dx, nx));
         for (int i = 0; i < a.n; i++)
             if (a.grads[i])
-                e = fmax(e, rel_err(b.grads[i], a.grads[i], a.count[i]));
+                e = fmax(e, th_rel_err(b.grads[i], a.grads[i], a.count[i]));
         printf("%-22s CUDA vs CPU worst relative error %.2e\n", cases[k].name, e);
         ck_assert_msg(e <= 1e-4, "%s: %g", cases[k].name, e);
         worst = fmax(worst, e);
@@ -389,14 +378,14 @@ START_TEST(test_cuda_gpt2_matches_cpu_and_checkpoints_bit_identical)
         ck_assert(sl_net_param(a, i, &p) == SL_OK);
         float *g = malloc(p.count * sizeof(float));
         ck_assert(sl_net_param_read_grad(b, i, g) == SL_OK);
-        worst = fmax(worst, rel_err(g, p.grad, p.count));
+        worst = fmax(worst, th_rel_err(g, p.grad, p.count));
         free(g);
     }
     size_t nl = (size_t)B * T * V;
     float *la = malloc(nl * sizeof(float)), *lb = malloc(nl * sizeof(float));
     ck_assert(sl_net_predict_tokens(a, ids, B, T, la) == SL_OK);
     ck_assert(sl_net_predict_tokens(b, ids, B, T, lb) == SL_OK);
-    worst = fmax(worst, rel_err(lb, la, nl));
+    worst = fmax(worst, th_rel_err(lb, la, nl));
     printf("GPT-2 CUDA vs CPU: loss %g vs %g, worst relative error %.2e\n", rb.loss, ra.loss, worst);
     ck_assert_msg(worst <= 1e-4, "worst %g", worst);
     free(la);
@@ -588,10 +577,10 @@ START_TEST(test_cuda_batchnorm_split_statistics_match_cpu_and_repeat_bits)
         run_layer(cpu, make, 0, in, x, dy, &a);
         run_layer(gpu, make, 0, in, x, dy, &b);
         run_layer(gpu, make, 0, in, x, dy, &c);
-        double e = fmax(rel_err(b.y, a.y, nx), rel_err(b.dx, a.dx, nx));
+        double e = fmax(th_rel_err(b.y, a.y, nx), th_rel_err(b.dx, a.dx, nx));
         for (int i = 0; i < a.n; i++)
             if (a.grads[i]) {
-                e = fmax(e, rel_err(b.grads[i], a.grads[i], a.count[i]));
+                e = fmax(e, th_rel_err(b.grads[i], a.grads[i], a.count[i]));
                 ck_assert(memcmp(b.grads[i], c.grads[i], a.count[i] * sizeof(float)) == 0);
             }
         printf("batchnorm %dx%dx%dx%d split statistics: CUDA vs CPU worst relative error %.2e\n",
@@ -670,7 +659,7 @@ START_TEST(test_cuda_tf32_off_and_on_both_plan_and_train)
         th_params_capture(net, &got);
         double e = 0;
         for (int i = 0; i < ref.n; i++)
-            e = fmax(e, rel_err(got.data[i], ref.data[i], ref.count[i]));
+            e = fmax(e, th_rel_err(got.data[i], ref.data[i], ref.count[i]));
         printf("TF32 %s: parameters after two steps within %.2e of the CPU\n", tf32 ? "on" : "off",
                e);
         if (!tf32)

@@ -28,17 +28,6 @@
 #include "cuda/cuda_backend.h"
 #include "harness.h"
 
-/* max |a - b| / max |b| */
-static double rel_err(const float *a, const float *b, size_t n)
-{
-    double d = 0, m = 1e-12;
-    for (size_t i = 0; i < n; i++) {
-        d = fmax(d, fabs((double)a[i] - (double)b[i]));
-        m = fmax(m, fabs((double)b[i]));
-    }
-    return d / m;
-}
-
 typedef struct shape {
     int n, heads, t, d, flash;
     float p;
@@ -182,8 +171,8 @@ static void check_shape(const sl_backend *gpu, int tf32, const shape *s, const h
     device_run a, b;
     device_run_do(gpu, s, h, 0, &a);
     device_run_do(gpu, s, h, 64 + 3 * 4, &b); /* other addresses, still 16-byte aligned */
-    double ey = rel_err(a.y, h->y, h->ny), es = rel_err(a.saved, h->saved, h->ns);
-    double e0 = rel_err(a.dq[0], h->dq[0], h->nq), e1 = rel_err(a.dq[1], h->dq[1], h->nq);
+    double ey = th_rel_err(a.y, h->y, h->ny), es = th_rel_err(a.saved, h->saved, h->ns);
+    double e0 = th_rel_err(a.dq[0], h->dq[0], h->nq), e1 = th_rel_err(a.dq[1], h->dq[1], h->nq);
     printf("n %d heads %d t %4d d %2d %s p %.1f %s: y %.1e saved %.1e dqkv %.1e (+= %.1e)\n",
            s->n, s->heads, s->t, s->d, s->flash ? "flash" : "plain", s->p,
            tf32 ? "tf32" : "fp32", ey, es, e0, e1);

@@ -116,6 +116,20 @@ static inline unsigned sl_cuda_tiles(int cols)
     return (unsigned)((cols + SL_CUDA_COLS - 1) / SL_CUDA_COLS);
 }
 
+/* A warp's first maximum of its lanes' (v, i) by sl_argmax_takes over
+ * the butterfly (lane 0's result is the one a caller reads). */
+static __device__ inline void sl_cuda_warp_argmax(float *v, int *i)
+{
+    for (int o = 16; o > 0; o >>= 1) {
+        float ov = __shfl_xor_sync(0xffffffffu, *v, o);
+        int oi = __shfl_xor_sync(0xffffffffu, *i, o);
+        if (sl_argmax_takes(ov, oi, *v, *i)) {
+            *v = ov;
+            *i = oi;
+        }
+    }
+}
+
 /* A block's first maximum: each thread's (v, i) from its own scan, joined
  * by sl_argmax_takes over each warp's butterfly and then over the warps;
  * every thread gets (*v, *i) of warp 0's lane 0. fsh, ish: 32 slots each
@@ -125,14 +139,7 @@ static __device__ inline void sl_cuda_block_argmax(float *v, int *i, float *fsh,
     int lane = (int)threadIdx.x & 31, w = (int)threadIdx.x >> 5, warps = (int)blockDim.x >> 5;
     float bv = *v;
     int bi = *i;
-    for (int o = 16; o > 0; o >>= 1) {
-        float ov = __shfl_xor_sync(0xffffffffu, bv, o);
-        int oi = __shfl_xor_sync(0xffffffffu, bi, o);
-        if (sl_argmax_takes(ov, oi, bv, bi)) {
-            bv = ov;
-            bi = oi;
-        }
-    }
+    sl_cuda_warp_argmax(&bv, &bi);
     if (lane == 0) {
         fsh[w] = bv;
         ish[w] = bi;
@@ -141,14 +148,7 @@ static __device__ inline void sl_cuda_block_argmax(float *v, int *i, float *fsh,
     if (w == 0) {
         bv = lane < warps ? fsh[lane] : -INFINITY;
         bi = lane < warps ? ish[lane] : 0x7fffffff;
-        for (int o = 16; o > 0; o >>= 1) {
-            float ov = __shfl_xor_sync(0xffffffffu, bv, o);
-            int oi = __shfl_xor_sync(0xffffffffu, bi, o);
-            if (sl_argmax_takes(ov, oi, bv, bi)) {
-                bv = ov;
-                bi = oi;
-            }
-        }
+        sl_cuda_warp_argmax(&bv, &bi);
     }
     __syncthreads(); /* every warp has read fsh / ish */
     if (threadIdx.x == 0) {
