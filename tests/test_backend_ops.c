@@ -6,10 +6,14 @@
  * is not asked (shared/DESIGN.md, Backends): each device sums in its own
  * fixed order; the tolerances are a few roundings of the values compared.
  *
- * Ops: LayerNorm forward and backward, Linear's bias gradient, GELU, the
- * embedding's backward (the same sequence of float adds on both devices:
- * exact), a language model's loss rows and their total, and the casts
- * between F32 and bf16 (exact, and equal to the rounding rule). Skipped
+ * Ops: every kernel of base/backend.h's table but attention's (its own
+ * test_cuda_attention): LayerNorm, Linear's bias, GELU, the embedding
+ * (its backward the same float adds on both devices: exact), a language
+ * model's loss rows and total, casts between F32 and bf16, GEMMs,
+ * convolutions, BatchNorm, pooling, elementwise maps, dropout and
+ * uniforms, the classifier's loss, Adam, SGD, the norm's sums of squares
+ * and a decoding step. Where both devices run the same element rule in
+ * the same order the tolerance is 0 (the same bits). Skipped
  * visibly without a usable GPU; the CPU side runs anyway, so the harness
  * itself is exercised here.
  */
@@ -61,7 +65,7 @@ static void dev_release(dev *d)
 }
 
 /* Outputs of one op on one device, host copies. */
-#define MAX_OUT 4
+#define MAX_OUT 6
 typedef struct outputs {
     float *v[MAX_OUT];
     size_t n[MAX_OUT];
@@ -74,6 +78,16 @@ static void out_add(outputs *o, dev *d, const float *p, size_t n)
     ck_assert(h);
     dev_down(d, h, p, n * sizeof(float));
     o->v[o->count] = h;
+    o->n[o->count++] = n;
+}
+
+/* An output already on the host (an index or count turned into floats). */
+static void out_host(outputs *o, const float *h, size_t n)
+{
+    float *c = malloc(n * sizeof(float) + 4);
+    ck_assert(c);
+    memcpy(c, h, n * sizeof(float));
+    o->v[o->count] = c;
     o->n[o->count++] = n;
 }
 
@@ -306,6 +320,216 @@ static void op_cast(dev *d, outputs *o)
     out_add(o, d, back, N);
 }
 
+/* ---- the rest of the table: GEMMs, convolutions, BatchNorm, pooling,
+ * elementwise maps, dropout, the classifier's loss, the optimizers and a
+ * decoding step ---- */
+
+static void op_gemm(dev *d, outputs *o)
+{
+    enum { M = 67, N = 129, K = 300 };
+    for (int t = 0; t < 4; t++) { /* the four transposes, beta 0 and 1 */
+        int ta = t & 1, tb = t >> 1;
+        float *a = dev_normal(d, (size_t)M * K, 20 + (uint64_t)t, 1.0f);
+        float *b = dev_normal(d, (size_t)K * N, 30 + (uint64_t)t, 1.0f);
+        float *c = dev_normal(d, (size_t)M * N, 40 + (uint64_t)t, 1.0f);
+        d->be->gemm(&d->ex, ta, tb, M, N, K, 0.5f, a, ta ? M : K, b, tb ? K : N, t == 3 ? 1.0f : 0.0f,
+                    c, N);
+        out_add(o, d, c, (size_t)M * N);
+    }
+}
+
+static void *conv_ws(dev *d, const sl_conv_desc *c, sl_conv_pass pass)
+{
+    size_t b = d->be->conv2d_workspace_bytes(d->be, c, pass);
+    ck_assert_msg(b != SIZE_MAX, "%s: %s", d->be->name, sl_last_error());
+    return b ? dev_alloc(d, b) : NULL;
+}
+
+static void op_conv(dev *d, outputs *o)
+{
+    sl_conv_desc c = {4, 16, 15, 15, 24, 8, 8, 3, 3, 2, 2, 1, 1, 1, 1, 2};
+    size_t nx = (size_t)c.n * c.c * c.h * c.w, ny = (size_t)c.n * c.k * c.oh * c.ow;
+    size_t nw = (size_t)c.k * (c.c / c.groups) * c.kh * c.kw;
+    float *x = dev_normal(d, nx, 50, 1.0f), *w = dev_normal(d, nw, 51, 0.2f);
+    float *bias = dev_normal(d, (size_t)c.k, 52, 1.0f), *dy = dev_normal(d, ny, 53, 1.0f);
+    float *y = dev_alloc(d, ny * sizeof(float));
+    float *dx = dev_normal(d, nx, 54, 1.0f); /* accumulated into */
+    float *dw = dev_normal(d, nw, 55, 1.0f), *db = dev_normal(d, (size_t)c.k, 56, 1.0f);
+    d->be->conv2d_forward(&d->ex, &c, x, w, bias, y, conv_ws(d, &c, SL_CONV_FWD));
+    d->be->conv2d_backward_data(&d->ex, &c, w, dy, dx, 1, conv_ws(d, &c, SL_CONV_BWD_DATA));
+    d->be->conv2d_backward_filter(&d->ex, &c, x, dy, dw, db, conv_ws(d, &c, SL_CONV_BWD_FILTER));
+    out_add(o, d, y, ny);
+    out_add(o, d, dx, nx);
+    out_add(o, d, dw, nw);
+    out_add(o, d, db, (size_t)c.k);
+}
+
+static void *bn_ws(dev *d, size_t (*fn)(const sl_backend *, int, int, int), int n, int c, int hw)
+{
+    size_t b = fn ? fn(d->be, n, c, hw) : 0;
+    return b ? dev_alloc(d, b) : NULL;
+}
+
+static void op_batchnorm(dev *d, outputs *o)
+{
+    enum { BN = 8, BC = 12, HW = 49 };
+    size_t nx = (size_t)BN * BC * HW;
+    float *x = dev_normal(d, nx, 60, 2.0f), *g = dev_normal(d, BC, 61, 1.0f),
+          *b = dev_normal(d, BC, 62, 1.0f), *dy = dev_normal(d, nx, 63, 1.0f);
+    float *stats = dev_alloc(d, 2 * BC * sizeof(float));
+    float *run = dev_normal(d, 2 * BC, 64, 1.0f);
+    float ones[BC];
+    for (int i = 0; i < BC; i++)
+        ones[i] = 1.0f + 0.1f * (float)i;
+    d->be->upload(&d->ex, run + BC, ones, sizeof ones); /* a variance is positive */
+    float *y = dev_alloc(d, nx * sizeof(float)), *y2 = dev_alloc(d, nx * sizeof(float));
+    float *dx = dev_alloc(d, nx * sizeof(float));
+    float *dg = dev_normal(d, BC, 65, 1.0f), *dbeta = dev_normal(d, BC, 66, 1.0f);
+    d->be->batchnorm_forward_train(&d->ex, BN, BC, HW, x, g, b, y, stats, stats + BC, run,
+                                   run + BC, 0.1f, 1e-5f,
+                                   bn_ws(d, d->be->batchnorm_forward_workspace_bytes, BN, BC, HW));
+    d->be->batchnorm_backward(&d->ex, BN, BC, HW, x, dy, g, stats, stats + BC, dx, 0, dg, dbeta, 0,
+                              bn_ws(d, d->be->batchnorm_backward_workspace_bytes, BN, BC, HW));
+    d->be->batchnorm_forward_infer(&d->ex, BN, BC, HW, x, g, b, run, run + BC, 1e-5f, y2, NULL,
+                                   NULL);
+    out_add(o, d, y, nx);
+    out_add(o, d, stats, 2 * BC);
+    out_add(o, d, run, 2 * BC);
+    out_add(o, d, dx, nx);
+    out_add(o, d, dg, BC);
+    out_add(o, d, y2, nx);
+}
+
+static void op_pool(dev *d, outputs *o)
+{
+    sl_pool_desc p = {3, 5, 13, 13, 7, 7, 3, 3, 2, 2, 1, 1};
+    size_t nx = (size_t)p.n * p.c * p.h * p.w, ny = (size_t)p.n * p.c * p.oh * p.ow;
+    float *x = dev_normal(d, nx, 70, 1.0f), *dy = dev_normal(d, ny, 71, 1.0f);
+    float *y = dev_alloc(d, ny * sizeof(float)), *ya = dev_alloc(d, ny * sizeof(float));
+    int32_t *arg = dev_alloc(d, ny * sizeof(int32_t));
+    float *dx = dev_normal(d, nx, 72, 1.0f), *dxa = dev_alloc(d, nx * sizeof(float));
+    float *g = dev_alloc(d, (size_t)p.n * p.c * sizeof(float)), *dg = dev_alloc(d, nx * sizeof(float));
+    d->be->maxpool_forward(&d->ex, &p, x, y, arg);
+    d->be->maxpool_backward(&d->ex, &p, arg, dy, dx, 1);
+    d->be->avgpool_forward(&d->ex, &p, x, ya);
+    d->be->avgpool_backward(&d->ex, &p, dy, dxa, 0);
+    d->be->global_avgpool_forward(&d->ex, p.n * p.c, p.h * p.w, x, g);
+    d->be->global_avgpool_backward(&d->ex, p.n * p.c, p.h * p.w, g, dg, 0);
+    out_add(o, d, y, ny);
+    int32_t *ha = malloc(ny * sizeof(int32_t));
+    float *fa = malloc(ny * sizeof(float));
+    ck_assert(ha && fa);
+    dev_down(d, ha, arg, ny * sizeof(int32_t));
+    for (size_t i = 0; i < ny; i++)
+        fa[i] = (float)ha[i];
+    out_host(o, fa, ny);
+    free(ha);
+    free(fa);
+    out_add(o, d, dx, nx);
+    out_add(o, d, ya, ny);
+    out_add(o, d, dxa, nx);
+    out_add(o, d, dg, nx);
+}
+
+static void op_elementwise(dev *d, outputs *o)
+{
+    enum { N = 40001 };
+    float *x = dev_normal(d, N, 80, 1.0f), *b = dev_normal(d, N, 81, 1.0f);
+    float *y = dev_alloc(d, N * sizeof(float)), *dx = dev_normal(d, N, 82, 1.0f);
+    float *sum = dev_alloc(d, N * sizeof(float)), *acc = dev_normal(d, N, 83, 1.0f);
+    d->be->relu_forward(&d->ex, N, x, y);
+    d->be->relu_backward(&d->ex, N, y, b, dx, 1);
+    d->be->add(&d->ex, N, x, b, sum);
+    d->be->copy(&d->ex, N, x, acc, 1);
+    float *ch = dev_normal(d, (size_t)2 * 9 * 50, 84, 1.0f); /* 2 images, 9 channels of 50 */
+    float *dst = dev_normal(d, (size_t)2 * 12 * 50, 85, 1.0f);
+    d->be->copy_channels(&d->ex, 2, 50, 4, ch, 9, 3, dst, 12, 5, 1);
+    float *bias = dev_normal(d, 50, 86, 1.0f), *rows = dev_normal(d, 800, 87, 1.0f);
+    d->be->bias_add(&d->ex, 16, 50, bias, rows);
+    out_add(o, d, y, N);
+    out_add(o, d, dx, N);
+    out_add(o, d, sum, N);
+    out_add(o, d, acc, N);
+    out_add(o, d, dst, (size_t)2 * 12 * 50);
+    out_add(o, d, rows, 800);
+}
+
+static void op_random(dev *d, outputs *o)
+{
+    enum { N = 10007 };
+    float *x = dev_normal(d, N, 90, 1.0f), *y = dev_alloc(d, N * sizeof(float));
+    float *dx = dev_normal(d, N, 91, 1.0f), *u = dev_alloc(d, N * sizeof(float));
+    d->be->dropout_forward(&d->ex, N, x, y, 0.3f, 1234, 77);
+    d->be->dropout_backward(&d->ex, N, x, dx, 0.3f, 1234, 77, 1);
+    d->be->random_uniform(&d->ex, N, 99, 5, 3, u);
+    out_add(o, d, y, N);
+    out_add(o, d, dx, N);
+    out_add(o, d, u, N);
+}
+
+static void op_softmax_xent(dev *d, outputs *o)
+{
+    enum { R = 33, CL = 1000 };
+    int labels[R];
+    for (int r = 0; r < R; r++)
+        labels[r] = (r * 37) % CL;
+    float *x = dev_normal(d, (size_t)R * CL, 95, 3.0f), *g = dev_alloc(d, (size_t)R * CL * sizeof(float));
+    size_t wsb = d->be->softmax_xent_workspace_bytes ? d->be->softmax_xent_workspace_bytes(d->be, R) : 0;
+    float res[2] = {0.0f, 0.0f};
+    int correct = -1;
+    d->be->softmax_xent(&d->ex, R, CL, x, labels, g, &res[0], &correct, wsb ? dev_alloc(d, wsb) : NULL);
+    ck_assert(d->be->sync(&d->ex) == SL_OK);
+    ck_assert_int_ge(correct, 0);
+    res[1] = (float)correct;
+    out_add(o, d, g, (size_t)R * CL);
+    out_host(o, res, 2);
+}
+
+static void op_optim(dev *d, outputs *o)
+{
+    enum { N = 30011 };
+    float *w = dev_normal(d, N, 100, 1.0f), *g = dev_normal(d, N, 101, 1.0f);
+    float *m = dev_normal(d, N, 102, 0.1f), *v = dev_alloc(d, N * sizeof(float));
+    float *w2 = dev_normal(d, N, 103, 1.0f), *mom = dev_alloc(d, N * sizeof(float));
+    d->be->fill(&d->ex, N, 0.01f, v);
+    d->be->adam_update(&d->ex, N, w, g, m, v, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, 1, 3, 0.5f);
+    d->be->sgd_update(&d->ex, N, w2, g, mom, 0.05f, 0.9f, 1e-4f, 1, 1, 1.0f);
+    d->be->sgd_update(&d->ex, N, w2, g, mom, 0.05f, 0.9f, 1e-4f, 1, 0, 1.0f);
+    double *slots = dev_alloc(d, SL_SUM_SQUARES_SLOTS * sizeof(double));
+    d->be->fill(&d->ex, 2 * SL_SUM_SQUARES_SLOTS, 0.0f, (float *)slots);
+    d->be->sum_squares(&d->ex, N, g, slots);
+    double *hs = malloc(SL_SUM_SQUARES_SLOTS * sizeof(double));
+    float *fs = malloc(SL_SUM_SQUARES_SLOTS * sizeof(float));
+    ck_assert(hs && fs);
+    dev_down(d, hs, slots, SL_SUM_SQUARES_SLOTS * sizeof(double));
+    for (int i = 0; i < SL_SUM_SQUARES_SLOTS; i++)
+        fs[i] = (float)hs[i];
+    out_add(o, d, w, N);
+    out_add(o, d, m, N);
+    out_add(o, d, v, N);
+    out_add(o, d, w2, N);
+    out_host(o, fs, SL_SUM_SQUARES_SLOTS);
+    free(hs);
+    free(fs);
+}
+
+static void op_decode_embedding(dev *d, outputs *o)
+{
+    enum { H = 4, D = 16, T = 37, LD = 3 * H * D };
+    float *q = dev_normal(d, H * D, 110, 1.0f), *kv = dev_normal(d, (size_t)T * LD, 111, 1.0f);
+    float *y = dev_alloc(d, H * D * sizeof(float));
+    d->be->attention_decode(&d->ex, H, D, T, q, kv, kv + H * D, LD, y);
+    int32_t ids[2 * 20];
+    for (int i = 0; i < 40; i++)
+        ids[i] = (i * 13) % 50;
+    int32_t *di = dev_up(d, ids, sizeof ids);
+    float *wte = dev_normal(d, 50 * 8, 112, 1.0f), *wpe = dev_normal(d, 20 * 8, 113, 1.0f);
+    float *e = dev_alloc(d, 40 * 8 * sizeof(float));
+    d->be->embedding_forward(&d->ex, 2, 20, 8, 50, di, wte, wpe, e);
+    out_add(o, d, y, H * D);
+    out_add(o, d, e, 40 * 8);
+}
+
 static sl_backend *gpu_or_null(void)
 {
     sl_backend *be = NULL;
@@ -334,6 +558,32 @@ START_TEST(test_ops_gpu_vs_cpu)
     /* casts: elementwise rules, the same bits (NaN payloads included) */
     const double cast_tol[] = {0.0};
     check_op("cast f32 <-> bf16", op_cast, gpu, cast_tol);
+    /* GEMMs in FP32 (this instance has TF32 off): another order of sums */
+    const double gemm_tol[] = {1e-5, 1e-5, 1e-5, 1e-5};
+    check_op("gemm (4 transposes)", op_gemm, gpu, gemm_tol);
+    /* cuDNN against im2col / oneDNN: y, dx (accumulated), dw, dbias */
+    const double conv_tol[] = {1e-5, 1e-5, 1e-5, 1e-5};
+    check_op("conv2d (grouped, strided)", op_conv, gpu, conv_tol);
+    /* y, batch statistics, running statistics, dx, dgamma, inference y */
+    const double bn_tol[] = {1e-5, 1e-6, 1e-6, 1e-5, 1e-5, 1e-6};
+    check_op("batchnorm", op_batchnorm, gpu, bn_tol);
+    /* pooling follows the CPU's order everywhere: the same bits */
+    const double pool_tol[] = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0};
+    check_op("max / avg / global pooling", op_pool, gpu, pool_tol);
+    const double ew_tol[] = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0};
+    check_op("relu, add, copy, slices, bias", op_elementwise, gpu, ew_tol);
+    /* Philox words and their masks: the same bits */
+    const double rnd_tol[] = {0.0, 0.0, 0.0};
+    check_op("dropout, uniforms", op_random, gpu, rnd_tol);
+    /* expf on each device (libm's and CUDA's may differ by an ulp) */
+    const double sx_tol[] = {1e-6, 1e-6};
+    check_op("softmax_xent", op_softmax_xent, gpu, sx_tol);
+    /* the optimizers' element rules and the norm's slots: the same bits */
+    const double opt_tol[] = {0.0, 0.0, 0.0, 0.0, 0.0};
+    check_op("adam, sgd, sum_squares", op_optim, gpu, opt_tol);
+    /* a decoding step's block reductions; the embedding's sums */
+    const double dec_tol[] = {1e-6, 0.0};
+    check_op("attention_decode, embedding", op_decode_embedding, gpu, dec_tol);
     if (gpu)
         sl_backend_destroy(gpu);
 }
