@@ -15,6 +15,9 @@
  *   statistics and input gradient, from the split sums agree with the
  *   CPU's in-order walks within rounding (the GPU's tolerance against the
  *   CPU; bit equality is not a goal).
+ *
+ * And the CPU's own vectorised optimizer loops against the rules applied
+ * one element at a time: the same bits.
  */
 #include <check.h>
 #include <math.h>
@@ -22,6 +25,7 @@
 #include <string.h>
 
 #include "base/element.h"
+#include "cpu/cpu.h"
 #include "harness.h"
 
 enum { WARP = 32, MAX_LANES = 1024 };
@@ -288,6 +292,59 @@ START_TEST(test_layernorm_warp_split_agrees_with_the_row_walk)
 }
 END_TEST
 
+/* The CPU backend's optimizer loops (spans of restrict arrays, vectorised,
+ * sqrtf inline) against the element rules one element at a time: the
+ * same bits, for Adam and AdamW, and SGD with and without Nesterov. */
+START_TEST(test_cpu_optimizer_loops_equal_the_element_rules)
+{
+    enum { N = 100003 };
+    float *w[2], *m[2], *v[2], *g = malloc(N * sizeof(float));
+    ck_assert(g);
+    th_fill_normal(g, N, 9, 1e-3f);
+    for (int k = 0; k < 2; k++) {
+        w[k] = malloc(N * sizeof(float));
+        m[k] = malloc(N * sizeof(float));
+        v[k] = malloc(N * sizeof(float));
+        ck_assert(w[k] && m[k] && v[k]);
+        th_fill_normal(w[k], N, 10, 0.5f);
+        th_fill_normal(m[k], N, 11, 1e-4f);
+        for (int i = 0; i < N; i++)
+            v[k][i] = g[i] * g[i] * 2.0f;
+    }
+    sl_backend *be = NULL;
+    ck_assert_int_eq(sl_cpu_backend_create(2, &be), SL_OK);
+    sl_exec ex = {be, 2};
+    for (int decoupled = 0; decoupled < 2; decoupled++) {
+        be->adam_update(&ex, N, w[0], g, m[0], v[0], 1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, decoupled,
+                        7, 0.5f);
+        sl_adam_step a = sl_adam_step_of(1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, decoupled, 7, 0.5f);
+        for (size_t i = 0; i < N; i++)
+            sl_adam_element(i, w[1], g, m[1], v[1], &a);
+        ck_assert_msg(memcmp(w[0], w[1], N * sizeof(float)) == 0 &&
+                          memcmp(m[0], m[1], N * sizeof(float)) == 0 &&
+                          memcmp(v[0], v[1], N * sizeof(float)) == 0,
+                      "Adam (decoupled %d): the loop differs from the rule", decoupled);
+    }
+    for (int nesterov = 0; nesterov < 2; nesterov++)
+        for (int first = 1; first >= 0; first--) {
+            be->sgd_update(&ex, N, w[0], g, m[0], 0.05f, 0.9f, 1e-4f, nesterov, first, 0.5f);
+            for (size_t i = 0; i < N; i++)
+                sl_sgd_element(i, w[1], g, m[1], 0.05f, 0.9f, 1e-4f, nesterov, first, 0.5f);
+            ck_assert_msg(memcmp(w[0], w[1], N * sizeof(float)) == 0 &&
+                              memcmp(m[0], m[1], N * sizeof(float)) == 0,
+                          "SGD (nesterov %d, first %d): the loop differs from the rule", nesterov,
+                          first);
+        }
+    sl_backend_destroy(be);
+    for (int k = 0; k < 2; k++) {
+        free(w[k]);
+        free(m[k]);
+        free(v[k]);
+    }
+    free(g);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("element_rules");
@@ -296,6 +353,7 @@ int main(void)
     tcase_add_test(tc, test_butterflies_leave_one_value_in_every_lane);
     tcase_add_test(tc, test_lm_loss_split_agrees_with_the_row_walk);
     tcase_add_test(tc, test_layernorm_warp_split_agrees_with_the_row_walk);
+    tcase_add_test(tc, test_cpu_optimizer_loops_equal_the_element_rules);
     suite_add_tcase(s, tc);
     return th_run_suite(s);
 }

@@ -54,14 +54,45 @@ void sl_cpu_softmax_xent(const sl_exec *ex, int n, int classes, const float *log
         *correct = hits;
 }
 
+/* The optimizers' loops run a span of OPT_SPAN elements at a time: the
+ * tensors restrict (a parameter, its gradient and its state are distinct
+ * arrays) and the step's constants local copies, so the loop's branches
+ * are invariant and it vectorises (sqrtf inline: -fno-math-errno, the
+ * IEEE square root either way). Elementwise: the same bits as one element
+ * at a time, whatever the split. */
+#define OPT_SPAN 16384
+
+static long long opt_spans(size_t count) { return (long long)((count + OPT_SPAN - 1) / OPT_SPAN); }
+
+static size_t span_end(long long c, size_t count)
+{
+    size_t hi = (size_t)(c + 1) * OPT_SPAN;
+    return hi < count ? hi : count;
+}
+
+static void sgd_span(size_t lo, size_t hi, float *restrict w, const float *restrict g,
+                     float *restrict mom, float lr, float momentum, float weight_decay,
+                     int nesterov, int first, float grad_scale)
+{
+    for (size_t i = lo; i < hi; i++)
+        sl_sgd_element(i, w, g, mom, lr, momentum, weight_decay, nesterov, first, grad_scale);
+}
+
+static void adam_span(size_t lo, size_t hi, float *restrict w, const float *restrict g,
+                      float *restrict m, float *restrict v, sl_adam_step a)
+{
+    for (size_t i = lo; i < hi; i++)
+        sl_adam_element(i, w, g, m, v, &a);
+}
+
 void sl_cpu_sgd_update(const sl_exec *ex, size_t count, float *w, const float *g, float *mom,
                        float lr, float momentum, float weight_decay, int nesterov, int first,
                        float grad_scale)
 {
-    long long cnt = (long long)count;
-    SL_PARALLEL_FOR(cpu_threads(ex), cnt >= CPU_PAR_MIN, (long long i = 0; i < cnt; i++), {
-        sl_sgd_element((size_t)i, w, g, mom, lr, momentum, weight_decay, nesterov, first,
-                       grad_scale);
+    SL_PARALLEL_FOR(cpu_threads(ex), count >= CPU_PAR_MIN,
+                    (long long c = 0; c < opt_spans(count); c++), {
+        sgd_span((size_t)c * OPT_SPAN, span_end(c, count), w, g, mom, lr, momentum,
+                 weight_decay, nesterov, first, grad_scale);
     });
 }
 
@@ -70,12 +101,11 @@ void sl_cpu_adam_update(const sl_exec *ex, size_t count, float *w, const float *
                         float *v, float lr, float beta1, float beta2, float eps,
                         float weight_decay, int decoupled, int64_t step, float grad_scale)
 {
-    long long cnt = (long long)count;
     sl_adam_step a = sl_adam_step_of(lr, beta1, beta2, eps, weight_decay, decoupled, step,
                                      grad_scale);
-    SL_PARALLEL_FOR(cpu_threads(ex), cnt >= CPU_PAR_MIN, (long long i = 0; i < cnt; i++), {
-        sl_adam_element((size_t)i, w, g, m, v, &a);
-    });
+    SL_PARALLEL_FOR(cpu_threads(ex), count >= CPU_PAR_MIN,
+                    (long long c = 0; c < opt_spans(count); c++),
+                    { adam_span((size_t)c * OPT_SPAN, span_end(c, count), w, g, m, v, a); });
 }
 
 /* Each thread takes groups of SUMSQ_GROUP slots (4 KiB of a row: one page,
