@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "harness.h"
+#include "layers/lm_head.h"
 
 #define C 6
 #define V 11
@@ -212,6 +213,38 @@ START_TEST(test_scratch_is_one_chunk)
 }
 END_TEST
 
+/* The automatic chunk rule (layers/lm_head.h): on the CPU at most 32 MiB
+ * of logits a chunk; on a device at least `channels` rows where 256 MiB
+ * allows; chunks as equal as can be and never more rows than the run;
+ * an explicit chunk_rows wins on both. */
+START_TEST(test_automatic_chunk_rule)
+{
+    sl_lm_head h = {NULL, 50257, 768, -100, 0}; /* GPT-2 small's head */
+    size_t row = (size_t)h.vocab * sizeof(float);
+    ck_assert_int_eq(sl_lm_head_chunk(&h, 8192, 0), 164); /* 50 chunks of <= 166 rows */
+    ck_assert_int_eq(sl_lm_head_chunk(&h, 8192, 1), 745); /* 11 chunks of <= 768 */
+    ck_assert_int_eq(sl_lm_head_chunk(&h, 256, 0), 128);
+    ck_assert_int_eq(sl_lm_head_chunk(&h, 256, 1), 256);
+    ck_assert_int_eq(sl_lm_head_chunk(&h, 7, 1), 7);
+    for (int device = 0; device < 2; device++)
+        for (int rows = 1; rows <= 20000; rows += 997) {
+            int c = sl_lm_head_chunk(&h, rows, device);
+            size_t cap = device ? SL_LM_HEAD_DEVICE_CHUNK_BYTES : SL_LM_HEAD_CHUNK_BYTES;
+            ck_assert(c >= 1 && c <= rows && (size_t)c * row <= cap);
+            if (device)
+                ck_assert_int_ge(c, rows < h.channels ? rows : h.channels / 2); /* equalised */
+            ck_assert(sl_lm_head_ws_bytes(&h, rows, device) >= (size_t)c * row);
+        }
+    /* a head so wide that even the device's cap holds fewer than C rows */
+    sl_lm_head wide = {NULL, 1000000, 4096, -100, 0};
+    ck_assert_int_eq(sl_lm_head_chunk(&wide, 100000, 1), 67); /* 256 MiB / 4 MB a row */
+    h.chunk_rows = 100;
+    ck_assert_int_eq(sl_lm_head_chunk(&h, 8192, 0), 100);
+    ck_assert_int_eq(sl_lm_head_chunk(&h, 8192, 1), 100);
+    ck_assert_int_eq(sl_lm_head_chunk(&h, 50, 1), 50);
+}
+END_TEST
+
 /* Checkpointed schedules give the plain run's bits, the head included. */
 START_TEST(test_schedules_bit_identical)
 {
@@ -287,6 +320,7 @@ static Suite *suite(void)
     tcase_add_test(t, test_chunked_matches_separate);
     tcase_add_test(t, test_ignore_index);
     tcase_add_test(t, test_scratch_is_one_chunk);
+    tcase_add_test(t, test_automatic_chunk_rule);
     tcase_add_test(t, test_schedules_bit_identical);
     tcase_add_test(t, test_errors);
     suite_add_tcase(s, t);

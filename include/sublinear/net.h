@@ -365,7 +365,8 @@ SL_API sl_status sl_net_train_step(sl_net *net, const float *x, sl_shape shape,
  * h W^T. The head is fused with the loss, softmax cross-entropy averaged
  * over the positions whose label is not ignore_index (which must lie
  * outside [0, vocab); PyTorch uses -100): rows go through in chunks of
- * chunk_rows (0: about 32 MiB of logits at a time), so the B*T x vocab
+ * chunk_rows (0: about 32 MiB of logits at a time on the CPU; on a GPU at
+ * least C rows a chunk, up to 256 MiB), so the B*T x vocab
  * logits never exist, in forward or backward; a chunk of every row is the
  * plain computation. W then gets gradient from the head and from its own
  * layer. Finalises the network (no more sl_net_add); call it again to

@@ -159,7 +159,7 @@ sl_status sl_shapes_compute(const sl_graph *g, const sl_backend *be, sl_shape in
                                 (unsigned long long)positions, INT_MAX);
         }
         int rows = (int)positions;
-        s.loss_ws_bytes = sl_lm_head_ws_bytes(g->head, rows);
+        s.loss_ws_bytes = sl_lm_head_ws_bytes(g->head, rows, !be->host_memory);
         s.fwd_flops = sl_add_sat(s.fwd_flops, sl_lm_head_fwd_flops(g->head, rows));
         s.bwd_flops = sl_add_sat(s.bwd_flops, sl_lm_head_bwd_flops(g->head, rows));
     } else if (be->softmax_xent_workspace_bytes) {

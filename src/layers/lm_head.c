@@ -8,7 +8,7 @@
 
 #include "layers/lm_head.h"
 
-int sl_lm_head_chunk(const sl_lm_head *h, int rows)
+int sl_lm_head_chunk(const sl_lm_head *h, int rows, int device)
 {
     if (rows < 1)
         return 1;
@@ -16,6 +16,13 @@ int sl_lm_head_chunk(const sl_lm_head *h, int rows)
         return h->chunk_rows < rows ? h->chunk_rows : rows;
     size_t row_bytes = (size_t)h->vocab * sizeof(float);
     size_t per = SL_LM_HEAD_CHUNK_BYTES / row_bytes;
+    if (device) { /* see SL_LM_HEAD_DEVICE_CHUNK_BYTES */
+        size_t wide = SL_LM_HEAD_DEVICE_CHUNK_BYTES / row_bytes;
+        if ((size_t)h->channels < wide)
+            wide = (size_t)h->channels;
+        if (wide > per)
+            per = wide;
+    }
     if (per < 1)
         per = 1;
     size_t chunks = ((size_t)rows + per - 1) / per; /* then equal chunks */
@@ -24,15 +31,15 @@ int sl_lm_head_chunk(const sl_lm_head *h, int rows)
 
 /* Scratch: one chunk of logits, then per row a loss (double), a hit and a
  * label (ints), then the backend's 16 bytes of lm_xent_total. */
-static size_t logits_bytes(const sl_lm_head *h, int rows)
+static size_t logits_bytes(const sl_lm_head *h, int rows, int device)
 {
-    return sl_align_up((size_t)sl_lm_head_chunk(h, rows) * h->vocab * sizeof(float));
+    return sl_align_up((size_t)sl_lm_head_chunk(h, rows, device) * h->vocab * sizeof(float));
 }
 
-size_t sl_lm_head_ws_bytes(const sl_lm_head *h, int rows)
+size_t sl_lm_head_ws_bytes(const sl_lm_head *h, int rows, int device)
 {
     size_t r = rows > 0 ? (size_t)rows : 0;
-    return logits_bytes(h, rows) + sl_align_up(r * sizeof(double)) +
+    return logits_bytes(h, rows, device) + sl_align_up(r * sizeof(double)) +
            2 * sl_align_up(r * sizeof(int)) + sl_align_up(16);
 }
 
@@ -74,11 +81,11 @@ void sl_lm_head_run(const sl_lm_head *hd, const sl_exec *ex, int rows, const flo
     *hits = 0;
     *counted = 0;
     const sl_backend *be = ex->be;
-    int V = hd->vocab, C = hd->channels;
-    int chunk = sl_lm_head_chunk(hd, rows);
+    int V = hd->vocab, C = hd->channels, device = !be->host_memory;
+    int chunk = sl_lm_head_chunk(hd, rows, device);
     char *base = ws;
     float *logits = (float *)base;
-    double *row_loss = (double *)(base + logits_bytes(hd, rows));
+    double *row_loss = (double *)(base + logits_bytes(hd, rows, device));
     int *row_hit = (int *)((char *)row_loss + sl_align_up((size_t)rows * sizeof(double)));
     int *dev_labels = (int *)((char *)row_hit + sl_align_up((size_t)rows * sizeof(int)));
     void *out_ws = (char *)dev_labels + sl_align_up((size_t)rows * sizeof(int));
