@@ -91,6 +91,37 @@ static void out_host(outputs *o, const float *h, size_t n)
     o->n[o->count++] = n;
 }
 
+/* n ints of device memory, as floats (exact below 2^24). */
+static void out_ints(outputs *o, dev *d, const int32_t *p, size_t n)
+{
+    int32_t *h = malloc(n * sizeof(int32_t) + 4);
+    float *f = malloc(n * sizeof(float) + 4);
+    ck_assert(h && f);
+    dev_down(d, h, p, n * sizeof(int32_t));
+    for (size_t i = 0; i < n; i++)
+        f[i] = (float)h[i];
+    out_host(o, f, n);
+    free(h);
+    free(f);
+}
+
+/* n doubles of device memory, each as two floats (its float rounding and
+ * the rest), so an exact comparison sees 48 of its bits. */
+static void out_doubles(outputs *o, dev *d, const double *p, size_t n)
+{
+    double *h = malloc(n * sizeof(double) + 8);
+    float *f = malloc(2 * n * sizeof(float) + 4);
+    ck_assert(h && f);
+    dev_down(d, h, p, n * sizeof(double));
+    for (size_t i = 0; i < n; i++) {
+        f[2 * i] = (float)h[i];
+        f[2 * i + 1] = (float)(h[i] - (double)f[2 * i]);
+    }
+    out_host(o, f, 2 * n);
+    free(h);
+    free(f);
+}
+
 static void out_free(outputs *o)
 {
     for (int i = 0; i < o->count; i++)
@@ -276,13 +307,8 @@ static void op_lm_loss(dev *d, outputs *o)
     ck_assert_int_gt(hits, 0);
     total[1] = (float)hits;
     out_add(o, d, lg, n);
-    float *t = dev_up(d, total, sizeof total);
-    out_add(o, d, t, 2);
-    float rows_f[LM_ROWS];
-    for (int r = 0; r < LM_ROWS; r++)
-        rows_f[r] = (float)rl[0][r];
-    float *rf = dev_up(d, rows_f, sizeof rows_f);
-    out_add(o, d, rf, LM_ROWS);
+    out_host(o, total, 2);
+    out_doubles(o, d, row_loss, LM_ROWS);
 }
 
 /* Casts both ways: F32 -> BF16 -> F32 over normal values, exact ties,
@@ -416,15 +442,7 @@ static void op_pool(dev *d, outputs *o)
     d->be->global_avgpool_forward(&d->ex, p.n * p.c, p.h * p.w, x, g);
     d->be->global_avgpool_backward(&d->ex, p.n * p.c, p.h * p.w, g, dg, 0);
     out_add(o, d, y, ny);
-    int32_t *ha = malloc(ny * sizeof(int32_t));
-    float *fa = malloc(ny * sizeof(float));
-    ck_assert(ha && fa);
-    dev_down(d, ha, arg, ny * sizeof(int32_t));
-    for (size_t i = 0; i < ny; i++)
-        fa[i] = (float)ha[i];
-    out_host(o, fa, ny);
-    free(ha);
-    free(fa);
+    out_ints(o, d, arg, ny);
     out_add(o, d, dx, nx);
     out_add(o, d, ya, ny);
     out_add(o, d, dxa, nx);
@@ -498,19 +516,11 @@ static void op_optim(dev *d, outputs *o)
     double *slots = dev_alloc(d, SL_SUM_SQUARES_SLOTS * sizeof(double));
     d->be->fill(&d->ex, 2 * SL_SUM_SQUARES_SLOTS, 0.0f, (float *)slots);
     d->be->sum_squares(&d->ex, N, g, slots);
-    double *hs = malloc(SL_SUM_SQUARES_SLOTS * sizeof(double));
-    float *fs = malloc(SL_SUM_SQUARES_SLOTS * sizeof(float));
-    ck_assert(hs && fs);
-    dev_down(d, hs, slots, SL_SUM_SQUARES_SLOTS * sizeof(double));
-    for (int i = 0; i < SL_SUM_SQUARES_SLOTS; i++)
-        fs[i] = (float)hs[i];
     out_add(o, d, w, N);
     out_add(o, d, m, N);
     out_add(o, d, v, N);
     out_add(o, d, w2, N);
-    out_host(o, fs, SL_SUM_SQUARES_SLOTS);
-    free(hs);
-    free(fs);
+    out_doubles(o, d, slots, SL_SUM_SQUARES_SLOTS);
 }
 
 static void op_decode_embedding(dev *d, outputs *o)
