@@ -74,21 +74,9 @@
 #include "cuda/cuda_block.h"
 #include "cuda/cuda_common.h"
 
-#define ATTN_ROW_THREADS 256 /* 8 warps, a row each */
-
 /* ---------------------------------------------------------------- rows */
 
-/* The warps of a row kernel: each visits rows warp, warp + warps, ...
- * (a warp's lanes share the row, so its shuffles see all 32). */
-#define FOR_WARP_ROWS(row, rows)                                                                \
-    for (size_t row = (blockIdx.x * (size_t)blockDim.x + threadIdx.x) >> 5; row < (rows);      \
-         row += ((size_t)gridDim.x * blockDim.x) >> 5)
-
-static unsigned warp_row_blocks(size_t rows)
-{
-    size_t per = ATTN_ROW_THREADS / 32, b = (rows + per - 1) / per;
-    return (unsigned)(b > (1u << 20) ? (1u << 20) : (b ? b : 1));
-}
+/* Row kernels: a warp per row (cuda_block.h's SL_CUDA_WARP_ROWS). */
 
 /* Visits elements j in [0, len) of a row whose mask element j is e_row + j:
  * this lane's quads (sl_attn_quad: elements that share one Philox block),
@@ -143,7 +131,7 @@ static __global__ void softmax_rows(chunk_rows c, float *scores, float *saved, i
 {
     size_t rows = (size_t)c.pairs * (size_t)c.rows;
     int lane = (int)(threadIdx.x & 31);
-    FOR_WARP_ROWS(row, rows)
+    SL_CUDA_WARP_ROWS(row, rows)
     {
         int slot = (int)(row / (size_t)c.rows), r = (int)(row % (size_t)c.rows);
         int bh = c.pair0 + slot, i = c.i0 + r, valid = i + 1;
@@ -183,7 +171,7 @@ static __global__ void grad_rows(chunk_rows c, float *scores, float *grads, cons
                                  const float *rowsum, int flash, sl_dropout_mask m)
 {
     size_t rows = (size_t)c.pairs * (size_t)c.rows;
-    FOR_WARP_ROWS(row, rows)
+    SL_CUDA_WARP_ROWS(row, rows)
     {
         int slot = (int)(row / (size_t)c.rows), r = (int)(row % (size_t)c.rows);
         int bh = c.pair0 + slot, i = c.i0 + r, valid = i + 1;
@@ -223,7 +211,7 @@ static __global__ void rowsum_rows(int pairs, int t, int heads, int hd, const fl
 {
     size_t rows = (size_t)pairs * (size_t)t, c = (size_t)heads * hd;
     int lane = (int)(threadIdx.x & 31);
-    FOR_WARP_ROWS(row, rows)
+    SL_CUDA_WARP_ROWS(row, rows)
     {
         size_t bh = row / (size_t)t, i = row % (size_t)t;
         size_t b = bh / (size_t)heads, h = bh % (size_t)heads;
@@ -341,8 +329,9 @@ extern "C" void sl_cuda_attention_forward(const sl_exec *ex, const sl_attention_
         for (int ci = 0; ci < L.chunks; ci++) {
             chunk_rows c = chunk_rows_of(L, d, ci, pair0, pairs);
             chunk_gemm(s, b, L, ptrs, SL_ATTN_SCORES, ci, pair0, pairs, 0);
-            softmax_rows<<<warp_row_blocks((size_t)pairs * c.rows), ATTN_ROW_THREADS, 0,
-                           s->stream>>>(c, scores, saved, d->flash, m);
+            unsigned blocks = sl_cuda_warp_row_blocks((size_t)pairs * c.rows);
+            softmax_rows<<<blocks, SL_CUDA_ROW_THREADS, 0, s->stream>>>(c, scores, saved,
+                                                                        d->flash, m);
             SL_CUDA_LAUNCHED(s);
             chunk_gemm(s, b, L, ptrs, SL_ATTN_OUTPUT, ci, pair0, pairs, 0);
         }
@@ -369,8 +358,9 @@ extern "C" void sl_cuda_attention_backward(const sl_exec *ex, const sl_attention
     b.at[SL_ATTN_G] = grads;
     float **ptrs = write_pointers(s, L, b, ws);
     if (d->flash) {
-        rowsum_rows<<<warp_row_blocks((size_t)L.pairs * L.t), ATTN_ROW_THREADS, 0, s->stream>>>(
-            L.pairs, L.t, L.heads, L.d, y, dy, rowsum);
+        unsigned blocks = sl_cuda_warp_row_blocks((size_t)L.pairs * L.t);
+        rowsum_rows<<<blocks, SL_CUDA_ROW_THREADS, 0, s->stream>>>(L.pairs, L.t, L.heads, L.d, y,
+                                                                   dy, rowsum);
         SL_CUDA_LAUNCHED(s);
     }
     sl_dropout_mask m = sl_dropout_mask_of(d->p, d->seed);
@@ -383,8 +373,9 @@ extern "C" void sl_cuda_attention_backward(const sl_exec *ex, const sl_attention
             if (d->flash)
                 chunk_gemm(s, b, L, ptrs, SL_ATTN_SCORES, ci, pair0, pairs, accumulate);
             chunk_gemm(s, b, L, ptrs, SL_ATTN_DPF, ci, pair0, pairs, accumulate);
-            grad_rows<<<warp_row_blocks((size_t)pairs * c.rows), ATTN_ROW_THREADS, 0,
-                        s->stream>>>(c, scores, grads, saved, rowsum, d->flash, m);
+            unsigned blocks = sl_cuda_warp_row_blocks((size_t)pairs * c.rows);
+            grad_rows<<<blocks, SL_CUDA_ROW_THREADS, 0, s->stream>>>(c, scores, grads, saved,
+                                                                     rowsum, d->flash, m);
             SL_CUDA_LAUNCHED(s);
             chunk_gemm(s, b, L, ptrs, SL_ATTN_DVG, ci, pair0, pairs, accumulate);
             chunk_gemm(s, b, L, ptrs, SL_ATTN_DQG, ci, pair0, pairs, accumulate);

@@ -49,6 +49,23 @@ static __device__ inline double sl_cuda_block_sum(double v, double *sh, int thre
     return r;
 }
 
+/* Row kernels with a warp per row: blocks of SL_CUDA_ROW_THREADS threads
+ * (8 warps, a row each); each warp visits rows warp, warp + warps, ...
+ * (a warp's lanes share the row, so its shuffles see all 32), and
+ * sl_cuda_warp_row_blocks(rows) is the launch's grid (at most 2^20
+ * blocks; the loop strides past). */
+#define SL_CUDA_ROW_THREADS 256
+
+#define SL_CUDA_WARP_ROWS(row, rows)                                                           \
+    for (size_t row = (blockIdx.x * (size_t)blockDim.x + threadIdx.x) >> 5; row < (rows);      \
+         row += ((size_t)gridDim.x * blockDim.x) >> 5)
+
+static inline unsigned sl_cuda_warp_row_blocks(size_t rows)
+{
+    size_t per = SL_CUDA_ROW_THREADS / 32, b = (rows + per - 1) / per;
+    return (unsigned)(b > (1u << 20) ? (1u << 20) : (b ? b : 1));
+}
+
 /* The maximum of v over the 32 lanes of a warp (all active). */
 static __device__ inline float sl_cuda_warp_max(float v)
 {

@@ -5,11 +5,11 @@
  * the traversals are this file's, fixed per shape, so results are
  * deterministic and a re-forward repeats the forward's bits:
  *
- * - LayerNorm forward and input gradient: a warp per row (8 rows to a
- *   block of 256 threads). Lane l walks the row's columns l, l + 32, ...
- *   adding its terms in double; the 32 lane sums are joined by the xor
- *   butterfly of cuda_block.h (every lane the same bits), then each lane
- *   writes its own columns.
+ * - LayerNorm forward and input gradient: a warp per row (cuda_block.h's
+ *   SL_CUDA_WARP_ROWS: 8 rows to a block of 256 threads). Lane l walks
+ *   the row's columns l, l + 32, ... adding its terms in double; the 32
+ *   lane sums are joined by the xor butterfly of cuda_block.h (every lane
+ *   the same bits), then each lane writes its own columns.
  * - LayerNorm's weight and bias gradients: column tiles (cuda_block.h's
  *   sl_cuda_column_tree): a block of 8 x 128 threads takes 8 adjacent
  *   columns, thread (x, y) adds the rows y, y + 128, ... of column x in
@@ -31,19 +31,12 @@
 
 /* ---- LayerNorm ---- */
 
-enum { LN_THREADS = 256, LN_ROWS = LN_THREADS / 32 };
-
-/* The first row of this warp and the step to its next one. */
-#define WARP_ROWS(r, rows)                                                                     \
-    for (size_t r = (size_t)blockIdx.x * LN_ROWS + (threadIdx.x >> 5); r < (size_t)(rows);   \
-         r += (size_t)gridDim.x * LN_ROWS)
-
-static __global__ void __launch_bounds__(LN_THREADS)
+static __global__ void __launch_bounds__(SL_CUDA_ROW_THREADS)
     ln_fwd_k(int rows, int c, const float *x, const float *weight, const float *bias, float eps,
              float *y, float *mean, float *rstd)
 {
     int lane = (int)threadIdx.x & 31;
-    WARP_ROWS(r, rows)
+    SL_CUDA_WARP_ROWS(r, (size_t)rows)
     {
         const float *xr = x + r * c;
         double s = 0.0, q = 0.0;
@@ -83,12 +76,12 @@ static __global__ void __launch_bounds__(SL_CUDA_COLS *SL_CUDA_RUNS)
     }
 }
 
-static __global__ void __launch_bounds__(LN_THREADS)
+static __global__ void __launch_bounds__(SL_CUDA_ROW_THREADS)
     ln_dx_k(int rows, int c, const float *x, const float *dy, const float *weight,
             const float *mean, const float *rstd, float *dx, int accumulate)
 {
     int lane = (int)threadIdx.x & 31;
-    WARP_ROWS(r, rows)
+    SL_CUDA_WARP_ROWS(r, (size_t)rows)
     {
         const float *xr = x + r * c, *dr = dy + r * c;
         float m = mean[r], rs = rstd[r];
@@ -105,13 +98,6 @@ static __global__ void __launch_bounds__(LN_THREADS)
     }
 }
 
-/* Blocks of LN_ROWS rows (grid-stride past 2^31 - 1). */
-static unsigned ln_blocks(int rows)
-{
-    size_t b = ((size_t)rows + LN_ROWS - 1) / LN_ROWS;
-    return (unsigned)(b < 0x7fffffffu ? b : 0x7fffffffu);
-}
-
 extern "C" void sl_cuda_layernorm_forward(const sl_exec *ex, int rows, int c, const float *x,
                                           const float *weight, const float *bias, float eps,
                                           float *y, float *mean, float *rstd)
@@ -119,8 +105,9 @@ extern "C" void sl_cuda_layernorm_forward(const sl_exec *ex, int rows, int c, co
     if (rows <= 0 || c <= 0)
         return;
     sl_cuda_state *s = sl_cuda_ex(ex);
-    ln_fwd_k<<<ln_blocks(rows), LN_THREADS, 0, s->stream>>>(rows, c, x, weight, bias, eps, y,
-                                                             mean, rstd);
+    unsigned blocks = sl_cuda_warp_row_blocks((size_t)rows);
+    ln_fwd_k<<<blocks, SL_CUDA_ROW_THREADS, 0, s->stream>>>(rows, c, x, weight, bias, eps, y,
+                                                            mean, rstd);
     SL_CUDA_LAUNCHED(s);
 }
 
@@ -137,8 +124,9 @@ extern "C" void sl_cuda_layernorm_backward(const sl_exec *ex, int rows, int c, c
         rows, c, x, dy, mean, rstd, dweight, dbias);
     SL_CUDA_LAUNCHED(s);
     if (dx) {
-        ln_dx_k<<<ln_blocks(rows), LN_THREADS, 0, s->stream>>>(rows, c, x, dy, weight, mean,
-                                                                rstd, dx, accumulate);
+        unsigned blocks = sl_cuda_warp_row_blocks((size_t)rows);
+        ln_dx_k<<<blocks, SL_CUDA_ROW_THREADS, 0, s->stream>>>(rows, c, x, dy, weight, mean, rstd,
+                                                               dx, accumulate);
         SL_CUDA_LAUNCHED(s);
     }
 }
