@@ -436,6 +436,48 @@ START_TEST(test_cli_diverged_run_stops_and_keeps_the_last_good_snapshot)
 }
 END_TEST
 
+/* Mixed precision: a bf16 run resumed from its snapshot saves the model
+ * of the bf16 run that never stopped, and that model is not the float
+ * run's. */
+START_TEST(test_cli_bf16_resumes_exactly)
+{
+    char f32[512], whole[512], snap[512], resumed[512];
+    snprintf(f32, sizeof f32, "%s/f32.safetensors", cr_dir());
+    snprintf(whole, sizeof whole, "%s/bf16-whole.safetensors", cr_dir());
+    snprintf(snap, sizeof snap, "%s/bf16-snap.safetensors", cr_dir());
+    snprintf(resumed, sizeof resumed, "%s/bf16-resumed.safetensors", cr_dir());
+    const char *base = "train --model resnet20 --batch 4 --eval 0 --threads 2 --quiet";
+    cr_result r = cr_run(SL_CLI_PATH, "%s --steps 3 --save-model '%s'", base, f32);
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    cr_free(&r);
+    r = cr_run(SL_CLI_PATH, "%s --precision bf16 --steps 3 --save-model '%s' --json", base, whole);
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    cJSON *j = cr_json(&r);
+    ck_assert_str_eq(cJSON_GetObjectItem(j, "precision")->valuestring, "bf16");
+    cJSON_Delete(j);
+    cr_free(&r);
+    r = cr_run(SL_CLI_PATH, "%s --precision bf16 --steps 1 --snapshot '%s'", base, snap);
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    cr_free(&r);
+    r = cr_run(SL_CLI_PATH, "%s --precision bf16 --steps 3 --resume '%s' --save-model '%s'", base,
+               snap, resumed);
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    cr_free(&r);
+    size_t n1, n2, n3;
+    char *a = cr_read(whole, &n1), *b = cr_read(resumed, &n2), *c = cr_read(f32, &n3);
+    ck_assert(a && b && c);
+    ck_assert_msg(n1 == n2 && memcmp(a, b, n1) == 0, "resumed bf16 model differs from uninterrupted");
+    ck_assert_msg(n1 == n3 && memcmp(a, c, n1) != 0, "the bf16 run saved the float run's model");
+    free(a);
+    free(b);
+    free(c);
+    r = cr_run(SL_CLI_PATH, "%s --precision f16 --steps 1", base);
+    ck_assert_int_eq(r.status, 2);
+    ck_assert_ptr_nonnull(strstr(r.err, "--precision"));
+    cr_free(&r);
+}
+END_TEST
+
 START_TEST(test_cli_resumed_run_saves_the_model_of_an_uninterrupted_one)
 {
     char whole[512], half[512], snap[512], resumed[512];
@@ -569,6 +611,7 @@ int main(void)
     tcase_add_test(tc, test_cli_train_prints_progress_and_saving);
     tcase_add_test(tc, test_cli_train_on_cuda_runs_or_says_why_not);
     tcase_add_test(tc, test_cli_resumed_run_saves_the_model_of_an_uninterrupted_one);
+    tcase_add_test(tc, test_cli_bf16_resumes_exactly);
     tcase_add_test(tc, test_cli_diverged_run_stops_and_keeps_the_last_good_snapshot);
     tcase_add_test(tc, test_cli_bench_optnet_json_shares_memory);
     tcase_add_test(tc, test_cli_bench_lists_and_runs_the_programs);

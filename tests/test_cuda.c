@@ -231,11 +231,14 @@ END_TEST
 
 /* `model` at 32x32 (10 classes) under schedule s with SGD and momentum,
  * on ctx. */
+static sl_precision g_precision; /* of cuda_net's networks */
+
 static sl_net *cuda_net(sl_context *ctx, sl_schedule s, const char *model)
 {
     sl_net *net = NULL;
     ck_assert(sl_sublinear(ctx, 3, s, &net) == SL_OK);
     th_build_model(net, model, 32);
+    ck_assert(sl_net_set_precision(net, g_precision) == SL_OK);
     sl_optimizer_options o = sl_optimizer_sgd(0.01f, 0.9f, 1e-4f, 0);
     ck_assert(sl_net_set_optimizer(net, &o) == SL_OK);
     return net;
@@ -335,6 +338,47 @@ START_TEST(test_cuda_checkpoint_bit_identical)
         printf("%s: CUDA training under sqrt, segments:2, segments:5, the least budget and an "
                "operator-level budget bit-identical to plain; arenas as planned\n", models[m]);
     }
+}
+END_TEST
+
+/* Mixed precision on the GPU: a ResNet-56 with dropout in bf16 under sqrt
+ * and the least budget gives the plain bf16 run's bits, its arena as
+ * planned, and after 3 steps its parameters are within 1e-2 (relative,
+ * all tensors together) of the float GPU run's, and not equal to them. */
+START_TEST(test_cuda_bf16_checkpoint_bit_identical)
+{
+    sl_memory_report plain_r, r, f32_r;
+    th_params plain, ck, f32;
+    g_precision = SL_PRECISION_BF16;
+    train_cuda("resnet56-dropout", SL_SCHEDULE_NONE, &plain, &plain_r);
+    ck_assert_uint_eq(plain_r.arena_bytes, plain_r.arena_measured);
+    uint64_t plain_total, least = least_budget_cuda("resnet56-dropout", &plain_total);
+    sl_schedule s[2] = {SL_SCHEDULE_SQRT, SL_SCHEDULE_BUDGET(least)};
+    for (int k = 0; k < 2; k++) {
+        train_cuda("resnet56-dropout", s[k], &ck, &r);
+        ck_assert_uint_eq(r.arena_bytes, r.arena_measured);
+        th_params_assert_identical(&plain, &ck, k ? "bf16 least budget" : "bf16 sqrt");
+        th_params_free(&ck);
+    }
+    g_precision = SL_PRECISION_F32;
+    train_cuda("resnet56-dropout", SL_SCHEDULE_NONE, &f32, &f32_r);
+    ck_assert_msg(plain_r.arena_bytes < f32_r.arena_bytes * 0.6, "bf16 arena %llu, f32 %llu",
+                  (unsigned long long)plain_r.arena_bytes, (unsigned long long)f32_r.arena_bytes);
+    /* all tensors together: a BatchNorm bias near 0 alone moves by more */
+    double d = 0, m = 0;
+    for (int i = 0; i < f32.n; i++)
+        for (size_t j = 0; j < f32.count[i]; j++) {
+            double e = (double)plain.data[i][j] - f32.data[i][j];
+            d += e * e;
+            m += (double)f32.data[i][j] * f32.data[i][j];
+        }
+    double dist = sqrt(d / m);
+    printf("CUDA bf16: sqrt and the least budget bit-identical to plain bf16; arena %.2f MiB "
+           "(f32 %.2f MiB); parameters within %.2e of the f32 run's\n",
+           plain_r.arena_bytes / 1048576.0, f32_r.arena_bytes / 1048576.0, dist);
+    ck_assert_msg(dist > 0 && dist < 1e-2, "bf16 parameters %.3g from the f32 run's", dist);
+    th_params_free(&plain);
+    th_params_free(&f32);
 }
 END_TEST
 
@@ -689,6 +733,7 @@ int main(void)
     tcase_add_test(tc, test_cuda_layers_match_cpu);
     tcase_add_test(tc, test_cuda_dropout_mask_equals_cpu);
     tcase_add_test(tc, test_cuda_checkpoint_bit_identical);
+    tcase_add_test(tc, test_cuda_bf16_checkpoint_bit_identical);
     tcase_add_test(tc, test_cuda_two_contexts_work_independently);
     tcase_add_test(tc, test_cuda_custom_layer_random_numbers_equal_cpu);
     tcase_add_test(tc, test_cuda_device_memory_is_the_plan);

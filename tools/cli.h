@@ -105,6 +105,7 @@ typedef struct cli_options {
     int steps, batch, res, classes, threads, eval_samples, log_every, snapshot_every;
     int json, no_reuse, quiet, bn_rescale, distributed, no_memory_check, explain;
     int gpu, gpu_set, tf32; /* --gpu N (gpu_set: given), --tf32 */
+    sl_precision precision;  /* --precision f32|bf16 */
     sl_file_dtype save_dtype; /* of --save-model */
     int res_set, classes_set; /* given on the command line */
     float lr;

@@ -21,6 +21,7 @@ static const char g_plan_help[] =
     "  --schedule S          checkpointing schedule (sqrt); see below\n"
     "  --mode train|infer    plan a training step or an inference forward (train)\n"
     "  --no-reuse            every tensor in storage of its own (a plain framework)\n"
+    "  --precision f32|bf16  activations in float, or bf16 with float math (f32)\n"
     "  --optimizer KIND      sgd, adam, adamw or none: optimizer state counted (sgd;\n"
     "                        adamw for gpt2)\n"
     "  --update-in-backward  plan the update inside backward: parameter gradients\n"
@@ -45,7 +46,7 @@ static const char g_dot_help[] =
     "options:\n"
     "  --model NAME, --batch N (16), --res N (224), --classes N (1000),\n"
     "  --schedule S (sqrt), --mode train|infer (train), --no-reuse,\n"
-    "  --optimizer sgd|adam|none (sgd)\n"
+    "  --precision f32|bf16 (f32), --optimizer sgd|adam|none (sgd)\n"
     "  -o, --output FILE     the .dot file to write (required)\n"
     "  --json                print one JSON object describing what was written\n";
 
@@ -55,7 +56,8 @@ static const char g_memplot_help[] =
     "  series per schedule, on one SVG. No kernel runs.\n"
     "options:\n"
     "  --model NAME, --batch N (16), --res N (224), --classes N (1000),\n"
-    "  --mode train|infer (train), --no-reuse, --optimizer sgd|adam|none (sgd)\n"
+    "  --mode train|infer (train), --no-reuse, --precision f32|bf16 (f32),\n"
+    "  --optimizer sgd|adam|none (sgd)\n"
     "  --schedules S1,S2,..  up to 8 schedules (none,sqrt)\n"
     "  -o, --output FILE     the .svg file to write (required)\n"
     "  --json                print one JSON object with each series' steps and arena\n";
@@ -130,8 +132,10 @@ static int run_plan(void *opts)
         printf(",\"batch\":%d,\"res\":%d,\"classes\":%d,\"mode\":\"%s\",\"schedule\":", o->batch,
                o->res, o->classes, cli_mode_name(o->mode));
         cli_json_string(stdout, o->schedule_text);
-        printf(",\"reuse\":%s,\"ranks\":%d,\"shard\":%d,\"update_in_backward\":%s,\"optimizer\":",
-               o->no_reuse ? "false" : "true", o->ranks > 1 ? o->ranks : 1, o->shard,
+        printf(",\"precision\":\"%s\",\"reuse\":%s,\"ranks\":%d,\"shard\":%d,"
+               "\"update_in_backward\":%s,\"optimizer\":",
+               o->precision == SL_PRECISION_BF16 ? "bf16" : "f32", o->no_reuse ? "false" : "true",
+               o->ranks > 1 ? o->ranks : 1, o->shard,
                o->update_in_backward ? "true" : "false");
         cli_json_string(stdout, o->optimizer);
         printf(",\"planned_bytes\":{\"outputs\":%llu,\"grad_inputs\":%llu,\"buffers\":%llu,"
@@ -158,9 +162,10 @@ static int run_plan(void *opts)
         if (o->ranks > 1)
             snprintf(ranks, sizeof ranks, ", per rank of %d (ZeRO stage %d; the largest slice)",
                      o->ranks, o->shard);
-        printf("%s, batch %d, %s, %s%s%s%s%s\n", o->model, o->batch, input,
+        printf("%s, batch %d, %s, %s%s%s%s%s%s\n", o->model, o->batch, input,
                o->mode == SL_MODE_TRAIN ? "training, schedule " : "inference (forward only)",
                o->mode == SL_MODE_TRAIN ? o->schedule_text : "",
+               o->precision == SL_PRECISION_BF16 ? ", bf16 activations" : "",
                o->no_reuse ? ", no reuse" : "",
                o->update_in_backward && o->mode == SL_MODE_TRAIN ? ", update in backward" : "",
                ranks);

@@ -74,6 +74,8 @@ static const char g_train_help[] =
     "                        sample --config` read\n"
     "  --schedule S          checkpointing schedule (sqrt); see below\n"
     "  --bn-rescale          memonger's BatchNorm momentum rescale under re-forward\n"
+    "  --precision f32|bf16  activations stored in float, or in bf16 with float math,\n"
+    "                        float parameters and optimizer state (f32)\n"
     "  --seed N              seeds weights, data order and dropout (1)\n"
     "  --device cpu|cuda     where kernels run (cpu); cuda needs a build with the\n"
     "                        CUDA toolkit and cuDNN, and a GPU\n"
@@ -182,8 +184,9 @@ static void print_header(const train_run *r)
 {
     const cli_options *o = r->o;
     r->source->print_what(r);
-    printf(", schedule %s, %s lr %g, %s\n", o->schedule_text, o->optimizer, (double)o->lr,
-           o->device == SL_DEVICE_CUDA ? "CUDA" : "CPU");
+    printf(", schedule %s, %s lr %g, %s%s\n", o->schedule_text, o->optimizer, (double)o->lr,
+           o->device == SL_DEVICE_CUDA ? "CUDA" : "CPU",
+           o->precision == SL_PRECISION_BF16 ? ", bf16 activations" : "");
     if (r->dist)
         printf("data-parallel over %d ranks: batch %d per rank, %d per step\n", r->ranks,
                o->batch, o->batch * r->ranks);
@@ -401,7 +404,9 @@ static void print_json(const train_run *r, const sl_memory_report *m)
     printf("{\"model\":");
     cli_json_string(stdout, o->model);
     src->print_json(r, TRAIN_JSON_DATA);
-    printf(",\"device\":\"%s\",\"schedule\":", o->device == SL_DEVICE_CUDA ? "cuda" : "cpu");
+    printf(",\"device\":\"%s\",\"precision\":\"%s\",\"schedule\":",
+           o->device == SL_DEVICE_CUDA ? "cuda" : "cpu",
+           o->precision == SL_PRECISION_BF16 ? "bf16" : "f32");
     cli_json_string(stdout, o->schedule_text);
     printf(",\"batch\":%d", o->batch);
     src->print_json(r, TRAIN_JSON_BATCH);

@@ -87,6 +87,8 @@ int cli_build(const cli_options *o, sl_context **ctx, sl_net **net)
     else if (cli_is_lm(o) ? build_gpt2(o, *net) != SL_OK
                           : sl_model_build(*net, o->model, o->classes, o->res) != SL_OK)
         what = "building the model";
+    else if (sl_net_set_precision(*net, o->precision) != SL_OK)
+        what = "setting the precision";
     else if (o->no_reuse && sl_net_set_memory_reuse(*net, 0) != SL_OK)
         what = "turning memory reuse off";
     else if (o->bn_rescale && sl_net_set_bn_momentum_rescale(*net, 1) != SL_OK)

@@ -34,7 +34,7 @@ typedef enum opt_id {
     OPT_CLIP, OPT_WARMUP, OPT_LR_MIN, OPT_ACCUM, OPT_UPDATE_IN_BACKWARD,
     OPT_SEQ, OPT_LAYERS, OPT_EMBD, OPT_HEADS, OPT_VOCAB, OPT_CONTEXT, OPT_DROPOUT, OPT_VAL,
     OPT_LOAD_MODEL, OPT_ALLOW_NONFINITE,
-    OPT_SHARD, OPT_RANKS,
+    OPT_SHARD, OPT_RANKS, OPT_PRECISION,
 } opt_id;
 
 const cli_option cli_net_options[] = {
@@ -88,6 +88,7 @@ const cli_option cli_net_options[] = {
     {"--allow-nonfinite", OPT_ALLOW_NONFINITE, CLI_TRAIN, 0},
     {"--shard", OPT_SHARD, CLI_TRAIN | CLI_PLAN, 1},
     {"--ranks", OPT_RANKS, CLI_PLAN, 1},
+    {"--precision", OPT_PRECISION, ALL_NETS, 1},
     {NULL, 0, 0, 0},
 };
 
@@ -239,6 +240,9 @@ static int set_option(cli_options *o, opt_id id, const char *v)
     case OPT_ALLOW_NONFINITE: o->allow_nonfinite = 1; return 0;
     case OPT_SHARD: return cli_parse_int(v, 0, 2, &o->shard);
     case OPT_RANKS: return cli_parse_int(v, 1, 1000000, &o->ranks);
+    case OPT_PRECISION:
+        o->precision = strcmp(v, "bf16") == 0 ? SL_PRECISION_BF16 : SL_PRECISION_F32;
+        return strcmp(v, "f32") && strcmp(v, "bf16") ? -1 : 0;
     }
     return -1;
 }

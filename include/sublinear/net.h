@@ -110,6 +110,28 @@ SL_API sl_status sl_net_output_shape(sl_net *net, sl_shape input, sl_shape *outp
 /* Changes the schedule; the next step plans anew. */
 SL_API sl_status sl_net_set_schedule(sl_net *net, sl_schedule schedule);
 
+/* What a network's steps store their activations in. */
+typedef enum sl_precision {
+    SL_PRECISION_F32 = 0, /* everything in float (the default) */
+    SL_PRECISION_BF16 = 1 /* mixed: activations in bfloat16, math in float */
+} sl_precision;
+
+/* Mixed precision. Under SL_PRECISION_BF16 every activation a step stores
+ * (the outputs kept for backward, segment boundaries, gradients of
+ * activations) is bfloat16, rounded to nearest even, so the activation
+ * memory about halves; each layer widens its operands to float for the
+ * duration of its kernels, computes in float and rounds its results.
+ * Parameters, their gradients and the optimizer state stay float, and so
+ * do the input, the network's output (the logits, or a language model's
+ * hidden states) and the input's gradient. A checkpointed step is the
+ * same computation as a plain one in the same precision: every schedule
+ * gives the bits of schedule none. Plans anew; SL_ERR_INVALID_ARG for a
+ * precision not listed. */
+SL_API sl_status sl_net_set_precision(sl_net *net, sl_precision precision);
+
+/* The network's precision (SL_PRECISION_F32 for NULL). */
+SL_API sl_precision sl_net_precision(const sl_net *net);
+
 /* The cost model the network's schedule search and memory report use;
  * NULL restores the device's default (a pair measured once on a
  * development machine). Both rates must be positive. Plans anew. */

@@ -41,8 +41,59 @@ static void zero_param_grads(const sl_graph *g, const sl_exec *ex)
     }
 }
 
-static void run_forward(runner *r, const sl_graph *g, const sl_shapes *sh, const sl_step *st,
-                        sl_context *ctx, const sl_exec *ex)
+/* Mixed precision (sl_step's f_ fields): a layer step runs on images
+ * [r0, r0 + cn) of its batch of n (all of them unless the step runs in
+ * chunks). Operand v there: its F32 copy f (widened from v first when
+ * `load`), which holds just the chunk, or v's own storage at the chunk. */
+typedef struct chunk {
+    int r0, cn, n;
+} chunk;
+
+static size_t chunk_offset(const runner *r, int v, chunk c)
+{
+    return c.r0 ? r->p->values[v].bytes / (size_t)c.n * (size_t)c.r0 : 0;
+}
+
+static size_t chunk_count(const runner *r, int v, chunk c)
+{
+    size_t bytes = r->p->values[v].bytes;
+    if (c.cn != c.n)
+        bytes = bytes / (size_t)c.n * (size_t)c.cn;
+    return bytes / sizeof(uint16_t); /* v is BF16 */
+}
+
+static void *operand(runner *r, const sl_exec *ex, int v, int f, int load, chunk c)
+{
+    if (v < 0)
+        return NULL;
+    char *at = (char *)ptr(r, v) + chunk_offset(r, v, c);
+    if (f < 0)
+        return at;
+    void *dst = ptr(r, f);
+    if (load)
+        ex->be->cast(ex, chunk_count(r, v, c), at, SL_DTYPE_BF16, dst, SL_DTYPE_F32);
+    return dst;
+}
+
+/* The chunk of F32 copy f rounded into BF16 value v (none when f < 0). */
+static void round_back(runner *r, const sl_exec *ex, int v, int f, chunk c)
+{
+    if (f >= 0)
+        ex->be->cast(ex, chunk_count(r, v, c), ptr(r, f), SL_DTYPE_F32,
+                     (char *)ptr(r, v) + chunk_offset(r, v, c), SL_DTYPE_BF16);
+}
+
+/* Whether operand k's copy is operand j's for some j < k. */
+static int copy_seen(const int *f, int k)
+{
+    for (int j = 0; j < k; j++)
+        if (f[j] == f[k])
+            return 1;
+    return 0;
+}
+
+static void forward_chunk(runner *r, const sl_graph *g, const sl_shapes *sh, const sl_step *st,
+                          sl_context *ctx, const sl_exec *ex, chunk c)
 {
     const sl_graph_node *nd = &g->nodes[st->node];
     sl_fwd_args a;
@@ -50,38 +101,70 @@ static void run_forward(runner *r, const sl_graph *g, const sl_shapes *sh, const
     a.pass = st->pass;
     a.n_in = nd->n_in;
     for (int k = 0; k < nd->n_in; k++) {
-        a.x[k] = ptr(r, st->x[k]);
+        int f = st->f_x[k];
+        a.x[k] = operand(r, ex, st->x[k], f, f >= 0 && !copy_seen(st->f_x, k), c);
         a.in[k] = sh->tensor[nd->in[k]];
+        a.in[k].n = c.cn;
     }
-    a.y = ptr(r, st->y);
+    a.y = operand(r, ex, st->y, st->f_y, 0, c);
     a.out = sh->tensor[nd->out];
+    a.out.n = c.cn;
     a.saved = ptr(r, st->saved);
     a.ws = ptr(r, st->ws);
     a.ctx = ctx;
     a.bn_rescale_momentum = st->bn_rescale;
     nd->layer->ops->forward(nd->layer, ex, &a);
+    round_back(r, ex, st->y, st->f_y, c);
 }
 
-static void run_backward(runner *r, const sl_graph *g, const sl_shapes *sh, const sl_step *st,
-                         sl_context *ctx, const sl_exec *ex)
+static void backward_chunk(runner *r, const sl_graph *g, const sl_shapes *sh, const sl_step *st,
+                           sl_context *ctx, const sl_exec *ex, chunk c)
 {
     const sl_graph_node *nd = &g->nodes[st->node];
     sl_bwd_args a;
     memset(&a, 0, sizeof a);
     a.n_in = nd->n_in;
     for (int k = 0; k < nd->n_in; k++) {
-        a.x[k] = ptr(r, st->x[k]);
+        int f = st->f_x[k];
+        a.x[k] = operand(r, ex, st->x[k], f, f >= 0 && !copy_seen(st->f_x, k), c);
         a.in[k] = sh->tensor[nd->in[k]];
-        a.dx[k] = ptr(r, st->dx[k]);
+        a.in[k].n = c.cn;
         a.accumulate[k] = st->accumulate[k];
     }
-    a.y = ptr(r, st->y);
+    a.y = operand(r, ex, st->y, st->f_y, 1, c);
     a.out = sh->tensor[nd->out];
-    a.dy = ptr(r, st->dy);
+    a.out.n = c.cn;
+    a.dy = operand(r, ex, st->dy, st->f_dy, 1, c);
+    /* A gradient copy starts as the gradient when its first write adds;
+     * dx[0]'s copy may be dy's (in place), already loaded. */
+    for (int k = 0; k < nd->n_in; k++) {
+        int f = st->f_dx[k];
+        a.dx[k] = operand(r, ex, st->dx[k], f,
+                          f >= 0 && f != st->f_dy && !copy_seen(st->f_dx, k) && st->accumulate[k],
+                          c);
+    }
     a.saved = ptr(r, st->saved);
     a.ws = ptr(r, st->ws);
     a.ctx = ctx;
     nd->layer->ops->backward(nd->layer, ex, &a);
+    for (int k = 0; k < nd->n_in; k++)
+        if (!copy_seen(st->f_dx, k))
+            round_back(r, ex, st->dx[k], st->f_dx[k], c);
+}
+
+/* A layer step: at once, or a chunk of images at a time (f_images). */
+static void run_layer_step(runner *r, const sl_graph *g, const sl_shapes *sh, const sl_step *st,
+                           sl_context *ctx, const sl_exec *ex)
+{
+    int n = sh->tensor[g->nodes[st->node].out].n;
+    int per = st->f_images > 0 && st->f_images < n ? st->f_images : n;
+    for (int r0 = 0; r0 < n; r0 += per) {
+        chunk c = {r0, n - r0 < per ? n - r0 : per, n};
+        if (st->kind == SL_STEP_BWD)
+            backward_chunk(r, g, sh, st, ctx, ex, c);
+        else
+            forward_chunk(r, g, sh, st, ctx, ex, c);
+    }
 }
 
 /* Update in backward: points the gradients of the step's node's
@@ -159,7 +242,7 @@ void sl_execute(const sl_graph *g, const sl_shapes *sh, const sl_program *p, con
         switch (st->kind) {
         case SL_STEP_FWD:
         case SL_STEP_REFWD:
-            run_forward(&r, g, sh, st, ctx, ex);
+            run_layer_step(&r, g, sh, st, ctx, ex);
             break;
         case SL_STEP_LOSS: {
             sl_shape ls = sh->tensor[g->n_nodes];
@@ -177,7 +260,7 @@ void sl_execute(const sl_graph *g, const sl_shapes *sh, const sl_program *p, con
             break;
         }
         case SL_STEP_BWD:
-            run_backward(&r, g, sh, st, ctx, ex);
+            run_layer_step(&r, g, sh, st, ctx, ex);
             break;
         case SL_STEP_UPDATE:
             if (io->update)

@@ -121,6 +121,7 @@ typedef struct sl_value {
     int tensor;   /* tensor id (outputs, grads), node id (saved, workspace) */
     size_t bytes;
     int external; /* the caller's input: not in the arena */
+    sl_dtype dtype; /* as stored: a BF16 value is 2 bytes an element */
 } sl_value;
 
 typedef struct sl_step {
@@ -143,7 +144,25 @@ typedef struct sl_step {
     int pgrad_node;
     int pgrad_zero;            /* the first write: zero it before the step */
     int prev_pgrad, prev_node; /* REDUCE: the reduction waited for (-1: none) */
+    /* Mixed precision: layers compute in F32. A BF16 operand of a FWD,
+     * REFWD or BWD step has an F32 copy for the step's duration (a
+     * WORKSPACE value, -1 for an F32 operand): the executor widens the
+     * inputs (x, y and dy read by a backward, dx before an accumulating
+     * write) into it, the layer runs on the copies, and the outputs (y of a
+     * forward, dx) are rounded back (sl_bf16_round). Every schedule rounds
+     * the same F32 results, so it keeps the bits of schedule none. A view's
+     * forward runs on its storage as it is (no kernel). Two operands
+     * holding one value share one copy. */
+    int f_x[SL_MAX_INPUTS], f_y, f_dy, f_dx[SL_MAX_INPUTS];
+    /* Images a chunk when a SL_LAYER_BATCH_CHUNKS layer runs a few images
+     * at a time so that its copies stay within SL_F32_COPY_BYTES (the
+     * copies then hold one chunk); 0: the whole batch at once. */
+    int f_images;
 } sl_step;
+
+/* What the float copies of one mixed-precision step of a layer that runs
+ * in chunks of images may total (one image at least). */
+#define SL_F32_COPY_BYTES ((size_t)16 << 20)
 
 typedef struct sl_program {
     sl_mode mode;

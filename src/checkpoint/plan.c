@@ -44,7 +44,11 @@ static void compute_liveness(const sl_program *p, sl_plan *pl)
         for (int k = 0; k < SL_MAX_INPUTS; k++) {
             touch(pl, st->x[k], s);
             touch(pl, st->dx[k], s);
+            touch(pl, st->f_x[k], s);
+            touch(pl, st->f_dx[k], s);
         }
+        touch(pl, st->f_y, s);
+        touch(pl, st->f_dy, s);
         touch(pl, st->y, s);
         touch(pl, st->saved, s);
         touch(pl, st->ws, s);

@@ -63,6 +63,15 @@ static int new_value(builder *b, sl_value_kind kind, int tensor, size_t bytes)
     return p->n_values++;
 }
 
+/* A value of tensor t (an output or a gradient) in the tensor's dtype. */
+static int tensor_value(builder *b, sl_value_kind kind, int t)
+{
+    int v = new_value(b, kind, t, b->sh->bytes[t]);
+    if (!b->failed)
+        b->p->values[v].dtype = sl_shapes_dtype(b->sh, t);
+    return v;
+}
+
 static sl_step *new_step(builder *b, sl_step_kind kind, int node)
 {
     sl_program *p = b->p;
@@ -81,9 +90,9 @@ static sl_step *new_step(builder *b, sl_step_kind kind, int node)
     s->kind = kind;
     s->node = node;
     s->y = s->saved = s->ws = s->dy = s->pgrad = s->prev_pgrad = -1;
-    s->pgrad_node = s->prev_node = -1;
+    s->pgrad_node = s->prev_node = s->f_y = s->f_dy = -1;
     for (int k = 0; k < SL_MAX_INPUTS; k++)
-        s->x[k] = s->dx[k] = -1;
+        s->x[k] = s->dx[k] = s->f_x[k] = s->f_dx[k] = -1;
     return s;
 }
 
@@ -102,7 +111,7 @@ static void emit_forward(builder *b, int node, int bn_rescale)
     const sl_layer_cost *c = &b->sh->cost[node];
     unsigned flags = nd->layer->ops->flags;
     sl_step_kind kind = b->trained[node] ? SL_STEP_REFWD : SL_STEP_FWD;
-    int y = new_value(b, SL_VALUE_OUTPUT, nd->out, b->sh->bytes[nd->out]);
+    int y = tensor_value(b, SL_VALUE_OUTPUT, nd->out);
     int saved = -1, written = 0;
     if (c->saved_bytes) {
         if (kind == SL_STEP_REFWD && (flags & SL_LAYER_SAVED_KEPT)) {
@@ -139,7 +148,7 @@ static void emit_eval(builder *b, int node)
 {
     const sl_graph_node *nd = &b->g->nodes[node];
     const sl_layer_cost *c = &b->sh->cost[node];
-    int y = new_value(b, SL_VALUE_OUTPUT, nd->out, b->sh->bytes[nd->out]);
+    int y = tensor_value(b, SL_VALUE_OUTPUT, nd->out);
     int ws = c->ws_fwd_bytes ? new_value(b, SL_VALUE_WORKSPACE, node, c->ws_fwd_bytes) : -1;
     sl_step *s = new_step(b, SL_STEP_FWD, node);
     if (!s)
@@ -246,7 +255,7 @@ static void emit_backward(builder *b, int node)
         if (t == 0 && !b->input_grad)
             continue; /* the caller's input needs no gradient */
         if (b->grad[t] < 0)
-            b->grad[t] = new_value(b, SL_VALUE_GRAD, t, b->sh->bytes[t]);
+            b->grad[t] = tensor_value(b, SL_VALUE_GRAD, t);
         else
             acc[k] = 1;
         dx[k] = b->grad[t];
@@ -388,7 +397,7 @@ static int loss_workspace(builder *b)
 static void emit_loss(builder *b)
 {
     int logits = b->g->n_nodes; /* tensor of the last node */
-    int dlogits = new_value(b, SL_VALUE_GRAD, logits, b->sh->bytes[logits]);
+    int dlogits = tensor_value(b, SL_VALUE_GRAD, logits);
     int ws = loss_workspace(b);
     sl_step *s = new_step(b, SL_STEP_LOSS, -1);
     if (!s)
@@ -498,6 +507,100 @@ static void build_train(builder *b, const sl_segments *seg, int bn_rescale)
     b->p->input_grad = b->grad[0];
 }
 
+/* Mixed precision: the F32 copy of value v for one step (-1 when v is
+ * absent or F32); copies[0..*n) pairs each value of the step with its
+ * copy, so that a value read twice has one. */
+static int f32_copy(builder *b, int node, int v, int copies[][2], int *n)
+{
+    if (v < 0 || b->p->values[v].dtype != SL_DTYPE_BF16)
+        return -1;
+    for (int i = 0; i < *n; i++)
+        if (copies[i][0] == v)
+            return copies[i][1];
+    size_t bytes = b->p->values[v].bytes / sizeof(uint16_t) * sizeof(float);
+    int f = new_value(b, SL_VALUE_WORKSPACE, node, bytes);
+    copies[*n][0] = v;
+    copies[*n][1] = f;
+    (*n)++;
+    return f;
+}
+
+/* Whether pair i is the first to name its copy. */
+static int copy_first(int copies[][2], int i)
+{
+    for (int j = 0; j < i; j++)
+        if (copies[j][1] == copies[i][1])
+            return 0;
+    return 1;
+}
+
+/* A layer that may run a few images at a time does so when its copies
+ * together pass SL_F32_COPY_BYTES: the copies then hold one chunk. */
+static void chunk_images(builder *b, sl_step *s, int copies[][2], int n)
+{
+    const sl_graph_node *nd = &b->g->nodes[s->node];
+    int images = b->sh->tensor[nd->out].n;
+    if (!(nd->layer->ops->flags & SL_LAYER_BATCH_CHUNKS) || images < 2 || n == 0)
+        return;
+    size_t total = 0;
+    for (int i = 0; i < n; i++)
+        if (copy_first(copies, i)) /* a shared copy once */
+            total += b->p->values[copies[i][1]].bytes;
+    size_t per = total / (size_t)images;
+    if (total <= SL_F32_COPY_BYTES || per == 0)
+        return;
+    size_t chunk = SL_F32_COPY_BYTES / per;
+    if (chunk < 1)
+        chunk = 1;
+    s->f_images = (int)chunk;
+    for (int i = 0; i < n; i++) {
+        sl_value *v = &b->p->values[copies[i][1]];
+        if (copy_first(copies, i))
+            v->bytes = v->bytes / (size_t)images * chunk;
+    }
+}
+
+/* Gives every layer step its operands' F32 copies (sl_step's f_ fields).
+ * A layer that may run in place does so on the copies too: a forward's
+ * output copy is its input's, a backward's dx[0] copy is dy's (unless it
+ * accumulates), which the layer computes the same bits either way. */
+static void add_f32_copies(builder *b)
+{
+    for (int i = 0; i < b->p->n_steps && !b->failed; i++) {
+        sl_step *s = &b->p->steps[i];
+        if (s->kind != SL_STEP_FWD && s->kind != SL_STEP_REFWD && s->kind != SL_STEP_BWD)
+            continue;
+        unsigned flags = b->g->nodes[s->node].layer->ops->flags;
+        if (s->kind != SL_STEP_BWD && (flags & SL_LAYER_VIEW))
+            continue; /* no kernel: the output is the input's storage */
+        int copies[2 * SL_MAX_INPUTS + 2][2], n = 0;
+        for (int k = 0; k < SL_MAX_INPUTS; k++)
+            s->f_x[k] = f32_copy(b, s->node, s->x[k], copies, &n);
+        if (s->kind == SL_STEP_BWD) {
+            s->f_y = f32_copy(b, s->node, s->y, copies, &n);
+            s->f_dy = f32_copy(b, s->node, s->dy, copies, &n);
+            int k0 = 0;
+            if ((flags & SL_LAYER_BWD_INPLACE) && s->f_dy >= 0 && s->dx[0] >= 0 &&
+                !s->accumulate[0] && b->p->values[s->dx[0]].bytes == b->p->values[s->dy].bytes) {
+                s->f_dx[0] = s->f_dy;
+                copies[n][0] = s->dx[0];
+                copies[n][1] = s->f_dy;
+                n++;
+                k0 = 1;
+            }
+            for (int k = k0; k < SL_MAX_INPUTS; k++)
+                s->f_dx[k] = f32_copy(b, s->node, s->dx[k], copies, &n);
+        } else if ((flags & SL_LAYER_FWD_INPLACE) && s->f_x[0] >= 0 &&
+                   b->p->values[s->y].dtype == SL_DTYPE_BF16 &&
+                   b->p->values[s->y].bytes == b->p->values[s->x[0]].bytes) {
+            s->f_y = s->f_x[0];
+        } else {
+            s->f_y = f32_copy(b, s->node, s->y, copies, &n);
+        }
+        chunk_images(b, s, copies, n);
+    }
+}
+
 sl_status sl_program_build(const sl_graph *g, const sl_shapes *sh, const sl_segments *seg,
                            sl_mode mode, int bn_rescale, int input_grad, int input_in_arena,
                            int pgrad_flags, sl_program *out)
@@ -534,7 +637,7 @@ sl_status sl_program_build(const sl_graph *g, const sl_shapes *sh, const sl_segm
     else {
         for (size_t t = 0; t < nt; t++)
             b.cur[t] = b.grad[t] = b.saved[t] = b.pgrad[t] = -1;
-        int input = new_value(&b, SL_VALUE_OUTPUT, 0, sh->bytes[0]);
+        int input = tensor_value(&b, SL_VALUE_OUTPUT, 0);
         if (!b.failed) {
             p.values[input].external = !input_in_arena;
             b.cur[0] = input;
@@ -549,6 +652,8 @@ sl_status sl_program_build(const sl_graph *g, const sl_shapes *sh, const sl_segm
             if (g->head && !b.failed)
                 emit_head_eval(&b);
         }
+        if (sh->dtype && !b.failed)
+            add_f32_copies(&b);
     }
     free(b.cur);
     free(b.grad);

@@ -47,7 +47,8 @@ static sl_status window_alloc(const sl_graph *g, window *w)
     w->sh.tensor = sl_malloc(nodes * sizeof *w->sh.tensor);
     w->sh.bytes = sl_malloc(nodes * sizeof *w->sh.bytes);
     w->sh.cost = sl_malloc(nodes * sizeof *w->sh.cost);
-    if (!w->g.nodes || !w->g.top_first_node || !w->g.top_output || !w->sh.tensor ||
+    w->sh.dtype = sl_malloc(nodes);
+    if (!w->sh.dtype || !w->g.nodes || !w->g.top_first_node || !w->g.top_output || !w->sh.tensor ||
         !w->sh.bytes || !w->sh.cost)
         return sl_set_error(SL_ERR_NOMEM, "out of memory costing segments");
     return SL_OK;
@@ -61,6 +62,7 @@ static void window_release(window *w)
     free(w->sh.tensor);
     free(w->sh.bytes);
     free(w->sh.cost);
+    free(w->sh.dtype);
 }
 
 static void window_set(const sl_graph *g, const sl_shapes *sh, int p, int q, window *w)
@@ -73,6 +75,7 @@ static void window_set(const sl_graph *g, const sl_shapes *sh, int p, int q, win
     w->sh.n_tensors = n + 1;
     w->sh.tensor[0] = sh->tensor[base];
     w->sh.bytes[0] = sh->bytes[base];
+    w->sh.dtype[0] = (unsigned char)sl_shapes_dtype(sh, base);
     w->sh.fwd_flops = w->sh.bwd_flops = 0;
     for (int i = 0; i < n; i++) {
         sl_graph_node nd = g->nodes[base + i];
@@ -83,6 +86,7 @@ static void window_set(const sl_graph *g, const sl_shapes *sh, int p, int q, win
         w->g.nodes[i] = nd;
         w->sh.tensor[i + 1] = sh->tensor[base + i + 1];
         w->sh.bytes[i + 1] = sh->bytes[base + i + 1];
+        w->sh.dtype[i + 1] = (unsigned char)sl_shapes_dtype(sh, base + i + 1);
         w->sh.cost[i] = sh->cost[base + i];
         w->sh.fwd_flops = sl_add_sat(w->sh.fwd_flops, sh->cost[base + i].fwd_flops);
         w->sh.bwd_flops = sl_add_sat(w->sh.bwd_flops, sh->cost[base + i].bwd_flops);

@@ -169,10 +169,38 @@ sl_status sl_shapes_compute(const sl_graph *g, const sl_backend *be, sl_shape in
     return SL_OK;
 }
 
+sl_status sl_shapes_set_dtype(const sl_graph *g, sl_dtype dtype, sl_shapes *sh)
+{
+    if (dtype == SL_DTYPE_F32)
+        return SL_OK;
+    unsigned char *dt = sl_calloc((size_t)sh->n_tensors, 1);
+    if (!dt)
+        return sl_set_error(SL_ERR_NOMEM, "out of memory in the shape pass");
+    /* The last tensor stays F32, and so does the tensor it is a view of. */
+    int last = g->n_nodes;
+    while (last > 0 && (g->nodes[last - 1].layer->ops->flags & SL_LAYER_VIEW))
+        last = g->nodes[last - 1].in[0];
+    dt[0] = SL_DTYPE_F32;
+    for (int i = 0; i < g->n_nodes; i++) {
+        const sl_graph_node *nd = &g->nodes[i];
+        if (nd->layer->ops->flags & SL_LAYER_VIEW)
+            dt[nd->out] = dt[nd->in[0]];
+        else
+            dt[nd->out] = nd->out == last ? SL_DTYPE_F32 : (unsigned char)dtype;
+    }
+    for (int t = 0; t < sh->n_tensors; t++)
+        if (dt[t] == SL_DTYPE_BF16)
+            sh->bytes[t] = sh->bytes[t] / sizeof(float) * sizeof(uint16_t);
+    free(sh->dtype);
+    sh->dtype = dt;
+    return SL_OK;
+}
+
 void sl_shapes_release(sl_shapes *s)
 {
     free(s->tensor);
     free(s->bytes);
+    free(s->dtype);
     free(s->cost);
     memset(s, 0, sizeof *s);
 }

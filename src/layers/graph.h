@@ -49,7 +49,8 @@ int sl_graph_emit(sl_graph *g, sl_layer *layer, int input);
 typedef struct sl_shapes {
     int n_tensors, n_nodes;
     sl_shape *tensor;    /* [n_tensors] */
-    size_t *bytes;       /* [n_tensors] */
+    size_t *bytes;       /* [n_tensors], as stored (2 bytes an element in bf16) */
+    unsigned char *dtype;/* [n_tensors] sl_dtype as stored; NULL: every tensor F32 */
     sl_layer_cost *cost; /* [n_nodes], TRAIN pass costs (saved_bytes 0 in eval) */
     uint64_t fwd_flops, bwd_flops; /* totals */
     size_t loss_ws_bytes;          /* the loss step's scratch: the backend's softmax
@@ -68,5 +69,18 @@ typedef struct sl_shapes {
 sl_status sl_shapes_compute(const sl_graph *g, const sl_backend *be, sl_shape input,
                             sl_shapes *out);
 void sl_shapes_release(sl_shapes *s);
+
+/* Mixed precision (SL_DTYPE_BF16): every tensor is stored in bf16 except
+ * the input (the caller's, token ids included), the last tensor (read by
+ * the loss or the head, and given to the caller) and a view of an F32
+ * tensor (it shares the storage); bytes become 2 an element. F32 leaves
+ * the shapes as they are. SL_ERR_NOMEM leaves them unchanged. */
+sl_status sl_shapes_set_dtype(const sl_graph *g, sl_dtype dtype, sl_shapes *sh);
+
+/* The dtype a tensor is stored in. */
+static inline sl_dtype sl_shapes_dtype(const sl_shapes *sh, int t)
+{
+    return sh->dtype ? (sl_dtype)sh->dtype[t] : SL_DTYPE_F32;
+}
 
 #endif

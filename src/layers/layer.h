@@ -43,9 +43,16 @@ enum {
     SL_LAYER_SAVED_KEPT = 1u << 5,   /* saved state must survive from the TRAIN forward
                                         to backward; a REFORWARD reads it instead of
                                         writing it (BatchNorm's batch statistics) */
-    SL_LAYER_COMPUTE_BOUND = 1u << 6 /* many FLOPs per output byte (conv, linear): an
+    SL_LAYER_COMPUTE_BOUND = 1u << 6, /* many FLOPs per output byte (conv, linear): an
                                         operator-level schedule keeps its output and
                                         recomputes the cheap layers after it */
+    SL_LAYER_BATCH_CHUNKS = 1u << 7  /* images [a, b) of its output (and of its input
+                                        gradients) depend on images [a, b) of its inputs
+                                        only, whatever their index in the batch; it keeps
+                                        no saved state, needs no more workspace for fewer
+                                        images and adds its parameter gradients: it may
+                                        run a few images at a time (mixed precision, to
+                                        keep its float copies small) */
 };
 
 typedef enum sl_init {

@@ -39,6 +39,7 @@ struct sl_net {
     int out_channels; /* of the chain so far; 0 when unknown (after Flatten) */
     sl_schedule schedule;
     int bn_rescale;
+    sl_dtype precision;       /* activations' dtype (sl_net_set_precision) */
     sl_cost_model cost_model; /* zero: the device's default */
 
     int n_top, cap_top;

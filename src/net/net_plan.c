@@ -52,6 +52,8 @@ sl_status sl_net_plan_cached(sl_net *net, sl_shape input, sl_mode mode, int inpu
     fresh.shape = input;
     fresh.input_grad = input_grad;
     st = sl_shapes_compute(&net->graph, net->ctx->backend, input, &fresh.sh);
+    if (st == SL_OK)
+        st = sl_shapes_set_dtype(&net->graph, net->precision, &fresh.sh);
     if (st == SL_OK) {
         if (mode == SL_MODE_TRAIN)
             st = sl_net_schedule_segments(net, &fresh.sh, net->schedule, &fresh.seg);

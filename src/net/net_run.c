@@ -304,6 +304,28 @@ sl_status sl_net_set_batchnorm_frozen(sl_net *net, int frozen, int *count)
     return SL_OK;
 }
 
+sl_status sl_net_set_precision(sl_net *net, sl_precision precision)
+{
+    if (!net)
+        return sl_set_error(SL_ERR_INVALID_ARG, "sl_net_set_precision: network is NULL");
+    if (precision != SL_PRECISION_F32 && precision != SL_PRECISION_BF16)
+        return sl_set_error(SL_ERR_INVALID_ARG,
+                            "sl_net_set_precision: unknown precision %d (SL_PRECISION_F32 or "
+                            "SL_PRECISION_BF16)", (int)precision);
+    sl_dtype dt = precision == SL_PRECISION_BF16 ? SL_DTYPE_BF16 : SL_DTYPE_F32;
+    if (dt != net->precision) {
+        net->precision = dt;
+        sl_run_cache_release(&net->cache[SL_MODE_TRAIN]);
+        sl_run_cache_release(&net->cache[SL_MODE_INFER]);
+    }
+    return SL_OK;
+}
+
+sl_precision sl_net_precision(const sl_net *net)
+{
+    return net && net->precision == SL_DTYPE_BF16 ? SL_PRECISION_BF16 : SL_PRECISION_F32;
+}
+
 sl_status sl_net_set_schedule(sl_net *net, sl_schedule schedule)
 {
     if (!net)
