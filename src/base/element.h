@@ -56,11 +56,13 @@ SL_HD static inline uint16_t sl_bf16_round(float f)
 {
     uint32_t x;
     memcpy(&x, &f, sizeof x);
-    if ((x & 0x7FFFFFFFu) > 0x7F800000u)
-        return (uint16_t)((x >> 16) | 0x0040);
-    uint32_t q = x >> 16, rem = x & 0xFFFFu;
-    /* a carry out of the significand bumps the exponent, up to infinity */
-    return (uint16_t)(rem > 0x8000u || (rem == 0x8000u && (q & 1)) ? q + 1 : q);
+    /* Adding 0x7FFF plus the kept part's last bit carries into the kept
+     * part exactly when the dropped half is above 0x8000, or equal with
+     * an odd kept part; a carry out of the significand bumps the exponent,
+     * up to infinity. Branch-free, so loops over it vectorise. */
+    uint32_t rounded = (x + 0x7FFFu + ((x >> 16) & 1u)) >> 16;
+    uint32_t nan = (x >> 16) | 0x0040u;
+    return (uint16_t)((x & 0x7FFFFFFFu) > 0x7F800000u ? nan : rounded);
 }
 
 /* ---- ReLU ---- */
