@@ -397,7 +397,7 @@ START_TEST(test_backward_accumulates)
     inputs in = make_inputs(b, t, c, 41);
     size_t nx = (size_t)b * t * 3 * c, ny = (size_t)b * t * c;
     for (int flash = 0; flash <= 1; flash++) {
-        sl_attention_desc d = {b, t, heads, c / heads, flash, 0.1f, 5, 0};
+        sl_attention_desc d = {b, t, heads, c / heads, flash, 0.1f, 5, 0, 0};
         size_t saved_n = (size_t)b * heads * t * (flash ? 1 : (size_t)t);
         size_t ws = be->attention_workspace_bytes(be, &d, 0);
         size_t ws_b = be->attention_workspace_bytes(be, &d, 1);

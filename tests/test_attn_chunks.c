@@ -355,7 +355,7 @@ static void emu_softmax(emu *E, int ci, int pair0, int pairs, float *saved,
                 sum += sl_attn_exp(sl_attn_logit(s[j], scale), mx);
             softmax_row_ctx c = {s, saved && !E->d->flash ? saved + ((size_t)bh * t + i) * t : NULL,
                                  mx, (float)sum, scale};
-            emu_quads(m, E->d->counter, sl_attn_element(bh, t, i, 0), keys, valid, softmax_visit,
+            emu_quads(m, E->d->counter, sl_attn_element(E->d->bh0 + bh, t, i, 0), keys, valid, softmax_visit,
                       &c);
             if (c.p)
                 for (int j = keys; j < t; j++)
@@ -404,7 +404,7 @@ static void emu_grad(emu *E, int ci, int pair0, int pairs, const float *saved,
         for (int r = 0; r < rows; r++) {
             int bh = pair0 + slot, i = i0 + r, valid = i + 1;
             size_t at = (size_t)slot * L->slab + (size_t)r * L->ld, ri = (size_t)bh * t + i;
-            uint64_t e_row = sl_attn_element(bh, t, i, 0);
+            uint64_t e_row = sl_attn_element(E->d->bh0 + bh, t, i, 0);
             grad_row_ctx c = {E->scores + at, E->grads + at, flash ? NULL : saved + ri * t,
                               flash ? saved[ri] : 0.0f, 0.0f, sl_attn_scale(L->d), flash, 0.0};
             if (flash) {

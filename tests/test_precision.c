@@ -203,6 +203,9 @@ END_TEST
 
 /* One GPT-2 step with dropout in `precision` under `schedule` (least 1 or
  * 2: the least budget of that kind). */
+static size_t g_copy_bytes; /* gpt2_step: net->f32_copy_bytes (0: the default) */
+static int g_attn_chunked;  /* gpt2_step: attention steps that ran in chunks of images */
+
 static void gpt2_step(sl_precision precision, sl_schedule schedule, int least, th_params *out,
                       float *loss)
 {
@@ -217,6 +220,7 @@ static void gpt2_step(sl_precision precision, sl_schedule schedule, int least, t
     c.flash = 1;
     sl_net *net = th_gpt2(ctx, &c, schedule);
     ck_assert(sl_net_set_precision(net, precision) == SL_OK);
+    net->f32_copy_bytes = g_copy_bytes;
     if (least) {
         uint64_t l = th_least_budget(net, (sl_shape){GB, 1, GT, 1});
         ck_assert(sl_net_set_schedule(net, least == 1 ? SL_SCHEDULE_BUDGET(l)
@@ -234,6 +238,12 @@ static void gpt2_step(sl_precision precision, sl_schedule schedule, int least, t
     sl_memory_report rep;
     ck_assert(sl_net_memory_report(net, (sl_shape){GB, 1, GT, 1}, SL_MODE_TRAIN, &rep) == SL_OK);
     ck_assert_uint_eq(rep.arena_measured, rep.arena_bytes);
+    const sl_program *prog = &net->cache[SL_MODE_TRAIN].prog;
+    g_attn_chunked = 0;
+    for (int i = 0; i < prog->n_steps; i++)
+        if (prog->steps[i].f_images > 0 &&
+            strcmp(net->graph.nodes[prog->steps[i].node].layer->ops->type, "CausalAttention") == 0)
+            g_attn_chunked++;
     th_params_capture(net, out);
     sl_net_free(net);
     sl_context_free(ctx);
@@ -274,6 +284,46 @@ START_TEST(test_bf16_gpt2)
     printf("  GPT-2 worst gradient distance from float: %.2e\n", worst);
     th_params_free(&ref);
     th_params_free(&f32);
+}
+END_TEST
+
+/* Every layer that may run a few images at a time does so, one image a
+ * call (a copy limit of 1 byte): attention draws its dropout mask once
+ * for the batch and indexes it from the call's first image, so the step
+ * is the whole-batch step (the same loss and gradients within GEMM
+ * rounding: the GEMMs see fewer rows); and every schedule still gives
+ * plain's bits. */
+START_TEST(test_bf16_gpt2_chunks)
+{
+    th_params whole, ref, got;
+    float whole_loss, ref_loss, loss;
+    gpt2_step(SL_PRECISION_BF16, SL_SCHEDULE_NONE, 0, &whole, &whole_loss);
+    ck_assert_int_eq(g_attn_chunked, 0);
+    g_copy_bytes = 1;
+    gpt2_step(SL_PRECISION_BF16, SL_SCHEDULE_NONE, 0, &ref, &ref_loss);
+    ck_assert_msg(g_attn_chunked > 0, "no attention step ran in chunks");
+    printf("  GPT-2 bf16 image by image: %d attention steps in chunks; loss %.7f, whole batch "
+           "%.7f\n", g_attn_chunked, ref_loss, whole_loss);
+    ck_assert_msg(fabs((double)ref_loss - whole_loss) <= 1e-5 * fabs((double)whole_loss),
+                  "loss %.9g in chunks, %.9g whole", ref_loss, whole_loss);
+    double worst = 0;
+    for (int i = 0; i < whole.n; i++)
+        if (whole.grad[i]) {
+            double e = norm_rel(ref.grad[i], whole.grad[i], whole.count[i]);
+            worst = e > worst ? e : worst;
+        }
+    printf("  worst gradient distance, chunks to whole: %.2e\n", worst);
+    ck_assert_msg(worst < 1e-3, "gradients %.3g from the whole-batch step's", worst);
+    sl_schedule s[2] = {SL_SCHEDULE_SQRT, SL_SCHEDULE_BUDGET(1)};
+    for (int k = 0; k < 2; k++) {
+        gpt2_step(SL_PRECISION_BF16, s[k], k, &got, &loss);
+        ck_assert_msg(loss == ref_loss, "schedule %d: loss %.9g vs %.9g", k, loss, ref_loss);
+        th_params_assert_identical(&ref, &got, k ? "least budget, in chunks" : "sqrt, in chunks");
+        th_params_free(&got);
+    }
+    g_copy_bytes = 0;
+    th_params_free(&whole);
+    th_params_free(&ref);
 }
 END_TEST
 
@@ -359,6 +409,7 @@ int main(void)
     tcase_add_test(tc, test_bf16_schedules_resnet56_dropout);
     tcase_add_test(tc, test_bf16_schedules_googlenet);
     tcase_add_test(tc, test_bf16_gpt2);
+    tcase_add_test(tc, test_bf16_gpt2_chunks);
     tcase_add_test(tc, test_bf16_arena_resnet152);
     tcase_add_test(tc, test_bf16_arena_gpt2_small);
     suite_add_tcase(s, tc);

@@ -82,7 +82,9 @@ typedef struct sl_attention_desc {
     float p;            /* dropout on the probabilities; 0: none */
     uint64_t seed;      /* the dropout mask's Philox key */
     uint64_t counter;   /* and its first block: element (b, h, i, j) is element
-                           ((b*heads + h)*t + i)*t + j of a dropout mask */
+                           ((bh0 + b*heads + h)*t + i)*t + j of a dropout mask */
+    int bh0;            /* pairs before this call's in the mask: heads times the
+                           sequences before them when a batch runs in chunks (0) */
 } sl_attention_desc;
 
 /*

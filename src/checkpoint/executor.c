@@ -62,11 +62,17 @@ static size_t chunk_count(const runner *r, int v, chunk c)
     return bytes / sizeof(uint16_t); /* v is BF16 */
 }
 
+/* Value v (none: NULL) at the chunk's first image. */
+static void *chunk_at(runner *r, int v, chunk c)
+{
+    return v < 0 ? NULL : (char *)ptr(r, v) + chunk_offset(r, v, c);
+}
+
 static void *operand(runner *r, const sl_exec *ex, int v, int f, int load, chunk c)
 {
     if (v < 0)
         return NULL;
-    char *at = (char *)ptr(r, v) + chunk_offset(r, v, c);
+    char *at = chunk_at(r, v, c);
     if (f < 0)
         return at;
     void *dst = ptr(r, f);
@@ -109,10 +115,12 @@ static void forward_chunk(runner *r, const sl_graph *g, const sl_shapes *sh, con
     a.y = operand(r, ex, st->y, st->f_y, 0, c);
     a.out = sh->tensor[nd->out];
     a.out.n = c.cn;
-    a.saved = ptr(r, st->saved);
+    a.saved = chunk_at(r, st->saved, c);
     a.ws = ptr(r, st->ws);
     a.ctx = ctx;
     a.bn_rescale_momentum = st->bn_rescale;
+    a.first_image = c.r0;
+    a.images = c.n;
     nd->layer->ops->forward(nd->layer, ex, &a);
     round_back(r, ex, st->y, st->f_y, c);
 }
@@ -143,9 +151,11 @@ static void backward_chunk(runner *r, const sl_graph *g, const sl_shapes *sh, co
                           f >= 0 && f != st->f_dy && !copy_seen(st->f_dx, k) && st->accumulate[k],
                           c);
     }
-    a.saved = ptr(r, st->saved);
+    a.saved = chunk_at(r, st->saved, c);
     a.ws = ptr(r, st->ws);
     a.ctx = ctx;
+    a.first_image = c.r0;
+    a.images = c.n;
     nd->layer->ops->backward(nd->layer, ex, &a);
     for (int k = 0; k < nd->n_in; k++)
         if (!copy_seen(st->f_dx, k))

@@ -161,7 +161,8 @@ typedef struct sl_step {
 } sl_step;
 
 /* What the float copies of one mixed-precision step of a layer that runs
- * in chunks of images may total (one image at least). */
+ * in chunks of images may total (one image at least), unless the shapes
+ * say otherwise (sl_shapes.f32_copy_bytes). */
 #define SL_F32_COPY_BYTES ((size_t)16 << 20)
 
 typedef struct sl_program {

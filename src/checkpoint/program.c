@@ -547,9 +547,10 @@ static void chunk_images(builder *b, sl_step *s, int copies[][2], int n)
         if (copy_first(copies, i)) /* a shared copy once */
             total += b->p->values[copies[i][1]].bytes;
     size_t per = total / (size_t)images;
-    if (total <= SL_F32_COPY_BYTES || per == 0)
+    size_t cap = b->sh->f32_copy_bytes ? b->sh->f32_copy_bytes : SL_F32_COPY_BYTES;
+    if (total <= cap || per == 0)
         return;
-    size_t chunk = SL_F32_COPY_BYTES / per;
+    size_t chunk = cap / per;
     if (chunk < 1)
         chunk = 1;
     s->f_images = (int)chunk;

@@ -77,6 +77,7 @@ static void window_set(const sl_graph *g, const sl_shapes *sh, int p, int q, win
     w->sh.bytes[0] = sh->bytes[base];
     w->sh.dtype[0] = (unsigned char)sl_shapes_dtype(sh, base);
     w->sh.fwd_flops = w->sh.bwd_flops = 0;
+    w->sh.f32_copy_bytes = sh->f32_copy_bytes;
     for (int i = 0; i < n; i++) {
         sl_graph_node nd = g->nodes[base + i];
         for (int k = 0; k < nd.n_in; k++)

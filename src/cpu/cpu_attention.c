@@ -134,7 +134,7 @@ static void sgemm(int ta, int tb, int m, int n, int k, float alpha, const float 
 static void row_factors(const sl_attention_desc *d, const sl_dropout_mask *m, int bh, int i,
                         int j0, int n, float *f)
 {
-    sl_dropout_factors(m, d->counter, sl_attn_element(bh, d->t, i, j0), n, f);
+    sl_dropout_factors(m, d->counter, sl_attn_element(d->bh0 + bh, d->t, i, j0), n, f);
 }
 
 /* ---------------------------------------------------------------- plain */

@@ -103,6 +103,7 @@ static __device__ inline void row_quads(uint64_t e_row, int len, int valid,
  * pair pair0 + s, at scores + s * slab + r * ld. */
 struct chunk_rows {
     int t, i0, rows, keys, ld, pair0, pairs;
+    int bh0; /* pairs before this call's in the dropout mask */
     size_t slab;
     float scale;
     uint64_t counter; /* the dropout mask's first block */
@@ -120,6 +121,7 @@ static chunk_rows chunk_rows_of(const sl_attn_layout &L, const sl_attention_desc
     c.slab = L.slab;
     c.scale = sl_attn_scale(d->d);
     c.counter = d->counter;
+    c.bh0 = d->bh0;
     return c;
 }
 
@@ -147,7 +149,7 @@ static __global__ void softmax_rows(chunk_rows c, float *scores, float *saved, i
         float sf = (float)sum;
         __syncwarp(); /* every lane's reads of s above come before the quads' writes */
         float *p = saved && !flash ? saved + ((size_t)bh * c.t + i) * c.t : NULL;
-        row_quads(sl_attn_element(bh, c.t, i, 0), c.keys, valid, m, c.counter,
+        row_quads(sl_attn_element(c.bh0 + bh, c.t, i, 0), c.keys, valid, m, c.counter,
                   [&](int j, bool causal, float f) {
                       float pj = causal ? sl_attn_exp(sl_attn_logit(s[j], c.scale), mx) / sf : 0.0f;
                       if (p)
@@ -177,7 +179,7 @@ static __global__ void grad_rows(chunk_rows c, float *scores, float *grads, cons
         int bh = c.pair0 + slot, i = c.i0 + r, valid = i + 1;
         size_t at = (size_t)slot * c.slab + (size_t)r * c.ld;
         float *s = scores + at, *g = grads + at;
-        uint64_t e_row = sl_attn_element(bh, c.t, i, 0);
+        uint64_t e_row = sl_attn_element(c.bh0 + bh, c.t, i, 0);
         size_t ri = (size_t)bh * c.t + i;
         const float *p = flash ? NULL : saved + ri * c.t;
         float lse = flash ? saved[ri] : 0.0f, di;

@@ -24,7 +24,7 @@ typedef struct attention {
 } attention;
 
 static sl_attention_desc attention_desc(const attention *at, sl_shape in, float p,
-                                        const sl_context *ctx)
+                                        const sl_context *ctx, int first_image)
 {
     sl_attention_desc d;
     d.n = in.n;
@@ -35,6 +35,7 @@ static sl_attention_desc attention_desc(const attention *at, sl_shape in, float 
     d.p = p;
     d.seed = ctx ? ctx->seed : 0;
     d.counter = at->counter;
+    d.bh0 = first_image * at->heads;
     return d;
 }
 
@@ -55,7 +56,7 @@ static sl_status attention_infer(const sl_layer *l, const sl_backend *be, int n_
                             "but the input's width is %d",
                             sl_layer_label(l), in[0].w);
     *out = (sl_shape){in[0].n, at->channels, in[0].h, 1};
-    sl_attention_desc d = attention_desc(at, in[0], at->p, NULL);
+    sl_attention_desc d = attention_desc(at, in[0], at->p, NULL, 0);
     uint64_t t = (uint64_t)d.t, bh = sl_mul_sat((uint64_t)d.n, (uint64_t)d.heads);
     uint64_t pairs = sl_mul_sat(bh, t * (t + 1) / 2); /* (i, j) with j <= i; t < 2^31 */
     /* forward: q k^T and p v over the pairs, plus the softmax; the
@@ -74,12 +75,14 @@ static void attention_forward(sl_layer *l, const sl_exec *ex, const sl_fwd_args 
 {
     attention *at = (attention *)l;
     float p = a->pass == SL_PASS_EVAL ? 0.0f : at->p;
-    if (a->pass == SL_PASS_TRAIN && p > 0.0f) {
-        uint64_t count = (uint64_t)a->in[0].n * at->heads * a->in[0].h * a->in[0].h;
+    /* The TRAIN pass draws the batch's mask once, at its first image. */
+    if (a->pass == SL_PASS_TRAIN && p > 0.0f && a->first_image == 0) {
+        int images = a->images > 0 ? a->images : a->in[0].n;
+        uint64_t count = (uint64_t)images * at->heads * a->in[0].h * a->in[0].h;
         at->counter = a->ctx->dropout_counter;
         a->ctx->dropout_counter += (count + 3) / 4; /* one Philox block per 4 elements */
     }
-    sl_attention_desc d = attention_desc(at, a->in[0], p, a->ctx);
+    sl_attention_desc d = attention_desc(at, a->in[0], p, a->ctx, a->first_image);
     float *saved = a->pass == SL_PASS_EVAL ? NULL : a->saved;
     ex->be->attention_forward(ex, &d, a->x[0], a->y, saved, a->ws);
 }
@@ -89,7 +92,7 @@ static void attention_backward(sl_layer *l, const sl_exec *ex, const sl_bwd_args
     attention *at = (attention *)l;
     if (!a->dx[0])
         return;
-    sl_attention_desc d = attention_desc(at, a->in[0], at->p, a->ctx);
+    sl_attention_desc d = attention_desc(at, a->in[0], at->p, a->ctx, a->first_image);
     ex->be->attention_backward(ex, &d, a->x[0], a->y, a->dy, a->saved, a->dx[0],
                                a->accumulate[0], a->ws);
 }
@@ -109,7 +112,8 @@ static int attention_out_channels(const sl_layer *l, int in_c)
 
 static const sl_layer_ops flash_ops = {
     .type = "CausalAttention",
-    .flags = SL_LAYER_NEEDS_INPUT | SL_LAYER_NEEDS_OUTPUT | SL_LAYER_COMPUTE_BOUND,
+    .flags = SL_LAYER_NEEDS_INPUT | SL_LAYER_NEEDS_OUTPUT | SL_LAYER_COMPUTE_BOUND |
+             SL_LAYER_BATCH_CHUNKS,
     .infer = attention_infer,
     .forward = attention_forward,
     .backward = attention_backward,
@@ -118,7 +122,7 @@ static const sl_layer_ops flash_ops = {
 
 static const sl_layer_ops plain_ops = {
     .type = "CausalAttention",
-    .flags = SL_LAYER_NEEDS_INPUT | SL_LAYER_COMPUTE_BOUND,
+    .flags = SL_LAYER_NEEDS_INPUT | SL_LAYER_COMPUTE_BOUND | SL_LAYER_BATCH_CHUNKS,
     .infer = attention_infer,
     .forward = attention_forward,
     .backward = attention_backward,

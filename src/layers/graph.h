@@ -51,6 +51,9 @@ typedef struct sl_shapes {
     sl_shape *tensor;    /* [n_tensors] */
     size_t *bytes;       /* [n_tensors], as stored (2 bytes an element in bf16) */
     unsigned char *dtype;/* [n_tensors] sl_dtype as stored; NULL: every tensor F32 */
+    size_t f32_copy_bytes;/* mixed precision: what one step's float copies of a layer
+                             that runs in chunks of images may total (0: the
+                             program's default) */
     sl_layer_cost *cost; /* [n_nodes], TRAIN pass costs (saved_bytes 0 in eval) */
     uint64_t fwd_flops, bwd_flops; /* totals */
     size_t loss_ws_bytes;          /* the loss step's scratch: the backend's softmax

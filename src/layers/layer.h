@@ -48,8 +48,9 @@ enum {
                                         recomputes the cheap layers after it */
     SL_LAYER_BATCH_CHUNKS = 1u << 7  /* images [a, b) of its output (and of its input
                                         gradients) depend on images [a, b) of its inputs
-                                        only, whatever their index in the batch; it keeps
-                                        no saved state, needs no more workspace for fewer
+                                        only (and on their index, which the args give);
+                                        its saved state, if any, is images' state in
+                                        order; it needs no more workspace for fewer
                                         images and adds its parameter gradients: it may
                                         run a few images at a time (mixed precision, to
                                         keep its float copies small) */
@@ -98,6 +99,10 @@ typedef struct sl_fwd_args {
     sl_context *ctx;
     int bn_rescale_momentum; /* memonger's rescale: the layer's forward runs this many
                                 times a step (0: no rescale), see batchnorm2d.c */
+    int first_image, images; /* the call covers images [first_image, first_image +
+                                in[0].n) of a batch of `images` (a layer that runs in
+                                chunks, SL_LAYER_BATCH_CHUNKS; else 0 and in[0].n);
+                                saved is already offset to the first image's */
 } sl_fwd_args;
 
 typedef struct sl_bwd_args {
@@ -112,6 +117,7 @@ typedef struct sl_bwd_args {
     void *saved;
     void *ws; /* ws_bwd_bytes */
     sl_context *ctx;
+    int first_image, images; /* as in sl_fwd_args */
 } sl_bwd_args;
 
 typedef struct sl_layer sl_layer;

@@ -58,6 +58,7 @@ struct sl_net {
     int debug_poison; /* tests: NaN-fill dead storage during runs */
     int no_reuse;     /* plan every value in storage of its own */
     int no_memory_check; /* skip sl_net_check_memory */
+    size_t f32_copy_bytes; /* tests: sl_shapes.f32_copy_bytes of its plans (0: default) */
     sl_mode mode;     /* SL_MODE_INFER: gradients freed */
     char *arena;
     size_t arena_capacity;
