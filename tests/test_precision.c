@@ -82,7 +82,7 @@ static void train_cnn(const char *model, int res, int batch, sl_precision precis
     const sl_program *prog = &net->cache[SL_MODE_TRAIN].prog;
     g_chunked = 0;
     for (int i = 0; i < prog->n_steps; i++)
-        g_chunked += prog->steps[i].f_images > 0;
+        g_chunked += prog->steps[i].f_chunk > 0;
     th_params_capture(net, &out->params);
     free(x);
     free(labels);
@@ -241,7 +241,7 @@ static void gpt2_step(sl_precision precision, sl_schedule schedule, int least, t
     const sl_program *prog = &net->cache[SL_MODE_TRAIN].prog;
     g_attn_chunked = 0;
     for (int i = 0; i < prog->n_steps; i++)
-        if (prog->steps[i].f_images > 0 &&
+        if (prog->steps[i].f_chunk > 0 &&
             strcmp(net->graph.nodes[prog->steps[i].node].layer->ops->type, "CausalAttention") == 0)
             g_attn_chunked++;
     th_params_capture(net, out);

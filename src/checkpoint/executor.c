@@ -46,8 +46,18 @@ static void zero_param_grads(const sl_graph *g, const sl_exec *ex)
  * chunks). Operand v there: its F32 copy f (widened from v first when
  * `load`), which holds just the chunk, or v's own storage at the chunk. */
 typedef struct chunk {
-    int r0, cn, n;
+    int r0, cn, n; /* units: images, or rows (n*h*w) when `rows` */
+    int rows;
 } chunk;
+
+/* Shape s as one chunk of c sees it. */
+static sl_shape chunk_shape(sl_shape s, chunk c)
+{
+    if (c.rows)
+        return (sl_shape){c.cn, s.c, 1, 1};
+    s.n = c.cn;
+    return s;
+}
 
 static size_t chunk_offset(const runner *r, int v, chunk c)
 {
@@ -109,12 +119,10 @@ static void forward_chunk(runner *r, const sl_graph *g, const sl_shapes *sh, con
     for (int k = 0; k < nd->n_in; k++) {
         int f = st->f_x[k];
         a.x[k] = operand(r, ex, st->x[k], f, f >= 0 && !copy_seen(st->f_x, k), c);
-        a.in[k] = sh->tensor[nd->in[k]];
-        a.in[k].n = c.cn;
+        a.in[k] = chunk_shape(sh->tensor[nd->in[k]], c);
     }
     a.y = operand(r, ex, st->y, st->f_y, 0, c);
-    a.out = sh->tensor[nd->out];
-    a.out.n = c.cn;
+    a.out = chunk_shape(sh->tensor[nd->out], c);
     a.saved = chunk_at(r, st->saved, c);
     a.ws = ptr(r, st->ws);
     a.ctx = ctx;
@@ -135,13 +143,11 @@ static void backward_chunk(runner *r, const sl_graph *g, const sl_shapes *sh, co
     for (int k = 0; k < nd->n_in; k++) {
         int f = st->f_x[k];
         a.x[k] = operand(r, ex, st->x[k], f, f >= 0 && !copy_seen(st->f_x, k), c);
-        a.in[k] = sh->tensor[nd->in[k]];
-        a.in[k].n = c.cn;
+        a.in[k] = chunk_shape(sh->tensor[nd->in[k]], c);
         a.accumulate[k] = st->accumulate[k];
     }
     a.y = operand(r, ex, st->y, st->f_y, 1, c);
-    a.out = sh->tensor[nd->out];
-    a.out.n = c.cn;
+    a.out = chunk_shape(sh->tensor[nd->out], c);
     a.dy = operand(r, ex, st->dy, st->f_dy, 1, c);
     /* A gradient copy starts as the gradient when its first write adds;
      * dx[0]'s copy may be dy's (in place), already loaded. */
@@ -162,14 +168,16 @@ static void backward_chunk(runner *r, const sl_graph *g, const sl_shapes *sh, co
             round_back(r, ex, st->dx[k], st->f_dx[k], c);
 }
 
-/* A layer step: at once, or a chunk of images at a time (f_images). */
+/* A layer step: at once, or a chunk of images or rows at a time (f_chunk). */
 static void run_layer_step(runner *r, const sl_graph *g, const sl_shapes *sh, const sl_step *st,
                            sl_context *ctx, const sl_exec *ex)
 {
-    int n = sh->tensor[g->nodes[st->node].out].n;
-    int per = st->f_images > 0 && st->f_images < n ? st->f_images : n;
+    sl_shape o = sh->tensor[g->nodes[st->node].out];
+    int rows = st->f_chunk > 0 && st->f_rows;
+    int n = rows ? o.n * o.h * o.w : o.n; /* the program checked it fits */
+    int per = st->f_chunk > 0 && st->f_chunk < n ? st->f_chunk : n;
     for (int r0 = 0; r0 < n; r0 += per) {
-        chunk c = {r0, n - r0 < per ? n - r0 : per, n};
+        chunk c = {r0, n - r0 < per ? n - r0 : per, n, rows};
         if (st->kind == SL_STEP_BWD)
             backward_chunk(r, g, sh, st, ctx, ex, c);
         else

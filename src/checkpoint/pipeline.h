@@ -154,10 +154,11 @@ typedef struct sl_step {
      * forward runs on its storage as it is (no kernel). Two operands
      * holding one value share one copy. */
     int f_x[SL_MAX_INPUTS], f_y, f_dy, f_dx[SL_MAX_INPUTS];
-    /* Images a chunk when a SL_LAYER_BATCH_CHUNKS layer runs a few images
-     * at a time so that its copies stay within SL_F32_COPY_BYTES (the
+    /* Units a chunk when a layer that may run in chunks (SL_LAYER_BATCH_CHUNKS:
+     * units are images; SL_LAYER_ROW_CHUNKS, f_rows: rows, n*h*w of its
+     * output) does so to keep its copies within SL_F32_COPY_BYTES (the
      * copies then hold one chunk); 0: the whole batch at once. */
-    int f_images;
+    int f_chunk, f_rows;
 } sl_step;
 
 /* What the float copies of one mixed-precision step of a layer that runs

@@ -14,6 +14,7 @@
  * still kept) is skipped. Reads take the newest value of each tensor, so
  * a value dies after its last reader and a dropped one is not read again.
  */
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -534,14 +535,19 @@ static int copy_first(int copies[][2], int i)
     return 1;
 }
 
-/* A layer that may run a few images at a time does so when its copies
- * together pass SL_F32_COPY_BYTES: the copies then hold one chunk. */
+/* A layer that may run a few images (or rows) at a time does so when its
+ * copies together pass SL_F32_COPY_BYTES: the copies then hold one chunk. */
 static void chunk_images(builder *b, sl_step *s, int copies[][2], int n)
 {
     const sl_graph_node *nd = &b->g->nodes[s->node];
-    int images = b->sh->tensor[nd->out].n;
-    if (!(nd->layer->ops->flags & SL_LAYER_BATCH_CHUNKS) || images < 2 || n == 0)
+    unsigned flags = nd->layer->ops->flags;
+    sl_shape o = b->sh->tensor[nd->out];
+    int rows = (flags & SL_LAYER_ROW_CHUNKS) != 0;
+    int64_t units = rows ? (int64_t)o.n * o.h * o.w : o.n;
+    if (!(flags & (SL_LAYER_BATCH_CHUNKS | SL_LAYER_ROW_CHUNKS)) || units < 2 || units > INT_MAX ||
+        n == 0)
         return;
+    int images = (int)units;
     size_t total = 0;
     for (int i = 0; i < n; i++)
         if (copy_first(copies, i)) /* a shared copy once */
@@ -553,7 +559,8 @@ static void chunk_images(builder *b, sl_step *s, int copies[][2], int n)
     size_t chunk = cap / per;
     if (chunk < 1)
         chunk = 1;
-    s->f_images = (int)chunk;
+    s->f_chunk = (int)chunk;
+    s->f_rows = rows;
     for (int i = 0; i < n; i++) {
         sl_value *v = &b->p->values[copies[i][1]];
         if (copy_first(copies, i))

@@ -34,7 +34,7 @@ static void gelu_backward(sl_layer *l, const sl_exec *ex, const sl_bwd_args *a)
 
 static const sl_layer_ops gelu_ops = {
     .type = "GELU",
-    .flags = SL_LAYER_NEEDS_INPUT | SL_LAYER_BWD_INPLACE | SL_LAYER_BATCH_CHUNKS,
+    .flags = SL_LAYER_NEEDS_INPUT | SL_LAYER_BWD_INPLACE | SL_LAYER_ROW_CHUNKS,
     .infer = gelu_infer,
     .forward = gelu_forward,
     .backward = gelu_backward,

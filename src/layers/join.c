@@ -38,7 +38,7 @@ static void add_backward(sl_layer *l, const sl_exec *ex, const sl_bwd_args *a)
 
 static const sl_layer_ops add_ops = {
     .type = "Add",
-    .flags = SL_LAYER_FWD_INPLACE | SL_LAYER_BWD_INPLACE | SL_LAYER_BATCH_CHUNKS,
+    .flags = SL_LAYER_FWD_INPLACE | SL_LAYER_BWD_INPLACE | SL_LAYER_ROW_CHUNKS,
     .infer = add_infer,
     .forward = add_forward,
     .backward = add_backward,

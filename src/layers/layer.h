@@ -53,7 +53,14 @@ enum {
                                         order; it needs no more workspace for fewer
                                         images and adds its parameter gradients: it may
                                         run a few images at a time (mixed precision, to
-                                        keep its float copies small) */
+                                        keep its float copies small) */,
+    SL_LAYER_ROW_CHUNKS = 1u << 8    /* finer: its tensors are rows of channels (n*h*w
+                                        rows; an elementwise layer's are any rows of c)
+                                        and row r of its output and input gradients
+                                        depends on row r of its inputs only; no saved
+                                        state, no more workspace for fewer rows, adds its
+                                        parameter gradients: it may run a few rows at a
+                                        time, seeing shapes {rows, c, 1, 1} */
 };
 
 typedef enum sl_init {

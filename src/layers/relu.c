@@ -21,7 +21,7 @@ static void relu_backward(sl_layer *l, const sl_exec *ex, const sl_bwd_args *a)
 static const sl_layer_ops relu_ops = {
     .type = "ReLU",
     .flags = SL_LAYER_NEEDS_OUTPUT | SL_LAYER_FWD_INPLACE | SL_LAYER_BWD_INPLACE |
-             SL_LAYER_BATCH_CHUNKS,
+             SL_LAYER_ROW_CHUNKS,
     .infer = sl_elementwise_infer,
     .forward = relu_forward,
     .backward = relu_backward,
