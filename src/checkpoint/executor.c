@@ -46,22 +46,48 @@ static void zero_param_grads(const sl_graph *g, const sl_exec *ex)
  * chunks). Operand v there: its F32 copy f (widened from v first when
  * `load`), which holds just the chunk, or v's own storage at the chunk. */
 typedef struct chunk {
-    int r0, cn, n; /* units: images, or rows (n*h*w) when `rows` */
-    int rows;
+    int r0, cn, n; /* units [r0, r0 + cn) of n */
+    sl_chunk_unit unit;
+    int images;    /* SL_CHUNK_CHANNELS: the batch's */
 } chunk;
 
 /* Shape s as one chunk of c sees it. */
 static sl_shape chunk_shape(sl_shape s, chunk c)
 {
-    if (c.rows)
+    if (c.unit == SL_CHUNK_ROWS)
         return (sl_shape){c.cn, s.c, 1, 1};
-    s.n = c.cn;
+    if (c.unit == SL_CHUNK_CHANNELS)
+        s.c = c.cn;
+    else
+        s.n = c.cn;
     return s;
 }
 
+/* Images and rows are contiguous: the chunk's offset in value v. A chunk
+ * of channels is strided (each image's), so it has none: every operand
+ * of such a step has a copy, and the layer offsets its saved state. */
 static size_t chunk_offset(const runner *r, int v, chunk c)
 {
+    if (c.unit == SL_CHUNK_CHANNELS)
+        return 0;
     return c.r0 ? r->p->values[v].bytes / (size_t)c.n * (size_t)c.r0 : 0;
+}
+
+/* A chunk of channels between BF16 value v and its compact F32 copy f:
+ * image by image, channels [r0, r0 + cn) of each. */
+static void cast_channels(runner *r, const sl_exec *ex, int v, int f, chunk c, int widen)
+{
+    size_t plane = r->p->values[v].bytes / sizeof(uint16_t) / (size_t)c.images / (size_t)c.n;
+    char *bf = ptr(r, v);
+    char *fl = ptr(r, f);
+    for (int i = 0; i < c.images; i++) {
+        char *at = bf + (((size_t)i * c.n + (size_t)c.r0) * plane) * sizeof(uint16_t);
+        char *cp = fl + ((size_t)i * c.cn * plane) * sizeof(float);
+        if (widen)
+            ex->be->cast(ex, (size_t)c.cn * plane, at, SL_DTYPE_BF16, cp, SL_DTYPE_F32);
+        else
+            ex->be->cast(ex, (size_t)c.cn * plane, cp, SL_DTYPE_F32, at, SL_DTYPE_BF16);
+    }
 }
 
 static size_t chunk_count(const runner *r, int v, chunk c)
@@ -86,7 +112,9 @@ static void *operand(runner *r, const sl_exec *ex, int v, int f, int load, chunk
     if (f < 0)
         return at;
     void *dst = ptr(r, f);
-    if (load)
+    if (load && c.unit == SL_CHUNK_CHANNELS)
+        cast_channels(r, ex, v, f, c, 1);
+    else if (load)
         ex->be->cast(ex, chunk_count(r, v, c), at, SL_DTYPE_BF16, dst, SL_DTYPE_F32);
     return dst;
 }
@@ -94,7 +122,9 @@ static void *operand(runner *r, const sl_exec *ex, int v, int f, int load, chunk
 /* The chunk of F32 copy f rounded into BF16 value v (none when f < 0). */
 static void round_back(runner *r, const sl_exec *ex, int v, int f, chunk c)
 {
-    if (f >= 0)
+    if (f >= 0 && c.unit == SL_CHUNK_CHANNELS)
+        cast_channels(r, ex, v, f, c, 0);
+    else if (f >= 0)
         ex->be->cast(ex, chunk_count(r, v, c), ptr(r, f), SL_DTYPE_F32,
                      (char *)ptr(r, v) + chunk_offset(r, v, c), SL_DTYPE_BF16);
 }
@@ -106,6 +136,17 @@ static int copy_seen(const int *f, int k)
         if (f[j] == f[k])
             return 1;
     return 0;
+}
+
+/* The args' chunk fields (sl_fwd_args). */
+static void chunk_args_set(int *first_image, int *images, int *first_channel, int *channels,
+                           const sl_shapes *sh, const sl_graph_node *nd, chunk c)
+{
+    sl_shape o = sh->tensor[nd->out];
+    *first_image = c.unit == SL_CHUNK_IMAGES ? c.r0 : 0;
+    *images = c.unit == SL_CHUNK_IMAGES ? c.n : o.n;
+    *first_channel = c.unit == SL_CHUNK_CHANNELS ? c.r0 : 0;
+    *channels = o.c;
 }
 
 static void forward_chunk(runner *r, const sl_graph *g, const sl_shapes *sh, const sl_step *st,
@@ -127,8 +168,7 @@ static void forward_chunk(runner *r, const sl_graph *g, const sl_shapes *sh, con
     a.ws = ptr(r, st->ws);
     a.ctx = ctx;
     a.bn_rescale_momentum = st->bn_rescale;
-    a.first_image = c.r0;
-    a.images = c.n;
+    chunk_args_set(&a.first_image, &a.images, &a.first_channel, &a.channels, sh, nd, c);
     nd->layer->ops->forward(nd->layer, ex, &a);
     round_back(r, ex, st->y, st->f_y, c);
 }
@@ -160,8 +200,7 @@ static void backward_chunk(runner *r, const sl_graph *g, const sl_shapes *sh, co
     a.saved = chunk_at(r, st->saved, c);
     a.ws = ptr(r, st->ws);
     a.ctx = ctx;
-    a.first_image = c.r0;
-    a.images = c.n;
+    chunk_args_set(&a.first_image, &a.images, &a.first_channel, &a.channels, sh, nd, c);
     nd->layer->ops->backward(nd->layer, ex, &a);
     for (int k = 0; k < nd->n_in; k++)
         if (!copy_seen(st->f_dx, k))
@@ -173,11 +212,12 @@ static void run_layer_step(runner *r, const sl_graph *g, const sl_shapes *sh, co
                            sl_context *ctx, const sl_exec *ex)
 {
     sl_shape o = sh->tensor[g->nodes[st->node].out];
-    int rows = st->f_chunk > 0 && st->f_rows;
-    int n = rows ? o.n * o.h * o.w : o.n; /* the program checked it fits */
+    sl_chunk_unit unit = st->f_chunk > 0 ? st->f_unit : SL_CHUNK_IMAGES;
+    int n = unit == SL_CHUNK_ROWS ? o.n * o.h * o.w /* the program checked it fits */
+          : unit == SL_CHUNK_CHANNELS ? o.c : o.n;
     int per = st->f_chunk > 0 && st->f_chunk < n ? st->f_chunk : n;
     for (int r0 = 0; r0 < n; r0 += per) {
-        chunk c = {r0, n - r0 < per ? n - r0 : per, n, rows};
+        chunk c = {r0, n - r0 < per ? n - r0 : per, n, unit, o.n};
         if (st->kind == SL_STEP_BWD)
             backward_chunk(r, g, sh, st, ctx, ex, c);
         else

@@ -124,6 +124,11 @@ typedef struct sl_value {
     sl_dtype dtype; /* as stored: a BF16 value is 2 bytes an element */
 } sl_value;
 
+/* What a layer step runs a chunk of (sl_step.f_unit): images
+ * (SL_LAYER_BATCH_CHUNKS), rows of channels, n*h*w of its output
+ * (SL_LAYER_ROW_CHUNKS), or channels (SL_LAYER_CHANNEL_CHUNKS). */
+typedef enum sl_chunk_unit { SL_CHUNK_IMAGES = 0, SL_CHUNK_ROWS, SL_CHUNK_CHANNELS } sl_chunk_unit;
+
 typedef struct sl_step {
     sl_step_kind kind;
     int node;                  /* FWD / REFWD / BWD */
@@ -154,11 +159,11 @@ typedef struct sl_step {
      * forward runs on its storage as it is (no kernel). Two operands
      * holding one value share one copy. */
     int f_x[SL_MAX_INPUTS], f_y, f_dy, f_dx[SL_MAX_INPUTS];
-    /* Units a chunk when a layer that may run in chunks (SL_LAYER_BATCH_CHUNKS:
-     * units are images; SL_LAYER_ROW_CHUNKS, f_rows: rows, n*h*w of its
-     * output) does so to keep its copies within SL_F32_COPY_BYTES (the
-     * copies then hold one chunk); 0: the whole batch at once. */
-    int f_chunk, f_rows;
+    /* Units a chunk when a layer that may run in chunks of f_unit does so
+     * to keep its copies within SL_F32_COPY_BYTES (the copies then hold
+     * one chunk); 0: all at once. */
+    int f_chunk;
+    sl_chunk_unit f_unit;
 } sl_step;
 
 /* What the float copies of one mixed-precision step of a layer that runs

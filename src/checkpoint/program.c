@@ -542,11 +542,22 @@ static void chunk_images(builder *b, sl_step *s, int copies[][2], int n)
     const sl_graph_node *nd = &b->g->nodes[s->node];
     unsigned flags = nd->layer->ops->flags;
     sl_shape o = b->sh->tensor[nd->out];
-    int rows = (flags & SL_LAYER_ROW_CHUNKS) != 0;
-    int64_t units = rows ? (int64_t)o.n * o.h * o.w : o.n;
-    if (!(flags & (SL_LAYER_BATCH_CHUNKS | SL_LAYER_ROW_CHUNKS)) || units < 2 || units > INT_MAX ||
-        n == 0)
+    sl_chunk_unit unit = (flags & SL_LAYER_ROW_CHUNKS)       ? SL_CHUNK_ROWS
+                         : (flags & SL_LAYER_CHANNEL_CHUNKS) ? SL_CHUNK_CHANNELS
+                                                             : SL_CHUNK_IMAGES;
+    int64_t units = unit == SL_CHUNK_ROWS ? (int64_t)o.n * o.h * o.w
+                    : unit == SL_CHUNK_CHANNELS ? o.c : o.n;
+    if (!(flags & (SL_LAYER_BATCH_CHUNKS | SL_LAYER_ROW_CHUNKS | SL_LAYER_CHANNEL_CHUNKS)) ||
+        units < 2 || units > INT_MAX || n == 0)
         return;
+    /* A chunk of channels is strided: every operand must have a copy. */
+    if (unit == SL_CHUNK_CHANNELS) {
+        if ((s->y >= 0 && s->f_y < 0) || (s->dy >= 0 && s->f_dy < 0))
+            return;
+        for (int k = 0; k < SL_MAX_INPUTS; k++)
+            if ((s->x[k] >= 0 && s->f_x[k] < 0) || (s->dx[k] >= 0 && s->f_dx[k] < 0))
+                return;
+    }
     int images = (int)units;
     size_t total = 0;
     for (int i = 0; i < n; i++)
@@ -560,7 +571,7 @@ static void chunk_images(builder *b, sl_step *s, int copies[][2], int n)
     if (chunk < 1)
         chunk = 1;
     s->f_chunk = (int)chunk;
-    s->f_rows = rows;
+    s->f_unit = unit;
     for (int i = 0; i < n; i++) {
         sl_value *v = &b->p->values[copies[i][1]];
         if (copy_first(copies, i))

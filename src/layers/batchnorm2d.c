@@ -71,10 +71,12 @@ static void bn_forward(sl_layer *l, const sl_exec *ex, const sl_fwd_args *a)
 {
     batchnorm2d *bn = (batchnorm2d *)l;
     sl_shape s = a->in[0];
-    int hw = s.h * s.w;
-    float *gamma = l->params[BN_WEIGHT].data, *beta = l->params[BN_BIAS].data;
-    float *rmean = l->params[BN_RUNNING_MEAN].data, *rvar = l->params[BN_RUNNING_VAR].data;
-    float *mean = a->saved, *invstd = mean ? mean + bn->channels : NULL;
+    int hw = s.h * s.w, c0 = a->first_channel; /* a chunk of channels: from c0 */
+    float *gamma = l->params[BN_WEIGHT].data + c0, *beta = l->params[BN_BIAS].data + c0;
+    float *rmean = l->params[BN_RUNNING_MEAN].data + c0;
+    float *rvar = l->params[BN_RUNNING_VAR].data + c0;
+    float *mean = a->saved ? (float *)a->saved + c0 : NULL;
+    float *invstd = mean ? mean + bn->channels : NULL;
 
     if (a->pass == SL_PASS_EVAL) {
         ex->be->batchnorm_forward_infer(ex, s.n, s.c, hw, a->x[0], gamma, beta, rmean, rvar,
@@ -110,10 +112,12 @@ static void bn_backward(sl_layer *l, const sl_exec *ex, const sl_bwd_args *a)
 {
     batchnorm2d *bn = (batchnorm2d *)l;
     sl_shape s = a->in[0];
-    const float *mean = a->saved, *invstd = mean + bn->channels;
-    ex->be->batchnorm_backward(ex, s.n, s.c, s.h * s.w, a->x[0], a->dy, l->params[BN_WEIGHT].data,
-                               mean, invstd, a->dx[0], a->accumulate[0],
-                               l->params[BN_WEIGHT].grad, l->params[BN_BIAS].grad, bn->frozen, a->ws);
+    int c0 = a->first_channel; /* a chunk of channels: from c0 */
+    const float *mean = (const float *)a->saved + c0, *invstd = mean + bn->channels;
+    ex->be->batchnorm_backward(ex, s.n, s.c, s.h * s.w, a->x[0], a->dy,
+                               l->params[BN_WEIGHT].data + c0, mean, invstd, a->dx[0],
+                               a->accumulate[0], l->params[BN_WEIGHT].grad + c0,
+                               l->params[BN_BIAS].grad + c0, bn->frozen, a->ws);
 }
 
 static int bn_out_channels(const sl_layer *l, int in_c)
@@ -124,7 +128,8 @@ static int bn_out_channels(const sl_layer *l, int in_c)
 
 const sl_layer_ops sl_batchnorm2d_ops = {
     .type = "BatchNorm2d",
-    .flags = SL_LAYER_NEEDS_INPUT | SL_LAYER_BWD_INPLACE | SL_LAYER_SAVED_KEPT,
+    .flags = SL_LAYER_NEEDS_INPUT | SL_LAYER_BWD_INPLACE | SL_LAYER_SAVED_KEPT |
+             SL_LAYER_CHANNEL_CHUNKS,
     .infer = bn_infer,
     .forward = bn_forward,
     .backward = bn_backward,

@@ -60,7 +60,13 @@ enum {
                                         depends on row r of its inputs only; no saved
                                         state, no more workspace for fewer rows, adds its
                                         parameter gradients: it may run a few rows at a
-                                        time, seeing shapes {rows, c, 1, 1} */
+                                        time, seeing shapes {rows, c, 1, 1} */,
+    SL_LAYER_CHANNEL_CHUNKS = 1u << 9 /* channels [a, b) of its output and input gradients
+                                        depend on channels [a, b) of its inputs and on
+                                        its per-channel parameters and state there only;
+                                        it needs no more workspace for fewer channels: it
+                                        may run a few channels at a time (the args say
+                                        which; it offsets its parameters and saved state) */
 };
 
 typedef enum sl_init {
@@ -110,6 +116,9 @@ typedef struct sl_fwd_args {
                                 in[0].n) of a batch of `images` (a layer that runs in
                                 chunks, SL_LAYER_BATCH_CHUNKS; else 0 and in[0].n);
                                 saved is already offset to the first image's */
+    int first_channel, channels; /* the call covers channels [first_channel,
+                                    first_channel + in[0].c) of `channels`
+                                    (SL_LAYER_CHANNEL_CHUNKS; else 0 and in[0].c) */
 } sl_fwd_args;
 
 typedef struct sl_bwd_args {
@@ -124,7 +133,8 @@ typedef struct sl_bwd_args {
     void *saved;
     void *ws; /* ws_bwd_bytes */
     sl_context *ctx;
-    int first_image, images; /* as in sl_fwd_args */
+    int first_image, images;     /* as in sl_fwd_args */
+    int first_channel, channels; /* as in sl_fwd_args */
 } sl_bwd_args;
 
 typedef struct sl_layer sl_layer;
