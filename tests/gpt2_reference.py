@@ -10,11 +10,12 @@ ids.bin and targets.bin (int32, BATCH x SEQ; a target of -100 counts
 nothing). The parameters carry Hugging Face GPT2LMHeadModel's names and
 layouts (Conv1D weights [in, out]; the LM head is the token embedding).
 
-The script runs one training step's forward and backward twice, in
-float64 and in float32, from the same float32 tensors, and writes for each
-precision P (64, 32) ref<P>.logits.bin, ref<P>.loss.bin and
-ref<P>.grad.<NAME>.bin, as little-endian float64. The C test measures its
-own distance from float64 against float32 PyTorch's.
+The script runs one training step's forward and backward three times,
+in float64, in float32 and in float32 under torch.autocast's bfloat16
+(CPU), from the same float32 tensors, and writes for each precision P
+(64, 32, bf16) refP.logits.bin, refP.loss.bin and refP.grad.NAME.bin,
+as little-endian float64. The C test measures its own distance from
+float64 against PyTorch's in the same precision.
 """
 import math
 import os
@@ -80,11 +81,12 @@ def forward(cfg, p, ids, targets):
     return logits, loss
 
 
-def run(d, cfg, params, ids, targets, dtype, tag):
+def run(d, cfg, params, ids, targets, dtype, tag, autocast=False):
     p = {k: torch.tensor(v, dtype=dtype, requires_grad=True) for k, v in params.items()}
-    logits, loss = forward(cfg, p, torch.tensor(ids, dtype=torch.long),
-                           torch.tensor(targets, dtype=torch.long))
-    loss.backward()
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+        logits, loss = forward(cfg, p, torch.tensor(ids, dtype=torch.long),
+                               torch.tensor(targets, dtype=torch.long))
+    loss.float().backward()
 
     def out(key, t):
         t.detach().to(torch.float64).numpy().astype("<f8").tofile(
@@ -104,6 +106,7 @@ def main():
     torch.set_num_threads(1)
     run(d, cfg, params, ids, targets, torch.float64, "64")
     run(d, cfg, params, ids, targets, torch.float32, "32")
+    run(d, cfg, params, ids, targets, torch.float32, "bf16", autocast=True)
 
 
 if __name__ == "__main__":

@@ -118,6 +118,15 @@ static double rel_err_d(const double *a, const double *ref, size_t n)
 #define FACTOR 4.0
 #define FLOOR 2e-6
 
+/* bf16 against autocast: the same factor over autocast's distance from
+ * float64; the floor is bf16's half-ulp (2^-9) instead of float32's. */
+static void compare_bf16(const char *what, double ours, double autocast)
+{
+    printf("  bf16 %-35s ours %.3g  torch autocast %.3g\n", what, ours, autocast);
+    ck_assert_msg(ours <= FACTOR * autocast + 1.0 / 512, "%s: bf16 %.3g from float64, PyTorch "
+                  "autocast %.3g", what, ours, autocast);
+}
+
 static void compare(const char *what, double ours, double torch32)
 {
     printf("  %-40s ours %.3g  torch float32 %.3g\n", what, ours, torch32);
@@ -194,6 +203,34 @@ START_TEST(test_against_pytorch)
     free(o64);
     free(o32);
     free(logits);
+
+    /* Mixed precision against torch.autocast's bfloat16 on the same
+     * weights: both round to bf16 (ours the activations, autocast the
+     * matmuls' operands and outputs), so each is as far from float64 as
+     * bf16's 8 bits make it; ours within a factor of autocast's distance,
+     * and the losses within 1e-2 of each other. */
+    ck_assert(sl_net_set_precision(net, SL_PRECISION_BF16) == SL_OK);
+    ck_assert_msg(sl_net_compute_gradients_tokens(net, ids, targets, B, T, &r) == SL_OK, "%s",
+                  sl_last_error());
+    l64 = read_ref(dir, "64", "loss", 1);
+    double *lbf = read_ref(dir, "bf16", "loss", 1);
+    ours_loss = r.loss;
+    printf("  bf16 loss: ours %.6f, autocast %.6f, float64 %.6f\n", ours_loss, *lbf, *l64);
+    ck_assert_msg(fabs(ours_loss - *lbf) <= 1e-2 * fabs(*lbf), "bf16 loss %.6g, autocast %.6g",
+                  ours_loss, *lbf);
+    compare_bf16("loss", rel_err_d(&ours_loss, l64, 1), rel_err_d(lbf, l64, 1));
+    free(l64);
+    free(lbf);
+    for (int i = 0; i < n; i++) {
+        sl_param_info p;
+        ck_assert(sl_net_param(net, i, &p) == SL_OK);
+        char key[300];
+        snprintf(key, sizeof key, "grad.%s", p.name);
+        double *g64 = read_ref(dir, "64", key, p.count), *gbf = read_ref(dir, "bf16", key, p.count);
+        compare_bf16(key, rel_err_f(p.grad, g64, p.count), rel_err_d(gbf, g64, p.count));
+        free(g64);
+        free(gbf);
+    }
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     ck_assert(system(cmd) == 0);
     sl_net_free(net);
