@@ -17,7 +17,7 @@
  *              [--batch B] [--seq T] [--schedule S] [--steps N] [--threads N]
  *              [--seed N] [--plain-attention] [--profile] [--profile-steps N]
  *              [--device cpu|cuda] [--gpu N] [--tf32] [--head-chunk ROWS]
- *              [--plan-only] [--json]
+ *              [--precision f32|bf16] [--plan-only] [--json]
  *
  * Schedules: none, sqrt, segments:K, budget:SIZE and ops:SIZE (bytes, or
  * with a KiB / MiB / GiB suffix; ops is the operator-level search),
@@ -32,7 +32,8 @@
  * program step waited for, so the measured steps are not slowed) and
  * prints them, slowest first. --device cuda without a usable GPU (or a
  * build without CUDA) stops at once with the library's reason; --tf32
- * lets its GEMMs and convolutions use TF32 tensor cores. gpt2.sh runs this
+ * lets its GEMMs and convolutions use TF32 tensor cores; --precision bf16
+ * stores activations in bf16 (sl_net_set_precision). gpt2.sh runs this
  * beside PyTorch (bench_gpt2_torch.py) and llm.c (bench_gpt2_llmc.py) on
  * the CPU, gpu_gpt2.py (gpu.sh's gpt2 phase) on a GPU.
  */
@@ -53,6 +54,7 @@ typedef struct options {
     int batch, seq, steps, threads, json, plan_only, profile, profile_steps, seed;
     int cuda, gpu, tf32;
     int head_chunk; /* the LM head's rows per chunk; 0: the library's choice */
+    const char *precision; /* "f32" or "bf16" */
 } options;
 
 /* The plans a run reports: keep-everything's (the reference of the -arena
@@ -70,6 +72,7 @@ _Noreturn static void usage(const char *argv0)
                 "          [--batch B] [--seq T] [--schedule S] [--steps N] [--threads N]\n"
                 "          [--seed N] [--plain-attention] [--profile] [--profile-steps N]\n"
                 "          [--device cpu|cuda] [--gpu N] [--tf32] [--head-chunk ROWS]\n"
+                "          [--precision f32|bf16]\n"
                 "          [--plan-only] [--json]\n"
                 "schedules: none, sqrt, segments:K, budget:SIZE, ops:SIZE (bytes or\n"
                 "           KiB/MiB/GiB), budget-arena:F, ops-arena:F (fixed memory plus\n"
@@ -94,6 +97,7 @@ static void parse_options(int argc, char **argv, options *o)
     o->threads = 2;
     o->profile_steps = 1;
     o->device = "cpu";
+    o->precision = "f32";
     const bench_opt opts[] = {
         BENCH_OPT_FLAG("--json", &o->json, 1),
         BENCH_OPT_FLAG("--plan-only", &o->plan_only, 1),
@@ -115,10 +119,12 @@ static void parse_options(int argc, char **argv, options *o)
         BENCH_OPT_INT("--gpu", &o->gpu, 0, 4096),
         BENCH_OPT_FLAG("--tf32", &o->tf32, 1),
         BENCH_OPT_INT("--head-chunk", &o->head_chunk, 0, MAX_COUNT),
+        BENCH_OPT("--precision", BENCH_STRING, &o->precision),
         BENCH_OPT_END,
     };
     if (bench_parse_args(argc, argv, opts) != 0 ||
-        (strcmp(o->device, "cpu") != 0 && strcmp(o->device, "cuda") != 0))
+        (strcmp(o->device, "cpu") != 0 && strcmp(o->device, "cuda") != 0) ||
+        (strcmp(o->precision, "f32") != 0 && strcmp(o->precision, "bf16") != 0))
         usage(argv[0]);
     o->cuda = strcmp(o->device, "cuda") == 0;
     if (!o->cuda && (o->tf32 || o->gpu)) {
@@ -165,6 +171,9 @@ static int build(sl_context *ctx, const options *o, sl_net **net, uint64_t *para
     if (sl_sublinear(ctx, 1, SL_SCHEDULE_NONE, net) != SL_OK ||
         sl_model_gpt2(*net, &o->cfg) != SL_OK || sl_net_set_optimizer(*net, &opt) != SL_OK)
         return bench_fail(BENCH, "building the network");
+    if (sl_net_set_precision(*net, strcmp(o->precision, "bf16") == 0 ? SL_PRECISION_BF16
+                                                                      : SL_PRECISION_F32) != SL_OK)
+        return bench_fail(BENCH, "--precision");
     /* --head-chunk: rows of logits per chunk of the LM head (its scratch is
      * ROWS x vocab floats; larger chunks read and write the tied weight's
      * gradient fewer times) */
@@ -362,7 +371,7 @@ static void print_common_json(const options *o, const bench_run *r, uint64_t dev
         bench_print_gpu_json(o->gpu);
     else
         printf("\"device\":\"cpu\",");
-    printf("\"head_chunk\":%d,", o->head_chunk);
+    printf("\"head_chunk\":%d,\"precision\":\"%s\",", o->head_chunk, o->precision);
     printf("\"tf32\":%s,\"ms_step\":%.3f,\"ms_min\":%.3f,\"ms_max\":%.3f,\"peak_MiB\":%.1f,"
            "\"peak_source\":\"%s\",\"device_used\":%llu,",
            o->tf32 ? "true" : "false", 1e3 * r->median_s, 1e3 * lo, 1e3 * hi,
