@@ -11,6 +11,30 @@
 
 #include "net/net.h"
 
+void th_train_steps(sl_net *net, sl_shape shape, int steps, float perturb, float *losses)
+{
+    size_t n = (size_t)shape.n * shape.c * shape.h * shape.w;
+    float *x = malloc(n * sizeof(float));
+    int *labels = malloc((size_t)shape.n * sizeof(int));
+    ck_assert(x && labels);
+    for (int step = 0; step < steps; step++) {
+        th_fill_normal(x, n, (uint64_t)step + 100, 1.0f);
+        for (size_t i = 0; perturb != 0.0f && i < n; i++)
+            x[i] *= 1.0f + (((i * 2654435761u) >> 7) & 1 ? perturb : -perturb);
+        for (int b = 0; b < shape.n; b++)
+            labels[b] = (b * 7 + step) % 10;
+        sl_step_result r;
+        ck_assert_msg(sl_net_train_step(net, x, shape, labels, &r) == SL_OK, "%s", sl_last_error());
+        losses[step] = r.loss;
+    }
+    free(x);
+    free(labels);
+    sl_memory_report rep;
+    ck_assert(sl_net_memory_report(net, shape, SL_MODE_TRAIN, &rep) == SL_OK);
+    ck_assert_msg(rep.arena_measured == rep.arena_bytes, "measured arena %llu, planned %llu",
+                  (unsigned long long)rep.arena_measured, (unsigned long long)rep.arena_bytes);
+}
+
 sl_context *th_context(uint64_t seed)
 {
     sl_context_options o = sl_context_defaults();

@@ -98,6 +98,13 @@ int th_pick(th_rng *r, int n);
  * `classes` outputs. */
 void th_add_classifier(sl_net *net, int classes);
 
+/* `steps` training steps of net on batches of `shape` (10 classes):
+ * inputs normal from seed 100 + step, each value then times 1 + perturb
+ * or 1 - perturb in a fixed pattern of signs (perturb 0: as drawn),
+ * labels (b * 7 + step) % 10; losses[step] gets each step's loss. Then
+ * asserts that the arena the executor measured is the planned one. */
+void th_train_steps(sl_net *net, sl_shape shape, int steps, float perturb, float *losses);
+
 /* Asserts that st is `want` and that sl_last_error() contains fragment. */
 void th_assert_error(sl_status st, sl_status want, const char *fragment);
 

