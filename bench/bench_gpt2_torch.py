@@ -15,7 +15,8 @@ F.cross_entropy over the logits (no shifted copy), in one of two modes:
     bench_gpt2_torch.py [--layers 12] [--embd 768] [--heads 12] [--vocab 50257]
                         [--context 1024] [--batch 4] [--seq 64] [--mode plain]
                         [--checkpoint] [--steps 4] [--threads 2] [--seed 0]
-                        [--device cpu|cuda] [--gpu N] [--tf32] [--json]
+                        [--device cpu|cuda] [--gpu N] [--tf32] [--autocast]
+                        [--json]
 
 One configuration per process (peak RSS is the process's, getrusage). The
 first step is a warm-up; the step time is the median of the others (the
@@ -30,7 +31,9 @@ bench_gpu_torch.py measures it for ResNet and as bench_gpt2.c measures
 ours: the largest drop of the device's free memory (cudaMemGetInfo) after
 any step, from after the CUDA context is made ("peak_MiB"); the caching
 allocator's max_memory_allocated and max_memory_reserved come beside it.
-The JSON line then names the device and the cuDNN / cuBLAS versions the
+--autocast runs the forward and the loss under torch.autocast's bfloat16
+(mixed precision, the peer of ours under --precision bf16); "precision"
+says "bf16" (else "f32"). The JSON line then names the device and the cuDNN / cuBLAS versions the
 process loaded (gpu_libs.py). Both sides print "model", "side",
 "schedule", "batch", "seq", "tf32", "ms_step", "ms_min", "ms_max",
 "peak_MiB" and "device" (gpu_gpt2.py reads them).
@@ -87,6 +90,8 @@ def main():
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
     ap.add_argument("--gpu", type=int, default=0)
+    ap.add_argument("--autocast", action="store_true",
+                    help="forward and loss under torch.autocast(dtype=torch.bfloat16)")
     ap.add_argument("--tf32", action="store_true",
                     help="CUDA: TF32 tensor cores for matmuls and cuDNN")
     a = ap.parse_args()
@@ -161,8 +166,9 @@ def main():
             torch.cuda.synchronize()
         t0 = time.perf_counter()
         ids_d, targets_d = ids.to(dev), targets.to(dev)
-        logits = model(input_ids=ids_d).logits
-        loss = F.cross_entropy(logits.view(-1, logits.size(-1)), targets_d.view(-1))
+        with torch.autocast(dev.type, dtype=torch.bfloat16, enabled=a.autocast):
+            logits = model(input_ids=ids_d).logits
+            loss = F.cross_entropy(logits.view(-1, logits.size(-1)), targets_d.view(-1))
         del logits
         opt.zero_grad()
         loss.backward()
@@ -193,7 +199,8 @@ def main():
             threads=a.threads, steps=a.steps, rss_baseline=rss_base, peak_rss=peak,
             s_per_step=s_step, warmup_s=times[0], first_loss=losses[0], last_loss=losses[-1],
             foreign_cpu_pct=foreign, model=model_name(a), side="pytorch", schedule=a.mode,
-            tf32=a.tf32, ms_step=round(1e3 * s_step, 3), ms_min=round(1e3 * min(measured), 3),
+            tf32=a.tf32, precision="bf16" if a.autocast else "f32",
+            ms_step=round(1e3 * s_step, 3), ms_min=round(1e3 * min(measured), 3),
             ms_max=round(1e3 * max(measured), 3),
             peak_MiB=round(mib(drop if cuda else peak), 1),
             peak_source="device free-memory drop" if cuda else "peak RSS",

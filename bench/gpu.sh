@@ -57,6 +57,9 @@
 # the interpreter with torch and transformers (python3). Without a GPU,
 # SL_GPT2_DEVICE=cpu with SL_GPT2_MODEL (bench_gpt2's model options) and
 # SL_GPT2_SHAPES (BxT,...) runs the gpt2 phase's logic on the CPU.
+# SL_GPT2_PRECISION=bf16 runs the gpt2 phase in mixed precision (ours with
+# bf16 activations, PyTorch under autocast) into gpt2_bf16.jsonl and its
+# siblings.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 out=${OUT:-gpu-out}
@@ -138,6 +141,7 @@ if has gpt2; then
              --steps "${SL_GPT2_STEPS:-6}" --budget-s "${SL_GPT2_BUDGET_S:-0}")
   [ -z "${SL_GPT2_SHAPES:-}" ] || gpt2_args+=(--shapes "$SL_GPT2_SHAPES")
   [ -z "${SL_GPT2_MODEL:-}" ] || gpt2_args+=(--model-args "$SL_GPT2_MODEL")
+  [ -z "${SL_GPT2_PRECISION:-}" ] || gpt2_args+=(--precision "$SL_GPT2_PRECISION")
   ! command -v nvidia-smi >/dev/null || gpt2_args+=(--smi)
   "$py" bench/gpu_gpt2.py "${gpt2_args[@]}"
   took gpt2

@@ -12,7 +12,7 @@ the job falls on both sides alike.
                 [--schedules none,sqrt,least] [--modes plain,checkpoint]
                 [--rounds 3] [--steps 6] [--profile none,sqrt]
                 [--budget-s S] [--timeout-s S] [--model-args "--layers 2 ..."]
-                [--threads N] [--smi]
+                [--threads N] [--smi] [--precision f32|bf16]
 
 Each run takes --steps steps (the first a warm-up) and reports the median
 of the others with the fastest and slowest; in round 1 ours under the
@@ -39,6 +39,11 @@ timed (after the measured steps, which it does not slow). Writes into DIR:
                      layer type and pass
   gpt2_versions.txt  the device and the libraries each side loaded
   gpt2.log           every run's command line and its stderr
+
+--precision bf16: ours under --precision bf16 (bf16 activations), PyTorch
+under --autocast (torch.autocast's bfloat16); every file above is then
+named gpt2_bf16* instead of gpt2* (gpt2_bf16.jsonl, ...), and its lines
+carry "precision".
 
 --budget-s S: the phase stops starting runs once the next one (timed by
 that configuration's run in round 1) would end more than S seconds after
@@ -94,7 +99,10 @@ def parse_args(argv):
                     help="CPU threads of both sides (all cores: the weights' random "
                          "initialisation runs on them)")
     ap.add_argument("--smi", action="store_true", help="sample nvidia-smi's memory.used")
+    ap.add_argument("--precision", choices=("f32", "bf16"), default="f32")
     a = ap.parse_args(argv)
+    a.prefix = "gpt2" if a.precision == "f32" else "gpt2_bf16"
+
     a.shapes = [tuple(int(x) for x in s.split("x")) for s in a.shapes.split(",") if s]
     a.schedules = [s for s in a.schedules.split(",") if s]
     a.modes = [s for s in a.modes.split(",") if s]
@@ -122,8 +130,10 @@ def command(a, side, sched, b, t, profile):
     if a.tf32:
         common.append("--tf32")
     if side == "sublinear":
-        return [a.bin, "--schedule", sched] + common + (["--profile"] if profile else [])
-    return [a.python, a.torch_script, "--mode", sched] + common
+        return ([a.bin, "--schedule", sched, "--precision", a.precision] + common +
+                (["--profile"] if profile else []))
+    return ([a.python, a.torch_script, "--mode", sched] + common +
+            (["--autocast"] if a.precision == "bf16" else []))
 
 
 def last_json(text):
@@ -234,7 +244,8 @@ def aggregate(a, runs, stopped, samples):
         mine = [r for r in runs if r["key"] == key]
         good = [r for r in mine if "error" not in r and "skipped" not in r]
         row = {"model": None, "side": side, "schedule": sched, "batch": b, "seq": t,
-               "tf32": a.tf32, "rounds": len(good), "runs": len(mine)}
+               "tf32": a.tf32, "precision": a.precision, "rounds": len(good),
+               "runs": len(mine)}
         if not good:
             bad = [r.get("error", r.get("skipped")) for r in mine]
             row.update(error=bad[-1] if bad else "not run", ms_step=None, peak_MiB=None)
@@ -278,7 +289,7 @@ def aggregate(a, runs, stopped, samples):
 def write_profiles(a, runs):
     """Our profiled runs: gpt2_profile.jsonl and a table per run."""
     prof = [r for r in runs if r.get("profile")]
-    with open(os.path.join(a.out, "gpt2_profile.jsonl"), "w") as f:
+    with open(os.path.join(a.out, a.prefix + "_profile.jsonl"), "w") as f:
         for r in prof:
             f.write(json.dumps({k: r.get(k) for k in ("model", "schedule", "batch", "seq", "tf32",
                                                       "device", "ms_step", "profile_steps",
@@ -301,7 +312,7 @@ def write_profiles(a, runs):
                 e["layer"], e["pass"], e["calls"], 1e3 * e["s_per_step"],
                 100 * e["s_per_step"] / total))
         lines.append("")
-    with open(os.path.join(a.out, "gpt2_profile.txt"), "w") as f:
+    with open(os.path.join(a.out, a.prefix + "_profile.txt"), "w") as f:
         f.write("\n".join(lines))
     return lines
 
@@ -321,7 +332,7 @@ def write_versions(a, runs):
                                                   r.get("cudnn_allow_tf32")))
         for path in r.get("gpu_libs") or []:
             lines.append("  loaded " + path)
-    with open(os.path.join(a.out, "gpt2_versions.txt"), "w") as f:
+    with open(os.path.join(a.out, a.prefix + "_versions.txt"), "w") as f:
         f.write("\n".join(lines) + "\n")
     return lines
 
@@ -342,14 +353,14 @@ def main(argv=None):
         len(configurations(a)), ", ".join("B=%d T=%d" % bt for bt in a.shapes), a.rounds,
         a.steps, a.device, ", TF32" if a.tf32 else "",
         ", budget %.0f s" % a.budget_s if a.budget_s > 0 else ""), flush=True)
-    with open(os.path.join(a.out, "gpt2.log"), "a") as log, \
-            open(os.path.join(a.out, "gpt2_runs.jsonl"), "a") as runs_file:
+    with open(os.path.join(a.out, a.prefix + ".log"), "a") as log, \
+            open(os.path.join(a.out, a.prefix + "_runs.jsonl"), "a") as runs_file:
         runs, stopped = run_rounds(a, log, runs_file)
     if smi:
         smi.terminate()
         smi.wait()
     rows = aggregate(a, runs, stopped, smi_samples(smi_path) if smi else [])
-    with open(os.path.join(a.out, "gpt2.jsonl"), "w") as f:
+    with open(os.path.join(a.out, a.prefix + ".jsonl"), "w") as f:
         for row in rows:
             f.write(json.dumps(row) + "\n")
     for line in write_versions(a, runs) + write_profiles(a, runs):

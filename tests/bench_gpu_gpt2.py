@@ -14,7 +14,9 @@ GPU (registered in ctest as test_bench_gpu_gpt2).
    rows say so; nvidia-smi's log is read into per-run peaks.
 2. With the real bench_gpt2 (--device cpu, a tiny GPT-2) and the real
    bench_gpt2_torch.py under this interpreter (SKIPPED without
-   transformers): the phase runs end to end with the arguments it passes.
+   transformers): the phase runs end to end with the arguments it passes,
+   and again with --precision bf16 (ours in bf16, PyTorch under autocast)
+   into gpt2_bf16.jsonl.
 3. bench/gpu.sh's gpt2, resnet and table phases on stand-ins (a build
    folder of fake programs, a fake interpreter for the PyTorch scripts):
    the gpt2 phase gets its arguments through, the ResNet configurations
@@ -263,6 +265,24 @@ def real_run(bench, build, tmp):
     t = rows.get("plain", {})
     if t.get("ms_step") is None and "SKIPPED" not in str(t.get("error")):
         fail("PyTorch's row neither ran nor was skipped: %s" % t, text)
+    print(text)
+    # mixed precision: ours with bf16 activations (PyTorch under autocast)
+    # into gpt2_bf16.jsonl, its plan smaller than float's
+    rc, text = run_phase(bench, ["--bin", os.path.join(build, "bench", "bench_gpt2"), "--out", out,
+                                 "--device", "cpu", "--shapes", "2x16", "--schedules", "none",
+                                 "--modes", "plain", "--rounds", "1", "--steps", "2",
+                                 "--precision", "bf16", "--model-args",
+                                 "--layers 2 --embd 64 --heads 4 --vocab 512 --context 64"])
+    if rc != 0:
+        fail("gpu_gpt2.py --precision bf16 exited with %d" % rc, text)
+    bf = {r["schedule"]: r for r in read_jsonl(os.path.join(out, "gpt2_bf16.jsonl"))}
+    r = bf.get("none", {})
+    if not (r.get("ms_step") and r.get("precision") == "bf16"
+            and r.get("planned_MiB", 1e9) < rows["none"]["planned_MiB"]):
+        fail("our bf16 row: %s (float plans %s MiB)" % (r, rows["none"]["planned_MiB"]), text)
+    t = bf.get("plain", {})
+    if t.get("ms_step") is None and "SKIPPED" not in str(t.get("error")):
+        fail("PyTorch's autocast row neither ran nor was skipped: %s" % t, text)
     print(text)
 
 
