@@ -73,29 +73,25 @@ static size_t chunk_offset(const runner *r, int v, chunk c)
     return c.r0 ? r->p->values[v].bytes / (size_t)c.n * (size_t)c.r0 : 0;
 }
 
-/* A chunk of channels between BF16 value v and its compact F32 copy f:
- * image by image, channels [r0, r0 + cn) of each. */
-static void cast_channels(runner *r, const sl_exec *ex, int v, int f, chunk c, int widen)
+/* The chunk of BF16 value v widened into its F32 copy f (widen), or f
+ * rounded back into v. Images and rows are one contiguous run; a chunk of
+ * channels is one run per image (channels [r0, r0 + cn) of each), packed
+ * in the copy. */
+static void cast_chunk(runner *r, const sl_exec *ex, int v, int f, chunk c, int widen)
 {
-    size_t plane = r->p->values[v].bytes / sizeof(uint16_t) / (size_t)c.images / (size_t)c.n;
-    char *bf = ptr(r, v);
+    int runs = c.unit == SL_CHUNK_CHANNELS ? c.images : 1;
+    size_t per = r->p->values[v].bytes / sizeof(uint16_t) / (size_t)runs / (size_t)c.n;
+    size_t count = (size_t)c.cn * per, stride = (size_t)c.n * per;
+    char *bf = (char *)ptr(r, v) + (size_t)c.r0 * per * sizeof(uint16_t);
     char *fl = ptr(r, f);
-    for (int i = 0; i < c.images; i++) {
-        char *at = bf + (((size_t)i * c.n + (size_t)c.r0) * plane) * sizeof(uint16_t);
-        char *cp = fl + ((size_t)i * c.cn * plane) * sizeof(float);
+    for (int i = 0; i < runs; i++) {
+        char *at = bf + (size_t)i * stride * sizeof(uint16_t);
+        char *cp = fl + (size_t)i * count * sizeof(float);
         if (widen)
-            ex->be->cast(ex, (size_t)c.cn * plane, at, SL_DTYPE_BF16, cp, SL_DTYPE_F32);
+            ex->be->cast(ex, count, at, SL_DTYPE_BF16, cp, SL_DTYPE_F32);
         else
-            ex->be->cast(ex, (size_t)c.cn * plane, cp, SL_DTYPE_F32, at, SL_DTYPE_BF16);
+            ex->be->cast(ex, count, cp, SL_DTYPE_F32, at, SL_DTYPE_BF16);
     }
-}
-
-static size_t chunk_count(const runner *r, int v, chunk c)
-{
-    size_t bytes = r->p->values[v].bytes;
-    if (c.cn != c.n)
-        bytes = bytes / (size_t)c.n * (size_t)c.cn;
-    return bytes / sizeof(uint16_t); /* v is BF16 */
 }
 
 /* Value v (none: NULL) at the chunk's first image. */
@@ -108,25 +104,18 @@ static void *operand(runner *r, const sl_exec *ex, int v, int f, int load, chunk
 {
     if (v < 0)
         return NULL;
-    char *at = chunk_at(r, v, c);
     if (f < 0)
-        return at;
-    void *dst = ptr(r, f);
-    if (load && c.unit == SL_CHUNK_CHANNELS)
-        cast_channels(r, ex, v, f, c, 1);
-    else if (load)
-        ex->be->cast(ex, chunk_count(r, v, c), at, SL_DTYPE_BF16, dst, SL_DTYPE_F32);
-    return dst;
+        return chunk_at(r, v, c);
+    if (load)
+        cast_chunk(r, ex, v, f, c, 1);
+    return ptr(r, f);
 }
 
 /* The chunk of F32 copy f rounded into BF16 value v (none when f < 0). */
 static void round_back(runner *r, const sl_exec *ex, int v, int f, chunk c)
 {
-    if (f >= 0 && c.unit == SL_CHUNK_CHANNELS)
-        cast_channels(r, ex, v, f, c, 0);
-    else if (f >= 0)
-        ex->be->cast(ex, chunk_count(r, v, c), ptr(r, f), SL_DTYPE_F32,
-                     (char *)ptr(r, v) + chunk_offset(r, v, c), SL_DTYPE_BF16);
+    if (f >= 0)
+        cast_chunk(r, ex, v, f, c, 0);
 }
 
 /* Whether operand k's copy is operand j's for some j < k. */
@@ -213,8 +202,7 @@ static void run_layer_step(runner *r, const sl_graph *g, const sl_shapes *sh, co
 {
     sl_shape o = sh->tensor[g->nodes[st->node].out];
     sl_chunk_unit unit = st->f_chunk > 0 ? st->f_unit : SL_CHUNK_IMAGES;
-    int n = unit == SL_CHUNK_ROWS ? o.n * o.h * o.w /* the program checked it fits */
-          : unit == SL_CHUNK_CHANNELS ? o.c : o.n;
+    int n = (int)sl_chunk_units(o, unit); /* the program checked it fits */
     int per = st->f_chunk > 0 && st->f_chunk < n ? st->f_chunk : n;
     for (int r0 = 0; r0 < n; r0 += per) {
         chunk c = {r0, n - r0 < per ? n - r0 : per, n, unit, o.n};

@@ -129,6 +129,12 @@ typedef struct sl_value {
  * (SL_LAYER_ROW_CHUNKS), or channels (SL_LAYER_CHANNEL_CHUNKS). */
 typedef enum sl_chunk_unit { SL_CHUNK_IMAGES = 0, SL_CHUNK_ROWS, SL_CHUNK_CHANNELS } sl_chunk_unit;
 
+/* How many units of kind u a layer step with output shape o has. */
+static inline int64_t sl_chunk_units(sl_shape o, sl_chunk_unit u)
+{
+    return u == SL_CHUNK_ROWS ? (int64_t)o.n * o.h * o.w : u == SL_CHUNK_CHANNELS ? o.c : o.n;
+}
+
 typedef struct sl_step {
     sl_step_kind kind;
     int node;                  /* FWD / REFWD / BWD */

@@ -545,8 +545,7 @@ static void chunk_images(builder *b, sl_step *s, int copies[][2], int n)
     sl_chunk_unit unit = (flags & SL_LAYER_ROW_CHUNKS)       ? SL_CHUNK_ROWS
                          : (flags & SL_LAYER_CHANNEL_CHUNKS) ? SL_CHUNK_CHANNELS
                                                              : SL_CHUNK_IMAGES;
-    int64_t units = unit == SL_CHUNK_ROWS ? (int64_t)o.n * o.h * o.w
-                    : unit == SL_CHUNK_CHANNELS ? o.c : o.n;
+    int64_t units = sl_chunk_units(o, unit);
     if (!(flags & (SL_LAYER_BATCH_CHUNKS | SL_LAYER_ROW_CHUNKS | SL_LAYER_CHANNEL_CHUNKS)) ||
         units < 2 || units > INT_MAX || n == 0)
         return;
