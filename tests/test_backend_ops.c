@@ -373,7 +373,7 @@ static void *conv_ws(dev *d, const sl_conv_desc *c, sl_conv_pass pass)
 
 static void op_conv(dev *d, outputs *o)
 {
-    sl_conv_desc c = {4, 16, 15, 15, 24, 8, 8, 3, 3, 2, 2, 1, 1, 1, 1, 2};
+    sl_conv_desc c = {4, 16, 15, 15, 24, 8, 8, 3, 3, 2, 2, 1, 1, 1, 1, 2, 0};
     size_t nx = (size_t)c.n * c.c * c.h * c.w, ny = (size_t)c.n * c.k * c.oh * c.ow;
     size_t nw = (size_t)c.k * (c.c / c.groups) * c.kh * c.kw;
     float *x = dev_normal(d, nx, 50, 1.0f), *w = dev_normal(d, nw, 51, 0.2f);

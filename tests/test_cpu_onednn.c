@@ -15,6 +15,13 @@
  * pass is run twice (a re-forward equals its forward); outputs that
  * accumulate add to what was there; and the workspace at most twice
  * im2col's.
+ *
+ * bf16 (mixed precision, on a CPU with bf16 dot products): every pass of
+ * every geometry runs on oneDNN with bf16 activations, and each output is
+ * the float64 convolution of the bf16 operands (the weights rounded to
+ * nearest even) within its own rounding: half a bf16 unit of the result
+ * for bf16 outputs (twice that when backward data adds to a bf16
+ * gradient), plus float accumulation (1e-5 of the largest value).
  */
 #include <check.h>
 #include <math.h>
@@ -23,6 +30,7 @@
 #include <string.h>
 
 #include "base/backend.h"
+#include "base/element.h"
 #include "cpu/cpu.h"
 #include "harness.h"
 
@@ -35,12 +43,12 @@ typedef struct geometry {
 
 /* n c h w, k oh ow, kh kw sh sw ph pw dh dw, groups */
 static const geometry geometries[] = {
-    {"3x3 same", {6, 16, 10, 10, 32, 10, 10, 3, 3, 1, 1, 1, 1, 1, 1, 1}},
-    {"3x3 stride 2", {4, 32, 13, 11, 16, 7, 6, 3, 3, 2, 2, 1, 1, 1, 1, 1}},
-    {"3x3 dilation 2", {3, 16, 12, 12, 16, 12, 12, 3, 3, 1, 1, 2, 2, 2, 2, 1}},
-    {"3x3 groups 4", {4, 32, 8, 8, 64, 8, 8, 3, 3, 1, 1, 1, 1, 1, 1, 4}},
-    {"5x5 no padding", {2, 16, 9, 9, 16, 5, 5, 5, 5, 1, 1, 0, 0, 1, 1, 1}},
-    {"7x7 stride 2, 3 channels", {4, 3, 32, 32, 16, 16, 16, 7, 7, 2, 2, 3, 3, 1, 1, 1}},
+    {"3x3 same", {6, 16, 10, 10, 32, 10, 10, 3, 3, 1, 1, 1, 1, 1, 1, 1, 0}},
+    {"3x3 stride 2", {4, 32, 13, 11, 16, 7, 6, 3, 3, 2, 2, 1, 1, 1, 1, 1, 0}},
+    {"3x3 dilation 2", {3, 16, 12, 12, 16, 12, 12, 3, 3, 1, 1, 2, 2, 2, 2, 1, 0}},
+    {"3x3 groups 4", {4, 32, 8, 8, 64, 8, 8, 3, 3, 1, 1, 1, 1, 1, 1, 4, 0}},
+    {"5x5 no padding", {2, 16, 9, 9, 16, 5, 5, 5, 5, 1, 1, 0, 0, 1, 1, 1, 0}},
+    {"7x7 stride 2, 3 channels", {4, 3, 32, 32, 16, 16, 16, 7, 7, 2, 2, 3, 3, 1, 1, 1, 0}},
 };
 #define N_GEOMETRIES (int)(sizeof geometries / sizeof *geometries)
 
@@ -194,6 +202,181 @@ START_TEST(test_onednn_passes_match_im2col)
 }
 END_TEST
 
+/* ---- bf16 ---- */
+
+static uint16_t *bf16_normal(size_t n, uint64_t seed, float std)
+{
+    float *f = malloc(n * sizeof *f);
+    uint16_t *b = malloc(n * sizeof *b);
+    ck_assert(f && b);
+    th_fill_normal(f, n, seed, std);
+    for (size_t i = 0; i < n; i++)
+        b[i] = sl_bf16_round(f[i]);
+    free(f);
+    return b;
+}
+
+/* The float64 convolution's three passes on operands already widened:
+ * y = conv(x, w), dx = conv_transpose(dy, w), dw = corr(x, dy). */
+typedef enum { REF_Y, REF_DX, REF_DW } ref_pass;
+
+static void conv_ref(const sl_conv_desc *d, const double *x, const double *w, const double *dy,
+                     ref_pass pass, double *out)
+{
+    int cg = d->c / d->groups, kg = d->k / d->groups;
+    size_t n_out = pass == REF_Y ? y_count(d) : pass == REF_DX ? x_count(d) : w_count(d);
+    memset(out, 0, n_out * sizeof *out);
+    for (int n = 0; n < d->n; n++)
+        for (int k = 0; k < d->k; k++) {
+            int gr = k / kg;
+            for (int oi = 0; oi < d->oh; oi++)
+                for (int oj = 0; oj < d->ow; oj++) {
+                    size_t yi = (((size_t)n * d->k + k) * d->oh + oi) * d->ow + oj;
+                    for (int c = 0; c < cg; c++)
+                        for (int a = 0; a < d->kh; a++)
+                            for (int b = 0; b < d->kw; b++) {
+                                int ii = oi * d->sh - d->ph + a * d->dh;
+                                int jj = oj * d->sw - d->pw + b * d->dw;
+                                if (ii < 0 || ii >= d->h || jj < 0 || jj >= d->w)
+                                    continue;
+                                int ci = gr * cg + c;
+                                size_t xi = (((size_t)n * d->c + ci) * d->h + ii) * d->w + jj;
+                                size_t wi = (((size_t)k * cg + c) * d->kh + a) * d->kw + b;
+                                if (pass == REF_Y)
+                                    out[yi] += x[xi] * w[wi];
+                                else if (pass == REF_DX)
+                                    out[xi] += dy[yi] * w[wi];
+                                else
+                                    out[wi] += x[xi] * dy[yi];
+                            }
+                }
+        }
+}
+
+static double *widen_all(const uint16_t *b, size_t n)
+{
+    double *d = malloc(n * sizeof *d);
+    ck_assert_ptr_nonnull(d);
+    for (size_t i = 0; i < n; i++)
+        d[i] = sl_bf16_widen(b[i]);
+    return d;
+}
+
+static double largest(const double *v, size_t n)
+{
+    double m = 0.0;
+    for (size_t i = 0; i < n; i++)
+        m = fabs(v[i]) > m ? fabs(v[i]) : m;
+    return m;
+}
+
+/* A bf16 output against want (float64): within half a unit of bf16
+ * rounding of want (2^-8 of it), plus half a unit of `part` where the
+ * result was rounded twice (backward data added to a gradient: part is
+ * the added term, rounded first; NULL: none), plus 1e-5 of the largest. */
+static void assert_bf16_close(const char *geom, const char *what, const uint16_t *got,
+                              const double *want, const double *part, size_t n)
+{
+    double scale = largest(want, n);
+    for (size_t i = 0; i < n; i++) {
+        double e = fabs(sl_bf16_widen(got[i]) - want[i]);
+        double tol = ldexp(fabs(want[i]) + (part ? fabs(part[i]) : 0.0), -8) + 1e-5 * scale;
+        ck_assert_msg(e <= tol, "%s %s [%zu]: %.9g, the float64 result %.9g (off by %g, allowed %g)",
+                      geom, what, i, sl_bf16_widen(got[i]), want[i], e, tol);
+    }
+}
+
+START_TEST(test_onednn_bf16_passes)
+{
+    if (!sl_cpu_have_onednn() || !sl_cpu_has_bf16_dot()) {
+        printf("SKIPPED: test_onednn_bf16_passes: %s\n",
+               sl_cpu_have_onednn() ? "this CPU has no bf16 dot products (avx512_core_bf16 or AMX)"
+                                    : "this build has no oneDNN");
+        return;
+    }
+    sl_cpu_kernels_force(0, 1);
+    sl_backend *be;
+    ck_assert_int_eq(sl_cpu_backend_create(THREADS, &be), SL_OK);
+    sl_exec ex = {be, THREADS};
+    /* the float geometries, a pointwise one (1x1 stays on im2col in
+     * float), and one whose weights outweigh its activations (ResNet's last
+     * stage), whose backward filter runs in chunks of images */
+    static const geometry more[] = {
+        {"1x1 pointwise", {4, 64, 14, 14, 128, 14, 14, 1, 1, 1, 1, 0, 0, 1, 1, 1, 1}},
+        {"1x1 wide, 7x7", {4, 512, 7, 7, 2048, 7, 7, 1, 1, 1, 1, 0, 0, 1, 1, 1, 1}},
+    };
+    int n_more = (int)(sizeof more / sizeof *more), chunked = 0;
+    for (int gi = 0; gi < N_GEOMETRIES + n_more; gi++) {
+        const geometry *g = gi < N_GEOMETRIES ? &geometries[gi] : &more[gi - N_GEOMETRIES];
+        sl_conv_desc d = g->d;
+        const char *name = g->name;
+        d.bf16 = 1;
+        ck_assert_msg(be->conv2d_native_bf16(be, &d), "%s: not on oneDNN in bf16", name);
+        size_t nx = x_count(&d), ny = y_count(&d), nw = w_count(&d), ws = 0;
+        for (int pass = 0; pass < 3; pass++) {
+            size_t b = be->conv2d_workspace_bytes(be, &d, (sl_conv_pass)pass);
+            ck_assert(b != SIZE_MAX);
+            ws = b > ws ? b : ws;
+        }
+        void *work = sl_aligned_zalloc(ws ? ws : 1, "a test workspace");
+        uint16_t *x = bf16_normal(nx, 1 + gi, 1.0f), *dy = bf16_normal(ny, 201 + gi, 1.0f);
+        uint16_t *base_dx = bf16_normal(nx, 301 + gi, 1.0f);
+        float *w = malloc(nw * sizeof *w), *dw = malloc(nw * sizeof *dw);
+        uint16_t *y = malloc(ny * 2), *y2 = malloc(ny * 2), *dx = malloc(nx * 2);
+        uint16_t *dx_acc = malloc(nx * 2);
+        ck_assert(work && w && dw && y && y2 && dx && dx_acc);
+        th_fill_normal(w, nw, 101 + gi, 0.2f);
+        th_fill_normal(dw, nw, 401 + gi, 1.0f);
+        float *dw0 = copy_of(dw, nw);
+        memcpy(dx_acc, base_dx, nx * 2);
+
+        be->conv2d_forward(&ex, &d, x, w, NULL, y, work);
+        be->conv2d_forward(&ex, &d, x, w, NULL, y2, work);
+        be->conv2d_backward_data(&ex, &d, w, dy, dx, 0, work);
+        be->conv2d_backward_data(&ex, &d, w, dy, dx_acc, 1, work);
+        be->conv2d_backward_filter(&ex, &d, x, dy, dw, NULL, work);
+        ck_assert_msg(be->sync(&ex) == SL_OK, "%s", sl_last_error());
+        ck_assert_msg(!memcmp(y, y2, ny * 2), "%s: a re-forward differs", name);
+
+        double *xd = widen_all(x, nx), *dyd = widen_all(dy, ny), *wd = malloc(nw * sizeof *wd);
+        double *ref = malloc((nx > ny ? (nx > nw ? nx : nw) : (ny > nw ? ny : nw)) * sizeof *ref);
+        ck_assert(wd && ref);
+        for (size_t i = 0; i < nw; i++)
+            wd[i] = sl_bf16_widen(sl_bf16_round(w[i])); /* the weights as the passes read them */
+        conv_ref(&d, xd, wd, dyd, REF_Y, ref);
+        assert_bf16_close(name, "forward", y, ref, NULL, ny);
+        double *part = malloc(nx * sizeof *part);
+        ck_assert_ptr_nonnull(part);
+        conv_ref(&d, xd, wd, dyd, REF_DX, part);
+        assert_bf16_close(name, "backward data", dx, part, NULL, nx);
+        for (size_t i = 0; i < nx; i++)
+            ref[i] = part[i] + sl_bf16_widen(base_dx[i]);
+        assert_bf16_close(name, "backward data, accumulated", dx_acc, ref, part, nx);
+        free(part);
+        conv_ref(&d, xd, NULL, dyd, REF_DW, ref);
+        double scale = largest(ref, nw);
+        for (size_t i = 0; i < nw; i++) {
+            double want = dw0[i] + ref[i];
+            ck_assert_msg(fabs(dw[i] - want) <= 1e-5 * (scale + 1.0),
+                          "%s backward filter [%zu]: %.9g, the float64 result %.9g", name, i,
+                          dw[i], want);
+        }
+        printf("%-26s bf16: images a call: forward %d, backward data %d, filter %d of %d\n", name,
+               sl_cpu_onednn_conv_chunk(be, &d, SL_CONV_FWD),
+               sl_cpu_onednn_conv_chunk(be, &d, SL_CONV_BWD_DATA),
+               sl_cpu_onednn_conv_chunk(be, &d, SL_CONV_BWD_FILTER), d.n);
+        for (int pass = 0; pass < 3; pass++)
+            chunked += sl_cpu_onednn_conv_chunk(be, &d, (sl_conv_pass)pass) < d.n;
+        free(xd), free(dyd), free(wd), free(ref), free(dw0);
+        free(x), free(dy), free(base_dx), free(w), free(dw), free(y), free(y2), free(dx);
+        free(dx_acc);
+        sl_aligned_free(work);
+    }
+    ck_assert_msg(chunked > 0, "no bf16 pass ran in chunks of images");
+    sl_backend_destroy(be);
+}
+END_TEST
+
 /* The 3-channel input's backward data stays on im2col (padded to a block
  * of 16 channels it runs slower), and 1x1 convolutions never leave it. */
 START_TEST(test_onednn_rule_keeps_pointwise_and_few_channels_on_im2col)
@@ -207,7 +390,7 @@ START_TEST(test_onednn_rule_keeps_pointwise_and_few_channels_on_im2col)
     ck_assert_int_eq(sl_cpu_backend_create(THREADS, &be), SL_OK);
     sl_conv_desc stem = geometries[N_GEOMETRIES - 1].d;
     ck_assert_int_eq(sl_cpu_onednn_conv_chunk(be, &stem, SL_CONV_BWD_DATA), 0);
-    sl_conv_desc pointwise = {4, 64, 14, 14, 128, 14, 14, 1, 1, 1, 1, 0, 0, 1, 1, 1};
+    sl_conv_desc pointwise = {4, 64, 14, 14, 128, 14, 14, 1, 1, 1, 1, 0, 0, 1, 1, 1, 0};
     for (int pass = 0; pass < 3; pass++)
         ck_assert_int_eq(sl_cpu_onednn_conv_chunk(be, &pointwise, (sl_conv_pass)pass), 0);
     sl_backend_destroy(be);
@@ -221,6 +404,7 @@ int main(void)
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, test_onednn_passes_match_im2col);
     tcase_add_test(tc, test_onednn_rule_keeps_pointwise_and_few_channels_on_im2col);
+    tcase_add_test(tc, test_onednn_bf16_passes);
     suite_add_tcase(s, tc);
     int failed = th_run_suite(s);
     return failed ? EXIT_FAILURE : EXIT_SUCCESS;

@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cpu/cpu.h"
 #include "net/net.h"
 #include "harness.h"
 
@@ -41,6 +42,7 @@ typedef struct run {
 static float g_perturb;     /* train_cnn: each input value times 1 +- this */
 static size_t g_copy_bytes; /* train_cnn, gpt2_step: net->f32_copy_bytes (0: the default) */
 static int g_chunked;    /* steps of train_cnn's last program run a few images at a time */
+static int g_native;     /* layers of train_cnn's last net that ran on bf16 themselves */
 
 static void train_cnn(const char *model, int res, int batch, sl_precision precision,
                       sl_schedule schedule, int least_kind, run *out)
@@ -70,6 +72,9 @@ static void train_cnn(const char *model, int res, int batch, sl_precision precis
     g_chunked = 0;
     for (int i = 0; i < prog->n_steps; i++)
         g_chunked += prog->steps[i].f_chunk > 0;
+    g_native = 0;
+    for (int i = 0; i < net->graph.n_nodes; i++)
+        g_native += sl_shapes_native(&net->cache[SL_MODE_TRAIN].sh, i);
     th_params_capture(net, &out->params);
     sl_net_free(net);
     sl_context_free(ctx);
@@ -90,7 +95,7 @@ static void check_schedules(const char *model, int res, int batch)
 {
     run plain, other;
     train_cnn(model, res, batch, SL_PRECISION_BF16, SL_SCHEDULE_NONE, 0, &plain);
-    int chunked = g_chunked;
+    int chunked = g_chunked, native = g_native;
     struct {
         sl_schedule s;
         int least;
@@ -108,16 +113,39 @@ static void check_schedules(const char *model, int res, int batch)
         th_params_assert_identical(&plain.params, &other.params, what);
         ck_assert_msg(other.total < plain.total, "%s: planned %" PRIu64 " not below plain %" PRIu64,
                       what, other.total, plain.total);
+        ck_assert_int_eq(g_native, native);
         printf("  %-34s planned %.2f MiB (none %.2f MiB), the same bits; %d steps in chunks "
-               "(none: %d)\n", what, other.total / 1048576.0, plain.total / 1048576.0,
-               g_chunked, chunked);
+               "(none: %d); %d layers on bf16 themselves\n", what, other.total / 1048576.0,
+               plain.total / 1048576.0, g_chunked, chunked, g_native);
         th_params_free(&other.params);
     }
     th_params_free(&plain.params);
     g_chunked = chunked;
+    g_native = native;
 }
 
-START_TEST(test_bf16_schedules_resnet20) { check_schedules("resnet20", 32, 8); }
+/* On a CPU with bf16 dot products the convolutions (all but the stem,
+ * which reads the float input) run on bf16 themselves through oneDNN. */
+START_TEST(test_bf16_schedules_resnet20)
+{
+    check_schedules("resnet20", 32, 8);
+    if (sl_cpu_has_bf16_dot() && sl_cpu_conv_onednn())
+        ck_assert_int_eq(g_native, 20); /* ResNet-20: 19 3x3 and 2 downsampling convolutions */
+    else
+        printf("  (this CPU has no bf16 dot products: every convolution used float copies)\n");
+}
+END_TEST
+
+/* The float-copies path for every convolution (oneDNN off): what a CPU
+ * without bf16 dot products runs; exact under every schedule too. */
+START_TEST(test_bf16_schedules_resnet20_copies)
+{
+    int gemm = sl_cpu_gemm_onednn(), conv = sl_cpu_conv_onednn();
+    sl_cpu_kernels_force(gemm, 0);
+    check_schedules("resnet20", 32, 8);
+    ck_assert_int_eq(g_native, 0);
+    sl_cpu_kernels_force(gemm, conv);
+}
 END_TEST
 
 /* Large enough images that ReLU's and the adds' copies pass
@@ -420,6 +448,7 @@ int main(void)
     tcase_add_test(tc, test_precision_errors);
     tcase_add_test(tc, test_bf16_against_f32_resnet20);
     tcase_add_test(tc, test_bf16_schedules_resnet20);
+    tcase_add_test(tc, test_bf16_schedules_resnet20_copies);
     tcase_add_test(tc, test_bf16_schedules_resnet20_chunks);
     tcase_add_test(tc, test_bf16_resnet20_smallest_chunks);
     tcase_add_test(tc, test_bf16_schedules_resnet56_dropout);

@@ -33,12 +33,16 @@
 extern "C" {
 #endif
 
-/* Convolution geometry: input n x c x h x w, output n x k x oh x ow. */
+/* Convolution geometry: input n x c x h x w, output n x k x oh x ow.
+ * bf16: the activations (x, y, dx, dy) are bf16 storage, computed on in
+ * bf16 with float accumulation (a backend that says so through
+ * conv2d_native_bf16); the weights and their gradient stay float. */
 typedef struct sl_conv_desc {
     int n, c, h, w;
     int k, oh, ow;
     int kh, kw, sh, sw, ph, pw, dh, dw;
     int groups;
+    int bf16;
 } sl_conv_desc;
 
 typedef enum sl_conv_pass { SL_CONV_FWD = 0, SL_CONV_BWD_DATA = 1, SL_CONV_BWD_FILTER = 2 } sl_conv_pass;
@@ -143,18 +147,25 @@ typedef struct sl_attention_desc {
      * set, when the backend cannot run this geometry. */                                      \
     REQ(size_t, conv2d_workspace_bytes,                                                        \
         (const sl_backend *be, const sl_conv_desc *d, sl_conv_pass pass))                      \
-    /* y = conv(x, w) + bias (bias may be NULL). w: k x c/groups x kh x kw. */                 \
+    /* y = conv(x, w) + bias (bias may be NULL). w: k x c/groups x kh x kw.                   \
+     * x, y (and dy, dx below) are float, or bf16 when d->bf16. */                             \
     REQ(void, conv2d_forward,                                                                  \
-        (const sl_exec *ex, const sl_conv_desc *d, const float *x, const float *w,             \
-         const float *bias, float *y, void *ws))                                               \
+        (const sl_exec *ex, const sl_conv_desc *d, const void *x, const float *w,              \
+         const float *bias, void *y, void *ws))                                                \
     /* dx (+)= conv_transpose(dy, w). */                                                       \
     REQ(void, conv2d_backward_data,                                                            \
-        (const sl_exec *ex, const sl_conv_desc *d, const float *w, const float *dy, float *dx, \
+        (const sl_exec *ex, const sl_conv_desc *d, const float *w, const void *dy, void *dx,   \
          int accumulate, void *ws))                                                            \
     /* dw += corr(x, dy); dbias += sum(dy) over n, oh, ow (dbias may be NULL). */              \
     REQ(void, conv2d_backward_filter,                                                          \
-        (const sl_exec *ex, const sl_conv_desc *d, const float *x, const float *dy, float *dw, \
+        (const sl_exec *ex, const sl_conv_desc *d, const void *x, const void *dy, float *dw,   \
          float *dbias, void *ws))                                                              \
+    /* Whether the backend runs all three passes of d (d->bf16 set, no                         \
+     * bias) on bf16 activations itself, each pass's workspace then being                     \
+     * conv2d_workspace_bytes(be, d, pass); NULL or 0: the executor widens                    \
+     * a bf16 network's activations into float copies for the convolution                     \
+     * instead. Decided once per geometry, the same for every call. */                        \
+    OPT(int, conv2d_native_bf16, (const sl_backend *be, const sl_conv_desc *d))               \
     /* Training BatchNorm over n x c x hw: batch mean and 1/sqrt(var+eps)                      \
      * (biased var) into save_mean / save_invstd, y = normalised * gamma +                     \
      * beta. When running_mean is not NULL the running statistics are                         \

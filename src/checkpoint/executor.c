@@ -157,6 +157,7 @@ static void forward_chunk(runner *r, const sl_graph *g, const sl_shapes *sh, con
     a.ws = ptr(r, st->ws);
     a.ctx = ctx;
     a.bn_rescale_momentum = st->bn_rescale;
+    a.bf16 = sl_shapes_native(sh, st->node);
     chunk_args_set(&a.first_image, &a.images, &a.first_channel, &a.channels, sh, nd, c);
     nd->layer->ops->forward(nd->layer, ex, &a);
     round_back(r, ex, st->y, st->f_y, c);
@@ -189,6 +190,7 @@ static void backward_chunk(runner *r, const sl_graph *g, const sl_shapes *sh, co
     a.saved = chunk_at(r, st->saved, c);
     a.ws = ptr(r, st->ws);
     a.ctx = ctx;
+    a.bf16 = sl_shapes_native(sh, st->node);
     chunk_args_set(&a.first_image, &a.images, &a.first_channel, &a.channels, sh, nd, c);
     nd->layer->ops->backward(nd->layer, ex, &a);
     for (int k = 0; k < nd->n_in; k++)

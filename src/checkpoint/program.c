@@ -591,6 +591,8 @@ static void add_f32_copies(builder *b)
         unsigned flags = b->g->nodes[s->node].layer->ops->flags;
         if (s->kind != SL_STEP_BWD && (flags & SL_LAYER_VIEW))
             continue; /* no kernel: the output is the input's storage */
+        if (sl_shapes_native(b->sh, s->node))
+            continue; /* the layer reads and writes bf16 itself */
         int copies[2 * SL_MAX_INPUTS + 2][2], n = 0;
         for (int k = 0; k < SL_MAX_INPUTS; k++)
             s->f_x[k] = f32_copy(b, s->node, s->x[k], copies, &n);

@@ -48,7 +48,8 @@ static sl_status window_alloc(const sl_graph *g, window *w)
     w->sh.bytes = sl_malloc(nodes * sizeof *w->sh.bytes);
     w->sh.cost = sl_malloc(nodes * sizeof *w->sh.cost);
     w->sh.dtype = sl_malloc(nodes);
-    if (!w->sh.dtype || !w->g.nodes || !w->g.top_first_node || !w->g.top_output || !w->sh.tensor ||
+    w->sh.native = sl_malloc(nodes);
+    if (!w->sh.dtype || !w->sh.native || !w->g.nodes || !w->g.top_first_node || !w->g.top_output || !w->sh.tensor ||
         !w->sh.bytes || !w->sh.cost)
         return sl_set_error(SL_ERR_NOMEM, "out of memory costing segments");
     return SL_OK;
@@ -63,6 +64,7 @@ static void window_release(window *w)
     free(w->sh.bytes);
     free(w->sh.cost);
     free(w->sh.dtype);
+    free(w->sh.native);
 }
 
 static void window_set(const sl_graph *g, const sl_shapes *sh, int p, int q, window *w)
@@ -89,6 +91,7 @@ static void window_set(const sl_graph *g, const sl_shapes *sh, int p, int q, win
         w->sh.bytes[i + 1] = sh->bytes[base + i + 1];
         w->sh.dtype[i + 1] = (unsigned char)sl_shapes_dtype(sh, base + i + 1);
         w->sh.cost[i] = sh->cost[base + i];
+        w->sh.native[i] = (unsigned char)sl_shapes_native(sh, base + i);
         w->sh.fwd_flops = sl_add_sat(w->sh.fwd_flops, sh->cost[base + i].fwd_flops);
         w->sh.bwd_flops = sl_add_sat(w->sh.bwd_flops, sh->cost[base + i].bwd_flops);
     }

@@ -46,6 +46,9 @@ void sl_cpu_state_free(sl_cpu_state *s);
 /* SL_OK, or the first failure of a oneDNN primitive since the last call
  * (with sl_last_error() set). */
 sl_status sl_cpu_state_sync(sl_cpu_state *s);
+/* Records a kernel's failure (SL_ERR_BACKEND, message what) for the next
+ * sl_cpu_state_sync, unless one is recorded already. */
+void sl_cpu_state_fail(sl_cpu_state *s, const char *what);
 
 /* Process-wide choices, made once (see cpu_onednn.c): 1 when GEMM tiles
  * run oneDNN's sgemm, 1 when convolutions go to oneDNN where it has a
@@ -59,6 +62,9 @@ const char *sl_cpu_kernels_describe(char *buf, size_t n);
 
 /* 1 in a build with oneDNN. */
 int sl_cpu_have_onednn(void);
+/* 1 when oneDNN's dispatch reaches bf16 dot products (avx512_core_bf16,
+ * AMX): where bf16 convolutions run on bf16 activations themselves. */
+int sl_cpu_has_bf16_dot(void);
 /* Tests only: overrides both choices for the process from now on (plans
  * already made keep theirs). Not thread-safe. */
 void sl_cpu_kernels_force(int gemm_onednn, int conv_onednn);
@@ -78,12 +84,16 @@ size_t sl_cpu_onednn_conv_workspace(const sl_backend *be, const sl_conv_desc *d,
                                     sl_conv_pass pass);
 /* The passes through oneDNN: 1 when done, 0 when this geometry and pass
  * run im2col (the caller then does). Same arguments as the table's. */
-int sl_cpu_onednn_conv_forward(const sl_exec *ex, const sl_conv_desc *d, const float *x,
-                               const float *w, float *y, void *ws);
+int sl_cpu_onednn_conv_forward(const sl_exec *ex, const sl_conv_desc *d, const void *x,
+                               const float *w, void *y, void *ws);
 int sl_cpu_onednn_conv_backward_data(const sl_exec *ex, const sl_conv_desc *d, const float *w,
-                                     const float *dy, float *dx, int accumulate, void *ws);
-int sl_cpu_onednn_conv_backward_filter(const sl_exec *ex, const sl_conv_desc *d, const float *x,
-                                       const float *dy, float *dw, void *ws);
+                                     const void *dy, void *dx, int accumulate, void *ws);
+int sl_cpu_onednn_conv_backward_filter(const sl_exec *ex, const sl_conv_desc *d, const void *x,
+                                       const void *dy, float *dw, void *ws);
+/* The table's conv2d_native_bf16: 1 when all three passes of d have a
+ * bf16 plan through oneDNN (a CPU with bf16 dot products, avx512_core_bf16
+ * or AMX, and oneDNN chosen for convolutions). */
+int sl_cpu_conv2d_native_bf16(const sl_backend *be, const sl_conv_desc *d);
 
 /* ---- the im2col path's geometry (cpu_conv.c; cpu_onednn.c compares) ---- */
 

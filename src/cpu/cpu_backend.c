@@ -50,6 +50,7 @@ static const sl_backend sl_cpu_table = {
     .download = sl_cpu_memcpy,
     .download_later = sl_cpu_memcpy, /* written at once: before any sync */
     .sync = sl_cpu_sync,
+    .conv2d_native_bf16 = sl_cpu_conv2d_native_bf16,
 #define SL_CPU_ENTRY(ret, member, params) .member = sl_cpu_##member,
     SL_BACKEND_OPS(SL_CPU_ENTRY, SL_BACKEND_SKIP)
 #undef SL_CPU_ENTRY

@@ -280,16 +280,31 @@ static void conv_bias_add(const conv_team *tm, const sl_conv_desc *d, size_t ohw
     }
 }
 
-void sl_cpu_conv2d_forward(const sl_exec *ex, const sl_conv_desc *d, const float *x, const float *w,
-                           const float *bias, float *y, void *ws)
+/* A bf16 pass reaches here only through a plan that runs it on oneDNN
+ * (conv2d_native_bf16 said so); anything else is the caller's error,
+ * reported at the next sync. */
+static int bf16_unplanned(const sl_exec *ex, const sl_conv_desc *d)
 {
+    if (!d->bf16)
+        return 0;
+    sl_cpu_state_fail(ex->be->impl, "a bf16 convolution was run without its oneDNN plan");
+    return 1;
+}
+
+void sl_cpu_conv2d_forward(const sl_exec *ex, const sl_conv_desc *d, const void *xv, const float *w,
+                           const float *bias, void *yv, void *ws)
+{
+    const float *x = xv;
+    float *y = yv;
     if (sl_cpu_onednn_conv_forward(ex, d, x, w, y, ws)) {
-        if (bias) {
+        if (bias && !d->bf16) {
             conv_team tm = conv_team_here(ex, 0);
             conv_bias_add(&tm, d, (size_t)d->oh * d->ow, bias, y);
         }
         return;
     }
+    if (bf16_unplanned(ex, d))
+        return;
     if (sl_cpu_gemm_tiled(ex)) {
 #pragma omp parallel num_threads(cpu_threads(ex))
         {
@@ -328,9 +343,12 @@ static void conv_backward_data_run(const conv_team *tm, const sl_conv_desc *d, c
 }
 
 void sl_cpu_conv2d_backward_data(const sl_exec *ex, const sl_conv_desc *d, const float *w,
-                                 const float *dy, float *dx, int accumulate, void *ws)
+                                 const void *dyv, void *dxv, int accumulate, void *ws)
 {
-    if (sl_cpu_onednn_conv_backward_data(ex, d, w, dy, dx, accumulate, ws))
+    const float *dy = dyv;
+    float *dx = dxv;
+    if (sl_cpu_onednn_conv_backward_data(ex, d, w, dy, dx, accumulate, ws) ||
+        bf16_unplanned(ex, d))
         return;
     if (sl_cpu_gemm_tiled(ex)) {
 #pragma omp parallel num_threads(cpu_threads(ex))
@@ -398,16 +416,19 @@ static void conv_backward_filter_run(const conv_team *tm, const sl_conv_desc *d,
         conv_bias_grad(tm, d, g.ohw, dy, dbias);
 }
 
-void sl_cpu_conv2d_backward_filter(const sl_exec *ex, const sl_conv_desc *d, const float *x,
-                                   const float *dy, float *dw, float *dbias, void *ws)
+void sl_cpu_conv2d_backward_filter(const sl_exec *ex, const sl_conv_desc *d, const void *xv,
+                                   const void *dyv, float *dw, float *dbias, void *ws)
 {
+    const float *x = xv, *dy = dyv;
     if (sl_cpu_onednn_conv_backward_filter(ex, d, x, dy, dw, ws)) {
-        if (dbias) {
+        if (dbias && !d->bf16) { /* bf16 convolutions have no bias (conv2d.c) */
             conv_team tm = conv_team_here(ex, 0);
             conv_bias_grad(&tm, d, (size_t)d->oh * d->ow, dy, dbias);
         }
         return;
     }
+    if (bf16_unplanned(ex, d))
+        return;
     if (sl_cpu_gemm_tiled(ex)) {
 #pragma omp parallel num_threads(cpu_threads(ex))
         {

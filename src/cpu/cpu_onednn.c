@@ -82,6 +82,15 @@ static int isa_has_avx512(void)
            (isa & (unsigned)dnnl_cpu_isa_avx512_core) == (unsigned)dnnl_cpu_isa_avx512_core;
 }
 
+/* bf16 dot products in hardware (avx512_core_bf16, AMX): where oneDNN's
+ * bf16 convolutions outrun its float ones. */
+static int isa_has_bf16(void)
+{
+    unsigned isa = (unsigned)dnnl_get_effective_cpu_isa();
+    unsigned want = (unsigned)dnnl_cpu_isa_avx512_core_bf16;
+    return isa != dnnl_cpu_isa_all && (isa & want) == want;
+}
+
 static const char *isa_name(void)
 {
     switch (dnnl_get_effective_cpu_isa()) {
@@ -162,6 +171,15 @@ int sl_cpu_have_onednn(void)
 
 int sl_cpu_conv_onednn(void) { return choices()->conv_onednn; }
 
+int sl_cpu_has_bf16_dot(void)
+{
+#ifdef SL_HAVE_ONEDNN
+    return isa_has_bf16();
+#else
+    return 0;
+#endif
+}
+
 const char *sl_cpu_kernels_describe(char *buf, size_t n)
 {
 #ifdef SL_HAVE_ONEDNN
@@ -236,7 +254,8 @@ typedef struct conv_plan {
     sl_conv_pass pass;
     int onednn; /* 0: this geometry and pass run im2col */
     int chunk;  /* images per primitive call */
-    dnnl_data_type_t dt; /* of every tensor: dnnl_f32 (the bf16 hook: plain_mds) */
+    dnnl_data_type_t dt[N_T];  /* the caller's tensors' (see tensor_types) */
+    dnnl_data_type_t adt[N_T]; /* the primitive's */
     size_t scratch_bytes, ws_bytes;
     dnnl_primitive_t prim;
     dnnl_memory_t scratch;
@@ -247,13 +266,13 @@ typedef struct conv_plan {
 
 struct sl_cpu_state {
     int threads;
+    sl_status failed; /* the first failed execution, for the next sync */
+    char failed_msg[256];
 #ifdef SL_HAVE_ONEDNN
     dnnl_engine_t engine;
     dnnl_stream_t stream;
     conv_plan *plans;
     int n_plans, cap_plans;
-    sl_status failed; /* the first failed execution, for the next sync */
-    char failed_msg[256];
 #endif
 };
 
@@ -309,16 +328,20 @@ void sl_cpu_state_free(sl_cpu_state *s)
 
 sl_status sl_cpu_state_sync(sl_cpu_state *s)
 {
-#ifdef SL_HAVE_ONEDNN
     if (s && s->failed != SL_OK) {
         sl_status st = s->failed;
         s->failed = SL_OK;
         return sl_set_error(st, "%s", s->failed_msg);
     }
-#else
-    (void)s;
-#endif
     return SL_OK;
+}
+
+void sl_cpu_state_fail(sl_cpu_state *s, const char *what)
+{
+    if (!s || s->failed != SL_OK)
+        return;
+    s->failed = SL_ERR_BACKEND;
+    snprintf(s->failed_msg, sizeof s->failed_msg, "%s", what);
 }
 
 /* ---- convolutions ---- */
@@ -334,25 +357,39 @@ static sl_status dnnl_fail(dnnl_status_t st, const char *what)
     return sl_set_error(SL_ERR_BACKEND, "oneDNN could not %s (status %d)", what, (int)st);
 }
 
+/* The data types of a pass's tensors: the caller's (dt) and the
+ * primitive's (adt). Float: all f32. bf16 (d->bf16): the activations are
+ * bf16 on both sides; the weights are the caller's float masters, which
+ * the forward and backward data read as bf16 (the staging reorder rounds
+ * them, to nearest even), and backward filter writes its float gradient
+ * straight (bf16 products summed in float). */
+static void tensor_types(const sl_conv_desc *d, sl_conv_pass pass, dnnl_data_type_t dt[N_T],
+                         dnnl_data_type_t adt[N_T])
+{
+    dnnl_data_type_t act = d->bf16 ? dnnl_bf16 : dnnl_f32;
+    dt[T_X] = adt[T_X] = act;
+    dt[T_Y] = adt[T_Y] = act;
+    dt[T_W] = dnnl_f32;
+    adt[T_W] = pass == SL_CONV_BWD_FILTER ? dnnl_f32 : act;
+}
+
 /* The plain descriptors of the caller's tensors, over `images` images,
- * in data type dt (dnnl_f32 today; the mixed-precision work passes
- * dnnl_bf16 for activations where the CPU computes in bf16,
- * avx512_core_bf16 and above). */
-static dnnl_status_t plain_mds(const sl_conv_desc *d, int images, dnnl_data_type_t dt,
+ * in data types dt. */
+static dnnl_status_t plain_mds(const sl_conv_desc *d, int images, const dnnl_data_type_t dt[N_T],
                                dnnl_memory_desc_t md[N_T])
 {
     dnnl_dims_t xd = {images, d->c, d->h, d->w}, yd = {images, d->k, d->oh, d->ow};
-    dnnl_status_t st = dnnl_memory_desc_init_by_tag(&md[T_X], 4, xd, dt, dnnl_nchw);
+    dnnl_status_t st = dnnl_memory_desc_init_by_tag(&md[T_X], 4, xd, dt[T_X], dnnl_nchw);
     if (st == dnnl_success)
-        st = dnnl_memory_desc_init_by_tag(&md[T_Y], 4, yd, dt, dnnl_nchw);
+        st = dnnl_memory_desc_init_by_tag(&md[T_Y], 4, yd, dt[T_Y], dnnl_nchw);
     if (st != dnnl_success)
         return st;
     if (d->groups == 1) {
         dnnl_dims_t wd = {d->k, d->c, d->kh, d->kw};
-        return dnnl_memory_desc_init_by_tag(&md[T_W], 4, wd, dt, dnnl_oihw);
+        return dnnl_memory_desc_init_by_tag(&md[T_W], 4, wd, dt[T_W], dnnl_oihw);
     }
     dnnl_dims_t wd = {d->groups, d->k / d->groups, d->c / d->groups, d->kh, d->kw};
-    return dnnl_memory_desc_init_by_tag(&md[T_W], 5, wd, dt, dnnl_goihw);
+    return dnnl_memory_desc_init_by_tag(&md[T_W], 5, wd, dt[T_W], dnnl_goihw);
 }
 
 /* The primitive descriptor of one pass over `images` images, every layout
@@ -363,11 +400,16 @@ static dnnl_status_t pass_desc(sl_cpu_state *s, const conv_plan *p, int images,
     const sl_conv_desc *d = &p->d;
     sl_conv_pass pass = p->pass;
     *out = NULL;
-    dnnl_memory_desc_t plain[N_T], any[N_T];
+    dnnl_memory_desc_t plain[N_T], any[N_T], wfwd;
     dnnl_status_t st = plain_mds(d, images, p->dt, plain);
     for (int t = 0; t < N_T && st == dnnl_success; t++)
-        st = dnnl_memory_desc_init_by_tag(&any[t], plain[t].ndims, plain[t].dims, p->dt,
+        st = dnnl_memory_desc_init_by_tag(&any[t], plain[t].ndims, plain[t].dims, p->adt[t],
                                           dnnl_format_tag_any);
+    /* the forward (the hint of a backward pass) reads the weights as the
+     * activations' type */
+    if (st == dnnl_success)
+        st = dnnl_memory_desc_init_by_tag(&wfwd, plain[T_W].ndims, plain[T_W].dims,
+                                          p->adt[T_X], dnnl_format_tag_any);
     if (st != dnnl_success)
         return st;
     dnnl_dims_t stride = {d->sh, d->sw}, dil = {d->dh - 1, d->dw - 1}, pad = {d->ph, d->pw};
@@ -383,7 +425,7 @@ static dnnl_status_t pass_desc(sl_cpu_state *s, const conv_plan *p, int images,
     dnnl_primitive_desc_t fwd = NULL;
     if (st == dnnl_success)
         st = dnnl_dilated_convolution_forward_desc_init(
-            &fd, dnnl_forward_training, dnnl_convolution_direct, &any[T_X], &any[T_W], NULL,
+            &fd, dnnl_forward_training, dnnl_convolution_direct, &any[T_X], &wfwd, NULL,
             &any[T_Y], stride, dil, pad, pad_r);
     if (st == dnnl_success)
         st = dnnl_primitive_desc_create(&fwd, &fd, attr, s->engine, NULL);
@@ -498,15 +540,40 @@ static dnnl_status_t make_reorder(sl_cpu_state *s, const dnnl_memory_desc_t *fro
  * half: not worth it. */
 #define SMALL_PLANE 196
 
+/* The most workspace a pass through oneDNN may take: twice the im2col
+ * path's, so choosing oneDNN at most doubles a layer's workspace. In bf16
+ * also what the path replaces or must add: the float copies of the input
+ * and output the executor would otherwise widen them into, the weights
+ * (or their gradient) in oneDNN's layout, and 1 MiB for the scratchpads
+ * of small geometries (planes of 7x7 and below, where weights outweigh
+ * activations). */
+static size_t workspace_limit(const sl_conv_desc *d)
+{
+    size_t limit = 2 * sl_cpu_im2col_bytes(d);
+    if (d->bf16) {
+        size_t act = ((size_t)d->c * d->h * d->w + (size_t)d->k * d->oh * d->ow) * (size_t)d->n;
+        size_t w = (size_t)d->k * (size_t)(d->c / d->groups) * d->kh * d->kw;
+        limit += (act + w) * sizeof(float) + ((size_t)1 << 20);
+    }
+    return limit;
+}
+
+/* oneDNN's optimised kernels: jit, and (bf16 on AMX) brgemm-based ones;
+ * not its gemm-based or reference ones, for which im2col with the chosen
+ * GEMM is as fast. */
+static int impl_wanted(const conv_plan *p)
+{
+    return strncmp(p->impl, "jit", 3) == 0 || (p->d.bf16 && strncmp(p->impl, "brg", 3) == 0);
+}
+
 /* Images per call: the largest divisor of n whose workspace stays within
- * twice the im2col path's (so choosing oneDNN at most doubles a layer's
- * workspace), with its primitive descriptor in *out (the caller's) and its
- * implementation's name in p->impl; 0 when not even one image fits, or
- * oneDNN has no direct (jit) kernel for the pass. */
+ * workspace_limit, with its primitive descriptor in *out (the caller's) and
+ * its implementation's name in p->impl; 0 when not even one image fits, or
+ * oneDNN has no kernel impl_wanted takes for the pass. */
 static int choose_chunk(sl_cpu_state *s, conv_plan *p, dnnl_primitive_desc_t *out)
 {
     const sl_conv_desc *d = &p->d;
-    size_t limit = 2 * sl_cpu_im2col_bytes(d);
+    size_t limit = workspace_limit(d);
     *out = NULL;
     for (int c = d->n; c >= 1; c--) {
         if (d->n % c != 0)
@@ -521,9 +588,9 @@ static int choose_chunk(sl_cpu_state *s, conv_plan *p, dnnl_primitive_desc_t *ou
         size_t offsets[N_T], bytes = SIZE_MAX;
         if (plain_mds(d, c, p->dt, plain) == dnnl_success)
             bytes = pass_workspace(p->pass, pd, plain, offsets);
-        if (strncmp(p->impl, "jit", 3) != 0) {
+        if (!impl_wanted(p)) {
             dnnl_primitive_desc_destroy(pd);
-            return 0; /* gemm-based or reference: im2col with the chosen GEMM is as fast */
+            return 0;
         }
         if (bytes <= limit) {
             *out = pd;
@@ -534,12 +601,15 @@ static int choose_chunk(sl_cpu_state *s, conv_plan *p, dnnl_primitive_desc_t *ou
     return 0;
 }
 
-/* Which convolutions may go to oneDNN: those with a kernel wider than 1x1
+/* Which convolutions may go to oneDNN: in bf16 all (the im2col path
+ * computes in float only); in float those with a kernel wider than 1x1
  * (a 1x1 convolution is a GEMM already, and im2col + the chosen GEMM runs
  * it as fast); for backward data, inputs of at least 16 channels per group
  * (the stem's 3 are padded to a block of 16 and run slower). */
 static int conv_wants_onednn(const sl_conv_desc *d, sl_conv_pass pass)
 {
+    if (d->bf16)
+        return 1;
     if (d->kh * d->kw <= 1 && d->oh * d->ow > SMALL_PLANE)
         return 0;
     if (pass == SL_CONV_BWD_DATA && d->c / d->groups < 16)
@@ -621,9 +691,9 @@ static conv_plan *conv_plan_get(sl_cpu_state *s, const sl_conv_desc *d, sl_conv_
     memset(&p, 0, sizeof p);
     p.d = *d;
     p.pass = pass;
-    p.dt = dnnl_f32;
+    tensor_types(d, pass, p.dt, p.adt);
     p.ws_bytes = sl_cpu_im2col_bytes(d);
-    if (sl_cpu_conv_onednn() && conv_wants_onednn(d, pass)) {
+    if (sl_cpu_conv_onednn() && conv_wants_onednn(d, pass) && (!d->bf16 || isa_has_bf16())) {
         int old = team_push(s->threads);
         sl_status st = SL_OK;
         if (!s->engine) {
@@ -639,15 +709,22 @@ static conv_plan *conv_plan_get(sl_cpu_state *s, const sl_conv_desc *d, sl_conv_
         if (st == SL_OK && p.chunk > 0)
             st = make_plan(s, &p, pd);
         team_pop(old);
-        if (st != SL_OK)
+        /* a bf16 pass oneDNN cannot make leaves the convolution to the
+         * executor's float copies (conv2d_native_bf16 says 0) */
+        if (st != SL_OK && !d->bf16)
             return NULL;
     }
+    const char *dt = d->bf16 ? " bf16" : "";
     if (sl_cpu_kernels_log() && p.onednn)
         fprintf(stderr,
-                "sublinear: conv %dx%dx%dx%d -> %d %dx%d/%d %s: oneDNN %s, %d image%s a call, "
+                "sublinear: conv%s %dx%dx%dx%d -> %d %dx%d/%d %s: oneDNN %s, %d image%s a call, "
                 "workspace %zu bytes\n",
-                d->n, d->c, d->h, d->w, d->k, d->kh, d->kw, d->sh, pass_name(pass), p.impl,
+                dt, d->n, d->c, d->h, d->w, d->k, d->kh, d->kw, d->sh, pass_name(pass), p.impl,
                 p.chunk, p.chunk == 1 ? "" : "s", p.ws_bytes);
+    else if (sl_cpu_kernels_log() && d->bf16)
+        fprintf(stderr, "sublinear: conv bf16 %dx%dx%dx%d -> %d %dx%d/%d %s: no oneDNN kernel "
+                        "within its workspace (oneDNN offers '%s'); float copies instead\n",
+                d->n, d->c, d->h, d->w, d->k, d->kh, d->kw, d->sh, pass_name(pass), p.impl);
     else if (sl_cpu_kernels_log())
         fprintf(stderr, "sublinear: conv %dx%dx%dx%d -> %d %dx%d/%d %s: im2col + GEMM, workspace "
                         "%zu bytes\n",
@@ -675,10 +752,11 @@ static dnnl_status_t reorder(sl_cpu_state *s, dnnl_primitive_t r, dnnl_memory_t 
 /* One pass over the chunks. user[t]: the caller's tensor (X and Y from
  * image 0); add: outputs are added into the caller's (weight gradients
  * always, backward data when it accumulates). */
-static void run_plan(sl_cpu_state *s, conv_plan *p, const float *user[N_T], int add, char *ws)
+static void run_plan(sl_cpu_state *s, conv_plan *p, const void *user[N_T], int add, char *ws)
 {
     const sl_conv_desc *d = &p->d;
-    size_t image[N_T] = {(size_t)d->c * d->h * d->w, 0, (size_t)d->k * d->oh * d->ow};
+    size_t elt = d->bf16 ? sizeof(uint16_t) : sizeof(float);
+    size_t image[N_T] = {(size_t)d->c * d->h * d->w * elt, 0, (size_t)d->k * d->oh * d->ow * elt};
     static const int fwd[N_T] = {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DST};
     static const int data[N_T] = {DNNL_ARG_DIFF_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DIFF_DST};
     static const int filter[N_T] = {DNNL_ARG_SRC, DNNL_ARG_DIFF_WEIGHTS, DNNL_ARG_DIFF_DST};
@@ -692,7 +770,7 @@ static void run_plan(sl_cpu_state *s, conv_plan *p, const float *user[N_T], int 
         int via[N_T]; /* 1: through the workspace */
         for (int t = 0; t < N_T && st == dnnl_success; t++) {
             conv_tensor *c = &p->t[t];
-            void *mine = (void *)(user[t] + (c->per_image ? (size_t)i * image[t] : 0));
+            void *mine = (char *)user[t] + (c->per_image ? (size_t)i * image[t] : 0);
             /* an output in the caller's layout that is not added goes
              * straight into the caller's tensor */
             via[t] = c->staged && !(c->out && c->plain_layout && !add);
@@ -745,6 +823,16 @@ int sl_cpu_onednn_conv_chunk(const sl_backend *be, const sl_conv_desc *d, sl_con
     return p && p->onednn ? p->chunk : 0;
 }
 
+int sl_cpu_conv2d_native_bf16(const sl_backend *be, const sl_conv_desc *d)
+{
+    if (!d->bf16)
+        return 0;
+    for (int pass = 0; pass < 3; pass++)
+        if (sl_cpu_onednn_conv_chunk(be, d, (sl_conv_pass)pass) == 0)
+            return 0;
+    return 1;
+}
+
 static conv_plan *plan_for(const sl_exec *ex, const sl_conv_desc *d, sl_conv_pass pass)
 {
     /* the plan's own choice, made when its workspace was sized */
@@ -753,35 +841,35 @@ static conv_plan *plan_for(const sl_exec *ex, const sl_conv_desc *d, sl_conv_pas
     return p && p->onednn ? p : NULL;
 }
 
-int sl_cpu_onednn_conv_forward(const sl_exec *ex, const sl_conv_desc *d, const float *x,
-                               const float *w, float *y, void *ws)
+int sl_cpu_onednn_conv_forward(const sl_exec *ex, const sl_conv_desc *d, const void *x,
+                               const float *w, void *y, void *ws)
 {
     conv_plan *p = plan_for(ex, d, SL_CONV_FWD);
     if (!p)
         return 0;
-    const float *user[N_T] = {x, w, y};
+    const void *user[N_T] = {x, w, y};
     run_plan(state_of(ex->be), p, user, 0, ws);
     return 1;
 }
 
 int sl_cpu_onednn_conv_backward_data(const sl_exec *ex, const sl_conv_desc *d, const float *w,
-                                     const float *dy, float *dx, int accumulate, void *ws)
+                                     const void *dy, void *dx, int accumulate, void *ws)
 {
     conv_plan *p = plan_for(ex, d, SL_CONV_BWD_DATA);
     if (!p)
         return 0;
-    const float *user[N_T] = {dx, w, dy};
+    const void *user[N_T] = {dx, w, dy};
     run_plan(state_of(ex->be), p, user, accumulate, ws);
     return 1;
 }
 
-int sl_cpu_onednn_conv_backward_filter(const sl_exec *ex, const sl_conv_desc *d, const float *x,
-                                       const float *dy, float *dw, void *ws)
+int sl_cpu_onednn_conv_backward_filter(const sl_exec *ex, const sl_conv_desc *d, const void *x,
+                                       const void *dy, float *dw, void *ws)
 {
     conv_plan *p = plan_for(ex, d, SL_CONV_BWD_FILTER);
     if (!p)
         return 0;
-    const float *user[N_T] = {x, dw, dy};
+    const void *user[N_T] = {x, dw, dy};
     run_plan(state_of(ex->be), p, user, 1, ws); /* parameter gradients accumulate */
     return 1;
 }
@@ -794,6 +882,12 @@ int sl_cpu_onednn_conv_chunk(const sl_backend *be, const sl_conv_desc *d, sl_con
     return 0;
 }
 
+int sl_cpu_conv2d_native_bf16(const sl_backend *be, const sl_conv_desc *d)
+{
+    (void)be, (void)d;
+    return 0;
+}
+
 size_t sl_cpu_onednn_conv_workspace(const sl_backend *be, const sl_conv_desc *d,
                                     sl_conv_pass pass)
 {
@@ -802,22 +896,22 @@ size_t sl_cpu_onednn_conv_workspace(const sl_backend *be, const sl_conv_desc *d,
     return sl_cpu_im2col_bytes(d);
 }
 
-int sl_cpu_onednn_conv_forward(const sl_exec *ex, const sl_conv_desc *d, const float *x,
-                               const float *w, float *y, void *ws)
+int sl_cpu_onednn_conv_forward(const sl_exec *ex, const sl_conv_desc *d, const void *x,
+                               const float *w, void *y, void *ws)
 {
     (void)ex, (void)d, (void)x, (void)w, (void)y, (void)ws;
     return 0;
 }
 
 int sl_cpu_onednn_conv_backward_data(const sl_exec *ex, const sl_conv_desc *d, const float *w,
-                                     const float *dy, float *dx, int accumulate, void *ws)
+                                     const void *dy, void *dx, int accumulate, void *ws)
 {
     (void)ex, (void)d, (void)w, (void)dy, (void)dx, (void)accumulate, (void)ws;
     return 0;
 }
 
-int sl_cpu_onednn_conv_backward_filter(const sl_exec *ex, const sl_conv_desc *d, const float *x,
-                                       const float *dy, float *dw, void *ws)
+int sl_cpu_onednn_conv_backward_filter(const sl_exec *ex, const sl_conv_desc *d, const void *x,
+                                       const void *dy, float *dw, void *ws)
 {
     (void)ex, (void)d, (void)x, (void)dy, (void)dw, (void)ws;
     return 0;

@@ -13,13 +13,21 @@ typedef struct conv2d {
     sl_conv2d_options o;
 } conv2d;
 
-static sl_conv_desc conv_desc(const conv2d *cv, sl_shape in, sl_shape out)
+static sl_conv_desc conv_desc(const conv2d *cv, sl_shape in, sl_shape out, int bf16)
 {
     sl_conv_desc d = {in.n, in.c, in.h, in.w, out.c, out.h, out.w,
                       cv->o.kernel_h, cv->o.kernel_w, cv->o.stride_h, cv->o.stride_w,
                       cv->o.pad_h, cv->o.pad_w, cv->o.dilation_h, cv->o.dilation_w,
-                      cv->o.groups};
+                      cv->o.groups, bf16};
     return d;
+}
+
+static void conv_workspaces(const sl_backend *be, const sl_conv_desc *d, sl_layer_cost *cost)
+{
+    cost->ws_fwd_bytes = be->conv2d_workspace_bytes(be, d, SL_CONV_FWD);
+    size_t a = be->conv2d_workspace_bytes(be, d, SL_CONV_BWD_DATA);
+    size_t b = be->conv2d_workspace_bytes(be, d, SL_CONV_BWD_FILTER);
+    cost->ws_bwd_bytes = a > b ? a : b;
 }
 
 static sl_status conv_infer(const sl_layer *l, const sl_backend *be, int n_in,
@@ -38,16 +46,13 @@ static sl_status conv_infer(const sl_layer *l, const sl_backend *be, int n_in,
                        sl_layer_label(l), in[0].h, in[0].w, cv->o.kernel_h, cv->o.kernel_w,
                        cv->o.dilation_h, cv->o.pad_h);
     *out = (sl_shape){in[0].n, cv->o.out_channels, oh, ow};
-    sl_conv_desc d = conv_desc(cv, in[0], *out);
+    sl_conv_desc d = conv_desc(cv, in[0], *out, 0);
     uint64_t taps = sl_mul3_sat((uint64_t)(cv->o.in_channels / cv->o.groups),
                                 (uint64_t)cv->o.kernel_h, (uint64_t)cv->o.kernel_w);
     uint64_t macs = sl_mul_sat(sl_shape_count_sat(*out), taps);
     cost->fwd_flops = sl_mul_sat(2, macs);
     cost->bwd_flops = sl_mul_sat(4, macs);
-    cost->ws_fwd_bytes = be->conv2d_workspace_bytes(be, &d, SL_CONV_FWD);
-    size_t a = be->conv2d_workspace_bytes(be, &d, SL_CONV_BWD_DATA);
-    size_t b = be->conv2d_workspace_bytes(be, &d, SL_CONV_BWD_FILTER);
-    cost->ws_bwd_bytes = a > b ? a : b;
+    conv_workspaces(be, &d, cost);
     cost->saved_bytes = 0;
     if (cost->ws_fwd_bytes == SIZE_MAX || cost->ws_bwd_bytes == SIZE_MAX)
         return sl_set_error(sl_error_status() == SL_ERR_NOMEM ? SL_ERR_NOMEM : SL_ERR_BACKEND, "Conv2d '%s' (input %dx%dx%dx%d): %s", sl_layer_label(l),
@@ -55,10 +60,31 @@ static sl_status conv_infer(const sl_layer *l, const sl_backend *be, int n_in,
     return SL_OK;
 }
 
+/* bf16 activations in the backend's own kernels, where it has them for
+ * this geometry (oneDNN on a CPU with bf16 dot products); a convolution
+ * with a bias keeps float copies (no backend fuses it in bf16 yet). */
+static int conv_native_bf16(const sl_layer *l, const sl_backend *be, int n_in, const sl_shape *in,
+                            sl_shape out, sl_layer_cost *cost)
+{
+    const conv2d *cv = (const conv2d *)l;
+    (void)n_in;
+    if (cv->o.bias || !be->conv2d_native_bf16)
+        return 0;
+    sl_conv_desc d = conv_desc(cv, in[0], out, 1);
+    if (!be->conv2d_native_bf16(be, &d))
+        return 0;
+    sl_layer_cost c = *cost;
+    conv_workspaces(be, &d, &c);
+    if (c.ws_fwd_bytes == SIZE_MAX || c.ws_bwd_bytes == SIZE_MAX)
+        return 0;
+    *cost = c;
+    return 1;
+}
+
 static void conv_forward(sl_layer *l, const sl_exec *ex, const sl_fwd_args *a)
 {
     conv2d *cv = (conv2d *)l;
-    sl_conv_desc d = conv_desc(cv, a->in[0], a->out);
+    sl_conv_desc d = conv_desc(cv, a->in[0], a->out, a->bf16);
     ex->be->conv2d_forward(ex, &d, a->x[0], l->params[0].data,
                            cv->o.bias ? l->params[1].data : NULL, a->y, a->ws);
 }
@@ -66,7 +92,7 @@ static void conv_forward(sl_layer *l, const sl_exec *ex, const sl_fwd_args *a)
 static void conv_backward(sl_layer *l, const sl_exec *ex, const sl_bwd_args *a)
 {
     conv2d *cv = (conv2d *)l;
-    sl_conv_desc d = conv_desc(cv, a->in[0], a->out);
+    sl_conv_desc d = conv_desc(cv, a->in[0], a->out, a->bf16);
     ex->be->conv2d_backward_filter(ex, &d, a->x[0], a->dy, l->params[0].grad,
                                    cv->o.bias ? l->params[1].grad : NULL, a->ws);
     if (a->dx[0])
@@ -86,6 +112,7 @@ static const sl_layer_ops conv_ops = {
     .infer = conv_infer,
     .forward = conv_forward,
     .backward = conv_backward,
+    .native_bf16 = conv_native_bf16,
     .out_channels = conv_out_channels,
 };
 

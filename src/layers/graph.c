@@ -169,13 +169,27 @@ sl_status sl_shapes_compute(const sl_graph *g, const sl_backend *be, sl_shape in
     return SL_OK;
 }
 
-sl_status sl_shapes_set_dtype(const sl_graph *g, sl_dtype dtype, sl_shapes *sh)
+/* Whether node nd reads and writes bf16 tensors only. */
+static int all_bf16(const sl_graph_node *nd, const unsigned char *dt)
+{
+    for (int k = 0; k < nd->n_in; k++)
+        if (dt[nd->in[k]] != SL_DTYPE_BF16)
+            return 0;
+    return dt[nd->out] == SL_DTYPE_BF16;
+}
+
+sl_status sl_shapes_set_dtype(const sl_graph *g, const sl_backend *be, sl_dtype dtype,
+                              sl_shapes *sh)
 {
     if (dtype == SL_DTYPE_F32)
         return SL_OK;
     unsigned char *dt = sl_calloc((size_t)sh->n_tensors, 1);
-    if (!dt)
+    unsigned char *native = sl_calloc((size_t)sh->n_nodes + 1, 1);
+    if (!dt || !native) {
+        free(dt);
+        free(native);
         return sl_set_error(SL_ERR_NOMEM, "out of memory in the shape pass");
+    }
     /* The last tensor stays F32, and so does the tensor it is a view of. */
     int last = g->n_nodes;
     while (last > 0 && (g->nodes[last - 1].layer->ops->flags & SL_LAYER_VIEW))
@@ -188,11 +202,24 @@ sl_status sl_shapes_set_dtype(const sl_graph *g, sl_dtype dtype, sl_shapes *sh)
         else
             dt[nd->out] = nd->out == last ? SL_DTYPE_F32 : (unsigned char)dtype;
     }
+    for (int i = 0; i < g->n_nodes; i++) {
+        const sl_graph_node *nd = &g->nodes[i];
+        const sl_layer_ops *ops = nd->layer->ops;
+        if (!ops->native_bf16 || (ops->flags & SL_LAYER_VIEW) || !all_bf16(nd, dt))
+            continue;
+        sl_shape in[SL_MAX_INPUTS];
+        for (int k = 0; k < nd->n_in; k++)
+            in[k] = sh->tensor[nd->in[k]];
+        native[i] = (unsigned char)(ops->native_bf16(nd->layer, be, nd->n_in, in,
+                                                     sh->tensor[nd->out], &sh->cost[i]) != 0);
+    }
     for (int t = 0; t < sh->n_tensors; t++)
         if (dt[t] == SL_DTYPE_BF16)
             sh->bytes[t] = sh->bytes[t] / sizeof(float) * sizeof(uint16_t);
     free(sh->dtype);
+    free(sh->native);
     sh->dtype = dt;
+    sh->native = native;
     return SL_OK;
 }
 
@@ -201,6 +228,7 @@ void sl_shapes_release(sl_shapes *s)
     free(s->tensor);
     free(s->bytes);
     free(s->dtype);
+    free(s->native);
     free(s->cost);
     memset(s, 0, sizeof *s);
 }

@@ -51,6 +51,8 @@ typedef struct sl_shapes {
     sl_shape *tensor;    /* [n_tensors] */
     size_t *bytes;       /* [n_tensors], as stored (2 bytes an element in bf16) */
     unsigned char *dtype;/* [n_tensors] sl_dtype as stored; NULL: every tensor F32 */
+    unsigned char *native;/* [n_nodes] 1: the layer runs on its bf16 tensors itself
+                             (its native_bf16 said so, cost rewritten); NULL: none */
     size_t f32_copy_bytes;/* mixed precision: what one step's float copies of a layer
                              that runs in chunks of images may total (0: the
                              program's default) */
@@ -76,14 +78,24 @@ void sl_shapes_release(sl_shapes *s);
 /* Mixed precision (SL_DTYPE_BF16): every tensor is stored in bf16 except
  * the input (the caller's, token ids included), the last tensor (read by
  * the loss or the head, and given to the caller) and a view of an F32
- * tensor (it shares the storage); bytes become 2 an element. F32 leaves
- * the shapes as they are. SL_ERR_NOMEM leaves them unchanged. */
-sl_status sl_shapes_set_dtype(const sl_graph *g, sl_dtype dtype, sl_shapes *sh);
+ * tensor (it shares the storage); bytes become 2 an element. A layer
+ * whose tensors are all bf16 and whose native_bf16 says so with `be` runs
+ * on them itself (sh->native, its cost's workspaces rewritten); the
+ * others get float copies from the program. F32 leaves the shapes as
+ * they are. SL_ERR_NOMEM leaves them unchanged. */
+sl_status sl_shapes_set_dtype(const sl_graph *g, const sl_backend *be, sl_dtype dtype,
+                              sl_shapes *sh);
 
 /* The dtype a tensor is stored in. */
 static inline sl_dtype sl_shapes_dtype(const sl_shapes *sh, int t)
 {
     return sh->dtype ? (sl_dtype)sh->dtype[t] : SL_DTYPE_F32;
+}
+
+/* Whether node i runs on its bf16 tensors itself (no float copies). */
+static inline int sl_shapes_native(const sl_shapes *sh, int i)
+{
+    return sh->native && sh->native[i];
 }
 
 #endif

@@ -119,6 +119,7 @@ typedef struct sl_fwd_args {
     int first_channel, channels; /* the call covers channels [first_channel,
                                     first_channel + in[0].c) of `channels`
                                     (SL_LAYER_CHANNEL_CHUNKS; else 0 and in[0].c) */
+    int bf16; /* x and y are bf16 storage (a layer whose native_bf16 said so) */
 } sl_fwd_args;
 
 typedef struct sl_bwd_args {
@@ -135,6 +136,7 @@ typedef struct sl_bwd_args {
     sl_context *ctx;
     int first_image, images;     /* as in sl_fwd_args */
     int first_channel, channels; /* as in sl_fwd_args */
+    int bf16; /* x, y, dy and dx are bf16 storage, as in sl_fwd_args */
 } sl_bwd_args;
 
 typedef struct sl_layer sl_layer;
@@ -150,6 +152,13 @@ typedef struct sl_layer_ops {
                        sl_shape *out, sl_layer_cost *cost);
     void (*forward)(sl_layer *l, const sl_exec *ex, const sl_fwd_args *a);
     void (*backward)(sl_layer *l, const sl_exec *ex, const sl_bwd_args *a);
+    /* Mixed precision, optional: 1 when the layer runs on bf16 inputs,
+     * output and their gradients itself with `be` (its args' bf16 set),
+     * with cost's workspace bytes rewritten for that; 0 (or NULL) and the
+     * executor widens them into float copies around an unchanged call.
+     * Asked only when every one of them is bf16. */
+    int (*native_bf16)(const sl_layer *l, const sl_backend *be, int n_in, const sl_shape *in,
+                       sl_shape out, sl_layer_cost *cost);
     /* Composite layers: add nodes for this layer to g, reading tensor
      * `input`; return the output tensor id, or -1 on failure. */
     int (*emit)(sl_layer *l, sl_graph *g, int input);

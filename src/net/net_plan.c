@@ -53,7 +53,7 @@ sl_status sl_net_plan_cached(sl_net *net, sl_shape input, sl_mode mode, int inpu
     fresh.input_grad = input_grad;
     st = sl_shapes_compute(&net->graph, net->ctx->backend, input, &fresh.sh);
     if (st == SL_OK)
-        st = sl_shapes_set_dtype(&net->graph, net->precision, &fresh.sh);
+        st = sl_shapes_set_dtype(&net->graph, net->ctx->backend, net->precision, &fresh.sh);
     fresh.sh.f32_copy_bytes = net->f32_copy_bytes;
     if (st == SL_OK) {
         if (mode == SL_MODE_TRAIN)
