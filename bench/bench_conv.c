@@ -9,7 +9,12 @@
  * the conv time of one training step of the whole network. bench_conv_torch.py
  * times the same shapes with PyTorch; conv.sh runs both and compares.
  *
- *   bench_conv [--threads N] [--batch N] [--reps N] [--json]
+ *   bench_conv [--threads N] [--batch N] [--reps N] [--bf16] [--json]
+ *
+ * --bf16 times the passes on bf16 activations (sl_conv_desc.bf16: what a
+ * network under --precision bf16 runs where the backend says it can,
+ * conv2d_native_bf16); a shape the backend cannot run so is reported and
+ * the run fails.
  *
  * Each pass is run once to warm up, then --reps times; the median is kept.
  * GFLOP/s counts 2 * multiply-adds per pass (n * k * oh * ow * c * kh * kw).
@@ -21,7 +26,10 @@
 
 #include "common.h"
 #include "base/backend.h"
+#include "base/element.h"
 #include "cpu/cpu.h"
+
+static int g_bf16; /* --bf16 */
 
 typedef struct conv_shape {
     char name[32]; /* the first conv of the network with this geometry */
@@ -109,6 +117,7 @@ static sl_conv_desc desc_of(const conv_shape *s, int batch)
     d.ph = d.pw = s->pad;
     d.dh = d.dw = 1;
     d.groups = 1;
+    d.bf16 = g_bf16;
     return d;
 }
 
@@ -170,11 +179,12 @@ static void parse_options(int argc, char **argv, options *o)
         BENCH_OPT("--reps", BENCH_ATOI, &o->reps),
         BENCH_OPT("--image", BENCH_ATOI, &o->image),
         BENCH_OPT_FLAG("--json", &o->json, 1),
+        BENCH_OPT_FLAG("--bf16", &g_bf16, 1),
         BENCH_OPT_END,
     };
     if (bench_parse_args(argc, argv, opts) != 0 || o->threads < 1 || o->batch < 1 ||
         o->reps < 1 || o->image < 32)
-        bench_usage(argv[0], "[--threads N] [--batch N] [--reps N] [--image N] [--json]\n");
+        bench_usage(argv[0], "[--threads N] [--batch N] [--reps N] [--image N] [--bf16] [--json]\n");
 }
 
 static size_t max_size(size_t a, size_t b) { return a > b ? a : b; }
@@ -208,6 +218,13 @@ static void alloc_bufs(const sl_exec *ex, int batch, bufs *b)
     memset(b->dw, 0, max_w * sizeof(float));
     memset(b->dx, 0, max_x * sizeof(float));
     memset(b->y, 0, max_y * sizeof(float));
+    if (g_bf16) { /* the activations rounded in place (bf16 i never overwrites float j > i) */
+        uint16_t *x = (uint16_t *)b->x, *dy = (uint16_t *)b->dy;
+        for (size_t i = 0; i < max_x; i++)
+            x[i] = sl_bf16_round(b->x[i]);
+        for (size_t i = 0; i < max_y; i++)
+            dy[i] = sl_bf16_round(b->dy[i]);
+    }
 }
 
 static void free_bufs(bufs *b)
@@ -268,8 +285,8 @@ static totals sum_shapes(int batch)
 static void print_json(const options *o, const totals *t, double foreign)
 {
     printf("{\"impl\": \"sublinear\", \"threads\": %d, \"batch\": %d, \"image\": %d, "
-           "\"reps\": %d, \"shapes\": [\n",
-           o->threads, o->batch, o->image, o->reps);
+           "\"reps\": %d, \"precision\": \"%s\", \"shapes\": [\n",
+           o->threads, o->batch, o->image, o->reps, g_bf16 ? "bf16" : "f32");
     for (int i = 0; i < g_nshapes; i++) {
         const conv_shape *s = &g_shapes[i];
         printf("  {\"name\": \"%s\", \"c\": %d, \"k\": %d, \"hw\": %d, \"kernel\": %d, "
@@ -286,8 +303,8 @@ static void print_json(const options *o, const totals *t, double foreign)
 
 static void print_text(const options *o, const totals *t, double foreign)
 {
-    printf("sublinear CPU conv, ResNet-50 shapes: batch %d, %dx%d, %d threads, median of %d\n",
-           o->batch, o->image, o->image, o->threads, o->reps);
+    printf("sublinear CPU conv, ResNet-50 shapes: batch %d, %dx%d, %s, %d threads, median of %d\n",
+           o->batch, o->image, o->image, g_bf16 ? "bf16" : "f32", o->threads, o->reps);
     printf("%-26s %-24s %3s %9s %9s %9s %7s %7s %7s\n", "first conv", "c->k kxk/s hw->ohw", "n",
            "fwd ms", "bwdD ms", "bwdW ms", "fwd GF", "bwdD GF", "bwdW GF");
     for (int i = 0; i < g_nshapes; i++) {
@@ -318,6 +335,16 @@ int main(int argc, char **argv)
     if (sl_cpu_backend_create(o.threads, &cpu) != SL_OK)
         return 1;
     sl_exec ex = {cpu, o.threads};
+    for (int i = 0; g_bf16 && i < g_nshapes; i++) {
+        sl_conv_desc d = desc_of(&g_shapes[i], o.batch);
+        if (!cpu->conv2d_native_bf16(cpu, &d)) {
+            fprintf(stderr, "bench_conv: %s (%d->%d %dx%d/%d at %d) has no bf16 kernel on this "
+                            "CPU (oneDNN with avx512_core_bf16 or AMX)\n",
+                    g_shapes[i].name, g_shapes[i].c, g_shapes[i].k, g_shapes[i].kern,
+                    g_shapes[i].kern, g_shapes[i].stride, g_shapes[i].hw);
+            return 1;
+        }
+    }
     bufs b;
     alloc_bufs(&ex, o.batch, &b);
     /* Other processes' share of the cores while we timed: noise indicator. */

@@ -6,8 +6,12 @@
  * and the recomputed share of the FLOPs.
  *
  *   bench_resnet [--model NAME] [--batch N] [--res N] [--classes N]
- *                [--schedule S] [--steps N] [--threads N] [--seed N] [--json]
- *                [--plan-only]
+ *                [--schedule S] [--steps N] [--threads N] [--seed N]
+ *                [--precision f32|bf16] [--json] [--plan-only]
+ *
+ * --precision bf16 stores the activations in bf16 (sl_net_set_precision);
+ * on a CPU with bf16 dot products the convolutions then compute in bf16
+ * through oneDNN (bench_resnet_torch.py --autocast is PyTorch's peer).
  *
  * Schedules: none, sqrt, segments:K, budget:SIZE and ops:SIZE (bytes, or
  * with a KiB / MiB / GiB suffix; ops is the operator-level search),
@@ -43,6 +47,7 @@ static const char BENCH[] = "bench_resnet";
 typedef struct options {
     const char *model;
     const char *schedule;
+    const char *precision; /* "f32" or "bf16" */
     int batch, res, classes, steps, threads, json, plan_only, seed;
 } options;
 
@@ -59,7 +64,8 @@ _Noreturn static void usage(const char *argv0)
 {
     bench_usage(argv0,
                 "[--model NAME] [--batch N] [--res N] [--classes N] [--schedule S]\n"
-                "          [--steps N] [--threads N] [--seed N] [--json] [--plan-only]\n"
+                "          [--steps N] [--threads N] [--seed N] [--precision f32|bf16]\n"
+                "          [--json] [--plan-only]\n"
                 "schedules: none, sqrt, segments:K, budget:SIZE, ops:SIZE (bytes or\n"
                 "           KiB/MiB/GiB), budget-half (half of keep-everything's planned\n"
                 "           total), budget-sqrt (sqrt's planned total), budget-third and\n"
@@ -72,12 +78,13 @@ _Noreturn static void usage(const char *argv0)
  * threads), then the command line; a bad one prints the usage and exits. */
 static void parse_options(int argc, char **argv, options *o)
 {
-    *o = (options){"resnet152", "none", 16, 224, 1000, 4, 2, 0, 0, 0};
+    *o = (options){"resnet152", "none", "f32", 16, 224, 1000, 4, 2, 0, 0, 0};
     const bench_opt opts[] = {
         BENCH_OPT_FLAG("--json", &o->json, 1),
         BENCH_OPT_FLAG("--plan-only", &o->plan_only, 1),
         BENCH_OPT("--model", BENCH_STRING, &o->model),
         BENCH_OPT("--schedule", BENCH_STRING, &o->schedule),
+        BENCH_OPT("--precision", BENCH_STRING, &o->precision),
         BENCH_OPT_INT("--batch", &o->batch, 1, MAX_COUNT),
         BENCH_OPT_INT("--res", &o->res, 32, MAX_COUNT),
         BENCH_OPT_INT("--classes", &o->classes, 2, MAX_COUNT),
@@ -86,7 +93,8 @@ static void parse_options(int argc, char **argv, options *o)
         BENCH_OPT_INT("--seed", &o->seed, 0, MAX_COUNT),
         BENCH_OPT_END,
     };
-    if (bench_parse_args(argc, argv, opts) != 0)
+    if (bench_parse_args(argc, argv, opts) != 0 ||
+        (strcmp(o->precision, "f32") != 0 && strcmp(o->precision, "bf16") != 0))
         usage(argv[0]);
 }
 
@@ -97,7 +105,9 @@ static int build(sl_context *ctx, const options *o, sl_net **net)
     sl_optimizer_options opt = sl_optimizer_sgd(0.01f, 0.9f, 5e-4f, 0);
     if (sl_sublinear(ctx, 3, SL_SCHEDULE_NONE, net) != SL_OK ||
         sl_model_build(*net, o->model, o->classes, o->res) != SL_OK ||
-        sl_net_set_optimizer(*net, &opt) != SL_OK)
+        sl_net_set_optimizer(*net, &opt) != SL_OK ||
+        sl_net_set_precision(*net, strcmp(o->precision, "bf16") == 0 ? SL_PRECISION_BF16
+                                                                     : SL_PRECISION_F32) != SL_OK)
         return bench_fail(BENCH, "building the network");
     return 0;
 }
@@ -163,12 +173,12 @@ static void print_plan(const options *o, const plans *p)
     const sl_memory_report *m = &p->mine;
     if (o->json)
         printf("{\"impl\":\"sublinear\",\"model\":\"%s\",\"batch\":%d,\"res\":%d,"
-               "\"schedule\":\"%s\",\"top_layers\":%d,\"sqrt_segments\":%d,"
+               "\"precision\":\"%s\",\"schedule\":\"%s\",\"top_layers\":%d,\"sqrt_segments\":%d,"
                "\"recomputed_segments\":%d,\"planned_total\":%llu,\"planned_arena\":%llu,"
                "\"none_planned_total\":%llu,\"sqrt_planned_total\":%llu,"
                "\"recompute_fraction\":%.6f,\"recompute_time_fraction\":%.6f}\n",
-               o->model, o->batch, o->res, o->schedule, p->n_top, p->sqrt_k, p->recomputed,
-               (unsigned long long)m->total, (unsigned long long)m->arena_bytes,
+               o->model, o->batch, o->res, o->precision, o->schedule, p->n_top, p->sqrt_k,
+               p->recomputed, (unsigned long long)m->total, (unsigned long long)m->arena_bytes,
                (unsigned long long)p->none.total, (unsigned long long)p->sqrt.total,
                m->recompute_fraction, m->recompute_time_fraction);
     else
@@ -183,8 +193,8 @@ static void print_plan(const options *o, const plans *p)
 /* The text run's opening lines: the configuration, the plan, the RSS. */
 static void print_header(const options *o, const plans *p, uint64_t rss_base, uint64_t peak_base)
 {
-    printf("%s, batch %d, %dx%d, %d classes, schedule %s, %d threads, %d steps\n", o->model,
-           o->batch, o->res, o->res, o->classes, o->schedule, o->threads, o->steps);
+    printf("%s, batch %d, %dx%d, %d classes, schedule %s, %s, %d threads, %d steps\n", o->model,
+           o->batch, o->res, o->res, o->classes, o->schedule, o->precision, o->threads, o->steps);
     printf("top-level layers %d (sqrt: %d segments), recomputed segments %d\n", p->n_top,
            p->sqrt_k, p->recomputed);
     printf("planned total %.1f MiB (arena %.1f MiB; keep-everything %.1f MiB, sqrt %.1f MiB)\n",
@@ -244,11 +254,12 @@ static void print_json(const options *o, const plans *p, const bench_run *r)
 {
     const sl_memory_report *m = &p->mine;
     printf("{\"impl\":\"sublinear\",\"model\":\"%s\",\"batch\":%d,\"res\":%d,\"classes\":%d,"
-           "\"schedule\":\"%s\",\"threads\":%d,\"steps\":%d,\"top_layers\":%d,"
+           "\"precision\":\"%s\",\"schedule\":\"%s\",\"threads\":%d,\"steps\":%d,\"top_layers\":%d,"
            "\"sqrt_segments\":%d,\"recomputed_segments\":%d,"
            "\"planned_total\":%llu,\"planned_arena\":%llu,\"none_planned_total\":%llu,"
            "\"sqrt_planned_total\":%llu,\"budget_bytes\":%llu,",
-           o->model, o->batch, o->res, o->classes, o->schedule, o->threads, o->steps, p->n_top,
+           o->model, o->batch, o->res, o->classes, o->precision, o->schedule, o->threads, o->steps,
+           p->n_top,
            p->sqrt_k, p->recomputed, (unsigned long long)m->total,
            (unsigned long long)m->arena_bytes, (unsigned long long)p->none.total,
            (unsigned long long)p->sqrt.total, (unsigned long long)p->sc.budget_bytes);

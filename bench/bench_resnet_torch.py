@@ -20,7 +20,12 @@ needs an input that requires grad, so there the input does (one extra
 backward-data of the stem; plain mode does not).
 
     bench_resnet_torch.py [--depth 152] [--batch 16] [--res 224] [--classes 1000]
-                          [--mode plain|checkpoint:K] [--steps 4] [--threads 2] [--json]
+                          [--mode plain|checkpoint:K] [--steps 4] [--threads 2]
+                          [--autocast] [--json]
+
+--autocast runs the forward and the loss under torch.autocast's bfloat16
+(mixed precision, the peer of bench_resnet --precision bf16); "precision"
+in the JSON says which ran.
 
 One configuration per process (peak RSS is the process's). The first step
 is a warm-up; s/step is the median of the others. Needs torch (Debian's is
@@ -67,6 +72,13 @@ class Bottleneck(nn.Module):
 BLOCKS = {50: [3, 4, 6, 3], 101: [3, 4, 23, 3], 152: [3, 8, 36, 3]}
 
 
+def cpu_capability():
+    """What PyTorch's CPU kernels dispatch to ("AVX512"); "unknown" where
+    torch has no torch.backends.cpu (1.13, Debian's)."""
+    cpu = getattr(torch.backends, "cpu", None)
+    return cpu.get_cpu_capability() if cpu and hasattr(cpu, "get_cpu_capability") else "unknown"
+
+
 def resnet(depth, classes):
     """The ImageNet ResNet as one flat nn.Sequential of top-level modules."""
     mods = [nn.Conv2d(3, 64, 7, stride=2, padding=3, bias=False), nn.BatchNorm2d(64),
@@ -91,6 +103,8 @@ def main():
     ap.add_argument("--steps", type=int, default=4)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--autocast", action="store_true",
+                    help="forward and loss under torch.autocast(dtype=torch.bfloat16)")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     if args.mode == "plain":
@@ -118,9 +132,10 @@ def main():
         x.requires_grad_(True)  # reentrant checkpoint: else no gradient reaches the weights
     rss_base = current_rss()
     if not args.json:
-        print("PyTorch %s, resnet%d, batch %d, %dx%d, %d classes, mode %s, %d threads, %d steps"
-              % (torch.__version__, args.depth, args.batch, args.res, args.res, args.classes,
-                 args.mode, args.threads, args.steps))
+        print("PyTorch %s, resnet%d, batch %d, %dx%d, %d classes, mode %s, %s, %d threads, "
+              "%d steps" % (torch.__version__, args.depth, args.batch, args.res, args.res,
+                            args.classes, args.mode, "bf16 autocast" if args.autocast else "f32",
+                            args.threads, args.steps))
         print("top-level modules %d; RSS before the first step %.1f MiB"
               % (len(model), mib(rss_base)), flush=True)
 
@@ -131,8 +146,10 @@ def main():
         opt.zero_grad(set_to_none=True)
         if x.grad is not None:
             x.grad = None
-        out = checkpoint_sequential(model, segments, x, **reentrant_kw) if segments else model(x)
-        loss = loss_fn(out, labels)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.autocast):
+            out = (checkpoint_sequential(model, segments, x, **reentrant_kw) if segments
+                   else model(x))
+            loss = loss_fn(out, labels)
         loss.backward()
         opt.step()
         times.append(time.perf_counter() - t0)
@@ -149,11 +166,12 @@ def main():
         print(json.dumps(dict(impl="pytorch %s" % torch.__version__, depth=args.depth,
                               batch=args.batch, res=args.res, classes=args.classes,
                               mode=args.mode, segments=segments, top_layers=len(model),
+                              precision="bf16" if args.autocast else "f32",
                               threads=args.threads, steps=args.steps, param_bytes=params,
                               rss_baseline=rss_base, peak_rss=rss, s_per_step=median,
                               warmup_s=times[0], first_loss=losses[0], last_loss=losses[-1],
                               foreign_cpu_pct=foreign,
-                              cpu_capability=torch.backends.cpu.get_cpu_capability())))
+                              cpu_capability=cpu_capability())))
         return
     print("peak RSS %.1f MiB (baseline %.1f MiB; parameters %.1f MiB)"
           % (mib(rss), mib(rss_base), mib(params)))

@@ -124,13 +124,15 @@ static void check_schedules(const char *model, int res, int batch)
     g_native = native;
 }
 
-/* On a CPU with bf16 dot products the convolutions (all but the stem,
- * which reads the float input) run on bf16 themselves through oneDNN. */
+/* On a CPU with bf16 dot products convolutions run on bf16 themselves
+ * through oneDNN, where that plans no more workspace than the float
+ * copies (conv2d.c): not the stem (it reads the float input); on an AMX
+ * machine 18 of the other 20. */
 START_TEST(test_bf16_schedules_resnet20)
 {
     check_schedules("resnet20", 32, 8);
     if (sl_cpu_has_bf16_dot() && sl_cpu_conv_onednn())
-        ck_assert_int_eq(g_native, 20); /* ResNet-20: 19 3x3 and 2 downsampling convolutions */
+        ck_assert_msg(g_native > 0 && g_native <= 20, "%d convolutions on bf16", g_native);
     else
         printf("  (this CPU has no bf16 dot products: every convolution used float copies)\n");
 }

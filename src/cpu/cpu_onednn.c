@@ -184,10 +184,12 @@ const char *sl_cpu_kernels_describe(char *buf, size_t n)
 {
 #ifdef SL_HAVE_ONEDNN
     const dnnl_version_t *v = dnnl_version();
-    snprintf(buf, n, "oneDNN %d.%d.%d (%s); GEMM tiles: %s; convolutions: %s", v->major, v->minor,
-             v->patch, isa_name(), sl_cpu_gemm_onednn() ? "oneDNN sgemm" : "OpenBLAS",
+    snprintf(buf, n, "oneDNN %d.%d.%d (%s); GEMM tiles: %s; convolutions: %s; bf16 convolutions: %s",
+             v->major, v->minor, v->patch, isa_name(),
+             sl_cpu_gemm_onednn() ? "oneDNN sgemm" : "OpenBLAS",
              sl_cpu_conv_onednn() ? "oneDNN's direct kernels where wider than 1x1, else im2col + GEMM"
-                                  : "im2col + GEMM");
+                                  : "im2col + GEMM",
+             sl_cpu_conv_onednn() && isa_has_bf16() ? "oneDNN in bf16" : "float copies");
 #else
     snprintf(buf, n, "no oneDNN; GEMM tiles: OpenBLAS; convolutions: im2col + GEMM");
 #endif

@@ -61,8 +61,11 @@ static sl_status conv_infer(const sl_layer *l, const sl_backend *be, int n_in,
 }
 
 /* bf16 activations in the backend's own kernels, where it has them for
- * this geometry (oneDNN on a CPU with bf16 dot products); a convolution
- * with a bias keeps float copies (no backend fuses it in bf16 yet). */
+ * this geometry (oneDNN on a CPU with bf16 dot products) and they plan no
+ * more than the float path would: each pass's workspace at most the float
+ * copies it replaces (x and y forward; x, dy and dx backward) plus the
+ * float workspace. A convolution with a bias keeps float copies (no
+ * backend fuses it in bf16 yet). */
 static int conv_native_bf16(const sl_layer *l, const sl_backend *be, int n_in, const sl_shape *in,
                             sl_shape out, sl_layer_cost *cost)
 {
@@ -75,7 +78,10 @@ static int conv_native_bf16(const sl_layer *l, const sl_backend *be, int n_in, c
         return 0;
     sl_layer_cost c = *cost;
     conv_workspaces(be, &d, &c);
-    if (c.ws_fwd_bytes == SIZE_MAX || c.ws_bwd_bytes == SIZE_MAX)
+    size_t x = sl_shape_count(in[0]) * sizeof(float), y = sl_shape_count(out) * sizeof(float);
+    if (c.ws_fwd_bytes == SIZE_MAX || c.ws_bwd_bytes == SIZE_MAX ||
+        c.ws_fwd_bytes > cost->ws_fwd_bytes + x + y ||
+        c.ws_bwd_bytes > cost->ws_bwd_bytes + 2 * x + y)
         return 0;
     *cost = c;
     return 1;
