@@ -392,7 +392,7 @@ START_TEST(test_backward_accumulates)
 {
     sl_backend *be = NULL;
     ck_assert_int_eq(sl_cpu_backend_create(2, &be), SL_OK);
-    sl_exec ex = {be, 2};
+    sl_exec ex = {be, 2, 0};
     int b = 2, t = 150, c = 16, heads = 2;
     inputs in = make_inputs(b, t, c, 41);
     size_t nx = (size_t)b * t * 3 * c, ny = (size_t)b * t * c;

@@ -137,7 +137,7 @@ static void check_op(const char *name, op_fn op, const sl_backend *gpu, const do
 {
     sl_backend *cpu_be = NULL;
     ck_assert_int_eq(sl_cpu_backend_create(1, &cpu_be), SL_OK);
-    dev c = {cpu_be, {cpu_be, 1}, {0}, 0};
+    dev c = {cpu_be, {cpu_be, 1, 0}, {0}, 0};
     outputs oc;
     memset(&oc, 0, sizeof oc);
     op(&c, &oc);
@@ -151,7 +151,7 @@ static void check_op(const char *name, op_fn op, const sl_backend *gpu, const do
     outputs og[2];
     memset(og, 0, sizeof og);
     for (int r = 0; r < 2; r++) {
-        dev g = {gpu, {gpu, 1}, {0}, 0};
+        dev g = {gpu, {gpu, 1, 0}, {0}, 0};
         op(&g, &og[r]);
         dev_release(&g);
     }

@@ -77,7 +77,7 @@ static float *copy_of(const float *src, size_t n)
 static void run_passes(sl_backend *be, const sl_conv_desc *d, const float *x, const float *w,
                        const float *dy, const float *base_dx, const float *base_dw, results *r)
 {
-    sl_exec ex = {be, THREADS};
+    sl_exec ex = {be, THREADS, 0};
     size_t ws = 0;
     for (int pass = 0; pass < 3; pass++) {
         size_t b = be->conv2d_workspace_bytes(be, d, (sl_conv_pass)pass);
@@ -297,7 +297,7 @@ START_TEST(test_onednn_bf16_passes)
     sl_cpu_kernels_force(0, 1);
     sl_backend *be;
     ck_assert_int_eq(sl_cpu_backend_create(THREADS, &be), SL_OK);
-    sl_exec ex = {be, THREADS};
+    sl_exec ex = {be, THREADS, 0};
     /* the float geometries, a pointwise one (1x1 stays on im2col in
      * float), and one whose weights outweigh its activations (ResNet's last
      * stage), whose backward filter runs in chunks of images */

@@ -71,7 +71,7 @@ static void host_case_make(const sl_backend *cpu, const shape *s, host_case *h)
     th_fill_normal(h->qkv, h->nq, 11 + (uint64_t)s->t, 1.0f);
     th_fill_normal(h->dy, h->ny, 12 + (uint64_t)s->t, 1.0f);
     th_fill_normal(h->start, h->nq, 13, 1.0f);
-    sl_exec ex = {cpu, 8};
+    sl_exec ex = {cpu, 8, 0};
     size_t wf = cpu->attention_workspace_bytes(cpu, &d, 0),
            wb = cpu->attention_workspace_bytes(cpu, &d, 1);
     void *ws = malloc((wf > wb ? wf : wb) + 64);
@@ -112,7 +112,7 @@ static float *dev_alloc(const sl_backend *be, size_t floats, size_t shift)
 static void device_run_do(const sl_backend *be, const shape *s, const host_case *h, size_t shift,
                           device_run *r)
 {
-    sl_exec ex = {be, 1};
+    sl_exec ex = {be, 1, 0};
     sl_attention_desc d = desc_of(s, s->p);
     size_t wf = be->attention_workspace_bytes(be, &d, 0), wb = be->attention_workspace_bytes(be, &d, 1);
     size_t wsf = ((wf > wb ? wf : wb) + sizeof(float) - 1) / sizeof(float);
@@ -258,7 +258,7 @@ START_TEST(test_cuda_attention_gpt2_small_runs_and_repeats_its_bits)
             printf("SKIPPED: no usable CUDA device: %s\n", sl_last_error());
             break;
         }
-        sl_exec ex = {be, 1};
+        sl_exec ex = {be, 1, 0};
         size_t wf = be->attention_workspace_bytes(be, &d, 0),
                wb = be->attention_workspace_bytes(be, &d, 1);
         float *dq_ = dev_alloc(be, nq, 0), *q_ = dev_alloc(be, nq, 0), *g_ = dev_alloc(be, ny, 0),

@@ -43,6 +43,7 @@ static float g_perturb;     /* train_cnn: each input value times 1 +- this */
 static size_t g_copy_bytes; /* train_cnn, gpt2_step: net->f32_copy_bytes (0: the default) */
 static int g_chunked;    /* steps of train_cnn's last program run a few images at a time */
 static int g_native;     /* layers of train_cnn's last net that ran on bf16 themselves */
+static int g_native_conv; /* of which convolutions */
 
 static void train_cnn(const char *model, int res, int batch, sl_precision precision,
                       sl_schedule schedule, int least_kind, run *out)
@@ -72,9 +73,12 @@ static void train_cnn(const char *model, int res, int batch, sl_precision precis
     g_chunked = 0;
     for (int i = 0; i < prog->n_steps; i++)
         g_chunked += prog->steps[i].f_chunk > 0;
-    g_native = 0;
-    for (int i = 0; i < net->graph.n_nodes; i++)
-        g_native += sl_shapes_native(&net->cache[SL_MODE_TRAIN].sh, i);
+    g_native = g_native_conv = 0;
+    for (int i = 0; i < net->graph.n_nodes; i++) {
+        int native = sl_shapes_native(&net->cache[SL_MODE_TRAIN].sh, i);
+        g_native += native;
+        g_native_conv += native && !strcmp(net->graph.nodes[i].layer->ops->type, "Conv2d");
+    }
     th_params_capture(net, &out->params);
     sl_net_free(net);
     sl_context_free(ctx);
@@ -95,7 +99,7 @@ static void check_schedules(const char *model, int res, int batch)
 {
     run plain, other;
     train_cnn(model, res, batch, SL_PRECISION_BF16, SL_SCHEDULE_NONE, 0, &plain);
-    int chunked = g_chunked, native = g_native;
+    int chunked = g_chunked, native = g_native, native_conv = g_native_conv;
     struct {
         sl_schedule s;
         int least;
@@ -122,6 +126,7 @@ static void check_schedules(const char *model, int res, int batch)
     th_params_free(&plain.params);
     g_chunked = chunked;
     g_native = native;
+    g_native_conv = native_conv;
 }
 
 /* On a CPU with bf16 dot products convolutions run on bf16 themselves
@@ -132,29 +137,71 @@ START_TEST(test_bf16_schedules_resnet20)
 {
     check_schedules("resnet20", 32, 8);
     if (sl_cpu_has_bf16_dot() && sl_cpu_conv_onednn())
-        ck_assert_msg(g_native > 0 && g_native <= 20, "%d convolutions on bf16", g_native);
+        ck_assert_msg(g_native_conv > 0 && g_native_conv <= 20, "%d convolutions on bf16",
+                      g_native_conv);
     else
         printf("  (this CPU has no bf16 dot products: every convolution used float copies)\n");
 }
 END_TEST
 
-/* The float-copies path for every convolution (oneDNN off): what a CPU
- * without bf16 dot products runs; exact under every schedule too. */
+/* BatchNorm, ReLU and the adds read and write bf16 themselves on the CPU
+ * (sl_backend.bf16_kernels), widening each element as they read it and
+ * rounding as they write it: the bits of the float-copies path, which the
+ * same model with those kernels off runs. At 32² (whole tensors) and at
+ * 96² (where the copies path runs them in chunks of rows and channels). */
+static void check_bf16_kernels(int res, int batch)
+{
+    run on, off;
+    train_cnn("resnet20", res, batch, SL_PRECISION_BF16, SL_SCHEDULE_SQRT, 0, &on);
+    int native_on = g_native;
+    sl_cpu_bf16_kernels_force(0);
+    train_cnn("resnet20", res, batch, SL_PRECISION_BF16, SL_SCHEDULE_SQRT, 0, &off);
+    int native_off = g_native;
+    sl_cpu_bf16_kernels_force(1);
+    char what[64];
+    snprintf(what, sizeof what, "resnet20 %d² bf16 kernels against copies", res);
+    ck_assert_msg(memcmp(on.loss, off.loss, sizeof on.loss) == 0, "%s: losses differ", what);
+    th_params_assert_identical(&on.params, &off.params, what);
+    /* ResNet-20: 19 BatchNorms, 19 ReLUs and 9 adds */
+    ck_assert_msg(native_on >= native_off + 19 + 19 + 9, "%s: %d layers native, %d without", what,
+                  native_on, native_off);
+    printf("  %s: the same bits; %d layers on bf16 themselves (%d with the kernels off); "
+           "planned %.2f and %.2f MiB\n", what, native_on, native_off, on.total / 1048576.0,
+           off.total / 1048576.0);
+    th_params_free(&on.params);
+    th_params_free(&off.params);
+}
+
+START_TEST(test_bf16_kernels_give_the_copies_bits)
+{
+    check_bf16_kernels(32, 8);
+    check_bf16_kernels(96, 16);
+}
+END_TEST
+
+/* The float-copies path for every layer (oneDNN's convolutions and the
+ * bf16 kernels off): what a backend without bf16 kernels runs; exact
+ * under every schedule too. */
 START_TEST(test_bf16_schedules_resnet20_copies)
 {
     int gemm = sl_cpu_gemm_onednn(), conv = sl_cpu_conv_onednn();
     sl_cpu_kernels_force(gemm, 0);
+    sl_cpu_bf16_kernels_force(0);
     check_schedules("resnet20", 32, 8);
     ck_assert_int_eq(g_native, 0);
+    sl_cpu_bf16_kernels_force(1);
     sl_cpu_kernels_force(gemm, conv);
 }
 END_TEST
 
 /* Large enough images that ReLU's and the adds' copies pass
- * SL_F32_COPY_BYTES, so those steps run a few images at a time. */
+ * SL_F32_COPY_BYTES, so those steps run a few images at a time (the bf16
+ * kernels off, so that they take copies). */
 START_TEST(test_bf16_schedules_resnet20_chunks)
 {
+    sl_cpu_bf16_kernels_force(0);
     check_schedules("resnet20", 96, 16);
+    sl_cpu_bf16_kernels_force(1);
     ck_assert_msg(g_chunked > 0, "no step ran in chunks");
 }
 END_TEST
@@ -167,6 +214,7 @@ END_TEST
 START_TEST(test_bf16_resnet20_smallest_chunks)
 {
     run whole, small;
+    sl_cpu_bf16_kernels_force(0); /* BatchNorm, ReLU and the adds on copies */
     train_cnn("resnet20", 32, 8, SL_PRECISION_BF16, SL_SCHEDULE_NONE, 0, &whole);
     ck_assert_int_eq(g_chunked, 0);
     g_copy_bytes = 1;
@@ -188,6 +236,7 @@ START_TEST(test_bf16_resnet20_smallest_chunks)
     ck_assert_msg(worst < 1e-4, "parameters %.3g from the whole-batch run's", worst);
     th_params_free(&whole.params);
     th_params_free(&small.params);
+    sl_cpu_bf16_kernels_force(1);
 }
 END_TEST
 
@@ -451,6 +500,7 @@ int main(void)
     tcase_add_test(tc, test_bf16_against_f32_resnet20);
     tcase_add_test(tc, test_bf16_schedules_resnet20);
     tcase_add_test(tc, test_bf16_schedules_resnet20_copies);
+    tcase_add_test(tc, test_bf16_kernels_give_the_copies_bits);
     tcase_add_test(tc, test_bf16_schedules_resnet20_chunks);
     tcase_add_test(tc, test_bf16_resnet20_smallest_chunks);
     tcase_add_test(tc, test_bf16_schedules_resnet56_dropout);

@@ -407,11 +407,26 @@ typedef struct sl_attention_desc {
 SL_BACKEND_DEVICE(SL_BACKEND_TYPEDEF, SL_BACKEND_TYPEDEF)
 SL_BACKEND_OPS(SL_BACKEND_TYPEDEF, SL_BACKEND_TYPEDEF)
 
+/* The kernel families that take bf16 activations when the call's
+ * ex->bf16 is set (sl_backend.bf16_kernels): their x, y, dy and dx (a, b
+ * and y of add; src and dst of copy) are then bf16, each element widened
+ * as it is read and rounded to nearest even as it is written, so the
+ * result is the float kernel's on widened copies, rounded (the bits of
+ * the executor's float-copies path). Weights, statistics and workspaces
+ * stay float. */
+enum {
+    SL_BF16_RELU = 1u << 0,      /* relu_forward, relu_backward */
+    SL_BF16_ADD = 1u << 1,       /* add, copy */
+    SL_BF16_BATCHNORM = 1u << 2, /* batchnorm_forward_train / _apply / _infer, _backward */
+};
+
 struct sl_backend {
     const char *name;
     /* 1 when the backend's memory is host memory (the CPU): pointers the
      * library hands out can be read and written directly. */
     int host_memory;
+    /* SL_BF16_* families that honour sl_exec.bf16 (0: none). */
+    unsigned bf16_kernels;
     /* The instance's own state (NULL on the CPU). */
     void *impl;
     /* Members documented in the two lists above. */
@@ -419,10 +434,14 @@ struct sl_backend {
     SL_BACKEND_OPS(SL_BACKEND_MEMBER, SL_BACKEND_MEMBER)
 };
 
-/* Per-run state: which backend, how many threads. */
+/* Per-run state: which backend, how many threads, and whether the
+ * activations of this call are bf16 (only for the kernel families in
+ * be->bf16_kernels; a layer sets it on its own copy for the calls that
+ * take its bf16 tensors). */
 struct sl_exec {
     const sl_backend *be;
     int threads;
+    int bf16;
 };
 
 /* Frees a backend instance (NULL is fine). */

@@ -65,6 +65,10 @@ int sl_cpu_have_onednn(void);
 /* 1 when oneDNN's dispatch reaches bf16 dot products (avx512_core_bf16,
  * AMX): where bf16 convolutions run on bf16 activations themselves. */
 int sl_cpu_has_bf16_dot(void);
+/* Tests only: whether CPU backends created from now on take bf16
+ * activations in their BatchNorm, ReLU and add kernels (default: yes,
+ * unless SL_CPU_BF16_KERNELS=off). Not thread-safe. */
+void sl_cpu_bf16_kernels_force(int on);
 /* Tests only: overrides both choices for the process from now on (plans
  * already made keep theirs). Not thread-safe. */
 void sl_cpu_kernels_force(int gemm_onednn, int conv_onednn);

@@ -56,12 +56,30 @@ static const sl_backend sl_cpu_table = {
 #undef SL_CPU_ENTRY
 };
 
+/* The kernel families that take bf16 activations (all of them unless
+ * SL_CPU_BF16_KERNELS=off, or a test's sl_cpu_bf16_kernels_force(0): then
+ * a bf16 network's BatchNorm, ReLU and adds use float copies). */
+static int g_bf16_forced = -1;
+
+void sl_cpu_bf16_kernels_force(int on) { g_bf16_forced = on != 0; }
+
+static unsigned bf16_kernels(void)
+{
+    int on = g_bf16_forced;
+    if (on < 0) {
+        const char *v = getenv("SL_CPU_BF16_KERNELS");
+        on = !(v && (strcmp(v, "off") == 0 || strcmp(v, "0") == 0));
+    }
+    return on ? SL_BF16_RELU | SL_BF16_ADD | SL_BF16_BATCHNORM : 0;
+}
+
 sl_status sl_cpu_backend_create(int threads, sl_backend **out)
 {
     sl_backend *be = sl_alloc(sizeof *be, "a CPU backend");
     if (!be)
         return SL_ERR_NOMEM;
     *be = sl_cpu_table;
+    be->bf16_kernels = bf16_kernels();
     sl_cpu_state *s;
     sl_status st = sl_cpu_state_create(threads, &s);
     if (st != SL_OK) {

@@ -55,9 +55,19 @@ void sl_cpu_random_uniform(const sl_exec *ex, size_t count, uint64_t seed, uint6
 
 /* ---- elementwise ---- */
 
+/* bf16 activations (ex->bf16): widened as read, rounded as written. */
+#define BF(p) ((uint16_t *)(p))
+#define CBF(p) ((const uint16_t *)(p))
+
 void sl_cpu_relu_forward(const sl_exec *ex, size_t count, const float *x, float *y)
 {
     long long cnt = (long long)count;
+    if (ex->bf16) {
+        SL_PARALLEL_FOR(cpu_threads(ex), cnt >= CPU_PAR_MIN, (long long i = 0; i < cnt; i++), {
+            BF(y)[i] = sl_bf16_round(sl_relu_of(sl_bf16_widen(CBF(x)[i])));
+        });
+        return;
+    }
     SL_PARALLEL_FOR(cpu_threads(ex), cnt >= CPU_PAR_MIN, (long long i = 0; i < cnt; i++), {
         y[i] = sl_relu_of(x[i]);
     });
@@ -67,7 +77,12 @@ void sl_cpu_relu_backward(const sl_exec *ex, size_t count, const float *y, const
                               float *dx, int accumulate)
 {
     long long cnt = (long long)count;
-    if (accumulate) {
+    if (ex->bf16) {
+        SL_PARALLEL_FOR(cpu_threads(ex), cnt >= CPU_PAR_MIN, (long long i = 0; i < cnt; i++), {
+            float g = sl_relu_grad_of(sl_bf16_widen(CBF(y)[i]), sl_bf16_widen(CBF(dy)[i]));
+            BF(dx)[i] = sl_bf16_round(accumulate ? sl_bf16_widen(BF(dx)[i]) + g : g);
+        });
+    } else if (accumulate) {
         SL_PARALLEL_FOR(cpu_threads(ex), cnt >= CPU_PAR_MIN, (long long i = 0; i < cnt; i++), {
             dx[i] += sl_relu_grad_of(y[i], dy[i]);
         });
@@ -81,6 +96,12 @@ void sl_cpu_relu_backward(const sl_exec *ex, size_t count, const float *y, const
 void sl_cpu_add(const sl_exec *ex, size_t count, const float *a, const float *b, float *y)
 {
     long long cnt = (long long)count;
+    if (ex->bf16) {
+        SL_PARALLEL_FOR(cpu_threads(ex), cnt >= CPU_PAR_MIN, (long long i = 0; i < cnt; i++), {
+            BF(y)[i] = sl_bf16_round(sl_bf16_widen(CBF(a)[i]) + sl_bf16_widen(CBF(b)[i]));
+        });
+        return;
+    }
     SL_PARALLEL_FOR(cpu_threads(ex), cnt >= CPU_PAR_MIN, (long long i = 0; i < cnt; i++), {
         y[i] = a[i] + b[i];
     });
@@ -90,12 +111,16 @@ void sl_cpu_copy(const sl_exec *ex, size_t count, const float *src, float *dst,
                      int accumulate)
 {
     long long cnt = (long long)count;
-    if (accumulate) {
+    if (ex->bf16 && accumulate) {
+        SL_PARALLEL_FOR(cpu_threads(ex), cnt >= CPU_PAR_MIN, (long long i = 0; i < cnt; i++), {
+            BF(dst)[i] = sl_bf16_round(sl_bf16_widen(BF(dst)[i]) + sl_bf16_widen(CBF(src)[i]));
+        });
+    } else if (accumulate) {
         SL_PARALLEL_FOR(cpu_threads(ex), cnt >= CPU_PAR_MIN, (long long i = 0; i < cnt; i++), {
             dst[i] += src[i];
         });
     } else if (src != dst) {
-        memmove(dst, src, count * sizeof(float));
+        memmove(dst, src, count * (ex->bf16 ? sizeof(uint16_t) : sizeof(float)));
     }
 }
 

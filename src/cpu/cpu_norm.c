@@ -16,45 +16,7 @@
 
 #include "base/element.h"
 #include "cpu/cpu.h"
-
 #define BN_LANES 8
-
-/* Sum and sum of squares of len floats, in double, lane j % 8 then lanes in
- * order: a fixed order that the compiler can still vectorise. */
-static void bn_sums(const float *x, size_t len, double lane_s[BN_LANES],
-                    double lane_q[BN_LANES])
-{
-    size_t j = 0;
-    for (; j + BN_LANES <= len; j += BN_LANES) {
-        for (int u = 0; u < BN_LANES; u++) {
-            double v = x[j + u];
-            lane_s[u] += v;
-            lane_q[u] += v * v;
-        }
-    }
-    for (int u = 0; j < len; j++, u++) {
-        double v = x[j];
-        lane_s[u] += v;
-        lane_q[u] += v * v;
-    }
-}
-
-/* sum(dy) and sum(dy * (x - mean)) of len values, in double. */
-static void bn_grad_sums(const float *x, const float *dy, size_t len, double mean,
-                         double lane_s[BN_LANES], double lane_p[BN_LANES])
-{
-    size_t j = 0;
-    for (; j + BN_LANES <= len; j += BN_LANES) {
-        for (int u = 0; u < BN_LANES; u++) {
-            lane_s[u] += (double)dy[j + u];
-            lane_p[u] += sl_bn_dy_xc(dy[j + u], x[j + u], mean);
-        }
-    }
-    for (int u = 0; j < len; j++, u++) {
-        lane_s[u] += (double)dy[j];
-        lane_p[u] += sl_bn_dy_xc(dy[j], x[j], mean);
-    }
-}
 
 static double bn_lanes_total(const double lane[BN_LANES])
 {
@@ -64,56 +26,52 @@ static double bn_lanes_total(const double lane[BN_LANES])
     return t;
 }
 
-/* y = sl_bn_normalise(x) over channel ch of every image: train, apply and
- * infer must agree. */
-static void bn_normalise_channel(int n, int c, size_t hw, int ch, const float *x,
-                                 const float *gamma, const float *beta, float mean,
-                                 float invstd, float *y)
-{
-    float gm = sl_bn_gamma(gamma, ch);
-    float bt = sl_bn_beta(beta, ch);
-    for (int i = 0; i < n; i++) {
-        size_t base = ((size_t)i * c + ch) * hw;
-        const float *xp = x + base;
-        float *yp = y + base;
-        for (size_t j = 0; j < hw; j++)
-            yp[j] = sl_bn_normalise(xp[j], mean, invstd, gm, bt);
-    }
-}
+#define BN_T float
+#define BN_LD(v) (v)
+#define BN_ST(v) (v)
+#define BN_FN(name) name##_f32
+#include "cpu/cpu_norm_kernels.h"
+#undef BN_T
+#undef BN_LD
+#undef BN_ST
+#undef BN_FN
 
+#define BN_T uint16_t
+#define BN_LD(v) sl_bf16_widen(v)
+#define BN_ST(v) sl_bf16_round(v)
+#define BN_FN(name) name##_bf16
+#include "cpu/cpu_norm_kernels.h"
+#undef BN_T
+#undef BN_LD
+#undef BN_ST
+#undef BN_FN
+
+/* The table's kernels: the float ones, or the bf16 ones when the call's
+ * activations are bf16 (ex->bf16; the weights and statistics are float
+ * either way). */
 void sl_cpu_batchnorm_forward_train(const sl_exec *ex, int n, int c, int hw, const float *x,
                                     const float *gamma, const float *beta, float *y,
                                     float *save_mean, float *save_invstd, float *running_mean,
                                     float *running_var, float momentum, float eps, void *ws)
 {
-    (void)ws; /* the sums live on the stack */
-    size_t count = (size_t)n * (size_t)hw;
-    int par = (double)count * c >= CPU_PAR_MIN;
-    SL_PARALLEL_FOR(cpu_threads(ex), par, (int ch = 0; ch < c; ch++), {
-        double ls[BN_LANES] = {0}, lq[BN_LANES] = {0};
-        for (int i = 0; i < n; i++)
-            bn_sums(x + ((size_t)i * c + ch) * hw, (size_t)hw, ls, lq);
-        double mean, var;
-        sl_bn_batch_moments(bn_lanes_total(ls), bn_lanes_total(lq), (double)count, &mean, &var);
-        float m = (float)mean;
-        float invstd = sl_bn_batch_invstd(var, eps);
-        save_mean[ch] = m;
-        save_invstd[ch] = invstd;
-        if (running_mean)
-            sl_bn_running_update(&running_mean[ch], &running_var[ch], m, var, (double)count,
-                                 momentum);
-        bn_normalise_channel(n, c, (size_t)hw, ch, x, gamma, beta, m, invstd, y);
-    });
+    if (ex->bf16)
+        bn_forward_train_bf16(ex, n, c, hw, (const uint16_t *)x, gamma, beta, (uint16_t *)y,
+                              save_mean, save_invstd, running_mean, running_var, momentum, eps,
+                              ws);
+    else
+        bn_forward_train_f32(ex, n, c, hw, x, gamma, beta, y, save_mean, save_invstd,
+                             running_mean, running_var, momentum, eps, ws);
 }
 
 void sl_cpu_batchnorm_forward_apply(const sl_exec *ex, int n, int c, int hw, const float *x,
                                     const float *gamma, const float *beta, const float *mean,
                                     const float *invstd, float *y)
 {
-    int par = (double)n * hw * c >= CPU_PAR_MIN;
-    SL_PARALLEL_FOR(cpu_threads(ex), par, (int ch = 0; ch < c; ch++), {
-        bn_normalise_channel(n, c, (size_t)hw, ch, x, gamma, beta, mean[ch], invstd[ch], y);
-    });
+    if (ex->bf16)
+        bn_forward_apply_bf16(ex, n, c, hw, (const uint16_t *)x, gamma, beta, mean, invstd,
+                              (uint16_t *)y);
+    else
+        bn_forward_apply_f32(ex, n, c, hw, x, gamma, beta, mean, invstd, y);
 }
 
 void sl_cpu_batchnorm_forward_infer(const sl_exec *ex, int n, int c, int hw, const float *x,
@@ -121,60 +79,24 @@ void sl_cpu_batchnorm_forward_infer(const sl_exec *ex, int n, int c, int hw, con
                                     const float *running_mean, const float *running_var, float eps,
                                     float *y, float *save_mean, float *save_invstd)
 {
-    int par = (double)n * hw * c >= CPU_PAR_MIN;
-    SL_PARALLEL_FOR(cpu_threads(ex), par, (int ch = 0; ch < c; ch++), {
-        float invstd = sl_bn_running_invstd(running_var[ch], eps);
-        if (save_mean) {
-            save_mean[ch] = running_mean[ch];
-            save_invstd[ch] = invstd;
-        }
-        bn_normalise_channel(n, c, (size_t)hw, ch, x, gamma, beta, running_mean[ch], invstd, y);
-    });
+    if (ex->bf16)
+        bn_forward_infer_bf16(ex, n, c, hw, (const uint16_t *)x, gamma, beta, running_mean,
+                              running_var, eps, (uint16_t *)y, save_mean, save_invstd);
+    else
+        bn_forward_infer_f32(ex, n, c, hw, x, gamma, beta, running_mean, running_var, eps, y,
+                             save_mean, save_invstd);
 }
 
-/* With xhat = (x - mean) * invstd and M = n * hw:
- *   dbeta += sum(dy), dgamma += sum(dy * xhat),
- *   dx = gamma * invstd * (dy - sum(dy) / M - xhat * sum(dy * xhat) / M),
- * or, frozen (mean and invstd constants), dx = gamma * invstd * dy.
- * The sums come first, so dx may alias dy (each dy read before its dx is
- * written). */
 void sl_cpu_batchnorm_backward(const sl_exec *ex, int n, int c, int hw, const float *x,
                                const float *dy, const float *gamma, const float *save_mean,
                                const float *save_invstd, float *dx, int accumulate, float *dgamma,
                                float *dbeta, int frozen, void *ws)
 {
-    (void)ws; /* the sums live on the stack */
-    size_t count = (size_t)n * (size_t)hw;
-    int par = (double)count * c >= CPU_PAR_MIN;
-    SL_PARALLEL_FOR(cpu_threads(ex), par, (int ch = 0; ch < c; ch++), {
-        float mean = save_mean[ch], invstd = save_invstd[ch];
-        double ls[BN_LANES] = {0}, lp[BN_LANES] = {0};
-        for (int i = 0; i < n; i++) {
-            size_t base = ((size_t)i * c + ch) * hw;
-            bn_grad_sums(x + base, dy + base, (size_t)hw, (double)mean, ls, lp);
-        }
-        double sum_dy = bn_lanes_total(ls);
-        double sum_dy_xhat = bn_lanes_total(lp) * (double)invstd;
-        if (dbeta)
-            dbeta[ch] += (float)sum_dy;
-        if (dgamma)
-            dgamma[ch] += (float)sum_dy_xhat;
-        if (!dx)
-            continue; /* parameter gradients only */
-        float scale = sl_bn_gamma(gamma, ch) * invstd;
-        float mean_dy, mean_dy_xhat;
-        sl_bn_grad_means(sum_dy, sum_dy_xhat, (double)count, frozen, &mean_dy, &mean_dy_xhat);
-        for (int i = 0; i < n; i++) {
-            size_t base = ((size_t)i * c + ch) * hw;
-            const float *xp = x + base, *gp = dy + base;
-            float *dp = dx + base;
-            if (accumulate) {
-                for (int j = 0; j < hw; j++)
-                    dp[j] += sl_bn_dx(xp[j], gp[j], mean, invstd, scale, mean_dy, mean_dy_xhat);
-            } else {
-                for (int j = 0; j < hw; j++)
-                    dp[j] = sl_bn_dx(xp[j], gp[j], mean, invstd, scale, mean_dy, mean_dy_xhat);
-            }
-        }
-    });
+    if (ex->bf16)
+        bn_backward_bf16(ex, n, c, hw, (const uint16_t *)x, (const uint16_t *)dy, gamma,
+                         save_mean, save_invstd, (uint16_t *)dx, accumulate, dgamma, dbeta, frozen,
+                         ws);
+    else
+        bn_backward_f32(ex, n, c, hw, x, dy, gamma, save_mean, save_invstd, dx, accumulate,
+                        dgamma, dbeta, frozen, ws);
 }

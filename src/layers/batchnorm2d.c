@@ -77,23 +77,24 @@ static void bn_forward(sl_layer *l, const sl_exec *ex, const sl_fwd_args *a)
     float *rvar = l->params[BN_RUNNING_VAR].data + c0;
     float *mean = a->saved ? (float *)a->saved + c0 : NULL;
     float *invstd = mean ? mean + bn->channels : NULL;
+    sl_exec e = sl_exec_for(ex, a->bf16);
 
     if (a->pass == SL_PASS_EVAL) {
-        ex->be->batchnorm_forward_infer(ex, s.n, s.c, hw, a->x[0], gamma, beta, rmean, rvar,
+        ex->be->batchnorm_forward_infer(&e, s.n, s.c, hw, a->x[0], gamma, beta, rmean, rvar,
                                         bn->eps, a->y, NULL, NULL);
         return;
     }
     if (bn->frozen && a->pass == SL_PASS_TRAIN) {
-        ex->be->batchnorm_forward_infer(ex, s.n, s.c, hw, a->x[0], gamma, beta, rmean, rvar,
+        ex->be->batchnorm_forward_infer(&e, s.n, s.c, hw, a->x[0], gamma, beta, rmean, rvar,
                                         bn->eps, a->y, mean, invstd);
         return;
     }
     if (bn->frozen) { /* re-forward: the saved running statistics, no rescale */
-        ex->be->batchnorm_forward_apply(ex, s.n, s.c, hw, a->x[0], gamma, beta, mean, invstd, a->y);
+        ex->be->batchnorm_forward_apply(&e, s.n, s.c, hw, a->x[0], gamma, beta, mean, invstd, a->y);
         return;
     }
     if (a->bn_rescale_momentum) {
-        ex->be->batchnorm_forward_train(ex, s.n, s.c, hw, a->x[0], gamma, beta, a->y, mean, invstd,
+        ex->be->batchnorm_forward_train(&e, s.n, s.c, hw, a->x[0], gamma, beta, a->y, mean, invstd,
                                         rmean, rvar,
                                         sl_bn_rescaled_momentum_runs(bn->momentum,
                                                                      a->bn_rescale_momentum),
@@ -101,10 +102,10 @@ static void bn_forward(sl_layer *l, const sl_exec *ex, const sl_fwd_args *a)
         return;
     }
     if (a->pass == SL_PASS_REFORWARD) {
-        ex->be->batchnorm_forward_apply(ex, s.n, s.c, hw, a->x[0], gamma, beta, mean, invstd, a->y);
+        ex->be->batchnorm_forward_apply(&e, s.n, s.c, hw, a->x[0], gamma, beta, mean, invstd, a->y);
         return;
     }
-    ex->be->batchnorm_forward_train(ex, s.n, s.c, hw, a->x[0], gamma, beta, a->y, mean, invstd,
+    ex->be->batchnorm_forward_train(&e, s.n, s.c, hw, a->x[0], gamma, beta, a->y, mean, invstd,
                                     rmean, rvar, bn->momentum, bn->eps, a->ws);
 }
 
@@ -114,10 +115,18 @@ static void bn_backward(sl_layer *l, const sl_exec *ex, const sl_bwd_args *a)
     sl_shape s = a->in[0];
     int c0 = a->first_channel; /* a chunk of channels: from c0 */
     const float *mean = (const float *)a->saved + c0, *invstd = mean + bn->channels;
-    ex->be->batchnorm_backward(ex, s.n, s.c, s.h * s.w, a->x[0], a->dy,
+    sl_exec e = sl_exec_for(ex, a->bf16);
+    ex->be->batchnorm_backward(&e, s.n, s.c, s.h * s.w, a->x[0], a->dy,
                                l->params[BN_WEIGHT].data + c0, mean, invstd, a->dx[0],
                                a->accumulate[0], l->params[BN_WEIGHT].grad + c0,
                                l->params[BN_BIAS].grad + c0, bn->frozen, a->ws);
+}
+
+static int bn_native_bf16(const sl_layer *l, const sl_backend *be, int n_in, const sl_shape *in,
+                          sl_shape out, sl_layer_cost *cost)
+{
+    (void)l, (void)n_in, (void)in, (void)out, (void)cost;
+    return sl_native_bf16_if(be, SL_BF16_BATCHNORM);
 }
 
 static int bn_out_channels(const sl_layer *l, int in_c)
@@ -133,6 +142,7 @@ const sl_layer_ops sl_batchnorm2d_ops = {
     .infer = bn_infer,
     .forward = bn_forward,
     .backward = bn_backward,
+    .native_bf16 = bn_native_bf16,
     .out_channels = bn_out_channels,
 };
 

@@ -24,16 +24,25 @@ static sl_status add_infer(const sl_layer *l, const sl_backend *be, int n_in, co
 static void add_forward(sl_layer *l, const sl_exec *ex, const sl_fwd_args *a)
 {
     (void)l;
-    ex->be->add(ex, sl_shape_count(a->out), a->x[0], a->x[1], a->y);
+    sl_exec e = sl_exec_for(ex, a->bf16);
+    ex->be->add(&e, sl_shape_count(a->out), a->x[0], a->x[1], a->y);
 }
 
 static void add_backward(sl_layer *l, const sl_exec *ex, const sl_bwd_args *a)
 {
     (void)l;
+    sl_exec e = sl_exec_for(ex, a->bf16);
     size_t count = sl_shape_count(a->out);
     for (int i = 0; i < 2; i++)
         if (a->dx[i] && (a->dx[i] != a->dy || a->accumulate[i]))
-            ex->be->copy(ex, count, a->dy, a->dx[i], a->accumulate[i]);
+            ex->be->copy(&e, count, a->dy, a->dx[i], a->accumulate[i]);
+}
+
+static int add_native_bf16(const sl_layer *l, const sl_backend *be, int n_in, const sl_shape *in,
+                           sl_shape out, sl_layer_cost *cost)
+{
+    (void)l, (void)n_in, (void)in, (void)out, (void)cost;
+    return sl_native_bf16_if(be, SL_BF16_ADD);
 }
 
 static const sl_layer_ops add_ops = {
@@ -42,6 +51,7 @@ static const sl_layer_ops add_ops = {
     .infer = add_infer,
     .forward = add_forward,
     .backward = add_backward,
+    .native_bf16 = add_native_bf16,
     .out_channels = sl_same_channels,
 };
 

@@ -111,3 +111,8 @@ sl_status sl_elementwise_infer(const sl_layer *l, const sl_backend *be, int n_in
     cost->bwd_flops = sl_shape_count_sat(in[0]);
     return SL_OK;
 }
+
+int sl_native_bf16_if(const sl_backend *be, unsigned family)
+{
+    return (be->bf16_kernels & family) == family;
+}

@@ -177,6 +177,20 @@ struct sl_layer {
     sl_layer **children; /* owned */
 };
 
+/* The exec a layer's kernels get for one call: ex, with its activations
+ * bf16 when the call's args say so (a layer whose native_bf16 said yes). */
+static inline sl_exec sl_exec_for(const sl_exec *ex, int bf16)
+{
+    sl_exec e = *ex;
+    e.bf16 = bf16;
+    return e;
+}
+
+/* native_bf16 of a layer whose kernels are the backend's family `family`
+ * (SL_BF16_*): yes when the backend's kernels of that family take bf16;
+ * the cost does not change (the same kernels, narrower tensors). */
+int sl_native_bf16_if(const sl_backend *be, unsigned family);
+
 /* Initialises the common header of a new layer. */
 void sl_layer_init(sl_layer *l, const sl_layer_ops *ops);
 /* Declares a parameter; returns its index. */

@@ -8,14 +8,23 @@
 static void relu_forward(sl_layer *l, const sl_exec *ex, const sl_fwd_args *a)
 {
     (void)l;
-    ex->be->relu_forward(ex, sl_shape_count(a->out), a->x[0], a->y);
+    sl_exec e = sl_exec_for(ex, a->bf16);
+    ex->be->relu_forward(&e, sl_shape_count(a->out), a->x[0], a->y);
 }
 
 static void relu_backward(sl_layer *l, const sl_exec *ex, const sl_bwd_args *a)
 {
     (void)l;
+    sl_exec e = sl_exec_for(ex, a->bf16);
     if (a->dx[0])
-        ex->be->relu_backward(ex, sl_shape_count(a->out), a->y, a->dy, a->dx[0], a->accumulate[0]);
+        ex->be->relu_backward(&e, sl_shape_count(a->out), a->y, a->dy, a->dx[0], a->accumulate[0]);
+}
+
+static int relu_native_bf16(const sl_layer *l, const sl_backend *be, int n_in, const sl_shape *in,
+                            sl_shape out, sl_layer_cost *cost)
+{
+    (void)l, (void)n_in, (void)in, (void)out, (void)cost;
+    return sl_native_bf16_if(be, SL_BF16_RELU);
 }
 
 static const sl_layer_ops relu_ops = {
@@ -25,6 +34,7 @@ static const sl_layer_ops relu_ops = {
     .infer = sl_elementwise_infer,
     .forward = relu_forward,
     .backward = relu_backward,
+    .native_bf16 = relu_native_bf16,
     .out_channels = sl_same_channels,
 };
 

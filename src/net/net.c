@@ -605,7 +605,7 @@ sl_status sl_net_check_training(const sl_net *net, const char *fn)
 
 sl_exec sl_net_exec(const sl_net *net)
 {
-    sl_exec ex = {net->ctx->backend, sl_context_threads(net->ctx)};
+    sl_exec ex = {net->ctx->backend, sl_context_threads(net->ctx), 0};
     return ex;
 }
 
