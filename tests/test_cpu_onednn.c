@@ -373,6 +373,19 @@ START_TEST(test_onednn_bf16_passes)
         sl_aligned_free(work);
     }
     ck_assert_msg(chunked > 0, "no bf16 pass ran in chunks of images");
+    /* a bias is not part of the bf16 contract: refused at the next sync,
+     * the output left alone */
+    sl_conv_desc d = geometries[0].d;
+    d.bf16 = 1;
+    uint16_t *x = bf16_normal(x_count(&d), 7, 1.0f), *y = calloc(y_count(&d), 2);
+    float *w = calloc(w_count(&d), sizeof(float)), *bias = calloc((size_t)d.k, sizeof(float));
+    ck_assert(y && w && bias);
+    be->conv2d_forward(&ex, &d, x, w, bias, y, NULL);
+    ck_assert_int_eq(be->sync(&ex), SL_ERR_BACKEND);
+    ck_assert_msg(strstr(sl_last_error(), "bias") != NULL, "%s", sl_last_error());
+    for (size_t i = 0; i < y_count(&d); i++)
+        ck_assert_int_eq(y[i], 0);
+    free(x), free(y), free(w), free(bias);
     sl_backend_destroy(be);
 }
 END_TEST

@@ -49,8 +49,8 @@ static sl_status window_alloc(const sl_graph *g, window *w)
     w->sh.cost = sl_malloc(nodes * sizeof *w->sh.cost);
     w->sh.dtype = sl_malloc(nodes);
     w->sh.native = sl_malloc(nodes);
-    if (!w->sh.dtype || !w->sh.native || !w->g.nodes || !w->g.top_first_node || !w->g.top_output || !w->sh.tensor ||
-        !w->sh.bytes || !w->sh.cost)
+    if (!w->sh.dtype || !w->sh.native || !w->g.nodes || !w->g.top_first_node ||
+        !w->g.top_output || !w->sh.tensor || !w->sh.bytes || !w->sh.cost)
         return sl_set_error(SL_ERR_NOMEM, "out of memory costing segments");
     return SL_OK;
 }

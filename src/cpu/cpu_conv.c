@@ -281,8 +281,8 @@ static void conv_bias_add(const conv_team *tm, const sl_conv_desc *d, size_t ohw
 }
 
 /* A bf16 pass reaches here only through a plan that runs it on oneDNN
- * (conv2d_native_bf16 said so); anything else is the caller's error,
- * reported at the next sync. */
+ * (conv2d_native_bf16 said so), and without a bias (the contract);
+ * anything else is the caller's error, reported at the next sync. */
 static int bf16_unplanned(const sl_exec *ex, const sl_conv_desc *d)
 {
     if (!d->bf16)
@@ -291,13 +291,23 @@ static int bf16_unplanned(const sl_exec *ex, const sl_conv_desc *d)
     return 1;
 }
 
+static int bf16_with_bias(const sl_exec *ex, const sl_conv_desc *d, const float *bias)
+{
+    if (!d->bf16 || !bias)
+        return 0;
+    sl_cpu_state_fail(ex->be->impl, "a bf16 convolution was given a bias (none is supported)");
+    return 1;
+}
+
 void sl_cpu_conv2d_forward(const sl_exec *ex, const sl_conv_desc *d, const void *xv, const float *w,
                            const float *bias, void *yv, void *ws)
 {
     const float *x = xv;
     float *y = yv;
+    if (bf16_with_bias(ex, d, bias))
+        return;
     if (sl_cpu_onednn_conv_forward(ex, d, x, w, y, ws)) {
-        if (bias && !d->bf16) {
+        if (bias) {
             conv_team tm = conv_team_here(ex, 0);
             conv_bias_add(&tm, d, (size_t)d->oh * d->ow, bias, y);
         }
@@ -420,8 +430,10 @@ void sl_cpu_conv2d_backward_filter(const sl_exec *ex, const sl_conv_desc *d, con
                                    const void *dyv, float *dw, float *dbias, void *ws)
 {
     const float *x = xv, *dy = dyv;
+    if (bf16_with_bias(ex, d, dbias))
+        return;
     if (sl_cpu_onednn_conv_backward_filter(ex, d, x, dy, dw, ws)) {
-        if (dbias && !d->bf16) { /* bf16 convolutions have no bias (conv2d.c) */
+        if (dbias) {
             conv_team tm = conv_team_here(ex, 0);
             conv_bias_grad(&tm, d, (size_t)d->oh * d->ow, dy, dbias);
         }

@@ -16,6 +16,7 @@
 
 #include "base/element.h"
 #include "cpu/cpu.h"
+
 #define BN_LANES 8
 
 static double bn_lanes_total(const double lane[BN_LANES])

@@ -13,7 +13,7 @@
 /* Sum and sum of squares of len floats, in double, lane j % 8 then lanes in
  * order: a fixed order that the compiler can still vectorise. */
 static void BN_FN(bn_sums)(const BN_T *x, size_t len, double lane_s[BN_LANES],
-                    double lane_q[BN_LANES])
+                           double lane_q[BN_LANES])
 {
     size_t j = 0;
     for (; j + BN_LANES <= len; j += BN_LANES) {
@@ -32,7 +32,7 @@ static void BN_FN(bn_sums)(const BN_T *x, size_t len, double lane_s[BN_LANES],
 
 /* sum(dy) and sum(dy * (x - mean)) of len values, in double. */
 static void BN_FN(bn_grad_sums)(const BN_T *x, const BN_T *dy, size_t len, double mean,
-                         double lane_s[BN_LANES], double lane_p[BN_LANES])
+                                double lane_s[BN_LANES], double lane_p[BN_LANES])
 {
     size_t j = 0;
     for (; j + BN_LANES <= len; j += BN_LANES) {
@@ -47,12 +47,11 @@ static void BN_FN(bn_grad_sums)(const BN_T *x, const BN_T *dy, size_t len, doubl
     }
 }
 
-
 /* y = sl_bn_normalise(x) over channel ch of every image: train, apply and
  * infer must agree. */
 static void BN_FN(bn_normalise_channel)(int n, int c, size_t hw, int ch, const BN_T *x,
-                                 const float *gamma, const float *beta, float mean,
-                                 float invstd, BN_T *y)
+                                        const float *gamma, const float *beta, float mean,
+                                        float invstd, BN_T *y)
 {
     float gm = sl_bn_gamma(gamma, ch);
     float bt = sl_bn_beta(beta, ch);
@@ -96,7 +95,8 @@ static void BN_FN(bn_forward_apply)(const sl_exec *ex, int n, int c, int hw, con
 {
     int par = (double)n * hw * c >= CPU_PAR_MIN;
     SL_PARALLEL_FOR(cpu_threads(ex), par, (int ch = 0; ch < c; ch++), {
-        BN_FN(bn_normalise_channel)(n, c, (size_t)hw, ch, x, gamma, beta, mean[ch], invstd[ch], y);
+        BN_FN(bn_normalise_channel)(n, c, (size_t)hw, ch, x, gamma, beta, mean[ch], invstd[ch],
+                                    y);
     });
 }
 
@@ -112,7 +112,8 @@ static void BN_FN(bn_forward_infer)(const sl_exec *ex, int n, int c, int hw, con
             save_mean[ch] = running_mean[ch];
             save_invstd[ch] = invstd;
         }
-        BN_FN(bn_normalise_channel)(n, c, (size_t)hw, ch, x, gamma, beta, running_mean[ch], invstd, y);
+        BN_FN(bn_normalise_channel)(n, c, (size_t)hw, ch, x, gamma, beta, running_mean[ch],
+                                    invstd, y);
     });
 }
 
