@@ -125,8 +125,11 @@ if has cuda; then
 fi
 if has gputests; then
   echo "== the tests that use the GPU"
-  ctest --test-dir "$build" -j4 --output-on-failure \
-    -R '^(test_cuda.*|test_backend_.*|test_gpt2|test_dist|test_cli|test_bench_gpu_gpt2)$' 2>&1 | tail -40
+  # every test's own output (timings, skips) in gputests.log, the summary here
+  ctest --test-dir "$build" -j4 -V --output-on-failure \
+    -R '^(test_cuda.*|test_backend_.*|test_gpt2|test_dist|test_cli|test_bench_gpu_gpt2)$' \
+    > "$out/gputests.log" 2>&1
+  grep -E "tests passed|tests failed|Failed|\*\*\*|Test #|Not Run" "$out/gputests.log" | tail -40
   took gputests
 fi
 if has suite; then

@@ -83,6 +83,16 @@ def read_jsonl(path):
     return [json.loads(x) for x in open(path) if x.strip()]
 
 
+def clean_env(**extra):
+    """The caller's environment without gpu.sh's and gpu_gpt2.py's own
+    settings (a GPU session exports SL_RESNET_SCHEDULES and the like for
+    its bench call, and the stand-ins here must not inherit them)."""
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("SL_GPT2_", "SL_RESNET_", "SL_GPU_"))}
+    env.update(extra)
+    return env
+
+
 def run_phase(bench, args, env=None):
     p = subprocess.run([sys.executable, os.path.join(bench, "gpu_gpt2.py")] + args,
                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
@@ -95,7 +105,7 @@ def stand_ins(bench, tmp):
     with open(fake, "w") as f:
         f.write(FAKE)
     os.chmod(fake, os.stat(fake).st_mode | stat.S_IXUSR)
-    env = dict(os.environ, FAKE_COST=json.dumps(COST), FAKE_PEAK=json.dumps(PEAK))
+    env = clean_env(FAKE_COST=json.dumps(COST), FAKE_PEAK=json.dumps(PEAK))
 
     # three whole rounds
     env["FAKE_DIR"] = os.path.join(tmp, "counts")
@@ -216,7 +226,7 @@ def gpu_sh(bench, tmp):
             f.write(text)
         os.chmod(os.path.join(fake, path), 0o755)
     out = os.path.join(tmp, "gpush")
-    env = dict(os.environ, OUT=out, PYTHON=os.path.join(fake, "python"), SL_GPU_ROUNDS="3",
+    env = clean_env(OUT=out, PYTHON=os.path.join(fake, "python"), SL_GPU_ROUNDS="3",
                SL_GPT2_STEPS="4", SL_RESNET_TF32="on", FAKE_COST=json.dumps(COST),
                FAKE_PEAK=json.dumps(PEAK), FAKE_DIR=os.path.join(tmp, "counts3"))
     os.makedirs(env["FAKE_DIR"])
