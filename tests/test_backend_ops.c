@@ -268,16 +268,26 @@ static void op_lm_loss(dev *d, outputs *o)
     for (int r = 0; r < LM_ROWS; r += 5) /* some rows predict their label */
         if (labels[r] >= 0)
             h[(size_t)r * VOCAB + labels[r]] = 30.0f;
-    float *lg = dev_up(d, h, n * sizeof(float)), *lg2 = dev_up(d, h, n * sizeof(float));
+    /* the second copy rows LD floats apart, the gaps holding a value that
+     * would win every row's maximum if a kernel read past vocab */
+    enum { LD = VOCAB + 3 };
+    float *hp = malloc((size_t)LM_ROWS * LD * sizeof(float));
+    ck_assert(hp);
+    for (int r = 0; r < LM_ROWS; r++)
+        for (int j = 0; j < LD; j++)
+            hp[(size_t)r * LD + j] = j < VOCAB ? h[(size_t)r * VOCAB + j] : 1e30f;
+    float *lg = dev_up(d, h, n * sizeof(float));
+    float *lg2 = dev_up(d, hp, (size_t)LM_ROWS * LD * sizeof(float));
     free(h);
+    free(hp);
     int *dl = dev_up(d, labels, sizeof labels);
     double *row_loss = dev_alloc(d, LM_ROWS * sizeof(double));
     int *row_hit = dev_alloc(d, LM_ROWS * sizeof(int));
     double *row_loss2 = dev_alloc(d, LM_ROWS * sizeof(double));
     int *row_hit2 = dev_alloc(d, LM_ROWS * sizeof(int));
     float scale = 1.0f / (float)counted;
-    d->be->lm_xent(&d->ex, LM_ROWS, VOCAB, lg, dl, -100, scale, 1, row_loss, row_hit);
-    d->be->lm_xent(&d->ex, LM_ROWS, VOCAB, lg2, dl, -100, scale, 0, row_loss2, row_hit2);
+    d->be->lm_xent(&d->ex, LM_ROWS, VOCAB, VOCAB, lg, dl, -100, scale, 1, row_loss, row_hit);
+    d->be->lm_xent(&d->ex, LM_ROWS, VOCAB, LD, lg2, dl, -100, scale, 0, row_loss2, row_hit2);
     float total[2] = {0.0f, 0.0f}; /* loss, hits (as a float) */
     int hits = 0;
     if (d->be->lm_xent_total) {
@@ -299,7 +309,7 @@ static void op_lm_loss(dev *d, outputs *o)
     dev_down(d, rh[0], row_hit, sizeof rh[0]);
     dev_down(d, rh[1], row_hit2, sizeof rh[1]);
     int h_sum = 0;
-    for (int r = 0; r < LM_ROWS; r++) { /* the two modes agree on every row */
+    for (int r = 0; r < LM_ROWS; r++) { /* the two modes and layouts agree on every row */
         ck_assert(memcmp(&rl[0][r], &rl[1][r], sizeof(double)) == 0 && rh[0][r] == rh[1][r]);
         h_sum += rh[0][r];
     }

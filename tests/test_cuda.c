@@ -21,16 +21,19 @@
 
 #include "harness.h"
 
-static sl_context *cuda_context(uint64_t seed)
+static sl_context *cuda_context_math(uint64_t seed, int tf32)
 {
     sl_context_options o = sl_context_defaults();
     o.device = SL_DEVICE_CUDA;
     o.seed = seed;
     o.threads = 2;
+    o.tf32 = tf32;
     sl_context *ctx = NULL;
     ck_assert_msg(sl_context_create(&o, &ctx) == SL_OK, "%s", sl_last_error());
     return ctx;
 }
+
+static sl_context *cuda_context(uint64_t seed) { return cuda_context_math(seed, 0); }
 
 typedef struct outputs {
     float *y, *dx;
@@ -422,18 +425,24 @@ END_TEST
  * 1e-4 of the CPU's, with flash attention and a chunked head; and with
  * dropout, a second plain run, sqrt and the least budget bit-identical to
  * the plain run (loss and gradients). */
-static sl_net *gpt2_net(sl_context *ctx, float dropout, sl_schedule schedule)
+static sl_net *gpt2_net_heads(sl_context *ctx, float dropout, sl_schedule schedule, int embd,
+                              int heads, int context)
 {
     sl_gpt2_config c = sl_gpt2_defaults();
     c.layers = 3;
-    c.embd = 64;
-    c.heads = 4;
+    c.embd = embd;
+    c.heads = heads;
     c.vocab = 300;
-    c.context = 64;
+    c.context = context;
     c.dropout = dropout;
     sl_net *net = th_gpt2(ctx, &c, schedule);
     ck_assert(sl_net_set_lm_head(net, "transformer.wte.weight", SL_GPT2_IGNORE_INDEX, 17) == SL_OK);
     return net;
+}
+
+static sl_net *gpt2_net(sl_context *ctx, float dropout, sl_schedule schedule)
+{
+    return gpt2_net_heads(ctx, dropout, schedule, 64, 4, 64);
 }
 
 START_TEST(test_cuda_gpt2_matches_cpu_and_checkpoints_bit_identical)
@@ -501,6 +510,68 @@ START_TEST(test_cuda_gpt2_matches_cpu_and_checkpoints_bit_identical)
     th_params_free(&plain);
     sl_context_free(cpu);
     sl_context_free(gpu);
+}
+END_TEST
+
+/* GPT-2 with heads of 64 and no dropout under TF32: attention runs in
+ * cuda_flash.cu's fused tiles. One step against the CPU: every gradient
+ * within 5e-2 of the CPU's (largest difference over largest value per
+ * tensor; test_cuda_attention holds the attention op alone to 1e-2 in
+ * TF32, and here every GEMM of 3 layers and the head rounds its operands
+ * to TF32 as well; a wrong attention gradient is off by its own size);
+ * then the plain run again, sqrt and the least budget give the plain
+ * run's bits. T = 100: a last tile of 36 rows. */
+START_TEST(test_cuda_gpt2_tf32_fused_attention_checkpoints_bit_identical)
+{
+    enum { B = 2, T = 100, V = 300 };
+    int32_t ids[B * T], targets[B * T];
+    for (int i = 0; i < B * T; i++) {
+        ids[i] = (i * 37 + 11) % V;
+        targets[i] = i % 9 == 4 ? SL_GPT2_IGNORE_INDEX : (i * 53 + 5) % V;
+    }
+    sl_context *cpu = th_context(44);
+    sl_net *a = gpt2_net_heads(cpu, 0.0f, SL_SCHEDULE_NONE, 128, 2, T);
+    sl_step_result ra, rb;
+    ck_assert(sl_net_compute_gradients_tokens(a, ids, targets, B, T, &ra) == SL_OK);
+    th_params ref, plain, ck;
+    th_params_capture(a, &ref);
+    sl_net_free(a);
+    sl_context_free(cpu);
+    sl_schedule s[4] = {SL_SCHEDULE_NONE, SL_SCHEDULE_NONE, SL_SCHEDULE_SQRT, SL_SCHEDULE_BUDGET(1)};
+    const char *what[4] = {"plain", "gpt2 tf32 run twice", "gpt2 tf32 sqrt",
+                           "gpt2 tf32 least budget"};
+    float plain_loss = 0.0f;
+    for (int k = 0; k < 4; k++) {
+        sl_context *g = cuda_context_math(44, 1);
+        sl_net *net = gpt2_net_heads(g, 0.0f, s[k], 128, 2, T);
+        if (k == 3)
+            ck_assert(sl_net_set_schedule(net, SL_SCHEDULE_BUDGET(th_least_budget(
+                          net, (sl_shape){B, 1, T, 1}))) == SL_OK);
+        ck_assert_msg(sl_net_compute_gradients_tokens(net, ids, targets, B, T, &rb) == SL_OK, "%s",
+                      sl_last_error());
+        th_params_capture(net, k == 0 ? &plain : &ck);
+        if (k == 0) {
+            plain_loss = rb.loss;
+            double worst = 0;
+            for (int i = 0; i < ref.n; i++)
+                if (ref.grad[i])
+                    worst = fmax(worst, th_rel_err(plain.grad[i], ref.grad[i], ref.count[i]));
+            printf("GPT-2 (heads of 64) CUDA TF32 vs CPU: loss %g vs %g, worst gradient relative "
+                   "error %.2e\n", rb.loss, ra.loss, worst);
+            ck_assert_msg(fabsf(ra.loss - rb.loss) <= 1e-2f * ra.loss, "loss %g vs %g", rb.loss,
+                          ra.loss);
+            ck_assert_msg(worst <= 5e-2, "worst gradient error %g", worst);
+        } else {
+            ck_assert_msg(memcmp(&rb.loss, &plain_loss, sizeof(float)) == 0, "%s: loss %a vs %a",
+                          what[k], rb.loss, plain_loss);
+            th_params_assert_identical(&plain, &ck, what[k]);
+            th_params_free(&ck);
+        }
+        sl_net_free(net);
+        sl_context_free(g);
+    }
+    th_params_free(&plain);
+    th_params_free(&ref);
 }
 END_TEST
 
@@ -780,6 +851,7 @@ int main(void)
     tcase_add_test(tc, test_cuda_conv_geometry_cudnn_cannot_run_fails_the_plan);
     tcase_add_test(tc, test_cuda_tf32_off_and_on_both_plan_and_train);
     tcase_add_test(tc, test_cuda_gpt2_matches_cpu_and_checkpoints_bit_identical);
+    tcase_add_test(tc, test_cuda_gpt2_tf32_fused_attention_checkpoints_bit_identical);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_set_fork_status(sr, CK_NOFORK); /* one CUDA context per process */

@@ -205,6 +205,13 @@ static const shape SHAPES[] = {
     {2, 32, 2048, 4, 1, 0.1f},
     /* one chunk, two groups (1536 + 512 pairs), plain */
     {32, 64, 64, 4, 0, 0.1f},
+    /* head size 64, flash, no dropout: with TF32 cuda_flash.cu's fused
+     * tiles (whole tiles; a last tile of 44 and of 1 query rows; a single
+     * token), in FP32 the chunks above */
+    {2, 12, 256, 64, 1, 0.0f},
+    {3, 2, 300, 64, 1, 0.0f},
+    {1, 3, 65, 64, 1, 0.0f},
+    {2, 2, 1, 64, 1, 0.0f},
 };
 
 /* Each shape's CPU results once, against a CUDA instance in FP32 and one
@@ -233,9 +240,10 @@ START_TEST(test_cuda_attention_matches_cpu_and_repeats_its_bits)
 }
 END_TEST
 
-/* GPT-2 small's attention (B=8, T=1024, 12 heads of 64, flash, dropout
- * 0.1: 16 chunks of 64 rows): forward and backward run, repeat their bits,
- * and their time is printed (for reading, not a bound). */
+/* GPT-2 small's attention (B=8, T=1024, 12 heads of 64, flash), with
+ * dropout 0.1 (16 chunks of 64 rows) and without (with TF32: the fused
+ * tiles): forward and backward run, repeat their bits, and their time is
+ * printed (for reading, not a bound). */
 static double now_ms(void)
 {
     struct timespec ts;
@@ -243,9 +251,9 @@ static double now_ms(void)
     return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
 }
 
-START_TEST(test_cuda_attention_gpt2_small_runs_and_repeats_its_bits)
+static void gpt2_small_attention(float p)
 {
-    const shape s = {8, 12, 1024, 64, 1, 0.1f};
+    const shape s = {8, 12, 1024, 64, 1, p};
     sl_attention_desc d = desc_of(&s, s.p);
     size_t c = (size_t)s.heads * s.d, rows = (size_t)s.n * s.t;
     size_t nq = rows * 3 * c, ny = rows * c, ns = (size_t)s.n * s.heads * s.t;
@@ -290,9 +298,9 @@ START_TEST(test_cuda_attention_gpt2_small_runs_and_repeats_its_bits)
         for (size_t i = 0; i < nq; i++)
             finite &= isfinite(out[0][1][i]) != 0;
         ck_assert_msg(finite, "GPT-2 small gradients not finite");
-        printf("GPT-2 small attention (B=8 T=1024 12x64, flash, dropout 0.1, %s): forward + "
+        printf("GPT-2 small attention (B=8 T=1024 12x64, flash, dropout %.1f, %s): forward + "
                "backward %.2f ms, workspace %.1f MiB\n",
-               tf32 ? "tf32" : "fp32", ms, (wf > wb ? wf : wb) / 1048576.0);
+               (double)p, tf32 ? "tf32" : "fp32", ms, (wf > wb ? wf : wb) / 1048576.0);
         for (int run = 0; run < 2; run++) {
             free(out[run][0]);
             free(out[run][1]);
@@ -304,6 +312,12 @@ START_TEST(test_cuda_attention_gpt2_small_runs_and_repeats_its_bits)
     }
     free(qkv);
     free(dy);
+}
+
+START_TEST(test_cuda_attention_gpt2_small_runs_and_repeats_its_bits)
+{
+    gpt2_small_attention(0.1f);
+    gpt2_small_attention(0.0f);
 }
 END_TEST
 

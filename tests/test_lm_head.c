@@ -131,6 +131,17 @@ static void check_against_separate(int chunk)
 START_TEST(test_unfused_matches_separate) { check_against_separate(N); }
 END_TEST
 
+/* A device's layout, taken by the CPU (rows 12 floats apart, the
+ * vocabulary in parts of 8 and 3): the same results, whole and chunked. */
+START_TEST(test_device_layout_matches_separate)
+{
+    sl_lm_head_force_layout(4);
+    check_against_separate(N);
+    check_against_separate(4);
+    sl_lm_head_force_layout(0);
+}
+END_TEST
+
 START_TEST(test_chunked_matches_separate)
 {
     check_against_separate(2); /* 5 chunks, the last of one row */
@@ -216,13 +227,14 @@ END_TEST
 /* The automatic chunk rule (layers/lm_head.h): on the CPU at most 32 MiB
  * of logits a chunk; on a device at least `channels` rows where 256 MiB
  * allows; chunks as equal as can be and never more rows than the run;
- * an explicit chunk_rows wins on both. */
+ * an explicit chunk_rows wins on both. A device's logit rows are padded
+ * to 128 bytes, and the scratch holds a chunk of them. */
 START_TEST(test_automatic_chunk_rule)
 {
     sl_lm_head h = {NULL, 50257, 768, -100, 0}; /* GPT-2 small's head */
     size_t row = (size_t)h.vocab * sizeof(float);
     ck_assert_int_eq(sl_lm_head_chunk(&h, 8192, 0), 164); /* 50 chunks of <= 166 rows */
-    ck_assert_int_eq(sl_lm_head_chunk(&h, 8192, 1), 745); /* 11 chunks of <= 768 */
+    ck_assert_int_eq(sl_lm_head_chunk(&h, 8192, 1), 768); /* 11 chunks, whole steps of 32 */
     ck_assert_int_eq(sl_lm_head_chunk(&h, 256, 0), 128);
     ck_assert_int_eq(sl_lm_head_chunk(&h, 256, 1), 256);
     ck_assert_int_eq(sl_lm_head_chunk(&h, 7, 1), 7);
@@ -233,8 +245,23 @@ START_TEST(test_automatic_chunk_rule)
             ck_assert(c >= 1 && c <= rows && (size_t)c * row <= cap);
             if (device)
                 ck_assert_int_ge(c, rows < h.channels ? rows : h.channels / 2); /* equalised */
-            ck_assert(sl_lm_head_ws_bytes(&h, rows, device) >= (size_t)c * row);
+            /* a chunk of rows at the layout's leading dimension fits */
+            size_t ld = (size_t)sl_lm_head_ld(&h, device);
+            ck_assert(sl_lm_head_ws_bytes(&h, rows, device) >= (size_t)c * ld * sizeof(float));
         }
+    /* a device's rows start 128-byte aligned: 50257 -> 50272, and its
+     * vocabulary goes in parts of 50240 and 17; the CPU's are vocab, one part */
+    ck_assert_int_eq(sl_lm_head_ld(&h, 0), 50257);
+    ck_assert_int_eq(sl_lm_head_ld(&h, 1), 50272);
+    ck_assert_int_eq(sl_lm_head_split(&h, 0), 50257);
+    ck_assert_int_eq(sl_lm_head_split(&h, 1), 50240);
+    sl_lm_head even = {NULL, 512, 64, -100, 0};
+    ck_assert_int_eq(sl_lm_head_ld(&even, 1), 512);
+    ck_assert_int_eq(sl_lm_head_split(&even, 1), 512);
+    for (int rows = 1; rows <= 20000; rows += 997) { /* whole steps of rows where they fit */
+        int c = sl_lm_head_chunk(&h, rows, 1);
+        ck_assert(c % SL_LM_HEAD_DEVICE_LD_STEP == 0 || c == rows);
+    }
     /* a head so wide that even the device's cap holds fewer than C rows */
     sl_lm_head wide = {NULL, 1000000, 4096, -100, 0};
     ck_assert_int_eq(sl_lm_head_chunk(&wide, 100000, 1), 67); /* 256 MiB / 4 MB a row */
@@ -317,6 +344,7 @@ static Suite *suite(void)
     Suite *s = suite_create("lm_head");
     TCase *t = tcase_create("lm_head");
     tcase_add_test(t, test_unfused_matches_separate);
+    tcase_add_test(t, test_device_layout_matches_separate);
     tcase_add_test(t, test_chunked_matches_separate);
     tcase_add_test(t, test_ignore_index);
     tcase_add_test(t, test_scratch_is_one_chunk);

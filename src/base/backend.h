@@ -283,14 +283,15 @@ typedef struct sl_attention_desc {
          float *dlogits, float *loss, int *correct, void *ws))                                 \
     /* Workspace bytes softmax_xent needs for n rows; NULL: none (the CPU). */                 \
     OPT(size_t, softmax_xent_workspace_bytes, (const sl_backend *be, int n))                   \
-    /* A language model's loss on one chunk of rows x vocab logits (device                     \
-     * memory, as labels, row_loss and row_hit): for each row whose label                      \
+    /* A language model's loss on one chunk of rows x vocab logits, ld floats                  \
+     * from one row to the next (ld >= vocab; device memory, as labels,                        \
+     * row_loss and row_hit): for each row whose label                                         \
      * is not ignore_index, row_loss = -log softmax(row)[label] (double),                      \
      * row_hit = 1 when the row's first arg-max is the label, and with grad                    \
      * the row is overwritten by (softmax - onehot) * scale; an ignored row                    \
      * gets loss 0, hit 0 and (with grad) a zero gradient. */                                  \
     REQ(void, lm_xent,                                                                         \
-        (const sl_exec *ex, int rows, int vocab, float *logits, const int *labels,             \
+        (const sl_exec *ex, int rows, int vocab, int ld, float *logits, const int *labels,     \
          int ignore_index, float scale, int grad, double *row_loss, int *row_hit))             \
     /* The loss of a language model's run from the rows lm_xent wrote                          \
      * (device memory; an ignored row holds 0): *loss = counted ? (float)(sum                  \

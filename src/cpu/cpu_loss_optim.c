@@ -12,12 +12,13 @@
 #include "cpu/cpu.h"
 
 /* Rows of a language model's loss chunk are independent: one thread each. */
-void sl_cpu_lm_xent(const sl_exec *ex, int rows, int vocab, float *logits, const int *labels,
-                    int ignore_index, float scale, int grad, double *row_loss, int *row_hit)
+void sl_cpu_lm_xent(const sl_exec *ex, int rows, int vocab, int ld, float *logits,
+                    const int *labels, int ignore_index, float scale, int grad, double *row_loss,
+                    int *row_hit)
 {
     int par = (double)rows * vocab >= CPU_PAR_MIN;
     SL_PARALLEL_FOR(cpu_threads(ex), par, (int r = 0; r < rows; r++), {
-        sl_lm_xent_row(logits + (size_t)r * vocab, vocab, labels[r], ignore_index, scale, grad,
+        sl_lm_xent_row(logits + (size_t)r * ld, vocab, labels[r], ignore_index, scale, grad,
                        &row_loss[r], &row_hit[r]);
     });
 }

@@ -1,6 +1,8 @@
 /*
  * cuda_attention.cu — causal multi-head self-attention on the GPU (run
- * stage), both modes of sl_attention_desc: the products on the tensor
+ * stage), both modes of sl_attention_desc. GPT-2's case (flash mode, head
+ * size 64, no dropout, TF32 allowed) runs fused in tiles, cuda_flash.cu;
+ * every other one here: the products on the tensor
  * cores through cuBLAS's batched GEMM, the softmax and the gradient of
  * the scores in small kernels between them, chunk by chunk of queries
  * (base/attn_chunks.h says how a call is cut, where each matrix lies, and
@@ -303,10 +305,17 @@ static float **write_pointers(sl_cuda_state *s, const sl_attn_layout &L, const a
 
 /* ---------------------------------------------------------------- table */
 
+/* The fused path's workspace: the backward's D, one float per row. */
+static size_t flash_rowsum_bytes(const sl_attention_desc *d, int backward)
+{
+    return backward ? sl_attn_align((size_t)d->n * d->heads * d->t * sizeof(float)) : 0;
+}
+
 extern "C" size_t sl_cuda_attention_workspace_bytes(const sl_backend *be,
                                                     const sl_attention_desc *d, int backward)
 {
-    (void)be;
+    if (sl_cuda_flash_applies(sl_cuda_of(be), d))
+        return flash_rowsum_bytes(d, backward);
     return sl_attn_layout_for(d, backward, SL_ATTN_SCRATCH_BYTES).bytes;
 }
 
@@ -314,6 +323,10 @@ extern "C" void sl_cuda_attention_forward(const sl_exec *ex, const sl_attention_
                                           const float *qkv, float *y, float *saved, void *ws)
 {
     sl_cuda_state *s = sl_cuda_ex(ex);
+    if (sl_cuda_flash_applies(s, d)) {
+        sl_cuda_flash_forward(s, d, qkv, y, saved);
+        return;
+    }
     sl_attn_layout L = sl_attn_layout_for(d, 0, SL_ATTN_SCRATCH_BYTES);
     if (L.bytes == 0)
         return;
@@ -346,6 +359,16 @@ extern "C" void sl_cuda_attention_backward(const sl_exec *ex, const sl_attention
                                            void *ws)
 {
     sl_cuda_state *s = sl_cuda_ex(ex);
+    if (sl_cuda_flash_applies(s, d)) {
+        float *rowsum = (float *)ws;
+        int pairs = d->n * d->heads;
+        unsigned blocks = sl_cuda_warp_row_blocks((size_t)pairs * d->t);
+        rowsum_rows<<<blocks, SL_CUDA_ROW_THREADS, 0, s->stream>>>(pairs, d->t, d->heads, d->d,
+                                                                   y, dy, rowsum);
+        SL_CUDA_LAUNCHED(s);
+        sl_cuda_flash_backward(s, d, qkv, dy, saved, rowsum, dqkv, accumulate);
+        return;
+    }
     sl_attn_layout L = sl_attn_layout_for(d, 1, SL_ATTN_SCRATCH_BYTES);
     if (L.bytes == 0)
         return;

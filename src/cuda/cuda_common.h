@@ -195,6 +195,19 @@ SL_BACKEND_OPS(SL_CUDA_DECLARE, SL_CUDA_DECLARE)
 /* Frees the instance's descriptors and cache (NULL is fine). */
 void sl_cuda_conv_cache_free(struct sl_cuda_conv_cache *c);
 
+/* cuda_flash.cu: causal attention fused into TF32 tiles, for flash mode,
+ * head size 64, no dropout, TF32 allowed (sl_cuda_flash_applies: a
+ * function of d and the instance alone); cuda_attention.cu calls it and
+ * plans its workspace (the backward's D = rowsum(dO o y), pairs x t
+ * floats, which it also computes). lse: the saved state (NULL in
+ * evaluation). */
+int sl_cuda_flash_applies(const sl_cuda_state *s, const sl_attention_desc *d);
+void sl_cuda_flash_forward(sl_cuda_state *s, const sl_attention_desc *d, const float *qkv,
+                           float *y, float *lse);
+void sl_cuda_flash_backward(sl_cuda_state *s, const sl_attention_desc *d, const float *qkv,
+                            const float *dy, const float *lse, const float *dd, float *dqkv,
+                            int accumulate);
+
 #ifdef __cplusplus
 }
 #endif

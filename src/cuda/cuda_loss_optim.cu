@@ -93,14 +93,14 @@ extern "C" void sl_cuda_softmax_xent(const sl_exec *ex, int n, int classes, cons
 enum { LM_THREADS = 1024 };
 
 static __global__ void __launch_bounds__(LM_THREADS)
-    lm_xent_k(int rows, int vocab, float *logits, const int *labels, int ignore_index,
+    lm_xent_k(int rows, int vocab, int ld, float *logits, const int *labels, int ignore_index,
               float scale, int grad, double *row_loss, int *row_hit)
 {
     __shared__ double dsh[32];
     __shared__ float fsh[32];
     __shared__ int ish[32];
     for (int r = (int)blockIdx.x; r < rows; r += (int)gridDim.x) {
-        float *x = logits + (size_t)r * vocab;
+        float *x = logits + (size_t)r * ld;
         int label = labels[r];
         if (label == ignore_index) {
             if (grad)
@@ -142,14 +142,14 @@ static __global__ void __launch_bounds__(LM_THREADS)
     }
 }
 
-extern "C" void sl_cuda_lm_xent(const sl_exec *ex, int rows, int vocab, float *logits,
+extern "C" void sl_cuda_lm_xent(const sl_exec *ex, int rows, int vocab, int ld, float *logits,
                                 const int *labels, int ignore_index, float scale, int grad,
                                 double *row_loss, int *row_hit)
 {
     sl_cuda_state *s = sl_cuda_ex(ex);
     if (rows <= 0 || vocab <= 0)
         return;
-    lm_xent_k<<<(unsigned)rows, LM_THREADS, 0, s->stream>>>(rows, vocab, logits, labels,
+    lm_xent_k<<<(unsigned)rows, LM_THREADS, 0, s->stream>>>(rows, vocab, ld, logits, labels,
                                                            ignore_index, scale, grad, row_loss,
                                                            row_hit);
     SL_CUDA_LAUNCHED(s);

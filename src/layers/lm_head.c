@@ -8,6 +8,30 @@
 
 #include "layers/lm_head.h"
 
+static int g_force_step; /* sl_lm_head_force_layout */
+
+void sl_lm_head_force_layout(int step) { g_force_step = step > 1 ? step : 0; }
+
+/* The layout's step (see lm_head.h); 1: the CPU's plain layout. */
+static int layout_step(int device)
+{
+    if (device)
+        return SL_LM_HEAD_DEVICE_LD_STEP;
+    return g_force_step ? g_force_step : 1;
+}
+
+int sl_lm_head_ld(const sl_lm_head *h, int device)
+{
+    int s = layout_step(device);
+    return (h->vocab + s - 1) / s * s;
+}
+
+int sl_lm_head_split(const sl_lm_head *h, int device)
+{
+    int s = layout_step(device);
+    return h->vocab / s * s;
+}
+
 int sl_lm_head_chunk(const sl_lm_head *h, int rows, int device)
 {
     if (rows < 1)
@@ -26,14 +50,65 @@ int sl_lm_head_chunk(const sl_lm_head *h, int rows, int device)
     if (per < 1)
         per = 1;
     size_t chunks = ((size_t)rows + per - 1) / per; /* then equal chunks */
-    return (int)(((size_t)rows + chunks - 1) / chunks);
+    size_t c = ((size_t)rows + chunks - 1) / chunks;
+    if (device) { /* whole steps of rows where the cap and the run allow */
+        size_t s = SL_LM_HEAD_DEVICE_LD_STEP, r = (c + s - 1) / s * s;
+        if (r <= per && r <= (size_t)rows)
+            c = r;
+    }
+    return (int)c;
 }
 
 /* Scratch: one chunk of logits, then per row a loss (double), a hit and a
  * label (ints), then the backend's 16 bytes of lm_xent_total. */
 static size_t logits_bytes(const sl_lm_head *h, int rows, int device)
 {
-    return sl_align_up((size_t)sl_lm_head_chunk(h, rows, device) * h->vocab * sizeof(float));
+    return sl_align_up((size_t)sl_lm_head_chunk(h, rows, device) *
+                       (size_t)sl_lm_head_ld(h, device) * sizeof(float));
+}
+
+/* The head's three products over a chunk of n rows, the vocabulary in
+ * parts [0, va) and [va, V) (lm_head.h); lg holds the chunk's logits, L
+ * floats a row. */
+typedef struct head_gemms {
+    const sl_backend *be;
+    const sl_exec *ex;
+    int n, C, V, va, L;
+    const float *W, *hc; /* the weight [V, C]; the chunk's hidden states */
+    float *lg;
+} head_gemms;
+
+/* lg = hc W^T */
+static void gemm_logits(const head_gemms *g)
+{
+    if (g->va > 0)
+        g->be->gemm(g->ex, 0, 1, g->n, g->va, g->C, 1.0f, g->hc, g->C, g->W, g->C, 0.0f, g->lg,
+                    g->L);
+    if (g->V > g->va)
+        g->be->gemm(g->ex, 0, 1, g->n, g->V - g->va, g->C, 1.0f, g->hc, g->C,
+                    g->W + (size_t)g->va * g->C, g->C, 0.0f, g->lg + g->va, g->L);
+}
+
+/* dh = lg W (lg now the logits' gradient), the parts added in order */
+static void gemm_dh(const head_gemms *g, float *dh)
+{
+    if (g->va > 0)
+        g->be->gemm(g->ex, 0, 0, g->n, g->C, g->va, 1.0f, g->lg, g->L, g->W, g->C, 0.0f, dh,
+                    g->C);
+    if (g->V > g->va)
+        g->be->gemm(g->ex, 0, 0, g->n, g->C, g->V - g->va, 1.0f, g->lg + g->va, g->L,
+                    g->W + (size_t)g->va * g->C, g->C, g->va > 0 ? 1.0f : 0.0f, dh, g->C);
+}
+
+/* dW += lg^T hc, each part's rows of dW */
+static void gemm_dw(const head_gemms *g, float *dw)
+{
+    if (g->va > 0)
+        g->be->gemm(g->ex, 1, 0, g->va, g->C, g->n, 1.0f, g->lg, g->L, g->hc, g->C, 1.0f, dw,
+                    g->C);
+    if (g->V > g->va)
+        g->be->gemm(g->ex, 1, 0, g->V - g->va, g->C, g->n, 1.0f, g->lg + g->va, g->L, g->hc,
+                    g->C, 1.0f, dw + (size_t)g->va * g->C, g->C);
 }
 
 size_t sl_lm_head_ws_bytes(const sl_lm_head *h, int rows, int device)
@@ -82,7 +157,8 @@ void sl_lm_head_run(const sl_lm_head *hd, const sl_exec *ex, int rows, const flo
     *counted = 0;
     const sl_backend *be = ex->be;
     int V = hd->vocab, C = hd->channels, device = !be->host_memory;
-    int chunk = sl_lm_head_chunk(hd, rows, device);
+    int chunk = sl_lm_head_chunk(hd, rows, device), L = sl_lm_head_ld(hd, device);
+    int va = sl_lm_head_split(hd, device);
     char *base = ws;
     float *logits = (float *)base;
     double *row_loss = (double *)(base + logits_bytes(hd, rows, device));
@@ -100,19 +176,29 @@ void sl_lm_head_run(const sl_lm_head *hd, const sl_exec *ex, int rows, const flo
     for (int r0 = 0; r0 < rows; r0 += chunk) {
         int n = rows - r0 < chunk ? rows - r0 : chunk;
         const float *hc = h + (size_t)r0 * C;
-        /* Logits straight into the caller's buffer when it is reachable. */
-        float *lg = logits_out && be->host_memory && !dh ? logits_out + (size_t)r0 * V : logits;
-        be->gemm(ex, 0, 1, n, V, C, 1.0f, hc, C, W, C, 0.0f, lg, V);
-        if (logits_out && lg == logits)
-            be->download(ex, logits_out + (size_t)r0 * V, logits, (size_t)n * V * sizeof(float));
+        /* Logits straight into the caller's buffer when it is reachable
+         * (host memory, rows vocab apart). */
+        float *lg = logits_out && be->host_memory && !dh && L == V ? logits_out + (size_t)r0 * V
+                                                                   : logits;
+        head_gemms g = {be, ex, n, C, V, va, L, W, hc, lg};
+        gemm_logits(&g);
+        if (logits_out && lg == logits) {
+            if (L == V)
+                be->download(ex, logits_out + (size_t)r0 * V, logits,
+                             (size_t)n * V * sizeof(float));
+            else /* a device's padded rows, one at a time (reading logits back is rare) */
+                for (int r = 0; r < n; r++)
+                    be->download(ex, logits_out + (size_t)(r0 + r) * V, logits + (size_t)r * L,
+                                 (size_t)V * sizeof(float));
+        }
         if (!labels)
             continue;
-        be->lm_xent(ex, n, V, lg, dev_labels + r0, hd->ignore_index, scale, dh != NULL,
+        be->lm_xent(ex, n, V, L, lg, dev_labels + r0, hd->ignore_index, scale, dh != NULL,
                     row_loss + r0, row_hit + r0);
         if (!dh)
             continue;
-        be->gemm(ex, 0, 0, n, C, V, 1.0f, lg, V, W, C, 0.0f, dh + (size_t)r0 * C, C);
-        be->gemm(ex, 1, 0, V, C, n, 1.0f, lg, V, hc, C, 1.0f, hd->weight->grad, C);
+        gemm_dh(&g, dh + (size_t)r0 * C);
+        gemm_dw(&g, hd->weight->grad);
     }
     if (labels)
         sum_rows(ex, rows, row_loss, row_hit, *counted, out_ws, loss, hits);

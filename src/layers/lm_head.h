@@ -36,6 +36,29 @@ typedef struct sl_lm_head {
 /* Rows per chunk for a run of `rows` rows (chunks as equal as can be) on
  * a device backend (1) or the CPU (0). */
 int sl_lm_head_chunk(const sl_lm_head *h, int rows, int device);
+/* A device's layout: cuBLAS's Hopper kernels want every leading
+ * dimension and contiguous extent 16-byte aligned. With GPT-2's odd vocab
+ * (50257) as the logits' row length and as the GEMMs' M, and 745-row
+ * chunks as dW's K, an H100 ran the head's three GEMMs on Ampere kernels
+ * ("align1") at about 90 TFLOP/s (21 ms of a 100 ms step, ncu,
+ * 2026-11-26). So on a device:
+ *   - a chunk's logit rows are vocab rounded up to the step apart (the
+ *     columns past vocab are never written or read: sl_lm_head_ld);
+ *   - the vocabulary goes through the GEMMs in two parts, the first
+ *     vocab rounded down to the step, the rest (fewer than the step) in
+ *     small GEMMs of their own (sl_lm_head_split);
+ *   - chunks of rows are whole multiples of the step where the cap
+ *     allows (sl_lm_head_chunk).
+ * The CPU keeps vocab, one part and equal chunks (tests take the device's
+ * layout there with sl_lm_head_force_layout). */
+#define SL_LM_HEAD_DEVICE_LD_STEP 32
+/* Floats from one row of a chunk's logits to the next. */
+int sl_lm_head_ld(const sl_lm_head *h, int device);
+/* The vocabulary's first part (the rest are vocab - split). */
+int sl_lm_head_split(const sl_lm_head *h, int device);
+/* Tests: the CPU lays the head out as a device does with this step (0:
+ * its own layout again). */
+void sl_lm_head_force_layout(int step);
 /* Planned scratch of a run of `rows` rows. */
 size_t sl_lm_head_ws_bytes(const sl_lm_head *h, int rows, int device);
 /* FLOPs of the head's forward and of its backward over `rows` rows. */

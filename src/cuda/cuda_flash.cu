@@ -1,0 +1,404 @@
+/*
+ * cuda_flash.cu — causal self-attention fused into tiles on the tensor
+ * cores (run stage): FlashAttention-2's scheme (Dao, 2023) in TF32, for
+ * the case a GPT-2 trains in: tiled (flash) mode, head size 64, no
+ * dropout, TF32 allowed by the instance. Every other case goes through
+ * cuda_attention.cu's chunks of batched cuBLAS GEMMs. sl_cuda_flash_applies
+ * decides from the descriptor and the instance alone, so a forward, its
+ * re-forward and its backward always take the same path, and the
+ * workspace the plan reserved is the path's own.
+ *
+ * Tiles of 64 queries x 64 keys, a block of 4 warps (128 threads) per
+ * tile; each warp owns 16 rows of every 64 x 64 x 64 product, computed
+ * with nvcuda::wmma's m16n16k8 TF32 fragments from shared memory. The
+ * operands are rounded to TF32 (cvt.rna) as they are staged in shared
+ * memory, so the fragments load TF32 values as they are; accumulation is
+ * FP32. Shared rows are 68 floats apart (16-byte multiples, as wmma wants,
+ * off the 32 banks' period).
+ *
+ *  forward   a block per (pair, 64 queries), the key tiles up to the
+ *            diagonal in order: S = Q K^T; per row (a warp's, two values
+ *            per lane) the online softmax: m' = max(m, max of the tile's
+ *            logits), p = exp(logit - m'), l = l exp(m - m') + sum p,
+ *            O = O exp(m - m') + P V. Then y = O / l and, in training,
+ *            the row's lse = m + log l (the saved state of flash mode).
+ *  backward  D = rowsum(dO o y) (cuda_attention.cu's kernel), then two
+ *            kernels, each recomputing P = exp(logit - lse) and
+ *            dS = P o (dO V^T - D):
+ *            a block per (pair, 64 keys) over the query tiles from the
+ *            diagonal down: dV += P^T dO, dK += dS^T Q;
+ *            a block per (pair, 64 queries) over the key tiles up to the
+ *            diagonal: dQ += dS K.
+ *            Every gradient element is summed in one warp's fragments in
+ *            a fixed order and written once (added to the caller's value
+ *            when accumulating): no atomics. The price is S and dO V^T
+ *            computed twice.
+ *
+ * Deterministic: the traversal is a function of (n, heads, t) alone, so a
+ * run repeats its bits and a re-forward gives its forward's. Against the
+ * CPU: within the TF32 bound test_cuda_attention holds cuBLAS's TF32
+ * products to. Blocks take the heaviest tiles first (the last query
+ * tiles in the forward and dQ, the first key tiles in dK/dV).
+ */
+#include <math.h>
+#include <mma.h>
+
+#include "cuda/cuda_block.h"
+#include "cuda/cuda_common.h"
+
+using namespace nvcuda;
+
+enum {
+    FL_D = 64,      /* head size */
+    FL_TILE = 64,   /* rows of a tile (queries or keys) */
+    FL_THREADS = 128, /* 4 warps, 16 rows each */
+    FL_LD = 68,     /* floats between two rows of a shared tile */
+    FL_TILE_FLOATS = FL_TILE * FL_LD,
+    FL_MAX_TILES = 65535 /* a grid's y */
+};
+
+typedef wmma::fragment<wmma::matrix_a, 16, 16, 8, wmma::precision::tf32, wmma::row_major> frag_a_row;
+typedef wmma::fragment<wmma::matrix_a, 16, 16, 8, wmma::precision::tf32, wmma::col_major> frag_a_col;
+typedef wmma::fragment<wmma::matrix_b, 16, 16, 8, wmma::precision::tf32, wmma::row_major> frag_b_row;
+typedef wmma::fragment<wmma::matrix_b, 16, 16, 8, wmma::precision::tf32, wmma::col_major> frag_b_col;
+typedef wmma::fragment<wmma::accumulator, 16, 16, 8, float> frag_acc;
+
+extern "C" int sl_cuda_flash_applies(const sl_cuda_state *s, const sl_attention_desc *d)
+{
+    return s->tf32 && d->flash && d->d == FL_D && d->p == 0.0f && d->n > 0 && d->heads > 0 &&
+           d->t > 0 && (d->t + FL_TILE - 1) / FL_TILE <= FL_MAX_TILES;
+}
+
+/* rows x 64 floats of global memory (rows ldg floats apart) into a shared
+ * tile, rounded to TF32; the tile's rows from `rows` on are zero. */
+static __device__ inline void stage(float *dst, const float *src, size_t ldg, int rows)
+{
+    for (int e = (int)threadIdx.x; e < FL_TILE * FL_D; e += FL_THREADS) {
+        int r = e >> 6, c = e & 63;
+        float v = r < rows ? src[(size_t)r * ldg + c] : 0.0f;
+        dst[r * FL_LD + c] = wmma::__float_to_tf32(v);
+    }
+}
+
+/* acc[nb] += A B for the warp's 16 x 64 block, k over 0..63: A's 16 x 8
+ * slice at k from a_at(k), B's 8 x 16 slice at (k, 16 nb) from
+ * b_at(k, nb); both already TF32 values in shared memory. */
+template <class FA, class FB, class PA, class PB>
+static __device__ inline void warp_product(frag_acc acc[4], PA a_at, PB b_at)
+{
+#pragma unroll 2
+    for (int k = 0; k < 64; k += 8) {
+        FA fa;
+        wmma::load_matrix_sync(fa, a_at(k), FL_LD);
+#pragma unroll
+        for (int nb = 0; nb < 4; nb++) {
+            FB fb;
+            wmma::load_matrix_sync(fb, b_at(k, nb), FL_LD);
+            wmma::mma_sync(acc[nb], fa, fb, acc[nb]);
+        }
+    }
+}
+
+static __device__ inline void zero(frag_acc acc[4])
+{
+#pragma unroll
+    for (int nb = 0; nb < 4; nb++)
+        wmma::fill_fragment(acc[nb], 0.0f);
+}
+
+/* The warp's 16 x 64 block of accumulators into rows 16 warp .. of a
+ * shared tile. */
+static __device__ inline void store_rows(float *tile, int warp, frag_acc acc[4])
+{
+#pragma unroll
+    for (int nb = 0; nb < 4; nb++)
+        wmma::store_matrix_sync(tile + warp * 16 * FL_LD + nb * 16, acc[nb], FL_LD,
+                                wmma::mem_row_major);
+}
+
+/* S = X Y^T for the warp's 16 rows of X (a shared tile's rows 16 warp ..)
+ * against the 64 rows of Y, into the same rows of out. */
+static __device__ inline void warp_xyt(const float *x, const float *y, float *out, int warp)
+{
+    frag_acc acc[4];
+    zero(acc);
+    warp_product<frag_a_row, frag_b_col>(
+        acc, [&](int k) { return x + warp * 16 * FL_LD + k; },
+        [&](int k, int nb) { return y + nb * 16 * FL_LD + k; });
+    store_rows(out, warp, acc);
+}
+
+static __device__ inline float warp_sum_f(float v)
+{
+    for (int o = 16; o > 0; o >>= 1)
+        v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+/* The pointers of pair bh's head in qkv ([n, t, 3c]: q, k, v at columns
+ * h d, c + h d, 2c + h d) and in a [n, t, c] tensor (y, dy). */
+struct heads_at {
+    size_t c, w3;
+    size_t q, o; /* offsets of the pair's row 0: in qkv, in y */
+};
+
+static __device__ inline heads_at heads_of(int bh, int heads, int t)
+{
+    heads_at a;
+    int b = bh / heads, h = bh % heads;
+    a.c = (size_t)heads * FL_D;
+    a.w3 = 3 * a.c;
+    a.q = (size_t)b * t * a.w3 + (size_t)h * FL_D;
+    a.o = (size_t)b * t * a.c + (size_t)h * FL_D;
+    return a;
+}
+
+/* ------------------------------------------------------------ forward */
+
+enum { FL_FWD_SMEM = 5 * FL_TILE_FLOATS * (int)sizeof(float) };
+
+static __global__ void __launch_bounds__(FL_THREADS)
+    flash_fwd_k(int t, int heads, float scale, const float *qkv, float *y, float *lse)
+{
+    extern __shared__ __align__(128) float sm[];
+    float *Qs = sm, *Ks = Qs + FL_TILE_FLOATS, *Vs = Ks + FL_TILE_FLOATS,
+          *Ss = Vs + FL_TILE_FLOATS, *Os = Ss + FL_TILE_FLOATS;
+    int warp = (int)threadIdx.x >> 5, lane = (int)threadIdx.x & 31;
+    int bh = (int)blockIdx.x;
+    int i0 = (int)(gridDim.y - 1 - blockIdx.y) * FL_TILE, qrows = min(FL_TILE, t - i0);
+    heads_at A = heads_of(bh, heads, t);
+    const float *q = qkv + A.q, *k = q + A.c, *v = q + 2 * A.c;
+    stage(Qs, q + (size_t)i0 * A.w3, A.w3, qrows);
+    for (int e = (int)threadIdx.x; e < FL_TILE_FLOATS; e += FL_THREADS)
+        Os[e] = 0.0f;
+    float m[16], l[16];
+#pragma unroll
+    for (int rr = 0; rr < 16; rr++) {
+        m[rr] = -INFINITY;
+        l[rr] = 0.0f;
+    }
+    int last = i0 + qrows - 1; /* the tile's last query: keys up to it */
+    for (int j0 = 0; j0 <= last; j0 += FL_TILE) {
+        int krows = min(FL_TILE, t - j0);
+        __syncthreads(); /* the last tile's K, V no longer read */
+        stage(Ks, k + (size_t)j0 * A.w3, A.w3, krows);
+        stage(Vs, v + (size_t)j0 * A.w3, A.w3, krows);
+        __syncthreads();
+        warp_xyt(Qs, Ks, Ss, warp);
+        __syncwarp();
+#pragma unroll /* whole: m[] and l[] stay in registers */
+        for (int rr = 0; rr < 16; rr++) {
+            int r = warp * 16 + rr, i = i0 + r;
+            float *srow = Ss + r * FL_LD, *orow = Os + r * FL_LD;
+            int k0 = j0 + lane, k1 = k0 + 32;
+            bool v0 = k0 <= i && k0 < t, v1 = k1 <= i && k1 < t;
+            float x0 = srow[lane] * scale, x1 = srow[lane + 32] * scale;
+            float mx = sl_cuda_warp_max(fmaxf(v0 ? x0 : -INFINITY, v1 ? x1 : -INFINITY));
+            /* every row sees key j0 <= i0 <= i in every tile: m' is finite */
+            float mn = fmaxf(m[rr], mx);
+            float p0 = v0 ? expf(x0 - mn) : 0.0f, p1 = v1 ? expf(x1 - mn) : 0.0f;
+            float alpha = expf(m[rr] - mn); /* 0 at the first tile (m = -inf) */
+            l[rr] = l[rr] * alpha + warp_sum_f(p0 + p1);
+            m[rr] = mn;
+            srow[lane] = wmma::__float_to_tf32(p0);
+            srow[lane + 32] = wmma::__float_to_tf32(p1);
+            orow[lane] *= alpha;
+            orow[lane + 32] *= alpha;
+        }
+        __syncwarp();
+        frag_acc acc[4];
+        zero(acc);
+        warp_product<frag_a_row, frag_b_row>(
+            acc, [&](int kk) { return Ss + warp * 16 * FL_LD + kk; },
+            [&](int kk, int nb) { return Vs + kk * FL_LD + nb * 16; });
+        __syncwarp(); /* every lane's fragments of P loaded: the rows take P V */
+        store_rows(Ss, warp, acc);
+        __syncwarp();
+        for (int e = lane; e < 16 * FL_D; e += 32) {
+            int r = warp * 16 + (e >> 6), c = e & 63;
+            Os[r * FL_LD + c] += Ss[r * FL_LD + c];
+        }
+    }
+    __syncwarp();
+#pragma unroll
+    for (int rr = 0; rr < 16; rr++) {
+        int r = warp * 16 + rr, i = i0 + r;
+        if (i < t) {
+            float inv = 1.0f / l[rr];
+            float *yr = y + A.o + (size_t)i * A.c;
+            yr[lane] = Os[r * FL_LD + lane] * inv;
+            yr[lane + 32] = Os[r * FL_LD + lane + 32] * inv;
+            if (lse && lane == 0)
+                lse[(size_t)bh * t + i] = m[rr] + logf(l[rr]);
+        }
+    }
+}
+
+/* ----------------------------------------------------------- backward */
+
+enum { FL_BWD_SMEM = 6 * FL_TILE_FLOATS * (int)sizeof(float) + 2 * FL_TILE * (int)sizeof(float) };
+
+/* The row statistics of query tile i0 (qrows valid rows) into shared. */
+static __device__ inline void stage_rows(float *lse_s, float *d_s, const float *lse,
+                                         const float *dd, size_t row0, int qrows)
+{
+    for (int r = (int)threadIdx.x; r < FL_TILE; r += FL_THREADS) {
+        lse_s[r] = r < qrows ? lse[row0 + r] : 0.0f;
+        d_s[r] = r < qrows ? dd[row0 + r] : 0.0f;
+    }
+}
+
+/* For the warp's 16 query rows of tile (i0, j0): P = exp(S scale - lse)
+ * on the causal keys (0 elsewhere) into Ps and dS = P o (dP - D) into Gs,
+ * both as TF32 values. */
+static __device__ inline void warp_grad_logits(float *Ps, float *Gs, const float *lse_s,
+                                               const float *d_s, int warp, int i0, int j0, int t,
+                                               float scale)
+{
+    for (int e = (int)threadIdx.x & 31; e < 16 * FL_TILE; e += 32) {
+        int r = warp * 16 + (e >> 6), c = e & 63, i = i0 + r, key = j0 + c;
+        bool valid = i < t && key <= i;
+        float p = valid ? expf(Ps[r * FL_LD + c] * scale - lse_s[r]) : 0.0f;
+        float ds = sl_attn_grad_logit(p, Gs[r * FL_LD + c], 1.0f, d_s[r]);
+        Ps[r * FL_LD + c] = wmma::__float_to_tf32(p);
+        Gs[r * FL_LD + c] = wmma::__float_to_tf32(ds);
+    }
+}
+
+/* One 64-column slice of a gradient from a shared tile's rows: rows r of
+ * the tile to global rows row0 + r < t (ld floats apart), times f, added
+ * to what is there when accumulating. */
+static __device__ inline void put_rows(float *dst, size_t ld, const float *tile, int warp,
+                                       int row0, int t, float f, int accumulate)
+{
+    for (int e = (int)threadIdx.x & 31; e < 16 * FL_D; e += 32) {
+        int r = warp * 16 + (e >> 6), c = e & 63;
+        if (row0 + r >= t)
+            continue;
+        float *p = dst + (size_t)(row0 + r) * ld + c;
+        sl_put(p, tile[r * FL_LD + c] * f, accumulate);
+    }
+}
+
+/* dK and dV of a key tile: a block per (pair, 64 keys). */
+static __global__ void __launch_bounds__(FL_THREADS)
+    flash_bwd_kv_k(int t, int heads, float scale, const float *qkv, const float *dy,
+                   const float *lse, const float *dd, float *dqkv, int accumulate)
+{
+    extern __shared__ __align__(128) float sm[];
+    float *Ks = sm, *Vs = Ks + FL_TILE_FLOATS, *Qs = Vs + FL_TILE_FLOATS,
+          *Os = Qs + FL_TILE_FLOATS, *Ps = Os + FL_TILE_FLOATS, *Gs = Ps + FL_TILE_FLOATS;
+    float *lse_s = Gs + FL_TILE_FLOATS, *d_s = lse_s + FL_TILE;
+    int warp = (int)threadIdx.x >> 5;
+    int bh = (int)blockIdx.x, j0 = (int)blockIdx.y * FL_TILE, krows = min(FL_TILE, t - j0);
+    heads_at A = heads_of(bh, heads, t);
+    const float *q = qkv + A.q, *k = q + A.c, *v = q + 2 * A.c, *o = dy + A.o;
+    stage(Ks, k + (size_t)j0 * A.w3, A.w3, krows);
+    stage(Vs, v + (size_t)j0 * A.w3, A.w3, krows);
+    frag_acc dk[4], dv[4];
+    zero(dk);
+    zero(dv);
+    for (int i0 = j0; i0 < t; i0 += FL_TILE) { /* the diagonal tile first */
+        int qrows = min(FL_TILE, t - i0);
+        __syncthreads(); /* the last tile's Q, dO, P, dS no longer read */
+        stage(Qs, q + (size_t)i0 * A.w3, A.w3, qrows);
+        stage(Os, o + (size_t)i0 * A.c, A.c, qrows);
+        stage_rows(lse_s, d_s, lse, dd, (size_t)bh * t + i0, qrows);
+        __syncthreads();
+        warp_xyt(Qs, Ks, Ps, warp); /* S */
+        warp_xyt(Os, Vs, Gs, warp); /* dP = dO V^T */
+        __syncwarp();
+        warp_grad_logits(Ps, Gs, lse_s, d_s, warp, i0, j0, t, scale);
+        __syncthreads(); /* dV and dK read every query row of P and dS */
+        /* the warp's 16 keys: A = P^T (dS^T), column-major views of the tiles */
+        warp_product<frag_a_col, frag_b_row>(
+            dv, [&](int kk) { return Ps + kk * FL_LD + warp * 16; },
+            [&](int kk, int nb) { return Os + kk * FL_LD + nb * 16; });
+        warp_product<frag_a_col, frag_b_row>(
+            dk, [&](int kk) { return Gs + kk * FL_LD + warp * 16; },
+            [&](int kk, int nb) { return Qs + kk * FL_LD + nb * 16; });
+    }
+    __syncthreads(); /* P and dS no longer read: their tiles take the sums */
+    store_rows(Ps, warp, dv);
+    store_rows(Gs, warp, dk);
+    __syncwarp();
+    put_rows(dqkv + A.q + A.c, A.w3, Gs, warp, j0, t, scale, accumulate);
+    put_rows(dqkv + A.q + 2 * A.c, A.w3, Ps, warp, j0, t, 1.0f, accumulate);
+}
+
+/* dQ of a query tile: a block per (pair, 64 queries). */
+static __global__ void __launch_bounds__(FL_THREADS)
+    flash_bwd_q_k(int t, int heads, float scale, const float *qkv, const float *dy,
+                  const float *lse, const float *dd, float *dqkv, int accumulate)
+{
+    extern __shared__ __align__(128) float sm[];
+    float *Qs = sm, *Os = Qs + FL_TILE_FLOATS, *Ks = Os + FL_TILE_FLOATS,
+          *Vs = Ks + FL_TILE_FLOATS, *Ps = Vs + FL_TILE_FLOATS, *Gs = Ps + FL_TILE_FLOATS;
+    float *lse_s = Gs + FL_TILE_FLOATS, *d_s = lse_s + FL_TILE;
+    int warp = (int)threadIdx.x >> 5;
+    int bh = (int)blockIdx.x;
+    int i0 = (int)(gridDim.y - 1 - blockIdx.y) * FL_TILE, qrows = min(FL_TILE, t - i0);
+    heads_at A = heads_of(bh, heads, t);
+    const float *q = qkv + A.q, *k = q + A.c, *v = q + 2 * A.c, *o = dy + A.o;
+    stage(Qs, q + (size_t)i0 * A.w3, A.w3, qrows);
+    stage(Os, o + (size_t)i0 * A.c, A.c, qrows);
+    stage_rows(lse_s, d_s, lse, dd, (size_t)bh * t + i0, qrows);
+    frag_acc dq[4];
+    zero(dq);
+    int last = i0 + qrows - 1;
+    for (int j0 = 0; j0 <= last; j0 += FL_TILE) {
+        int krows = min(FL_TILE, t - j0);
+        __syncthreads(); /* the last tile's K, V no longer read */
+        stage(Ks, k + (size_t)j0 * A.w3, A.w3, krows);
+        stage(Vs, v + (size_t)j0 * A.w3, A.w3, krows);
+        __syncthreads();
+        warp_xyt(Qs, Ks, Ps, warp);
+        warp_xyt(Os, Vs, Gs, warp);
+        __syncwarp();
+        warp_grad_logits(Ps, Gs, lse_s, d_s, warp, i0, j0, t, scale);
+        __syncwarp();
+        warp_product<frag_a_row, frag_b_row>(
+            dq, [&](int kk) { return Gs + warp * 16 * FL_LD + kk; },
+            [&](int kk, int nb) { return Ks + kk * FL_LD + nb * 16; });
+    }
+    __syncwarp(); /* the warp's rows of dS read: they take its sums */
+    store_rows(Gs, warp, dq);
+    __syncwarp();
+    put_rows(dqkv + A.q, A.w3, Gs, warp, i0, t, scale, accumulate);
+}
+
+/* ------------------------------------------------------------- entries */
+
+static dim3 grid_of(const sl_attention_desc *d)
+{
+    return dim3((unsigned)(d->n * d->heads), (unsigned)((d->t + FL_TILE - 1) / FL_TILE));
+}
+
+extern "C" void sl_cuda_flash_forward(sl_cuda_state *s, const sl_attention_desc *d,
+                                      const float *qkv, float *y, float *lse)
+{
+    SL_CUDA_CHECK(s, cudaFuncSetAttribute(flash_fwd_k, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                          FL_FWD_SMEM));
+    flash_fwd_k<<<grid_of(d), FL_THREADS, FL_FWD_SMEM, s->stream>>>(d->t, d->heads,
+                                                                     sl_attn_scale(d->d), qkv, y,
+                                                                     lse);
+    SL_CUDA_LAUNCHED(s);
+}
+
+extern "C" void sl_cuda_flash_backward(sl_cuda_state *s, const sl_attention_desc *d,
+                                       const float *qkv, const float *dy, const float *lse,
+                                       const float *dd, float *dqkv, int accumulate)
+{
+    float scale = sl_attn_scale(d->d);
+    SL_CUDA_CHECK(s, cudaFuncSetAttribute(flash_bwd_kv_k,
+                                          cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                          FL_BWD_SMEM));
+    SL_CUDA_CHECK(s, cudaFuncSetAttribute(flash_bwd_q_k, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                          FL_BWD_SMEM));
+    flash_bwd_kv_k<<<grid_of(d), FL_THREADS, FL_BWD_SMEM, s->stream>>>(
+        d->t, d->heads, scale, qkv, dy, lse, dd, dqkv, accumulate);
+    SL_CUDA_LAUNCHED(s);
+    flash_bwd_q_k<<<grid_of(d), FL_THREADS, FL_BWD_SMEM, s->stream>>>(
+        d->t, d->heads, scale, qkv, dy, lse, dd, dqkv, accumulate);
+    SL_CUDA_LAUNCHED(s);
+}
