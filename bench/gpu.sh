@@ -37,6 +37,11 @@
 #                interleaved rounds of $SL_GPU_STEPS (20) steps a run,
 #                within $SL_RESNET_BUDGET_S seconds (0: no limit); a run
 #                takes about 12 s, a round of all ten about 2 minutes
+#   kernels      where one GPT-2 small step (B=8 T=1024, TF32) goes kernel by
+#                kernel: ncu --metrics gpu__time_duration.sum over the first
+#                $SL_NCU_KERNELS (1500) kernels of two steps, within
+#                $SL_NCU_TIMEOUT_S (60) seconds, summarised by
+#                bench/ncu_table.py into ncu_kernels.txt (about 30 s)
 #   profile, det, maxbatch   ResNet: where a step goes; what deterministic
 #                convolutions cost each side; the largest batch in 16 GiB
 #   shakespeare  scripts/shakespeare.sh --device cuda (needs data/ carried:
@@ -44,13 +49,13 @@
 #                --prepare tokenizes it), about 1-2 minutes
 #   table        bench/gpu_table.py over $OUT
 #   quick        (alone) one device call of about 8 minutes: build gputests
-#                gpt2 resnet table, the gpt2 phase within 230 s, ResNet with
+#                gpt2 kernels resnet table, the gpt2 phase within 230 s, ResNet with
 #                TF32 on, ours none and sqrt, within 150 s (each variable
-#                set beforehand wins). Expected: build 30-60 s, gputests
-#                30-40 s, gpt2 230 s (at today's speed round 1 alone takes
-#                about 170 s, so its medians cover 1-2 rounds; at the
-#                issue's targets 3 rounds take about 200 s), resnet about
-#                150 s (about 12 s a run, 4 runs a round), table 1 s
+#                set beforehand wins). Expected (H100, 2026-11-26): build
+#                25 s, gputests 75 s, gpt2 230 s (a round of the ten runs
+#                takes about 70-100 s, PyTorch's imports most of it: 2-3
+#                rounds), kernels 30 s, resnet about 150 s (about 12 s a
+#                run, 4 runs a round), table 1 s
 # A machine lent for ten minutes a command runs a few at a time; each phase
 # after build reuses BUILD_DIR. Where no package registry can be reached,
 # bench/gpu_deps.sh's carried packages (.gpudeps) are used. PYTHON names
@@ -69,7 +74,7 @@ shift || true
 phases=${*:-build cuda suite gpt2 resnet profile det maxbatch shakespeare table}
 if [ "$phases" = quick ]; then
   # one device call of about 8 minutes (see the header)
-  phases="build gputests gpt2 resnet table"
+  phases="build gputests gpt2 kernels resnet table"
   : "${SL_GPT2_BUDGET_S:=230}" "${SL_RESNET_BUDGET_S:=150}"
   : "${SL_RESNET_TF32:=on}" "${SL_RESNET_SCHEDULES:=none sqrt}"
 fi
@@ -150,6 +155,21 @@ if has gpt2; then
   took gpt2
 fi
 
+if has kernels; then
+  echo "== one GPT-2 step, kernel by kernel (ncu)"
+  ncu=$(command -v ncu || ls /usr/local/cuda/bin/ncu 2>/dev/null | head -1)
+  if [ -n "$ncu" ]; then
+    timeout "${SL_NCU_TIMEOUT_S:-60}" "$ncu" --metrics gpu__time_duration.sum --csv \
+      -c "${SL_NCU_KERNELS:-1500}" "$build/bench/bench_gpt2" --device cuda --tf32 --batch 8 \
+      --seq 1024 --steps 2 >"$out/ncu_gpt2.csv" 2>&1
+    python3 bench/ncu_table.py "$out/ncu_gpt2.csv" --top 30 --title "GPT-2 small B=8 T=1024 TF32, \
+schedule none, the first ${SL_NCU_KERNELS:-1500} kernels of two steps under ncu (serialised, caches \
+flushed, clocks fixed: read the order and the shares)" | tee "$out/ncu_kernels.txt"
+  else
+    echo "kernels: no ncu on this machine"
+  fi
+  took kernels
+fi
 if has resnet || has maxbatch || has det; then
   half=$("$build/sublinear" plan --model resnet152 --batch 16 --res 224 --schedule none --json |
          python3 -c 'import json,sys; print(json.load(sys.stdin)["planned_bytes"]["total"]//2)')

@@ -315,9 +315,36 @@ def cuda_run(build):
           % (r["device"], r["ms_step"], r["peak_MiB"], r["cudnn"], r["cublas"]))
 
 
+NCU_CSV = """==PROF== Connected to process 1 (bench_gpt2)
+step 1: 1.0 s
+"ID","Process ID","Process Name","Host Name","Kernel Name","Context","Stream","Block Size","Grid Size","Device","CC","Section Name","Metric Name","Metric Unit","Metric Value"
+"0","1","b","h","small_k(int)","1","13","(256, 1, 1)","(8, 1, 1)","0","9.0","Command line profiler metrics","gpu__time_duration.sum","ns","1,000"
+"1","1","b","h","void big_k<true>(float *)","1","13","(128, 1, 1)","(96, 16, 1)","0","9.0","Command line profiler metrics","gpu__time_duration.sum","us","5"
+"2","1","b","h","small_k(int)","1","13","(256, 1, 1)","(8, 1, 1)","0","9.0","Command line profiler metrics","gpu__time_duration.sum","ns","2,000"
+"""
+
+
+def ncu_table(bench, tmp):
+    """bench/ncu_table.py on a small ncu CSV: kernels by total, largest
+    first (units read: ns with thousands separators, us), the program's
+    own lines skipped."""
+    path = os.path.join(tmp, "ncu.csv")
+    with open(path, "w") as f:
+        f.write(NCU_CSV)
+    p = subprocess.run([sys.executable, os.path.join(bench, "ncu_table.py"), path],
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=60)
+    lines = [x for x in p.stdout.splitlines() if x.strip()]
+    body = [x.split() for x in lines[1:-1]]
+    if (p.returncode != 0 or len(body) != 2 or body[0][-1] != "big_k<true>"
+            or body[0][0] != "0.005" or body[1][-1] != "small_k" or body[1][0] != "0.003"
+            or body[1][2] != "2" or "total 0.008 ms over 3 kernel runs" not in lines[-1]):
+        fail("ncu_table.py", p.stdout)
+
+
 def main():
     bench, build = sys.argv[1], sys.argv[2]
     with tempfile.TemporaryDirectory() as tmp:
+        ncu_table(bench, tmp)
         stand_ins(bench, tmp)
         gpu_sh(bench, tmp)
         real_run(bench, build, tmp)
