@@ -38,6 +38,10 @@
  *            when accumulating): no atomics. The price is S and dO V^T
  *            computed twice.
  *
+ * The loops fetch the next tile of K and V (forward, dQ) or of Q, dO and
+ * the rows' lse and D (dK/dV) into registers before computing on the
+ * current one (pending_tile), so the loads travel during the products.
+ *
  * Deterministic: the traversal is a function of (n, heads, t) alone, so a
  * run repeats its bits and a re-forward gives its forward's. Against the
  * CPU: within the TF32 bound test_cuda_attention holds cuBLAS's TF32
@@ -105,6 +109,52 @@ static __device__ inline void stage(float *dst, const float *src, size_t ldg, in
             float v = r < rows ? src[(size_t)r * ldg + c] : 0.0f;
             dst[r * FL_LD + c] = wmma::__float_to_tf32(v);
         }
+    }
+}
+
+/* A tile on its way from global to shared memory, so that a loop can
+ * fetch the next tile before it computes on the current one and the loads
+ * travel meanwhile: fetch issues them (VEC: each thread's 8 16-byte loads
+ * into registers; otherwise it only notes where the tile is), put rounds
+ * the values to TF32 and stores them (otherwise it stages the tile then,
+ * a float a load). put after fetch is stage. */
+template <bool VEC>
+struct pending_tile {
+    float4 v[VEC ? FL_TILE * FL_D / 4 / FL_THREADS : 1];
+    const float *src;
+    size_t ldg;
+    int rows;
+};
+
+template <bool VEC>
+static __device__ inline void fetch(pending_tile<VEC> &p, const float *src, size_t ldg, int rows)
+{
+    p.src = src;
+    p.ldg = ldg;
+    p.rows = rows;
+    if constexpr (VEC) {
+#pragma unroll
+        for (int u = 0; u < FL_TILE * FL_D / 4 / FL_THREADS; u++) {
+            int e = (int)threadIdx.x + u * FL_THREADS, r = e >> 4, c = (e & 15) * 4;
+            p.v[u] = r < rows ? *(const float4 *)(src + (size_t)r * ldg + c)
+                              : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        }
+    }
+}
+
+template <bool VEC>
+static __device__ inline void put(float *dst, const pending_tile<VEC> &p)
+{
+    if constexpr (VEC) {
+#pragma unroll
+        for (int u = 0; u < FL_TILE * FL_D / 4 / FL_THREADS; u++) {
+            int e = (int)threadIdx.x + u * FL_THREADS, r = e >> 4, c = (e & 15) * 4;
+            float4 w = make_float4(wmma::__float_to_tf32(p.v[u].x), wmma::__float_to_tf32(p.v[u].y),
+                                   wmma::__float_to_tf32(p.v[u].z), wmma::__float_to_tf32(p.v[u].w));
+            *(float4 *)(dst + r * FL_LD + c) = w;
+        }
+    } else {
+        stage<false>(dst, p.src, p.ldg, p.rows);
     }
 }
 
@@ -190,6 +240,9 @@ static __global__ void __launch_bounds__(FL_THREADS)
     int i0 = (int)(gridDim.y - 1 - blockIdx.y) * FL_TILE, qrows = min(FL_TILE, t - i0);
     heads_at A = heads_of(bh, heads, t);
     const float *q = qkv + A.q, *k = q + A.c, *v = q + 2 * A.c;
+    pending_tile<VEC> pk, pv; /* the next key tile, in flight */
+    fetch(pk, k, A.w3, min(FL_TILE, t));
+    fetch(pv, v, A.w3, min(FL_TILE, t));
     stage<VEC>(Qs, q + (size_t)i0 * A.w3, A.w3, qrows);
     for (int e = (int)threadIdx.x; e < FL_TILE_FLOATS; e += FL_THREADS)
         Os[e] = 0.0f;
@@ -203,11 +256,15 @@ static __global__ void __launch_bounds__(FL_THREADS)
     float m_row = -INFINITY, l_row = 0.0f;
     int last = i0 + qrows - 1; /* the tile's last query: keys up to it */
     for (int j0 = 0; j0 <= last; j0 += FL_TILE) {
-        int krows = min(FL_TILE, t - j0);
         __syncthreads(); /* the last tile's K, V no longer read */
-        stage<VEC>(Ks, k + (size_t)j0 * A.w3, A.w3, krows);
-        stage<VEC>(Vs, v + (size_t)j0 * A.w3, A.w3, krows);
+        put(Ks, pk);
+        put(Vs, pv);
         __syncthreads();
+        int jn = j0 + FL_TILE;
+        if (jn <= last) {
+            fetch(pk, k + (size_t)jn * A.w3, A.w3, min(FL_TILE, t - jn));
+            fetch(pv, v + (size_t)jn * A.w3, A.w3, min(FL_TILE, t - jn));
+        }
         warp_xyt(Qs, Ks, Ss, warp);
         __syncwarp();
         float *srow = Ss + my_r * FL_LD + half * 32, xv[32];
@@ -268,13 +325,27 @@ static __global__ void __launch_bounds__(FL_THREADS)
 
 enum { FL_BWD_SMEM = 6 * FL_TILE_FLOATS * (int)sizeof(float) + 2 * FL_TILE * (int)sizeof(float) };
 
-/* The row statistics of query tile i0 (qrows valid rows) into shared. */
-static __device__ inline void stage_rows(float *lse_s, float *d_s, const float *lse,
-                                         const float *dd, size_t row0, int qrows)
+/* The row statistics (lse, D) of a query tile from row row0 (qrows valid
+ * rows), on their way to shared memory like a pending_tile: thread r < 64
+ * holds row r's. */
+struct pending_rows {
+    float lse, d;
+};
+
+static __device__ inline void fetch_rows(pending_rows &p, const float *lse, const float *dd,
+                                         size_t row0, int qrows)
 {
-    for (int r = (int)threadIdx.x; r < FL_TILE; r += FL_THREADS) {
-        lse_s[r] = r < qrows ? lse[row0 + r] : 0.0f;
-        d_s[r] = r < qrows ? dd[row0 + r] : 0.0f;
+    int r = (int)threadIdx.x;
+    p.lse = r < qrows ? lse[row0 + r] : 0.0f;
+    p.d = r < qrows ? dd[row0 + r] : 0.0f;
+}
+
+static __device__ inline void put_rows(float *lse_s, float *d_s, const pending_rows &p)
+{
+    int r = (int)threadIdx.x;
+    if (r < FL_TILE) {
+        lse_s[r] = p.lse;
+        d_s[r] = p.d;
     }
 }
 
@@ -298,8 +369,8 @@ static __device__ inline void warp_grad_logits(float *Ps, float *Gs, const float
 /* One 64-column slice of a gradient from a shared tile's rows: rows r of
  * the tile to global rows row0 + r < t (ld floats apart), times f, added
  * to what is there when accumulating. */
-static __device__ inline void put_rows(float *dst, size_t ld, const float *tile, int warp,
-                                       int row0, int t, float f, int accumulate)
+static __device__ inline void write_grad_rows(float *dst, size_t ld, const float *tile, int warp,
+                                              int row0, int t, float f, int accumulate)
 {
     for (int e = (int)threadIdx.x & 31; e < 16 * FL_D; e += 32) {
         int r = warp * 16 + (e >> 6), c = e & 63;
@@ -324,18 +395,28 @@ static __global__ void __launch_bounds__(FL_THREADS)
     int bh = (int)blockIdx.x, j0 = (int)blockIdx.y * FL_TILE, krows = min(FL_TILE, t - j0);
     heads_at A = heads_of(bh, heads, t);
     const float *q = qkv + A.q, *k = q + A.c, *v = q + 2 * A.c, *o = dy + A.o;
+    pending_tile<VEC> pq, po; /* the next query tile, in flight */
+    pending_rows pr;
+    fetch(pq, q + (size_t)j0 * A.w3, A.w3, min(FL_TILE, t - j0));
+    fetch(po, o + (size_t)j0 * A.c, A.c, min(FL_TILE, t - j0));
+    fetch_rows(pr, lse, dd, (size_t)bh * t + j0, min(FL_TILE, t - j0));
     stage<VEC>(Ks, k + (size_t)j0 * A.w3, A.w3, krows);
     stage<VEC>(Vs, v + (size_t)j0 * A.w3, A.w3, krows);
     frag_acc dk[4], dv[4];
     zero(dk);
     zero(dv);
     for (int i0 = j0; i0 < t; i0 += FL_TILE) { /* the diagonal tile first */
-        int qrows = min(FL_TILE, t - i0);
         __syncthreads(); /* the last tile's Q, dO, P, dS no longer read */
-        stage<VEC>(Qs, q + (size_t)i0 * A.w3, A.w3, qrows);
-        stage<VEC>(Os, o + (size_t)i0 * A.c, A.c, qrows);
-        stage_rows(lse_s, d_s, lse, dd, (size_t)bh * t + i0, qrows);
+        put(Qs, pq);
+        put(Os, po);
+        put_rows(lse_s, d_s, pr);
         __syncthreads();
+        int in = i0 + FL_TILE;
+        if (in < t) {
+            fetch(pq, q + (size_t)in * A.w3, A.w3, min(FL_TILE, t - in));
+            fetch(po, o + (size_t)in * A.c, A.c, min(FL_TILE, t - in));
+            fetch_rows(pr, lse, dd, (size_t)bh * t + in, min(FL_TILE, t - in));
+        }
         warp_xyt(Qs, Ks, Ps, warp); /* S */
         warp_xyt(Os, Vs, Gs, warp); /* dP = dO V^T */
         __syncwarp();
@@ -353,8 +434,8 @@ static __global__ void __launch_bounds__(FL_THREADS)
     store_rows(Ps, warp, dv);
     store_rows(Gs, warp, dk);
     __syncwarp();
-    put_rows(dqkv + A.q + A.c, A.w3, Gs, warp, j0, t, scale, accumulate);
-    put_rows(dqkv + A.q + 2 * A.c, A.w3, Ps, warp, j0, t, 1.0f, accumulate);
+    write_grad_rows(dqkv + A.q + A.c, A.w3, Gs, warp, j0, t, scale, accumulate);
+    write_grad_rows(dqkv + A.q + 2 * A.c, A.w3, Ps, warp, j0, t, 1.0f, accumulate);
 }
 
 /* dQ of a query tile: a block per (pair, 64 queries). */
@@ -372,18 +453,27 @@ static __global__ void __launch_bounds__(FL_THREADS)
     int i0 = (int)(gridDim.y - 1 - blockIdx.y) * FL_TILE, qrows = min(FL_TILE, t - i0);
     heads_at A = heads_of(bh, heads, t);
     const float *q = qkv + A.q, *k = q + A.c, *v = q + 2 * A.c, *o = dy + A.o;
+    pending_tile<VEC> pk, pv; /* the next key tile, in flight */
+    fetch(pk, k, A.w3, min(FL_TILE, t));
+    fetch(pv, v, A.w3, min(FL_TILE, t));
     stage<VEC>(Qs, q + (size_t)i0 * A.w3, A.w3, qrows);
     stage<VEC>(Os, o + (size_t)i0 * A.c, A.c, qrows);
-    stage_rows(lse_s, d_s, lse, dd, (size_t)bh * t + i0, qrows);
+    pending_rows pr;
+    fetch_rows(pr, lse, dd, (size_t)bh * t + i0, qrows);
+    put_rows(lse_s, d_s, pr);
     frag_acc dq[4];
     zero(dq);
     int last = i0 + qrows - 1;
     for (int j0 = 0; j0 <= last; j0 += FL_TILE) {
-        int krows = min(FL_TILE, t - j0);
         __syncthreads(); /* the last tile's K, V no longer read */
-        stage<VEC>(Ks, k + (size_t)j0 * A.w3, A.w3, krows);
-        stage<VEC>(Vs, v + (size_t)j0 * A.w3, A.w3, krows);
+        put(Ks, pk);
+        put(Vs, pv);
         __syncthreads();
+        int jn = j0 + FL_TILE;
+        if (jn <= last) {
+            fetch(pk, k + (size_t)jn * A.w3, A.w3, min(FL_TILE, t - jn));
+            fetch(pv, v + (size_t)jn * A.w3, A.w3, min(FL_TILE, t - jn));
+        }
         warp_xyt(Qs, Ks, Ps, warp);
         warp_xyt(Os, Vs, Gs, warp);
         __syncwarp();
@@ -396,7 +486,7 @@ static __global__ void __launch_bounds__(FL_THREADS)
     __syncwarp(); /* the warp's rows of dS read: they take its sums */
     store_rows(Gs, warp, dq);
     __syncwarp();
-    put_rows(dqkv + A.q, A.w3, Gs, warp, i0, t, scale, accumulate);
+    write_grad_rows(dqkv + A.q, A.w3, Gs, warp, i0, t, scale, accumulate);
 }
 
 /* ------------------------------------------------------------- entries */
