@@ -301,15 +301,15 @@ static __global__ void __launch_bounds__(FL_THREADS)
         /* O = O alpha + P V, a row (two steps of 32 lanes) at a time, its
          * alpha from lane row (which holds it) */
         for (int e = lane; e < 16 * FL_D; e += 32) {
-            int q = e >> 6, r = warp * 16 + q, c = e & 63;
-            float a = __shfl_sync(0xffffffffu, alpha, q);
+            int wr = e >> 6, r = warp * 16 + wr, c = e & 63;
+            float a = __shfl_sync(0xffffffffu, alpha, wr);
             Os[r * FL_LD + c] = Os[r * FL_LD + c] * a + Ss[r * FL_LD + c];
         }
     }
     __syncwarp();
-    for (int q = 0; q < 16; q++) { /* a row a step: the warp's stores coalesce */
-        int r = warp * 16 + q, i = i0 + r;
-        float l_q = __shfl_sync(0xffffffffu, l_row, q), m_q = __shfl_sync(0xffffffffu, m_row, q);
+    for (int wr = 0; wr < 16; wr++) { /* a row a step: the warp's stores coalesce */
+        int r = warp * 16 + wr, i = i0 + r;
+        float l_q = __shfl_sync(0xffffffffu, l_row, wr), m_q = __shfl_sync(0xffffffffu, m_row, wr);
         if (i < t) {
             float inv = 1.0f / l_q;
             float *yr = y + A.o + (size_t)i * A.c;
