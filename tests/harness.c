@@ -55,6 +55,16 @@ double th_rel_err(const float *a, const float *b, size_t n)
     return d / m;
 }
 
+double th_norm_rel(const float *a, const float *b, size_t n)
+{
+    double d = 0, r = 0;
+    for (size_t i = 0; i < n; i++) {
+        d += ((double)a[i] - b[i]) * ((double)a[i] - b[i]);
+        r += (double)b[i] * b[i];
+    }
+    return r > 0 ? sqrt(d / r) : sqrt(d);
+}
+
 void th_fill_normal(float *x, size_t n, uint64_t seed, float scale)
 {
     for (size_t i = 0; i < n; i++)

@@ -23,6 +23,9 @@ int th_param_count(sl_net *net);
 void th_fill_normal(float *x, size_t n, uint64_t seed, float scale);
 /* max |a - b| / max |b| over n values (b the reference). */
 double th_rel_err(const float *a, const float *b, size_t n);
+/* |a - b| / |b| over a tensor as norms: the norm of the difference over
+ * b's (the difference's norm where b is zero). */
+double th_norm_rel(const float *a, const float *b, size_t n);
 
 /* Moves every value at least `gap` away from zero (for ReLU kinks). */
 void th_push_from_zero(float *x, size_t n, float gap);

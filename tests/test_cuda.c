@@ -346,17 +346,6 @@ START_TEST(test_cuda_checkpoint_bit_identical)
 }
 END_TEST
 
-/* |a - b| / |b| over a tensor, as the norm of the difference over the norm. */
-static double norm_rel(const float *a, const float *b, size_t n)
-{
-    double d = 0, r = 0;
-    for (size_t i = 0; i < n; i++) {
-        d += ((double)a[i] - b[i]) * ((double)a[i] - b[i]);
-        r += (double)b[i] * b[i];
-    }
-    return r > 0 ? sqrt(d / r) : sqrt(d);
-}
-
 /* Mixed precision on the GPU: a ResNet-56 with dropout in bf16 under sqrt
  * and the least budget gives the plain bf16 run's bits, its arena as
  * planned and under 0.6x the float one. Against the float GPU run, the
@@ -400,8 +389,8 @@ START_TEST(test_cuda_bf16_checkpoint_bit_identical)
         }
         if (!f32.grad[i])
             continue;
-        double eh = norm_rel(plain.grad[i], f32.grad[i], f32.count[i]);
-        double em = norm_rel(moved.grad[i], f32.grad[i], f32.count[i]);
+        double eh = th_norm_rel(plain.grad[i], f32.grad[i], f32.count[i]);
+        double em = th_norm_rel(moved.grad[i], f32.grad[i], f32.count[i]);
         worst_h = eh > worst_h ? eh : worst_h;
         worst_m = em > worst_m ? em : worst_m;
     }
@@ -445,14 +434,31 @@ static sl_net *gpt2_net(sl_context *ctx, float dropout, sl_schedule schedule)
     return gpt2_net_heads(ctx, dropout, schedule, 64, 4, 64);
 }
 
+/* The GPT-2 cases' tokens and targets (every ninth ignored). */
+static void gpt2_tokens(int32_t *ids, int32_t *targets, int n, int vocab)
+{
+    for (int i = 0; i < n; i++) {
+        ids[i] = (i * 37 + 11) % vocab;
+        targets[i] = i % 9 == 4 ? SL_GPT2_IGNORE_INDEX : (i * 53 + 5) % vocab;
+    }
+}
+
+/* A checkpointed (or repeated) run against the plain one: the same loss
+ * bits, every tensor and gradient; ck is freed. */
+static void assert_same_run(float loss, float plain_loss, const th_params *plain, th_params *ck,
+                            const char *what)
+{
+    ck_assert_msg(memcmp(&loss, &plain_loss, sizeof(float)) == 0, "%s: loss %a vs %a", what, loss,
+                  plain_loss);
+    th_params_assert_identical(plain, ck, what);
+    th_params_free(ck);
+}
+
 START_TEST(test_cuda_gpt2_matches_cpu_and_checkpoints_bit_identical)
 {
     enum { B = 2, T = 48, V = 300 };
     int32_t ids[B * T], targets[B * T];
-    for (int i = 0; i < B * T; i++) {
-        ids[i] = (i * 37 + 11) % V;
-        targets[i] = i % 9 == 4 ? SL_GPT2_IGNORE_INDEX : (i * 53 + 5) % V;
-    }
+    gpt2_tokens(ids, targets, B * T, V);
     sl_context *cpu = th_context(41), *gpu = cuda_context(41);
     sl_net *a = gpt2_net(cpu, 0.0f, SL_SCHEDULE_NONE), *b = gpt2_net(gpu, 0.0f, SL_SCHEDULE_NONE);
     sl_step_result ra, rb;
@@ -499,10 +505,7 @@ START_TEST(test_cuda_gpt2_matches_cpu_and_checkpoints_bit_identical)
         if (k < 0)
             plain_loss = rb.loss;
         else {
-            ck_assert_msg(memcmp(&rb.loss, &plain_loss, sizeof(float)) == 0, "%s: loss %a vs %a",
-                          what[k], rb.loss, plain_loss);
-            th_params_assert_identical(&plain, &ck, what[k]);
-            th_params_free(&ck);
+            assert_same_run(rb.loss, plain_loss, &plain, &ck, what[k]);
         }
         sl_net_free(net);
         sl_context_free(g);
@@ -525,10 +528,7 @@ START_TEST(test_cuda_gpt2_tf32_fused_attention_checkpoints_bit_identical)
 {
     enum { B = 2, T = 100, V = 300 };
     int32_t ids[B * T], targets[B * T];
-    for (int i = 0; i < B * T; i++) {
-        ids[i] = (i * 37 + 11) % V;
-        targets[i] = i % 9 == 4 ? SL_GPT2_IGNORE_INDEX : (i * 53 + 5) % V;
-    }
+    gpt2_tokens(ids, targets, B * T, V);
     sl_context *cpu = th_context(44);
     sl_net *a = gpt2_net_heads(cpu, 0.0f, SL_SCHEDULE_NONE, 128, 2, T);
     sl_step_result ra, rb;
@@ -562,10 +562,7 @@ START_TEST(test_cuda_gpt2_tf32_fused_attention_checkpoints_bit_identical)
                           ra.loss);
             ck_assert_msg(worst <= 5e-2, "worst gradient error %g", worst);
         } else {
-            ck_assert_msg(memcmp(&rb.loss, &plain_loss, sizeof(float)) == 0, "%s: loss %a vs %a",
-                          what[k], rb.loss, plain_loss);
-            th_params_assert_identical(&plain, &ck, what[k]);
-            th_params_free(&ck);
+            assert_same_run(rb.loss, plain_loss, &plain, &ck, what[k]);
         }
         sl_net_free(net);
         sl_context_free(g);

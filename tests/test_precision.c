@@ -84,17 +84,6 @@ static void train_cnn(const char *model, int res, int batch, sl_precision precis
     sl_context_free(ctx);
 }
 
-/* |a - b| / |b| over a tensor, as the norm of the difference over the norm. */
-static double norm_rel(const float *a, const float *b, size_t n)
-{
-    double d = 0, r = 0;
-    for (size_t i = 0; i < n; i++) {
-        d += ((double)a[i] - b[i]) * ((double)a[i] - b[i]);
-        r += (double)b[i] * b[i];
-    }
-    return r > 0 ? sqrt(d / r) : sqrt(d);
-}
-
 static void check_schedules(const char *model, int res, int batch)
 {
     run plain, other;
@@ -224,7 +213,7 @@ START_TEST(test_bf16_resnet20_smallest_chunks)
     g_copy_bytes = 0;
     double worst = 0;
     for (int i = 0; i < whole.params.n; i++) {
-        double e = norm_rel(small.params.data[i], whole.params.data[i], whole.params.count[i]);
+        double e = th_norm_rel(small.params.data[i], whole.params.data[i], whole.params.count[i]);
         worst = e > worst ? e : worst;
     }
     printf("  ResNet-20 bf16 in the smallest chunks: %d steps in chunks; losses %.7f %.7f %.7f "
@@ -274,8 +263,8 @@ START_TEST(test_bf16_against_f32_resnet20)
     for (int i = 0; i < f.params.n; i++) {
         if (!f.params.grad[i])
             continue;
-        double eh = norm_rel(h.params.grad[i], f.params.grad[i], f.params.count[i]);
-        double em = norm_rel(moved.params.grad[i], f.params.grad[i], f.params.count[i]);
+        double eh = th_norm_rel(h.params.grad[i], f.params.grad[i], f.params.count[i]);
+        double em = th_norm_rel(moved.params.grad[i], f.params.grad[i], f.params.count[i]);
         worst_h = eh > worst_h ? eh : worst_h;
         worst_m = em > worst_m ? em : worst_m;
     }
@@ -371,7 +360,7 @@ START_TEST(test_bf16_gpt2)
     double worst = 0;
     for (int i = 0; i < f32.n; i++)
         if (f32.grad[i]) {
-            double e = norm_rel(ref.grad[i], f32.grad[i], f32.count[i]);
+            double e = th_norm_rel(ref.grad[i], f32.grad[i], f32.count[i]);
             ck_assert_msg(e < 0.1, "tensor %d: gradient %.3g from the float one", i, e);
             if (e > worst)
                 worst = e;
@@ -405,7 +394,7 @@ START_TEST(test_bf16_gpt2_chunks)
     double worst = 0;
     for (int i = 0; i < whole.n; i++)
         if (whole.grad[i]) {
-            double e = norm_rel(ref.grad[i], whole.grad[i], whole.count[i]);
+            double e = th_norm_rel(ref.grad[i], whole.grad[i], whole.count[i]);
             worst = e > worst ? e : worst;
         }
     printf("  worst gradient distance, chunks to whole: %.2e\n", worst);

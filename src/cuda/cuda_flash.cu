@@ -158,6 +158,26 @@ static __device__ inline void put(float *dst, const pending_tile<VEC> &p)
     }
 }
 
+/* A loop step over key tiles (the forward and dQ): key tile j0, fetched
+ * into pk and pv, into Ks and Vs once every warp is done with the last
+ * one; then the next tile up to key `last` fetched; the shared tiles
+ * ready for every warp at return. */
+template <bool VEC>
+static __device__ inline void key_tile_step(float *Ks, float *Vs, pending_tile<VEC> &pk,
+                                            pending_tile<VEC> &pv, const float *k, const float *v,
+                                            size_t w3, int j0, int last, int t)
+{
+    __syncthreads(); /* the last tile's K, V no longer read */
+    put(Ks, pk);
+    put(Vs, pv);
+    __syncthreads();
+    int jn = j0 + FL_TILE;
+    if (jn <= last) {
+        fetch(pk, k + (size_t)jn * w3, w3, min(FL_TILE, t - jn));
+        fetch(pv, v + (size_t)jn * w3, w3, min(FL_TILE, t - jn));
+    }
+}
+
 /* acc[nb] += A B for the warp's 16 x 64 block, k over 0..63: A's 16 x 8
  * slice at k from a_at(k), B's 8 x 16 slice at (k, 16 nb) from
  * b_at(k, nb); both already TF32 values in shared memory. */
@@ -256,15 +276,7 @@ static __global__ void __launch_bounds__(FL_THREADS)
     float m_row = -INFINITY, l_row = 0.0f;
     int last = i0 + qrows - 1; /* the tile's last query: keys up to it */
     for (int j0 = 0; j0 <= last; j0 += FL_TILE) {
-        __syncthreads(); /* the last tile's K, V no longer read */
-        put(Ks, pk);
-        put(Vs, pv);
-        __syncthreads();
-        int jn = j0 + FL_TILE;
-        if (jn <= last) {
-            fetch(pk, k + (size_t)jn * A.w3, A.w3, min(FL_TILE, t - jn));
-            fetch(pv, v + (size_t)jn * A.w3, A.w3, min(FL_TILE, t - jn));
-        }
+        key_tile_step(Ks, Vs, pk, pv, k, v, A.w3, j0, last, t);
         warp_xyt(Qs, Ks, Ss, warp);
         __syncwarp();
         float *srow = Ss + my_r * FL_LD + half * 32, xv[32];
@@ -465,15 +477,7 @@ static __global__ void __launch_bounds__(FL_THREADS)
     zero(dq);
     int last = i0 + qrows - 1;
     for (int j0 = 0; j0 <= last; j0 += FL_TILE) {
-        __syncthreads(); /* the last tile's K, V no longer read */
-        put(Ks, pk);
-        put(Vs, pv);
-        __syncthreads();
-        int jn = j0 + FL_TILE;
-        if (jn <= last) {
-            fetch(pk, k + (size_t)jn * A.w3, A.w3, min(FL_TILE, t - jn));
-            fetch(pv, v + (size_t)jn * A.w3, A.w3, min(FL_TILE, t - jn));
-        }
+        key_tile_step(Ks, Vs, pk, pv, k, v, A.w3, j0, last, t);
         warp_xyt(Qs, Ks, Ps, warp);
         warp_xyt(Os, Vs, Gs, warp);
         __syncwarp();
