@@ -58,7 +58,7 @@
 #                run, 4 runs a round), table 1 s
 # A machine lent for ten minutes a command runs a few at a time; each phase
 # after build reuses BUILD_DIR. Where no package registry can be reached,
-# bench/gpu_deps.sh's carried packages (.gpudeps) are used. PYTHON names
+# bench/gpu_deps.sh's carried packages (.gpudeps, or $SL_GPU_DEPS) are used. PYTHON names
 # the interpreter with torch and transformers (python3). Without a GPU,
 # SL_GPT2_DEVICE=cpu with SL_GPT2_MODEL (bench_gpt2's model options) and
 # SL_GPT2_SHAPES (BxT,...) runs the gpt2 phase's logic on the CPU.
@@ -100,7 +100,7 @@ if ! ls /usr/local/cuda/lib64/libcudnn.so* /usr/local/cuda/lib/libcudnn.so* >/de
     export LD_LIBRARY_PATH="$d/lib:${LD_LIBRARY_PATH:-}"
   fi
 fi
-if [ -d .gpudeps/debs ]; then
+if [ -d "${SL_GPU_DEPS:-.gpudeps}/debs" ]; then
   # shellcheck source=bench/gpu_deps.sh
   source bench/gpu_deps.sh
   read -ra deps <<<"$SL_DEPS_CMAKE"

@@ -89,6 +89,9 @@ def clean_env(**extra):
     its bench call, and the stand-ins here must not inherit them)."""
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("SL_GPT2_", "SL_RESNET_", "SL_GPU_"))}
+    # nor the carried GPU packages of a developer's checkout (gpu.sh would
+    # unpack them into the source tree)
+    env["SL_GPU_DEPS"] = os.path.join(tempfile.gettempdir(), "sl-no-gpu-deps")
     env.update(extra)
     return env
 
