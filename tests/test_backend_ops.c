@@ -65,7 +65,7 @@ static void dev_release(dev *d)
 }
 
 /* Outputs of one op on one device, host copies. */
-#define MAX_OUT 6
+#define MAX_OUT 8
 typedef struct outputs {
     float *v[MAX_OUT];
     size_t n[MAX_OUT];
@@ -74,6 +74,7 @@ typedef struct outputs {
 
 static void out_add(outputs *o, dev *d, const float *p, size_t n)
 {
+    ck_assert(o->count < MAX_OUT);
     float *h = malloc(n * sizeof(float) + 4);
     ck_assert(h);
     dev_down(d, h, p, n * sizeof(float));
@@ -84,6 +85,7 @@ static void out_add(outputs *o, dev *d, const float *p, size_t n)
 /* An output already on the host (an index or count turned into floats). */
 static void out_host(outputs *o, const float *h, size_t n)
 {
+    ck_assert(o->count < MAX_OUT);
     float *c = malloc(n * sizeof(float) + 4);
     ck_assert(c);
     memcpy(c, h, n * sizeof(float));
@@ -474,12 +476,20 @@ static void op_elementwise(dev *d, outputs *o)
     d->be->copy_channels(&d->ex, 2, 50, 4, ch, 9, 3, dst, 12, 5, 1);
     float *bias = dev_normal(d, 50, 86, 1.0f), *rows = dev_normal(d, 800, 87, 1.0f);
     d->be->bias_add(&d->ex, 16, 50, bias, rows);
+    /* the GPU's 16-byte forms: rows of 48 columns; and an add whose
+     * tensors are only 4-byte aligned (the scalar form) */
+    float *bias48 = dev_normal(d, 48, 88, 1.0f), *rows48 = dev_normal(d, 16 * 48, 89, 1.0f);
+    d->be->bias_add(&d->ex, 16, 48, bias48, rows48);
+    float *sum1 = dev_alloc(d, N * sizeof(float));
+    d->be->add(&d->ex, N - 1, x + 1, b + 1, sum1 + 1);
     out_add(o, d, y, N);
     out_add(o, d, dx, N);
     out_add(o, d, sum, N);
     out_add(o, d, acc, N);
     out_add(o, d, dst, (size_t)2 * 12 * 50);
     out_add(o, d, rows, 800);
+    out_add(o, d, rows48, 16 * 48);
+    out_add(o, d, sum1 + 1, N - 1);
 }
 
 static void op_random(dev *d, outputs *o)

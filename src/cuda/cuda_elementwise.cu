@@ -26,15 +26,68 @@ static __global__ void relu_bwd(size_t n, const float *y, const float *dy, float
     GRID_STRIDE(i, n) sl_put(&dx[i], sl_relu_grad_of(y[i], dy[i]), accumulate);
 }
 
+/* The maps' 16-byte forms (cuda_common.h's map4_k): the same rules. */
+struct relu_fwd4 {
+    const float *x;
+    float *y;
+    __device__ void one(size_t i) const { y[i] = sl_relu_of(x[i]); }
+    __device__ void group(size_t g) const
+    {
+        float4 a = SL_CF4(x)[g];
+        SL_F4(y)[g] = make_float4(sl_relu_of(a.x), sl_relu_of(a.y), sl_relu_of(a.z),
+                                  sl_relu_of(a.w));
+    }
+};
+
+struct relu_bwd4 {
+    const float *y, *dy;
+    float *dx;
+    int accumulate;
+    __device__ void one(size_t i) const { sl_put(&dx[i], sl_relu_grad_of(y[i], dy[i]), accumulate); }
+    __device__ void group(size_t g) const
+    {
+        float4 a = SL_CF4(y)[g], b = SL_CF4(dy)[g];
+        sl_put4(&SL_F4(dx)[g],
+             make_float4(sl_relu_grad_of(a.x, b.x), sl_relu_grad_of(a.y, b.y),
+                         sl_relu_grad_of(a.z, b.z), sl_relu_grad_of(a.w, b.w)),
+             accumulate);
+    }
+};
+
+struct add4 {
+    const float *a, *b;
+    float *y;
+    __device__ void one(size_t i) const { y[i] = a[i] + b[i]; }
+    __device__ void group(size_t g) const
+    {
+        float4 u = SL_CF4(a)[g], v = SL_CF4(b)[g];
+        SL_F4(y)[g] = make_float4(u.x + v.x, u.y + v.y, u.z + v.z, u.w + v.w);
+    }
+};
+
+struct copy4 {
+    const float *s;
+    float *d;
+    int accumulate;
+    __device__ void one(size_t i) const { sl_put(&d[i], s[i], accumulate); }
+    __device__ void group(size_t g) const { sl_put4(&SL_F4(d)[g], SL_CF4(s)[g], accumulate); }
+};
+
 extern "C" void sl_cuda_relu_forward(const sl_exec *ex, size_t count, const float *x, float *y)
 {
-    SL_CUDA_LAUNCH(ex, relu_fwd, count, count, x, y);
+    if (sl_cuda_aligned16(x, y, y))
+        SL_CUDA_MAP4(ex, count, (relu_fwd4{x, y}));
+    else
+        SL_CUDA_LAUNCH(ex, relu_fwd, count, count, x, y);
 }
 
 extern "C" void sl_cuda_relu_backward(const sl_exec *ex, size_t count, const float *y,
                                       const float *dy, float *dx, int accumulate)
 {
-    SL_CUDA_LAUNCH(ex, relu_bwd, count, count, y, dy, dx, accumulate);
+    if (sl_cuda_aligned16(y, dy, dx))
+        SL_CUDA_MAP4(ex, count, (relu_bwd4{y, dy, dx, accumulate}));
+    else
+        SL_CUDA_LAUNCH(ex, relu_bwd, count, count, y, dy, dx, accumulate);
 }
 
 /* One thread per Philox block of four elements, as the CPU's loop. */
@@ -101,7 +154,10 @@ static __global__ void fill_k(size_t n, float v, float *d)
 extern "C" void sl_cuda_add(const sl_exec *ex, size_t count, const float *a, const float *b,
                             float *y)
 {
-    SL_CUDA_LAUNCH(ex, add_k, count, count, a, b, y);
+    if (sl_cuda_aligned16(a, b, y))
+        SL_CUDA_MAP4(ex, count, (add4{a, b, y}));
+    else
+        SL_CUDA_LAUNCH(ex, add_k, count, count, a, b, y);
 }
 
 extern "C" void sl_cuda_copy(const sl_exec *ex, size_t count, const float *src, float *dst,
@@ -109,7 +165,10 @@ extern "C" void sl_cuda_copy(const sl_exec *ex, size_t count, const float *src, 
 {
     if (src == dst && !accumulate)
         return;
-    SL_CUDA_LAUNCH(ex, copy_k, count, count, src, dst, accumulate);
+    if (sl_cuda_aligned16(src, dst, dst))
+        SL_CUDA_MAP4(ex, count, (copy4{src, dst, accumulate}));
+    else
+        SL_CUDA_LAUNCH(ex, copy_k, count, count, src, dst, accumulate);
 }
 
 extern "C" void sl_cuda_fill(const sl_exec *ex, size_t count, float value, float *dst)
@@ -188,10 +247,31 @@ static __global__ void __launch_bounds__(SL_CUDA_COLS *SL_CUDA_RUNS)
         dbias[j] += (float)acc;
 }
 
+/* Rows of a multiple of 4 columns, 16-byte aligned: a block's threads
+ * walk a row's 4-column groups (no division per element), blocks stride
+ * over the rows. The same adds as bias_add_k. */
+static __global__ void bias_add4_k(int rows, int groups, const float4 *bias, float4 *y)
+{
+    for (size_t r = blockIdx.x; r < (size_t)rows; r += gridDim.x)
+        for (int g = (int)threadIdx.x; g < groups; g += (int)blockDim.x) {
+            float4 b = bias[g], v = y[r * groups + g];
+            y[r * groups + g] = make_float4(v.x + b.x, v.y + b.y, v.z + b.z, v.w + b.w);
+        }
+}
+
 extern "C" void sl_cuda_bias_add(const sl_exec *ex, int rows, int cols, const float *bias,
                                  float *y)
 {
     size_t total = (size_t)rows * cols;
+    if (rows > 0 && cols % 4 == 0 && sl_cuda_aligned16(bias, y, y)) {
+        sl_cuda_state *s = sl_cuda_ex(ex);
+        int groups = cols / 4;
+        unsigned threads = groups >= 256 ? 256u : (unsigned)((groups + 31) / 32 * 32);
+        unsigned blocks = (unsigned)(rows < 65535 * 4 ? rows : 65535 * 4);
+        bias_add4_k<<<blocks, threads, 0, s->stream>>>(rows, groups, SL_CF4(bias), SL_F4(y));
+        SL_CUDA_LAUNCHED(s);
+        return;
+    }
     SL_CUDA_LAUNCH(ex, bias_add_k, total, total, cols, bias, y);
 }
 
