@@ -65,6 +65,17 @@ enum {
     FL_MAX_TILES = 65535 /* a grid's y */
 };
 
+/* wmma's rules for float fragments in shared memory: ldm a multiple of 4
+ * floats, every fragment pointer 32-byte aligned. Fragments start at rows
+ * that are multiples of 8 and columns that are multiples of 8, in tiles
+ * that start 128-byte aligned (the dynamic shared array's alignment); the
+ * 16-byte stores of pending_tile need rows on 16 bytes. */
+static_assert(FL_LD % 4 == 0, "wmma: ldm must be a multiple of 4 floats");
+static_assert(8 * FL_LD * sizeof(float) % 32 == 0, "rows 8 apart must stay 32-byte aligned");
+static_assert(FL_TILE_FLOATS * sizeof(float) % 128 == 0, "tiles must start 128-byte aligned");
+static_assert(FL_LD * sizeof(float) % 16 == 0, "rows must start 16-byte aligned");
+static_assert(FL_TILE * FL_D % (4 * FL_THREADS) == 0, "a tile is whole float4s a thread");
+
 typedef wmma::fragment<wmma::matrix_a, 16, 16, 8, wmma::precision::tf32, wmma::row_major> frag_a_row;
 typedef wmma::fragment<wmma::matrix_a, 16, 16, 8, wmma::precision::tf32, wmma::col_major> frag_a_col;
 typedef wmma::fragment<wmma::matrix_b, 16, 16, 8, wmma::precision::tf32, wmma::row_major> frag_b_row;
