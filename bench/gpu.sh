@@ -17,7 +17,8 @@
 # resnet profile det maxbatch shakespeare table
 #   build        configure and build BUILD_DIR (about 20-60 s with 16 cores)
 #   cuda         test_cuda, verbose
-#   gputests     only the tests that use the GPU (test_cuda*,
+#   gputests     only the tests that use the GPU (with SL_GPU_STOP_ON_FAIL=1,
+#                quick's default, a failure skips the benches after it) (test_cuda*,
 #                test_backend_* (lists, ops: GPU against CPU per op),
 #                test_gpt2, test_dist, test_cli, test_bench_gpu_gpt2:
 #                about 30-40 s)
@@ -76,7 +77,7 @@ if [ "$phases" = quick ]; then
   # one device call of about 8 minutes (see the header)
   phases="build gputests gpt2 kernels resnet table"
   : "${SL_GPT2_BUDGET_S:=230}" "${SL_RESNET_BUDGET_S:=150}"
-  : "${SL_RESNET_TF32:=on}" "${SL_RESNET_SCHEDULES:=none sqrt}"
+  : "${SL_RESNET_TF32:=on}" "${SL_RESNET_SCHEDULES:=none sqrt}" "${SL_GPU_STOP_ON_FAIL:=1}"
 fi
 has() { [[ " $phases " == *" $1 "* ]]; }
 steps=${SL_GPU_STEPS:-20} # timed steps per run (the median after the first)
@@ -131,11 +132,19 @@ fi
 if has gputests; then
   echo "== the tests that use the GPU"
   # every test's own output (timings, skips) in gputests.log, the summary here
+  gpu_tests_ok=1
   ctest --test-dir "$build" -j4 -V --output-on-failure \
     -R '^(test_cuda.*|test_backend_.*|test_gpt2|test_dist|test_cli|test_bench_gpu_gpt2)$' \
-    > "$out/gputests.log" 2>&1
+    > "$out/gputests.log" 2>&1 || gpu_tests_ok=0
   grep -E "tests passed|tests failed|Failed|\*\*\*|Test #|Not Run" "$out/gputests.log" | tail -40
+  grep -E ":[FE]:" "$out/gputests.log" | cut -c1-300 | head -20
   took gputests
+  if [ "$gpu_tests_ok" = 0 ] && [ "${SL_GPU_STOP_ON_FAIL:-0}" = 1 ]; then
+    # timings of kernels that fail their checks are worth nothing: the
+    # device time goes back unspent
+    echo "gputests failed: skipping the benches (SL_GPU_STOP_ON_FAIL=1); see gputests.log"
+    phases="table"
+  fi
 fi
 if has suite; then
   echo "== full suite"
