@@ -203,7 +203,7 @@ static int plan_schedule(sl_net *net, sl_shape s, const options *o, const char *
         uint64_t b = bench_least_budget(net, s);
         if (!b)
             return bench_fail(BENCH, "finding the least budget");
-        p->sc = SL_SCHEDULE_BUDGET(b);
+        p->sc = SL_SCHEDULE_BUDGET_OPS(b); /* see bench_least_budget */
     } else if (!strncmp(o->schedule, "budget-arena:", 13) ||
                !strncmp(o->schedule, "ops-arena:", 10)) {
         double f = atof(strchr(o->schedule, ':') + 1);

@@ -146,7 +146,7 @@ static int choose_schedule(sl_net *net, sl_shape s, const char *name, const char
         uint64_t bytes = bench_least_budget(net, s);
         if (!bytes)
             return bench_fail(BENCH, "finding the least budget");
-        p->sc = SL_SCHEDULE_BUDGET(bytes);
+        p->sc = SL_SCHEDULE_BUDGET_OPS(bytes); /* see bench_least_budget */
     } else if (sl_schedule_parse(name, &p->sc) != SL_OK)
         usage(argv0);
     return 0;

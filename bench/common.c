@@ -204,7 +204,7 @@ uint64_t bench_least_budget(sl_net *net, sl_shape s)
 {
     static const char said[] = "smallest planned peak is ";
     sl_memory_report tmp;
-    if (sl_net_set_schedule(net, SL_SCHEDULE_BUDGET(1)) != SL_OK ||
+    if (sl_net_set_schedule(net, SL_SCHEDULE_BUDGET_OPS(1)) != SL_OK ||
         sl_net_memory_report(net, s, SL_MODE_TRAIN, &tmp) != SL_ERR_BUDGET)
         return 0;
     const char *at = strstr(sl_last_error(), said);
