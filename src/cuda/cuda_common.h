@@ -227,6 +227,8 @@ void sl_cuda_flash_backward(sl_cuda_state *s, const sl_attention_desc *d, const 
 /* map4_k and its launch (see sl_cuda_aligned16 above): templates, outside
  * the C linkage block. */
 #ifdef __CUDACC__
+#include "base/element.h" /* sl_put */
+
 template <class Op>
 static __global__ void map4_k(size_t n, Op op)
 {
@@ -258,6 +260,37 @@ static __device__ inline void sl_put4(float4 *dst, float4 v, int accumulate)
     }
     *dst = v;
 }
+
+/* map4_k's ops for an activation whose rule R gives R::of(x) and
+ * R::grad(x, dy) (the value the gradient rule reads, then dy): y = of(x);
+ * dx (+)= grad(x, dy). */
+template <class R>
+struct sl_unary4 {
+    const float *x;
+    float *y;
+    __device__ void one(size_t i) const { y[i] = R::of(x[i]); }
+    __device__ void group(size_t g) const
+    {
+        float4 a = SL_CF4(x)[g];
+        SL_F4(y)[g] = make_float4(R::of(a.x), R::of(a.y), R::of(a.z), R::of(a.w));
+    }
+};
+
+template <class R>
+struct sl_grad4 {
+    const float *x, *dy;
+    float *dx;
+    int accumulate;
+    __device__ void one(size_t i) const { sl_put(&dx[i], R::grad(x[i], dy[i]), accumulate); }
+    __device__ void group(size_t g) const
+    {
+        float4 a = SL_CF4(x)[g], b = SL_CF4(dy)[g];
+        sl_put4(&SL_F4(dx)[g],
+                make_float4(R::grad(a.x, b.x), R::grad(a.y, b.y), R::grad(a.z, b.z),
+                            R::grad(a.w, b.w)),
+                accumulate);
+    }
+};
 #endif
 
 #endif

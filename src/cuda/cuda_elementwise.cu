@@ -27,31 +27,9 @@ static __global__ void relu_bwd(size_t n, const float *y, const float *dy, float
 }
 
 /* The maps' 16-byte forms (cuda_common.h's map4_k): the same rules. */
-struct relu_fwd4 {
-    const float *x;
-    float *y;
-    __device__ void one(size_t i) const { y[i] = sl_relu_of(x[i]); }
-    __device__ void group(size_t g) const
-    {
-        float4 a = SL_CF4(x)[g];
-        SL_F4(y)[g] = make_float4(sl_relu_of(a.x), sl_relu_of(a.y), sl_relu_of(a.z),
-                                  sl_relu_of(a.w));
-    }
-};
-
-struct relu_bwd4 {
-    const float *y, *dy;
-    float *dx;
-    int accumulate;
-    __device__ void one(size_t i) const { sl_put(&dx[i], sl_relu_grad_of(y[i], dy[i]), accumulate); }
-    __device__ void group(size_t g) const
-    {
-        float4 a = SL_CF4(y)[g], b = SL_CF4(dy)[g];
-        sl_put4(&SL_F4(dx)[g],
-             make_float4(sl_relu_grad_of(a.x, b.x), sl_relu_grad_of(a.y, b.y),
-                         sl_relu_grad_of(a.z, b.z), sl_relu_grad_of(a.w, b.w)),
-             accumulate);
-    }
+struct relu_rule {
+    static __device__ float of(float x) { return sl_relu_of(x); }
+    static __device__ float grad(float y, float dy) { return sl_relu_grad_of(y, dy); }
 };
 
 struct add4 {
@@ -76,7 +54,7 @@ struct copy4 {
 extern "C" void sl_cuda_relu_forward(const sl_exec *ex, size_t count, const float *x, float *y)
 {
     if (sl_cuda_aligned16(x, y, y))
-        SL_CUDA_MAP4(ex, count, (relu_fwd4{x, y}));
+        SL_CUDA_MAP4(ex, count, (sl_unary4<relu_rule>{x, y}));
     else
         SL_CUDA_LAUNCH(ex, relu_fwd, count, count, x, y);
 }
@@ -85,7 +63,7 @@ extern "C" void sl_cuda_relu_backward(const sl_exec *ex, size_t count, const flo
                                       const float *dy, float *dx, int accumulate)
 {
     if (sl_cuda_aligned16(y, dy, dx))
-        SL_CUDA_MAP4(ex, count, (relu_bwd4{y, dy, dx, accumulate}));
+        SL_CUDA_MAP4(ex, count, (sl_grad4<relu_rule>{y, dy, dx, accumulate}));
     else
         SL_CUDA_LAUNCH(ex, relu_bwd, count, count, y, dy, dx, accumulate);
 }

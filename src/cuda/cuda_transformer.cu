@@ -184,37 +184,15 @@ static __global__ void gelu_bwd_k(size_t n, const float *x, const float *dy, flo
 }
 
 /* Their 16-byte forms (cuda_common.h's map4_k): the same rules. */
-struct gelu_fwd4 {
-    const float *x;
-    float *y;
-    __device__ void one(size_t i) const { y[i] = sl_gelu_of(x[i]); }
-    __device__ void group(size_t g) const
-    {
-        float4 a = SL_CF4(x)[g];
-        SL_F4(y)[g] = make_float4(sl_gelu_of(a.x), sl_gelu_of(a.y), sl_gelu_of(a.z),
-                                  sl_gelu_of(a.w));
-    }
-};
-
-struct gelu_bwd4 {
-    const float *x, *dy;
-    float *dx;
-    int accumulate;
-    __device__ void one(size_t i) const { sl_put(&dx[i], sl_gelu_grad_of(x[i], dy[i]), accumulate); }
-    __device__ void group(size_t g) const
-    {
-        float4 a = SL_CF4(x)[g], b = SL_CF4(dy)[g];
-        sl_put4(&SL_F4(dx)[g],
-                make_float4(sl_gelu_grad_of(a.x, b.x), sl_gelu_grad_of(a.y, b.y),
-                            sl_gelu_grad_of(a.z, b.z), sl_gelu_grad_of(a.w, b.w)),
-                accumulate);
-    }
+struct gelu_rule {
+    static __device__ float of(float x) { return sl_gelu_of(x); }
+    static __device__ float grad(float x, float dy) { return sl_gelu_grad_of(x, dy); }
 };
 
 extern "C" void sl_cuda_gelu_forward(const sl_exec *ex, size_t count, const float *x, float *y)
 {
     if (sl_cuda_aligned16(x, y, y))
-        SL_CUDA_MAP4(ex, count, (gelu_fwd4{x, y}));
+        SL_CUDA_MAP4(ex, count, (sl_unary4<gelu_rule>{x, y}));
     else
         SL_CUDA_LAUNCH(ex, gelu_fwd_k, count, count, x, y);
 }
@@ -223,7 +201,7 @@ extern "C" void sl_cuda_gelu_backward(const sl_exec *ex, size_t count, const flo
                                       const float *dy, float *dx, int accumulate)
 {
     if (sl_cuda_aligned16(x, dy, dx))
-        SL_CUDA_MAP4(ex, count, (gelu_bwd4{x, dy, dx, accumulate}));
+        SL_CUDA_MAP4(ex, count, (sl_grad4<gelu_rule>{x, dy, dx, accumulate}));
     else
         SL_CUDA_LAUNCH(ex, gelu_bwd_k, count, count, x, dy, dx, accumulate);
 }
