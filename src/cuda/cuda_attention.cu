@@ -303,6 +303,18 @@ static float **write_pointers(sl_cuda_state *s, const sl_attn_layout &L, const a
     return ptrs;
 }
 
+/* D_i = rowsum(dO o O) of every row of d's call into out (both flash
+ * backwards). */
+static void launch_rowsum(sl_cuda_state *s, const sl_attention_desc *d, const float *y,
+                          const float *dy, float *out)
+{
+    int pairs = d->n * d->heads;
+    unsigned blocks = sl_cuda_warp_row_blocks((size_t)pairs * d->t);
+    rowsum_rows<<<blocks, SL_CUDA_ROW_THREADS, 0, s->stream>>>(pairs, d->t, d->heads, d->d, y,
+                                                               dy, out);
+    SL_CUDA_LAUNCHED(s);
+}
+
 /* ---------------------------------------------------------------- table */
 
 /* The fused path's workspace: the backward's D, one float per row. */
@@ -361,11 +373,7 @@ extern "C" void sl_cuda_attention_backward(const sl_exec *ex, const sl_attention
     sl_cuda_state *s = sl_cuda_ex(ex);
     if (sl_cuda_flash_applies(s, d)) {
         float *rowsum = (float *)ws;
-        int pairs = d->n * d->heads;
-        unsigned blocks = sl_cuda_warp_row_blocks((size_t)pairs * d->t);
-        rowsum_rows<<<blocks, SL_CUDA_ROW_THREADS, 0, s->stream>>>(pairs, d->t, d->heads, d->d,
-                                                                   y, dy, rowsum);
-        SL_CUDA_LAUNCHED(s);
+        launch_rowsum(s, d, y, dy, rowsum);
         sl_cuda_flash_backward(s, d, qkv, dy, saved, rowsum, dqkv, accumulate);
         return;
     }
@@ -382,12 +390,8 @@ extern "C" void sl_cuda_attention_backward(const sl_exec *ex, const sl_attention
     b.at[SL_ATTN_S] = scores;
     b.at[SL_ATTN_G] = grads;
     float **ptrs = write_pointers(s, L, b, ws);
-    if (d->flash) {
-        unsigned blocks = sl_cuda_warp_row_blocks((size_t)L.pairs * L.t);
-        rowsum_rows<<<blocks, SL_CUDA_ROW_THREADS, 0, s->stream>>>(L.pairs, L.t, L.heads, L.d, y,
-                                                                   dy, rowsum);
-        SL_CUDA_LAUNCHED(s);
-    }
+    if (d->flash)
+        launch_rowsum(s, d, y, dy, rowsum);
     sl_dropout_mask m = sl_dropout_mask_of(d->p, d->seed);
     for (int gi = 0; gi < L.groups; gi++) {
         int pair0, pairs;

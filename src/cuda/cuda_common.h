@@ -135,13 +135,14 @@ sl_status sl_cuda_take_error(sl_cuda_state *s);
         SL_CUDA_LAUNCHED(ls_);                                                                 \
     } while (0)
 
-/* Elementwise maps 16 bytes a load (cuda_elementwise.cu, cuda_transformer.cu):
- * where every pointer of a map is 16-byte aligned, map4_k gives thread t
- * the 4-element groups t, t + threads, ... (op.group(g): elements 4g ..
- * 4g + 3 through float4 loads and stores) and thread 0 of block 0 the
- * last n % 4 elements (op.one(i)); elsewhere the scalar kernels run. Both
- * apply the same element rule to each element: the same bits. On an H100
- * the scalar maps moved 1.8-2 TB/s (ncu, 2026-11-26). */
+/* Elementwise maps (cuda_elementwise.cu, cuda_transformer.cu), each an op
+ * with the element rule once for one element (op.one(i)) and once for the
+ * 4-element group g (op.group(g): elements 4g .. 4g + 3 through float4
+ * loads and stores). Where every pointer of a map is 16-byte aligned,
+ * map4_k gives thread t the groups t, t + threads, ... and thread 0 of
+ * block 0 the last n % 4 elements; elsewhere map1_k a thread an element.
+ * The same rule on each element either way: the same bits. On an H100
+ * the one-element maps moved 1.8-2 TB/s (ncu, 2026-11-26). */
 static inline bool sl_cuda_aligned16(const void *a, const void *b, const void *c)
 {
     return ((uintptr_t)a | (uintptr_t)b | (uintptr_t)c) % 16 == 0;
@@ -239,13 +240,24 @@ static __global__ void map4_k(size_t n, Op op)
             op.one(i);
 }
 
-/* Launches map4_k over n elements on ex's stream. */
-#define SL_CUDA_MAP4(ex, n, op)                                                                \
-    do {                                                                                       \
-        sl_cuda_state *ms_ = sl_cuda_ex(ex);                                                   \
-        map4_k<<<sl_cuda_blocks((n) / 4 + 1), 256, 0, ms_->stream>>>((n), (op));               \
-        SL_CUDA_LAUNCHED(ms_);                                                                 \
-    } while (0)
+template <class Op>
+static __global__ void map1_k(size_t n, Op op)
+{
+    GRID_STRIDE(i, n) op.one(i);
+}
+
+/* Launches op over n elements on ex's stream: map4_k where `aligned`
+ * (sl_cuda_aligned16 of the op's pointers), else map1_k. */
+template <class Op>
+static void sl_cuda_map(const sl_exec *ex, size_t n, bool aligned, Op op)
+{
+    sl_cuda_state *s = sl_cuda_ex(ex);
+    if (aligned)
+        map4_k<<<sl_cuda_blocks(n / 4 + 1), 256, 0, s->stream>>>(n, op);
+    else
+        map1_k<<<sl_cuda_blocks(n), 256, 0, s->stream>>>(n, op);
+    SL_CUDA_LAUNCHED(s);
+}
 
 /* float4 views of a float array. */
 #define SL_F4(p) ((float4 *)(p))
@@ -261,7 +273,7 @@ static __device__ inline void sl_put4(float4 *dst, float4 v, int accumulate)
     *dst = v;
 }
 
-/* map4_k's ops for an activation whose rule R gives R::of(x) and
+/* The maps' ops for an activation whose rule R gives R::of(x) and
  * R::grad(x, dy) (the value the gradient rule reads, then dy): y = of(x);
  * dx (+)= grad(x, dy). */
 template <class R>

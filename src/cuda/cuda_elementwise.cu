@@ -15,18 +15,7 @@
 
 /* ---- elementwise ---- */
 
-static __global__ void relu_fwd(size_t n, const float *x, float *y)
-{
-    GRID_STRIDE(i, n) y[i] = sl_relu_of(x[i]);
-}
-
-static __global__ void relu_bwd(size_t n, const float *y, const float *dy, float *dx,
-                                int accumulate)
-{
-    GRID_STRIDE(i, n) sl_put(&dx[i], sl_relu_grad_of(y[i], dy[i]), accumulate);
-}
-
-/* The maps' 16-byte forms (cuda_common.h's map4_k): the same rules. */
+/* The maps' ops (cuda_common.h's sl_cuda_map). */
 struct relu_rule {
     static __device__ float of(float x) { return sl_relu_of(x); }
     static __device__ float grad(float y, float dy) { return sl_relu_grad_of(y, dy); }
@@ -53,19 +42,14 @@ struct copy4 {
 
 extern "C" void sl_cuda_relu_forward(const sl_exec *ex, size_t count, const float *x, float *y)
 {
-    if (sl_cuda_aligned16(x, y, y))
-        SL_CUDA_MAP4(ex, count, (sl_unary4<relu_rule>{x, y}));
-    else
-        SL_CUDA_LAUNCH(ex, relu_fwd, count, count, x, y);
+    sl_cuda_map(ex, count, sl_cuda_aligned16(x, y, y), sl_unary4<relu_rule>{x, y});
 }
 
 extern "C" void sl_cuda_relu_backward(const sl_exec *ex, size_t count, const float *y,
                                       const float *dy, float *dx, int accumulate)
 {
-    if (sl_cuda_aligned16(y, dy, dx))
-        SL_CUDA_MAP4(ex, count, (sl_grad4<relu_rule>{y, dy, dx, accumulate}));
-    else
-        SL_CUDA_LAUNCH(ex, relu_bwd, count, count, y, dy, dx, accumulate);
+    sl_cuda_map(ex, count, sl_cuda_aligned16(y, dy, dx),
+                sl_grad4<relu_rule>{y, dy, dx, accumulate});
 }
 
 /* One thread per Philox block of four elements, as the CPU's loop. */
@@ -114,16 +98,6 @@ extern "C" void sl_cuda_random_uniform(const sl_exec *ex, size_t count, uint64_t
                    sl_dropout_mask_of(0.0f, seed), dst);
 }
 
-static __global__ void add_k(size_t n, const float *a, const float *b, float *y)
-{
-    GRID_STRIDE(i, n) y[i] = a[i] + b[i];
-}
-
-static __global__ void copy_k(size_t n, const float *s, float *d, int accumulate)
-{
-    GRID_STRIDE(i, n) sl_put(&d[i], s[i], accumulate);
-}
-
 static __global__ void fill_k(size_t n, float v, float *d)
 {
     GRID_STRIDE(i, n) d[i] = v;
@@ -132,10 +106,7 @@ static __global__ void fill_k(size_t n, float v, float *d)
 extern "C" void sl_cuda_add(const sl_exec *ex, size_t count, const float *a, const float *b,
                             float *y)
 {
-    if (sl_cuda_aligned16(a, b, y))
-        SL_CUDA_MAP4(ex, count, (add4{a, b, y}));
-    else
-        SL_CUDA_LAUNCH(ex, add_k, count, count, a, b, y);
+    sl_cuda_map(ex, count, sl_cuda_aligned16(a, b, y), add4{a, b, y});
 }
 
 extern "C" void sl_cuda_copy(const sl_exec *ex, size_t count, const float *src, float *dst,
@@ -143,10 +114,7 @@ extern "C" void sl_cuda_copy(const sl_exec *ex, size_t count, const float *src, 
 {
     if (src == dst && !accumulate)
         return;
-    if (sl_cuda_aligned16(src, dst, dst))
-        SL_CUDA_MAP4(ex, count, (copy4{src, dst, accumulate}));
-    else
-        SL_CUDA_LAUNCH(ex, copy_k, count, count, src, dst, accumulate);
+    sl_cuda_map(ex, count, sl_cuda_aligned16(src, dst, dst), copy4{src, dst, accumulate});
 }
 
 extern "C" void sl_cuda_fill(const sl_exec *ex, size_t count, float value, float *dst)

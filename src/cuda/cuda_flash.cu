@@ -88,54 +88,34 @@ extern "C" int sl_cuda_flash_applies(const sl_cuda_state *s, const sl_attention_
            d->t > 0 && (d->t + FL_TILE - 1) / FL_TILE <= FL_MAX_TILES;
 }
 
-/* rows x 64 floats of global memory (rows ldg floats apart) into a shared
- * tile, rounded to TF32; the tile's rows from `rows` on are zero. VEC:
- * src and ldg allow 16-byte loads (the launch checks), and each thread
- * issues its 8 loads before it stores any, so a tile costs about one
- * memory latency. The first version (a float a load, 32 a thread, each
- * waited for in turn) held the kernels to about 20 TFLOP/s on an H100
- * (ncu, 2026-11-26). The same values either way. */
-template <bool VEC>
-static __device__ inline void stage(float *dst, const float *src, size_t ldg, int rows)
-{
-    if (VEC) {
-        enum { PER = FL_TILE * FL_D / 4 / FL_THREADS }; /* float4s a thread: 8 */
-        float4 v[PER];
-#pragma unroll
-        for (int u = 0; u < PER; u++) {
-            int e = (int)threadIdx.x + u * FL_THREADS, r = e >> 4, c = (e & 15) * 4;
-            v[u] = r < rows ? *(const float4 *)(src + (size_t)r * ldg + c)
-                            : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-        }
-#pragma unroll
-        for (int u = 0; u < PER; u++) {
-            int e = (int)threadIdx.x + u * FL_THREADS, r = e >> 4, c = (e & 15) * 4;
-            float4 w = make_float4(wmma::__float_to_tf32(v[u].x), wmma::__float_to_tf32(v[u].y),
-                                   wmma::__float_to_tf32(v[u].z), wmma::__float_to_tf32(v[u].w));
-            *(float4 *)(dst + r * FL_LD + c) = w;
-        }
-    } else {
-        for (int e = (int)threadIdx.x; e < FL_TILE * FL_D; e += FL_THREADS) {
-            int r = e >> 6, c = e & 63;
-            float v = r < rows ? src[(size_t)r * ldg + c] : 0.0f;
-            dst[r * FL_LD + c] = wmma::__float_to_tf32(v);
-        }
-    }
-}
+/* A tile on its way from global to shared memory (rows x 64 floats of
+ * global memory, rows ldg floats apart; the tile's rows from `rows` on
+ * are zero), so that a loop can fetch the next tile before it computes on
+ * the current one and the loads travel meanwhile. fetch issues the loads:
+ * VEC (src and ldg allow 16-byte loads: the launch checks) each thread's
+ * 8 float4s into registers, all before any is stored, so a tile costs
+ * about one memory latency; otherwise it only notes where the tile is.
+ * put rounds the values to TF32 and stores them (otherwise it loads and
+ * stores them then, a float at a time). The same values either way. The
+ * first version (a float a load, 32 a thread, each waited for in turn)
+ * held the kernels to about 20 TFLOP/s on an H100 (ncu, 2026-11-26). */
+enum { FL_PER = FL_TILE * FL_D / 4 / FL_THREADS }; /* float4s a thread: 8 */
 
-/* A tile on its way from global to shared memory, so that a loop can
- * fetch the next tile before it computes on the current one and the loads
- * travel meanwhile: fetch issues them (VEC: each thread's 8 16-byte loads
- * into registers; otherwise it only notes where the tile is), put rounds
- * the values to TF32 and stores them (otherwise it stages the tile then,
- * a float a load). put after fetch is stage. */
 template <bool VEC>
 struct pending_tile {
-    float4 v[VEC ? FL_TILE * FL_D / 4 / FL_THREADS : 1];
+    float4 v[VEC ? FL_PER : 1];
     const float *src;
     size_t ldg;
     int rows;
 };
+
+/* Thread threadIdx.x's float4 u of a tile: its row and first column. */
+static __device__ inline void vec_at(int u, int *r, int *c)
+{
+    int e = (int)threadIdx.x + u * FL_THREADS;
+    *r = e >> 4;
+    *c = (e & 15) * 4;
+}
 
 template <bool VEC>
 static __device__ inline void fetch(pending_tile<VEC> &p, const float *src, size_t ldg, int rows)
@@ -145,8 +125,9 @@ static __device__ inline void fetch(pending_tile<VEC> &p, const float *src, size
     p.rows = rows;
     if constexpr (VEC) {
 #pragma unroll
-        for (int u = 0; u < FL_TILE * FL_D / 4 / FL_THREADS; u++) {
-            int e = (int)threadIdx.x + u * FL_THREADS, r = e >> 4, c = (e & 15) * 4;
+        for (int u = 0; u < FL_PER; u++) {
+            int r, c;
+            vec_at(u, &r, &c);
             p.v[u] = r < rows ? *(const float4 *)(src + (size_t)r * ldg + c)
                               : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
         }
@@ -158,15 +139,29 @@ static __device__ inline void put(float *dst, const pending_tile<VEC> &p)
 {
     if constexpr (VEC) {
 #pragma unroll
-        for (int u = 0; u < FL_TILE * FL_D / 4 / FL_THREADS; u++) {
-            int e = (int)threadIdx.x + u * FL_THREADS, r = e >> 4, c = (e & 15) * 4;
-            float4 w = make_float4(wmma::__float_to_tf32(p.v[u].x), wmma::__float_to_tf32(p.v[u].y),
-                                   wmma::__float_to_tf32(p.v[u].z), wmma::__float_to_tf32(p.v[u].w));
-            *(float4 *)(dst + r * FL_LD + c) = w;
+        for (int u = 0; u < FL_PER; u++) {
+            int r, c;
+            vec_at(u, &r, &c);
+            *(float4 *)(dst + r * FL_LD + c) =
+                make_float4(wmma::__float_to_tf32(p.v[u].x), wmma::__float_to_tf32(p.v[u].y),
+                            wmma::__float_to_tf32(p.v[u].z), wmma::__float_to_tf32(p.v[u].w));
         }
     } else {
-        stage<false>(dst, p.src, p.ldg, p.rows);
+        for (int e = (int)threadIdx.x; e < FL_TILE * FL_D; e += FL_THREADS) {
+            int r = e >> 6, c = e & 63;
+            float v = r < p.rows ? p.src[(size_t)r * p.ldg + c] : 0.0f;
+            dst[r * FL_LD + c] = wmma::__float_to_tf32(v);
+        }
     }
+}
+
+/* A tile staged at once: fetched and put. */
+template <bool VEC>
+static __device__ inline void stage(float *dst, const float *src, size_t ldg, int rows)
+{
+    pending_tile<VEC> p;
+    fetch(p, src, ldg, rows);
+    put(dst, p);
 }
 
 /* A loop step over key tiles (the forward and dQ): key tile j0, fetched
@@ -404,6 +399,38 @@ static __device__ inline void write_grad_rows(float *dst, size_t ld, const float
     }
 }
 
+/* The backward kernels' shared memory: Q, dO, K and V tiles, P and dS
+ * (first S and dP), and the query rows' lse and D. */
+struct bwd_tiles {
+    float *Qs, *Os, *Ks, *Vs, *Ps, *Gs, *lse_s, *d_s;
+};
+
+static __device__ inline bwd_tiles bwd_tiles_of(float *sm)
+{
+    bwd_tiles b;
+    b.Qs = sm;
+    b.Os = b.Qs + FL_TILE_FLOATS;
+    b.Ks = b.Os + FL_TILE_FLOATS;
+    b.Vs = b.Ks + FL_TILE_FLOATS;
+    b.Ps = b.Vs + FL_TILE_FLOATS;
+    b.Gs = b.Ps + FL_TILE_FLOATS;
+    b.lse_s = b.Gs + FL_TILE_FLOATS;
+    b.d_s = b.lse_s + FL_TILE;
+    return b;
+}
+
+/* Both backward kernels' step on tile (i0, j0), for the warp's 16 query
+ * rows: S = Q K^T into Ps and dP = dO V^T into Gs, then P and dS in their
+ * place (warp_grad_logits). */
+static __device__ inline void warp_scores_grads(const bwd_tiles &b, int warp, int i0, int j0,
+                                                int t, float scale)
+{
+    warp_xyt(b.Qs, b.Ks, b.Ps, warp);
+    warp_xyt(b.Os, b.Vs, b.Gs, warp);
+    __syncwarp();
+    warp_grad_logits(b.Ps, b.Gs, b.lse_s, b.d_s, warp, i0, j0, t, scale);
+}
+
 /* dK and dV of a key tile: a block per (pair, 64 keys). */
 template <bool VEC>
 static __global__ void __launch_bounds__(FL_THREADS)
@@ -411,9 +438,7 @@ static __global__ void __launch_bounds__(FL_THREADS)
                    const float *lse, const float *dd, float *dqkv, int accumulate)
 {
     extern __shared__ __align__(128) float sm[];
-    float *Ks = sm, *Vs = Ks + FL_TILE_FLOATS, *Qs = Vs + FL_TILE_FLOATS,
-          *Os = Qs + FL_TILE_FLOATS, *Ps = Os + FL_TILE_FLOATS, *Gs = Ps + FL_TILE_FLOATS;
-    float *lse_s = Gs + FL_TILE_FLOATS, *d_s = lse_s + FL_TILE;
+    bwd_tiles b = bwd_tiles_of(sm);
     int warp = (int)threadIdx.x >> 5;
     int bh = (int)blockIdx.x, j0 = (int)blockIdx.y * FL_TILE, krows = min(FL_TILE, t - j0);
     heads_at A = heads_of(bh, heads, t);
@@ -423,16 +448,16 @@ static __global__ void __launch_bounds__(FL_THREADS)
     fetch(pq, q + (size_t)j0 * A.w3, A.w3, min(FL_TILE, t - j0));
     fetch(po, o + (size_t)j0 * A.c, A.c, min(FL_TILE, t - j0));
     fetch_rows(pr, lse, dd, (size_t)bh * t + j0, min(FL_TILE, t - j0));
-    stage<VEC>(Ks, k + (size_t)j0 * A.w3, A.w3, krows);
-    stage<VEC>(Vs, v + (size_t)j0 * A.w3, A.w3, krows);
+    stage<VEC>(b.Ks, k + (size_t)j0 * A.w3, A.w3, krows);
+    stage<VEC>(b.Vs, v + (size_t)j0 * A.w3, A.w3, krows);
     frag_acc dk[4], dv[4];
     zero(dk);
     zero(dv);
     for (int i0 = j0; i0 < t; i0 += FL_TILE) { /* the diagonal tile first */
         __syncthreads(); /* the last tile's Q, dO, P, dS no longer read */
-        put(Qs, pq);
-        put(Os, po);
-        put_rows(lse_s, d_s, pr);
+        put(b.Qs, pq);
+        put(b.Os, po);
+        put_rows(b.lse_s, b.d_s, pr);
         __syncthreads();
         int in = i0 + FL_TILE;
         if (in < t) {
@@ -440,25 +465,22 @@ static __global__ void __launch_bounds__(FL_THREADS)
             fetch(po, o + (size_t)in * A.c, A.c, min(FL_TILE, t - in));
             fetch_rows(pr, lse, dd, (size_t)bh * t + in, min(FL_TILE, t - in));
         }
-        warp_xyt(Qs, Ks, Ps, warp); /* S */
-        warp_xyt(Os, Vs, Gs, warp); /* dP = dO V^T */
-        __syncwarp();
-        warp_grad_logits(Ps, Gs, lse_s, d_s, warp, i0, j0, t, scale);
+        warp_scores_grads(b, warp, i0, j0, t, scale);
         __syncthreads(); /* dV and dK read every query row of P and dS */
         /* the warp's 16 keys: A = P^T (dS^T), column-major views of the tiles */
         warp_product<frag_a_col, frag_b_row>(
-            dv, [&](int kk) { return Ps + kk * FL_LD + warp * 16; },
-            [&](int kk, int nb) { return Os + kk * FL_LD + nb * 16; });
+            dv, [&](int kk) { return b.Ps + kk * FL_LD + warp * 16; },
+            [&](int kk, int nb) { return b.Os + kk * FL_LD + nb * 16; });
         warp_product<frag_a_col, frag_b_row>(
-            dk, [&](int kk) { return Gs + kk * FL_LD + warp * 16; },
-            [&](int kk, int nb) { return Qs + kk * FL_LD + nb * 16; });
+            dk, [&](int kk) { return b.Gs + kk * FL_LD + warp * 16; },
+            [&](int kk, int nb) { return b.Qs + kk * FL_LD + nb * 16; });
     }
     __syncthreads(); /* P and dS no longer read: their tiles take the sums */
-    store_rows(Ps, warp, dv);
-    store_rows(Gs, warp, dk);
+    store_rows(b.Ps, warp, dv);
+    store_rows(b.Gs, warp, dk);
     __syncwarp();
-    write_grad_rows(dqkv + A.q + A.c, A.w3, Gs, warp, j0, t, scale, accumulate);
-    write_grad_rows(dqkv + A.q + 2 * A.c, A.w3, Ps, warp, j0, t, 1.0f, accumulate);
+    write_grad_rows(dqkv + A.q + A.c, A.w3, b.Gs, warp, j0, t, scale, accumulate);
+    write_grad_rows(dqkv + A.q + 2 * A.c, A.w3, b.Ps, warp, j0, t, 1.0f, accumulate);
 }
 
 /* dQ of a query tile: a block per (pair, 64 queries). */
@@ -468,9 +490,7 @@ static __global__ void __launch_bounds__(FL_THREADS)
                   const float *lse, const float *dd, float *dqkv, int accumulate)
 {
     extern __shared__ __align__(128) float sm[];
-    float *Qs = sm, *Os = Qs + FL_TILE_FLOATS, *Ks = Os + FL_TILE_FLOATS,
-          *Vs = Ks + FL_TILE_FLOATS, *Ps = Vs + FL_TILE_FLOATS, *Gs = Ps + FL_TILE_FLOATS;
-    float *lse_s = Gs + FL_TILE_FLOATS, *d_s = lse_s + FL_TILE;
+    bwd_tiles b = bwd_tiles_of(sm);
     int warp = (int)threadIdx.x >> 5;
     int bh = (int)blockIdx.x;
     int i0 = (int)(gridDim.y - 1 - blockIdx.y) * FL_TILE, qrows = min(FL_TILE, t - i0);
@@ -479,29 +499,26 @@ static __global__ void __launch_bounds__(FL_THREADS)
     pending_tile<VEC> pk, pv; /* the next key tile, in flight */
     fetch(pk, k, A.w3, min(FL_TILE, t));
     fetch(pv, v, A.w3, min(FL_TILE, t));
-    stage<VEC>(Qs, q + (size_t)i0 * A.w3, A.w3, qrows);
-    stage<VEC>(Os, o + (size_t)i0 * A.c, A.c, qrows);
+    stage<VEC>(b.Qs, q + (size_t)i0 * A.w3, A.w3, qrows);
+    stage<VEC>(b.Os, o + (size_t)i0 * A.c, A.c, qrows);
     pending_rows pr;
     fetch_rows(pr, lse, dd, (size_t)bh * t + i0, qrows);
-    put_rows(lse_s, d_s, pr);
+    put_rows(b.lse_s, b.d_s, pr);
     frag_acc dq[4];
     zero(dq);
     int last = i0 + qrows - 1;
     for (int j0 = 0; j0 <= last; j0 += FL_TILE) {
-        key_tile_step(Ks, Vs, pk, pv, k, v, A.w3, j0, last, t);
-        warp_xyt(Qs, Ks, Ps, warp);
-        warp_xyt(Os, Vs, Gs, warp);
-        __syncwarp();
-        warp_grad_logits(Ps, Gs, lse_s, d_s, warp, i0, j0, t, scale);
+        key_tile_step(b.Ks, b.Vs, pk, pv, k, v, A.w3, j0, last, t);
+        warp_scores_grads(b, warp, i0, j0, t, scale);
         __syncwarp();
         warp_product<frag_a_row, frag_b_row>(
-            dq, [&](int kk) { return Gs + warp * 16 * FL_LD + kk; },
-            [&](int kk, int nb) { return Ks + kk * FL_LD + nb * 16; });
+            dq, [&](int kk) { return b.Gs + warp * 16 * FL_LD + kk; },
+            [&](int kk, int nb) { return b.Ks + kk * FL_LD + nb * 16; });
     }
     __syncwarp(); /* the warp's rows of dS read: they take its sums */
-    store_rows(Gs, warp, dq);
+    store_rows(b.Gs, warp, dq);
     __syncwarp();
-    write_grad_rows(dqkv + A.q, A.w3, Gs, warp, i0, t, scale, accumulate);
+    write_grad_rows(dqkv + A.q, A.w3, b.Gs, warp, i0, t, scale, accumulate);
 }
 
 /* ------------------------------------------------------------- entries */

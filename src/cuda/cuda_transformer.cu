@@ -172,18 +172,7 @@ extern "C" void sl_cuda_layernorm_backward(const sl_exec *ex, int rows, int c, c
 
 /* ---- GELU ---- */
 
-static __global__ void gelu_fwd_k(size_t n, const float *x, float *y)
-{
-    GRID_STRIDE(i, n) y[i] = sl_gelu_of(x[i]);
-}
-
-static __global__ void gelu_bwd_k(size_t n, const float *x, const float *dy, float *dx,
-                                  int accumulate)
-{
-    GRID_STRIDE(i, n) sl_put(&dx[i], sl_gelu_grad_of(x[i], dy[i]), accumulate);
-}
-
-/* Their 16-byte forms (cuda_common.h's map4_k): the same rules. */
+/* GELU's rule for cuda_common.h's sl_cuda_map. */
 struct gelu_rule {
     static __device__ float of(float x) { return sl_gelu_of(x); }
     static __device__ float grad(float x, float dy) { return sl_gelu_grad_of(x, dy); }
@@ -191,19 +180,14 @@ struct gelu_rule {
 
 extern "C" void sl_cuda_gelu_forward(const sl_exec *ex, size_t count, const float *x, float *y)
 {
-    if (sl_cuda_aligned16(x, y, y))
-        SL_CUDA_MAP4(ex, count, (sl_unary4<gelu_rule>{x, y}));
-    else
-        SL_CUDA_LAUNCH(ex, gelu_fwd_k, count, count, x, y);
+    sl_cuda_map(ex, count, sl_cuda_aligned16(x, y, y), sl_unary4<gelu_rule>{x, y});
 }
 
 extern "C" void sl_cuda_gelu_backward(const sl_exec *ex, size_t count, const float *x,
                                       const float *dy, float *dx, int accumulate)
 {
-    if (sl_cuda_aligned16(x, dy, dx))
-        SL_CUDA_MAP4(ex, count, (sl_grad4<gelu_rule>{x, dy, dx, accumulate}));
-    else
-        SL_CUDA_LAUNCH(ex, gelu_bwd_k, count, count, x, dy, dx, accumulate);
+    sl_cuda_map(ex, count, sl_cuda_aligned16(x, dy, dx),
+                sl_grad4<gelu_rule>{x, dy, dx, accumulate});
 }
 
 /* ---- token + position embedding ---- */
