@@ -31,7 +31,8 @@ timed (after the measured steps, which it does not slow). Writes into DIR:
                      memory drop, measured the same way on both sides; the
                      largest of the rounds), "device", "rounds", the cuDNN and
                      cuBLAS versions each side loaded, and per side the
-                     planned memory (ours) or the caching allocator's figures
+                     planned memory (ours: "planned_MiB", "planned_bytes") or
+                     the caching allocator's figures
                      (PyTorch); with --smi also "smi_MiB", the most memory
                      nvidia-smi saw the process hold above what the GPU held
                      when it started (its CUDA context included)
@@ -265,6 +266,7 @@ def aggregate(a, runs, stopped, samples):
             row[k] = first.get(k)
         if side == "sublinear":
             row.update(planned_MiB=round(first["planned_total"] / MIB, 1),
+                       planned_bytes=first["planned_total"],
                        budget_MiB=round(first.get("budget_bytes", 0) / MIB, 1),
                        recompute_fraction=first.get("recompute_fraction"))
         else:

@@ -135,7 +135,8 @@ typedef void (*op_fn)(dev *d, outputs *o);
 
 /* Runs op on the CPU and twice on the GPU: the GPU's two runs bit for
  * bit, and each output within tol * max |cpu output| of the CPU's. */
-static void check_op(const char *name, op_fn op, const sl_backend *gpu, const double *tol)
+static void check_op_n(const char *name, op_fn op, const sl_backend *gpu, const double *tol,
+                       int ntol)
 {
     sl_backend *cpu_be = NULL;
     ck_assert_int_eq(sl_cpu_backend_create(1, &cpu_be), SL_OK);
@@ -144,6 +145,8 @@ static void check_op(const char *name, op_fn op, const sl_backend *gpu, const do
     memset(&oc, 0, sizeof oc);
     op(&c, &oc);
     dev_release(&c);
+    /* one tolerance per output: a short list would be read past its end */
+    ck_assert_msg(oc.count == ntol, "%s: %d outputs but %d tolerances", name, oc.count, ntol);
     if (!gpu) {
         printf("%-28s CPU ran (%d outputs); GPU SKIPPED\n", name, oc.count);
         out_free(&oc);
@@ -189,6 +192,8 @@ static void check_op(const char *name, op_fn op, const sl_backend *gpu, const do
     out_free(&og[1]);
     sl_backend_destroy(cpu_be);
 }
+/* check_op(name, op, gpu, tol): tol an array in scope, one entry per output */
+#define check_op(name, op, gpu, tol) check_op_n(name, op, gpu, tol, (int)(sizeof tol / sizeof tol[0]))
 
 /* Inputs, the same on every device: rows x c, GPT-2's width. */
 enum { ROWS = 1000, C = 768, VOCAB = 5003, LM_ROWS = 70, EMB_N = 3, EMB_T = 200 };
@@ -600,7 +605,7 @@ START_TEST(test_ops_gpu_vs_cpu)
     /* pooling follows the CPU's order everywhere: the same bits */
     const double pool_tol[] = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0};
     check_op("max / avg / global pooling", op_pool, gpu, pool_tol);
-    const double ew_tol[] = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0};
+    const double ew_tol[] = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0};
     check_op("relu, add, copy, slices, bias", op_elementwise, gpu, ew_tol);
     /* Philox words and their masks: the same bits */
     const double rnd_tol[] = {0.0, 0.0, 0.0};
