@@ -21,8 +21,10 @@
  *            warp, 32 values each, joined by one shuffle) the online
  *            softmax: m' = max(m, max of the tile's logits), p =
  *            exp(logit - m'), l = l exp(m - m') + sum p, O = O exp(m - m')
- *            + P V. Then y = O / l and, in training, the row's lse = m +
- *            log l (the saved state of flash mode). (A first version gave
+ *            + P V, O in the warp's accumulator fragments (scaled row
+ *            by row through acc_rows' map of the fragment, P V added by
+ *            the tensor cores onto it). Then y = O / l and, in training,
+ *            the row's lse = m + log l (the saved state of flash mode). (A first version gave
  *            each row to the whole warp, two values a lane and two
  *            butterflies a row, 16 rows in turn: on the H100 the forward
  *            ran at 14 TFLOP/s.)
@@ -252,15 +254,57 @@ static __device__ inline heads_at heads_of(int bh, int heads, int t)
 
 /* ------------------------------------------------------------ forward */
 
-enum { FL_FWD_SMEM = 5 * FL_TILE_FLOATS * (int)sizeof(float) };
+/* Which row of its 16 x 16 block each of a lane's accumulator elements
+ * holds. wmma does not document where a fragment's elements sit, so the
+ * warp asks: it loads a block whose every entry is its row number (small
+ * integers, exact in float) into an accumulator fragment and reads the
+ * numbers back. Every accumulator fragment of the type has the same
+ * layout, so the answer holds for all of them. `scratch` is 16 rows of
+ * the warp's own (FL_LD floats apart), free at the call. */
+static __device__ inline void acc_rows(float *scratch, int rows[frag_acc::num_elements])
+{
+    int lane = (int)threadIdx.x & 31;
+    for (int e = lane; e < 16 * 16; e += 32)
+        scratch[(e >> 4) * FL_LD + (e & 15)] = (float)(e >> 4);
+    __syncwarp();
+    frag_acc id;
+    wmma::load_matrix_sync(id, scratch, FL_LD, wmma::mem_row_major);
+#pragma unroll
+    for (int i = 0; i < frag_acc::num_elements; i++)
+        rows[i] = (int)id.x[i];
+    __syncwarp();
+}
+
+/* acc[nb] *= the factor of each element's row, the factor of row r held
+ * by lane r of the warp (rows from acc_rows). */
+static __device__ inline void scale_rows(frag_acc acc[4], const int rows[frag_acc::num_elements],
+                                         float factor)
+{
+#pragma unroll
+    for (int i = 0; i < frag_acc::num_elements; i++) {
+        float f = __shfl_sync(0xffffffffu, factor, rows[i]);
+#pragma unroll
+        for (int nb = 0; nb < 4; nb++)
+            acc[nb].x[i] = acc[nb].x[i] * f;
+    }
+}
+
+/* Shared memory: Q, K, V and S (then P, then at the end O) tiles. O
+ * stays in each warp's accumulator fragments: scaled by its rows' alpha
+ * (scale_rows) and then P V added by the tensor cores in place. (The
+ * first fused version kept O in a fifth tile, updated a float at a time:
+ * 87 KB a block, two blocks an SM, 12.5 % occupancy, shared stores in
+ * 2.3-way bank conflicts; ncu 2026-11-27.) Four tiles, 68 KB: three
+ * blocks an SM, which the register bound below holds to. */
+enum { FL_FWD_SMEM = 4 * FL_TILE_FLOATS * (int)sizeof(float), FL_FWD_BLOCKS = 3 };
 
 template <bool VEC>
-static __global__ void __launch_bounds__(FL_THREADS)
+static __global__ void __launch_bounds__(FL_THREADS, FL_FWD_BLOCKS)
     flash_fwd_k(int t, int heads, float scale, const float *qkv, float *y, float *lse)
 {
     extern __shared__ __align__(128) float sm[];
     float *Qs = sm, *Ks = Qs + FL_TILE_FLOATS, *Vs = Ks + FL_TILE_FLOATS,
-          *Ss = Vs + FL_TILE_FLOATS, *Os = Ss + FL_TILE_FLOATS;
+          *Ss = Vs + FL_TILE_FLOATS;
     int warp = (int)threadIdx.x >> 5, lane = (int)threadIdx.x & 31;
     int bh = (int)blockIdx.x;
     int i0 = (int)(gridDim.y - 1 - blockIdx.y) * FL_TILE, qrows = min(FL_TILE, t - i0);
@@ -270,8 +314,10 @@ static __global__ void __launch_bounds__(FL_THREADS)
     fetch(pk, k, A.w3, min(FL_TILE, t));
     fetch(pv, v, A.w3, min(FL_TILE, t));
     stage<VEC>(Qs, q + (size_t)i0 * A.w3, A.w3, qrows);
-    for (int e = (int)threadIdx.x; e < FL_TILE_FLOATS; e += FL_THREADS)
-        Os[e] = 0.0f;
+    int rows[frag_acc::num_elements];
+    acc_rows(Ss + warp * 16 * FL_LD, rows);
+    frag_acc o[4]; /* the warp's 16 rows of O */
+    zero(o);
     /* The softmax's rows: lane l of a warp takes row l % 16 of the warp's
      * 16, half l / 16 of its 64 columns, and walks its 32 values alone;
      * the two halves meet in one shuffle (lane l ^ 16). Both lanes of a
@@ -307,32 +353,25 @@ static __global__ void __launch_bounds__(FL_THREADS)
         float alpha = expf(m_row - mn); /* 0 at the first tile (m = -inf) */
         l_row = l_row * alpha + sum;
         m_row = mn;
-        __syncwarp();
-        frag_acc acc[4];
-        zero(acc);
+        __syncwarp(); /* every row's P in Ss */
+        scale_rows(o, rows, alpha); /* O alpha (lane r < 16 holds row r's) */
         warp_product<frag_a_row, frag_b_row>(
-            acc, [&](int kk) { return Ss + warp * 16 * FL_LD + kk; },
+            o, [&](int kk) { return Ss + warp * 16 * FL_LD + kk; },
             [&](int kk, int nb) { return Vs + kk * FL_LD + nb * 16; });
-        __syncwarp(); /* every lane's fragments of P loaded: the rows take P V */
-        store_rows(Ss, warp, acc);
-        __syncwarp();
-        /* O = O alpha + P V, a row (two steps of 32 lanes) at a time, its
-         * alpha from lane row (which holds it) */
-        for (int e = lane; e < 16 * FL_D; e += 32) {
-            int wr = e >> 6, r = warp * 16 + wr, c = e & 63;
-            float a = __shfl_sync(0xffffffffu, alpha, wr);
-            Os[r * FL_LD + c] = Os[r * FL_LD + c] * a + Ss[r * FL_LD + c];
-        }
     }
+    /* y = O / l: the rows' 1 / l onto O, O into the warp's rows of Ss (its
+     * P fragments all loaded), then a row a step so the stores coalesce */
+    scale_rows(o, rows, 1.0f / l_row);
     __syncwarp();
-    for (int wr = 0; wr < 16; wr++) { /* a row a step: the warp's stores coalesce */
+    store_rows(Ss, warp, o);
+    __syncwarp();
+    for (int wr = 0; wr < 16; wr++) {
         int r = warp * 16 + wr, i = i0 + r;
         float l_q = __shfl_sync(0xffffffffu, l_row, wr), m_q = __shfl_sync(0xffffffffu, m_row, wr);
         if (i < t) {
-            float inv = 1.0f / l_q;
             float *yr = y + A.o + (size_t)i * A.c;
-            yr[lane] = Os[r * FL_LD + lane] * inv;
-            yr[lane + 32] = Os[r * FL_LD + lane + 32] * inv;
+            yr[lane] = Ss[r * FL_LD + lane];
+            yr[lane + 32] = Ss[r * FL_LD + lane + 32];
             if (lse && lane == 0)
                 lse[(size_t)bh * t + i] = m_q + logf(l_q);
         }
@@ -544,6 +583,10 @@ static void forward_as(sl_cuda_state *s, const sl_attention_desc *d, const float
     SL_CUDA_CHECK(s, cudaFuncSetAttribute(flash_fwd_k<VEC>,
                                           cudaFuncAttributeMaxDynamicSharedMemorySize,
                                           FL_FWD_SMEM));
+    /* all of the SM's 228 KB as shared memory: three blocks' 204 KB fit */
+    SL_CUDA_CHECK(s, cudaFuncSetAttribute(flash_fwd_k<VEC>,
+                                          cudaFuncAttributePreferredSharedMemoryCarveout,
+                                          cudaSharedmemCarveoutMaxShared));
     flash_fwd_k<VEC><<<grid_of(d), FL_THREADS, FL_FWD_SMEM, s->stream>>>(
         d->t, d->heads, sl_attn_scale(d->d), qkv, y, lse);
     SL_CUDA_LAUNCHED(s);
