@@ -22,7 +22,7 @@
  *            softmax: m' = max(m, max of the tile's logits), p =
  *            exp(logit - m'), l = l exp(m - m') + sum p, O = O exp(m - m')
  *            + P V, O in the warp's accumulator fragments (scaled row
- *            by row through acc_rows' map of the fragment, P V added by
+ *            by row through acc_map's map of the fragment, P V added by
  *            the tensor cores onto it). Then y = O / l and, in training,
  *            the row's lse = m + log l (the saved state of flash mode). (A first version gave
  *            each row to the whole warp, two values a lane and two
@@ -32,9 +32,14 @@
  *            kernels, each recomputing P = exp(logit - lse) and
  *            dS = P o (dO V^T - D):
  *            a block per (pair, 64 keys) over the query tiles from the
- *            diagonal down: dV += P^T dO, dK += dS^T Q;
+ *            diagonal down, each warp computing the transposed tiles
+ *            S^T = K Q^T and dP^T = V dO^T for its 16 keys: dV += P^T
+ *            dO, dK += dS^T Q;
  *            a block per (pair, 64 queries) over the key tiles up to the
  *            diagonal: dQ += dS K.
+ *            P and dS are made in the accumulator fragments (grad_frags,
+ *            each element's place from acc_map) and stored once, into
+ *            rows only their warp reads.
  *            Every gradient element is summed in one warp's fragments in
  *            a fixed order and written once (added to the caller's value
  *            when accumulating): no atomics. The price is S and dO V^T
@@ -254,29 +259,33 @@ static __device__ inline heads_at heads_of(int bh, int heads, int t)
 
 /* ------------------------------------------------------------ forward */
 
-/* Which row of its 16 x 16 block each of a lane's accumulator elements
- * holds. wmma does not document where a fragment's elements sit, so the
- * warp asks: it loads a block whose every entry is its row number (small
- * integers, exact in float) into an accumulator fragment and reads the
- * numbers back. Every accumulator fragment of the type has the same
- * layout, so the answer holds for all of them. `scratch` is 16 rows of
- * the warp's own (FL_LD floats apart), free at the call. */
-static __device__ inline void acc_rows(float *scratch, int rows[frag_acc::num_elements])
+/* Where each of a lane's accumulator elements sits in its 16 x 16 block:
+ * rows[i] and (where asked) cols[i]. wmma does not document a fragment's
+ * layout, so the warp asks: it loads a block whose every entry is its row
+ * number (small integers, exact in float) into an accumulator fragment
+ * and reads the numbers back, then the same with column numbers. Every
+ * accumulator fragment of the type has the same layout, so the answer
+ * holds for all of them. `scratch` is 16 rows of the warp's own (FL_LD
+ * floats apart), free at the call. */
+static __device__ inline void acc_map(float *scratch, int rows[frag_acc::num_elements],
+                                      int *cols)
 {
     int lane = (int)threadIdx.x & 31;
-    for (int e = lane; e < 16 * 16; e += 32)
-        scratch[(e >> 4) * FL_LD + (e & 15)] = (float)(e >> 4);
-    __syncwarp();
-    frag_acc id;
-    wmma::load_matrix_sync(id, scratch, FL_LD, wmma::mem_row_major);
+    for (int pass = 0; pass < (cols ? 2 : 1); pass++) {
+        for (int e = lane; e < 16 * 16; e += 32)
+            scratch[(e >> 4) * FL_LD + (e & 15)] = (float)(pass ? e & 15 : e >> 4);
+        __syncwarp();
+        frag_acc id;
+        wmma::load_matrix_sync(id, scratch, FL_LD, wmma::mem_row_major);
 #pragma unroll
-    for (int i = 0; i < frag_acc::num_elements; i++)
-        rows[i] = (int)id.x[i];
-    __syncwarp();
+        for (int i = 0; i < frag_acc::num_elements; i++)
+            (pass ? cols : rows)[i] = (int)id.x[i];
+        __syncwarp();
+    }
 }
 
 /* acc[nb] *= the factor of each element's row, the factor of row r held
- * by lane r of the warp (rows from acc_rows). */
+ * by lane r of the warp (rows from acc_map). */
 static __device__ inline void scale_rows(frag_acc acc[4], const int rows[frag_acc::num_elements],
                                          float factor)
 {
@@ -315,7 +324,7 @@ static __global__ void __launch_bounds__(FL_THREADS, FL_FWD_BLOCKS)
     fetch(pv, v, A.w3, min(FL_TILE, t));
     stage<VEC>(Qs, q + (size_t)i0 * A.w3, A.w3, qrows);
     int rows[frag_acc::num_elements];
-    acc_rows(Ss + warp * 16 * FL_LD, rows);
+    acc_map(Ss + warp * 16 * FL_LD, rows, NULL);
     frag_acc o[4]; /* the warp's 16 rows of O */
     zero(o);
     /* The softmax's rows: lane l of a warp takes row l % 16 of the warp's
@@ -380,8 +389,6 @@ static __global__ void __launch_bounds__(FL_THREADS, FL_FWD_BLOCKS)
 
 /* ----------------------------------------------------------- backward */
 
-enum { FL_BWD_SMEM = 6 * FL_TILE_FLOATS * (int)sizeof(float) + 2 * FL_TILE * (int)sizeof(float) };
-
 /* The row statistics (lse, D) of a query tile from row row0 (qrows valid
  * rows), on their way to shared memory like a pending_tile: thread r < 64
  * holds row r's. */
@@ -406,20 +413,28 @@ static __device__ inline void put_rows(float *lse_s, float *d_s, const pending_r
     }
 }
 
-/* For the warp's 16 query rows of tile (i0, j0): P = exp(S scale - lse)
- * on the causal keys (0 elsewhere) into Ps and dS = P o (dP - D) into Gs,
- * both as TF32 values. */
-static __device__ inline void warp_grad_logits(float *Ps, float *Gs, const float *lse_s,
-                                               const float *d_s, int warp, int i0, int j0, int t,
-                                               float scale)
+/* P = exp(logit - lse) on the causal pairs (0 elsewhere) and dS = P o (dP
+ * - D), element by element on a warp's fragments: s[nb] holds the scores
+ * (unscaled), dp[nb] dO V^T, both as accumulators of one layout (rows,
+ * cols from acc_map). at(i, nb, &query, &key, &row_stat) names an
+ * element's query, key and the index of its query's lse and D in lse_s,
+ * d_s. P and dS replace s and dp, as TF32 values. */
+template <class At>
+static __device__ inline void grad_frags(frag_acc s[4], frag_acc dp[4], const float *lse_s,
+                                         const float *d_s, int t, float scale, At at)
 {
-    for (int e = (int)threadIdx.x & 31; e < 16 * FL_TILE; e += 32) {
-        int r = warp * 16 + (e >> 6), c = e & 63, i = i0 + r, key = j0 + c;
-        bool valid = i < t && key <= i;
-        float p = valid ? expf(Ps[r * FL_LD + c] * scale - lse_s[r]) : 0.0f;
-        float ds = sl_attn_grad_logit(p, Gs[r * FL_LD + c], 1.0f, d_s[r]);
-        Ps[r * FL_LD + c] = wmma::__float_to_tf32(p);
-        Gs[r * FL_LD + c] = wmma::__float_to_tf32(ds);
+#pragma unroll
+    for (int i = 0; i < frag_acc::num_elements; i++) {
+#pragma unroll
+        for (int nb = 0; nb < 4; nb++) {
+            int query, key, st;
+            at(i, nb, &query, &key, &st);
+            bool valid = query < t && key <= query;
+            float p = valid ? expf(s[nb].x[i] * scale - lse_s[st]) : 0.0f;
+            float ds = sl_attn_grad_logit(p, dp[nb].x[i], 1.0f, d_s[st]);
+            s[nb].x[i] = wmma::__float_to_tf32(p);
+            dp[nb].x[i] = wmma::__float_to_tf32(ds);
+        }
     }
 }
 
@@ -438,46 +453,31 @@ static __device__ inline void write_grad_rows(float *dst, size_t ld, const float
     }
 }
 
-/* The backward kernels' shared memory: Q, dO, K and V tiles, P and dS
- * (first S and dP), and the query rows' lse and D. */
-struct bwd_tiles {
-    float *Qs, *Os, *Ks, *Vs, *Ps, *Gs, *lse_s, *d_s;
+/* Shared memory of both backward kernels: Q, dO, K and V tiles, two tiles
+ * of warp-private rows (P and dS in dK/dV; dS alone in dQ) and the query
+ * rows' lse and D. */
+enum {
+    FL_KV_SMEM = 6 * FL_TILE_FLOATS * (int)sizeof(float) + 2 * FL_TILE * (int)sizeof(float),
+    FL_Q_SMEM = 5 * FL_TILE_FLOATS * (int)sizeof(float) + 2 * FL_TILE * (int)sizeof(float)
 };
 
-static __device__ inline bwd_tiles bwd_tiles_of(float *sm)
-{
-    bwd_tiles b;
-    b.Qs = sm;
-    b.Os = b.Qs + FL_TILE_FLOATS;
-    b.Ks = b.Os + FL_TILE_FLOATS;
-    b.Vs = b.Ks + FL_TILE_FLOATS;
-    b.Ps = b.Vs + FL_TILE_FLOATS;
-    b.Gs = b.Ps + FL_TILE_FLOATS;
-    b.lse_s = b.Gs + FL_TILE_FLOATS;
-    b.d_s = b.lse_s + FL_TILE;
-    return b;
-}
-
-/* Both backward kernels' step on tile (i0, j0), for the warp's 16 query
- * rows: S = Q K^T into Ps and dP = dO V^T into Gs, then P and dS in their
- * place (warp_grad_logits). */
-static __device__ inline void warp_scores_grads(const bwd_tiles &b, int warp, int i0, int j0,
-                                                int t, float scale)
-{
-    warp_xyt(b.Qs, b.Ks, b.Ps, warp);
-    warp_xyt(b.Os, b.Vs, b.Gs, warp);
-    __syncwarp();
-    warp_grad_logits(b.Ps, b.Gs, b.lse_s, b.d_s, warp, i0, j0, t, scale);
-}
-
-/* dK and dV of a key tile: a block per (pair, 64 keys). */
+/* dK and dV of a key tile: a block per (pair, 64 keys), each warp 16 of
+ * the keys, over the query tiles from the diagonal down. The warp computes
+ * the transposed tiles S^T = K Q^T and dP^T = V dO^T for its keys, P^T and
+ * dS^T in its fragments (grad_frags), stores them into its own rows, and
+ * adds dV += P^T dO, dK += dS^T Q: no warp reads another's rows, so the
+ * block meets only to restage Q and dO. (The first version computed S and
+ * dP by query rows and read P and dS by columns across all warps, behind
+ * a block barrier, with P and dS made a float at a time in shared memory.) */
 template <bool VEC>
 static __global__ void __launch_bounds__(FL_THREADS)
     flash_bwd_kv_k(int t, int heads, float scale, const float *qkv, const float *dy,
                    const float *lse, const float *dd, float *dqkv, int accumulate)
 {
     extern __shared__ __align__(128) float sm[];
-    bwd_tiles b = bwd_tiles_of(sm);
+    float *Qs = sm, *Os = Qs + FL_TILE_FLOATS, *Ks = Os + FL_TILE_FLOATS,
+          *Vs = Ks + FL_TILE_FLOATS, *Ps = Vs + FL_TILE_FLOATS, *Gs = Ps + FL_TILE_FLOATS,
+          *lse_s = Gs + FL_TILE_FLOATS, *d_s = lse_s + FL_TILE;
     int warp = (int)threadIdx.x >> 5;
     int bh = (int)blockIdx.x, j0 = (int)blockIdx.y * FL_TILE, krows = min(FL_TILE, t - j0);
     heads_at A = heads_of(bh, heads, t);
@@ -487,16 +487,21 @@ static __global__ void __launch_bounds__(FL_THREADS)
     fetch(pq, q + (size_t)j0 * A.w3, A.w3, min(FL_TILE, t - j0));
     fetch(po, o + (size_t)j0 * A.c, A.c, min(FL_TILE, t - j0));
     fetch_rows(pr, lse, dd, (size_t)bh * t + j0, min(FL_TILE, t - j0));
-    stage<VEC>(b.Ks, k + (size_t)j0 * A.w3, A.w3, krows);
-    stage<VEC>(b.Vs, v + (size_t)j0 * A.w3, A.w3, krows);
+    stage<VEC>(Ks, k + (size_t)j0 * A.w3, A.w3, krows);
+    stage<VEC>(Vs, v + (size_t)j0 * A.w3, A.w3, krows);
+    int rows[frag_acc::num_elements], cols[frag_acc::num_elements];
+    acc_map(Ps + warp * 16 * FL_LD, rows, cols);
+    float *Pw = Ps + warp * 16 * FL_LD, *Gw = Gs + warp * 16 * FL_LD; /* the warp's rows */
+    const float *Kw = Ks + warp * 16 * FL_LD, *Vw = Vs + warp * 16 * FL_LD;
+    int key_of_row = j0 + warp * 16;
     frag_acc dk[4], dv[4];
     zero(dk);
     zero(dv);
     for (int i0 = j0; i0 < t; i0 += FL_TILE) { /* the diagonal tile first */
-        __syncthreads(); /* the last tile's Q, dO, P, dS no longer read */
-        put(b.Qs, pq);
-        put(b.Os, po);
-        put_rows(b.lse_s, b.d_s, pr);
+        __syncthreads(); /* every warp done with the last tile's Q and dO */
+        put(Qs, pq);
+        put(Os, po);
+        put_rows(lse_s, d_s, pr);
         __syncthreads();
         int in = i0 + FL_TILE;
         if (in < t) {
@@ -504,32 +509,48 @@ static __global__ void __launch_bounds__(FL_THREADS)
             fetch(po, o + (size_t)in * A.c, A.c, min(FL_TILE, t - in));
             fetch_rows(pr, lse, dd, (size_t)bh * t + in, min(FL_TILE, t - in));
         }
-        warp_scores_grads(b, warp, i0, j0, t, scale);
-        __syncthreads(); /* dV and dK read every query row of P and dS */
-        /* the warp's 16 keys: A = P^T (dS^T), column-major views of the tiles */
-        warp_product<frag_a_col, frag_b_row>(
-            dv, [&](int kk) { return b.Ps + kk * FL_LD + warp * 16; },
-            [&](int kk, int nb) { return b.Os + kk * FL_LD + nb * 16; });
-        warp_product<frag_a_col, frag_b_row>(
-            dk, [&](int kk) { return b.Gs + kk * FL_LD + warp * 16; },
-            [&](int kk, int nb) { return b.Qs + kk * FL_LD + nb * 16; });
+        frag_acc st[4], dpt[4]; /* S^T and dP^T: the warp's keys x 64 queries */
+        zero(st);
+        warp_product<frag_a_row, frag_b_col>(
+            st, [&](int kk) { return Kw + kk; }, [&](int kk, int nb) { return Qs + nb * 16 * FL_LD + kk; });
+        zero(dpt);
+        warp_product<frag_a_row, frag_b_col>(
+            dpt, [&](int kk) { return Vw + kk; }, [&](int kk, int nb) { return Os + nb * 16 * FL_LD + kk; });
+        grad_frags(st, dpt, lse_s, d_s, t, scale,
+                   [&](int i, int nb, int *query, int *key, int *stat) {
+                       *stat = cols[i] + 16 * nb;
+                       *query = i0 + *stat;
+                       *key = key_of_row + rows[i];
+                   });
+        store_rows(Ps, warp, st);
+        store_rows(Gs, warp, dpt);
+        __syncwarp(); /* the warp's P^T and dS^T rows written */
+        warp_product<frag_a_row, frag_b_row>(
+            dv, [&](int kk) { return Pw + kk; }, [&](int kk, int nb) { return Os + kk * FL_LD + nb * 16; });
+        warp_product<frag_a_row, frag_b_row>(
+            dk, [&](int kk) { return Gw + kk; }, [&](int kk, int nb) { return Qs + kk * FL_LD + nb * 16; });
     }
-    __syncthreads(); /* P and dS no longer read: their tiles take the sums */
-    store_rows(b.Ps, warp, dv);
-    store_rows(b.Gs, warp, dk);
+    __syncwarp(); /* the warp's P^T, dS^T rows read: they take its sums */
+    store_rows(Ps, warp, dv);
+    store_rows(Gs, warp, dk);
     __syncwarp();
-    write_grad_rows(dqkv + A.q + A.c, A.w3, b.Gs, warp, j0, t, scale, accumulate);
-    write_grad_rows(dqkv + A.q + 2 * A.c, A.w3, b.Ps, warp, j0, t, 1.0f, accumulate);
+    write_grad_rows(dqkv + A.q + A.c, A.w3, Gs, warp, j0, t, scale, accumulate);
+    write_grad_rows(dqkv + A.q + 2 * A.c, A.w3, Ps, warp, j0, t, 1.0f, accumulate);
 }
 
-/* dQ of a query tile: a block per (pair, 64 queries). */
+/* dQ of a query tile: a block per (pair, 64 queries), each warp 16 of the
+ * queries, over the key tiles up to the diagonal: S = Q K^T and dP = dO
+ * V^T in the warp's fragments, dS from them (grad_frags) into the warp's
+ * rows of Gs, dQ += dS K. */
 template <bool VEC>
 static __global__ void __launch_bounds__(FL_THREADS)
     flash_bwd_q_k(int t, int heads, float scale, const float *qkv, const float *dy,
                   const float *lse, const float *dd, float *dqkv, int accumulate)
 {
     extern __shared__ __align__(128) float sm[];
-    bwd_tiles b = bwd_tiles_of(sm);
+    float *Qs = sm, *Os = Qs + FL_TILE_FLOATS, *Ks = Os + FL_TILE_FLOATS,
+          *Vs = Ks + FL_TILE_FLOATS, *Gs = Vs + FL_TILE_FLOATS, *lse_s = Gs + FL_TILE_FLOATS,
+          *d_s = lse_s + FL_TILE;
     int warp = (int)threadIdx.x >> 5;
     int bh = (int)blockIdx.x;
     int i0 = (int)(gridDim.y - 1 - blockIdx.y) * FL_TILE, qrows = min(FL_TILE, t - i0);
@@ -538,26 +559,42 @@ static __global__ void __launch_bounds__(FL_THREADS)
     pending_tile<VEC> pk, pv; /* the next key tile, in flight */
     fetch(pk, k, A.w3, min(FL_TILE, t));
     fetch(pv, v, A.w3, min(FL_TILE, t));
-    stage<VEC>(b.Qs, q + (size_t)i0 * A.w3, A.w3, qrows);
-    stage<VEC>(b.Os, o + (size_t)i0 * A.c, A.c, qrows);
+    stage<VEC>(Qs, q + (size_t)i0 * A.w3, A.w3, qrows);
+    stage<VEC>(Os, o + (size_t)i0 * A.c, A.c, qrows);
     pending_rows pr;
     fetch_rows(pr, lse, dd, (size_t)bh * t + i0, qrows);
-    put_rows(b.lse_s, b.d_s, pr);
+    put_rows(lse_s, d_s, pr);
+    int rows[frag_acc::num_elements], cols[frag_acc::num_elements];
+    acc_map(Gs + warp * 16 * FL_LD, rows, cols);
+    const float *Qw = Qs + warp * 16 * FL_LD, *Ow = Os + warp * 16 * FL_LD;
+    const float *Gw = Gs + warp * 16 * FL_LD;
     frag_acc dq[4];
     zero(dq);
     int last = i0 + qrows - 1;
     for (int j0 = 0; j0 <= last; j0 += FL_TILE) {
-        key_tile_step(b.Ks, b.Vs, pk, pv, k, v, A.w3, j0, last, t);
-        warp_scores_grads(b, warp, i0, j0, t, scale);
-        __syncwarp();
+        key_tile_step(Ks, Vs, pk, pv, k, v, A.w3, j0, last, t);
+        frag_acc sf[4], dpf[4]; /* S and dP: the warp's queries x 64 keys */
+        zero(sf);
+        warp_product<frag_a_row, frag_b_col>(
+            sf, [&](int kk) { return Qw + kk; }, [&](int kk, int nb) { return Ks + nb * 16 * FL_LD + kk; });
+        zero(dpf);
+        warp_product<frag_a_row, frag_b_col>(
+            dpf, [&](int kk) { return Ow + kk; }, [&](int kk, int nb) { return Vs + nb * 16 * FL_LD + kk; });
+        grad_frags(sf, dpf, lse_s, d_s, t, scale,
+                   [&](int i, int nb, int *query, int *key, int *stat) {
+                       *stat = warp * 16 + rows[i];
+                       *query = i0 + *stat;
+                       *key = j0 + cols[i] + 16 * nb;
+                   });
+        store_rows(Gs, warp, dpf);
+        __syncwarp(); /* the warp's dS rows written */
         warp_product<frag_a_row, frag_b_row>(
-            dq, [&](int kk) { return b.Gs + warp * 16 * FL_LD + kk; },
-            [&](int kk, int nb) { return b.Ks + kk * FL_LD + nb * 16; });
+            dq, [&](int kk) { return Gw + kk; }, [&](int kk, int nb) { return Ks + kk * FL_LD + nb * 16; });
     }
     __syncwarp(); /* the warp's rows of dS read: they take its sums */
-    store_rows(b.Gs, warp, dq);
+    store_rows(Gs, warp, dq);
     __syncwarp();
-    write_grad_rows(dqkv + A.q, A.w3, b.Gs, warp, i0, t, scale, accumulate);
+    write_grad_rows(dqkv + A.q, A.w3, Gs, warp, i0, t, scale, accumulate);
 }
 
 /* ------------------------------------------------------------- entries */
@@ -576,17 +613,23 @@ static bool vec_ok(const float *a, const float *b)
     return (uintptr_t)a % 16 == 0 && (!b || (uintptr_t)b % 16 == 0);
 }
 
+/* A kernel's dynamic shared memory above the default 48 KB, and all of
+ * the SM's 228 KB as shared memory so that its blocks fit as the enums
+ * above count them (three forward blocks of 68 KB, two dK/dV of 103 KB). */
+template <class K>
+static void set_smem(sl_cuda_state *s, K kernel, int bytes)
+{
+    SL_CUDA_CHECK(s, cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                          bytes));
+    SL_CUDA_CHECK(s, cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                          (int)cudaSharedmemCarveoutMaxShared));
+}
+
 template <bool VEC>
 static void forward_as(sl_cuda_state *s, const sl_attention_desc *d, const float *qkv, float *y,
                        float *lse)
 {
-    SL_CUDA_CHECK(s, cudaFuncSetAttribute(flash_fwd_k<VEC>,
-                                          cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                          FL_FWD_SMEM));
-    /* all of the SM's 228 KB as shared memory: three blocks' 204 KB fit */
-    SL_CUDA_CHECK(s, cudaFuncSetAttribute(flash_fwd_k<VEC>,
-                                          cudaFuncAttributePreferredSharedMemoryCarveout,
-                                          cudaSharedmemCarveoutMaxShared));
+    set_smem(s, flash_fwd_k<VEC>, FL_FWD_SMEM);
     flash_fwd_k<VEC><<<grid_of(d), FL_THREADS, FL_FWD_SMEM, s->stream>>>(
         d->t, d->heads, sl_attn_scale(d->d), qkv, y, lse);
     SL_CUDA_LAUNCHED(s);
@@ -598,16 +641,12 @@ static void backward_as(sl_cuda_state *s, const sl_attention_desc *d, const floa
                         int accumulate)
 {
     float scale = sl_attn_scale(d->d);
-    SL_CUDA_CHECK(s, cudaFuncSetAttribute(flash_bwd_kv_k<VEC>,
-                                          cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                          FL_BWD_SMEM));
-    SL_CUDA_CHECK(s, cudaFuncSetAttribute(flash_bwd_q_k<VEC>,
-                                          cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                          FL_BWD_SMEM));
-    flash_bwd_kv_k<VEC><<<grid_of(d), FL_THREADS, FL_BWD_SMEM, s->stream>>>(
+    set_smem(s, flash_bwd_kv_k<VEC>, FL_KV_SMEM);
+    set_smem(s, flash_bwd_q_k<VEC>, FL_Q_SMEM);
+    flash_bwd_kv_k<VEC><<<grid_of(d), FL_THREADS, FL_KV_SMEM, s->stream>>>(
         d->t, d->heads, scale, qkv, dy, lse, dd, dqkv, accumulate);
     SL_CUDA_LAUNCHED(s);
-    flash_bwd_q_k<VEC><<<grid_of(d), FL_THREADS, FL_BWD_SMEM, s->stream>>>(
+    flash_bwd_q_k<VEC><<<grid_of(d), FL_THREADS, FL_Q_SMEM, s->stream>>>(
         d->t, d->heads, scale, qkv, dy, lse, dd, dqkv, accumulate);
     SL_CUDA_LAUNCHED(s);
 }
