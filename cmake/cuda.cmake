@@ -31,7 +31,7 @@ if(SL_HAVE_CUDA)
   target_sources(sublinear PRIVATE ${SL_CUDA_SOURCES})
   target_compile_definitions(sublinear PRIVATE SL_HAVE_CUDA=1)
   target_include_directories(sublinear PRIVATE ${CUDNN_INCLUDE})
-  target_link_libraries(sublinear PRIVATE CUDA::cudart CUDA::cublas ${CUDNN_LIB})
+  target_link_libraries(sublinear PRIVATE CUDA::cudart CUDA::cublas CUDA::cublasLt ${CUDNN_LIB})
   set_target_properties(sublinear PROPERTIES CUDA_STANDARD 17 CUDA_STANDARD_REQUIRED ON
     CUDA_ARCHITECTURES "${CMAKE_CUDA_ARCHITECTURES}")
   # No C++ exceptions: the backend reports failures as sl_status (nothing in

@@ -99,7 +99,7 @@ endfunction()
 
 set(SL_PC_PRIVATE_LIBS ${BLAS_LIBRARIES} ${OpenMP_C_FLAGS} ${PCRE2_LINK_LIBRARIES})
 if(SL_HAVE_CUDA)
-  list(APPEND SL_PC_PRIVATE_LIBS ${CUDA_cudart_LIBRARY} ${CUDA_cublas_LIBRARY} ${CUDNN_LIB} -lstdc++)
+  list(APPEND SL_PC_PRIVATE_LIBS ${CUDA_cudart_LIBRARY} ${CUDA_cublas_LIBRARY} ${CUDA_cublasLt_LIBRARY} ${CUDNN_LIB} -lstdc++)
 endif()
 if(SL_HAVE_ONEDNN)
   list(APPEND SL_PC_PRIVATE_LIBS -ldnnl)

@@ -381,6 +381,31 @@ static void op_gemm(dev *d, outputs *o)
     }
 }
 
+/* y = op(A) op(B) + bias: the backend's gemm_bias where it has one (the
+ * GPU: cuBLASLt's BIAS epilogue), else gemm then bias_add (the CPU). The
+ * four transposes at an odd shape with the bias and C one float off their
+ * buffers' starts (4-byte aligned: cuBLASLt must pick an algorithm that
+ * allows it), and a GPT-2-like aligned shape. */
+static void op_gemm_bias(dev *d, outputs *o)
+{
+    enum { M = 67, N = 129, K = 300 };
+    /* the operands of every case (the aligned one's are smaller) */
+    float *a = dev_normal(d, (size_t)M * K, 60, 1.0f), *b = dev_normal(d, (size_t)K * N, 70, 1.0f);
+    for (int t = 0; t < 5; t++) {
+        int ta = t & 1, tb = (t >> 1) & 1, m = t < 4 ? M : 256, n = t < 4 ? N : 192,
+            k = t < 4 ? K : 64, off = t < 4;
+        float *bias = dev_normal(d, (size_t)n + 1, 80 + (uint64_t)t, 1.0f) + off;
+        float *c = dev_normal(d, (size_t)m * n + 1, 90 + (uint64_t)t, 1.0f) + off;
+        if (d->be->gemm_bias)
+            d->be->gemm_bias(&d->ex, ta, tb, m, n, k, a, ta ? m : k, b, tb ? k : n, bias, c, n);
+        else {
+            d->be->gemm(&d->ex, ta, tb, m, n, k, 1.0f, a, ta ? m : k, b, tb ? k : n, 0.0f, c, n);
+            d->be->bias_add(&d->ex, m, n, bias, c);
+        }
+        out_add(o, d, c, (size_t)m * n);
+    }
+}
+
 static void *conv_ws(dev *d, const sl_conv_desc *c, sl_conv_pass pass)
 {
     size_t b = d->be->conv2d_workspace_bytes(d->be, c, pass);
@@ -596,6 +621,9 @@ START_TEST(test_ops_gpu_vs_cpu)
     /* GEMMs in FP32 (this instance has TF32 off): another order of sums */
     const double gemm_tol[] = {1e-5, 1e-5, 1e-5, 1e-5};
     check_op("gemm (4 transposes)", op_gemm, gpu, gemm_tol);
+    /* the epilogue adds the bias before the product's one rounding */
+    const double gemm_bias_tol[] = {1e-5, 1e-5, 1e-5, 1e-5, 1e-5};
+    check_op("gemm_bias (epilogue)", op_gemm_bias, gpu, gemm_bias_tol);
     /* cuDNN against im2col / oneDNN: y, dx (accumulated), dw, dbias */
     const double conv_tol[] = {1e-5, 1e-5, 1e-5, 1e-5};
     check_op("conv2d (grouped, strided)", op_conv, gpu, conv_tol);

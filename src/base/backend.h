@@ -143,6 +143,12 @@ typedef struct sl_attention_desc {
     REQ(void, gemm,                                                                            \
         (const sl_exec *ex, int trans_a, int trans_b, int m, int n, int k, float alpha,        \
          const float *a, int lda, const float *b, int ldb, float beta, float *c, int ldc))     \
+    /* y[M x N] = op(A) op(B) + bias (bias of N, added to every row), row-major:               \
+     * the bias added in the GEMM's epilogue. NULL where gemm and bias_add do                  \
+     * it (the CPU); the CUDA backend runs cuBLASLt's BIAS epilogue. */                        \
+    OPT(void, gemm_bias,                                                                       \
+        (const sl_exec *ex, int trans_a, int trans_b, int m, int n, int k, const float *a,     \
+         int lda, const float *b, int ldb, const float *bias, float *c, int ldc))              \
     /* Workspace bytes a convolution pass needs; SIZE_MAX, with the error                      \
      * set, when the backend cannot run this geometry. */                                      \
     REQ(size_t, conv2d_workspace_bytes,                                                        \

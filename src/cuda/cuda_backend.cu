@@ -169,6 +169,9 @@ static void state_free(sl_cuda_state *s)
     if (s->readback)
         cudaFreeHost(s->readback);
     sl_cuda_conv_cache_free(s->conv_cache);
+    sl_cuda_lt_cache_free(s->lt_cache);
+    if (s->cublaslt)
+        cublasLtDestroy(s->cublaslt);
     if (s->cublas)
         cublasDestroy(s->cublas);
     if (s->cudnn)
@@ -220,6 +223,10 @@ static sl_status state_create(int gpu, int deterministic, int tf32, sl_cuda_stat
     if (ok && (step = "cublasCreate", cublasCreate(&s->cublas) != CUBLAS_STATUS_SUCCESS))
         ok = 0;
     if (ok && (step = "cublasSetStream", cublasSetStream(s->cublas, s->stream) != CUBLAS_STATUS_SUCCESS))
+        ok = 0;
+    if (ok && (step = "cublasLtCreate", cublasLtCreate(&s->cublaslt) != CUBLAS_STATUS_SUCCESS))
+        ok = 0;
+    if (ok && (step = "the cuBLASLt plan cache", !(s->lt_cache = sl_cuda_lt_cache_new())))
         ok = 0;
     /* Plain FP32 arithmetic unless TF32 is asked for. */
     if (ok && (step = "cublasSetMathMode",

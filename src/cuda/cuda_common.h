@@ -9,6 +9,7 @@
 #ifndef SL_CUDA_COMMON_H
 #define SL_CUDA_COMMON_H
 
+#include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 #include <cudnn.h>
@@ -21,12 +22,15 @@ extern "C" {
 #endif
 
 struct sl_cuda_conv_cache; /* cuda_conv.cu */
+struct sl_cuda_lt_cache;   /* cuda_gemm.cu */
 
 /* One CUDA backend instance's own state (sl_backend.impl). */
 typedef struct sl_cuda_state {
     cudaStream_t stream;
     cudnnHandle_t cudnn;
     cublasHandle_t cublas;
+    cublasLtHandle_t cublaslt; /* GEMMs with epilogues (gemm_bias) */
+    struct sl_cuda_lt_cache *lt_cache; /* their algorithms per geometry */
     int device;        /* the CUDA device ordinal every call runs on */
     int deterministic; /* deterministic cuDNN algorithms only */
     int tf32;          /* TF32 tensor-core math allowed in convolutions and GEMMs */
@@ -55,6 +59,11 @@ typedef struct sl_cuda_state {
         size_t off, bytes;
     } pending[16];
 } sl_cuda_state;
+
+/* gemm_bias's cached descriptors and algorithms (cuda_gemm.cu): an empty
+ * cache (NULL when out of memory) and its release. */
+struct sl_cuda_lt_cache *sl_cuda_lt_cache_new(void);
+void sl_cuda_lt_cache_free(struct sl_cuda_lt_cache *c);
 
 /* dst gets `bytes` of device memory src at the next sync (or wait); at
  * once, after a stream synchronisation, when the read-back room is full. */

@@ -38,8 +38,13 @@ static void conv1d_forward(sl_layer *l, const sl_exec *ex, const sl_fwd_args *a)
 {
     conv1d *cv = (conv1d *)l;
     int rows = a->in[0].n * a->in[0].h * a->in[0].w, f = cv->in_features, o = cv->out_features;
-    ex->be->gemm(ex, 0, 0, rows, o, f, 1.0f, a->x[0], f, l->params[0].data, o, 0.0f, a->y, o);
-    ex->be->bias_add(ex, rows, o, l->params[1].data, a->y);
+    if (ex->be->gemm_bias) /* the bias in the GEMM's epilogue */
+        ex->be->gemm_bias(ex, 0, 0, rows, o, f, a->x[0], f, l->params[0].data, o,
+                          l->params[1].data, a->y, o);
+    else {
+        ex->be->gemm(ex, 0, 0, rows, o, f, 1.0f, a->x[0], f, l->params[0].data, o, 0.0f, a->y, o);
+        ex->be->bias_add(ex, rows, o, l->params[1].data, a->y);
+    }
 }
 
 static void conv1d_backward(sl_layer *l, const sl_exec *ex, const sl_bwd_args *a)

@@ -32,6 +32,11 @@ static void linear_forward(sl_layer *l, const sl_exec *ex, const sl_fwd_args *a)
 {
     linear *li = (linear *)l;
     int n = a->in[0].n, f = li->in_features, o = li->out_features;
+    if (li->bias && ex->be->gemm_bias) { /* the bias in the GEMM's epilogue */
+        ex->be->gemm_bias(ex, 0, 1, n, o, f, a->x[0], f, l->params[0].data, f, l->params[1].data,
+                          a->y, o);
+        return;
+    }
     ex->be->gemm(ex, 0, 1, n, o, f, 1.0f, a->x[0], f, l->params[0].data, f, 0.0f, a->y, o);
     if (li->bias)
         ex->be->bias_add(ex, n, o, l->params[1].data, a->y);
