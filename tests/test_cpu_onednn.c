@@ -390,6 +390,103 @@ START_TEST(test_onednn_bf16_passes)
 }
 END_TEST
 
+/* gemm_bf16 (oneDNN's matmul) against float64 on the same bf16 operands:
+ * the four transposes at an odd shape, float and bf16 outputs, with and
+ * without accumulating, with a bias; a second call gives the same bits;
+ * bias_backward on bf16 rows gives the float kernel's sums of the widened
+ * values, bit for bit. */
+START_TEST(test_onednn_bf16_gemm)
+{
+    if (!sl_cpu_have_onednn() || !sl_cpu_has_bf16_dot()) {
+        printf("SKIPPED: test_onednn_bf16_gemm: %s\n",
+               sl_cpu_have_onednn() ? "this CPU has no bf16 dot products (avx512_core_bf16 or AMX)"
+                                    : "this build has no oneDNN");
+        return;
+    }
+    sl_backend *be;
+    ck_assert_int_eq(sl_cpu_backend_create(THREADS, &be), SL_OK);
+    ck_assert(be->bf16_kernels & SL_BF16_GEMM);
+    sl_exec ex = {be, THREADS, 0};
+    enum { M = 67, N = 45, K = 130 };
+    uint16_t *a = bf16_normal((size_t)M * K, 11, 1.0f), *b = bf16_normal((size_t)K * N, 12, 1.0f);
+    float *bias = malloc(N * sizeof *bias), *c0 = malloc((size_t)M * N * sizeof *c0);
+    float *c = malloc((size_t)M * N * sizeof *c), *c2 = malloc((size_t)M * N * sizeof *c2);
+    uint16_t *h0 = bf16_normal((size_t)M * N, 13, 1.0f), *h = malloc((size_t)M * N * 2);
+    uint16_t *h2 = malloc((size_t)M * N * 2);
+    double *ad = widen_all(a, (size_t)M * K), *bd = widen_all(b, (size_t)K * N);
+    double *ref = malloc((size_t)M * N * sizeof *ref), *part = malloc((size_t)M * N * sizeof *part);
+    ck_assert(bias && c0 && c && c2 && h && h2 && ref && part);
+    th_fill_normal(bias, N, 14, 1.0f);
+    th_fill_normal(c0, (size_t)M * N, 15, 1.0f);
+    int cases = 0;
+    for (int t = 0; t < 4; t++)
+        for (int out16 = 0; out16 < 2; out16++)
+            for (int acc = 0; acc < 2; acc++) {
+                int ta = t & 1, tb = t >> 1, has_bias = !acc;
+                sl_gemm_bf16_desc d = {ta, tb, M, N, K, ta ? M : K, tb ? K : N, N,
+                                       out16, acc, has_bias};
+                size_t ws = be->gemm_bf16_workspace_bytes(be, &d);
+                ck_assert_msg(ws != SIZE_MAX, "%s", sl_last_error());
+                void *work = sl_aligned_zalloc(ws ? ws : 1, "a test workspace");
+                ck_assert_ptr_nonnull(work);
+                /* the operands are the same bytes whatever the transpose:
+                 * op(a)[i][p] = a[p * M + i] when transposed */
+                for (int i = 0; i < M; i++)
+                    for (int j = 0; j < N; j++) {
+                        double sum = 0.0;
+                        for (int p = 0; p < K; p++)
+                            sum += (ta ? ad[(size_t)p * M + i] : ad[(size_t)i * K + p]) *
+                                   (tb ? bd[(size_t)j * K + p] : bd[(size_t)p * N + j]);
+                        part[(size_t)i * N + j] = sum + (has_bias ? bias[j] : 0.0);
+                    }
+                for (int r = 0; r < 2; r++) {
+                    void *dst = out16 ? (void *)(r ? h2 : h) : (void *)(r ? c2 : c);
+                    if (out16)
+                        memcpy(dst, h0, (size_t)M * N * 2);
+                    else
+                        memcpy(dst, c0, (size_t)M * N * sizeof(float));
+                    be->gemm_bf16(&ex, &d, a, b, has_bias ? bias : NULL, dst, work);
+                }
+                ck_assert_msg(be->sync(&ex) == SL_OK, "%s", sl_last_error());
+                char what[64];
+                snprintf(what, sizeof what, "gemm_bf16 t%d %s%s", t, out16 ? "bf16" : "f32",
+                         acc ? " +=" : "");
+                ck_assert_msg(out16 ? !memcmp(h, h2, (size_t)M * N * 2)
+                                    : !memcmp(c, c2, (size_t)M * N * sizeof(float)),
+                              "%s: a second call differs", what);
+                for (size_t i = 0; i < (size_t)M * N; i++)
+                    ref[i] = part[i] + (acc ? (out16 ? sl_bf16_widen(h0[i]) : (double)c0[i]) : 0.0);
+                if (out16)
+                    assert_bf16_close(what, "c", h, ref, acc ? part : NULL, (size_t)M * N);
+                else {
+                    double scale = largest(ref, (size_t)M * N);
+                    for (size_t i = 0; i < (size_t)M * N; i++)
+                        ck_assert_msg(fabs(c[i] - ref[i]) <= 1e-5 * scale,
+                                      "%s [%zu]: %.9g, the float64 result %.9g", what, i, c[i],
+                                      ref[i]);
+                }
+                sl_aligned_free(work);
+                cases++;
+            }
+    /* the column sums of bf16 rows: the float kernel's on widened values */
+    float *wide = malloc((size_t)M * N * sizeof *wide), *db = calloc(N, sizeof *db);
+    float *db16 = calloc(N, sizeof *db16);
+    ck_assert(wide && db && db16);
+    for (size_t i = 0; i < (size_t)M * N; i++)
+        wide[i] = sl_bf16_widen(h0[i]);
+    be->bias_backward(&ex, M, N, wide, db);
+    sl_exec e16 = {be, THREADS, 0};
+    e16.bf16 = 1;
+    be->bias_backward(&e16, M, N, (const float *)(const void *)h0, db16);
+    ck_assert(!memcmp(db, db16, N * sizeof *db));
+    printf("gemm_bf16: %d cases within float64's bounds, bf16 bias sums the float bits\n", cases);
+    free(wide), free(db), free(db16);
+    free(a), free(b), free(bias), free(c0), free(c), free(c2), free(h0), free(h), free(h2);
+    free(ad), free(bd), free(ref), free(part);
+    sl_backend_destroy(be);
+}
+END_TEST
+
 /* The 3-channel input's backward data stays on im2col (padded to a block
  * of 16 channels it runs slower), and 1x1 convolutions never leave it. */
 START_TEST(test_onednn_rule_keeps_pointwise_and_few_channels_on_im2col)
@@ -418,6 +515,7 @@ int main(void)
     tcase_add_test(tc, test_onednn_passes_match_im2col);
     tcase_add_test(tc, test_onednn_rule_keeps_pointwise_and_few_channels_on_im2col);
     tcase_add_test(tc, test_onednn_bf16_passes);
+    tcase_add_test(tc, test_onednn_bf16_gemm);
     suite_add_tcase(s, tc);
     int failed = th_run_suite(s);
     return failed ? EXIT_FAILURE : EXIT_SUCCESS;

@@ -45,6 +45,16 @@ typedef struct sl_conv_desc {
     int bf16;
 } sl_conv_desc;
 
+/* A GEMM on bf16 operands (gemm_bf16): c[m x n] (+)= op(a) op(b) (+ bias),
+ * row-major, a and b bf16 (op: transposed when trans_*), c bf16 (c_bf16)
+ * or float, accumulate: added to c (a bf16 c is widened, added to in
+ * float and rounded once); bias (has_bias): n floats added to every row.
+ * Float accumulation throughout. */
+typedef struct sl_gemm_bf16_desc {
+    int trans_a, trans_b, m, n, k, lda, ldb, ldc;
+    int c_bf16, accumulate, has_bias;
+} sl_gemm_bf16_desc;
+
 typedef enum sl_conv_pass { SL_CONV_FWD = 0, SL_CONV_BWD_DATA = 1, SL_CONV_BWD_FILTER = 2 } sl_conv_pass;
 
 /* Pooling geometry: input n x c x h x w, output n x c x oh x ow. */
@@ -113,7 +123,7 @@ typedef struct sl_attention_desc {
      * failure (with the error recorded). free accepts NULL. */                                \
     REQ(void *, alloc, (const sl_backend *be, size_t bytes, const char *what))                 \
     REQ(void, free, (const sl_backend *be, void *p))                                           \
-    /* Copies between the caller's host memory and device memory. The                         \
+    /* Copies between the caller's host memory and device memory. The                          \
      * caller's buffer may change as soon as upload returns (a device                          \
      * backend stages it, without waiting for the copy); download's dst                        \
      * holds the bytes when it returns. */                                                     \
@@ -153,7 +163,7 @@ typedef struct sl_attention_desc {
      * set, when the backend cannot run this geometry. */                                      \
     REQ(size_t, conv2d_workspace_bytes,                                                        \
         (const sl_backend *be, const sl_conv_desc *d, sl_conv_pass pass))                      \
-    /* y = conv(x, w) + bias (bias may be NULL). w: k x c/groups x kh x kw.                   \
+    /* y = conv(x, w) + bias (bias may be NULL). w: k x c/groups x kh x kw.                    \
      * x, y (and dy, dx below) are float, or bf16 when d->bf16. */                             \
     REQ(void, conv2d_forward,                                                                  \
         (const sl_exec *ex, const sl_conv_desc *d, const void *x, const float *w,              \
@@ -167,14 +177,24 @@ typedef struct sl_attention_desc {
         (const sl_exec *ex, const sl_conv_desc *d, const void *x, const void *dy, float *dw,   \
          float *dbias, void *ws))                                                              \
     /* Whether the backend runs all three passes of d (d->bf16 set, no                         \
-     * bias) on bf16 activations itself, each pass's workspace then being                     \
-     * conv2d_workspace_bytes(be, d, pass); NULL or 0: the executor widens                    \
-     * a bf16 network's activations into float copies for the convolution                     \
-     * instead. Decided once per geometry, the same for every call. */                        \
-    OPT(int, conv2d_native_bf16, (const sl_backend *be, const sl_conv_desc *d))               \
+     * bias) on bf16 activations itself, each pass's workspace then being                      \
+     * conv2d_workspace_bytes(be, d, pass); NULL or 0: the executor widens                     \
+     * a bf16 network's activations into float copies for the convolution                      \
+     * instead. Decided once per geometry, the same for every call. */                         \
+    OPT(int, conv2d_native_bf16, (const sl_backend *be, const sl_conv_desc *d))                \
+    /* Workspace bytes of gemm_bf16 on geometry d; SIZE_MAX, with the error                    \
+     * set, when the backend cannot run it. Present where bf16_kernels has                     \
+     * SL_BF16_GEMM. */                                                                        \
+    OPT(size_t, gemm_bf16_workspace_bytes, (const sl_backend *be, const sl_gemm_bf16_desc *d)) \
+    /* The GEMM of d on bf16 operands (sl_gemm_bf16_desc), with                                \
+     * gemm_bf16_workspace_bytes(be, d) of workspace ws. The same geometry                     \
+     * gives the same bits on every call (a fixed thread count). */                            \
+    OPT(void, gemm_bf16,                                                                       \
+        (const sl_exec *ex, const sl_gemm_bf16_desc *d, const void *a, const void *b,          \
+         const float *bias, void *c, void *ws))                                                \
     /* Training BatchNorm over n x c x hw: batch mean and 1/sqrt(var+eps)                      \
      * (biased var) into save_mean / save_invstd, y = normalised * gamma +                     \
-     * beta. When running_mean is not NULL the running statistics are                         \
+     * beta. When running_mean is not NULL the running statistics are                          \
      * updated with momentum (unbiased variance), as PyTorch does. ws:                         \
      * batchnorm_forward_workspace_bytes(n, c, hw) of planned scratch (NULL                    \
      * when that is 0). */                                                                     \
@@ -318,7 +338,7 @@ typedef struct sl_attention_desc {
          float momentum, float weight_decay, int nesterov, int first, float grad_scale))       \
     REQ(void, adam_update,                                                                     \
         (const sl_exec *ex, size_t count, float *w, const float *g, float *m, float *v,        \
-         float lr, float beta1, float beta2, float eps, float weight_decay, int decoupled,      \
+         float lr, float beta1, float beta2, float eps, float weight_decay, int decoupled,     \
          int64_t step, float grad_scale))                                                      \
     /* The same over n spans at once, each span exactly as sgd_update /                        \
      * adam_update would update it (its weight decay its own): a few                           \
@@ -378,7 +398,7 @@ typedef struct sl_attention_desc {
         (const sl_exec *ex, const sl_attention_desc *d, const float *qkv, float *y,            \
          float *saved, void *ws))                                                              \
     /* dqkv (+)= the gradient of y with respect to qkv, from the forward's                     \
-     * input, output (read by the tiled mode) and saved state, with the                       \
+     * input, output (read by the tiled mode) and saved state, with the                        \
      * same dropout mask. ws: attention_workspace_bytes(d, 1). */                              \
     REQ(void, attention_backward,                                                              \
         (const sl_exec *ex, const sl_attention_desc *d, const float *qkv, const float *y,      \
@@ -425,6 +445,7 @@ enum {
     SL_BF16_RELU = 1u << 0,      /* relu_forward, relu_backward */
     SL_BF16_ADD = 1u << 1,       /* add, copy */
     SL_BF16_BATCHNORM = 1u << 2, /* batchnorm_forward_train / _apply / _infer, _backward */
+    SL_BF16_GEMM = 1u << 3,      /* gemm_bf16 (and its workspace), bias_backward's dy */
 };
 
 struct sl_backend {

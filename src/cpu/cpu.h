@@ -98,6 +98,12 @@ int sl_cpu_onednn_conv_backward_filter(const sl_exec *ex, const sl_conv_desc *d,
  * bf16 plan through oneDNN (a CPU with bf16 dot products, avx512_core_bf16
  * or AMX, and oneDNN chosen for convolutions). */
 int sl_cpu_conv2d_native_bf16(const sl_backend *be, const sl_conv_desc *d);
+/* The table's gemm_bf16 and its workspace: oneDNN's matmul on bf16
+ * operands, a plan per geometry made at the first ask (SIZE_MAX with the
+ * error set where oneDNN or the CPU has none). */
+size_t sl_cpu_gemm_bf16_workspace_bytes(const sl_backend *be, const sl_gemm_bf16_desc *d);
+void sl_cpu_gemm_bf16(const sl_exec *ex, const sl_gemm_bf16_desc *d, const void *a, const void *b,
+                      const float *bias, void *c, void *ws);
 
 /* ---- the im2col path's geometry (cpu_conv.c; cpu_onednn.c compares) ---- */
 

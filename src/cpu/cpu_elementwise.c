@@ -193,11 +193,17 @@ void sl_cpu_bias_backward(const sl_exec *ex, int rows, int cols, const float *dy
 {
     int blocks = (cols + BIAS_BLOCK - 1) / BIAS_BLOCK;
     int par = (long long)rows * cols >= CPU_PAR_MIN;
+    const uint16_t *dy16 = ex->bf16 ? (const uint16_t *)(const void *)dy : NULL;
     SL_PARALLEL_FOR(cpu_threads(ex), par, (int b = 0; b < blocks; b++), {
         int j0 = b * BIAS_BLOCK;
         int nj = cols - j0 < BIAS_BLOCK ? cols - j0 : BIAS_BLOCK;
         double acc[BIAS_BLOCK] = {0};
-        sl_column_sums(dy, rows, cols, j0, nj, acc);
+        if (dy16) /* bf16 dy (SL_BF16_GEMM): each value widened, the same sums */
+            for (int r = 0; r < rows; r++)
+                for (int j = 0; j < nj; j++)
+                    acc[j] += (double)sl_bf16_widen(dy16[(size_t)r * cols + j0 + j]);
+        else
+            sl_column_sums(dy, rows, cols, j0, nj, acc);
         for (int j = 0; j < nj; j++)
             dbias[j0 + j] += (float)acc[j];
     });

@@ -275,6 +275,8 @@ struct sl_cpu_state {
     dnnl_stream_t stream;
     conv_plan *plans;
     int n_plans, cap_plans;
+    struct mm_plan *mms; /* gemm_bf16's, by geometry */
+    int n_mms, cap_mms;
 #endif
 };
 
@@ -302,6 +304,10 @@ static void plan_release(conv_plan *p)
 }
 #endif
 
+#ifdef SL_HAVE_ONEDNN
+static void mm_plans_free(sl_cpu_state *s);
+#endif
+
 sl_status sl_cpu_state_create(int threads, sl_cpu_state **out)
 {
     sl_cpu_state *s = sl_zalloc(sizeof *s, "the CPU backend's state");
@@ -320,6 +326,7 @@ void sl_cpu_state_free(sl_cpu_state *s)
     for (int i = 0; i < s->n_plans; i++)
         plan_release(&s->plans[i]);
     free(s->plans);
+    mm_plans_free(s);
     if (s->stream)
         dnnl_stream_destroy(s->stream);
     if (s->engine)
@@ -740,7 +747,7 @@ static void record_failure(sl_cpu_state *s, dnnl_status_t st)
     if (s->failed != SL_OK)
         return;
     s->failed = st == dnnl_out_of_memory ? SL_ERR_NOMEM : SL_ERR_BACKEND;
-    snprintf(s->failed_msg, sizeof s->failed_msg, "a oneDNN convolution failed (status %d)",
+    snprintf(s->failed_msg, sizeof s->failed_msg, "a oneDNN primitive failed (status %d)",
              (int)st);
 }
 
@@ -876,6 +883,206 @@ int sl_cpu_onednn_conv_backward_filter(const sl_exec *ex, const sl_conv_desc *d,
     return 1;
 }
 
+
+/* ---- GEMMs on bf16 operands (gemm_bf16): oneDNN's matmul ---- */
+
+/* One geometry's matmul: the caller's row-major tensors described by
+ * strides (a transposed operand is the same bytes read column-wise), so
+ * nothing is reordered; oneDNN packs what its kernel wants into the
+ * scratchpad, which is the call's workspace. ok 0: no plan (the error was
+ * set when it was asked for). */
+typedef struct mm_plan {
+    sl_gemm_bf16_desc d;
+    int ok;
+    size_t ws_bytes;
+    dnnl_primitive_t prim;
+    dnnl_memory_t a, b, bias, c, scratch;
+    char impl[64];
+} mm_plan;
+
+static void mm_release(mm_plan *p)
+{
+    dnnl_memory_t *m[5] = {&p->a, &p->b, &p->bias, &p->c, &p->scratch};
+    for (int i = 0; i < 5; i++)
+        if (*m[i]) {
+            dnnl_memory_destroy(*m[i]);
+            *m[i] = NULL;
+        }
+    if (p->prim)
+        dnnl_primitive_destroy(p->prim);
+    p->prim = NULL;
+}
+
+static void mm_plans_free(sl_cpu_state *s)
+{
+    for (int i = 0; i < s->n_mms; i++)
+        mm_release(&s->mms[i]);
+    free(s->mms);
+}
+
+/* A 2-d row-major matrix of rows x cols, ld apart, read transposed or not,
+ * as oneDNN's logical rows x cols. */
+static dnnl_status_t mm_md(dnnl_memory_desc_t *md, int rows, int cols, int ld, int trans,
+                           dnnl_data_type_t dt)
+{
+    dnnl_dims_t dims = {rows, cols};
+    dnnl_dims_t strides = {trans ? 1 : ld, trans ? ld : 1};
+    return dnnl_memory_desc_init_by_strides(md, 2, dims, dt, strides);
+}
+
+static dnnl_status_t mm_make(sl_cpu_state *s, mm_plan *p)
+{
+    const sl_gemm_bf16_desc *d = &p->d;
+    dnnl_memory_desc_t a, b, c, bias;
+    dnnl_status_t st = mm_md(&a, d->m, d->k, d->lda, d->trans_a, dnnl_bf16);
+    if (st == dnnl_success)
+        st = mm_md(&b, d->k, d->n, d->ldb, d->trans_b, dnnl_bf16);
+    if (st == dnnl_success)
+        st = mm_md(&c, d->m, d->n, d->ldc, 0, d->c_bf16 ? dnnl_bf16 : dnnl_f32);
+    if (st == dnnl_success && d->has_bias)
+        st = mm_md(&bias, 1, d->n, d->n, 0, dnnl_f32);
+    dnnl_primitive_attr_t attr = NULL;
+    dnnl_post_ops_t po = NULL;
+    if (st == dnnl_success)
+        st = dnnl_primitive_attr_create(&attr);
+    if (st == dnnl_success)
+        st = dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user);
+    if (st == dnnl_success && d->accumulate) { /* c = product + c, one rounding */
+        st = dnnl_post_ops_create(&po);
+        if (st == dnnl_success)
+            st = dnnl_post_ops_append_sum(po, 1.0f);
+        if (st == dnnl_success)
+            st = dnnl_primitive_attr_set_post_ops(attr, po);
+    }
+    dnnl_matmul_desc_t md;
+    dnnl_primitive_desc_t pd = NULL;
+    if (st == dnnl_success)
+        st = dnnl_matmul_desc_init(&md, &a, &b, d->has_bias ? &bias : NULL, &c);
+    if (st == dnnl_success)
+        st = dnnl_primitive_desc_create(&pd, &md, attr, s->engine, NULL);
+    if (st == dnnl_success) {
+        const char *name = "";
+        dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &name);
+        snprintf(p->impl, sizeof p->impl, "%s", name ? name : "");
+        const dnnl_memory_desc_t *sp = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
+        p->ws_bytes = sp ? dnnl_memory_desc_get_size(sp) : 0;
+        if (p->ws_bytes)
+            st = dnnl_memory_create(&p->scratch, sp, s->engine, DNNL_MEMORY_NONE);
+    }
+    if (st == dnnl_success)
+        st = dnnl_memory_create(&p->a, &a, s->engine, DNNL_MEMORY_NONE);
+    if (st == dnnl_success)
+        st = dnnl_memory_create(&p->b, &b, s->engine, DNNL_MEMORY_NONE);
+    if (st == dnnl_success)
+        st = dnnl_memory_create(&p->c, &c, s->engine, DNNL_MEMORY_NONE);
+    if (st == dnnl_success && d->has_bias)
+        st = dnnl_memory_create(&p->bias, &bias, s->engine, DNNL_MEMORY_NONE);
+    if (st == dnnl_success)
+        st = dnnl_primitive_create(&p->prim, pd);
+    if (pd)
+        dnnl_primitive_desc_destroy(pd);
+    if (po)
+        dnnl_post_ops_destroy(po);
+    if (attr)
+        dnnl_primitive_attr_destroy(attr);
+    if (st != dnnl_success)
+        mm_release(p);
+    return st;
+}
+
+/* The plan of a geometry, made on first use (at plan time: the layer asks
+ * for its workspace); NULL with the error set when it cannot be made. */
+static mm_plan *mm_plan_get(sl_cpu_state *s, const sl_gemm_bf16_desc *d)
+{
+    for (int i = 0; i < s->n_mms; i++)
+        if (memcmp(&s->mms[i].d, d, sizeof *d) == 0) {
+            if (!s->mms[i].ok)
+                sl_set_error(SL_ERR_UNSUPPORTED, "oneDNN has no bf16 matmul for this geometry");
+            return s->mms[i].ok ? &s->mms[i] : NULL;
+        }
+    if (s->n_mms == s->cap_mms) {
+        int cap = s->cap_mms ? 2 * s->cap_mms : 16;
+        mm_plan *np = sl_realloc(s->mms, (size_t)cap * sizeof *np);
+        if (!np) {
+            sl_set_error(SL_ERR_NOMEM, "out of memory for the CPU backend's matmul plans");
+            return NULL;
+        }
+        s->mms = np;
+        s->cap_mms = cap;
+    }
+    mm_plan p;
+    memset(&p, 0, sizeof p);
+    p.d = *d;
+    sl_status st = SL_OK;
+    if (!isa_has_bf16())
+        st = sl_set_error(SL_ERR_UNSUPPORTED, "this CPU has no bf16 dot products for oneDNN");
+    int old = team_push(s->threads);
+    if (st == SL_OK && !s->engine) {
+        dnnl_status_t e = dnnl_engine_create(&s->engine, dnnl_cpu, 0);
+        if (e == dnnl_success)
+            e = dnnl_stream_create(&s->stream, s->engine, dnnl_stream_default_flags);
+        if (e != dnnl_success)
+            st = dnnl_fail(e, "open its CPU engine");
+    }
+    if (st == SL_OK) {
+        dnnl_status_t e = mm_make(s, &p);
+        if (e != dnnl_success)
+            st = dnnl_fail(e, "make a bf16 matmul");
+    }
+    team_pop(old);
+    p.ok = st == SL_OK;
+    if (sl_cpu_kernels_log())
+        fprintf(stderr, "sublinear: gemm bf16 %dx%dx%d%s%s%s: %s%s, workspace %zu bytes\n", d->m,
+                d->n, d->k, d->trans_a ? " a^T" : "", d->trans_b ? " b^T" : "",
+                d->accumulate ? " +=" : "", p.ok ? "oneDNN " : "none: ", p.ok ? p.impl : sl_last_error(),
+                p.ws_bytes);
+    s->mms[s->n_mms++] = p;
+    return p.ok ? &s->mms[s->n_mms - 1] : NULL;
+}
+
+size_t sl_cpu_gemm_bf16_workspace_bytes(const sl_backend *be, const sl_gemm_bf16_desc *d)
+{
+    sl_cpu_state *s = state_of(be);
+    mm_plan *p = s ? mm_plan_get(s, d) : NULL;
+    return p ? p->ws_bytes : SIZE_MAX;
+}
+
+void sl_cpu_gemm_bf16(const sl_exec *ex, const sl_gemm_bf16_desc *d, const void *a, const void *b,
+                      const float *bias, void *c, void *ws)
+{
+    sl_cpu_state *s = state_of(ex->be);
+    mm_plan *p = s ? mm_plan_get(s, d) : NULL;
+    if (!p) {
+        sl_cpu_state_fail(s, "gemm_bf16 on a geometry without a oneDNN plan");
+        return;
+    }
+    int old = team_push(s->threads);
+    dnnl_exec_arg_t args[5] = {{DNNL_ARG_SRC, p->a}, {DNNL_ARG_WEIGHTS, p->b}, {DNNL_ARG_DST, p->c}};
+    int n = 3;
+    dnnl_status_t st = dnnl_memory_set_data_handle(p->a, (void *)a);
+    if (st == dnnl_success)
+        st = dnnl_memory_set_data_handle(p->b, (void *)b);
+    if (st == dnnl_success)
+        st = dnnl_memory_set_data_handle(p->c, c);
+    if (st == dnnl_success && p->bias) {
+        st = dnnl_memory_set_data_handle(p->bias, (void *)bias);
+        args[n].arg = DNNL_ARG_BIAS;
+        args[n++].memory = p->bias;
+    }
+    if (st == dnnl_success && p->scratch) {
+        st = dnnl_memory_set_data_handle(p->scratch, ws);
+        args[n].arg = DNNL_ARG_SCRATCHPAD;
+        args[n++].memory = p->scratch;
+    }
+    if (st == dnnl_success)
+        st = dnnl_primitive_execute(p->prim, s->stream, n, args);
+    if (st == dnnl_success)
+        st = dnnl_stream_wait(s->stream);
+    team_pop(old);
+    if (st != dnnl_success)
+        record_failure(s, st);
+}
+
 #else /* no oneDNN */
 
 int sl_cpu_onednn_conv_chunk(const sl_backend *be, const sl_conv_desc *d, sl_conv_pass pass)
@@ -917,5 +1124,19 @@ int sl_cpu_onednn_conv_backward_filter(const sl_exec *ex, const sl_conv_desc *d,
 {
     (void)ex, (void)d, (void)x, (void)dy, (void)dw, (void)ws;
     return 0;
+}
+
+size_t sl_cpu_gemm_bf16_workspace_bytes(const sl_backend *be, const sl_gemm_bf16_desc *d)
+{
+    (void)be, (void)d;
+    sl_set_error(SL_ERR_UNSUPPORTED, "this build has no oneDNN for bf16 GEMMs");
+    return SIZE_MAX;
+}
+
+void sl_cpu_gemm_bf16(const sl_exec *ex, const sl_gemm_bf16_desc *d, const void *a, const void *b,
+                      const float *bias, void *c, void *ws)
+{
+    (void)d, (void)a, (void)b, (void)bias, (void)c, (void)ws;
+    sl_cpu_state_fail(ex && ex->be ? ex->be->impl : NULL, "gemm_bf16 without oneDNN");
 }
 #endif

@@ -191,3 +191,23 @@ extern "C" void sl_cuda_gemm_bias(const sl_exec *ex, int trans_a, int trans_b, i
     sl_cuda_gemm(ex, trans_a, trans_b, m, n, k, 1.0f, a, lda, b, ldb, 0.0f, c, ldc);
     sl_cuda_bias_add(ex, m, n, bias, c);
 }
+
+/* ---- gemm_bf16: not on the GPU yet (bf16_kernels has no SL_BF16_GEMM,
+ * so no layer asks; issue 34's cuBLAS bf16 GEMMs will answer here) ---- */
+
+extern "C" size_t sl_cuda_gemm_bf16_workspace_bytes(const sl_backend *be,
+                                                     const sl_gemm_bf16_desc *d)
+{
+    (void)be;
+    (void)d;
+    sl_set_error(SL_ERR_UNSUPPORTED, "the CUDA backend has no bf16 GEMMs yet");
+    return SIZE_MAX;
+}
+
+extern "C" void sl_cuda_gemm_bf16(const sl_exec *ex, const sl_gemm_bf16_desc *d, const void *a,
+                                  const void *b, const float *bias, void *c, void *ws)
+{
+    (void)d, (void)a, (void)b, (void)bias, (void)c, (void)ws;
+    sl_cuda_record(sl_cuda_ex(ex), __FILE__, __LINE__, "gemm_bf16",
+                   "the CUDA backend has no bf16 GEMMs yet");
+}

@@ -4,7 +4,9 @@
  * of Linear's), over the rows of a sequence tensor {B, in, T, 1} (or
  * feature vectors {N, in, 1, 1}), through the backend's GEMM.
  */
+#include <limits.h>
 #include <math.h>
+#include <stdint.h>
 
 #include "layers/layer.h"
 
@@ -34,10 +36,89 @@ static sl_status conv1d_infer(const sl_layer *l, const sl_backend *be, int n_in,
     return SL_OK;
 }
 
+/* ---- bf16 activations on the backend's bf16 GEMMs (SL_BF16_GEMM) ----
+ *
+ * x, y, dy and dx stay bf16; the weight is rounded to bf16 (nearest even)
+ * into the workspace for the forward and the input gradient; the weight
+ * and bias gradients are summed in float. The three products and their
+ * workspace: */
+typedef struct conv1d_gemms {
+    sl_gemm_bf16_desc fwd, wgrad, dgrad[2]; /* dgrad[accumulate] */
+} conv1d_gemms;
+
+static conv1d_gemms gemms_of(int rows, int f, int o)
+{
+    conv1d_gemms g;
+    /* y = x W + b */
+    g.fwd = (sl_gemm_bf16_desc){0, 0, rows, o, f, f, o, o, 1, 0, 1};
+    /* dW += x^T dy */
+    g.wgrad = (sl_gemm_bf16_desc){1, 0, f, o, rows, f, o, o, 0, 1, 0};
+    /* dx (+)= dy W^T */
+    for (int acc = 0; acc < 2; acc++)
+        g.dgrad[acc] = (sl_gemm_bf16_desc){0, 1, rows, f, o, o, o, f, 1, acc, 0};
+    return g;
+}
+
+/* The bf16 copy of the weight at the start of either workspace. */
+static size_t weight16_bytes(int f, int o)
+{
+    return sl_align_up((size_t)f * o * sizeof(uint16_t));
+}
+
+/* Yes where the backend has bf16 GEMMs for all the products and they plan
+ * no more than the float copies they replace (x and y forward; x, dy and
+ * dx backward; Conv1D's float path has no workspace). */
+static int conv1d_native_bf16(const sl_layer *l, const sl_backend *be, int n_in,
+                              const sl_shape *in, sl_shape out, sl_layer_cost *cost)
+{
+    const conv1d *cv = (const conv1d *)l;
+    (void)n_in;
+    if (!sl_native_bf16_if(be, SL_BF16_GEMM) || !be->gemm_bf16 || !be->gemm_bf16_workspace_bytes)
+        return 0;
+    uint64_t rows64 = sl_mul3_sat((uint64_t)in[0].n, (uint64_t)in[0].h, (uint64_t)in[0].w);
+    if (rows64 > INT_MAX)
+        return 0;
+    conv1d_gemms g = gemms_of((int)rows64, cv->in_features, cv->out_features);
+    size_t fwd = be->gemm_bf16_workspace_bytes(be, &g.fwd), bwd = 0;
+    const sl_gemm_bf16_desc *back[3] = {&g.wgrad, &g.dgrad[0], &g.dgrad[1]};
+    for (int i = 0; i < 3 && fwd != SIZE_MAX && bwd != SIZE_MAX; i++) {
+        size_t b = be->gemm_bf16_workspace_bytes(be, back[i]);
+        bwd = b == SIZE_MAX ? SIZE_MAX : (b > bwd ? b : bwd);
+    }
+    /* a geometry oneDNN cannot run keeps the float copies */
+    if (fwd == SIZE_MAX || bwd == SIZE_MAX)
+        return 0;
+    size_t w16 = weight16_bytes(cv->in_features, cv->out_features);
+    size_t x = sl_shape_count(in[0]) * sizeof(float), y = sl_shape_count(out) * sizeof(float);
+    fwd += w16;
+    bwd += w16;
+    if (fwd > cost->ws_fwd_bytes + x + y || bwd > cost->ws_bwd_bytes + 2 * x + y)
+        return 0;
+    cost->ws_fwd_bytes = fwd;
+    cost->ws_bwd_bytes = bwd;
+    return 1;
+}
+
+/* The weight rounded to bf16 into the workspace's start. */
+static void *weight16(const sl_layer *l, const sl_exec *ex, void *ws)
+{
+    const conv1d *cv = (const conv1d *)l;
+    ex->be->cast(ex, (size_t)cv->in_features * cv->out_features, l->params[0].data, SL_DTYPE_F32, ws,
+                 SL_DTYPE_BF16);
+    return ws;
+}
+
 static void conv1d_forward(sl_layer *l, const sl_exec *ex, const sl_fwd_args *a)
 {
     conv1d *cv = (conv1d *)l;
     int rows = a->in[0].n * a->in[0].h * a->in[0].w, f = cv->in_features, o = cv->out_features;
+    if (a->bf16) {
+        conv1d_gemms g = gemms_of(rows, f, o);
+        char *ws = a->ws;
+        ex->be->gemm_bf16(ex, &g.fwd, a->x[0], weight16(l, ex, ws), l->params[1].data, a->y,
+                          ws + weight16_bytes(f, o));
+        return;
+    }
     if (ex->be->gemm_bias) /* the bias in the GEMM's epilogue */
         ex->be->gemm_bias(ex, 0, 0, rows, o, f, a->x[0], f, l->params[0].data, o,
                           l->params[1].data, a->y, o);
@@ -51,6 +132,17 @@ static void conv1d_backward(sl_layer *l, const sl_exec *ex, const sl_bwd_args *a
 {
     conv1d *cv = (conv1d *)l;
     int rows = a->in[0].n * a->in[0].h * a->in[0].w, f = cv->in_features, o = cv->out_features;
+    if (a->bf16) {
+        conv1d_gemms g = gemms_of(rows, f, o);
+        char *ws = a->ws, *rest = ws + weight16_bytes(f, o);
+        sl_exec e16 = sl_exec_for(ex, 1);
+        ex->be->gemm_bf16(ex, &g.wgrad, a->x[0], a->dy, NULL, l->params[0].grad, rest);
+        ex->be->bias_backward(&e16, rows, o, a->dy, l->params[1].grad);
+        if (a->dx[0])
+            ex->be->gemm_bf16(ex, &g.dgrad[a->accumulate[0] != 0], a->dy, weight16(l, ex, ws),
+                              NULL, a->dx[0], rest);
+        return;
+    }
     /* dW[in, out] += x^T dy; db += column sums of dy; dx (+)= dy W^T */
     ex->be->gemm(ex, 1, 0, f, o, rows, 1.0f, a->x[0], f, a->dy, o, 1.0f, l->params[0].grad, o);
     ex->be->bias_backward(ex, rows, o, a->dy, l->params[1].grad);
@@ -71,6 +163,7 @@ static const sl_layer_ops conv1d_ops = {
     .infer = conv1d_infer,
     .forward = conv1d_forward,
     .backward = conv1d_backward,
+    .native_bf16 = conv1d_native_bf16,
     .out_channels = conv1d_out_channels,
 };
 
