@@ -406,6 +406,53 @@ static void op_gemm_bias(dev *d, outputs *o)
     }
 }
 
+/* gemm_bf16 where the backend has it (SL_BF16_GEMM: cuBLASLt on a GPU,
+ * oneDNN on a CPU with bf16 dot products), else the same product on the
+ * widened operands in float (exact products, float sums): the four
+ * transposes with float and bf16 outputs, a bias or an accumulation. */
+static void op_gemm_bf16(dev *d, outputs *o)
+{
+    enum { M = 67, N = 45, K = 130 };
+    const sl_backend *be = d->be;
+    int native = (be->bf16_kernels & SL_BF16_GEMM) && be->gemm_bf16;
+    float *af = dev_normal(d, (size_t)M * K, 111, 1.0f), *bf = dev_normal(d, (size_t)K * N, 112, 1.0f);
+    uint16_t *a = dev_alloc(d, (size_t)M * K * 2), *b = dev_alloc(d, (size_t)K * N * 2);
+    be->cast(&d->ex, (size_t)M * K, af, SL_DTYPE_F32, a, SL_DTYPE_BF16);
+    be->cast(&d->ex, (size_t)K * N, bf, SL_DTYPE_F32, b, SL_DTYPE_BF16);
+    /* af, bf: the operands as the bf16 GEMM reads them */
+    be->cast(&d->ex, (size_t)M * K, a, SL_DTYPE_BF16, af, SL_DTYPE_F32);
+    be->cast(&d->ex, (size_t)K * N, b, SL_DTYPE_BF16, bf, SL_DTYPE_F32);
+    float *bias = dev_normal(d, N, 113, 1.0f);
+    for (int t = 0; t < 4; t++) {
+        int ta = t & 1, tb = t >> 1, out16 = t >= 2, acc = t & 1;
+        sl_gemm_bf16_desc g = {ta, tb, M, N, K, ta ? M : K, tb ? K : N, N, out16, acc, !acc};
+        float *cf = dev_normal(d, (size_t)M * N, 120 + (uint64_t)t, 1.0f);
+        uint16_t *c16 = NULL;
+        if (out16) {
+            c16 = dev_alloc(d, (size_t)M * N * 2);
+            be->cast(&d->ex, (size_t)M * N, cf, SL_DTYPE_F32, c16, SL_DTYPE_BF16);
+        }
+        if (native) {
+            size_t ws = be->gemm_bf16_workspace_bytes(be, &g);
+            ck_assert_msg(ws != SIZE_MAX, "%s: %s", be->name, sl_last_error());
+            be->gemm_bf16(&d->ex, &g, a, b, acc ? NULL : bias, out16 ? (void *)c16 : (void *)cf,
+                          ws ? dev_alloc(d, ws) : NULL);
+        } else {
+            if (out16) /* the start c as the bf16 GEMM reads it */
+                be->cast(&d->ex, (size_t)M * N, c16, SL_DTYPE_BF16, cf, SL_DTYPE_F32);
+            be->gemm(&d->ex, ta, tb, M, N, K, 1.0f, af, ta ? M : K, bf, tb ? K : N,
+                     acc ? 1.0f : 0.0f, cf, N);
+            if (!acc)
+                be->bias_add(&d->ex, M, N, bias, cf);
+            if (out16)
+                be->cast(&d->ex, (size_t)M * N, cf, SL_DTYPE_F32, c16, SL_DTYPE_BF16);
+        }
+        if (out16) /* compared widened */
+            be->cast(&d->ex, (size_t)M * N, c16, SL_DTYPE_BF16, cf, SL_DTYPE_F32);
+        out_add(o, d, cf, (size_t)M * N);
+    }
+}
+
 static void *conv_ws(dev *d, const sl_conv_desc *c, sl_conv_pass pass)
 {
     size_t b = d->be->conv2d_workspace_bytes(d->be, c, pass);
@@ -624,6 +671,10 @@ START_TEST(test_ops_gpu_vs_cpu)
     /* the epilogue adds the bias before the product's one rounding */
     const double gemm_bias_tol[] = {1e-5, 1e-5, 1e-5, 1e-5, 1e-5};
     check_op("gemm_bias (epilogue)", op_gemm_bias, gpu, gemm_bias_tol);
+    /* bf16 products summed in float in another order; a bf16 output may
+     * round the other way: a bf16 unit (at most 2^-7 of the largest) */
+    const double gemm_bf16_tol[] = {1e-5, 1e-5, 8e-3, 8e-3};
+    check_op("gemm_bf16", op_gemm_bf16, gpu, gemm_bf16_tol);
     /* cuDNN against im2col / oneDNN: y, dx (accumulated), dw, dbias */
     const double conv_tol[] = {1e-5, 1e-5, 1e-5, 1e-5};
     check_op("conv2d (grouped, strided)", op_conv, gpu, conv_tol);

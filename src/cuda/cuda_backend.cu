@@ -9,6 +9,7 @@
 #include <mutex>
 #include <new>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cuda/cuda_backend.h"
@@ -291,6 +292,10 @@ extern "C" sl_status sl_cuda_backend_create(int gpu, int deterministic, int tf32
     b->name = deterministic ? (tf32 ? "cuda (deterministic, tf32)" : "cuda (deterministic)")
                             : (tf32 ? "cuda (tf32)" : "cuda");
     b->impl = s;
+    /* bf16 GEMMs on the tensor cores (cuBLASLt) unless SL_CUDA_BF16_GEMM=off
+     * (then a bf16 network's Conv1D layers run on float copies) */
+    const char *v = getenv("SL_CUDA_BF16_GEMM");
+    b->bf16_kernels = v && (strcmp(v, "off") == 0 || strcmp(v, "0") == 0) ? 0u : (unsigned)SL_BF16_GEMM;
     *out = b;
     return SL_OK;
 }

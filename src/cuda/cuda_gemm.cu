@@ -28,7 +28,7 @@ extern "C" void sl_cuda_gemm(const sl_exec *ex, int trans_a, int trans_b, int m,
                                 &beta, c, ldc));
 }
 
-/* ---- gemm_bias: the bias in cuBLASLt's epilogue ---- */
+/* ---- cuBLASLt: gemm_bias (the bias in the epilogue) and gemm_bf16 ---- */
 
 /* The largest power of two (at most 256) dividing a pointer: cuBLASLt's
  * heuristics must only offer algorithms the buffers' alignment allows
@@ -42,23 +42,30 @@ static uint32_t align_of(const void *p)
     return al;
 }
 
-/* One geometry's descriptors and algorithm. ok 0: cuBLASLt offered none
- * (gemm then bias_add run instead). */
+/* A product for cuBLASLt: row-major c[m x n] = op(a) op(b) (+ bias) (+ c
+ * when accumulating), a and b of one type, c of another, and the buffers'
+ * alignments (bytes) the algorithm must allow. */
+struct lt_geom {
+    int ta, tb, m, n, k, lda, ldb, ldc;
+    int ab_bf16, c_bf16, bias, accumulate;
+    int align[4]; /* a, b, c, bias */
+};
+
+/* One geometry's descriptors and algorithm. ok 0: cuBLASLt offered none. */
 struct lt_plan {
-    int key[12];
+    lt_geom g;
     int ok;
     cublasLtMatmulDesc_t op;
     cublasLtMatrixLayout_t la, lb, lc;
     cublasLtMatmulAlgo_t algo;
 };
 
-/* Plans by geometry and alignment, made at a geometry's first call and
- * kept for the instance's life, so every later call of a shape runs the
- * same algorithm: the same bits, a re-forward its forward's. The lock
- * guards the table and the bias pointer set on a plan's descriptor for
- * the length of one call (two networks of a context may run from two
- * threads). */
-enum { kLtPlans = 64 };
+/* Plans by geometry, made at a geometry's first ask and kept for the
+ * instance's life, so every later call of a shape runs the same
+ * algorithm: the same bits, a re-forward its forward's. The lock guards
+ * the table and the bias pointer set on a plan's descriptor for the length
+ * of one call (two networks of a context may run from two threads). */
+enum { kLtPlans = 96 };
 struct sl_cuda_lt_cache {
     std::mutex lock;
     int n;
@@ -93,16 +100,22 @@ extern "C" void sl_cuda_lt_cache_free(struct sl_cuda_lt_cache *c)
     delete c;
 }
 
-/* A plan for the row-major product C[m x n] = op(A) op(B) + bias as the
- * column-major C^T = op(B)^T op(A)^T, the bias a column of C^T's n rows
- * (cuBLASLt's BIAS epilogue adds bias[i] to row i of D); no workspace. */
-static void plan_make(sl_cuda_state *s, lt_plan *p, int ta, int tb, int m, int n, int k, int lda,
-                      int ldb, int ldc, const uint32_t al[4])
+/* A plan for the row-major product as the column-major C^T = op(B)^T
+ * op(A)^T: cuBLASLt's A is our b, its B our a; the bias a column of C^T's
+ * n rows (the BIAS epilogue adds bias[i] to row i of D), in float; no
+ * workspace. bf16 operands compute in float on the tensor cores; float
+ * ones in the instance's math (TF32 when allowed, else pedantic FP32). */
+static void plan_make(sl_cuda_state *s, lt_plan *p)
 {
+    const lt_geom &g = p->g;
     p->ok = 0;
-    cublasComputeType_t ct = s->tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F_PEDANTIC;
-    cublasOperation_t opa = tb ? CUBLAS_OP_T : CUBLAS_OP_N, opb = ta ? CUBLAS_OP_T : CUBLAS_OP_N;
-    cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
+    cublasComputeType_t ct = g.ab_bf16 ? CUBLAS_COMPUTE_32F
+                             : s->tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32
+                                       : CUBLAS_COMPUTE_32F_PEDANTIC;
+    cudaDataType_t ab = g.ab_bf16 ? CUDA_R_16BF : CUDA_R_32F, ct_c = g.c_bf16 ? CUDA_R_16BF : CUDA_R_32F;
+    cudaDataType_t bias_t = CUDA_R_32F;
+    cublasOperation_t opa = g.tb ? CUBLAS_OP_T : CUBLAS_OP_N, opb = g.ta ? CUBLAS_OP_T : CUBLAS_OP_N;
+    cublasLtEpilogue_t epi = g.bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
     if (cublasLtMatmulDescCreate(&p->op, ct, CUDA_R_32F) != CUBLAS_STATUS_SUCCESS ||
         cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof opa) !=
             CUBLAS_STATUS_SUCCESS ||
@@ -110,18 +123,20 @@ static void plan_make(sl_cuda_state *s, lt_plan *p, int ta, int tb, int m, int n
             CUBLAS_STATUS_SUCCESS ||
         cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi) !=
             CUBLAS_STATUS_SUCCESS ||
-        cublasLtMatrixLayoutCreate(&p->la, CUDA_R_32F, tb ? k : n, tb ? n : k, ldb) !=
+        (g.bias && cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE,
+                                                  &bias_t, sizeof bias_t) !=
+                       CUBLAS_STATUS_SUCCESS) ||
+        cublasLtMatrixLayoutCreate(&p->la, ab, g.tb ? g.k : g.n, g.tb ? g.n : g.k, g.ldb) !=
             CUBLAS_STATUS_SUCCESS ||
-        cublasLtMatrixLayoutCreate(&p->lb, CUDA_R_32F, ta ? m : k, ta ? k : m, lda) !=
+        cublasLtMatrixLayoutCreate(&p->lb, ab, g.ta ? g.m : g.k, g.ta ? g.k : g.m, g.lda) !=
             CUBLAS_STATUS_SUCCESS ||
-        cublasLtMatrixLayoutCreate(&p->lc, CUDA_R_32F, n, m, ldc) != CUBLAS_STATUS_SUCCESS)
+        cublasLtMatrixLayoutCreate(&p->lc, ct_c, g.n, g.m, g.ldc) != CUBLAS_STATUS_SUCCESS)
         return;
     cublasLtMatmulPreference_t pref = NULL;
     if (cublasLtMatmulPreferenceCreate(&pref) != CUBLAS_STATUS_SUCCESS)
         return;
     size_t ws = 0;
-    /* A is our B, B our A (see above); C and D are one buffer */
-    uint32_t al_a = al[1], al_b = al[0], al_c = al[2];
+    uint32_t al_a = (uint32_t)g.align[1], al_b = (uint32_t)g.align[0], al_c = (uint32_t)g.align[2];
     int got = 0;
     cublasLtMatmulHeuristicResult_t res;
     if (cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws,
@@ -143,28 +158,43 @@ static void plan_make(sl_cuda_state *s, lt_plan *p, int ta, int tb, int m, int n
     cublasLtMatmulPreferenceDestroy(pref);
 }
 
-/* The plan of a call, made at its geometry's first call; NULL when the
- * cache is full (gemm and bias_add then). Called with the cache locked. */
-static lt_plan *plan_of(sl_cuda_state *s, int ta, int tb, int m, int n, int k, const float *a,
-                        int lda, const float *b, int ldb, const float *bias, float *c, int ldc)
+/* The plan of geometry g, made at its first ask; NULL when the cache is
+ * full. Called with the cache locked. */
+static lt_plan *plan_of(sl_cuda_state *s, const lt_geom &g)
 {
-    uint32_t al[4] = {align_of(a), align_of(b), align_of(c), align_of(bias)};
-    int key[12] = {ta, tb, m, n, k, lda, ldb, ldc, (int)al[0], (int)al[1], (int)al[2],
-                   (int)al[3]};
     sl_cuda_lt_cache *lc = s->lt_cache;
     for (int i = 0; i < lc->n; i++)
-        if (memcmp(lc->plan[i].key, key, sizeof key) == 0)
+        if (memcmp(&lc->plan[i].g, &g, sizeof g) == 0)
             return &lc->plan[i];
     if (lc->n == kLtPlans)
         return NULL;
     lt_plan *p = &lc->plan[lc->n];
     memset(p, 0, sizeof *p);
-    memcpy(p->key, key, sizeof key);
-    plan_make(s, p, ta, tb, m, n, k, lda, ldb, ldc, al);
+    p->g = g;
+    plan_make(s, p);
     if (!p->ok)
-        plan_release(p); /* kept as "none": the same fallback every time */
+        plan_release(p); /* kept as "none": the same answer every time */
     lc->n++;
     return p;
+}
+
+/* Runs g's plan on the instance's stream; 0 (nothing queued) where
+ * cuBLASLt has no algorithm for it. */
+static int lt_run(sl_cuda_state *s, const lt_geom &g, const void *a, const void *b,
+                  const float *bias, void *c)
+{
+    std::lock_guard<std::mutex> hold(s->lt_cache->lock);
+    lt_plan *p = plan_of(s, g);
+    if (!p || !p->ok)
+        return 0;
+    const float one = 1.0f, zero = 0.0f;
+    if (g.bias)
+        SL_CUBLAS_CHECK(s, cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
+                                                          &bias, sizeof bias));
+    SL_CUBLAS_CHECK(s, cublasLtMatmul(s->cublaslt, p->op, &one, b, p->la, a, p->lb,
+                                      g.accumulate ? &one : &zero, c, p->lc, c, p->lc, &p->algo,
+                                      NULL, 0, s->stream));
+    return 1;
 }
 
 extern "C" void sl_cuda_gemm_bias(const sl_exec *ex, int trans_a, int trans_b, int m, int n,
@@ -174,40 +204,60 @@ extern "C" void sl_cuda_gemm_bias(const sl_exec *ex, int trans_a, int trans_b, i
     sl_cuda_state *s = sl_cuda_ex(ex);
     if (m <= 0 || n <= 0)
         return;
-    {
-        std::lock_guard<std::mutex> hold(s->lt_cache->lock);
-        lt_plan *p = plan_of(s, trans_a, trans_b, m, n, k, a, lda, b, ldb, bias, c, ldc);
-        if (p && p->ok) {
-            const float one = 1.0f, zero = 0.0f;
-            SL_CUBLAS_CHECK(s, cublasLtMatmulDescSetAttribute(
-                                   p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
-            SL_CUBLAS_CHECK(s, cublasLtMatmul(s->cublaslt, p->op, &one, b, p->la, a, p->lb, &zero,
-                                              c, p->lc, c, p->lc, &p->algo, NULL, 0, s->stream));
-            return;
-        }
-    }
+    lt_geom g = {trans_a, trans_b, m, n, k, lda, ldb, ldc, 0, 0, 1, 0,
+                 {(int)align_of(a), (int)align_of(b), (int)align_of(c), (int)align_of(bias)}};
+    if (lt_run(s, g, a, b, bias, c))
+        return;
     /* no cuBLASLt algorithm for this geometry: the two calls it replaces
      * (c's rows are n floats apart: gemm_bias's contract) */
     sl_cuda_gemm(ex, trans_a, trans_b, m, n, k, 1.0f, a, lda, b, ldb, 0.0f, c, ldc);
     sl_cuda_bias_add(ex, m, n, bias, c);
 }
 
-/* ---- gemm_bf16: not on the GPU yet (bf16_kernels has no SL_BF16_GEMM,
- * so no layer asks; issue 34's cuBLAS bf16 GEMMs will answer here) ---- */
+/* gemm_bf16 (the CUDA backend's SL_BF16_GEMM): cuBLASLt on bf16 operands,
+ * float accumulation, the bias in the epilogue, accumulation as beta = 1
+ * (c widened, added in float, rounded once). Planned tensors start on 64
+ * bytes; the plans assume 16, the least the tensor-core kernels take, and
+ * a call on less is refused at the next sync. No workspace. */
+enum { kBf16Align = 16 };
+
+static lt_geom bf16_geom(const sl_gemm_bf16_desc *d)
+{
+    lt_geom g = {d->trans_a, d->trans_b, d->m, d->n, d->k, d->lda, d->ldb, d->ldc,
+                 1, d->c_bf16, d->has_bias, d->accumulate,
+                 {kBf16Align, kBf16Align, kBf16Align, d->has_bias ? kBf16Align : 0}};
+    return g;
+}
 
 extern "C" size_t sl_cuda_gemm_bf16_workspace_bytes(const sl_backend *be,
                                                      const sl_gemm_bf16_desc *d)
 {
-    (void)be;
-    (void)d;
-    sl_set_error(SL_ERR_UNSUPPORTED, "the CUDA backend has no bf16 GEMMs yet");
-    return SIZE_MAX;
+    sl_cuda_state *s = sl_cuda_of(be);
+    lt_geom g = bf16_geom(d);
+    std::lock_guard<std::mutex> hold(s->lt_cache->lock);
+    lt_plan *p = plan_of(s, g);
+    if (!p || !p->ok) {
+        sl_set_error(SL_ERR_UNSUPPORTED, "cuBLASLt has no bf16 GEMM for %d x %d x %d", d->m, d->n,
+                     d->k);
+        return SIZE_MAX;
+    }
+    return 0;
 }
 
 extern "C" void sl_cuda_gemm_bf16(const sl_exec *ex, const sl_gemm_bf16_desc *d, const void *a,
                                   const void *b, const float *bias, void *c, void *ws)
 {
-    (void)d, (void)a, (void)b, (void)bias, (void)c, (void)ws;
-    sl_cuda_record(sl_cuda_ex(ex), __FILE__, __LINE__, "gemm_bf16",
-                   "the CUDA backend has no bf16 GEMMs yet");
+    (void)ws;
+    sl_cuda_state *s = sl_cuda_ex(ex);
+    if (d->m <= 0 || d->n <= 0)
+        return;
+    if (align_of(a) < kBf16Align || align_of(b) < kBf16Align || align_of(c) < kBf16Align ||
+        (d->has_bias && align_of(bias) < kBf16Align)) {
+        sl_cuda_record(s, __FILE__, __LINE__, "gemm_bf16",
+                       "a bf16 GEMM's tensors must start on 16 bytes");
+        return;
+    }
+    if (!lt_run(s, bf16_geom(d), a, b, bias, c))
+        sl_cuda_record(s, __FILE__, __LINE__, "gemm_bf16",
+                       "cuBLASLt has no bf16 GEMM for this geometry (none was planned)");
 }
