@@ -63,6 +63,10 @@
 # the interpreter with torch and transformers (python3). Without a GPU,
 # SL_GPT2_DEVICE=cpu with SL_GPT2_MODEL (bench_gpt2's model options) and
 # SL_GPT2_SHAPES (BxT,...) runs the gpt2 phase's logic on the CPU.
+# Kernels written without a GPU at hand have switches back to the path
+# before them, for a session whose GPU tests show one broken:
+# SL_CUDA_FLASH=off (chunked cuBLAS attention), SL_CUDA_LT=off (gemm then
+# bias_add), SL_CUDA_BF16_GEMM=off (bf16 Conv1D on float copies).
 # SL_GPT2_PRECISION=bf16 runs the gpt2 phase in mixed precision (ours with
 # bf16 activations, PyTorch under autocast) into gpt2_bf16.jsonl and its
 # siblings.

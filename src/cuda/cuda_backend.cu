@@ -243,6 +243,13 @@ static sl_status state_create(int gpu, int deterministic, int tf32, sl_cuda_stat
     return SL_OK;
 }
 
+/* 1 when environment variable name is "off" or "0". */
+static int env_off(const char *name)
+{
+    const char *v = getenv(name);
+    return v && (strcmp(v, "off") == 0 || strcmp(v, "0") == 0);
+}
+
 /* The table of every instance, impl and name aside. */
 static sl_backend table_of(void)
 {
@@ -292,10 +299,15 @@ extern "C" sl_status sl_cuda_backend_create(int gpu, int deterministic, int tf32
     b->name = deterministic ? (tf32 ? "cuda (deterministic, tf32)" : "cuda (deterministic)")
                             : (tf32 ? "cuda (tf32)" : "cuda");
     b->impl = s;
-    /* bf16 GEMMs on the tensor cores (cuBLASLt) unless SL_CUDA_BF16_GEMM=off
-     * (then a bf16 network's Conv1D layers run on float copies) */
-    const char *v = getenv("SL_CUDA_BF16_GEMM");
-    b->bf16_kernels = v && (strcmp(v, "off") == 0 || strcmp(v, "0") == 0) ? 0u : (unsigned)SL_BF16_GEMM;
+    /* Switches for a GPU session whose new kernels misbehave (each "off"
+     * goes back to the path before them): SL_CUDA_BF16_GEMM (a bf16
+     * network's Conv1D layers then run on float copies), SL_CUDA_LT
+     * (gemm_bias: then gemm and bias_add), SL_CUDA_FLASH (the fused
+     * attention: then the chunked cuBLAS one) */
+    b->bf16_kernels = env_off("SL_CUDA_BF16_GEMM") ? 0u : (unsigned)SL_BF16_GEMM;
+    if (env_off("SL_CUDA_LT"))
+        b->gemm_bias = NULL;
+    s->flash_fused = !env_off("SL_CUDA_FLASH");
     *out = b;
     return SL_OK;
 }

@@ -91,7 +91,7 @@ typedef wmma::fragment<wmma::accumulator, 16, 16, 8, float> frag_acc;
 
 extern "C" int sl_cuda_flash_applies(const sl_cuda_state *s, const sl_attention_desc *d)
 {
-    return s->tf32 && d->flash && d->d == FL_D && d->p == 0.0f && d->n > 0 && d->heads > 0 &&
+    return s->flash_fused && s->tf32 && d->flash && d->d == FL_D && d->p == 0.0f && d->n > 0 && d->heads > 0 &&
            d->t > 0 && (d->t + FL_TILE - 1) / FL_TILE <= FL_MAX_TILES;
 }
 
