@@ -195,6 +195,81 @@ START_TEST(test_bf16_schedules_resnet20_chunks)
 }
 END_TEST
 
+/* An MLP of four Linear layers (batch 256 of 64 features): the inner two
+ * read and write bf16 activations only, so on a CPU with bf16 dot
+ * products they run their GEMMs on bf16 (gemm_bf16); every schedule gives
+ * plain bf16's bits, and bf16 stays near float. */
+static void mlp_steps(sl_precision precision, sl_schedule schedule, run *out)
+{
+    enum { B = 256, F = 64, H = 192 };
+    sl_context *ctx = th_context(31);
+    sl_net *net = NULL;
+    ck_assert(sl_sublinear(ctx, F, schedule, &net) == SL_OK);
+    ck_assert_msg(sl_net_add(net, "fc1", sl_linear(F, H, 1)) == SL_OK, "%s", sl_last_error());
+    ck_assert(sl_net_add(net, "act1", sl_relu()) == SL_OK);
+    ck_assert(sl_net_add(net, "fc2", sl_linear(H, H, 1)) == SL_OK);
+    ck_assert(sl_net_add(net, "act2", sl_relu()) == SL_OK);
+    ck_assert(sl_net_add(net, "fc3", sl_linear(H, H, 0)) == SL_OK);
+    ck_assert(sl_net_add(net, "act3", sl_relu()) == SL_OK);
+    ck_assert(sl_net_add(net, "fc4", sl_linear(H, 10, 1)) == SL_OK);
+    ck_assert(sl_net_set_precision(net, precision) == SL_OK);
+    sl_optimizer_options o = sl_optimizer_sgd(0.05f, 0.9f, 0.0f, 0);
+    ck_assert(sl_net_set_optimizer(net, &o) == SL_OK);
+    th_train_steps(net, (sl_shape){B, F, 1, 1}, STEPS, 0.0f, out->loss);
+    g_native = 0;
+    for (int i = 0; i < net->graph.n_nodes; i++)
+        g_native += sl_shapes_native(&net->cache[SL_MODE_TRAIN].sh, i) &&
+                    !strcmp(net->graph.nodes[i].layer->ops->type, "Linear");
+    th_params_capture(net, &out->params);
+    sl_net_free(net);
+    sl_context_free(ctx);
+}
+
+START_TEST(test_bf16_mlp_linear)
+{
+    run plain, other, f32, copies;
+    mlp_steps(SL_PRECISION_BF16, SL_SCHEDULE_NONE, &plain);
+    int native = g_native;
+    printf("  MLP bf16: %d of 4 Linear layers on bf16 GEMMs\n", native);
+    ck_assert_int_eq(native, sl_cpu_has_bf16_dot() ? 2 : 0);
+    sl_schedule cases[] = {SL_SCHEDULE_SQRT, SL_SCHEDULE_SEGMENTS(2)};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        mlp_steps(SL_PRECISION_BF16, cases[i], &other);
+        ck_assert_int_eq(g_native, native);
+        ck_assert_msg(memcmp(plain.loss, other.loss, sizeof plain.loss) == 0, "MLP case %zu: "
+                      "losses differ", i);
+        th_params_assert_identical(&plain.params, &other.params, "MLP bf16");
+        th_params_free(&other.params);
+    }
+    mlp_steps(SL_PRECISION_F32, SL_SCHEDULE_NONE, &f32);
+    sl_cpu_bf16_kernels_force(0); /* every layer on float copies */
+    mlp_steps(SL_PRECISION_BF16, SL_SCHEDULE_NONE, &copies);
+    sl_cpu_bf16_kernels_force(1);
+    ck_assert_int_eq(g_native, 0);
+    for (int k = 0; k < STEPS; k++) {
+        double rel = fabs((double)plain.loss[k] - f32.loss[k]) / fabs((double)f32.loss[k]);
+        ck_assert_msg(rel < 1e-2, "step %d: bf16 loss %g, float %g", k, plain.loss[k], f32.loss[k]);
+    }
+    /* the last step's gradients from float's: on the bf16 GEMMs (weights
+     * rounded to bf16 too) at most twice as far as on the float copies,
+     * plus 1e-2 (about 5 % either way after three steps) */
+    double worst = 0.0;
+    for (int i = 0; i < f32.params.n; i++)
+        if (f32.params.grad[i]) {
+            size_t n = f32.params.count[i];
+            double e = th_norm_rel(plain.params.grad[i], f32.params.grad[i], n);
+            double ec = th_norm_rel(copies.params.grad[i], f32.params.grad[i], n);
+            ck_assert_msg(e <= 2.0 * ec + 1e-2, "MLP tensor %d: bf16 gradient %.3g from the float "
+                          "one, on float copies %.3g", i, e, ec);
+            worst = e > worst ? e : worst;
+        }
+    printf("  MLP worst gradient distance from float: %.2e\n", worst);
+    th_params_free(&plain.params);
+    th_params_free(&f32.params);
+    th_params_free(&copies.params);
+}
+END_TEST
+
 /* Every layer that may run in chunks does so, as small as they go (a copy
  * limit of 1 byte): BatchNorm a channel at a time, ReLU and the adds a
  * row at a time. The same step as the whole batch's within float
@@ -511,6 +586,7 @@ int main(void)
     tcase_add_test(tc, test_bf16_schedules_resnet56_dropout);
     tcase_add_test(tc, test_bf16_schedules_googlenet);
     tcase_add_test(tc, test_bf16_gpt2);
+    tcase_add_test(tc, test_bf16_mlp_linear);
     tcase_add_test(tc, test_bf16_gpt2_chunks);
     tcase_add_test(tc, test_bf16_arena_resnet152);
     tcase_add_test(tc, test_bf16_arena_gpt2_small);

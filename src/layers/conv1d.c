@@ -43,7 +43,8 @@ static sl_status conv1d_infer(const sl_layer *l, const sl_backend *be, int n_in,
  * and bias gradients are summed in float. The three products and their
  * workspace: */
 typedef struct conv1d_gemms {
-    sl_gemm_bf16_desc fwd, wgrad, dgrad[2]; /* dgrad[accumulate] */
+    sl_gemm_bf16_desc fwd;
+    sl_gemm_bf16_desc back[3]; /* dW; dx without and with accumulating */
 } conv1d_gemms;
 
 static conv1d_gemms gemms_of(int rows, int f, int o)
@@ -52,60 +53,27 @@ static conv1d_gemms gemms_of(int rows, int f, int o)
     /* y = x W + b */
     g.fwd = (sl_gemm_bf16_desc){0, 0, rows, o, f, f, o, o, 1, 0, 1};
     /* dW += x^T dy */
-    g.wgrad = (sl_gemm_bf16_desc){1, 0, f, o, rows, f, o, o, 0, 1, 0};
+    g.back[0] = (sl_gemm_bf16_desc){1, 0, f, o, rows, f, o, o, 0, 1, 0};
     /* dx (+)= dy W^T */
     for (int acc = 0; acc < 2; acc++)
-        g.dgrad[acc] = (sl_gemm_bf16_desc){0, 1, rows, f, o, o, o, f, 1, acc, 0};
+        g.back[1 + acc] = (sl_gemm_bf16_desc){0, 1, rows, f, o, o, o, f, 1, acc, 0};
     return g;
 }
 
-/* The bf16 copy of the weight at the start of either workspace. */
-static size_t weight16_bytes(int f, int o)
-{
-    return sl_align_up((size_t)f * o * sizeof(uint16_t));
-}
-
 /* Yes where the backend has bf16 GEMMs for all the products and they plan
- * no more than the float copies they replace (x and y forward; x, dy and
- * dx backward; Conv1D's float path has no workspace). */
+ * no more than the float copies (Conv1D's float path has no workspace). */
 static int conv1d_native_bf16(const sl_layer *l, const sl_backend *be, int n_in,
                               const sl_shape *in, sl_shape out, sl_layer_cost *cost)
 {
     const conv1d *cv = (const conv1d *)l;
     (void)n_in;
-    if (!sl_native_bf16_if(be, SL_BF16_GEMM) || !be->gemm_bf16 || !be->gemm_bf16_workspace_bytes)
+    uint64_t rows = sl_mul3_sat((uint64_t)in[0].n, (uint64_t)in[0].h, (uint64_t)in[0].w);
+    if (rows > INT_MAX)
         return 0;
-    uint64_t rows64 = sl_mul3_sat((uint64_t)in[0].n, (uint64_t)in[0].h, (uint64_t)in[0].w);
-    if (rows64 > INT_MAX)
-        return 0;
-    conv1d_gemms g = gemms_of((int)rows64, cv->in_features, cv->out_features);
-    size_t fwd = be->gemm_bf16_workspace_bytes(be, &g.fwd), bwd = 0;
-    const sl_gemm_bf16_desc *back[3] = {&g.wgrad, &g.dgrad[0], &g.dgrad[1]};
-    for (int i = 0; i < 3 && fwd != SIZE_MAX && bwd != SIZE_MAX; i++) {
-        size_t b = be->gemm_bf16_workspace_bytes(be, back[i]);
-        bwd = b == SIZE_MAX ? SIZE_MAX : (b > bwd ? b : bwd);
-    }
-    /* a geometry oneDNN cannot run keeps the float copies */
-    if (fwd == SIZE_MAX || bwd == SIZE_MAX)
-        return 0;
-    size_t w16 = weight16_bytes(cv->in_features, cv->out_features);
-    size_t x = sl_shape_count(in[0]) * sizeof(float), y = sl_shape_count(out) * sizeof(float);
-    fwd += w16;
-    bwd += w16;
-    if (fwd > cost->ws_fwd_bytes + x + y || bwd > cost->ws_bwd_bytes + 2 * x + y)
-        return 0;
-    cost->ws_fwd_bytes = fwd;
-    cost->ws_bwd_bytes = bwd;
-    return 1;
-}
-
-/* The weight rounded to bf16 into the workspace's start. */
-static void *weight16(const sl_layer *l, const sl_exec *ex, void *ws)
-{
-    const conv1d *cv = (const conv1d *)l;
-    ex->be->cast(ex, (size_t)cv->in_features * cv->out_features, l->params[0].data, SL_DTYPE_F32, ws,
-                 SL_DTYPE_BF16);
-    return ws;
+    conv1d_gemms g = gemms_of((int)rows, cv->in_features, cv->out_features);
+    return sl_gemm_native_bf16(be, &g.fwd, g.back, 3, (size_t)cv->in_features * cv->out_features,
+                               sl_shape_count(in[0]) * sizeof(float),
+                               sl_shape_count(out) * sizeof(float), cost);
 }
 
 static void conv1d_forward(sl_layer *l, const sl_exec *ex, const sl_fwd_args *a)
@@ -115,8 +83,8 @@ static void conv1d_forward(sl_layer *l, const sl_exec *ex, const sl_fwd_args *a)
     if (a->bf16) {
         conv1d_gemms g = gemms_of(rows, f, o);
         char *ws = a->ws;
-        ex->be->gemm_bf16(ex, &g.fwd, a->x[0], weight16(l, ex, ws), l->params[1].data, a->y,
-                          ws + weight16_bytes(f, o));
+        ex->be->gemm_bf16(ex, &g.fwd, a->x[0], sl_weight16(ex, l->params[0].data, (size_t)f * o, ws),
+                          l->params[1].data, a->y, ws + sl_weight16_bytes((size_t)f * o));
         return;
     }
     if (ex->be->gemm_bias) /* the bias in the GEMM's epilogue */
@@ -134,13 +102,14 @@ static void conv1d_backward(sl_layer *l, const sl_exec *ex, const sl_bwd_args *a
     int rows = a->in[0].n * a->in[0].h * a->in[0].w, f = cv->in_features, o = cv->out_features;
     if (a->bf16) {
         conv1d_gemms g = gemms_of(rows, f, o);
-        char *ws = a->ws, *rest = ws + weight16_bytes(f, o);
+        char *ws = a->ws, *rest = ws + sl_weight16_bytes((size_t)f * o);
         sl_exec e16 = sl_exec_for(ex, 1);
-        ex->be->gemm_bf16(ex, &g.wgrad, a->x[0], a->dy, NULL, l->params[0].grad, rest);
+        ex->be->gemm_bf16(ex, &g.back[0], a->x[0], a->dy, NULL, l->params[0].grad, rest);
         ex->be->bias_backward(&e16, rows, o, a->dy, l->params[1].grad);
         if (a->dx[0])
-            ex->be->gemm_bf16(ex, &g.dgrad[a->accumulate[0] != 0], a->dy, weight16(l, ex, ws),
-                              NULL, a->dx[0], rest);
+            ex->be->gemm_bf16(ex, &g.back[1 + (a->accumulate[0] != 0)], a->dy,
+                              sl_weight16(ex, l->params[0].data, (size_t)f * o, ws), NULL,
+                              a->dx[0], rest);
         return;
     }
     /* dW[in, out] += x^T dy; db += column sums of dy; dx (+)= dy W^T */

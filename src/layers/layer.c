@@ -116,3 +116,35 @@ int sl_native_bf16_if(const sl_backend *be, unsigned family)
 {
     return (be->bf16_kernels & family) == family;
 }
+
+int sl_gemm_native_bf16(const sl_backend *be, const sl_gemm_bf16_desc *fwd,
+                        const sl_gemm_bf16_desc *bwd, int n_bwd, size_t w_count, size_t x_bytes,
+                        size_t y_bytes, sl_layer_cost *cost)
+{
+    if (!sl_native_bf16_if(be, SL_BF16_GEMM) || !be->gemm_bf16 || !be->gemm_bf16_workspace_bytes)
+        return 0;
+    /* a geometry the backend cannot run keeps the float copies */
+    size_t f = be->gemm_bf16_workspace_bytes(be, fwd), b = 0;
+    for (int i = 0; i < n_bwd && f != SIZE_MAX && b != SIZE_MAX; i++) {
+        size_t one = be->gemm_bf16_workspace_bytes(be, &bwd[i]);
+        b = one == SIZE_MAX ? SIZE_MAX : (one > b ? one : b);
+    }
+    if (f == SIZE_MAX || b == SIZE_MAX)
+        return 0;
+    size_t w16 = sl_weight16_bytes(w_count);
+    f += w16;
+    b += w16;
+    if (f > cost->ws_fwd_bytes + x_bytes + y_bytes || b > cost->ws_bwd_bytes + 2 * x_bytes + y_bytes)
+        return 0;
+    cost->ws_fwd_bytes = f;
+    cost->ws_bwd_bytes = b;
+    return 1;
+}
+
+size_t sl_weight16_bytes(size_t w_count) { return sl_align_up(w_count * sizeof(uint16_t)); }
+
+void *sl_weight16(const sl_exec *ex, const float *w, size_t w_count, void *ws)
+{
+    ex->be->cast(ex, w_count, w, SL_DTYPE_F32, ws, SL_DTYPE_BF16);
+    return ws;
+}

@@ -28,10 +28,51 @@ static sl_status linear_infer(const sl_layer *l, const sl_backend *be, int n_in,
     return SL_OK;
 }
 
+/* bf16 activations on the backend's bf16 GEMMs (SL_BF16_GEMM; layer.h's
+ * sl_gemm_native_bf16): the weight [out, in] rounded to bf16 at the
+ * workspace's start, the bias and the gradients of both float. */
+typedef struct linear_gemms {
+    sl_gemm_bf16_desc fwd;
+    sl_gemm_bf16_desc back[3]; /* dW; dx without and with accumulating */
+} linear_gemms;
+
+static linear_gemms gemms_of(const linear *li, int n)
+{
+    int f = li->in_features, o = li->out_features;
+    linear_gemms g;
+    /* y = x W^T (+ b) */
+    g.fwd = (sl_gemm_bf16_desc){0, 1, n, o, f, f, f, o, 1, 0, li->bias};
+    /* dW += dy^T x */
+    g.back[0] = (sl_gemm_bf16_desc){1, 0, o, f, n, o, f, f, 0, 1, 0};
+    /* dx (+)= dy W */
+    for (int acc = 0; acc < 2; acc++)
+        g.back[1 + acc] = (sl_gemm_bf16_desc){0, 0, n, f, o, o, f, f, 1, acc, 0};
+    return g;
+}
+
+static int linear_native_bf16(const sl_layer *l, const sl_backend *be, int n_in,
+                              const sl_shape *in, sl_shape out, sl_layer_cost *cost)
+{
+    const linear *li = (const linear *)l;
+    (void)n_in;
+    linear_gemms g = gemms_of(li, in[0].n);
+    return sl_gemm_native_bf16(be, &g.fwd, g.back, 3, (size_t)li->in_features * li->out_features,
+                               sl_shape_count(in[0]) * sizeof(float),
+                               sl_shape_count(out) * sizeof(float), cost);
+}
+
 static void linear_forward(sl_layer *l, const sl_exec *ex, const sl_fwd_args *a)
 {
     linear *li = (linear *)l;
     int n = a->in[0].n, f = li->in_features, o = li->out_features;
+    if (a->bf16) {
+        linear_gemms g = gemms_of(li, n);
+        char *ws = a->ws;
+        ex->be->gemm_bf16(ex, &g.fwd, a->x[0], sl_weight16(ex, l->params[0].data, (size_t)f * o, ws),
+                          li->bias ? l->params[1].data : NULL, a->y,
+                          ws + sl_weight16_bytes((size_t)f * o));
+        return;
+    }
     if (li->bias && ex->be->gemm_bias) { /* the bias in the GEMM's epilogue */
         ex->be->gemm_bias(ex, 0, 1, n, o, f, a->x[0], f, l->params[0].data, f, l->params[1].data,
                           a->y, o);
@@ -46,6 +87,19 @@ static void linear_backward(sl_layer *l, const sl_exec *ex, const sl_bwd_args *a
 {
     linear *li = (linear *)l;
     int n = a->in[0].n, f = li->in_features, o = li->out_features;
+    if (a->bf16) {
+        linear_gemms g = gemms_of(li, n);
+        char *ws = a->ws, *rest = ws + sl_weight16_bytes((size_t)f * o);
+        sl_exec e16 = sl_exec_for(ex, 1);
+        ex->be->gemm_bf16(ex, &g.back[0], a->dy, a->x[0], NULL, l->params[0].grad, rest);
+        if (li->bias)
+            ex->be->bias_backward(&e16, n, o, a->dy, l->params[1].grad);
+        if (a->dx[0])
+            ex->be->gemm_bf16(ex, &g.back[1 + (a->accumulate[0] != 0)], a->dy,
+                              sl_weight16(ex, l->params[0].data, (size_t)f * o, ws), NULL,
+                              a->dx[0], rest);
+        return;
+    }
     ex->be->gemm(ex, 1, 0, o, f, n, 1.0f, a->dy, o, a->x[0], f, 1.0f, l->params[0].grad, f);
     if (li->bias)
         ex->be->bias_backward(ex, n, o, a->dy, l->params[1].grad);
@@ -74,6 +128,7 @@ static const sl_layer_ops linear_ops = {
     .infer = linear_infer,
     .forward = linear_forward,
     .backward = linear_backward,
+    .native_bf16 = linear_native_bf16,
     .out_channels = linear_out_channels,
 };
 
