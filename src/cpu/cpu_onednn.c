@@ -678,6 +678,34 @@ static const char *pass_name(sl_conv_pass pass)
                                                                       : "backward filter";
 }
 
+/* Room for one more of a plan table (*items, n used of *cap, elt bytes
+ * each); 0, or -1 with the error set. */
+static int table_room(void **items, int n, int *cap, size_t elt, const char *what)
+{
+    if (n < *cap)
+        return 0;
+    int nc = *cap ? 2 * *cap : 16;
+    void *np = sl_realloc(*items, (size_t)nc * elt);
+    if (!np) {
+        sl_set_error(SL_ERR_NOMEM, "out of memory for the CPU backend's %s", what);
+        return -1;
+    }
+    *items = np;
+    *cap = nc;
+    return 0;
+}
+
+/* The engine and stream every primitive runs on, opened at the first plan. */
+static sl_status open_engine(sl_cpu_state *s)
+{
+    if (s->engine)
+        return SL_OK;
+    dnnl_status_t e = dnnl_engine_create(&s->engine, dnnl_cpu, 0);
+    if (e == dnnl_success)
+        e = dnnl_stream_create(&s->stream, s->engine, dnnl_stream_default_flags);
+    return e == dnnl_success ? SL_OK : dnnl_fail(e, "open its CPU engine");
+}
+
 /* The plan of one geometry and pass, made on first use (at plan time:
  * the layer asks for its workspace); NULL with the error set when it could
  * not be made. */
@@ -686,16 +714,9 @@ static conv_plan *conv_plan_get(sl_cpu_state *s, const sl_conv_desc *d, sl_conv_
     for (int i = 0; i < s->n_plans; i++)
         if (s->plans[i].pass == pass && memcmp(&s->plans[i].d, d, sizeof *d) == 0)
             return &s->plans[i];
-    if (s->n_plans == s->cap_plans) {
-        int cap = s->cap_plans ? 2 * s->cap_plans : 16;
-        conv_plan *np = sl_realloc(s->plans, (size_t)cap * sizeof *np);
-        if (!np) {
-            sl_set_error(SL_ERR_NOMEM, "out of memory for the CPU backend's convolution plans");
-            return NULL;
-        }
-        s->plans = np;
-        s->cap_plans = cap;
-    }
+    if (table_room((void **)&s->plans, s->n_plans, &s->cap_plans, sizeof *s->plans,
+                   "convolution plans"))
+        return NULL;
     conv_plan p;
     memset(&p, 0, sizeof p);
     p.d = *d;
@@ -704,14 +725,7 @@ static conv_plan *conv_plan_get(sl_cpu_state *s, const sl_conv_desc *d, sl_conv_
     p.ws_bytes = sl_cpu_im2col_bytes(d);
     if (sl_cpu_conv_onednn() && conv_wants_onednn(d, pass) && (!d->bf16 || isa_has_bf16())) {
         int old = team_push(s->threads);
-        sl_status st = SL_OK;
-        if (!s->engine) {
-            dnnl_status_t e = dnnl_engine_create(&s->engine, dnnl_cpu, 0);
-            if (e == dnnl_success)
-                e = dnnl_stream_create(&s->stream, s->engine, dnnl_stream_default_flags);
-            if (e != dnnl_success)
-                st = dnnl_fail(e, "open its CPU engine");
-        }
+        sl_status st = open_engine(s);
         dnnl_primitive_desc_t pd = NULL;
         if (st == SL_OK)
             p.chunk = choose_chunk(s, &p, &pd);
@@ -1000,16 +1014,8 @@ static mm_plan *mm_plan_get(sl_cpu_state *s, const sl_gemm_bf16_desc *d)
                 sl_set_error(SL_ERR_UNSUPPORTED, "oneDNN has no bf16 matmul for this geometry");
             return s->mms[i].ok ? &s->mms[i] : NULL;
         }
-    if (s->n_mms == s->cap_mms) {
-        int cap = s->cap_mms ? 2 * s->cap_mms : 16;
-        mm_plan *np = sl_realloc(s->mms, (size_t)cap * sizeof *np);
-        if (!np) {
-            sl_set_error(SL_ERR_NOMEM, "out of memory for the CPU backend's matmul plans");
-            return NULL;
-        }
-        s->mms = np;
-        s->cap_mms = cap;
-    }
+    if (table_room((void **)&s->mms, s->n_mms, &s->cap_mms, sizeof *s->mms, "matmul plans"))
+        return NULL;
     mm_plan p;
     memset(&p, 0, sizeof p);
     p.d = *d;
@@ -1017,13 +1023,8 @@ static mm_plan *mm_plan_get(sl_cpu_state *s, const sl_gemm_bf16_desc *d)
     if (!isa_has_bf16())
         st = sl_set_error(SL_ERR_UNSUPPORTED, "this CPU has no bf16 dot products for oneDNN");
     int old = team_push(s->threads);
-    if (st == SL_OK && !s->engine) {
-        dnnl_status_t e = dnnl_engine_create(&s->engine, dnnl_cpu, 0);
-        if (e == dnnl_success)
-            e = dnnl_stream_create(&s->stream, s->engine, dnnl_stream_default_flags);
-        if (e != dnnl_success)
-            st = dnnl_fail(e, "open its CPU engine");
-    }
+    if (st == SL_OK)
+        st = open_engine(s);
     if (st == SL_OK) {
         dnnl_status_t e = mm_make(s, &p);
         if (e != dnnl_success)
