@@ -384,8 +384,9 @@ static void op_gemm(dev *d, outputs *o)
 /* y = op(A) op(B) + bias: the backend's gemm_bias where it has one (the
  * GPU: cuBLASLt's BIAS epilogue), else gemm then bias_add (the CPU). The
  * four transposes at an odd shape with the bias and C one float off their
- * buffers' starts (4-byte aligned: cuBLASLt must pick an algorithm that
- * allows it), and a GPT-2-like aligned shape. */
+ * buffers' starts (4-byte aligned: C's algorithm must allow it; the
+ * bias then takes gemm and bias_add on a GPU), and a GPT-2-like aligned
+ * shape (the epilogue). */
 static void op_gemm_bias(dev *d, outputs *o)
 {
     enum { M = 67, N = 129, K = 300 };

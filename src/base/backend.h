@@ -153,7 +153,7 @@ typedef struct sl_attention_desc {
     REQ(void, gemm,                                                                            \
         (const sl_exec *ex, int trans_a, int trans_b, int m, int n, int k, float alpha,        \
          const float *a, int lda, const float *b, int ldb, float beta, float *c, int ldc))     \
-    /* y[M x N] = op(A) op(B) + bias (bias of N, added to every row), row-major:               \
+    /* y[M x N] = op(A) op(B) + bias (bias of N, added to every row), row-major, ldc N:        \
      * the bias added in the GEMM's epilogue. NULL where gemm and bias_add do                  \
      * it (the CPU); the CUDA backend runs cuBLASLt's BIAS epilogue. */                        \
     OPT(void, gemm_bias,                                                                       \

@@ -30,13 +30,16 @@ extern "C" void sl_cuda_gemm(const sl_exec *ex, int trans_a, int trans_b, int m,
 
 /* ---- cuBLASLt: gemm_bias (the bias in the epilogue) and gemm_bf16 ---- */
 
-/* The largest power of two (at most 256) dividing a pointer: cuBLASLt's
+/* The largest power of two (at most 16) dividing a pointer: cuBLASLt's
  * heuristics must only offer algorithms the buffers' alignment allows
- * (its default assumes 256 bytes). */
+ * (its default assumes 256 bytes); 16 is all its kernels ask, and capping
+ * there keeps one plan (one algorithm, the same bits) for a shape whose
+ * tensors the planner puts at different multiples of 64. */
+enum { kLtAlign = 16 };
 static uint32_t align_of(const void *p)
 {
     uintptr_t a = (uintptr_t)p;
-    uint32_t al = 256;
+    uint32_t al = kLtAlign;
     while (al > 1 && a % al)
         al >>= 1;
     return al;
@@ -113,7 +116,10 @@ static void plan_make(sl_cuda_state *s, lt_plan *p)
                              : s->tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32
                                        : CUBLAS_COMPUTE_32F_PEDANTIC;
     cudaDataType_t ab = g.ab_bf16 ? CUDA_R_16BF : CUDA_R_32F, ct_c = g.c_bf16 ? CUDA_R_16BF : CUDA_R_32F;
-    cudaDataType_t bias_t = CUDA_R_32F;
+    /* the bias is D's type (cublasLt.h: outside int8 and fp8 kernels it
+     * must be); the heuristics read the bias pointer for its alignment
+     * only, so they get one with the alignment the calls will have */
+    const void *bias_at = (const void *)(uintptr_t)kLtAlign;
     cublasOperation_t opa = g.tb ? CUBLAS_OP_T : CUBLAS_OP_N, opb = g.ta ? CUBLAS_OP_T : CUBLAS_OP_N;
     cublasLtEpilogue_t epi = g.bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
     if (cublasLtMatmulDescCreate(&p->op, ct, CUDA_R_32F) != CUBLAS_STATUS_SUCCESS ||
@@ -124,7 +130,9 @@ static void plan_make(sl_cuda_state *s, lt_plan *p)
         cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi) !=
             CUBLAS_STATUS_SUCCESS ||
         (g.bias && cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE,
-                                                  &bias_t, sizeof bias_t) !=
+                                                  &ct_c, sizeof ct_c) != CUBLAS_STATUS_SUCCESS) ||
+        (g.bias && cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
+                                                  &bias_at, sizeof bias_at) !=
                        CUBLAS_STATUS_SUCCESS) ||
         cublasLtMatrixLayoutCreate(&p->la, ab, g.tb ? g.k : g.n, g.tb ? g.n : g.k, g.ldb) !=
             CUBLAS_STATUS_SUCCESS ||
@@ -178,8 +186,8 @@ static lt_plan *plan_of(sl_cuda_state *s, const lt_geom &g)
     return p;
 }
 
-/* Runs g's plan on the instance's stream; 0 (nothing queued) where
- * cuBLASLt has no algorithm for it. */
+/* Runs g's plan on the instance's stream; 0 (nothing written) where
+ * cuBLASLt has no algorithm for it or refused the call. */
 static int lt_run(sl_cuda_state *s, const lt_geom &g, const void *a, const void *b,
                   const float *bias, void *c)
 {
@@ -188,13 +196,12 @@ static int lt_run(sl_cuda_state *s, const lt_geom &g, const void *a, const void 
     if (!p || !p->ok)
         return 0;
     const float one = 1.0f, zero = 0.0f;
-    if (g.bias)
-        SL_CUBLAS_CHECK(s, cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
-                                                          &bias, sizeof bias));
-    SL_CUBLAS_CHECK(s, cublasLtMatmul(s->cublaslt, p->op, &one, b, p->la, a, p->lb,
-                                      g.accumulate ? &one : &zero, c, p->lc, c, p->lc, &p->algo,
-                                      NULL, 0, s->stream));
-    return 1;
+    if (g.bias && cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
+                                                 sizeof bias) != CUBLAS_STATUS_SUCCESS)
+        return 0;
+    return cublasLtMatmul(s->cublaslt, p->op, &one, b, p->la, a, p->lb,
+                          g.accumulate ? &one : &zero, c, p->lc, c, p->lc, &p->algo, NULL, 0,
+                          s->stream) == CUBLAS_STATUS_SUCCESS;
 }
 
 extern "C" void sl_cuda_gemm_bias(const sl_exec *ex, int trans_a, int trans_b, int m, int n,
@@ -205,8 +212,10 @@ extern "C" void sl_cuda_gemm_bias(const sl_exec *ex, int trans_a, int trans_b, i
     if (m <= 0 || n <= 0)
         return;
     lt_geom g = {trans_a, trans_b, m, n, k, lda, ldb, ldc, 0, 0, 1, 0,
-                 {(int)align_of(a), (int)align_of(b), (int)align_of(c), (int)align_of(bias)}};
-    if (lt_run(s, g, a, b, bias, c))
+                 {(int)align_of(a), (int)align_of(b), (int)align_of(c), kLtAlign}};
+    /* a bias on less than 16 bytes (the epilogue may load it in vectors)
+     * takes the two calls */
+    if (align_of(bias) == kLtAlign && lt_run(s, g, a, b, bias, c))
         return;
     /* no cuBLASLt algorithm for this geometry: the two calls it replaces
      * (c's rows are n floats apart: gemm_bias's contract) */
@@ -217,16 +226,20 @@ extern "C" void sl_cuda_gemm_bias(const sl_exec *ex, int trans_a, int trans_b, i
 /* gemm_bf16 (the CUDA backend's SL_BF16_GEMM): cuBLASLt on bf16 operands,
  * float accumulation, the bias in the epilogue, accumulation as beta = 1
  * (c widened, added in float, rounded once). Planned tensors start on 64
- * bytes; the plans assume 16, the least the tensor-core kernels take, and
- * a call on less is refused at the next sync. No workspace. */
-enum { kBf16Align = 16 };
-
+ * bytes; the plans assume 16 and a call on less is refused at the next
+ * sync. The epilogue's bias is D's type: with a bf16 c, the float bias is
+ * rounded to bf16 into the workspace first (its only use). */
 static lt_geom bf16_geom(const sl_gemm_bf16_desc *d)
 {
     lt_geom g = {d->trans_a, d->trans_b, d->m, d->n, d->k, d->lda, d->ldb, d->ldc,
                  1, d->c_bf16, d->has_bias, d->accumulate,
-                 {kBf16Align, kBf16Align, kBf16Align, d->has_bias ? kBf16Align : 0}};
+                 {kLtAlign, kLtAlign, kLtAlign, d->has_bias ? kLtAlign : 0}};
     return g;
+}
+
+static size_t bf16_bias_bytes(const sl_gemm_bf16_desc *d)
+{
+    return d->has_bias && d->c_bf16 ? ((size_t)d->n * 2 + 63) / 64 * 64 : 0;
 }
 
 extern "C" size_t sl_cuda_gemm_bf16_workspace_bytes(const sl_backend *be,
@@ -241,23 +254,27 @@ extern "C" size_t sl_cuda_gemm_bf16_workspace_bytes(const sl_backend *be,
                      d->k);
         return SIZE_MAX;
     }
-    return 0;
+    return bf16_bias_bytes(d);
 }
 
 extern "C" void sl_cuda_gemm_bf16(const sl_exec *ex, const sl_gemm_bf16_desc *d, const void *a,
                                   const void *b, const float *bias, void *c, void *ws)
 {
-    (void)ws;
     sl_cuda_state *s = sl_cuda_ex(ex);
     if (d->m <= 0 || d->n <= 0)
         return;
-    if (align_of(a) < kBf16Align || align_of(b) < kBf16Align || align_of(c) < kBf16Align ||
-        (d->has_bias && align_of(bias) < kBf16Align)) {
+    const void *epi_bias = bias;
+    if (bf16_bias_bytes(d)) {
+        sl_cuda_cast(ex, (size_t)d->n, bias, SL_DTYPE_F32, ws, SL_DTYPE_BF16);
+        epi_bias = ws;
+    }
+    if (align_of(a) < kLtAlign || align_of(b) < kLtAlign || align_of(c) < kLtAlign ||
+        (d->has_bias && align_of(epi_bias) < kLtAlign)) {
         sl_cuda_record(s, __FILE__, __LINE__, "gemm_bf16",
                        "a bf16 GEMM's tensors must start on 16 bytes");
         return;
     }
-    if (!lt_run(s, bf16_geom(d), a, b, bias, c))
+    if (!lt_run(s, bf16_geom(d), a, b, (const float *)epi_bias, c))
         sl_cuda_record(s, __FILE__, __LINE__, "gemm_bf16",
-                       "cuBLASLt has no bf16 GEMM for this geometry (none was planned)");
+                       "cuBLASLt has no bf16 GEMM for this geometry, or refused the call");
 }
