@@ -365,6 +365,7 @@ END_TEST
  * 2: the least budget of that kind). */
 static int g_attn_chunked;  /* gpt2_step: attention steps that ran in chunks of images */
 static int g_native_conv1d; /* gpt2_step: Conv1D layers on bf16 themselves (bf16 GEMMs) */
+static int g_native_ln_gelu; /* gpt2_step: LayerNorm and GELU layers on bf16 themselves */
 
 static void gpt2_step(sl_precision precision, sl_schedule schedule, int least, th_params *out,
                       float *loss)
@@ -404,10 +405,13 @@ static void gpt2_step(sl_precision precision, sl_schedule schedule, int least, t
         if (prog->steps[i].f_chunk > 0 &&
             strcmp(net->graph.nodes[prog->steps[i].node].layer->ops->type, "CausalAttention") == 0)
             g_attn_chunked++;
-    g_native_conv1d = 0;
-    for (int i = 0; i < net->graph.n_nodes; i++)
-        g_native_conv1d += sl_shapes_native(&net->cache[SL_MODE_TRAIN].sh, i) &&
-                           !strcmp(net->graph.nodes[i].layer->ops->type, "Conv1D");
+    g_native_conv1d = g_native_ln_gelu = 0;
+    for (int i = 0; i < net->graph.n_nodes; i++) {
+        const char *type = net->graph.nodes[i].layer->ops->type;
+        int native = sl_shapes_native(&net->cache[SL_MODE_TRAIN].sh, i);
+        g_native_conv1d += native && !strcmp(type, "Conv1D");
+        g_native_ln_gelu += native && (!strcmp(type, "LayerNorm") || !strcmp(type, "GELU"));
+    }
     th_params_capture(net, out);
     sl_net_free(net);
     sl_context_free(ctx);
@@ -459,6 +463,32 @@ START_TEST(test_bf16_gpt2)
     printf("  GPT-2 worst gradient distance from float: %.2e\n", worst);
     th_params_free(&ref);
     th_params_free(&f32);
+}
+END_TEST
+
+/* LayerNorm, GELU and the residual adds on their bf16 kernels give the
+ * float copies' bits (the GEMMs left on copies for the comparison): the
+ * same loss and gradients, 12 LayerNorm and 6 GELU layers native. */
+START_TEST(test_bf16_gpt2_kernels_give_the_copies_bits)
+{
+    th_params kern, copies;
+    float kern_loss, copies_loss;
+    sl_cpu_bf16_kernels_mask(SL_BF16_ADD | SL_BF16_LAYERNORM | SL_BF16_GELU);
+    gpt2_step(SL_PRECISION_BF16, SL_SCHEDULE_SQRT, 0, &kern, &kern_loss);
+    int native = g_native_ln_gelu;
+    sl_cpu_bf16_kernels_mask(~0u);
+    sl_cpu_bf16_kernels_force(0);
+    gpt2_step(SL_PRECISION_BF16, SL_SCHEDULE_SQRT, 0, &copies, &copies_loss);
+    sl_cpu_bf16_kernels_force(1);
+    ck_assert_int_eq(g_native_ln_gelu, 0);
+    printf("  GPT-2 bf16: LayerNorm and GELU on their bf16 kernels (%d layers): loss %.7f, on "
+           "copies %.7f\n", native, kern_loss, copies_loss);
+    ck_assert_int_eq(native, 12 + 6); /* ln_f writes the head's float input */
+    ck_assert_msg(kern_loss == copies_loss, "loss %.9g on the kernels, %.9g on copies", kern_loss,
+                  copies_loss);
+    th_params_assert_identical(&kern, &copies, "GPT-2 bf16 kernels against copies");
+    th_params_free(&kern);
+    th_params_free(&copies);
 }
 END_TEST
 
@@ -587,6 +617,7 @@ int main(void)
     tcase_add_test(tc, test_bf16_schedules_googlenet);
     tcase_add_test(tc, test_bf16_gpt2);
     tcase_add_test(tc, test_bf16_mlp_linear);
+    tcase_add_test(tc, test_bf16_gpt2_kernels_give_the_copies_bits);
     tcase_add_test(tc, test_bf16_gpt2_chunks);
     tcase_add_test(tc, test_bf16_arena_resnet152);
     tcase_add_test(tc, test_bf16_arena_gpt2_small);

@@ -446,7 +446,14 @@ enum {
     SL_BF16_ADD = 1u << 1,       /* add, copy */
     SL_BF16_BATCHNORM = 1u << 2, /* batchnorm_forward_train / _apply / _infer, _backward */
     SL_BF16_GEMM = 1u << 3,      /* gemm_bf16 (and its workspace), bias_backward's dy */
+    SL_BF16_LAYERNORM = 1u << 4, /* layernorm_forward, _backward (rows of at most
+                                    SL_BF16_ROW_MAX columns) */
+    SL_BF16_GELU = 1u << 5,      /* gelu_forward, gelu_backward */
 };
+
+/* The widest row a bf16 LayerNorm kernel takes (its rows are widened into
+ * stack buffers). */
+#define SL_BF16_ROW_MAX 4096
 
 struct sl_backend {
     const char *name;

@@ -69,6 +69,9 @@ int sl_cpu_has_bf16_dot(void);
  * activations in their BatchNorm, ReLU and add kernels (default: yes,
  * unless SL_CPU_BF16_KERNELS=off). Not thread-safe. */
 void sl_cpu_bf16_kernels_force(int on);
+/* Of those on, only the SL_BF16_* families in `families` (default: all),
+ * for backends made after the call (tests). */
+void sl_cpu_bf16_kernels_mask(unsigned families);
 /* Tests only: overrides both choices for the process from now on (plans
  * already made keep theirs). Not thread-safe. */
 void sl_cpu_kernels_force(int gemm_onednn, int conv_onednn);

@@ -60,11 +60,16 @@ static const sl_backend sl_cpu_table = {
 
 /* The kernel families that take bf16 activations (all of them unless
  * SL_CPU_BF16_KERNELS=off, or a test's sl_cpu_bf16_kernels_force(0): then
- * a bf16 network's BatchNorm, ReLU, adds and GEMMs use float copies; the
- * GEMMs only on a CPU with bf16 dot products). */
+ * a bf16 network's BatchNorm, ReLU, adds, LayerNorm, GELU and GEMMs use
+ * float copies; the GEMMs only on a CPU with bf16 dot products). */
 static int g_bf16_forced = -1;
 
 void sl_cpu_bf16_kernels_force(int on) { g_bf16_forced = on != 0; }
+
+/* Which of them (tests: comparing some families' kernels with copies). */
+static unsigned g_bf16_mask = ~0u;
+
+void sl_cpu_bf16_kernels_mask(unsigned families) { g_bf16_mask = families; }
 
 static unsigned bf16_kernels(void)
 {
@@ -74,8 +79,9 @@ static unsigned bf16_kernels(void)
         on = !(v && (strcmp(v, "off") == 0 || strcmp(v, "0") == 0));
     }
     /* GEMMs on bf16 operands where oneDNN has bf16 dot products to run them */
-    return on ? SL_BF16_RELU | SL_BF16_ADD | SL_BF16_BATCHNORM |
-                    (sl_cpu_has_bf16_dot() ? SL_BF16_GEMM : 0)
+    return on ? (SL_BF16_RELU | SL_BF16_ADD | SL_BF16_BATCHNORM | SL_BF16_LAYERNORM |
+                 SL_BF16_GELU | (sl_cpu_has_bf16_dot() ? SL_BF16_GEMM : 0)) &
+                    g_bf16_mask
               : 0;
 }
 

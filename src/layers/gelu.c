@@ -21,15 +21,25 @@ static sl_status gelu_infer(const sl_layer *l, const sl_backend *be, int n_in,
 static void gelu_forward(sl_layer *l, const sl_exec *ex, const sl_fwd_args *a)
 {
     (void)l;
-    ex->be->gelu_forward(ex, sl_shape_count(a->out), a->x[0], a->y);
+    sl_exec e = sl_exec_for(ex, a->bf16);
+    ex->be->gelu_forward(&e, sl_shape_count(a->out), a->x[0], a->y);
 }
 
 static void gelu_backward(sl_layer *l, const sl_exec *ex, const sl_bwd_args *a)
 {
     (void)l;
+    sl_exec e = sl_exec_for(ex, a->bf16);
     if (a->dx[0])
-        ex->be->gelu_backward(ex, sl_shape_count(a->out), a->x[0], a->dy, a->dx[0],
+        ex->be->gelu_backward(&e, sl_shape_count(a->out), a->x[0], a->dy, a->dx[0],
                               a->accumulate[0]);
+}
+
+/* bf16 in the backend's own kernels (SL_BF16_GELU): the copies' bits. */
+static int gelu_native_bf16(const sl_layer *l, const sl_backend *be, int n_in, const sl_shape *in,
+                            sl_shape out, sl_layer_cost *cost)
+{
+    (void)l, (void)n_in, (void)in, (void)out, (void)cost;
+    return sl_native_bf16_if(be, SL_BF16_GELU);
 }
 
 static const sl_layer_ops gelu_ops = {
@@ -38,6 +48,7 @@ static const sl_layer_ops gelu_ops = {
     .infer = gelu_infer,
     .forward = gelu_forward,
     .backward = gelu_backward,
+    .native_bf16 = gelu_native_bf16,
     .out_channels = sl_same_channels,
 };
 

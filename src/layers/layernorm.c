@@ -45,7 +45,8 @@ static void layernorm_forward(sl_layer *l, const sl_exec *ex, const sl_fwd_args 
     int rows = (int)layernorm_rows(a->in[0]);
     float *mean = a->saved ? (float *)a->saved : NULL;
     float *rstd = mean ? mean + rows : NULL;
-    ex->be->layernorm_forward(ex, rows, ln->channels, a->x[0], l->params[0].data,
+    sl_exec e = sl_exec_for(ex, a->bf16);
+    ex->be->layernorm_forward(&e, rows, ln->channels, a->x[0], l->params[0].data,
                               l->params[1].data, ln->eps, a->y, mean, rstd);
 }
 
@@ -54,9 +55,20 @@ static void layernorm_backward(sl_layer *l, const sl_exec *ex, const sl_bwd_args
     layernorm *ln = (layernorm *)l;
     int rows = (int)layernorm_rows(a->in[0]);
     const float *mean = (const float *)a->saved;
-    ex->be->layernorm_backward(ex, rows, ln->channels, a->x[0], a->dy, l->params[0].data, mean,
+    sl_exec e = sl_exec_for(ex, a->bf16);
+    ex->be->layernorm_backward(&e, rows, ln->channels, a->x[0], a->dy, l->params[0].data, mean,
                                mean + rows, a->dx[0], a->accumulate[0], l->params[0].grad,
                                l->params[1].grad);
+}
+
+/* bf16 rows in the backend's own kernels (SL_BF16_LAYERNORM), rows of at
+ * most SL_BF16_ROW_MAX channels: the copies' bits without the copies. */
+static int layernorm_native_bf16(const sl_layer *l, const sl_backend *be, int n_in,
+                                 const sl_shape *in, sl_shape out, sl_layer_cost *cost)
+{
+    const layernorm *ln = (const layernorm *)l;
+    (void)n_in, (void)in, (void)out, (void)cost;
+    return ln->channels <= SL_BF16_ROW_MAX && sl_native_bf16_if(be, SL_BF16_LAYERNORM);
 }
 
 static int layernorm_out_channels(const sl_layer *l, int in_c)
@@ -71,6 +83,7 @@ static const sl_layer_ops layernorm_ops = {
     .infer = layernorm_infer,
     .forward = layernorm_forward,
     .backward = layernorm_backward,
+    .native_bf16 = layernorm_native_bf16,
     .out_channels = layernorm_out_channels,
 };
 
