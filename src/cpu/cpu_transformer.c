@@ -55,41 +55,6 @@ static void layernorm_forward_bf16(const sl_exec *ex, int rows, int c, const uin
     });
 }
 
-static void layernorm_backward_bf16(const sl_exec *ex, int rows, int c, const uint16_t *x,
-                                    const uint16_t *dy, const float *weight, const float *mean,
-                                    const float *rstd, uint16_t *dx, int accumulate,
-                                    float *dweight, float *dbias)
-{
-    int par = (long long)rows * c >= CPU_PAR_MIN, blocks = column_blocks(c);
-    /* sl_ln_param_sums' order: rows in order, each column's terms */
-    SL_PARALLEL_FOR(cpu_threads(ex), par, (int b = 0; b < blocks; b++), {
-        int j0 = b * COLUMN_BLOCK, nj = block_width(c, j0);
-        double aw[COLUMN_BLOCK] = {0}, ab[COLUMN_BLOCK] = {0};
-        for (int r = 0; r < rows; r++) {
-            const uint16_t *xr = x + (size_t)r * c + j0, *dr = dy + (size_t)r * c + j0;
-            for (int j = 0; j < nj; j++)
-                sl_ln_param_terms(sl_bf16_widen(xr[j]), sl_bf16_widen(dr[j]), mean[r], rstd[r],
-                                  &aw[j], &ab[j]);
-        }
-        for (int j = 0; j < nj; j++) {
-            dweight[j0 + j] += (float)aw[j];
-            dbias[j0 + j] += (float)ab[j];
-        }
-    });
-    if (!dx)
-        return;
-    SL_PARALLEL_FOR(cpu_threads(ex), par, (int r = 0; r < rows; r++), {
-        size_t off = (size_t)r * c;
-        float xb[SL_BF16_ROW_MAX], gb[SL_BF16_ROW_MAX], db[SL_BF16_ROW_MAX];
-        widen_row(x + off, c, xb);
-        widen_row(dy + off, c, gb);
-        if (accumulate)
-            widen_row(dx + off, c, db);
-        sl_ln_row_backward(xb, gb, c, weight, mean[r], rstd[r], db, accumulate);
-        round_row(db, c, dx + off);
-    });
-}
-
 void sl_cpu_layernorm_forward(const sl_exec *ex, int rows, int c, const float *x,
                               const float *weight, const float *bias, float eps, float *y,
                               float *mean, float *rstd)
@@ -117,18 +82,24 @@ void sl_cpu_layernorm_backward(const sl_exec *ex, int rows, int c, const float *
                                const float *rstd, float *dx, int accumulate, float *dweight,
                                float *dbias)
 {
-    if (ex->bf16 && c <= SL_BF16_ROW_MAX) {
-        layernorm_backward_bf16(ex, rows, c, (const uint16_t *)(const void *)x,
-                                (const uint16_t *)(const void *)dy, weight, mean, rstd,
-                                (uint16_t *)(void *)dx, accumulate, dweight, dbias);
-        return;
-    }
+    /* bf16 rows (ex->bf16, rows of at most SL_BF16_ROW_MAX): x, dy and dx */
+    int b16 = ex->bf16 && c <= SL_BF16_ROW_MAX;
+    const uint16_t *x16 = (const uint16_t *)(const void *)x;
+    const uint16_t *dy16 = (const uint16_t *)(const void *)dy;
     int par = (long long)rows * c >= CPU_PAR_MIN, blocks = column_blocks(c);
     /* the parameter sums read dy before any dx row is written */
     SL_PARALLEL_FOR(cpu_threads(ex), par, (int b = 0; b < blocks; b++), {
         int j0 = b * COLUMN_BLOCK, nj = block_width(c, j0);
         double aw[COLUMN_BLOCK] = {0}, ab[COLUMN_BLOCK] = {0};
-        sl_ln_param_sums(x, dy, rows, c, mean, rstd, j0, nj, aw, ab);
+        if (b16) /* sl_ln_param_sums' order on the widened values */
+            for (int r = 0; r < rows; r++) {
+                const uint16_t *xr = x16 + (size_t)r * c + j0, *dr = dy16 + (size_t)r * c + j0;
+                for (int j = 0; j < nj; j++)
+                    sl_ln_param_terms(sl_bf16_widen(xr[j]), sl_bf16_widen(dr[j]), mean[r],
+                                      rstd[r], &aw[j], &ab[j]);
+            }
+        else
+            sl_ln_param_sums(x, dy, rows, c, mean, rstd, j0, nj, aw, ab);
         for (int j = 0; j < nj; j++) {
             dweight[j0 + j] += (float)aw[j];
             dbias[j0 + j] += (float)ab[j];
@@ -138,7 +109,18 @@ void sl_cpu_layernorm_backward(const sl_exec *ex, int rows, int c, const float *
         return;
     SL_PARALLEL_FOR(cpu_threads(ex), par, (int r = 0; r < rows; r++), {
         size_t off = (size_t)r * c;
-        sl_ln_row_backward(x + off, dy + off, c, weight, mean[r], rstd[r], dx + off, accumulate);
+        if (b16) { /* the rows widened first: dx may be dy */
+            uint16_t *dx16 = (uint16_t *)(void *)dx;
+            float xb[SL_BF16_ROW_MAX], gb[SL_BF16_ROW_MAX], db[SL_BF16_ROW_MAX];
+            widen_row(x16 + off, c, xb);
+            widen_row(dy16 + off, c, gb);
+            if (accumulate)
+                widen_row(dx16 + off, c, db);
+            sl_ln_row_backward(xb, gb, c, weight, mean[r], rstd[r], db, accumulate);
+            round_row(db, c, dx16 + off);
+        } else
+            sl_ln_row_backward(x + off, dy + off, c, weight, mean[r], rstd[r], dx + off,
+                               accumulate);
     });
 }
 
