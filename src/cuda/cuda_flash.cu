@@ -227,15 +227,21 @@ static __device__ inline void store_rows(float *tile, int warp, frag_acc acc[4])
                                 wmma::mem_row_major);
 }
 
+/* acc = X Y^T for 16 rows of X (from xw) against the 64 rows of Y, in
+ * the warp's fragments. */
+static __device__ inline void xyt_frags(frag_acc acc[4], const float *xw, const float *y)
+{
+    zero(acc);
+    warp_product<frag_a_row, frag_b_col>(acc, [&](int k) { return xw + k; },
+                                         [&](int k, int nb) { return y + nb * 16 * FL_LD + k; });
+}
+
 /* S = X Y^T for the warp's 16 rows of X (a shared tile's rows 16 warp ..)
  * against the 64 rows of Y, into the same rows of out. */
 static __device__ inline void warp_xyt(const float *x, const float *y, float *out, int warp)
 {
     frag_acc acc[4];
-    zero(acc);
-    warp_product<frag_a_row, frag_b_col>(
-        acc, [&](int k) { return x + warp * 16 * FL_LD + k; },
-        [&](int k, int nb) { return y + nb * 16 * FL_LD + k; });
+    xyt_frags(acc, x + warp * 16 * FL_LD, y);
     store_rows(out, warp, acc);
 }
 
@@ -510,12 +516,8 @@ static __global__ void __launch_bounds__(FL_THREADS)
             fetch_rows(pr, lse, dd, (size_t)bh * t + in, min(FL_TILE, t - in));
         }
         frag_acc st[4], dpt[4]; /* S^T and dP^T: the warp's keys x 64 queries */
-        zero(st);
-        warp_product<frag_a_row, frag_b_col>(
-            st, [&](int kk) { return Kw + kk; }, [&](int kk, int nb) { return Qs + nb * 16 * FL_LD + kk; });
-        zero(dpt);
-        warp_product<frag_a_row, frag_b_col>(
-            dpt, [&](int kk) { return Vw + kk; }, [&](int kk, int nb) { return Os + nb * 16 * FL_LD + kk; });
+        xyt_frags(st, Kw, Qs);
+        xyt_frags(dpt, Vw, Os);
         grad_frags(st, dpt, lse_s, d_s, t, scale,
                    [&](int i, int nb, int *query, int *key, int *stat) {
                        *stat = cols[i] + 16 * nb;
@@ -574,12 +576,8 @@ static __global__ void __launch_bounds__(FL_THREADS)
     for (int j0 = 0; j0 <= last; j0 += FL_TILE) {
         key_tile_step(Ks, Vs, pk, pv, k, v, A.w3, j0, last, t);
         frag_acc sf[4], dpf[4]; /* S and dP: the warp's queries x 64 keys */
-        zero(sf);
-        warp_product<frag_a_row, frag_b_col>(
-            sf, [&](int kk) { return Qw + kk; }, [&](int kk, int nb) { return Ks + nb * 16 * FL_LD + kk; });
-        zero(dpf);
-        warp_product<frag_a_row, frag_b_col>(
-            dpf, [&](int kk) { return Ow + kk; }, [&](int kk, int nb) { return Vs + nb * 16 * FL_LD + kk; });
+        xyt_frags(sf, Qw, Ks);
+        xyt_frags(dpf, Ow, Vs);
         grad_frags(sf, dpf, lse_s, d_s, t, scale,
                    [&](int i, int nb, int *query, int *key, int *stat) {
                        *stat = warp * 16 + rows[i];

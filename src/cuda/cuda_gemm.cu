@@ -14,6 +14,7 @@
 #include <new>
 #include <string.h>
 
+#include "base/base.h"
 #include "cuda/cuda_common.h"
 
 /* Row-major C[m x n] = alpha op(A) op(B) + beta C through column-major
@@ -239,7 +240,7 @@ static lt_geom bf16_geom(const sl_gemm_bf16_desc *d)
 
 static size_t bf16_bias_bytes(const sl_gemm_bf16_desc *d)
 {
-    return d->has_bias && d->c_bf16 ? ((size_t)d->n * 2 + 63) / 64 * 64 : 0;
+    return d->has_bias && d->c_bf16 ? sl_align_up((size_t)d->n * sizeof(uint16_t)) : 0;
 }
 
 extern "C" size_t sl_cuda_gemm_bf16_workspace_bytes(const sl_backend *be,
