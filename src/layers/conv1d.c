@@ -40,16 +40,11 @@ static sl_status conv1d_infer(const sl_layer *l, const sl_backend *be, int n_in,
  *
  * x, y, dy and dx stay bf16; the weight is rounded to bf16 (nearest even)
  * into the workspace for the forward and the input gradient; the weight
- * and bias gradients are summed in float. The three products and their
- * workspace: */
-typedef struct conv1d_gemms {
-    sl_gemm_bf16_desc fwd;
-    sl_gemm_bf16_desc back[3]; /* dW; dx without and with accumulating */
-} conv1d_gemms;
-
-static conv1d_gemms gemms_of(int rows, int f, int o)
+ * and bias gradients are summed in float (layer.c's sl_gemm_bf16_*). The
+ * products: */
+static sl_gemm_bf16_layer gemms_of(int rows, int f, int o)
 {
-    conv1d_gemms g;
+    sl_gemm_bf16_layer g;
     /* y = x W + b */
     g.fwd = (sl_gemm_bf16_desc){0, 0, rows, o, f, f, o, o, 1, 0, 1};
     /* dW += x^T dy */
@@ -57,6 +52,8 @@ static conv1d_gemms gemms_of(int rows, int f, int o)
     /* dx (+)= dy W^T */
     for (int acc = 0; acc < 2; acc++)
         g.back[1 + acc] = (sl_gemm_bf16_desc){0, 1, rows, f, o, o, o, f, 1, acc, 0};
+    g.wgrad_dy_first = 0;
+    g.w_count = (size_t)f * o;
     return g;
 }
 
@@ -70,9 +67,8 @@ static int conv1d_native_bf16(const sl_layer *l, const sl_backend *be, int n_in,
     uint64_t rows = sl_mul3_sat((uint64_t)in[0].n, (uint64_t)in[0].h, (uint64_t)in[0].w);
     if (rows > INT_MAX)
         return 0;
-    conv1d_gemms g = gemms_of((int)rows, cv->in_features, cv->out_features);
-    return sl_gemm_native_bf16(be, &g.fwd, g.back, 3, (size_t)cv->in_features * cv->out_features,
-                               sl_shape_count(in[0]) * sizeof(float),
+    sl_gemm_bf16_layer g = gemms_of((int)rows, cv->in_features, cv->out_features);
+    return sl_gemm_native_bf16(be, &g, sl_shape_count(in[0]) * sizeof(float),
                                sl_shape_count(out) * sizeof(float), cost);
 }
 
@@ -81,10 +77,8 @@ static void conv1d_forward(sl_layer *l, const sl_exec *ex, const sl_fwd_args *a)
     conv1d *cv = (conv1d *)l;
     int rows = a->in[0].n * a->in[0].h * a->in[0].w, f = cv->in_features, o = cv->out_features;
     if (a->bf16) {
-        conv1d_gemms g = gemms_of(rows, f, o);
-        char *ws = a->ws;
-        ex->be->gemm_bf16(ex, &g.fwd, a->x[0], sl_weight16(ex, l->params[0].data, (size_t)f * o, ws),
-                          l->params[1].data, a->y, ws + sl_weight16_bytes((size_t)f * o));
+        sl_gemm_bf16_layer g = gemms_of(rows, f, o);
+        sl_gemm_bf16_forward(ex, &g, l->params[0].data, a->x[0], l->params[1].data, a->y, a->ws);
         return;
     }
     if (ex->be->gemm_bias) /* the bias in the GEMM's epilogue */
@@ -101,15 +95,9 @@ static void conv1d_backward(sl_layer *l, const sl_exec *ex, const sl_bwd_args *a
     conv1d *cv = (conv1d *)l;
     int rows = a->in[0].n * a->in[0].h * a->in[0].w, f = cv->in_features, o = cv->out_features;
     if (a->bf16) {
-        conv1d_gemms g = gemms_of(rows, f, o);
-        char *ws = a->ws, *rest = ws + sl_weight16_bytes((size_t)f * o);
-        sl_exec e16 = sl_exec_for(ex, 1);
-        ex->be->gemm_bf16(ex, &g.back[0], a->x[0], a->dy, NULL, l->params[0].grad, rest);
-        ex->be->bias_backward(&e16, rows, o, a->dy, l->params[1].grad);
-        if (a->dx[0])
-            ex->be->gemm_bf16(ex, &g.back[1 + (a->accumulate[0] != 0)], a->dy,
-                              sl_weight16(ex, l->params[0].data, (size_t)f * o, ws), NULL,
-                              a->dx[0], rest);
+        sl_gemm_bf16_layer g = gemms_of(rows, f, o);
+        sl_gemm_bf16_backward(ex, &g, l->params[0].data, l->params[0].grad, a->x[0], a->dy,
+                              l->params[1].grad, rows, a->dx[0], a->accumulate[0], a->ws);
         return;
     }
     /* dW[in, out] += x^T dy; db += column sums of dy; dx (+)= dy W^T */

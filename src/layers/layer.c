@@ -117,21 +117,30 @@ int sl_native_bf16_if(const sl_backend *be, unsigned family)
     return (be->bf16_kernels & family) == family;
 }
 
-int sl_gemm_native_bf16(const sl_backend *be, const sl_gemm_bf16_desc *fwd,
-                        const sl_gemm_bf16_desc *bwd, int n_bwd, size_t w_count, size_t x_bytes,
+/* The bf16 weight copy at a workspace's start: its bytes, and w rounded
+ * into it. */
+static size_t weight16_bytes(size_t w_count) { return sl_align_up(w_count * sizeof(uint16_t)); }
+
+static void *weight16(const sl_exec *ex, const float *w, size_t w_count, void *ws)
+{
+    ex->be->cast(ex, w_count, w, SL_DTYPE_F32, ws, SL_DTYPE_BF16);
+    return ws;
+}
+
+int sl_gemm_native_bf16(const sl_backend *be, const sl_gemm_bf16_layer *g, size_t x_bytes,
                         size_t y_bytes, sl_layer_cost *cost)
 {
     if (!sl_native_bf16_if(be, SL_BF16_GEMM) || !be->gemm_bf16 || !be->gemm_bf16_workspace_bytes)
         return 0;
     /* a geometry the backend cannot run keeps the float copies */
-    size_t f = be->gemm_bf16_workspace_bytes(be, fwd), b = 0;
-    for (int i = 0; i < n_bwd && f != SIZE_MAX && b != SIZE_MAX; i++) {
-        size_t one = be->gemm_bf16_workspace_bytes(be, &bwd[i]);
+    size_t f = be->gemm_bf16_workspace_bytes(be, &g->fwd), b = 0;
+    for (int i = 0; i < 3 && f != SIZE_MAX && b != SIZE_MAX; i++) {
+        size_t one = be->gemm_bf16_workspace_bytes(be, &g->back[i]);
         b = one == SIZE_MAX ? SIZE_MAX : (one > b ? one : b);
     }
     if (f == SIZE_MAX || b == SIZE_MAX)
         return 0;
-    size_t w16 = sl_weight16_bytes(w_count);
+    size_t w16 = weight16_bytes(g->w_count);
     f += w16;
     b += w16;
     if (f > cost->ws_fwd_bytes + x_bytes + y_bytes || b > cost->ws_bwd_bytes + 2 * x_bytes + y_bytes)
@@ -141,10 +150,25 @@ int sl_gemm_native_bf16(const sl_backend *be, const sl_gemm_bf16_desc *fwd,
     return 1;
 }
 
-size_t sl_weight16_bytes(size_t w_count) { return sl_align_up(w_count * sizeof(uint16_t)); }
-
-void *sl_weight16(const sl_exec *ex, const float *w, size_t w_count, void *ws)
+void sl_gemm_bf16_forward(const sl_exec *ex, const sl_gemm_bf16_layer *g, const float *w,
+                          const void *x, const float *bias, void *y, void *ws)
 {
-    ex->be->cast(ex, w_count, w, SL_DTYPE_F32, ws, SL_DTYPE_BF16);
-    return ws;
+    ex->be->gemm_bf16(ex, &g->fwd, x, weight16(ex, w, g->w_count, ws), bias, y,
+                      (char *)ws + weight16_bytes(g->w_count));
+}
+
+void sl_gemm_bf16_backward(const sl_exec *ex, const sl_gemm_bf16_layer *g, const float *w,
+                           float *dw, const void *x, const void *dy, float *dbias, int rows,
+                           void *dx, int accumulate, void *ws)
+{
+    char *rest = (char *)ws + weight16_bytes(g->w_count);
+    ex->be->gemm_bf16(ex, &g->back[0], g->wgrad_dy_first ? dy : x, g->wgrad_dy_first ? x : dy,
+                      NULL, dw, rest);
+    if (dbias) {
+        sl_exec e16 = sl_exec_for(ex, 1);
+        ex->be->bias_backward(&e16, rows, g->fwd.n, dy, dbias);
+    }
+    if (dx)
+        ex->be->gemm_bf16(ex, &g->back[1 + (accumulate != 0)], dy,
+                          weight16(ex, w, g->w_count, ws), NULL, dx, rest);
 }

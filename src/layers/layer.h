@@ -192,20 +192,30 @@ static inline sl_exec sl_exec_for(const sl_exec *ex, int bf16)
 int sl_native_bf16_if(const sl_backend *be, unsigned family);
 
 /* Layers whose passes are GEMMs (Conv1D, Linear) on bf16 activations
- * (the backend's SL_BF16_GEMM): the weight rounded to bf16 at the start
- * of each workspace, the products after it. sl_gemm_native_bf16 is their
- * native_bf16: yes where the backend runs the forward product fwd and the
- * n_bwd backward ones and the workspaces (weight copy and the products'
- * own) plan no more than the float copies they replace (x_bytes and
+ * (the backend's SL_BF16_GEMM): the products, the weight (w_count floats)
+ * rounded to bf16 at the start of each workspace, the products' own
+ * workspace after it. fwd: y = x op(W) (+ bias); back[0]: dW += the
+ * product of x and dy (dy first when wgrad_dy_first: Linear's dy^T x);
+ * back[1 + accumulate]: dx (+)= dy op(W)^T. */
+typedef struct sl_gemm_bf16_layer {
+    sl_gemm_bf16_desc fwd, back[3];
+    int wgrad_dy_first;
+    size_t w_count;
+} sl_gemm_bf16_layer;
+
+/* Their native_bf16: yes where the backend runs every product and the
+ * workspaces plan no more than the float copies they replace (x_bytes and
  * y_bytes: the input and output as floats; forward x and y, backward x,
  * dx and dy), cost's workspaces then rewritten. */
-int sl_gemm_native_bf16(const sl_backend *be, const sl_gemm_bf16_desc *fwd,
-                        const sl_gemm_bf16_desc *bwd, int n_bwd, size_t w_count, size_t x_bytes,
+int sl_gemm_native_bf16(const sl_backend *be, const sl_gemm_bf16_layer *g, size_t x_bytes,
                         size_t y_bytes, sl_layer_cost *cost);
-/* Bytes of the bf16 weight copy at a workspace's start (aligned). */
-size_t sl_weight16_bytes(size_t w_count);
-/* w (w_count floats) rounded to bf16 into ws; returns ws. */
-void *sl_weight16(const sl_exec *ex, const float *w, size_t w_count, void *ws);
+/* Their forward and backward on bf16 x, y, dy and dx: w the float weight,
+ * dw its gradient; bias (and dbias, over `rows` rows of dy) may be NULL. */
+void sl_gemm_bf16_forward(const sl_exec *ex, const sl_gemm_bf16_layer *g, const float *w,
+                          const void *x, const float *bias, void *y, void *ws);
+void sl_gemm_bf16_backward(const sl_exec *ex, const sl_gemm_bf16_layer *g, const float *w,
+                           float *dw, const void *x, const void *dy, float *dbias, int rows,
+                           void *dx, int accumulate, void *ws);
 
 /* Initialises the common header of a new layer. */
 void sl_layer_init(sl_layer *l, const sl_layer_ops *ops);

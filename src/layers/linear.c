@@ -31,15 +31,10 @@ static sl_status linear_infer(const sl_layer *l, const sl_backend *be, int n_in,
 /* bf16 activations on the backend's bf16 GEMMs (SL_BF16_GEMM; layer.h's
  * sl_gemm_native_bf16): the weight [out, in] rounded to bf16 at the
  * workspace's start, the bias and the gradients of both float. */
-typedef struct linear_gemms {
-    sl_gemm_bf16_desc fwd;
-    sl_gemm_bf16_desc back[3]; /* dW; dx without and with accumulating */
-} linear_gemms;
-
-static linear_gemms gemms_of(const linear *li, int n)
+static sl_gemm_bf16_layer gemms_of(const linear *li, int n)
 {
     int f = li->in_features, o = li->out_features;
-    linear_gemms g;
+    sl_gemm_bf16_layer g;
     /* y = x W^T (+ b) */
     g.fwd = (sl_gemm_bf16_desc){0, 1, n, o, f, f, f, o, 1, 0, li->bias};
     /* dW += dy^T x */
@@ -47,6 +42,8 @@ static linear_gemms gemms_of(const linear *li, int n)
     /* dx (+)= dy W */
     for (int acc = 0; acc < 2; acc++)
         g.back[1 + acc] = (sl_gemm_bf16_desc){0, 0, n, f, o, o, f, f, 1, acc, 0};
+    g.wgrad_dy_first = 1;
+    g.w_count = (size_t)f * o;
     return g;
 }
 
@@ -55,9 +52,8 @@ static int linear_native_bf16(const sl_layer *l, const sl_backend *be, int n_in,
 {
     const linear *li = (const linear *)l;
     (void)n_in;
-    linear_gemms g = gemms_of(li, in[0].n);
-    return sl_gemm_native_bf16(be, &g.fwd, g.back, 3, (size_t)li->in_features * li->out_features,
-                               sl_shape_count(in[0]) * sizeof(float),
+    sl_gemm_bf16_layer g = gemms_of(li, in[0].n);
+    return sl_gemm_native_bf16(be, &g, sl_shape_count(in[0]) * sizeof(float),
                                sl_shape_count(out) * sizeof(float), cost);
 }
 
@@ -66,11 +62,9 @@ static void linear_forward(sl_layer *l, const sl_exec *ex, const sl_fwd_args *a)
     linear *li = (linear *)l;
     int n = a->in[0].n, f = li->in_features, o = li->out_features;
     if (a->bf16) {
-        linear_gemms g = gemms_of(li, n);
-        char *ws = a->ws;
-        ex->be->gemm_bf16(ex, &g.fwd, a->x[0], sl_weight16(ex, l->params[0].data, (size_t)f * o, ws),
-                          li->bias ? l->params[1].data : NULL, a->y,
-                          ws + sl_weight16_bytes((size_t)f * o));
+        sl_gemm_bf16_layer g = gemms_of(li, n);
+        sl_gemm_bf16_forward(ex, &g, l->params[0].data, a->x[0],
+                             li->bias ? l->params[1].data : NULL, a->y, a->ws);
         return;
     }
     if (li->bias && ex->be->gemm_bias) { /* the bias in the GEMM's epilogue */
@@ -88,16 +82,10 @@ static void linear_backward(sl_layer *l, const sl_exec *ex, const sl_bwd_args *a
     linear *li = (linear *)l;
     int n = a->in[0].n, f = li->in_features, o = li->out_features;
     if (a->bf16) {
-        linear_gemms g = gemms_of(li, n);
-        char *ws = a->ws, *rest = ws + sl_weight16_bytes((size_t)f * o);
-        sl_exec e16 = sl_exec_for(ex, 1);
-        ex->be->gemm_bf16(ex, &g.back[0], a->dy, a->x[0], NULL, l->params[0].grad, rest);
-        if (li->bias)
-            ex->be->bias_backward(&e16, n, o, a->dy, l->params[1].grad);
-        if (a->dx[0])
-            ex->be->gemm_bf16(ex, &g.back[1 + (a->accumulate[0] != 0)], a->dy,
-                              sl_weight16(ex, l->params[0].data, (size_t)f * o, ws), NULL,
-                              a->dx[0], rest);
+        sl_gemm_bf16_layer g = gemms_of(li, n);
+        sl_gemm_bf16_backward(ex, &g, l->params[0].data, l->params[0].grad, a->x[0], a->dy,
+                              li->bias ? l->params[1].grad : NULL, n, a->dx[0],
+                              a->accumulate[0], a->ws);
         return;
     }
     ex->be->gemm(ex, 1, 0, o, f, n, 1.0f, a->dy, o, a->x[0], f, 1.0f, l->params[0].grad, f);
