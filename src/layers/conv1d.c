@@ -40,21 +40,10 @@ static sl_status conv1d_infer(const sl_layer *l, const sl_backend *be, int n_in,
  *
  * x, y, dy and dx stay bf16; the weight is rounded to bf16 (nearest even)
  * into the workspace for the forward and the input gradient; the weight
- * and bias gradients are summed in float (layer.c's sl_gemm_bf16_*). The
- * products: */
+ * and bias gradients are summed in float (layer.c's sl_gemm_bf16_*). */
 static sl_gemm_bf16_layer gemms_of(int rows, int f, int o)
 {
-    sl_gemm_bf16_layer g;
-    /* y = x W + b */
-    g.fwd = (sl_gemm_bf16_desc){0, 0, rows, o, f, f, o, o, 1, 0, 1};
-    /* dW += x^T dy */
-    g.back[0] = (sl_gemm_bf16_desc){1, 0, f, o, rows, f, o, o, 0, 1, 0};
-    /* dx (+)= dy W^T */
-    for (int acc = 0; acc < 2; acc++)
-        g.back[1 + acc] = (sl_gemm_bf16_desc){0, 1, rows, f, o, o, o, f, 1, acc, 0};
-    g.wgrad_dy_first = 0;
-    g.w_count = (size_t)f * o;
-    return g;
+    return sl_gemm_bf16_layer_of(rows, f, o, 0, 1); /* W [in, out], a bias */
 }
 
 /* Yes where the backend has bf16 GEMMs for all the products and they plan

@@ -127,6 +127,23 @@ static void *weight16(const sl_exec *ex, const float *w, size_t w_count, void *w
     return ws;
 }
 
+sl_gemm_bf16_layer sl_gemm_bf16_layer_of(int rows, int f, int o, int w_out_in, int bias)
+{
+    sl_gemm_bf16_layer g;
+    int ldw = w_out_in ? f : o;
+    /* y = x op(W) (+ b) */
+    g.fwd = (sl_gemm_bf16_desc){0, w_out_in, rows, o, f, f, ldw, o, 1, 0, bias};
+    /* dW += dy^T x ([out, in]) or x^T dy ([in, out]) */
+    g.back[0] = w_out_in ? (sl_gemm_bf16_desc){1, 0, o, f, rows, o, f, f, 0, 1, 0}
+                         : (sl_gemm_bf16_desc){1, 0, f, o, rows, f, o, o, 0, 1, 0};
+    /* dx (+)= dy op(W)^T */
+    for (int acc = 0; acc < 2; acc++)
+        g.back[1 + acc] = (sl_gemm_bf16_desc){0, !w_out_in, rows, f, o, o, ldw, f, 1, acc, 0};
+    g.wgrad_dy_first = w_out_in;
+    g.w_count = (size_t)f * o;
+    return g;
+}
+
 int sl_gemm_native_bf16(const sl_backend *be, const sl_gemm_bf16_layer *g, size_t x_bytes,
                         size_t y_bytes, sl_layer_cost *cost)
 {

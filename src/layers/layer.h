@@ -203,6 +203,10 @@ typedef struct sl_gemm_bf16_layer {
     size_t w_count;
 } sl_gemm_bf16_layer;
 
+/* The products of a layer y = x W (+ bias) over `rows` rows of f inputs and
+ * o outputs, its weight stored [out, in] when w_out_in (Linear: y = x W^T),
+ * else [in, out] (Conv1D). */
+sl_gemm_bf16_layer sl_gemm_bf16_layer_of(int rows, int f, int o, int w_out_in, int bias);
 /* Their native_bf16: yes where the backend runs every product and the
  * workspaces plan no more than the float copies they replace (x_bytes and
  * y_bytes: the input and output as floats; forward x and y, backward x,

@@ -33,18 +33,8 @@ static sl_status linear_infer(const sl_layer *l, const sl_backend *be, int n_in,
  * workspace's start, the bias and the gradients of both float. */
 static sl_gemm_bf16_layer gemms_of(const linear *li, int n)
 {
-    int f = li->in_features, o = li->out_features;
-    sl_gemm_bf16_layer g;
-    /* y = x W^T (+ b) */
-    g.fwd = (sl_gemm_bf16_desc){0, 1, n, o, f, f, f, o, 1, 0, li->bias};
-    /* dW += dy^T x */
-    g.back[0] = (sl_gemm_bf16_desc){1, 0, o, f, n, o, f, f, 0, 1, 0};
-    /* dx (+)= dy W */
-    for (int acc = 0; acc < 2; acc++)
-        g.back[1 + acc] = (sl_gemm_bf16_desc){0, 0, n, f, o, o, f, f, 1, acc, 0};
-    g.wgrad_dy_first = 1;
-    g.w_count = (size_t)f * o;
-    return g;
+    /* W [out, in] */
+    return sl_gemm_bf16_layer_of(n, li->in_features, li->out_features, 1, li->bias);
 }
 
 static int linear_native_bf16(const sl_layer *l, const sl_backend *be, int n_in,
