@@ -26,6 +26,17 @@ llm.c allocates its gradients and AdamW moments there), then stops the
 program (its remaining 40 steps and its sampling are not needed) and
 reports the median of the others and the child's peak RSS (wait4).
 
+`cuda` does the same for llm.c's mixed-precision `train_gpt2cu` (bf16
+activations and GEMMs, fp32 master weights), started from scratch as GPT-2
+small (`-e d12`) at --batch x --seq with no gradient accumulation, no
+sampling, no checkpoints and one validation batch: it writes the two token
+shards (enough tokens for every step) and passes them with -i / -j, reads
+"step N/M | ... | X ms" per step (the first is the warm-up), and reports
+the median of the others, their range, and the device memory the process
+held at its most as nvidia-smi's per-process figure sampled every 100 ms
+(its CUDA context included), beside what llm.c itself prints after its
+allocations ("device memory usage").
+
 `formula` prints llm.c's memory at any B, T from its fill_in_*_sizes
 (train_gpt2.c): activations, the same again for their gradients,
 parameters, gradients and AdamW's two moments, with no run.
@@ -160,6 +171,103 @@ def run(a):
     return 0
 
 
+def write_shards(folder, seed, train_tokens, val_tokens):
+    """llm.c's two token shards, uint16 random ids; their paths."""
+    import numpy as np
+    rng = np.random.default_rng(seed)
+    paths = []
+    for split, ntok in (("train", train_tokens), ("val", val_tokens)):
+        path = os.path.join(folder, "%s.bin" % split)
+        with open(path, "wb") as f:
+            header = np.zeros(256, dtype=np.int32)
+            header[:3] = [20240520, 1, ntok]
+            f.write(header.tobytes())
+            f.write(rng.integers(0, V, ntok, dtype=np.uint16).tobytes())
+        paths.append(path)
+    return paths
+
+
+def smi_process_peak(path, pid):
+    """The most MiB nvidia-smi's per-process log shows for pid, or None."""
+    best = None
+    try:
+        for line in open(path):
+            parts = [x.strip() for x in line.split(",")]
+            if len(parts) >= 2 and parts[0] == str(pid):
+                try:
+                    best = max(best or 0.0, float(parts[1]))
+                except ValueError:
+                    pass
+    except OSError:
+        pass
+    return best
+
+
+def run_cuda(a):
+    binary = os.path.abspath(a.bin)
+    if not os.access(binary, os.X_OK):
+        print("bench_gpt2_llmc: %s is not an executable" % binary, file=sys.stderr)
+        return 1
+    B, T = a.batch, a.seq
+    folder = tempfile.mkdtemp(prefix="sl_llmc_cuda_")
+    smi = None
+    try:
+        train, val = write_shards(folder, a.seed, B * T * (a.steps + 2) + 1, B * T + 1)
+        cmd = [binary, "-e", "d12", "-b", str(B), "-t", str(T), "-d", str(B * T),
+               "-x", str(a.steps), "-v", "1000000", "-m", "1", "-s", "0", "-n", "0",
+               "-h", "0", "-i", train, "-j", val] + a.extra.split()
+        if shutil.which("stdbuf"):
+            cmd = [shutil.which("stdbuf"), "-oL"] + cmd
+        print("bench_gpt2_llmc: $ " + " ".join(cmd), file=sys.stderr, flush=True)
+        smi_path = os.path.join(folder, "smi.csv")
+        if shutil.which("nvidia-smi"):
+            smi = subprocess.Popen(["nvidia-smi", "--query-compute-apps=pid,used_memory",
+                                    "--format=csv,noheader,nounits", "-lms", "100"],
+                                   stdout=open(smi_path, "w"), stderr=subprocess.DEVNULL)
+        proc = subprocess.Popen(cmd, cwd=folder, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, text=True)
+        times, losses, log, reported, device = [], [], [], None, None
+        pat = re.compile(r"step\s+(\d+)/(\d+) \| loss ([-0-9.naif]+) .*\| ([0-9.]+) ms \|")
+        for line in proc.stdout:
+            log.append(line.rstrip())
+            print("llm.c: " + line.rstrip(), file=sys.stderr, flush=True)
+            m = pat.search(line)
+            if m:
+                times.append(float(m.group(4)))
+                losses.append(float(m.group(3)))
+            m = re.search(r"device memory usage: (\d+) MiB", line)
+            if m:
+                reported = int(m.group(1))
+            m = re.search(r"\|\s*device\s*\|\s*(.*?)\s*\|", line, re.I)
+            if m and device is None:
+                device = m.group(1)
+        rc = proc.wait()
+        if smi:
+            smi.terminate()
+            smi.wait()
+        peak = smi_process_peak(smi_path, proc.pid)
+        if len(times) < 2:
+            print("bench_gpt2_llmc: train_gpt2cu gave %d step(s) (exit status %d):\n%s"
+                  % (len(times), rc, "\n".join(log[-15:])), file=sys.stderr)
+            return 1
+    finally:
+        if smi and smi.poll() is None:
+            smi.terminate()
+        shutil.rmtree(folder, ignore_errors=True)
+    measured = times[1:]
+    res = dict(impl="llm.c", side="llmc", binary=binary, batch=B, seq=T, precision="bf16",
+               device=device, steps=len(times), ms_step=statistics.median(measured),
+               ms_min=min(measured), ms_max=max(measured), warmup_ms=times[0],
+               peak_MiB=peak if peak is not None else reported,
+               peak_source="nvidia-smi per process" if peak is not None else
+               "llm.c's device memory usage", llmc_reported_MiB=reported,
+               first_loss=losses[0], last_loss=losses[-1], argv=cmd)
+    print(json.dumps(res) if a.json else
+          "llm.c train_gpt2cu, B=%d T=%d: %.1f ms/step (%.1f-%.1f), peak %s MiB" % (
+              B, T, res["ms_step"], res["ms_min"], res["ms_max"], res["peak_MiB"]))
+    return 0
+
+
 def main():
     ap = argparse.ArgumentParser()
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -169,6 +277,16 @@ def main():
     r.add_argument("--threads", type=int, default=2)
     r.add_argument("--seed", type=int, default=0)
     r.add_argument("--json", action="store_true")
+    c = sub.add_parser("cuda")
+    c.add_argument("--bin", required=True, help="llm.c's train_gpt2cu")
+    c.add_argument("--batch", type=int, default=8)
+    c.add_argument("--seq", type=int, default=1024)
+    c.add_argument("--steps", type=int, default=6)
+    c.add_argument("--seed", type=int, default=0)
+    c.add_argument("--extra", default="", help="more train_gpt2cu options")
+    c.add_argument("--json", action="store_true")
+    c.add_argument("--threads", type=int, default=0, help="ignored (gpu_gpt2.py passes it)")
+    c.add_argument("--device", default="cuda", help="ignored")
     f = sub.add_parser("formula")
     f.add_argument("--batch", type=int, required=True)
     f.add_argument("--seq", type=int, required=True)
@@ -187,6 +305,8 @@ def main():
                       res["attention_floats"], res["param_bytes"] / M, res["grad_bytes"] / M,
                       res["adamw_bytes"] / M, res["total_bytes"] / M))
         return 0
+    if a.cmd == "cuda":
+        return run_cuda(a)
     return run(a)
 
 

@@ -69,7 +69,10 @@
 # bias_add), SL_CUDA_BF16_GEMM=off (bf16 Conv1D on float copies).
 # SL_GPT2_PRECISION=bf16 runs the gpt2 phase in mixed precision (ours with
 # bf16 activations, PyTorch under autocast) into gpt2_bf16.jsonl and its
-# siblings.
+# siblings; SL_GPT2_LLMC=PATH adds llm.c's train_gpt2cu (built by the user
+# from a fetched checkout: this project holds none of it) as a third side
+# there. SL_GPT2_SCHEDULES picks our schedules (none,sqrt,least),
+# SL_GPT2_MODES PyTorch's (plain,checkpoint).
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 out=${OUT:-gpu-out}
@@ -163,6 +166,9 @@ if has gpt2; then
   [ -z "${SL_GPT2_SHAPES:-}" ] || gpt2_args+=(--shapes "$SL_GPT2_SHAPES")
   [ -z "${SL_GPT2_MODEL:-}" ] || gpt2_args+=(--model-args "$SL_GPT2_MODEL")
   [ -z "${SL_GPT2_PRECISION:-}" ] || gpt2_args+=(--precision "$SL_GPT2_PRECISION")
+  [ -z "${SL_GPT2_LLMC:-}" ] || gpt2_args+=(--llmc "$SL_GPT2_LLMC")
+  [ -z "${SL_GPT2_SCHEDULES:-}" ] || gpt2_args+=(--schedules "$SL_GPT2_SCHEDULES")
+  [ -z "${SL_GPT2_MODES:-}" ] || gpt2_args+=(--modes "$SL_GPT2_MODES")
   ! command -v nvidia-smi >/dev/null || gpt2_args+=(--smi)
   "$py" bench/gpu_gpt2.py "${gpt2_args[@]}"
   took gpt2

@@ -101,6 +101,9 @@ def parse_args(argv):
                          "initialisation runs on them)")
     ap.add_argument("--smi", action="store_true", help="sample nvidia-smi's memory.used")
     ap.add_argument("--precision", choices=("f32", "bf16"), default="f32")
+    ap.add_argument("--llmc", default="",
+                    help="llm.c's train_gpt2cu, built by the user: a third side (bf16 only)")
+    ap.add_argument("--llmc-extra", default="", help="more train_gpt2cu options")
     a = ap.parse_args(argv)
     a.prefix = "gpt2" if a.precision == "f32" else "gpt2_bf16"
 
@@ -121,6 +124,8 @@ def configurations(a):
             out.append(("ours %s B=%d T=%d" % (s, b, t), "sublinear", s, b, t))
         for m in a.modes:
             out.append(("pytorch %s B=%d T=%d" % (m, b, t), "pytorch", m, b, t))
+        if a.llmc and a.precision == "bf16":
+            out.append(("llm.c B=%d T=%d" % (b, t), "llmc", "plain", b, t))
     return out
 
 
@@ -133,6 +138,10 @@ def command(a, side, sched, b, t, profile):
     if side == "sublinear":
         return ([a.bin, "--schedule", sched, "--precision", a.precision] + common +
                 (["--profile"] if profile else []))
+    if side == "llmc":
+        return [a.python, os.path.join(HERE, "bench_gpt2_llmc.py"), "cuda", "--bin", a.llmc,
+                "--batch", str(b), "--seq", str(t), "--steps", str(a.steps), "--json"] + (
+                    ["--extra", a.llmc_extra] if a.llmc_extra else [])
     return ([a.python, a.torch_script, "--mode", sched] + common +
             (["--autocast"] if a.precision == "bf16" else []))
 

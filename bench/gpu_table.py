@@ -11,6 +11,7 @@ ratio comes from runs of one job on one machine.
 """
 import argparse
 import json
+import re
 import os
 import statistics
 import sys
@@ -113,6 +114,13 @@ GPT2_TARGETS = [((8, 1024), "none", "plain", "ms_step", 0.6),
                 ((8, 1024), "sqrt", "checkpoint", "peak_MiB", 0.5),
                 ((128, 64), "none", "plain", "ms_step", 0.6)]
 
+# bf16 (issue 34): (shape, our schedule, other side, its run, measure, bound);
+# the peak beside llm.c is nvidia-smi's on both sides (context included)
+GPT2_BF16_TARGETS = [((8, 1024), "none", "llmc", "plain", "ms_step", 1.0),
+                     ((8, 1024), "none", "pytorch", "plain", "ms_step", 0.5),
+                     ((8, 1024), "none", "llmc", "plain", "smi_MiB", 0.6),
+                     ((8, 1024), "least", "sublinear", "none", "ms_step", 1.3)]
+
 
 def gpt2_tables(rows):
     """The GPT-2 table and targets from gpu_gpt2.py's rows (gpt2.jsonl)."""
@@ -135,8 +143,15 @@ def gpt2_tables(rows):
            "| shape | run | ms/step | range | rounds | peak MiB | nvidia-smi MiB | planned / "
            "allocated MiB |", "|---|---|---:|---:|---:|---:|---:|---:|"]
     cell = lambda v, f="{:.0f}": "—" if v is None else f.format(v)
+    bf16 = any(r.get("precision") == "bf16" for r in rows)
+    if bf16:
+        out[0] = re.sub(r"float32 with(out)? TF32", "bf16 mixed precision (PyTorch: autocast)",
+                        out[0], count=1)
     for r in rows:
-        who = ("ours " if r["side"] == "sublinear" else "PyTorch ") + r["schedule"]
+        if r["side"] == "llmc":  # its own figure is nvidia-smi's per-process one
+            r.setdefault("smi_MiB", r.get("peak_MiB"))
+        who = {"sublinear": "ours ", "pytorch": "PyTorch ", "llmc": "llm.c "}[r["side"]] + \
+            r["schedule"]
         shape = f"B={r['batch']} T={r['seq']}"
         if r.get("ms_step") is None:
             out.append(f"| {shape} | {who} | {str(r.get('error', 'not run')).replace('|', '/')} "
@@ -148,6 +163,19 @@ def gpt2_tables(rows):
                    f"{cell(other)} |")
     out.append("")
     by = {(r["side"], r["schedule"], r["batch"], r["seq"]): r for r in ok}
+    if bf16:
+        for (b, t), mine, side, theirs, what, bound in GPT2_BF16_TARGETS:
+            x, y = by.get(("sublinear", mine, b, t)), by.get((side, theirs, b, t))
+            name = {"ms_step": "step time", "smi_MiB": "nvidia-smi peak"}[what]
+            who = {"llmc": "llm.c", "pytorch": "PyTorch autocast", "sublinear": "ours"}[side]
+            text = f"- B={b} T={t}: ours {mine} / {who} {theirs}, {name} (target ≤ {bound})"
+            if not (x and y and x.get(what) and y.get(what)):
+                out.append(text + ": not measured")
+                continue
+            v = x[what] / y[what]
+            out.append(f"{text}: {v:.3f} ({'met' if v <= bound else 'NOT met'})")
+        out.append("")
+        return out
     for (b, t), mine, theirs, what, bound in GPT2_TARGETS:
         x, y = by.get(("sublinear", mine, b, t)), by.get(("pytorch", theirs, b, t))
         name = "step time" if what == "ms_step" else "peak"
@@ -173,9 +201,10 @@ def main():
     ap.add_argument("--only", choices=("gpt2",))
     a = ap.parse_args()
     folder = a.folder
-    gpt2 = load(folder, "gpt2.jsonl")
-    if gpt2:
-        print("\n".join(gpt2_tables(gpt2)))
+    for name in ("gpt2.jsonl", "gpt2_bf16.jsonl"):
+        gpt2 = load(folder, name)
+        if gpt2:
+            print("\n".join(gpt2_tables(gpt2)))
     if a.only == "gpt2":
         return
     ours, torch = load(folder, "ours.jsonl"), load(folder, "torch.jsonl")
