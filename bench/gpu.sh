@@ -66,7 +66,9 @@
 # Kernels written without a GPU at hand have switches back to the path
 # before them, for a session whose GPU tests show one broken:
 # SL_CUDA_FLASH=off (chunked cuBLAS attention), SL_CUDA_LT=off (gemm then
-# bias_add), SL_CUDA_BF16_GEMM=off (bf16 Conv1D on float copies).
+# bias_add), SL_CUDA_BF16_GEMM=off (bf16 Conv1D on float copies),
+# SL_CUDA_BF16_KERNELS=off (bf16 ReLU, adds, LayerNorm, GELU and fused
+# attention on float copies).
 # SL_GPT2_PRECISION=bf16 runs the gpt2 phase in mixed precision (ours with
 # bf16 activations, PyTorch under autocast) into gpt2_bf16.jsonl and its
 # siblings; SL_GPT2_LLMC=PATH adds llm.c's train_gpt2cu (built by the user

@@ -11,8 +11,8 @@
  * (its backward the same float adds on both devices: exact), a language
  * model's loss rows and total, casts between F32 and bf16, GEMMs,
  * convolutions, BatchNorm, pooling, elementwise maps, dropout and
- * uniforms, the classifier's loss, Adam, SGD, the norm's sums of squares
- * and a decoding step. Where both devices run the same element rule in
+ * uniforms, the classifier's loss, Adam, SGD, the norm's sums of squares,
+ * a decoding step, and the kernels that take bf16 activations. Where both devices run the same element rule in
  * the same order the tolerance is 0 (the same bits). Skipped
  * visibly without a usable GPU; the CPU side runs anyway, so the harness
  * itself is exercised here.
@@ -242,6 +242,66 @@ static void op_bias_gelu(dev *d, outputs *o)
     out_add(o, d, db, C);
     out_add(o, d, y, n);
     out_add(o, d, dx, n);
+}
+
+/* A bf16 copy of a normal float array (scratch f: n floats). */
+static uint16_t *dev_normal_bf16(dev *d, float *f, size_t n, uint64_t seed, float scale)
+{
+    float *h = host_normal(n, seed, scale);
+    d->be->upload(&d->ex, f, h, n * sizeof(float));
+    free(h);
+    uint16_t *b = dev_alloc(d, n * sizeof(uint16_t));
+    d->be->cast(&d->ex, n, f, SL_DTYPE_F32, b, SL_DTYPE_BF16);
+    return b;
+}
+
+/* bf16 output b widened (through scratch f) into the outputs. */
+static void out_bf16(outputs *o, dev *d, float *f, const uint16_t *b, size_t n)
+{
+    d->be->cast(&d->ex, n, b, SL_DTYPE_BF16, f, SL_DTYPE_F32);
+    out_add(o, d, f, n);
+}
+
+/* The kernel families on bf16 activations (ex.bf16): LayerNorm, GELU, the
+ * adds and copies, ReLU; weights, statistics and parameter gradients
+ * float. */
+static void op_bf16_kernels(dev *d, outputs *o)
+{
+    unsigned fam = SL_BF16_RELU | SL_BF16_ADD | SL_BF16_LAYERNORM | SL_BF16_GELU;
+    ck_assert_msg((d->be->bf16_kernels & fam) == fam, "%s: bf16 kernels 0x%x", d->be->name,
+                  d->be->bf16_kernels);
+    size_t n = (size_t)ROWS * C;
+    float *f = dev_alloc(d, n * sizeof(float));
+    uint16_t *x = dev_normal_bf16(d, f, n, 120, 2.0f), *dy = dev_normal_bf16(d, f, n, 121, 1.0f);
+    uint16_t *acc = dev_normal_bf16(d, f, n, 122, 1.0f); /* accumulated into */
+    uint16_t *y = dev_alloc(d, n * sizeof(uint16_t)), *g = dev_alloc(d, n * sizeof(uint16_t));
+    float *w = dev_normal(d, C, 123, 1.0f), *b = dev_normal(d, C, 124, 1.0f);
+    float *stats = dev_alloc(d, 2 * ROWS * sizeof(float));
+    float *dw = dev_normal(d, C, 125, 1.0f), *db = dev_normal(d, C, 126, 1.0f);
+    sl_exec e = d->ex;
+    e.bf16 = 1;
+    const float *xf = (const float *)(const void *)x, *dyf = (const float *)(const void *)dy;
+    float *yf = (float *)(void *)y, *gf = (float *)(void *)g, *accf = (float *)(void *)acc;
+    d->be->layernorm_forward(&e, ROWS, C, xf, w, b, 1e-5f, yf, stats, stats + ROWS);
+    out_bf16(o, d, f, y, n);
+    d->be->layernorm_backward(&e, ROWS, C, xf, dyf, w, stats, stats + ROWS, accf, 1, dw, db);
+    out_bf16(o, d, f, acc, n);
+    out_add(o, d, dw, C);
+    out_add(o, d, db, C);
+    d->be->gelu_forward(&e, n, xf, gf);
+    out_bf16(o, d, f, g, n);
+    d->be->gelu_backward(&e, n, xf, dyf, gf, 0);
+    out_bf16(o, d, f, g, n);
+    /* the adds: whole groups, then from element 1 (the unaligned path) */
+    d->be->add(&e, n, xf, dyf, yf);
+    d->be->add(&e, n - 1, (const float *)(const void *)(x + 1),
+               (const float *)(const void *)(dy + 1), (float *)(void *)(y + 1));
+    out_bf16(o, d, f, y, n);
+    /* y += dy, then y += relu'(relu(x), dy) */
+    d->be->copy(&e, n, dyf, yf, 1);
+    d->be->relu_forward(&e, n, xf, gf);
+    d->be->relu_backward(&e, n, gf, dyf, yf, 1);
+    out_bf16(o, d, f, y, n);
 }
 
 static void op_embedding(dev *d, outputs *o)
@@ -687,6 +747,12 @@ START_TEST(test_ops_gpu_vs_cpu)
     check_op("max / avg / global pooling", op_pool, gpu, pool_tol);
     const double ew_tol[] = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0};
     check_op("relu, add, copy, slices, bias", op_elementwise, gpu, ew_tol);
+    /* bf16 activations: LayerNorm's y and dx and GELU's y and dx may round
+     * to the other bf16 neighbour where the float values differ by an ulp
+     * (a bf16 unit: at most 2^-7 of the largest); LayerNorm's parameter
+     * sums stay float; the adds, copies and ReLU are exact */
+    const double b16_tol[] = {8e-3, 8e-3, 1e-5, 1e-5, 8e-3, 8e-3, 0.0, 0.0};
+    check_op("bf16: layernorm, gelu, add, copy, relu", op_bf16_kernels, gpu, b16_tol);
     /* Philox words and their masks: the same bits */
     const double rnd_tol[] = {0.0, 0.0, 0.0};
     check_op("dropout, uniforms", op_random, gpu, rnd_tol);

@@ -13,6 +13,7 @@
  * GPT-2 (flash attention, the chunked head) gives the CPU's step within
  * 1e-4 and checkpoints bit-identically.
  */
+#define _POSIX_C_SOURCE 200809L /* setenv */
 #include <check.h>
 #include <math.h>
 #include <stdio.h>
@@ -572,6 +573,60 @@ START_TEST(test_cuda_gpt2_tf32_fused_attention_checkpoints_bit_identical)
 }
 END_TEST
 
+/* GPT-2 in bf16 on the GPU, heads of 64 under TF32: LayerNorm, GELU, the
+ * residual adds and the fused attention read and write bf16 themselves
+ * (SL_BF16_* families of the CUDA backend; its Conv1D GEMMs in bf16 on
+ * both sides). The step gives the bits of the same network with those
+ * families off (SL_CUDA_BF16_KERNELS=off: float copies around the same
+ * float kernels), in a smaller planned arena (the copies are gone); sqrt
+ * gives the plain step's bits. T = 100: a last attention tile of 36. */
+static void bf16_gpt2_step(int kernels, sl_schedule s, const int32_t *ids,
+                           const int32_t *targets, int b, int t, th_params *out, float *loss,
+                           uint64_t *arena)
+{
+    if (!kernels)
+        setenv("SL_CUDA_BF16_KERNELS", "off", 1);
+    sl_context *g = cuda_context_math(45, 1);
+    unsetenv("SL_CUDA_BF16_KERNELS");
+    sl_net *net = gpt2_net_heads(g, 0.0f, s, 128, 2, t);
+    ck_assert(sl_net_set_precision(net, SL_PRECISION_BF16) == SL_OK);
+    sl_step_result r;
+    ck_assert_msg(sl_net_compute_gradients_tokens(net, ids, targets, b, t, &r) == SL_OK, "%s",
+                  sl_last_error());
+    *loss = r.loss;
+    sl_memory_report rep;
+    ck_assert(sl_net_memory_report(net, (sl_shape){b, 1, t, 1}, SL_MODE_TRAIN, &rep) == SL_OK);
+    ck_assert_uint_eq(rep.arena_measured, rep.arena_bytes);
+    *arena = rep.arena_bytes;
+    th_params_capture(net, out);
+    sl_net_free(net);
+    sl_context_free(g);
+}
+
+START_TEST(test_cuda_bf16_gpt2_kernels_give_the_copies_bits)
+{
+    enum { B = 2, T = 100, V = 300 };
+    int32_t ids[B * T], targets[B * T];
+    gpt2_tokens(ids, targets, B * T, V);
+    th_params kern, copies, ck;
+    float kern_loss, copies_loss, ck_loss;
+    uint64_t kern_arena, copies_arena, ck_arena;
+    bf16_gpt2_step(1, SL_SCHEDULE_NONE, ids, targets, B, T, &kern, &kern_loss, &kern_arena);
+    bf16_gpt2_step(0, SL_SCHEDULE_NONE, ids, targets, B, T, &copies, &copies_loss, &copies_arena);
+    printf("GPT-2 bf16 CUDA: bf16 kernels loss %.7f, arena %.2f MiB; float copies loss %.7f, "
+           "arena %.2f MiB\n", kern_loss, kern_arena / 1048576.0, copies_loss,
+           copies_arena / 1048576.0);
+    ck_assert_msg(kern_arena < copies_arena, "bf16 kernels plan %llu arena bytes, copies %llu: "
+                  "no layer ran on bf16 itself", (unsigned long long)kern_arena,
+                  (unsigned long long)copies_arena);
+    assert_same_run(kern_loss, copies_loss, &copies, &kern, "bf16 kernels against copies");
+    bf16_gpt2_step(1, SL_SCHEDULE_SQRT, ids, targets, B, T, &ck, &ck_loss, &ck_arena);
+    bf16_gpt2_step(0, SL_SCHEDULE_NONE, ids, targets, B, T, &copies, &copies_loss, &copies_arena);
+    assert_same_run(ck_loss, copies_loss, &copies, &ck, "bf16 kernels under sqrt");
+    th_params_free(&copies);
+}
+END_TEST
+
 /* Two CUDA contexts in one process are two backend instances (streams,
  * handles, algorithm caches, errors): networks stepping in turn on both,
  * and one context freed halfway, give the same parameters and gradients
@@ -849,6 +904,7 @@ int main(void)
     tcase_add_test(tc, test_cuda_tf32_off_and_on_both_plan_and_train);
     tcase_add_test(tc, test_cuda_gpt2_matches_cpu_and_checkpoints_bit_identical);
     tcase_add_test(tc, test_cuda_gpt2_tf32_fused_attention_checkpoints_bit_identical);
+    tcase_add_test(tc, test_cuda_bf16_gpt2_kernels_give_the_copies_bits);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_set_fork_status(sr, CK_NOFORK); /* one CUDA context per process */

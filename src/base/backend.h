@@ -403,6 +403,11 @@ typedef struct sl_attention_desc {
     REQ(void, attention_backward,                                                              \
         (const sl_exec *ex, const sl_attention_desc *d, const float *qkv, const float *y,      \
          const float *dy, const float *saved, float *dqkv, int accumulate, void *ws))          \
+    /* Whether attention_forward and _backward run d on bf16 activations                      \
+     * themselves when the call's ex->bf16 is set (SL_BF16_ATTENTION: qkv, y,                  \
+     * dy and dqkv bf16, the saved state and workspace float), with the same                   \
+     * workspace. NULL, or 0: a bf16 network's attention runs on float copies. */              \
+    OPT(int, attention_native_bf16, (const sl_backend *be, const sl_attention_desc *d))        \
     /* slots[t] += the sum of squares, in double and index order, of the                       \
      * elements t, t + S, t + 2S ... of x (S = SL_SUM_SQUARES_SLOTS; see                       \
      * base/element.h's sl_square_add); slots is backend memory.                               \
@@ -449,6 +454,9 @@ enum {
     SL_BF16_LAYERNORM = 1u << 4, /* layernorm_forward, _backward (rows of at most
                                     SL_BF16_ROW_MAX columns) */
     SL_BF16_GELU = 1u << 5,      /* gelu_forward, gelu_backward */
+    SL_BF16_ATTENTION = 1u << 6, /* attention_forward, _backward where
+                                    attention_native_bf16 says so (qkv, y,
+                                    dy and dqkv bf16; the saved state float) */
 };
 
 /* The widest row a bf16 LayerNorm kernel takes (its rows are widened into

@@ -210,8 +210,9 @@ static __global__ void grad_rows(chunk_rows c, float *scores, float *grads, cons
 
 /* D_i = rowsum(dO o O) of every row (pair-major: row bh * t + i), in
  * double over the head's channels. */
-static __global__ void rowsum_rows(int pairs, int t, int heads, int hd, const float *y,
-                                   const float *dy, float *out)
+template <typename T> /* the activations' type (cuda_common.h) */
+static __global__ void rowsum_rows(int pairs, int t, int heads, int hd, const T *y, const T *dy,
+                                   float *out)
 {
     size_t rows = (size_t)pairs * (size_t)t, c = (size_t)heads * hd;
     int lane = (int)(threadIdx.x & 31);
@@ -222,7 +223,7 @@ static __global__ void rowsum_rows(int pairs, int t, int heads, int hd, const fl
         size_t off = (b * (size_t)t + i) * c + h * (size_t)hd;
         double acc = 0.0;
         for (int k = lane; k < hd; k += 32)
-            acc += (double)(y[off + k] * dy[off + k]);
+            acc += (double)(sl_ld(y, off + k) * sl_ld(dy, off + k));
         acc = sl_cuda_warp_sum(acc);
         if (lane == 0)
             out[row] = (float)acc;
@@ -305,13 +306,17 @@ static float **write_pointers(sl_cuda_state *s, const sl_attn_layout &L, const a
 
 /* D_i = rowsum(dO o O) of every row of d's call into out (both flash
  * backwards). */
-static void launch_rowsum(sl_cuda_state *s, const sl_attention_desc *d, const float *y,
+static void launch_rowsum(sl_cuda_state *s, const sl_attention_desc *d, int bf16, const float *y,
                           const float *dy, float *out)
 {
     int pairs = d->n * d->heads;
     unsigned blocks = sl_cuda_warp_row_blocks((size_t)pairs * d->t);
-    rowsum_rows<<<blocks, SL_CUDA_ROW_THREADS, 0, s->stream>>>(pairs, d->t, d->heads, d->d, y,
-                                                               dy, out);
+    if (bf16)
+        rowsum_rows<<<blocks, SL_CUDA_ROW_THREADS, 0, s->stream>>>(pairs, d->t, d->heads, d->d,
+                                                                   SL_CBF(y), SL_CBF(dy), out);
+    else
+        rowsum_rows<<<blocks, SL_CUDA_ROW_THREADS, 0, s->stream>>>(pairs, d->t, d->heads, d->d, y,
+                                                                   dy, out);
     SL_CUDA_LAUNCHED(s);
 }
 
@@ -331,12 +336,19 @@ extern "C" size_t sl_cuda_attention_workspace_bytes(const sl_backend *be,
     return sl_attn_layout_for(d, backward, SL_ATTN_SCRATCH_BYTES).bytes;
 }
 
+/* bf16 activations in the fused kernels (SL_BF16_ATTENTION) wherever
+ * they run d; the chunked path takes float copies. */
+extern "C" int sl_cuda_attention_native_bf16(const sl_backend *be, const sl_attention_desc *d)
+{
+    return sl_cuda_flash_applies(sl_cuda_of(be), d);
+}
+
 extern "C" void sl_cuda_attention_forward(const sl_exec *ex, const sl_attention_desc *d,
                                           const float *qkv, float *y, float *saved, void *ws)
 {
     sl_cuda_state *s = sl_cuda_ex(ex);
     if (sl_cuda_flash_applies(s, d)) {
-        sl_cuda_flash_forward(s, d, qkv, y, saved);
+        sl_cuda_flash_forward(s, d, ex->bf16, qkv, y, saved);
         return;
     }
     sl_attn_layout L = sl_attn_layout_for(d, 0, SL_ATTN_SCRATCH_BYTES);
@@ -373,8 +385,8 @@ extern "C" void sl_cuda_attention_backward(const sl_exec *ex, const sl_attention
     sl_cuda_state *s = sl_cuda_ex(ex);
     if (sl_cuda_flash_applies(s, d)) {
         float *rowsum = (float *)ws;
-        launch_rowsum(s, d, y, dy, rowsum);
-        sl_cuda_flash_backward(s, d, qkv, dy, saved, rowsum, dqkv, accumulate);
+        launch_rowsum(s, d, ex->bf16, y, dy, rowsum);
+        sl_cuda_flash_backward(s, d, ex->bf16, qkv, dy, saved, rowsum, dqkv, accumulate);
         return;
     }
     sl_attn_layout L = sl_attn_layout_for(d, 1, SL_ATTN_SCRATCH_BYTES);
@@ -391,7 +403,7 @@ extern "C" void sl_cuda_attention_backward(const sl_exec *ex, const sl_attention
     b.at[SL_ATTN_G] = grads;
     float **ptrs = write_pointers(s, L, b, ws);
     if (d->flash)
-        launch_rowsum(s, d, y, dy, rowsum);
+        launch_rowsum(s, d, 0, y, dy, rowsum);
     sl_dropout_mask m = sl_dropout_mask_of(d->p, d->seed);
     for (int gi = 0; gi < L.groups; gi++) {
         int pair0, pairs;

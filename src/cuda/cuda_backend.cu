@@ -301,10 +301,16 @@ extern "C" sl_status sl_cuda_backend_create(int gpu, int deterministic, int tf32
     b->impl = s;
     /* Switches for a GPU session whose new kernels misbehave (each "off"
      * goes back to the path before them): SL_CUDA_BF16_GEMM (a bf16
-     * network's Conv1D layers then run on float copies), SL_CUDA_LT
+     * network's Conv1D layers then run on float copies),
+     * SL_CUDA_BF16_KERNELS (ReLU, the adds, LayerNorm, GELU and the fused
+     * attention on bf16 activations: then on float copies), SL_CUDA_LT
      * (gemm_bias: then gemm and bias_add), SL_CUDA_FLASH (the fused
      * attention: then the chunked cuBLAS one) */
-    b->bf16_kernels = env_off("SL_CUDA_BF16_GEMM") ? 0u : (unsigned)SL_BF16_GEMM;
+    b->bf16_kernels = (env_off("SL_CUDA_BF16_GEMM") ? 0u : (unsigned)SL_BF16_GEMM) |
+                      (env_off("SL_CUDA_BF16_KERNELS")
+                           ? 0u
+                           : (unsigned)(SL_BF16_RELU | SL_BF16_ADD | SL_BF16_LAYERNORM |
+                                        SL_BF16_GELU | SL_BF16_ATTENTION));
     if (env_off("SL_CUDA_LT"))
         b->gemm_bias = NULL;
     s->flash_fused = !env_off("SL_CUDA_FLASH");

@@ -223,13 +223,15 @@ void sl_cuda_conv_cache_free(struct sl_cuda_conv_cache *c);
  * function of d and the instance alone); cuda_attention.cu calls it and
  * plans its workspace (the backward's D = rowsum(dO o y), pairs x t
  * floats, which it also computes). lse: the saved state (NULL in
- * evaluation). */
+ * evaluation). bf16: qkv, y, dy and dqkv are bf16 storage (ex->bf16 of
+ * the SL_BF16_ATTENTION family), widened as staged, rounded as written:
+ * the float kernels' bits on widened copies, rounded. */
 int sl_cuda_flash_applies(const sl_cuda_state *s, const sl_attention_desc *d);
-void sl_cuda_flash_forward(sl_cuda_state *s, const sl_attention_desc *d, const float *qkv,
-                           float *y, float *lse);
-void sl_cuda_flash_backward(sl_cuda_state *s, const sl_attention_desc *d, const float *qkv,
-                            const float *dy, const float *lse, const float *dd, float *dqkv,
-                            int accumulate);
+void sl_cuda_flash_forward(sl_cuda_state *s, const sl_attention_desc *d, int bf16,
+                           const float *qkv, float *y, float *lse);
+void sl_cuda_flash_backward(sl_cuda_state *s, const sl_attention_desc *d, int bf16,
+                            const float *qkv, const float *dy, const float *lse, const float *dd,
+                            float *dqkv, int accumulate);
 
 #ifdef __cplusplus
 }
@@ -273,46 +275,122 @@ static void sl_cuda_map(const sl_exec *ex, size_t n, bool aligned, Op op)
 #define SL_F4(p) ((float4 *)(p))
 #define SL_CF4(p) ((const float4 *)(p))
 
-/* dst (+)= v, four at a time (sl_put's rule on each). */
-static __device__ inline void sl_put4(float4 *dst, float4 v, int accumulate)
+/* ---- activations of either stored type ----
+ * A kernel of a SL_BF16_* family (base/backend.h) is a template on its
+ * activations' type T: float, or uint16_t for bf16 (the call's ex->bf16).
+ * bf16 values are widened as they are read and rounded to nearest even
+ * as they are written (element.h's sl_bf16_widen / sl_bf16_round), with
+ * the float kernel's arithmetic in between, so a bf16 call gives the
+ * float kernel's results on widened copies, rounded: the bits of the
+ * executor's float-copies path. For T = float these are plain loads and
+ * stores. A group is 4 values (a float4, or 4 bf16 in a uint2). */
+static __device__ inline float sl_ld(const float *p, size_t i) { return p[i]; }
+static __device__ inline float sl_ld(const uint16_t *p, size_t i) { return sl_bf16_widen(p[i]); }
+static __device__ inline void sl_st(float *p, size_t i, float v) { p[i] = v; }
+static __device__ inline void sl_st(uint16_t *p, size_t i, float v) { p[i] = sl_bf16_round(v); }
+
+/* p[i] = v, or p[i] + v (sl_put's order) */
+template <typename T>
+static __device__ inline void sl_put_t(T *p, size_t i, float v, int accumulate)
+{
+    sl_st(p, i, accumulate ? sl_ld(p, i) + v : v);
+}
+
+static __device__ inline float4 sl_ld4(const float *p, size_t g) { return SL_CF4(p)[g]; }
+static __device__ inline float4 sl_ld4(const uint16_t *p, size_t g)
+{
+    uint2 u = ((const uint2 *)p)[g]; /* little-endian: element 4g in u.x's low half */
+    return make_float4(sl_bf16_widen((uint16_t)(u.x & 0xFFFFu)), sl_bf16_widen((uint16_t)(u.x >> 16)),
+                       sl_bf16_widen((uint16_t)(u.y & 0xFFFFu)), sl_bf16_widen((uint16_t)(u.y >> 16)));
+}
+static __device__ inline void sl_st4(float *p, size_t g, float4 v) { SL_F4(p)[g] = v; }
+static __device__ inline void sl_st4(uint16_t *p, size_t g, float4 v)
+{
+    uint2 u;
+    u.x = (uint32_t)sl_bf16_round(v.x) | (uint32_t)sl_bf16_round(v.y) << 16;
+    u.y = (uint32_t)sl_bf16_round(v.z) | (uint32_t)sl_bf16_round(v.w) << 16;
+    ((uint2 *)p)[g] = u;
+}
+
+/* group g of p = v, or p's group + v (sl_put's order on each) */
+template <typename T>
+static __device__ inline void sl_put4_t(T *p, size_t g, float4 v, int accumulate)
 {
     if (accumulate) {
-        float4 d = *dst;
+        float4 d = sl_ld4(p, g);
         v = make_float4(d.x + v.x, d.y + v.y, d.z + v.z, d.w + v.w);
     }
-    *dst = v;
+    sl_st4(p, g, v);
 }
+
+/* Whether a, b and c allow T's group loads (4 values a group). */
+template <typename T>
+static inline bool sl_cuda_aligned_groups(const void *a, const void *b, const void *c)
+{
+    return ((uintptr_t)a | (uintptr_t)b | (uintptr_t)c) % (4 * sizeof(T)) == 0;
+}
+
+/* A float pointer of a call's activations as bf16 storage. */
+#define SL_BF(p) ((uint16_t *)(void *)(p))
+#define SL_CBF(p) ((const uint16_t *)(const void *)(p))
 
 /* The maps' ops for an activation whose rule R gives R::of(x) and
  * R::grad(x, dy) (the value the gradient rule reads, then dy): y = of(x);
- * dx (+)= grad(x, dy). */
-template <class R>
+ * dx (+)= grad(x, dy). T: the activations' type. */
+template <class R, typename T = float>
 struct sl_unary4 {
-    const float *x;
-    float *y;
-    __device__ void one(size_t i) const { y[i] = R::of(x[i]); }
+    const T *x;
+    T *y;
+    __device__ void one(size_t i) const { sl_st(y, i, R::of(sl_ld(x, i))); }
     __device__ void group(size_t g) const
     {
-        float4 a = SL_CF4(x)[g];
-        SL_F4(y)[g] = make_float4(R::of(a.x), R::of(a.y), R::of(a.z), R::of(a.w));
+        float4 a = sl_ld4(x, g);
+        sl_st4(y, g, make_float4(R::of(a.x), R::of(a.y), R::of(a.z), R::of(a.w)));
     }
 };
 
-template <class R>
+template <class R, typename T = float>
 struct sl_grad4 {
-    const float *x, *dy;
-    float *dx;
+    const T *x, *dy;
+    T *dx;
     int accumulate;
-    __device__ void one(size_t i) const { sl_put(&dx[i], R::grad(x[i], dy[i]), accumulate); }
+    __device__ void one(size_t i) const
+    {
+        sl_put_t(dx, i, R::grad(sl_ld(x, i), sl_ld(dy, i)), accumulate);
+    }
     __device__ void group(size_t g) const
     {
-        float4 a = SL_CF4(x)[g], b = SL_CF4(dy)[g];
-        sl_put4(&SL_F4(dx)[g],
-                make_float4(R::grad(a.x, b.x), R::grad(a.y, b.y), R::grad(a.z, b.z),
-                            R::grad(a.w, b.w)),
-                accumulate);
+        float4 a = sl_ld4(x, g), b = sl_ld4(dy, g);
+        sl_put4_t(dx, g,
+                  make_float4(R::grad(a.x, b.x), R::grad(a.y, b.y), R::grad(a.z, b.z),
+                              R::grad(a.w, b.w)),
+                  accumulate);
     }
 };
+
+/* y = R::of(x) and dx (+)= R::grad(x, dy) over n elements, on float or,
+ * when ex->bf16, on bf16 activations. */
+template <class R>
+static void sl_cuda_unary(const sl_exec *ex, size_t n, const float *x, float *y)
+{
+    if (ex->bf16)
+        sl_cuda_map(ex, n, sl_cuda_aligned_groups<uint16_t>(x, y, y),
+                    sl_unary4<R, uint16_t>{SL_CBF(x), SL_BF(y)});
+    else
+        sl_cuda_map(ex, n, sl_cuda_aligned_groups<float>(x, y, y), sl_unary4<R>{x, y});
+}
+
+template <class R>
+static void sl_cuda_grad(const sl_exec *ex, size_t n, const float *x, const float *dy, float *dx,
+                         int accumulate)
+{
+    if (ex->bf16)
+        sl_cuda_map(ex, n, sl_cuda_aligned_groups<uint16_t>(x, dy, dx),
+                    sl_grad4<R, uint16_t>{SL_CBF(x), SL_CBF(dy), SL_BF(dx), accumulate});
+    else
+        sl_cuda_map(ex, n, sl_cuda_aligned_groups<float>(x, dy, dx),
+                    sl_grad4<R>{x, dy, dx, accumulate});
+}
 #endif
 
 #endif

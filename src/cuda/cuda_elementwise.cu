@@ -23,35 +23,37 @@ struct relu_rule {
     static __device__ float grad(float y, float dy) { return sl_relu_grad_of(y, dy); }
 };
 
+/* T: the activations' type (cuda_common.h; SL_BF16_ADD) */
+template <typename T>
 struct add4 {
-    const float *a, *b;
-    float *y;
-    __device__ void one(size_t i) const { y[i] = a[i] + b[i]; }
+    const T *a, *b;
+    T *y;
+    __device__ void one(size_t i) const { sl_st(y, i, sl_ld(a, i) + sl_ld(b, i)); }
     __device__ void group(size_t g) const
     {
-        float4 u = SL_CF4(a)[g], v = SL_CF4(b)[g];
-        SL_F4(y)[g] = make_float4(u.x + v.x, u.y + v.y, u.z + v.z, u.w + v.w);
+        float4 u = sl_ld4(a, g), v = sl_ld4(b, g);
+        sl_st4(y, g, make_float4(u.x + v.x, u.y + v.y, u.z + v.z, u.w + v.w));
     }
 };
 
+template <typename T>
 struct copy4 {
-    const float *s;
-    float *d;
+    const T *s;
+    T *d;
     int accumulate;
-    __device__ void one(size_t i) const { sl_put(&d[i], s[i], accumulate); }
-    __device__ void group(size_t g) const { sl_put4(&SL_F4(d)[g], SL_CF4(s)[g], accumulate); }
+    __device__ void one(size_t i) const { sl_put_t(d, i, sl_ld(s, i), accumulate); }
+    __device__ void group(size_t g) const { sl_put4_t(d, g, sl_ld4(s, g), accumulate); }
 };
 
 extern "C" void sl_cuda_relu_forward(const sl_exec *ex, size_t count, const float *x, float *y)
 {
-    sl_cuda_map(ex, count, sl_cuda_aligned16(x, y, y), sl_unary4<relu_rule>{x, y});
+    sl_cuda_unary<relu_rule>(ex, count, x, y);
 }
 
 extern "C" void sl_cuda_relu_backward(const sl_exec *ex, size_t count, const float *y,
                                       const float *dy, float *dx, int accumulate)
 {
-    sl_cuda_map(ex, count, sl_cuda_aligned16(y, dy, dx),
-                sl_grad4<relu_rule>{y, dy, dx, accumulate});
+    sl_cuda_grad<relu_rule>(ex, count, y, dy, dx, accumulate);
 }
 
 /* One thread per Philox block of four elements, as the CPU's loop. */
@@ -108,7 +110,11 @@ static __global__ void fill_k(size_t n, float v, float *d)
 extern "C" void sl_cuda_add(const sl_exec *ex, size_t count, const float *a, const float *b,
                             float *y)
 {
-    sl_cuda_map(ex, count, sl_cuda_aligned16(a, b, y), add4{a, b, y});
+    if (ex->bf16)
+        sl_cuda_map(ex, count, sl_cuda_aligned_groups<uint16_t>(a, b, y),
+                    add4<uint16_t>{SL_CBF(a), SL_CBF(b), SL_BF(y)});
+    else
+        sl_cuda_map(ex, count, sl_cuda_aligned_groups<float>(a, b, y), add4<float>{a, b, y});
 }
 
 extern "C" void sl_cuda_copy(const sl_exec *ex, size_t count, const float *src, float *dst,
@@ -116,7 +122,12 @@ extern "C" void sl_cuda_copy(const sl_exec *ex, size_t count, const float *src, 
 {
     if (src == dst && !accumulate)
         return;
-    sl_cuda_map(ex, count, sl_cuda_aligned16(src, dst, dst), copy4{src, dst, accumulate});
+    if (ex->bf16)
+        sl_cuda_map(ex, count, sl_cuda_aligned_groups<uint16_t>(src, dst, dst),
+                    copy4<uint16_t>{SL_CBF(src), SL_BF(dst), accumulate});
+    else
+        sl_cuda_map(ex, count, sl_cuda_aligned_groups<float>(src, dst, dst),
+                    copy4<float>{src, dst, accumulate});
 }
 
 /* Zeros (+0.0f, all bits clear) through cudaMemsetAsync, which

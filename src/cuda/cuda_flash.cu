@@ -6,7 +6,12 @@
  * cuda_attention.cu's chunks of batched cuBLAS GEMMs. sl_cuda_flash_applies
  * decides from the descriptor and the instance alone, so a forward, its
  * re-forward and its backward always take the same path, and the
- * workspace the plan reserved is the path's own.
+ * workspace the plan reserved is the path's own. The kernels are
+ * templates on the activations' type T (float, or bf16 as uint16_t: a
+ * bf16 network's qkv, y, dy and dqkv, SL_BF16_ATTENTION): bf16 values are
+ * widened as a tile is fetched (exact in TF32: bf16 has 8 significant
+ * bits, TF32 11) and y and the gradients rounded as they are written, so
+ * a bf16 call gives the float kernels' bits on widened copies, rounded.
  *
  * Tiles of 64 queries x 64 keys, a block of 4 warps (128 threads) per
  * tile; each warp owns 16 rows of every 64 x 64 x 64 product, computed
@@ -108,10 +113,10 @@ extern "C" int sl_cuda_flash_applies(const sl_cuda_state *s, const sl_attention_
  * held the kernels to about 20 TFLOP/s on an H100 (ncu, 2026-11-26). */
 enum { FL_PER = FL_TILE * FL_D / 4 / FL_THREADS }; /* float4s a thread: 8 */
 
-template <bool VEC>
+template <bool VEC, typename T>
 struct pending_tile {
     float4 v[VEC ? FL_PER : 1];
-    const float *src;
+    const T *src;
     size_t ldg;
     int rows;
 };
@@ -124,8 +129,8 @@ static __device__ inline void vec_at(int u, int *r, int *c)
     *c = (e & 15) * 4;
 }
 
-template <bool VEC>
-static __device__ inline void fetch(pending_tile<VEC> &p, const float *src, size_t ldg, int rows)
+template <bool VEC, typename T>
+static __device__ inline void fetch(pending_tile<VEC, T> &p, const T *src, size_t ldg, int rows)
 {
     p.src = src;
     p.ldg = ldg;
@@ -135,14 +140,14 @@ static __device__ inline void fetch(pending_tile<VEC> &p, const float *src, size
         for (int u = 0; u < FL_PER; u++) {
             int r, c;
             vec_at(u, &r, &c);
-            p.v[u] = r < rows ? *(const float4 *)(src + (size_t)r * ldg + c)
+            p.v[u] = r < rows ? sl_ld4(src, ((size_t)r * ldg + c) / 4)
                               : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
         }
     }
 }
 
-template <bool VEC>
-static __device__ inline void put(float *dst, const pending_tile<VEC> &p)
+template <bool VEC, typename T>
+static __device__ inline void put(float *dst, const pending_tile<VEC, T> &p)
 {
     if constexpr (VEC) {
 #pragma unroll
@@ -156,17 +161,17 @@ static __device__ inline void put(float *dst, const pending_tile<VEC> &p)
     } else {
         for (int e = (int)threadIdx.x; e < FL_TILE * FL_D; e += FL_THREADS) {
             int r = e >> 6, c = e & 63;
-            float v = r < p.rows ? p.src[(size_t)r * p.ldg + c] : 0.0f;
+            float v = r < p.rows ? sl_ld(p.src, (size_t)r * p.ldg + c) : 0.0f;
             dst[r * FL_LD + c] = wmma::__float_to_tf32(v);
         }
     }
 }
 
 /* A tile staged at once: fetched and put. */
-template <bool VEC>
-static __device__ inline void stage(float *dst, const float *src, size_t ldg, int rows)
+template <bool VEC, typename T>
+static __device__ inline void stage(float *dst, const T *src, size_t ldg, int rows)
 {
-    pending_tile<VEC> p;
+    pending_tile<VEC, T> p;
     fetch(p, src, ldg, rows);
     put(dst, p);
 }
@@ -175,9 +180,9 @@ static __device__ inline void stage(float *dst, const float *src, size_t ldg, in
  * into pk and pv, into Ks and Vs once every warp is done with the last
  * one; then the next tile up to key `last` fetched; the shared tiles
  * ready for every warp at return. */
-template <bool VEC>
-static __device__ inline void key_tile_step(float *Ks, float *Vs, pending_tile<VEC> &pk,
-                                            pending_tile<VEC> &pv, const float *k, const float *v,
+template <bool VEC, typename T>
+static __device__ inline void key_tile_step(float *Ks, float *Vs, pending_tile<VEC, T> &pk,
+                                            pending_tile<VEC, T> &pv, const T *k, const T *v,
                                             size_t w3, int j0, int last, int t)
 {
     __syncthreads(); /* the last tile's K, V no longer read */
@@ -313,9 +318,9 @@ static __device__ inline void scale_rows(frag_acc acc[4], const int rows[frag_ac
  * blocks an SM, which the register bound below holds to. */
 enum { FL_FWD_SMEM = 4 * FL_TILE_FLOATS * (int)sizeof(float), FL_FWD_BLOCKS = 3 };
 
-template <bool VEC>
+template <bool VEC, typename T>
 static __global__ void __launch_bounds__(FL_THREADS, FL_FWD_BLOCKS)
-    flash_fwd_k(int t, int heads, float scale, const float *qkv, float *y, float *lse)
+    flash_fwd_k(int t, int heads, float scale, const T *qkv, T *y, float *lse)
 {
     extern __shared__ __align__(128) float sm[];
     float *Qs = sm, *Ks = Qs + FL_TILE_FLOATS, *Vs = Ks + FL_TILE_FLOATS,
@@ -324,8 +329,8 @@ static __global__ void __launch_bounds__(FL_THREADS, FL_FWD_BLOCKS)
     int bh = (int)blockIdx.x;
     int i0 = (int)(gridDim.y - 1 - blockIdx.y) * FL_TILE, qrows = min(FL_TILE, t - i0);
     heads_at A = heads_of(bh, heads, t);
-    const float *q = qkv + A.q, *k = q + A.c, *v = q + 2 * A.c;
-    pending_tile<VEC> pk, pv; /* the next key tile, in flight */
+    const T *q = qkv + A.q, *k = q + A.c, *v = q + 2 * A.c;
+    pending_tile<VEC, T> pk, pv; /* the next key tile, in flight */
     fetch(pk, k, A.w3, min(FL_TILE, t));
     fetch(pv, v, A.w3, min(FL_TILE, t));
     stage<VEC>(Qs, q + (size_t)i0 * A.w3, A.w3, qrows);
@@ -384,9 +389,9 @@ static __global__ void __launch_bounds__(FL_THREADS, FL_FWD_BLOCKS)
         int r = warp * 16 + wr, i = i0 + r;
         float l_q = __shfl_sync(0xffffffffu, l_row, wr), m_q = __shfl_sync(0xffffffffu, m_row, wr);
         if (i < t) {
-            float *yr = y + A.o + (size_t)i * A.c;
-            yr[lane] = Ss[r * FL_LD + lane];
-            yr[lane + 32] = Ss[r * FL_LD + lane + 32];
+            T *yr = y + A.o + (size_t)i * A.c;
+            sl_st(yr, lane, Ss[r * FL_LD + lane]);
+            sl_st(yr, lane + 32, Ss[r * FL_LD + lane + 32]);
             if (lse && lane == 0)
                 lse[(size_t)bh * t + i] = m_q + logf(l_q);
         }
@@ -447,15 +452,15 @@ static __device__ inline void grad_frags(frag_acc s[4], frag_acc dp[4], const fl
 /* One 64-column slice of a gradient from a shared tile's rows: rows r of
  * the tile to global rows row0 + r < t (ld floats apart), times f, added
  * to what is there when accumulating. */
-static __device__ inline void write_grad_rows(float *dst, size_t ld, const float *tile, int warp,
+template <typename T>
+static __device__ inline void write_grad_rows(T *dst, size_t ld, const float *tile, int warp,
                                               int row0, int t, float f, int accumulate)
 {
     for (int e = (int)threadIdx.x & 31; e < 16 * FL_D; e += 32) {
         int r = warp * 16 + (e >> 6), c = e & 63;
         if (row0 + r >= t)
             continue;
-        float *p = dst + (size_t)(row0 + r) * ld + c;
-        sl_put(p, tile[r * FL_LD + c] * f, accumulate);
+        sl_put_t(dst, (size_t)(row0 + r) * ld + c, tile[r * FL_LD + c] * f, accumulate);
     }
 }
 
@@ -475,10 +480,10 @@ enum {
  * block meets only to restage Q and dO. (The first version computed S and
  * dP by query rows and read P and dS by columns across all warps, behind
  * a block barrier, with P and dS made a float at a time in shared memory.) */
-template <bool VEC>
+template <bool VEC, typename T>
 static __global__ void __launch_bounds__(FL_THREADS)
-    flash_bwd_kv_k(int t, int heads, float scale, const float *qkv, const float *dy,
-                   const float *lse, const float *dd, float *dqkv, int accumulate)
+    flash_bwd_kv_k(int t, int heads, float scale, const T *qkv, const T *dy,
+                   const float *lse, const float *dd, T *dqkv, int accumulate)
 {
     extern __shared__ __align__(128) float sm[];
     float *Qs = sm, *Os = Qs + FL_TILE_FLOATS, *Ks = Os + FL_TILE_FLOATS,
@@ -487,8 +492,8 @@ static __global__ void __launch_bounds__(FL_THREADS)
     int warp = (int)threadIdx.x >> 5;
     int bh = (int)blockIdx.x, j0 = (int)blockIdx.y * FL_TILE, krows = min(FL_TILE, t - j0);
     heads_at A = heads_of(bh, heads, t);
-    const float *q = qkv + A.q, *k = q + A.c, *v = q + 2 * A.c, *o = dy + A.o;
-    pending_tile<VEC> pq, po; /* the next query tile, in flight */
+    const T *q = qkv + A.q, *k = q + A.c, *v = q + 2 * A.c, *o = dy + A.o;
+    pending_tile<VEC, T> pq, po; /* the next query tile, in flight */
     pending_rows pr;
     fetch(pq, q + (size_t)j0 * A.w3, A.w3, min(FL_TILE, t - j0));
     fetch(po, o + (size_t)j0 * A.c, A.c, min(FL_TILE, t - j0));
@@ -544,10 +549,10 @@ static __global__ void __launch_bounds__(FL_THREADS)
  * queries, over the key tiles up to the diagonal: S = Q K^T and dP = dO
  * V^T in the warp's fragments, dS from them (grad_frags) into the warp's
  * rows of Gs, dQ += dS K. */
-template <bool VEC>
+template <bool VEC, typename T>
 static __global__ void __launch_bounds__(FL_THREADS)
-    flash_bwd_q_k(int t, int heads, float scale, const float *qkv, const float *dy,
-                  const float *lse, const float *dd, float *dqkv, int accumulate)
+    flash_bwd_q_k(int t, int heads, float scale, const T *qkv, const T *dy,
+                  const float *lse, const float *dd, T *dqkv, int accumulate)
 {
     extern __shared__ __align__(128) float sm[];
     float *Qs = sm, *Os = Qs + FL_TILE_FLOATS, *Ks = Os + FL_TILE_FLOATS,
@@ -557,8 +562,8 @@ static __global__ void __launch_bounds__(FL_THREADS)
     int bh = (int)blockIdx.x;
     int i0 = (int)(gridDim.y - 1 - blockIdx.y) * FL_TILE, qrows = min(FL_TILE, t - i0);
     heads_at A = heads_of(bh, heads, t);
-    const float *q = qkv + A.q, *k = q + A.c, *v = q + 2 * A.c, *o = dy + A.o;
-    pending_tile<VEC> pk, pv; /* the next key tile, in flight */
+    const T *q = qkv + A.q, *k = q + A.c, *v = q + 2 * A.c, *o = dy + A.o;
+    pending_tile<VEC, T> pk, pv; /* the next key tile, in flight */
     fetch(pk, k, A.w3, min(FL_TILE, t));
     fetch(pv, v, A.w3, min(FL_TILE, t));
     stage<VEC>(Qs, q + (size_t)i0 * A.w3, A.w3, qrows);
@@ -602,13 +607,14 @@ static dim3 grid_of(const sl_attention_desc *d)
     return dim3((unsigned)(d->n * d->heads), (unsigned)((d->t + FL_TILE - 1) / FL_TILE));
 }
 
-/* 16-byte loads where the tensors allow them (the planner's 64-byte
+/* Group loads where the tensors allow them (the planner's 64-byte
  * alignment and whole sequences always do; a caller's own buffers may
- * not): the rows' pitches (3c, c) are multiples of 4 floats with heads of
- * 64, so the base addresses decide. */
-static bool vec_ok(const float *a, const float *b)
+ * not): the rows' pitches (3c, c) are multiples of 4 values with heads of
+ * 64, so the base addresses decide (16 bytes for float, 8 for bf16). */
+template <typename T>
+static bool vec_ok(const T *a, const T *b)
 {
-    return (uintptr_t)a % 16 == 0 && (!b || (uintptr_t)b % 16 == 0);
+    return (uintptr_t)a % (4 * sizeof(T)) == 0 && (!b || (uintptr_t)b % (4 * sizeof(T)) == 0);
 }
 
 /* A kernel's dynamic shared memory above the default 48 KB, and all of
@@ -623,47 +629,66 @@ static void set_smem(sl_cuda_state *s, K kernel, int bytes)
                                           (int)cudaSharedmemCarveoutMaxShared));
 }
 
-template <bool VEC>
-static void forward_as(sl_cuda_state *s, const sl_attention_desc *d, const float *qkv, float *y,
+template <bool VEC, typename T>
+static void forward_as(sl_cuda_state *s, const sl_attention_desc *d, const T *qkv, T *y,
                        float *lse)
 {
-    set_smem(s, flash_fwd_k<VEC>, FL_FWD_SMEM);
-    flash_fwd_k<VEC><<<grid_of(d), FL_THREADS, FL_FWD_SMEM, s->stream>>>(
+    set_smem(s, flash_fwd_k<VEC, T>, FL_FWD_SMEM);
+    flash_fwd_k<VEC, T><<<grid_of(d), FL_THREADS, FL_FWD_SMEM, s->stream>>>(
         d->t, d->heads, sl_attn_scale(d->d), qkv, y, lse);
     SL_CUDA_LAUNCHED(s);
 }
 
-template <bool VEC>
-static void backward_as(sl_cuda_state *s, const sl_attention_desc *d, const float *qkv,
-                        const float *dy, const float *lse, const float *dd, float *dqkv,
-                        int accumulate)
+template <bool VEC, typename T>
+static void backward_as(sl_cuda_state *s, const sl_attention_desc *d, const T *qkv, const T *dy,
+                        const float *lse, const float *dd, T *dqkv, int accumulate)
 {
     float scale = sl_attn_scale(d->d);
-    set_smem(s, flash_bwd_kv_k<VEC>, FL_KV_SMEM);
-    set_smem(s, flash_bwd_q_k<VEC>, FL_Q_SMEM);
-    flash_bwd_kv_k<VEC><<<grid_of(d), FL_THREADS, FL_KV_SMEM, s->stream>>>(
+    set_smem(s, flash_bwd_kv_k<VEC, T>, FL_KV_SMEM);
+    set_smem(s, flash_bwd_q_k<VEC, T>, FL_Q_SMEM);
+    flash_bwd_kv_k<VEC, T><<<grid_of(d), FL_THREADS, FL_KV_SMEM, s->stream>>>(
         d->t, d->heads, scale, qkv, dy, lse, dd, dqkv, accumulate);
     SL_CUDA_LAUNCHED(s);
-    flash_bwd_q_k<VEC><<<grid_of(d), FL_THREADS, FL_Q_SMEM, s->stream>>>(
+    flash_bwd_q_k<VEC, T><<<grid_of(d), FL_THREADS, FL_Q_SMEM, s->stream>>>(
         d->t, d->heads, scale, qkv, dy, lse, dd, dqkv, accumulate);
     SL_CUDA_LAUNCHED(s);
 }
 
-extern "C" void sl_cuda_flash_forward(sl_cuda_state *s, const sl_attention_desc *d,
-                                      const float *qkv, float *y, float *lse)
+template <typename T>
+static void forward_of(sl_cuda_state *s, const sl_attention_desc *d, const T *qkv, T *y,
+                       float *lse)
 {
-    if (vec_ok(qkv, NULL))
+    if (vec_ok(qkv, (const T *)NULL))
         forward_as<true>(s, d, qkv, y, lse);
     else
         forward_as<false>(s, d, qkv, y, lse);
 }
 
-extern "C" void sl_cuda_flash_backward(sl_cuda_state *s, const sl_attention_desc *d,
-                                       const float *qkv, const float *dy, const float *lse,
-                                       const float *dd, float *dqkv, int accumulate)
+template <typename T>
+static void backward_of(sl_cuda_state *s, const sl_attention_desc *d, const T *qkv, const T *dy,
+                        const float *lse, const float *dd, T *dqkv, int accumulate)
 {
     if (vec_ok(qkv, dy))
         backward_as<true>(s, d, qkv, dy, lse, dd, dqkv, accumulate);
     else
         backward_as<false>(s, d, qkv, dy, lse, dd, dqkv, accumulate);
+}
+
+extern "C" void sl_cuda_flash_forward(sl_cuda_state *s, const sl_attention_desc *d, int bf16,
+                                      const float *qkv, float *y, float *lse)
+{
+    if (bf16)
+        forward_of(s, d, SL_CBF(qkv), SL_BF(y), lse);
+    else
+        forward_of(s, d, qkv, y, lse);
+}
+
+extern "C" void sl_cuda_flash_backward(sl_cuda_state *s, const sl_attention_desc *d, int bf16,
+                                       const float *qkv, const float *dy, const float *lse,
+                                       const float *dd, float *dqkv, int accumulate)
+{
+    if (bf16)
+        backward_of(s, d, SL_CBF(qkv), SL_CBF(dy), lse, dd, SL_BF(dqkv), accumulate);
+    else
+        backward_of(s, d, qkv, dy, lse, dd, dqkv, accumulate);
 }

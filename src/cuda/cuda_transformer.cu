@@ -3,7 +3,8 @@
  * stage): LayerNorm, the tanh GELU and the token + position embedding.
  * The arithmetic is base/element.h's (terms, finalisers, element maps);
  * the traversals are this file's, fixed per shape, so results are
- * deterministic and a re-forward repeats the forward's bits:
+ * deterministic and a re-forward repeats the forward's bits. LayerNorm and
+ * GELU take bf16 activations too (ex->bf16; cuda_common.h's sl_ld / sl_st):
  *
  * - LayerNorm forward and input gradient: a warp per row (cuda_block.h's
  *   SL_CUDA_WARP_ROWS: 8 rows to a block of 256 threads). Lane l walks
@@ -31,17 +32,19 @@
 
 /* ---- LayerNorm ---- */
 
+/* T: the activations' type (cuda_common.h; SL_BF16_LAYERNORM) */
+template <typename T>
 static __global__ void __launch_bounds__(SL_CUDA_ROW_THREADS)
-    ln_fwd_k(int rows, int c, const float *x, const float *weight, const float *bias, float eps,
-             float *y, float *mean, float *rstd)
+    ln_fwd_k(int rows, int c, const T *x, const float *weight, const float *bias, float eps,
+             T *y, float *mean, float *rstd)
 {
     int lane = (int)threadIdx.x & 31;
     SL_CUDA_WARP_ROWS(r, (size_t)rows)
     {
-        const float *xr = x + r * c;
+        const T *xr = x + r * c;
         double s = 0.0, q = 0.0;
         for (int j = lane; j < c; j += 32)
-            sl_ln_stat_terms(xr[j], &s, &q);
+            sl_ln_stat_terms(sl_ld(xr, j), &s, &q);
         s = sl_cuda_warp_sum(s);
         q = sl_cuda_warp_sum(q);
         float m, rs;
@@ -50,14 +53,15 @@ static __global__ void __launch_bounds__(SL_CUDA_ROW_THREADS)
             mean[r] = m;
             rstd[r] = rs;
         }
-        float *yr = y + r * c;
+        T *yr = y + r * c;
         for (int j = lane; j < c; j += 32)
-            yr[j] = sl_bn_normalise(xr[j], m, rs, weight[j], bias[j]);
+            sl_st(yr, j, sl_bn_normalise(sl_ld(xr, j), m, rs, weight[j], bias[j]));
     }
 }
 
+template <typename T>
 static __global__ void __launch_bounds__(SL_CUDA_COLS *SL_CUDA_RUNS)
-    ln_param_k(int rows, int c, const float *x, const float *dy, const float *mean,
+    ln_param_k(int rows, int c, const T *x, const T *dy, const float *mean,
                const float *rstd, float *dweight, float *dbias)
 {
     __shared__ double sh[SL_CUDA_RUNS][SL_CUDA_COLS + 1];
@@ -66,7 +70,7 @@ static __global__ void __launch_bounds__(SL_CUDA_COLS *SL_CUDA_RUNS)
     if (j < c)
         for (int r = (int)threadIdx.y; r < rows; r += SL_CUDA_RUNS) {
             size_t at = (size_t)r * c + j;
-            sl_ln_param_terms(x[at], dy[at], mean[r], rstd[r], &aw, &ab);
+            sl_ln_param_terms(sl_ld(x, at), sl_ld(dy, at), mean[r], rstd[r], &aw, &ab);
         }
     aw = sl_cuda_column_tree(aw, sh);
     ab = sl_cuda_column_tree(ab, sh);
@@ -85,23 +89,24 @@ static __global__ void __launch_bounds__(SL_CUDA_COLS *SL_CUDA_RUNS)
  * The same sums in the same order: the same bits. */
 enum { LN_REG = 32 };
 
+template <typename T>
 static __global__ void __launch_bounds__(SL_CUDA_ROW_THREADS)
-    ln_dx_k(int rows, int c, const float *x, const float *dy, const float *weight,
-            const float *mean, const float *rstd, float *dx, int accumulate)
+    ln_dx_k(int rows, int c, const T *x, const T *dy, const float *weight,
+            const float *mean, const float *rstd, T *dx, int accumulate)
 {
     int lane = (int)threadIdx.x & 31;
     if (c <= 32 * LN_REG) {
         SL_CUDA_WARP_ROWS(r, (size_t)rows)
         {
-            const float *xr = x + r * c, *dr = dy + r * c;
+            const T *xr = x + r * c, *dr = dy + r * c;
             float m = mean[r], rs = rstd[r], xv[LN_REG], gv[LN_REG];
             double sg = 0.0, sgx = 0.0;
 #pragma unroll
             for (int u = 0; u < LN_REG; u++) {
                 int j = lane + 32 * u;
                 if (j < c) {
-                    xv[u] = xr[j];
-                    gv[u] = dr[j];
+                    xv[u] = sl_ld(xr, j);
+                    gv[u] = sl_ld(dr, j);
                     sl_ln_dx_terms(xv[u], gv[u], weight[j], m, rs, &sg, &sgx);
                 }
             }
@@ -109,31 +114,32 @@ static __global__ void __launch_bounds__(SL_CUDA_ROW_THREADS)
             sgx = sl_cuda_warp_sum(sgx);
             float mg, mgx;
             sl_ln_dx_means(sg, sgx, c, &mg, &mgx);
-            float *xo = dx + r * c;
+            T *xo = dx + r * c;
 #pragma unroll
             for (int u = 0; u < LN_REG; u++) {
                 int j = lane + 32 * u;
                 if (j < c) /* __ldg: the weight is read-only here, so no write orders it */
-                    sl_put(&xo[j], sl_ln_dx_of(xv[u], gv[u], __ldg(&weight[j]), m, rs, mg, mgx),
-                           accumulate);
+                    sl_put_t(xo, j, sl_ln_dx_of(xv[u], gv[u], __ldg(&weight[j]), m, rs, mg, mgx),
+                             accumulate);
             }
         }
         return;
     }
     SL_CUDA_WARP_ROWS(r, (size_t)rows)
     {
-        const float *xr = x + r * c, *dr = dy + r * c;
+        const T *xr = x + r * c, *dr = dy + r * c;
         float m = mean[r], rs = rstd[r];
         double sg = 0.0, sgx = 0.0;
         for (int j = lane; j < c; j += 32)
-            sl_ln_dx_terms(xr[j], dr[j], weight[j], m, rs, &sg, &sgx);
+            sl_ln_dx_terms(sl_ld(xr, j), sl_ld(dr, j), weight[j], m, rs, &sg, &sgx);
         sg = sl_cuda_warp_sum(sg);
         sgx = sl_cuda_warp_sum(sgx);
         float mg, mgx;
         sl_ln_dx_means(sg, sgx, c, &mg, &mgx);
-        float *xo = dx + r * c; /* may be dy: lane l reads its columns before writing them */
+        T *xo = dx + r * c; /* may be dy: lane l reads its columns before writing them */
         for (int j = lane; j < c; j += 32)
-            sl_put(&xo[j], sl_ln_dx_of(xr[j], dr[j], weight[j], m, rs, mg, mgx), accumulate);
+            sl_put_t(xo, j, sl_ln_dx_of(sl_ld(xr, j), sl_ld(dr, j), weight[j], m, rs, mg, mgx),
+                     accumulate);
     }
 }
 
@@ -145,8 +151,12 @@ extern "C" void sl_cuda_layernorm_forward(const sl_exec *ex, int rows, int c, co
         return;
     sl_cuda_state *s = sl_cuda_ex(ex);
     unsigned blocks = sl_cuda_warp_row_blocks((size_t)rows);
-    ln_fwd_k<<<blocks, SL_CUDA_ROW_THREADS, 0, s->stream>>>(rows, c, x, weight, bias, eps, y,
-                                                            mean, rstd);
+    if (ex->bf16)
+        ln_fwd_k<<<blocks, SL_CUDA_ROW_THREADS, 0, s->stream>>>(rows, c, SL_CBF(x), weight, bias,
+                                                                eps, SL_BF(y), mean, rstd);
+    else
+        ln_fwd_k<<<blocks, SL_CUDA_ROW_THREADS, 0, s->stream>>>(rows, c, x, weight, bias, eps, y,
+                                                                mean, rstd);
     SL_CUDA_LAUNCHED(s);
 }
 
@@ -159,13 +169,22 @@ extern "C" void sl_cuda_layernorm_backward(const sl_exec *ex, int rows, int c, c
         return;
     sl_cuda_state *s = sl_cuda_ex(ex);
     /* the parameter sums are queued first: they read dy before dx is written */
-    ln_param_k<<<sl_cuda_tiles(c), dim3(SL_CUDA_COLS, SL_CUDA_RUNS), 0, s->stream>>>(
-        rows, c, x, dy, mean, rstd, dweight, dbias);
+    dim3 tile(SL_CUDA_COLS, SL_CUDA_RUNS);
+    if (ex->bf16)
+        ln_param_k<<<sl_cuda_tiles(c), tile, 0, s->stream>>>(rows, c, SL_CBF(x), SL_CBF(dy), mean,
+                                                             rstd, dweight, dbias);
+    else
+        ln_param_k<<<sl_cuda_tiles(c), tile, 0, s->stream>>>(rows, c, x, dy, mean, rstd, dweight,
+                                                             dbias);
     SL_CUDA_LAUNCHED(s);
     if (dx) {
         unsigned blocks = sl_cuda_warp_row_blocks((size_t)rows);
-        ln_dx_k<<<blocks, SL_CUDA_ROW_THREADS, 0, s->stream>>>(rows, c, x, dy, weight, mean, rstd,
-                                                               dx, accumulate);
+        if (ex->bf16)
+            ln_dx_k<<<blocks, SL_CUDA_ROW_THREADS, 0, s->stream>>>(
+                rows, c, SL_CBF(x), SL_CBF(dy), weight, mean, rstd, SL_BF(dx), accumulate);
+        else
+            ln_dx_k<<<blocks, SL_CUDA_ROW_THREADS, 0, s->stream>>>(rows, c, x, dy, weight, mean,
+                                                                   rstd, dx, accumulate);
         SL_CUDA_LAUNCHED(s);
     }
 }
@@ -180,14 +199,13 @@ struct gelu_rule {
 
 extern "C" void sl_cuda_gelu_forward(const sl_exec *ex, size_t count, const float *x, float *y)
 {
-    sl_cuda_map(ex, count, sl_cuda_aligned16(x, y, y), sl_unary4<gelu_rule>{x, y});
+    sl_cuda_unary<gelu_rule>(ex, count, x, y);
 }
 
 extern "C" void sl_cuda_gelu_backward(const sl_exec *ex, size_t count, const float *x,
                                       const float *dy, float *dx, int accumulate)
 {
-    sl_cuda_map(ex, count, sl_cuda_aligned16(x, dy, dx),
-                sl_grad4<gelu_rule>{x, dy, dx, accumulate});
+    sl_cuda_grad<gelu_rule>(ex, count, x, dy, dx, accumulate);
 }
 
 /* ---- token + position embedding ---- */

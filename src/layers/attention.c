@@ -84,7 +84,8 @@ static void attention_forward(sl_layer *l, const sl_exec *ex, const sl_fwd_args 
     }
     sl_attention_desc d = attention_desc(at, a->in[0], p, a->ctx, a->first_image);
     float *saved = a->pass == SL_PASS_EVAL ? NULL : a->saved;
-    ex->be->attention_forward(ex, &d, a->x[0], a->y, saved, a->ws);
+    sl_exec e = sl_exec_for(ex, a->bf16);
+    ex->be->attention_forward(&e, &d, a->x[0], a->y, saved, a->ws);
 }
 
 static void attention_backward(sl_layer *l, const sl_exec *ex, const sl_bwd_args *a)
@@ -93,8 +94,23 @@ static void attention_backward(sl_layer *l, const sl_exec *ex, const sl_bwd_args
     if (!a->dx[0])
         return;
     sl_attention_desc d = attention_desc(at, a->in[0], at->p, a->ctx, a->first_image);
-    ex->be->attention_backward(ex, &d, a->x[0], a->y, a->dy, a->saved, a->dx[0],
+    sl_exec e = sl_exec_for(ex, a->bf16);
+    ex->be->attention_backward(&e, &d, a->x[0], a->y, a->dy, a->saved, a->dx[0],
                                a->accumulate[0], a->ws);
+}
+
+/* bf16 qkv, y and their gradients in the backend's own kernels
+ * (SL_BF16_ATTENTION) where it says it runs this geometry so (on CUDA:
+ * the fused tiles); the saved state, workspace and cost unchanged. */
+static int attention_native_bf16(const sl_layer *l, const sl_backend *be, int n_in,
+                                 const sl_shape *in, sl_shape out, sl_layer_cost *cost)
+{
+    const attention *at = (const attention *)l;
+    (void)n_in, (void)out, (void)cost;
+    if (!sl_native_bf16_if(be, SL_BF16_ATTENTION) || !be->attention_native_bf16)
+        return 0;
+    sl_attention_desc d = attention_desc(at, in[0], at->p, NULL, 0);
+    return be->attention_native_bf16(be, &d) != 0;
 }
 
 static int attention_out_channels(const sl_layer *l, int in_c)
@@ -117,6 +133,7 @@ static const sl_layer_ops flash_ops = {
     .infer = attention_infer,
     .forward = attention_forward,
     .backward = attention_backward,
+    .native_bf16 = attention_native_bf16,
     .out_channels = attention_out_channels,
 };
 
@@ -126,6 +143,7 @@ static const sl_layer_ops plain_ops = {
     .infer = attention_infer,
     .forward = attention_forward,
     .backward = attention_backward,
+    .native_bf16 = attention_native_bf16,
     .out_channels = attention_out_channels,
 };
 
