@@ -171,6 +171,8 @@ static void state_free(sl_cuda_state *s)
         cudaFreeHost(s->readback);
     sl_cuda_conv_cache_free(s->conv_cache);
     sl_cuda_lt_cache_free(s->lt_cache);
+    if (s->lt_ws)
+        cudaFree(s->lt_ws);
     if (s->cublaslt)
         cublasLtDestroy(s->cublaslt);
     if (s->cublas)
@@ -188,6 +190,25 @@ static void sl_cuda_destroy(sl_backend *be)
         return;
     state_free(sl_cuda_of(be));
     delete be;
+}
+
+
+/* cuBLASLt's workspace: SL_CUDA_LT_WORKSPACE_MIB MiB (32 when unset, as
+ * cuBLAS keeps for its own handle on Hopper; 0: none). The GPU run of
+ * 2026-11-27 saw cuBLASLt offer an Ampere kernel (at about 150 TFLOP/s
+ * in TF32) for Conv1D's forward when allowed no workspace, where cuBLAS,
+ * with its own, ran the backward's products on Hopper kernels. */
+static size_t lt_workspace_bytes(void)
+{
+    const char *v = getenv("SL_CUDA_LT_WORKSPACE_MIB");
+    long mib = 32;
+    if (v && *v) {
+        char *end = NULL;
+        long x = strtol(v, &end, 10);
+        if (end && *end == '\0' && x >= 0 && x <= 4096)
+            mib = x;
+    }
+    return (size_t)mib << 20;
 }
 
 /* Stream and handles of a new instance; on failure the step that failed
@@ -229,6 +250,13 @@ static sl_status state_create(int gpu, int deterministic, int tf32, sl_cuda_stat
         ok = 0;
     if (ok && (step = "the cuBLASLt plan cache", !(s->lt_cache = sl_cuda_lt_cache_new())))
         ok = 0;
+    s->lt_ws_bytes = lt_workspace_bytes();
+    if (ok && s->lt_ws_bytes &&
+        (step = "allocating cuBLASLt's workspace", cudaMalloc(&s->lt_ws, s->lt_ws_bytes) != cudaSuccess)) {
+        cudaGetLastError();
+        s->lt_ws = NULL;
+        ok = 0;
+    }
     /* Plain FP32 arithmetic unless TF32 is asked for. */
     if (ok && (step = "cublasSetMathMode",
                cublasSetMathMode(s->cublas, s->tf32 ? CUBLAS_TF32_TENSOR_OP_MATH

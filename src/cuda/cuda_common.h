@@ -31,6 +31,11 @@ typedef struct sl_cuda_state {
     cublasHandle_t cublas;
     cublasLtHandle_t cublaslt; /* GEMMs with epilogues (gemm_bias) */
     struct sl_cuda_lt_cache *lt_cache; /* their algorithms per geometry */
+    /* cuBLASLt's workspace, the instance's own (as cuBLAS keeps one per
+     * handle): SL_CUDA_LT_WORKSPACE_MIB (32 by default; 0: none, the
+     * algorithms that need none) */
+    void *lt_ws;
+    size_t lt_ws_bytes;
     int device;        /* the CUDA device ordinal every call runs on */
     int deterministic; /* deterministic cuDNN algorithms only */
     int tf32;          /* TF32 tensor-core math allowed in convolutions and GEMMs */

@@ -106,9 +106,10 @@ extern "C" void sl_cuda_lt_cache_free(struct sl_cuda_lt_cache *c)
 
 /* A plan for the row-major product as the column-major C^T = op(B)^T
  * op(A)^T: cuBLASLt's A is our b, its B our a; the bias a column of C^T's
- * n rows (the BIAS epilogue adds bias[i] to row i of D), in float; no
- * workspace. bf16 operands compute in float on the tensor cores; float
- * ones in the instance's math (TF32 when allowed, else pedantic FP32). */
+ * n rows (the BIAS epilogue adds bias[i] to row i of D), in float; the
+ * instance's workspace (sl_cuda_state.lt_ws). bf16 operands compute in
+ * float on the tensor cores; float ones in the instance's math (TF32 when
+ * allowed, else pedantic FP32). */
 static void plan_make(sl_cuda_state *s, lt_plan *p)
 {
     const lt_geom &g = p->g;
@@ -144,7 +145,7 @@ static void plan_make(sl_cuda_state *s, lt_plan *p)
     cublasLtMatmulPreference_t pref = NULL;
     if (cublasLtMatmulPreferenceCreate(&pref) != CUBLAS_STATUS_SUCCESS)
         return;
-    size_t ws = 0;
+    size_t ws = s->lt_ws_bytes;
     uint32_t al_a = (uint32_t)g.align[1], al_b = (uint32_t)g.align[0], al_c = (uint32_t)g.align[2];
     int got = 0;
     cublasLtMatmulHeuristicResult_t res;
@@ -201,8 +202,8 @@ static int lt_run(sl_cuda_state *s, const lt_geom &g, const void *a, const void 
                                                  sizeof bias) != CUBLAS_STATUS_SUCCESS)
         return 0;
     return cublasLtMatmul(s->cublaslt, p->op, &one, b, p->la, a, p->lb,
-                          g.accumulate ? &one : &zero, c, p->lc, c, p->lc, &p->algo, NULL, 0,
-                          s->stream) == CUBLAS_STATUS_SUCCESS;
+                          g.accumulate ? &one : &zero, c, p->lc, c, p->lc, &p->algo, s->lt_ws,
+                          s->lt_ws_bytes, s->stream) == CUBLAS_STATUS_SUCCESS;
 }
 
 extern "C" void sl_cuda_gemm_bias(const sl_exec *ex, int trans_a, int trans_b, int m, int n,
