@@ -77,6 +77,20 @@ enum {
     FL_MAX_TILES = 65535 /* a grid's y */
 };
 
+/* The softmax's base 2: x log2 e, and back. */
+#define FL_LOG2E 1.4426950408889634f
+#define FL_LN2 0.6931471805599453f
+
+/* 2^x by the SFU's ex2.approx (relative error about 2^-22, far inside
+ * TF32's 2^-11; 2^-inf = +0; results below 2^-126 flushed to 0): one
+ * instruction, the same bits every run. */
+static __device__ inline float ex2(float x)
+{
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+}
+
 /* wmma's rules for float fragments in shared memory: ldm a multiple of 4
  * floats, every fragment pointer 32-byte aligned. Fragments start at rows
  * that are multiples of 8 and columns that are multiples of 8, in tiles
@@ -345,7 +359,14 @@ static __global__ void __launch_bounds__(FL_THREADS, FL_FWD_BLOCKS)
      * visited from a lane's own offset ((u + row + 16 half) % 32), so
      * the 32 lanes' reads fall in 32 different banks. */
     int rr = lane & 15, half = lane >> 4, my_r = warp * 16 + rr, my_i = i0 + my_r;
-    float m_row = -INFINITY, l_row = 0.0f;
+    /* The softmax runs in base 2 (logits times scale log2 e, P = 2^(x -
+     * m) by the ex2 instruction): the kernel is bound by its instruction
+     * count, not its products (ncu, 2026-11-27: 28 instructions a tensor
+     * core instruction, issue slots 47 % busy), and expf's accurate range
+     * reduction was most of the softmax's. Tiles wholly below the diagonal
+     * and inside the sequence skip the mask. */
+    const float sc2 = scale * FL_LOG2E;
+    float m_row = -INFINITY, l_row = 0.0f; /* m in base-2 units */
     int last = i0 + qrows - 1; /* the tile's last query: keys up to it */
     for (int j0 = 0; j0 <= last; j0 += FL_TILE) {
         key_tile_step(Ks, Vs, pk, pv, k, v, A.w3, j0, last, t);
@@ -353,11 +374,20 @@ static __global__ void __launch_bounds__(FL_THREADS, FL_FWD_BLOCKS)
         __syncwarp();
         float *srow = Ss + my_r * FL_LD + half * 32, xv[32];
         float mx = -INFINITY;
+        if (j0 + FL_TILE - 1 <= i0 && j0 + FL_TILE <= t) { /* no key past a query or t */
 #pragma unroll
-        for (int u = 0; u < 32; u++) {
-            int c = (u + rr + 16 * half) & 31, key = j0 + half * 32 + c;
-            xv[u] = key <= my_i && key < t ? srow[c] * scale : -INFINITY;
-            mx = fmaxf(mx, xv[u]);
+            for (int u = 0; u < 32; u++) {
+                int c = (u + rr + 16 * half) & 31;
+                xv[u] = srow[c] * sc2;
+                mx = fmaxf(mx, xv[u]);
+            }
+        } else {
+#pragma unroll
+            for (int u = 0; u < 32; u++) {
+                int c = (u + rr + 16 * half) & 31, key = j0 + half * 32 + c;
+                xv[u] = key <= my_i && key < t ? srow[c] * sc2 : -INFINITY;
+                mx = fmaxf(mx, xv[u]);
+            }
         }
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 16));
         /* every row sees key j0 <= i0 <= i in every tile: m' is finite */
@@ -365,12 +395,12 @@ static __global__ void __launch_bounds__(FL_THREADS, FL_FWD_BLOCKS)
 #pragma unroll
         for (int u = 0; u < 32; u++) {
             int c = (u + rr + 16 * half) & 31;
-            float p = expf(xv[u] - mn); /* 0 for the masked (-inf) */
+            float p = ex2(xv[u] - mn); /* 0 for the masked (-inf) */
             sum += p;
             srow[c] = wmma::__float_to_tf32(p);
         }
         sum += __shfl_xor_sync(0xffffffffu, sum, 16);
-        float alpha = expf(m_row - mn); /* 0 at the first tile (m = -inf) */
+        float alpha = ex2(m_row - mn); /* 0 at the first tile (m = -inf) */
         l_row = l_row * alpha + sum;
         m_row = mn;
         __syncwarp(); /* every row's P in Ss */
@@ -392,8 +422,8 @@ static __global__ void __launch_bounds__(FL_THREADS, FL_FWD_BLOCKS)
             T *yr = y + A.o + (size_t)i * A.c;
             sl_st(yr, lane, Ss[r * FL_LD + lane]);
             sl_st(yr, lane + 32, Ss[r * FL_LD + lane + 32]);
-            if (lse && lane == 0)
-                lse[(size_t)bh * t + i] = m_q + logf(l_q);
+            if (lse && lane == 0) /* in natural units, as every path saves it */
+                lse[(size_t)bh * t + i] = (m_q + log2f(l_q)) * FL_LN2;
         }
     }
 }
@@ -415,11 +445,12 @@ static __device__ inline void fetch_rows(pending_rows &p, const float *lse, cons
     p.d = r < qrows ? dd[row0 + r] : 0.0f;
 }
 
+/* lse_s gets each row's lse in base 2 (grad_frags' units) */
 static __device__ inline void put_rows(float *lse_s, float *d_s, const pending_rows &p)
 {
     int r = (int)threadIdx.x;
     if (r < FL_TILE) {
-        lse_s[r] = p.lse;
+        lse_s[r] = p.lse * FL_LOG2E;
         d_s[r] = p.d;
     }
 }
@@ -428,11 +459,14 @@ static __device__ inline void put_rows(float *lse_s, float *d_s, const pending_r
  * - D), element by element on a warp's fragments: s[nb] holds the scores
  * (unscaled), dp[nb] dO V^T, both as accumulators of one layout (rows,
  * cols from acc_map). at(i, nb, &query, &key, &row_stat) names an
- * element's query, key and the index of its query's lse and D in lse_s,
- * d_s. P and dS replace s and dp, as TF32 values. */
-template <class At>
+ * element's query, key and the index of its query's lse (base 2) and D in
+ * lse_s, d_s; sc2 is the logits' scale times log2 e, so P = 2^(s sc2 -
+ * lse), as the forward's base-2 softmax. FULL: a tile with every key at
+ * or before every query, every query before t (no mask). P and dS replace
+ * s and dp, as TF32 values. */
+template <bool FULL, class At>
 static __device__ inline void grad_frags(frag_acc s[4], frag_acc dp[4], const float *lse_s,
-                                         const float *d_s, int t, float scale, At at)
+                                         const float *d_s, int t, float sc2, At at)
 {
 #pragma unroll
     for (int i = 0; i < frag_acc::num_elements; i++) {
@@ -440,8 +474,8 @@ static __device__ inline void grad_frags(frag_acc s[4], frag_acc dp[4], const fl
         for (int nb = 0; nb < 4; nb++) {
             int query, key, st;
             at(i, nb, &query, &key, &st);
-            bool valid = query < t && key <= query;
-            float p = valid ? expf(s[nb].x[i] * scale - lse_s[st]) : 0.0f;
+            bool valid = FULL || (query < t && key <= query);
+            float p = valid ? ex2(__fmaf_rn(s[nb].x[i], sc2, -lse_s[st])) : 0.0f;
             float ds = sl_attn_grad_logit(p, dp[nb].x[i], 1.0f, d_s[st]);
             s[nb].x[i] = wmma::__float_to_tf32(p);
             dp[nb].x[i] = wmma::__float_to_tf32(ds);
@@ -490,6 +524,7 @@ static __global__ void __launch_bounds__(FL_THREADS)
           *Vs = Ks + FL_TILE_FLOATS, *Ps = Vs + FL_TILE_FLOATS, *Gs = Ps + FL_TILE_FLOATS,
           *lse_s = Gs + FL_TILE_FLOATS, *d_s = lse_s + FL_TILE;
     int warp = (int)threadIdx.x >> 5;
+    const float sc2 = scale * FL_LOG2E; /* grad_frags' base 2 */
     int bh = (int)blockIdx.x, j0 = (int)blockIdx.y * FL_TILE, krows = min(FL_TILE, t - j0);
     heads_at A = heads_of(bh, heads, t);
     const T *q = qkv + A.q, *k = q + A.c, *v = q + 2 * A.c, *o = dy + A.o;
@@ -523,12 +558,15 @@ static __global__ void __launch_bounds__(FL_THREADS)
         frag_acc st[4], dpt[4]; /* S^T and dP^T: the warp's keys x 64 queries */
         xyt_frags(st, Kw, Qs);
         xyt_frags(dpt, Vw, Os);
-        grad_frags(st, dpt, lse_s, d_s, t, scale,
-                   [&](int i, int nb, int *query, int *key, int *stat) {
-                       *stat = cols[i] + 16 * nb;
-                       *query = i0 + *stat;
-                       *key = key_of_row + rows[i];
-                   });
+        auto at = [&](int i, int nb, int *query, int *key, int *stat) {
+            *stat = cols[i] + 16 * nb;
+            *query = i0 + *stat;
+            *key = key_of_row + rows[i];
+        };
+        if (i0 >= j0 + FL_TILE && i0 + FL_TILE <= t) /* below the diagonal, inside t */
+            grad_frags<true>(st, dpt, lse_s, d_s, t, sc2, at);
+        else
+            grad_frags<false>(st, dpt, lse_s, d_s, t, sc2, at);
         store_rows(Ps, warp, st);
         store_rows(Gs, warp, dpt);
         __syncwarp(); /* the warp's P^T and dS^T rows written */
@@ -559,6 +597,7 @@ static __global__ void __launch_bounds__(FL_THREADS)
           *Vs = Ks + FL_TILE_FLOATS, *Gs = Vs + FL_TILE_FLOATS, *lse_s = Gs + FL_TILE_FLOATS,
           *d_s = lse_s + FL_TILE;
     int warp = (int)threadIdx.x >> 5;
+    const float sc2 = scale * FL_LOG2E; /* grad_frags' base 2 */
     int bh = (int)blockIdx.x;
     int i0 = (int)(gridDim.y - 1 - blockIdx.y) * FL_TILE, qrows = min(FL_TILE, t - i0);
     heads_at A = heads_of(bh, heads, t);
@@ -583,12 +622,15 @@ static __global__ void __launch_bounds__(FL_THREADS)
         frag_acc sf[4], dpf[4]; /* S and dP: the warp's queries x 64 keys */
         xyt_frags(sf, Qw, Ks);
         xyt_frags(dpf, Ow, Vs);
-        grad_frags(sf, dpf, lse_s, d_s, t, scale,
-                   [&](int i, int nb, int *query, int *key, int *stat) {
-                       *stat = warp * 16 + rows[i];
-                       *query = i0 + *stat;
-                       *key = j0 + cols[i] + 16 * nb;
-                   });
+        auto at = [&](int i, int nb, int *query, int *key, int *stat) {
+            *stat = warp * 16 + rows[i];
+            *query = i0 + *stat;
+            *key = j0 + cols[i] + 16 * nb;
+        };
+        if (j0 + FL_TILE <= i0 && i0 + FL_TILE <= t) /* below the diagonal, inside t */
+            grad_frags<true>(sf, dpf, lse_s, d_s, t, sc2, at);
+        else
+            grad_frags<false>(sf, dpf, lse_s, d_s, t, sc2, at);
         store_rows(Gs, warp, dpf);
         __syncwarp(); /* the warp's dS rows written */
         warp_product<frag_a_row, frag_b_row>(
