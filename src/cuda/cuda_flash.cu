@@ -24,7 +24,9 @@
  *  forward   a block per (pair, 64 queries), the key tiles up to the
  *            diagonal in order: S = Q K^T; per row (two lanes of its
  *            warp, 32 values each, joined by one shuffle) the online
- *            softmax: m' = max(m, max of the tile's logits), p =
+ *            softmax, in base 2 (logits times log2 e, each exp one ex2
+ *            instruction; no mask on tiles wholly below the diagonal):
+ *            m' = max(m, max of the tile's logits), p =
  *            exp(logit - m'), l = l exp(m - m') + sum p, O = O exp(m - m')
  *            + P V, O in the warp's accumulator fragments (scaled row
  *            by row through acc_map's map of the fragment, P V added by
