@@ -397,7 +397,7 @@ START_TEST(test_backward_accumulates)
     inputs in = make_inputs(b, t, c, 41);
     size_t nx = (size_t)b * t * 3 * c, ny = (size_t)b * t * c;
     for (int flash = 0; flash <= 1; flash++) {
-        sl_attention_desc d = {b, t, heads, c / heads, flash, 0.1f, 5, 0, 0};
+        sl_attention_desc d = {b, t, heads, c / heads, flash, 0.1f, 5, 0, 0, 0};
         size_t saved_n = (size_t)b * heads * t * (flash ? 1 : (size_t)t);
         size_t ws = be->attention_workspace_bytes(be, &d, 0);
         size_t ws_b = be->attention_workspace_bytes(be, &d, 1);
@@ -431,6 +431,84 @@ START_TEST(test_backward_accumulates)
         free(dx1);
         free(w);
     }
+    inputs_free(&in);
+    sl_backend_destroy(be);
+}
+END_TEST
+
+/* bf16 qkv, y, dy and dqkv (flash mode, SL_BF16_ATTENTION): the kernels
+ * widen what they read and round what they write, so they give the bits
+ * of the float kernels run on widened copies with the results rounded:
+ * y, the saved log-sum-exp, and dqkv written and accumulated into. Two
+ * query tiles (t = 150), dropout on. */
+static void round_all(uint16_t *dst, const float *src, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        dst[i] = sl_bf16_round(src[i]);
+}
+
+static void widen_all(float *dst, const uint16_t *src, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        dst[i] = sl_bf16_widen(src[i]);
+}
+
+START_TEST(test_bf16_gives_the_copies_bits)
+{
+    sl_backend *be = NULL;
+    ck_assert_int_eq(sl_cpu_backend_create(2, &be), SL_OK);
+    ck_assert(be->attention_native_bf16 && (be->bf16_kernels & SL_BF16_ATTENTION));
+    int b = 2, t = 150, c = 16, heads = 2;
+    inputs in = make_inputs(b, t, c, 51);
+    size_t nx = (size_t)b * t * 3 * c, ny = (size_t)b * t * c, ns = (size_t)b * heads * t;
+    sl_attention_desc d = {b, t, heads, c / heads, 1, 0.1f, 5, 0, 0, 0};
+    ck_assert(be->attention_native_bf16(be, &d));
+    sl_attention_desc d16 = d;
+    d16.bf16 = 1;
+    size_t ws = 0;
+    for (int k = 0; k < 2; k++) {
+        size_t w = be->attention_workspace_bytes(be, k ? &d16 : &d, 0),
+               wb = be->attention_workspace_bytes(be, k ? &d16 : &d, 1);
+        ws = w > ws ? w : ws;
+        ws = wb > ws ? wb : ws;
+    }
+    ck_assert_uint_gt(be->attention_workspace_bytes(be, &d16, 1),
+                      be->attention_workspace_bytes(be, &d, 1));
+    uint16_t *x16 = malloc(nx * 2), *dy16 = malloc(ny * 2), *y16 = malloc(ny * 2),
+             *dx16 = malloc(nx * 2), *acc16 = malloc(nx * 2), *want16 = malloc(nx * 2);
+    float *xf = malloc(nx * 4), *dyf = malloc(ny * 4), *yf = malloc(ny * 4), *dxf = malloc(nx * 4);
+    float *lse = malloc(ns * 4), *lse16 = malloc(ns * 4);
+    void *w = malloc(ws);
+    ck_assert(x16 && dy16 && y16 && dx16 && acc16 && want16 && xf && dyf && yf && dxf && lse &&
+              lse16 && w);
+    round_all(x16, in.x, nx);
+    round_all(dy16, in.dy, ny);
+    widen_all(xf, x16, nx);
+    widen_all(dyf, dy16, ny);
+    sl_exec ex = {be, 2, 0}, ex16 = {be, 2, 1};
+    /* the copies: float kernels on widened values, then rounded */
+    be->attention_forward(&ex, &d, xf, yf, lse, w);
+    uint16_t *yr = malloc(ny * 2);
+    ck_assert(yr);
+    round_all(yr, yf, ny);
+    widen_all(yf, yr, ny); /* the backward's copy of the stored y */
+    /* the bf16 kernels */
+    be->attention_forward(&ex16, &d16, (const float *)(void *)x16, (float *)(void *)y16, lse16, w);
+    ck_assert_msg(memcmp(y16, yr, ny * 2) == 0, "bf16 y differs from the rounded float y");
+    ck_assert_msg(memcmp(lse16, lse, ns * 4) == 0, "bf16 saved state differs");
+    for (int acc = 0; acc <= 1; acc++) {
+        th_fill_normal(dxf, nx, 53, 1.0f);
+        round_all(acc16, dxf, nx);
+        widen_all(dxf, acc16, nx);
+        be->attention_backward(&ex, &d, xf, yf, dyf, lse, dxf, acc, w);
+        round_all(want16, dxf, nx);
+        memcpy(dx16, acc16, nx * 2);
+        be->attention_backward(&ex16, &d16, (const float *)(void *)x16, (const float *)(void *)y16,
+                               (const float *)(void *)dy16, lse16, (float *)(void *)dx16, acc, w);
+        ck_assert_msg(memcmp(dx16, want16, nx * 2) == 0, "bf16 dqkv (accumulate %d) differs", acc);
+    }
+    free(x16), free(dy16), free(y16), free(dx16), free(acc16), free(want16), free(yr);
+    free(xf), free(dyf), free(yf), free(dxf), free(lse), free(lse16), free(w);
     inputs_free(&in);
     sl_backend_destroy(be);
 }
@@ -470,6 +548,7 @@ int main(void)
     tcase_add_test(tc, test_reforward_is_exact);
     tcase_add_test(tc, test_torch_reference);
     tcase_add_test(tc, test_backward_accumulates);
+    tcase_add_test(tc, test_bf16_gives_the_copies_bits);
     tcase_add_test(tc, test_shape_errors);
     suite_add_tcase(s, tc);
     return th_run_suite(s) ? EXIT_FAILURE : EXIT_SUCCESS;

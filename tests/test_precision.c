@@ -366,6 +366,7 @@ END_TEST
 static int g_attn_chunked;  /* gpt2_step: attention steps that ran in chunks of images */
 static int g_native_conv1d; /* gpt2_step: Conv1D layers on bf16 themselves (bf16 GEMMs) */
 static int g_native_ln_gelu; /* gpt2_step: LayerNorm and GELU layers on bf16 themselves */
+static int g_native_attn;    /* gpt2_step: attention layers on bf16 themselves */
 
 static void gpt2_step(sl_precision precision, sl_schedule schedule, int least, th_params *out,
                       float *loss)
@@ -405,12 +406,13 @@ static void gpt2_step(sl_precision precision, sl_schedule schedule, int least, t
         if (prog->steps[i].f_chunk > 0 &&
             strcmp(net->graph.nodes[prog->steps[i].node].layer->ops->type, "CausalAttention") == 0)
             g_attn_chunked++;
-    g_native_conv1d = g_native_ln_gelu = 0;
+    g_native_conv1d = g_native_ln_gelu = g_native_attn = 0;
     for (int i = 0; i < net->graph.n_nodes; i++) {
         const char *type = net->graph.nodes[i].layer->ops->type;
         int native = sl_shapes_native(&net->cache[SL_MODE_TRAIN].sh, i);
         g_native_conv1d += native && !strcmp(type, "Conv1D");
         g_native_ln_gelu += native && (!strcmp(type, "LayerNorm") || !strcmp(type, "GELU"));
+        g_native_attn += native && !strcmp(type, "CausalAttention");
     }
     th_params_capture(net, out);
     sl_net_free(net);
@@ -466,24 +468,27 @@ START_TEST(test_bf16_gpt2)
 }
 END_TEST
 
-/* LayerNorm, GELU and the residual adds on their bf16 kernels give the
- * float copies' bits (the GEMMs left on copies for the comparison): the
- * same loss and gradients, 12 LayerNorm and 6 GELU layers native. */
+/* LayerNorm, GELU, the residual adds and attention (with dropout) on
+ * their bf16 kernels give the float copies' bits (the GEMMs left on copies
+ * for the comparison): the same loss and gradients, 12 LayerNorm, 6 GELU
+ * and 6 attention layers native. */
 START_TEST(test_bf16_gpt2_kernels_give_the_copies_bits)
 {
     th_params kern, copies;
     float kern_loss, copies_loss;
-    sl_cpu_bf16_kernels_mask(SL_BF16_ADD | SL_BF16_LAYERNORM | SL_BF16_GELU);
+    sl_cpu_bf16_kernels_mask(SL_BF16_ADD | SL_BF16_LAYERNORM | SL_BF16_GELU | SL_BF16_ATTENTION);
     gpt2_step(SL_PRECISION_BF16, SL_SCHEDULE_SQRT, 0, &kern, &kern_loss);
-    int native = g_native_ln_gelu;
+    int native = g_native_ln_gelu, native_attn = g_native_attn;
     sl_cpu_bf16_kernels_mask(~0u);
     sl_cpu_bf16_kernels_force(0);
     gpt2_step(SL_PRECISION_BF16, SL_SCHEDULE_SQRT, 0, &copies, &copies_loss);
     sl_cpu_bf16_kernels_force(1);
     ck_assert_int_eq(g_native_ln_gelu, 0);
-    printf("  GPT-2 bf16: LayerNorm and GELU on their bf16 kernels (%d layers): loss %.7f, on "
-           "copies %.7f\n", native, kern_loss, copies_loss);
+    ck_assert_int_eq(g_native_attn, 0);
+    printf("  GPT-2 bf16: LayerNorm, GELU (%d layers) and attention (%d) on their bf16 kernels: "
+           "loss %.7f, on copies %.7f\n", native, native_attn, kern_loss, copies_loss);
     ck_assert_int_eq(native, 12 + 6); /* ln_f writes the head's float input */
+    ck_assert_int_eq(native_attn, 6);
     ck_assert_msg(kern_loss == copies_loss, "loss %.9g on the kernels, %.9g on copies", kern_loss,
                   copies_loss);
     th_params_assert_identical(&kern, &copies, "GPT-2 bf16 kernels against copies");
@@ -503,6 +508,7 @@ START_TEST(test_bf16_gpt2_chunks)
 {
     th_params whole, ref, got;
     float whole_loss, ref_loss, loss;
+    sl_cpu_bf16_kernels_mask(~(unsigned)SL_BF16_ATTENTION); /* attention on copies, in chunks */
     gpt2_step(SL_PRECISION_BF16, SL_SCHEDULE_NONE, 0, &whole, &whole_loss);
     ck_assert_int_eq(g_attn_chunked, 0);
     g_copy_bytes = 1;
@@ -528,6 +534,7 @@ START_TEST(test_bf16_gpt2_chunks)
         th_params_free(&got);
     }
     g_copy_bytes = 0;
+    sl_cpu_bf16_kernels_mask(~0u);
     th_params_free(&whole);
     th_params_free(&ref);
 }

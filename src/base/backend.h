@@ -99,6 +99,10 @@ typedef struct sl_attention_desc {
                            ((bh0 + b*heads + h)*t + i)*t + j of a dropout mask */
     int bh0;            /* pairs before this call's in the mask: heads times the
                            sequences before them when a batch runs in chunks (0) */
+    int bf16;           /* 1: qkv, y, dy and dqkv are bf16 (a bf16 network's
+                           attention on the backend's own bf16 kernels,
+                           SL_BF16_ATTENTION; the call's ex->bf16 says the same),
+                           and the workspace is asked for that; 0: float */
 } sl_attention_desc;
 
 /*

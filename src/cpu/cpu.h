@@ -101,6 +101,9 @@ int sl_cpu_onednn_conv_backward_filter(const sl_exec *ex, const sl_conv_desc *d,
  * bf16 plan through oneDNN (a CPU with bf16 dot products, avx512_core_bf16
  * or AMX, and oneDNN chosen for convolutions). */
 int sl_cpu_conv2d_native_bf16(const sl_backend *be, const sl_conv_desc *d);
+/* The table's attention_native_bf16: flash mode (cpu_attention.c widens a
+ * sequence's tiles into its workspace slot and rounds what it writes). */
+int sl_cpu_attention_native_bf16(const sl_backend *be, const sl_attention_desc *d);
 /* The table's gemm_bf16 and its workspace: oneDNN's matmul on bf16
  * operands, a plan per geometry made at the first ask (SIZE_MAX with the
  * error set where oneDNN or the CPU has none). */

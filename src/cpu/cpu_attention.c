@@ -25,6 +25,14 @@
  * that thread. Every output value therefore has the same bits whatever the
  * number of threads. The workspace holds a fixed number of slots (see
  * attn_slots), and a team never has more threads than slots.
+ *
+ * bf16 (flash mode, d->bf16 and ex->bf16: SL_BF16_ATTENTION): qkv, y, dy
+ * and dqkv are bf16. A forward item widens its query tile and each key and
+ * value tile into its slot before the products; a backward item widens
+ * its sequence's q, k, v, y and dy columns (t x d each). The same sgemm
+ * calls then run on the same values (rows d apart instead of 3c: sgemm
+ * packs its operands, so the layout does not change a sum), and y and
+ * dqkv are rounded as they are written: the bits of float copies.
  */
 #include <cblas.h>
 #include <math.h>
@@ -63,6 +71,17 @@ static size_t attn_items(const sl_attention_desc *d, int backward)
     return bh;
 }
 
+/* Floats a bf16 item widens into its slot, after the float layout. */
+static size_t bf16_floats(const sl_attention_desc *d, int backward)
+{
+    size_t t = (size_t)d->t, hd = (size_t)d->d;
+    if (!d->bf16 || !d->flash)
+        return 0;
+    if (!backward) /* the query tile, a key tile and a value tile */
+        return round16(BR * hd) + 2 * round16(BC * hd);
+    return 5 * round16(t * hd); /* q, k, v, y and dy of the sequence */
+}
+
 /* Floats of one slot. */
 static size_t slot_floats(const sl_attention_desc *d, int backward)
 {
@@ -70,9 +89,25 @@ static size_t slot_floats(const sl_attention_desc *d, int backward)
     if (!d->flash)
         return round16(t * t) + round16(t);
     if (!backward) /* S, O, m, l (double), factors */
-        return round16(BR * BC) + round16(BR * hd) + round16(BR) + round16(2 * BR) + round16(BC);
+        return round16(BR * BC) + round16(BR * hd) + round16(BR) + round16(2 * BR) + round16(BC) +
+               bf16_floats(d, 0);
     /* dQ, D, P, F, dS, dPF, dK, dV */
-    return round16(t * hd) + round16(t) + 4 * round16(BR * BC) + 2 * round16(BC * hd);
+    return round16(t * hd) + round16(t) + 4 * round16(BR * BC) + 2 * round16(BC * hd) +
+           bf16_floats(d, 1);
+}
+
+int sl_cpu_attention_native_bf16(const sl_backend *be, const sl_attention_desc *d)
+{
+    (void)be;
+    return d->flash != 0;
+}
+
+/* rows x cols bf16 values (rows ld apart) widened into dst (packed). */
+static void widen_rows(float *dst, const uint16_t *src, size_t ld, int rows, int cols)
+{
+    for (int r = 0; r < rows; r++)
+        for (int c = 0; c < cols; c++)
+            dst[(size_t)r * cols + c] = sl_bf16_widen(src[(size_t)r * ld + c]);
 }
 
 size_t sl_cpu_attention_workspace_bytes(const sl_backend *be, const sl_attention_desc *d,
@@ -286,6 +321,20 @@ static void flash_forward_tile(const sl_attention_desc *d, const attn_view *v, c
     float *s = slot, *o = s + round16(BR * BC), *mrow = o + round16((size_t)BR * hd);
     double *l = (double *)(mrow + round16(BR));
     float *f = mrow + round16(BR) + round16(2 * BR);
+    /* bf16: the tiles widened into the slot, rows hd apart */
+    const uint16_t *q16 = NULL, *k16 = NULL, *v16 = NULL;
+    float *qw = f + round16(BC), *kw = qw + round16((size_t)BR * hd),
+          *vw = kw + round16((size_t)BC * hd);
+    size_t ldq = v->ldq, ldk = v->ldq;
+    if (d->bf16) {
+        const uint16_t *base = (const uint16_t *)(const void *)qkv + v->off;
+        q16 = base + (size_t)i0 * v->ldq;
+        k16 = base + v->c;
+        v16 = base + 2 * v->c;
+        widen_rows(qw, q16, v->ldq, nr, hd);
+        q = qw;
+        ldq = ldk = (size_t)hd;
+    }
     int drop = lse && d->p > 0.0f; /* evaluation (no lse) drops nothing */
     sl_dropout_mask m = sl_dropout_mask_of(drop ? d->p : 0.0f, d->seed);
     for (int r = 0; r < nr; r++) {
@@ -296,19 +345,32 @@ static void flash_forward_tile(const sl_attention_desc *d, const attn_view *v, c
     int end = i0 + nr; /* keys past the last row's position are masked for every row */
     for (int j0 = 0; j0 < end; j0 += BC) {
         int nc = end - j0 < BC ? end - j0 : BC;
-        sgemm(0, 1, nr, nc, hd, 1.0f, q, v->ldq, k + (size_t)j0 * v->ldq, v->ldq, 0.0f, s, BC);
+        const float *kt = k + (size_t)j0 * v->ldq, *vt = val + (size_t)j0 * v->ldq;
+        if (d->bf16) {
+            widen_rows(kw, k16 + (size_t)j0 * v->ldq, v->ldq, nc, hd);
+            widen_rows(vw, v16 + (size_t)j0 * v->ldq, v->ldq, nc, hd);
+            kt = kw;
+            vt = vw;
+        }
+        sgemm(0, 1, nr, nc, hd, 1.0f, q, ldq, kt, ldk, 0.0f, s, BC);
         for (int r = 0; r < nr; r++)
             online_softmax_row(d, &m, v->bh, i0 + r, j0, nc, s + (size_t)r * BC, &mrow[r], &l[r],
                                o + (size_t)r * hd, f);
-        sgemm(0, 0, nr, hd, nc, 1.0f, s, BC, val + (size_t)j0 * v->ldq, v->ldq, 1.0f, o,
-              (size_t)hd);
+        sgemm(0, 0, nr, hd, nc, 1.0f, s, BC, vt, ldk, 1.0f, o, (size_t)hd);
     }
     for (int r = 0; r < nr; r++) {
         float lf = (float)l[r];
         const float *orow = o + (size_t)r * hd;
-        float *yr = y + v->out + (size_t)(i0 + r) * v->ldo;
-        for (int c = 0; c < hd; c++)
-            yr[c] = orow[c] / lf;
+        size_t at = v->out + (size_t)(i0 + r) * v->ldo;
+        if (d->bf16) {
+            uint16_t *yr = (uint16_t *)(void *)y + at;
+            for (int c = 0; c < hd; c++)
+                yr[c] = sl_bf16_round(orow[c] / lf);
+        } else {
+            float *yr = y + at;
+            for (int c = 0; c < hd; c++)
+                yr[c] = orow[c] / lf;
+        }
         if (lse)
             lse[(size_t)v->bh * t + i0 + r] = sl_attn_lse(mrow[r], l[r]);
     }
@@ -345,6 +407,19 @@ static void put_rows(float *dst, size_t ld, const float *src, int rows, int cols
             sl_put(&dst[(size_t)r * ld + c], src[(size_t)r * cols + c], accumulate);
 }
 
+/* put_rows into bf16 dst: each value widened, added to when
+ * accumulating, rounded (the copies' sl_put, then their rounding). */
+static void put_rows_bf16(uint16_t *dst, size_t ld, const float *src, int rows, int cols,
+                          int accumulate)
+{
+    for (int r = 0; r < rows; r++)
+        for (int c = 0; c < cols; c++) {
+            uint16_t *p = &dst[(size_t)r * ld + c];
+            float v = src[(size_t)r * cols + c];
+            *p = sl_bf16_round(accumulate ? sl_bf16_widen(*p) + v : v);
+        }
+}
+
 /* sum a[c] * b[c] in double, in order. */
 static float row_dot(const float *a, const float *b, int n)
 {
@@ -365,9 +440,26 @@ static void flash_backward_one(const sl_attention_desc *d, const attn_view *v, c
     float *f = p + round16(BR * BC), *ds = f + round16(BR * BC), *dpf = ds + round16(BR * BC);
     float *dk = dpf + round16(BR * BC), *dv = dk + round16((size_t)BC * hd);
     float scale = sl_attn_scale(hd);
+    size_t ldq = v->ldq, ldo = v->ldo;
+    if (d->bf16) { /* the sequence's columns widened, rows hd apart */
+        size_t th = round16((size_t)t * hd);
+        float *w = dv + round16((size_t)BC * hd);
+        const uint16_t *x16 = (const uint16_t *)(const void *)qkv + v->off;
+        widen_rows(w, x16, v->ldq, t, hd);
+        widen_rows(w + th, x16 + v->c, v->ldq, t, hd);
+        widen_rows(w + 2 * th, x16 + 2 * v->c, v->ldq, t, hd);
+        widen_rows(w + 3 * th, (const uint16_t *)(const void *)y + v->out, v->ldo, t, hd);
+        widen_rows(w + 4 * th, (const uint16_t *)(const void *)dy + v->out, v->ldo, t, hd);
+        q = w;
+        k = w + th;
+        val = w + 2 * th;
+        out = w + 3 * th;
+        dout = w + 4 * th;
+        ldq = ldo = (size_t)hd;
+    }
     sl_dropout_mask m = sl_dropout_mask_of(d->p, d->seed);
     for (int i = 0; i < t; i++) /* D_i = rowsum(dO o O) */
-        di[i] = row_dot(out + (size_t)i * v->ldo, dout + (size_t)i * v->ldo, hd);
+        di[i] = row_dot(out + (size_t)i * ldo, dout + (size_t)i * ldo, hd);
     memset(dq, 0, (size_t)t * hd * sizeof(float));
     for (int j0 = 0; j0 < t; j0 += BC) {
         int nc = t - j0 < BC ? t - j0 : BC;
@@ -375,15 +467,13 @@ static void flash_backward_one(const sl_attention_desc *d, const attn_view *v, c
         memset(dv, 0, (size_t)nc * hd * sizeof(float));
         for (int i0 = j0 / BR * BR; i0 < t; i0 += BR) {
             int nr = t - i0 < BR ? t - i0 : BR;
-            const float *qi = q + (size_t)i0 * v->ldq, *doi = dout + (size_t)i0 * v->ldo;
-            sgemm(0, 1, nr, nc, hd, 1.0f, qi, v->ldq, k + (size_t)j0 * v->ldq, v->ldq, 0.0f, p,
-                  BC);
+            const float *qi = q + (size_t)i0 * ldq, *doi = dout + (size_t)i0 * ldo;
+            sgemm(0, 1, nr, nc, hd, 1.0f, qi, ldq, k + (size_t)j0 * ldq, ldq, 0.0f, p, BC);
             for (int r = 0; r < nr; r++)
                 recompute_row(d, &m, v->bh, i0 + r, j0, nc, lrow[i0 + r], p + (size_t)r * BC,
                               f + (size_t)r * BC, ds + (size_t)r * BC);
-            sgemm(1, 0, nc, hd, nr, 1.0f, ds, BC, doi, v->ldo, 1.0f, dv, (size_t)hd);
-            sgemm(0, 1, nr, nc, hd, 1.0f, doi, v->ldo, val + (size_t)j0 * v->ldq, v->ldq, 0.0f,
-                  dpf, BC);
+            sgemm(1, 0, nc, hd, nr, 1.0f, ds, BC, doi, ldo, 1.0f, dv, (size_t)hd);
+            sgemm(0, 1, nr, nc, hd, 1.0f, doi, ldo, val + (size_t)j0 * ldq, ldq, 0.0f, dpf, BC);
             for (int r = 0; r < nr; r++) {
                 const float *pr = p + (size_t)r * BC, *fr = f + (size_t)r * BC,
                             *dr = dpf + (size_t)r * BC;
@@ -392,15 +482,24 @@ static void flash_backward_one(const sl_attention_desc *d, const attn_view *v, c
                 for (int c = 0; c < nc; c++)
                     sr[c] = sl_attn_grad_logit(pr[c], dr[c], fr[c], dii);
             }
-            sgemm(0, 0, nr, hd, nc, scale, ds, BC, k + (size_t)j0 * v->ldq, v->ldq, 1.0f,
+            sgemm(0, 0, nr, hd, nc, scale, ds, BC, k + (size_t)j0 * ldq, ldq, 1.0f,
                   dq + (size_t)i0 * hd, (size_t)hd);
-            sgemm(1, 0, nc, hd, nr, scale, ds, BC, qi, v->ldq, 1.0f, dk, (size_t)hd);
+            sgemm(1, 0, nc, hd, nr, scale, ds, BC, qi, ldq, 1.0f, dk, (size_t)hd);
         }
-        float *dkx = dqkv + v->off + v->c + (size_t)j0 * v->ldq;
-        put_rows(dkx, v->ldq, dk, nc, hd, accumulate);
-        put_rows(dkx + v->c, v->ldq, dv, nc, hd, accumulate);
+        size_t at = v->off + v->c + (size_t)j0 * v->ldq;
+        if (d->bf16) {
+            uint16_t *dkx = (uint16_t *)(void *)dqkv + at;
+            put_rows_bf16(dkx, v->ldq, dk, nc, hd, accumulate);
+            put_rows_bf16(dkx + v->c, v->ldq, dv, nc, hd, accumulate);
+        } else {
+            put_rows(dqkv + at, v->ldq, dk, nc, hd, accumulate);
+            put_rows(dqkv + at + v->c, v->ldq, dv, nc, hd, accumulate);
+        }
     }
-    put_rows(dqkv + v->off, v->ldq, dq, t, hd, accumulate);
+    if (d->bf16)
+        put_rows_bf16((uint16_t *)(void *)dqkv + v->off, v->ldq, dq, t, hd, accumulate);
+    else
+        put_rows(dqkv + v->off, v->ldq, dq, t, hd, accumulate);
 }
 
 /* ---------------------------------------------------------------- table */

@@ -51,6 +51,7 @@ static const sl_backend sl_cpu_table = {
     .download_later = sl_cpu_memcpy, /* written at once: before any sync */
     .sync = sl_cpu_sync,
     .conv2d_native_bf16 = sl_cpu_conv2d_native_bf16,
+    .attention_native_bf16 = sl_cpu_attention_native_bf16,
     .gemm_bf16_workspace_bytes = sl_cpu_gemm_bf16_workspace_bytes,
     .gemm_bf16 = sl_cpu_gemm_bf16,
 #define SL_CPU_ENTRY(ret, member, params) .member = sl_cpu_##member,
@@ -60,8 +61,9 @@ static const sl_backend sl_cpu_table = {
 
 /* The kernel families that take bf16 activations (all of them unless
  * SL_CPU_BF16_KERNELS=off, or a test's sl_cpu_bf16_kernels_force(0): then
- * a bf16 network's BatchNorm, ReLU, adds, LayerNorm, GELU and GEMMs use
- * float copies; the GEMMs only on a CPU with bf16 dot products). */
+ * a bf16 network's BatchNorm, ReLU, adds, LayerNorm, GELU, attention and
+ * GEMMs use float copies; the GEMMs only on a CPU with bf16 dot
+ * products). */
 static int g_bf16_forced = -1;
 
 void sl_cpu_bf16_kernels_force(int on) { g_bf16_forced = on != 0; }
@@ -80,7 +82,7 @@ static unsigned bf16_kernels(void)
     }
     /* GEMMs on bf16 operands where oneDNN has bf16 dot products to run them */
     return on ? (SL_BF16_RELU | SL_BF16_ADD | SL_BF16_BATCHNORM | SL_BF16_LAYERNORM |
-                 SL_BF16_GELU | (sl_cpu_has_bf16_dot() ? SL_BF16_GEMM : 0)) &
+                 SL_BF16_GELU | SL_BF16_ATTENTION | (sl_cpu_has_bf16_dot() ? SL_BF16_GEMM : 0)) &
                     g_bf16_mask
               : 0;
 }

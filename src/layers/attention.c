@@ -36,6 +36,7 @@ static sl_attention_desc attention_desc(const attention *at, sl_shape in, float 
     d.seed = ctx ? ctx->seed : 0;
     d.counter = at->counter;
     d.bh0 = first_image * at->heads;
+    d.bf16 = 0;
     return d;
 }
 
@@ -83,6 +84,7 @@ static void attention_forward(sl_layer *l, const sl_exec *ex, const sl_fwd_args 
         a->ctx->dropout_counter += (count + 3) / 4; /* one Philox block per 4 elements */
     }
     sl_attention_desc d = attention_desc(at, a->in[0], p, a->ctx, a->first_image);
+    d.bf16 = a->bf16;
     float *saved = a->pass == SL_PASS_EVAL ? NULL : a->saved;
     sl_exec e = sl_exec_for(ex, a->bf16);
     ex->be->attention_forward(&e, &d, a->x[0], a->y, saved, a->ws);
@@ -94,23 +96,30 @@ static void attention_backward(sl_layer *l, const sl_exec *ex, const sl_bwd_args
     if (!a->dx[0])
         return;
     sl_attention_desc d = attention_desc(at, a->in[0], at->p, a->ctx, a->first_image);
+    d.bf16 = a->bf16;
     sl_exec e = sl_exec_for(ex, a->bf16);
     ex->be->attention_backward(&e, &d, a->x[0], a->y, a->dy, a->saved, a->dx[0],
                                a->accumulate[0], a->ws);
 }
 
 /* bf16 qkv, y and their gradients in the backend's own kernels
- * (SL_BF16_ATTENTION) where it says it runs this geometry so (on CUDA:
- * the fused tiles); the saved state, workspace and cost unchanged. */
+ * (SL_BF16_ATTENTION) where it says it runs this geometry so (CUDA: the
+ * fused tiles; the CPU: flash mode), with the workspace it asks for bf16
+ * (the CPU's widens each sequence's tiles); the saved state unchanged. */
 static int attention_native_bf16(const sl_layer *l, const sl_backend *be, int n_in,
                                  const sl_shape *in, sl_shape out, sl_layer_cost *cost)
 {
     const attention *at = (const attention *)l;
-    (void)n_in, (void)out, (void)cost;
+    (void)n_in, (void)out;
     if (!sl_native_bf16_if(be, SL_BF16_ATTENTION) || !be->attention_native_bf16)
         return 0;
     sl_attention_desc d = attention_desc(at, in[0], at->p, NULL, 0);
-    return be->attention_native_bf16(be, &d) != 0;
+    d.bf16 = 1;
+    if (!be->attention_native_bf16(be, &d))
+        return 0;
+    cost->ws_fwd_bytes = be->attention_workspace_bytes(be, &d, 0);
+    cost->ws_bwd_bytes = be->attention_workspace_bytes(be, &d, 1);
+    return 1;
 }
 
 static int attention_out_channels(const sl_layer *l, int in_c)
