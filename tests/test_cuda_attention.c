@@ -10,7 +10,9 @@
  * value: 1e-4 in FP32, 1e-2 with TF32 (10-bit mantissas in the products).
  * On the GPU: the same call at other addresses gives the same bits (what
  * a re-forward under any schedule relies on), and evaluation (no saved
- * state) gives training's output without dropout; GPT-2 small's shape
+ * state) gives training's output without dropout; the fused tiles on bf16
+ * activations give the bits of their float run on the widened inputs,
+ * rounded; GPT-2 small's shape
  * (B=8 T=1024, 12 heads of 64) runs, repeats its bits and prints its
  * time. Skipped, visibly, without a usable GPU.
  */
@@ -24,6 +26,7 @@
 #include <time.h>
 
 #include "base/backend.h"
+#include "base/element.h"
 #include "cpu/cpu.h"
 #include "cuda/cuda_backend.h"
 #include "harness.h"
@@ -165,6 +168,8 @@ static void assert_same_bits(const float *a, const float *b, size_t n, const cha
                   s->d, s->flash ? "flash" : "plain", what);
 }
 
+static void check_bf16(const sl_backend *be, const shape *s, const host_case *h);
+
 static void check_shape(const sl_backend *gpu, int tf32, const shape *s, const host_case *h)
 {
     double tol = tf32 ? 1e-2 : 1e-4;
@@ -197,9 +202,101 @@ static void check_shape(const sl_backend *gpu, int tf32, const shape *s, const h
         assert_same_bits(a.dq[0], c.dq[0], h->nq, "gradients (4-byte aligned)", s);
         assert_same_bits(a.dq[1], c.dq[1], h->nq, "accumulated gradients (4-byte aligned)", s);
         device_run_free(&c);
+        check_bf16(gpu, s, h);
     }
     device_run_free(&a);
     device_run_free(&b);
+}
+
+/* bf16 activations in the fused tiles (SL_BF16_ATTENTION): the device's
+ * bf16 run gives the bits of its float run on the widened inputs with
+ * the results rounded (y; the saved state; dqkv written and accumulated
+ * into, where the float run's start is the widened bf16 start). */
+static void round_all(uint16_t *dst, const float *src, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        dst[i] = sl_bf16_round(src[i]);
+}
+
+static void widen_all(float *dst, const uint16_t *src, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        dst[i] = sl_bf16_widen(src[i]);
+}
+
+static void check_bf16(const sl_backend *be, const shape *s, const host_case *h)
+{
+    sl_exec ex = {be, 1, 0}, ex16 = {be, 1, 1};
+    sl_attention_desc d = desc_of(s, 0.0f), d16 = d;
+    d16.bf16 = 1;
+    ck_assert(be->attention_native_bf16 && be->attention_native_bf16(be, &d16));
+    ck_assert(be->bf16_kernels & SL_BF16_ATTENTION);
+    size_t nq = h->nq, ny = h->ny, ns = h->ns, ws = 0;
+    for (int k = 0; k < 4; k++) {
+        size_t w = be->attention_workspace_bytes(be, k & 1 ? &d16 : &d, k >> 1);
+        ws = w > ws ? w : ws;
+    }
+    uint16_t *q16 = malloc(nq * 2), *dy16 = malloc(ny * 2), *st16 = malloc(nq * 2),
+             *got = malloc(nq * 2);
+    float *qf = malloc(nq * 4), *dyf = malloc(ny * 4), *stf = malloc(nq * 4), *hf = malloc(nq * 4),
+          *sv = malloc(ns * 4), *sv16 = malloc(ns * 4);
+    ck_assert(q16 && dy16 && st16 && got && qf && dyf && stf && hf && sv && sv16);
+    round_all(q16, h->qkv, nq);
+    round_all(dy16, h->dy, ny);
+    round_all(st16, h->start, nq);
+    widen_all(qf, q16, nq);
+    widen_all(dyf, dy16, ny);
+    widen_all(stf, st16, nq);
+    float *dq_ = dev_alloc(be, nq, 0), *q_ = dev_alloc(be, nq, 0), *g_ = dev_alloc(be, ny, 0),
+          *y_ = dev_alloc(be, ny, 0), *s_ = dev_alloc(be, ns, 0), *w_ = dev_alloc(be, ws / 4 + 1, 0);
+    /* the float run on the widened inputs, y rounded as a bf16 network
+     * stores it and widened again for the backward */
+    be->upload(&ex, q_, qf, nq * 4);
+    be->upload(&ex, g_, dyf, ny * 4);
+    be->attention_forward(&ex, &d, q_, y_, s_, w_);
+    be->download(&ex, hf, y_, ny * 4);
+    be->download(&ex, sv, s_, ns * 4);
+    ck_assert_msg(be->sync(&ex) == SL_OK, "%s", sl_last_error());
+    uint16_t *yr = malloc(ny * 2), *y16 = malloc(ny * 2);
+    ck_assert(yr && y16);
+    round_all(yr, hf, ny);
+    widen_all(hf, yr, ny);
+    be->upload(&ex, y_, hf, ny * 4);
+    uint16_t *wantd[2];
+    for (int acc = 0; acc < 2; acc++) {
+        be->upload(&ex, dq_, stf, nq * 4);
+        be->attention_backward(&ex, &d, q_, y_, g_, s_, dq_, acc, w_);
+        be->download(&ex, hf, dq_, nq * 4);
+        ck_assert_msg(be->sync(&ex) == SL_OK, "%s", sl_last_error());
+        wantd[acc] = malloc(nq * 2);
+        ck_assert(wantd[acc]);
+        round_all(wantd[acc], hf, nq);
+    }
+    /* the bf16 run */
+    be->upload(&ex, q_, q16, nq * 2);
+    be->upload(&ex, g_, dy16, ny * 2);
+    be->attention_forward(&ex16, &d16, q_, y_, s_, w_);
+    be->download(&ex, y16, y_, ny * 2);
+    be->download(&ex, sv16, s_, ns * 4);
+    ck_assert_msg(be->sync(&ex) == SL_OK, "%s", sl_last_error());
+    ck_assert_msg(memcmp(y16, yr, ny * 2) == 0, "t %d: bf16 y differs from the float run's", s->t);
+    ck_assert_msg(memcmp(sv16, sv, ns * 4) == 0, "t %d: bf16 saved state differs", s->t);
+    for (int acc = 0; acc < 2; acc++) {
+        be->upload(&ex, dq_, st16, nq * 2);
+        be->attention_backward(&ex16, &d16, q_, y_, g_, s_, dq_, acc, w_);
+        be->download(&ex, got, dq_, nq * 2);
+        ck_assert_msg(be->sync(&ex) == SL_OK, "%s", sl_last_error());
+        ck_assert_msg(memcmp(got, wantd[acc], nq * 2) == 0,
+                      "t %d: bf16 dqkv (accumulate %d) differs from the float run's", s->t, acc);
+        free(wantd[acc]);
+    }
+    printf("n %d heads %d t %4d d %2d flash bf16: the float run's bits, rounded\n", s->n, s->heads,
+           s->t, s->d);
+    float *const all[6] = {dq_, q_, g_, y_, s_, w_};
+    for (int k = 0; k < 6; k++)
+        be->free(be, all[k]);
+    free(q16), free(dy16), free(st16), free(got), free(yr), free(y16);
+    free(qf), free(dyf), free(stf), free(hf), free(sv), free(sv16);
 }
 
 static const shape SHAPES[] = {
