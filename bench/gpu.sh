@@ -1,4 +1,6 @@
 #!/usr/bin/env bash
+# (bench/gpu_session.sh runs these phases for a lent session in few calls,
+# diagnosing a failing test with the escape switches below.)
 # One command for a GPU machine: builds the library with the CUDA backend
 # (sm_90), runs the tests (test_cuda compares every layer with the CPU
 # backend, checks bit-identical checkpointing, the device memory against

@@ -1,0 +1,132 @@
+#!/usr/bin/env bash
+# One lent GPU session in few device calls: bench/gpu.sh's phases in the
+# order a session needs them, with the time left counted, a test failure
+# diagnosed instead of ending the session, and everything packed into one
+# archive under the device tool's $OUT.
+#
+#   bench/gpu_session.sh STAGE [STAGE...]     (on the GPU machine)
+#
+# STAGEs, in the order given:
+#   tests   build build-gpu, then the GPU tests (gpu.sh gputests). Where a
+#           test fails, the failing tests run again with each escape switch
+#           of the kernels written without a GPU (SWITCHES below), one at a
+#           time; the first that makes them pass is kept for the benches
+#           (switches.txt), otherwise all of them. Logs: gputests.log,
+#           diag-*.log.
+#   ab      ours none, GPT-2 small B=8 T=1024 TF32, with each switch in turn
+#           against none (3 interleaved rounds of 6 steps): ab.txt says
+#           which of the new paths pays (about 10 s a run)
+#   f32     gpu.sh gpt2 (3 interleaved rounds, within what is left) and
+#           kernels (ncu)
+#   bf16    gpu.sh gpt2 with SL_GPT2_PRECISION=bf16, B=8 T=1024, ours none
+#           and least beside PyTorch autocast and, when SL_GPT2_LLMC names
+#           llm.c's train_gpt2cu (built by the user: the project holds none
+#           of it), llm.c
+#   resnet  gpu.sh resnet, TF32 on and off, none and sqrt, 3 rounds
+#   shakespeare  gpu.sh shakespeare (needs data/ carried)
+# DEADLINE (seconds, default 470) bounds the whole call: each stage gets
+# what is left. OUT (the device tool's) receives gpu-session.tgz; the logs
+# are written to $SL_SESSION_DIR (/tmp/gpu-session) as they come, so a
+# follow-up call on the still-warm machine adds to them.
+set -uo pipefail
+cd "$(dirname "$0")/.." || exit 1
+final=${OUT:-gpu-out}
+dir=${SL_SESSION_DIR:-/tmp/gpu-session}
+mkdir -p "$dir" "$final"
+export OUT=$dir
+export LD_LIBRARY_PATH=/usr/local/cuda/lib64:/usr/local/cuda/lib:${LD_LIBRARY_PATH:-}
+t0=$SECONDS
+left() { echo $((${DEADLINE:-470} - (SECONDS - t0))); }
+SWITCHES="SL_CUDA_FLASH=off SL_CUDA_LT=off SL_CUDA_LT_WORKSPACE_MIB=0 SL_CUDA_BF16_GEMM=off SL_CUDA_BF16_KERNELS=off"
+build="build-gpu"
+switches() { [ -s "$dir/switches.txt" ] && cat "$dir/switches.txt"; }
+# runs "$@" with the kept switches (VAR=VALUE words) in its environment
+with_switches() {
+  local kept=()
+  read -ra kept <<<"$(switches)"
+  env "${kept[@]}" "$@"
+}
+
+stage_tests() {
+  timeout 150 bench/gpu.sh "$build" build > "$dir/session-build.txt" 2>&1
+  tail -2 "$dir/session-build.txt"
+  timeout 200 bench/gpu.sh "$build" gputests > "$dir/session-gputests.txt" 2>&1
+  grep -E "tests passed|tests failed" "$dir/session-gputests.txt" | tail -2
+  local failing
+  failing=$(grep -oE "[0-9]+ - test_[a-z0-9_]+ \((Failed|Timeout|SEGFAULT|Subprocess aborted)" \
+    "$dir/gputests.log" | awk '{print $3}' | sort -u | paste -sd'|')
+  : > "$dir/switches.txt"
+  [ -z "$failing" ] && return 0
+  echo "failing: $failing"
+  for sw in $SWITCHES; do
+    env "$sw" timeout 90 ctest --test-dir "$build" -R "^($failing)\$" --output-on-failure \
+      > "$dir/diag-${sw%%=*}.log" 2>&1
+    echo "$sw: $(grep -E 'tests passed|tests failed' "$dir/diag-${sw%%=*}.log" | tail -1)"
+    if grep -q "100% tests passed" "$dir/diag-${sw%%=*}.log"; then
+      echo "$sw" > "$dir/switches.txt"
+      break
+    fi
+  done
+  [ -s "$dir/switches.txt" ] || echo "$SWITCHES" > "$dir/switches.txt"
+  echo "benches with: $(switches)"
+}
+
+stage_ab() {
+  local bin="$build/bench/bench_gpt2" base
+  base=(--batch 8 --seq 1024 --steps 6 --device cuda --tf32 --threads 16 --json)
+  for round in 1 2 3; do
+    for sw in none $SWITCHES; do
+      [ "$(left)" -gt 20 ] || return 0
+      local ms
+      if [ "$sw" = none ]; then
+        ms=$(with_switches timeout 60 "$bin" "${base[@]}" 2>/dev/null | grep -o '"ms_step":[0-9.]*')
+      else
+        ms=$(with_switches "$sw" timeout 60 "$bin" "${base[@]}" 2>/dev/null | grep -o '"ms_step":[0-9.]*')
+      fi
+      echo "round $round: $sw ${ms:-failed}" | tee -a "$dir/ab.txt"
+    done
+  done
+}
+
+stage_f32() {
+  with_switches SL_GPT2_ROUNDS=3 SL_GPT2_BUDGET_S=$(($(left) - 60)) \
+    timeout $(($(left) - 40)) bench/gpu.sh "$build" gpt2 > "$dir/session-gpt2.txt" 2>&1
+  grep -E "target|NOT|met" "$dir/session-gpt2.txt" | tail -6
+  with_switches SL_NCU_TIMEOUT_S=35 timeout $(($(left) > 5 ? $(left) : 5)) \
+    bench/gpu.sh "$build" kernels > "$dir/session-kernels.txt" 2>&1
+  head -12 "$dir/ncu_kernels.txt" 2>/dev/null
+}
+
+stage_bf16() {
+  with_switches SL_GPT2_PRECISION=bf16 SL_GPT2_SHAPES=8x1024 SL_GPT2_SCHEDULES=none,least \
+    SL_GPT2_MODES=plain SL_GPT2_ROUNDS=3 SL_GPT2_BUDGET_S=$(($(left) - 30)) \
+    timeout $(($(left) - 10)) bench/gpu.sh "$build" gpt2 > "$dir/session-gpt2-bf16.txt" 2>&1
+  grep -E "target|NOT|met" "$dir/session-gpt2-bf16.txt" | tail -6
+}
+
+stage_resnet() {
+  with_switches SL_GPU_ROUNDS=3 SL_GPU_STEPS=20 SL_RESNET_TF32="on off" \
+    SL_RESNET_SCHEDULES="none sqrt" SL_RESNET_BUDGET_S=$(($(left) - 30)) \
+    timeout $(($(left) - 10)) bench/gpu.sh "$build" resnet table > "$dir/session-resnet.txt" 2>&1
+  grep -E "target" "$dir/session-resnet.txt" | tail -8
+}
+
+stage_shakespeare() {
+  with_switches SL_SHAKESPEARE_TIMEOUT_S=$(($(left) - 10)) \
+    bench/gpu.sh "$build" shakespeare > "$dir/session-shakespeare.txt" 2>&1
+  tail -15 "$dir/session-shakespeare.txt"
+}
+
+[ $# -gt 0 ] || { echo "usage: bench/gpu_session.sh STAGE... (tests ab f32 bf16 resnet shakespeare)" >&2; exit 2; }
+for stage in "$@"; do
+  case "$stage" in
+    tests | ab | f32 | bf16 | resnet | shakespeare) ;;
+    *) echo "gpu_session.sh: unknown stage '$stage'" >&2; exit 2 ;;
+  esac
+done
+for stage in "$@"; do
+  echo "== $stage ($(left) s left)"
+  "stage_$stage"
+done
+tar czf "$final/gpu-session.tgz" -C "$(dirname "$dir")" "$(basename "$dir")"
+echo "== done in $((SECONDS - t0)) s: $final/gpu-session.tgz"
