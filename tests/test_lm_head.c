@@ -12,6 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/element.h"
+#include "cpu/cpu.h"
 #include "harness.h"
 #include "layers/lm_head.h"
 
@@ -308,6 +310,95 @@ START_TEST(test_schedules_bit_identical)
 }
 END_TEST
 
+/* A bf16 network's head on bf16 products (where the CPU has bf16 dot
+ * products): against double sums of the same bf16 operands (h and W
+ * rounded, the logits' gradient computed in float and rounded), over
+ * three chunks and two vocabulary blocks (4096 rows and the rest). The
+ * loss within float rounding; dh and W's gradient within 1e-3 of their
+ * largest value (the float gradient of a logit may round to the other
+ * bf16 neighbour than the double one). */
+static double bf16_of(float x) { return sl_bf16_widen(sl_bf16_round(x)); }
+
+START_TEST(test_bf16_products)
+{
+    sl_backend *be = NULL;
+    ck_assert_int_eq(sl_cpu_backend_create(2, &be), SL_OK);
+    if (!(be->bf16_kernels & SL_BF16_GEMM)) {
+        printf("SKIPPED: this CPU has no bf16 dot products (the head computes in float)\n");
+        sl_backend_destroy(be);
+        return;
+    }
+    enum { R = 37, CC = 24, VV = 4096 + 301 };
+    float *h = malloc(R * CC * 4), *w = malloc((size_t)VV * CC * 4), *gw = calloc((size_t)VV * CC, 4);
+    float *dh = malloc(R * CC * 4);
+    double *ref_dw = calloc((size_t)VV * CC, 8), *ref_dh = calloc(R * CC, 8), *lg = malloc(VV * 8);
+    ck_assert(h && w && gw && dh && ref_dw && ref_dh && lg);
+    th_fill_normal(h, R * CC, 61, 1.0f);
+    th_fill_normal(w, (size_t)VV * CC, 62, 0.5f);
+    int labels[R];
+    for (int r = 0; r < R; r++)
+        labels[r] = r % 7 == 3 ? -100 : (r * 131 + 7) % VV;
+    sl_param_spec spec;
+    memset(&spec, 0, sizeof spec);
+    spec.count = (size_t)VV * CC;
+    spec.data = w;
+    spec.grad = gw;
+    sl_lm_head head = {&spec, VV, CC, -100, 16};
+    size_t ws_bytes = sl_lm_head_bf16_ws_bytes(&head, be, R);
+    ck_assert(ws_bytes != SIZE_MAX);
+    void *ws = malloc(ws_bytes);
+    ck_assert(ws);
+    sl_exec ex = {be, 2, 0};
+    float loss;
+    int hits, counted;
+    sl_lm_head_run(&head, &ex, R, h, labels, dh, NULL, ws, &loss, &hits, &counted, 1);
+    /* the reference */
+    double ref_loss = 0;
+    int ref_counted = 0;
+    for (int r = 0; r < R; r++)
+        ref_counted += labels[r] != -100;
+    ck_assert_int_eq(counted, ref_counted);
+    for (int r = 0; r < R; r++) {
+        if (labels[r] == -100)
+            continue;
+        double mx = -INFINITY, sum = 0;
+        for (int v = 0; v < VV; v++) {
+            double a = 0;
+            for (int c = 0; c < CC; c++)
+                a += bf16_of(h[r * CC + c]) * bf16_of(w[(size_t)v * CC + c]);
+            lg[v] = a;
+            mx = fmax(mx, a);
+        }
+        for (int v = 0; v < VV; v++)
+            sum += exp(lg[v] - mx);
+        ref_loss += mx + log(sum) - lg[labels[r]];
+        for (int v = 0; v < VV; v++) {
+            double g = (exp(lg[v] - mx) / sum - (v == labels[r])) / ref_counted;
+            double gb = bf16_of((float)g);
+            for (int c = 0; c < CC; c++) {
+                ref_dh[r * CC + c] += gb * bf16_of(w[(size_t)v * CC + c]);
+                ref_dw[(size_t)v * CC + c] += gb * bf16_of(h[r * CC + c]);
+            }
+        }
+    }
+    ref_loss /= ref_counted;
+    printf("bf16 head: loss %.7f, double sums of the bf16 operands %.7f\n", loss, ref_loss);
+    ck_assert_msg(fabs(loss - ref_loss) <= 1e-5 * fabs(ref_loss), "loss %.9g vs %.9g", loss,
+                  ref_loss);
+    float *rdh = malloc(R * CC * 4), *rdw = malloc((size_t)VV * CC * 4);
+    ck_assert(rdh && rdw);
+    for (int i = 0; i < R * CC; i++)
+        rdh[i] = (float)ref_dh[i];
+    for (size_t i = 0; i < (size_t)VV * CC; i++)
+        rdw[i] = (float)ref_dw[i];
+    assert_close(dh, rdh, R * CC, 1e-3, "bf16 head dh");
+    assert_close(gw, rdw, (size_t)VV * CC, 1e-3, "bf16 head dW");
+    free(h), free(w), free(gw), free(dh), free(ref_dw), free(ref_dh), free(lg), free(rdh),
+        free(rdw), free(ws);
+    sl_backend_destroy(be);
+}
+END_TEST
+
 START_TEST(test_errors)
 {
     sl_context *ctx = th_context(7);
@@ -350,6 +441,7 @@ static Suite *suite(void)
     tcase_add_test(t, test_scratch_is_one_chunk);
     tcase_add_test(t, test_automatic_chunk_rule);
     tcase_add_test(t, test_schedules_bit_identical);
+    tcase_add_test(t, test_bf16_products);
     tcase_add_test(t, test_errors);
     suite_add_tcase(s, t);
     return s;

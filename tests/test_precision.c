@@ -367,6 +367,7 @@ static int g_attn_chunked;  /* gpt2_step: attention steps that ran in chunks of 
 static int g_native_conv1d; /* gpt2_step: Conv1D layers on bf16 themselves (bf16 GEMMs) */
 static int g_native_ln_gelu; /* gpt2_step: LayerNorm and GELU layers on bf16 themselves */
 static int g_native_attn;    /* gpt2_step: attention layers on bf16 themselves */
+static int g_head_bf16;      /* gpt2_step: the LM head's products on bf16 */
 
 static void gpt2_step(sl_precision precision, sl_schedule schedule, int least, th_params *out,
                       float *loss)
@@ -407,6 +408,7 @@ static void gpt2_step(sl_precision precision, sl_schedule schedule, int least, t
             strcmp(net->graph.nodes[prog->steps[i].node].layer->ops->type, "CausalAttention") == 0)
             g_attn_chunked++;
     g_native_conv1d = g_native_ln_gelu = g_native_attn = 0;
+    g_head_bf16 = net->cache[SL_MODE_TRAIN].sh.head_bf16;
     for (int i = 0; i < net->graph.n_nodes; i++) {
         const char *type = net->graph.nodes[i].layer->ops->type;
         int native = sl_shapes_native(&net->cache[SL_MODE_TRAIN].sh, i);
@@ -429,11 +431,14 @@ START_TEST(test_bf16_gpt2)
      * (oneDNN's matmul) where their workspace is at most the float copies
      * they replace: at this tiny width not all do (oneDNN's packing
      * scratch is a few KiB); elsewhere all run on float copies */
-    printf("  GPT-2 bf16: %d of 24 Conv1D layers on bf16 GEMMs\n", native);
+    printf("  GPT-2 bf16: %d of 24 Conv1D layers on bf16 GEMMs, the head's products %s\n",
+           native, g_head_bf16 ? "on bf16" : "in float");
     if (sl_cpu_has_bf16_dot())
         ck_assert_int_gt(native, 0);
     else
         ck_assert_int_eq(native, 0);
+    /* the head on bf16 products wherever the GEMMs have them */
+    ck_assert_int_eq(g_head_bf16, sl_cpu_has_bf16_dot());
     struct {
         sl_schedule s;
         int least;
@@ -508,7 +513,10 @@ START_TEST(test_bf16_gpt2_chunks)
 {
     th_params whole, ref, got;
     float whole_loss, ref_loss, loss;
-    sl_cpu_bf16_kernels_mask(~(unsigned)SL_BF16_ATTENTION); /* attention on copies, in chunks */
+    /* attention and Conv1D on copies, in chunks; the head in float (its
+     * bf16 products would round the chunks' GEMM differences in h to
+     * bf16's unit, test_bf16_gpt2 holds them to float) */
+    sl_cpu_bf16_kernels_mask(~(unsigned)(SL_BF16_ATTENTION | SL_BF16_GEMM));
     gpt2_step(SL_PRECISION_BF16, SL_SCHEDULE_NONE, 0, &whole, &whole_loss);
     ck_assert_int_eq(g_attn_chunked, 0);
     g_copy_bytes = 1;

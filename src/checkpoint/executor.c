@@ -247,13 +247,15 @@ static void unbind_param_grads(const sl_graph *g)
 /* The language-model head's loss step: in training the loss, the hidden
  * states' gradient and the tied weight's; in inference the logits and,
  * with labels, the loss. */
-static void run_head(runner *r, const sl_graph *g, sl_shape ls, const sl_step *st,
+static void run_head(runner *r, const sl_graph *g, const sl_shapes *sh, const sl_step *st,
                      const sl_exec *ex, sl_run_io *io)
 {
+    sl_shape ls = sh->tensor[g->n_nodes];
     int rows = ls.n * ls.h * ls.w;
     /* the loss and hits reach io by the step's sync on a device */
     sl_lm_head_run(g->head, ex, rows, ptr(r, st->y), io->labels, ptr(r, st->dy),
-                   io->logits_out, ptr(r, st->ws), &io->loss, &io->correct, &io->counted);
+                   io->logits_out, ptr(r, st->ws), &io->loss, &io->correct, &io->counted,
+                   sh->head_bf16);
 }
 
 /* Debug: fills every storage whose life ended at `step` with NaN, so a
@@ -295,7 +297,7 @@ void sl_execute(const sl_graph *g, const sl_shapes *sh, const sl_program *p, con
         case SL_STEP_LOSS: {
             sl_shape ls = sh->tensor[g->n_nodes];
             if (g->head) {
-                run_head(&r, g, ls, st, ex, io);
+                run_head(&r, g, sh, st, ex, io);
                 break;
             }
             if (io->logits_out)

@@ -216,6 +216,14 @@ sl_status sl_shapes_set_dtype(const sl_graph *g, const sl_backend *be, sl_dtype 
     for (int t = 0; t < sh->n_tensors; t++)
         if (dt[t] == SL_DTYPE_BF16)
             sh->bytes[t] = sh->bytes[t] / sizeof(float) * sizeof(uint16_t);
+    if (g->head) { /* rows as sl_shapes_compute counted them (at most INT_MAX) */
+        sl_shape ls = sh->tensor[g->n_nodes];
+        size_t ws = sl_lm_head_bf16_ws_bytes(g->head, be, ls.n * ls.h * ls.w);
+        if (ws != SIZE_MAX) {
+            sh->loss_ws_bytes = ws;
+            sh->head_bf16 = 1;
+        }
+    }
     free(sh->dtype);
     free(sh->native);
     sh->dtype = dt;

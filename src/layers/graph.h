@@ -60,6 +60,8 @@ typedef struct sl_shapes {
     uint64_t fwd_flops, bwd_flops; /* totals */
     size_t loss_ws_bytes;          /* the loss step's scratch: the backend's softmax
                                       cross-entropy's, or the LM head's */
+    int head_bf16;                 /* mixed precision: the LM head's products on bf16
+                                      (sl_lm_head_bf16_ws_bytes) */
 } sl_shapes;
 
 /* The most bytes the tensors of one step (each node's output, saved
@@ -81,8 +83,10 @@ void sl_shapes_release(sl_shapes *s);
  * tensor (it shares the storage); bytes become 2 an element. A layer
  * whose tensors are all bf16 and whose native_bf16 says so with `be` runs
  * on them itself (sh->native, its cost's workspaces rewritten); the
- * others get float copies from the program. F32 leaves the shapes as
- * they are. SL_ERR_NOMEM leaves them unchanged. */
+ * others get float copies from the program. A language-model head runs
+ * its products on bf16 where the backend can (sh->head_bf16, the loss
+ * step's scratch rewritten). F32 leaves the shapes as they are.
+ * SL_ERR_NOMEM leaves them unchanged. */
 sl_status sl_shapes_set_dtype(const sl_graph *g, const sl_backend *be, sl_dtype dtype,
                               sl_shapes *sh);
 

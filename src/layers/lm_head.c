@@ -2,7 +2,9 @@
  * lm_head.c — the language model's head fused with its loss (layers
  * stage): per chunk of rows, logits = h W^T (GEMM), the loss rows
  * (backend lm_xent, base/element.h's rule), then dh = dlogits W and
- * dW += dlogits^T h (GEMMs), so scratch is one chunk of logits.
+ * dW += dlogits^T h (GEMMs), so scratch is one chunk of logits. A bf16
+ * network's head runs the three products on bf16 operands where the
+ * backend has bf16 GEMMs (see "bf16" below).
  */
 #include <string.h>
 
@@ -32,13 +34,15 @@ int sl_lm_head_split(const sl_lm_head *h, int device)
     return h->vocab / s * s;
 }
 
-int sl_lm_head_chunk(const sl_lm_head *h, int rows, int device)
+/* The chunk rule for rows of row_elem bytes a logit (4: float logits; 6:
+ * float logits and their gradient's bf16 copy). */
+static int chunk_of(const sl_lm_head *h, int rows, int device, size_t row_elem)
 {
     if (rows < 1)
         return 1;
     if (h->chunk_rows > 0)
         return h->chunk_rows < rows ? h->chunk_rows : rows;
-    size_t row_bytes = (size_t)h->vocab * sizeof(float);
+    size_t row_bytes = (size_t)h->vocab * row_elem;
     size_t per = SL_LM_HEAD_CHUNK_BYTES / row_bytes;
     if (device) { /* see SL_LM_HEAD_DEVICE_CHUNK_BYTES */
         size_t wide = SL_LM_HEAD_DEVICE_CHUNK_BYTES / row_bytes;
@@ -57,6 +61,16 @@ int sl_lm_head_chunk(const sl_lm_head *h, int rows, int device)
             c = r;
     }
     return (int)c;
+}
+
+int sl_lm_head_chunk(const sl_lm_head *h, int rows, int device)
+{
+    return chunk_of(h, rows, device, sizeof(float));
+}
+
+int sl_lm_head_bf16_chunk(const sl_lm_head *h, int rows, int device)
+{
+    return chunk_of(h, rows, device, sizeof(float) + sizeof(uint16_t));
 }
 
 /* Scratch: one chunk of logits, then per row a loss (double), a hit and a
@@ -111,11 +125,95 @@ static void gemm_dw(const head_gemms *g, float *dw)
                     g->C, 1.0f, dw + (size_t)g->va * g->C, g->C);
 }
 
-size_t sl_lm_head_ws_bytes(const sl_lm_head *h, int rows, int device)
+/* The scratch after the logits: per row a loss (double), a hit and a
+ * label, then lm_xent_total's 16 bytes. */
+static size_t rows_bytes(int rows)
 {
     size_t r = rows > 0 ? (size_t)rows : 0;
-    return logits_bytes(h, rows, device) + sl_align_up(r * sizeof(double)) +
-           2 * sl_align_up(r * sizeof(int)) + sl_align_up(16);
+    return sl_align_up(r * sizeof(double)) + 2 * sl_align_up(r * sizeof(int)) + sl_align_up(16);
+}
+
+size_t sl_lm_head_ws_bytes(const sl_lm_head *h, int rows, int device)
+{
+    return logits_bytes(h, rows, device) + rows_bytes(rows);
+}
+
+/* ---- bf16 ----
+ * The head of a bf16 network on bf16 products (sl_lm_head_bf16_ws_bytes):
+ * per chunk of n rows, h rounded to bf16 (h16); the vocabulary in blocks
+ * of SL_LM_HEAD_BF16_BLOCK rows of W, each rounded to bf16 into w16 when
+ * used; logits = h16 w16^T in float (gemm_bf16), the loss rows from the
+ * float logits as always, their gradient rounded to bf16 (dl16), then
+ * dh = sum over blocks of dl16 w16 and dW += dl16^T h16, summed in float.
+ * So the head computes as torch.autocast's bf16 matmuls do; W, its
+ * gradient and the loss stay float. A chunk holds float logits and their
+ * bf16 gradient within the float head's bytes (chunk_of with 6 bytes a
+ * logit). Scratch: logits, dl16, h16, w16, the rows' scratch, then the
+ * largest gemm_bf16 workspace of the head's geometries. */
+#define SL_LM_HEAD_BF16_BLOCK 4096
+
+typedef struct head16 {
+    int chunk, L, C, V, vb; /* rows a chunk, logits' row length, channels, vocab, block */
+    size_t logits, dl16, h16, w16, rows, gemm; /* bytes of each part */
+} head16;
+
+static head16 head16_of(const sl_lm_head *h, int rows, int device)
+{
+    head16 b;
+    b.chunk = sl_lm_head_bf16_chunk(h, rows, device);
+    b.L = sl_lm_head_ld(h, device);
+    b.C = h->channels;
+    b.V = h->vocab;
+    b.vb = b.V < SL_LM_HEAD_BF16_BLOCK ? b.V : SL_LM_HEAD_BF16_BLOCK;
+    b.logits = sl_align_up((size_t)b.chunk * (size_t)b.L * sizeof(float));
+    b.dl16 = sl_align_up((size_t)b.chunk * (size_t)b.L * sizeof(uint16_t));
+    b.h16 = sl_align_up((size_t)b.chunk * (size_t)b.C * sizeof(uint16_t));
+    b.w16 = sl_align_up((size_t)b.vb * (size_t)b.C * sizeof(uint16_t));
+    b.rows = rows_bytes(rows);
+    b.gemm = 0;
+    return b;
+}
+
+/* The three products of n rows against a block of vb vocabulary rows. */
+static sl_gemm_bf16_desc logits_desc(const head16 *b, int n, int vb)
+{
+    sl_gemm_bf16_desc d = {0, 1, n, vb, b->C, b->C, b->C, b->L, 0, 0, 0};
+    return d;
+}
+
+static sl_gemm_bf16_desc dh_desc(const head16 *b, int n, int vb, int accumulate)
+{
+    sl_gemm_bf16_desc d = {0, 0, n, b->C, vb, b->L, b->C, b->C, 0, accumulate, 0};
+    return d;
+}
+
+static sl_gemm_bf16_desc dw_desc(const head16 *b, int n, int vb)
+{
+    sl_gemm_bf16_desc d = {1, 0, vb, b->C, n, b->L, b->C, b->C, 0, 1, 0};
+    return d;
+}
+
+size_t sl_lm_head_bf16_ws_bytes(const sl_lm_head *h, const sl_backend *be, int rows)
+{
+    if (rows < 1 || !sl_native_bf16_if(be, SL_BF16_GEMM) || !be->gemm_bf16 ||
+        !be->gemm_bf16_workspace_bytes)
+        return SIZE_MAX;
+    head16 b = head16_of(h, rows, !be->host_memory);
+    int ns[2] = {b.chunk, rows % b.chunk ? rows % b.chunk : b.chunk};
+    int vbs[2] = {b.vb, b.V % b.vb ? b.V % b.vb : b.vb};
+    size_t most = 0;
+    for (int i = 0; i < 2; i++)
+        for (int j = 0; j < 2; j++)
+            for (int k = 0; k < 4; k++) {
+                sl_gemm_bf16_desc d = k == 0   ? logits_desc(&b, ns[i], vbs[j])
+                                      : k < 3 ? dh_desc(&b, ns[i], vbs[j], k - 1)
+                                               : dw_desc(&b, ns[i], vbs[j]);
+                size_t w = be->gemm_bf16_workspace_bytes(be, &d);
+                if (w == SIZE_MAX)
+                    return SIZE_MAX;
+                most = w > most ? w : most;
+            }
+    return b.logits + b.dl16 + b.h16 + b.w16 + b.rows + sl_align_up(most);
 }
 
 uint64_t sl_lm_head_fwd_flops(const sl_lm_head *h, int rows)
@@ -148,20 +246,61 @@ static void sum_rows(const sl_exec *ex, int rows, const double *row_loss, const 
     *hits = h;
 }
 
+/* One chunk's products on bf16 (see head16): its logits into lg, or,
+ * after the loss rows (backward), dh and W's gradient from lg's
+ * gradient. */
+static void head16_forward(const head16 *b, const sl_exec *ex, const float *W, int n,
+                           const float *hc, float *lg, void *h16, void *w16, void *gws)
+{
+    const sl_backend *be = ex->be;
+    be->cast(ex, (size_t)n * b->C, hc, SL_DTYPE_F32, h16, SL_DTYPE_BF16);
+    for (int v0 = 0; v0 < b->V; v0 += b->vb) {
+        int vb = b->V - v0 < b->vb ? b->V - v0 : b->vb;
+        be->cast(ex, (size_t)vb * b->C, W + (size_t)v0 * b->C, SL_DTYPE_F32, w16, SL_DTYPE_BF16);
+        sl_gemm_bf16_desc d = logits_desc(b, n, vb);
+        be->gemm_bf16(ex, &d, h16, w16, NULL, lg + v0, gws);
+    }
+}
+
+static void head16_backward(const head16 *b, const sl_exec *ex, const float *W, float *dW, int n,
+                            const float *lg, float *dh, const void *h16, void *dl16, void *w16,
+                            void *gws)
+{
+    const sl_backend *be = ex->be;
+    /* the logits' gradient, L-strided rows, rounded whole (a device's
+     * padded columns are never read by the products) */
+    be->cast(ex, (size_t)(n - 1) * b->L + b->V, lg, SL_DTYPE_F32, dl16, SL_DTYPE_BF16);
+    for (int v0 = 0; v0 < b->V; v0 += b->vb) {
+        int vb = b->V - v0 < b->vb ? b->V - v0 : b->vb;
+        be->cast(ex, (size_t)vb * b->C, W + (size_t)v0 * b->C, SL_DTYPE_F32, w16, SL_DTYPE_BF16);
+        const uint16_t *dl = (const uint16_t *)dl16 + v0;
+        sl_gemm_bf16_desc d = dh_desc(b, n, vb, v0 > 0);
+        be->gemm_bf16(ex, &d, dl, w16, NULL, dh, gws);
+        sl_gemm_bf16_desc g = dw_desc(b, n, vb);
+        be->gemm_bf16(ex, &g, dl, h16, NULL, dW + (size_t)v0 * b->C, gws);
+    }
+}
+
 void sl_lm_head_run(const sl_lm_head *hd, const sl_exec *ex, int rows, const float *h,
                     const int *labels, float *dh, float *logits_out, void *ws, float *loss,
-                    int *hits, int *counted)
+                    int *hits, int *counted, int bf16)
 {
     *loss = 0.0f;
     *hits = 0;
     *counted = 0;
     const sl_backend *be = ex->be;
     int V = hd->vocab, C = hd->channels, device = !be->host_memory;
-    int chunk = sl_lm_head_chunk(hd, rows, device), L = sl_lm_head_ld(hd, device);
+    int chunk = bf16 ? sl_lm_head_bf16_chunk(hd, rows, device) : sl_lm_head_chunk(hd, rows, device);
+    int L = sl_lm_head_ld(hd, device);
     int va = sl_lm_head_split(hd, device);
     char *base = ws;
     float *logits = (float *)base;
-    double *row_loss = (double *)(base + logits_bytes(hd, rows, device));
+    head16 b16 = head16_of(hd, rows, device);
+    void *dl16 = base + b16.logits, *h16 = (char *)dl16 + b16.dl16, *w16 = (char *)h16 + b16.h16;
+    if (bf16) /* the rows' scratch after the bf16 parts, then the products' */
+        base += b16.dl16 + b16.h16 + b16.w16;
+    void *gws = base + b16.logits + b16.rows;
+    double *row_loss = (double *)(base + (bf16 ? b16.logits : logits_bytes(hd, rows, device)));
     int *row_hit = (int *)((char *)row_loss + sl_align_up((size_t)rows * sizeof(double)));
     int *dev_labels = (int *)((char *)row_hit + sl_align_up((size_t)rows * sizeof(int)));
     void *out_ws = (char *)dev_labels + sl_align_up((size_t)rows * sizeof(int));
@@ -181,7 +320,10 @@ void sl_lm_head_run(const sl_lm_head *hd, const sl_exec *ex, int rows, const flo
         float *lg = logits_out && be->host_memory && !dh && L == V ? logits_out + (size_t)r0 * V
                                                                    : logits;
         head_gemms g = {be, ex, n, C, V, va, L, W, hc, lg};
-        gemm_logits(&g);
+        if (bf16)
+            head16_forward(&b16, ex, W, n, hc, lg, h16, w16, gws);
+        else
+            gemm_logits(&g);
         if (logits_out && lg == logits) {
             if (L == V)
                 be->download(ex, logits_out + (size_t)r0 * V, logits,
@@ -197,6 +339,11 @@ void sl_lm_head_run(const sl_lm_head *hd, const sl_exec *ex, int rows, const flo
                     row_loss + r0, row_hit + r0);
         if (!dh)
             continue;
+        if (bf16) {
+            head16_backward(&b16, ex, W, hd->weight->grad, n, lg, dh + (size_t)r0 * C, h16, dl16,
+                            w16, gws);
+            continue;
+        }
         gemm_dh(&g, dh + (size_t)r0 * C);
         gemm_dw(&g, hd->weight->grad);
     }

@@ -61,6 +61,13 @@ int sl_lm_head_split(const sl_lm_head *h, int device);
 void sl_lm_head_force_layout(int step);
 /* Planned scratch of a run of `rows` rows. */
 size_t sl_lm_head_ws_bytes(const sl_lm_head *h, int rows, int device);
+/* A bf16 network's head on bf16 products (the backend's gemm_bf16,
+ * SL_BF16_GEMM; lm_head.c says how): its chunk rule (float logits and
+ * their gradient's bf16 copy within the float head's chunk bytes), and
+ * its scratch over `rows` rows on `be`, SIZE_MAX where the backend has no
+ * bf16 GEMM for every product (the head then computes in float). */
+int sl_lm_head_bf16_chunk(const sl_lm_head *h, int rows, int device);
+size_t sl_lm_head_bf16_ws_bytes(const sl_lm_head *h, const sl_backend *be, int rows);
 /* FLOPs of the head's forward and of its backward over `rows` rows. */
 uint64_t sl_lm_head_fwd_flops(const sl_lm_head *h, int rows);
 uint64_t sl_lm_head_bwd_flops(const sl_lm_head *h, int rows);
@@ -74,9 +81,10 @@ uint64_t sl_lm_head_bwd_flops(const sl_lm_head *h, int rows);
  * rows whose label is not ignore_index; *loss (the mean loss of those
  * rows) and *hits (those of them whose first arg-max logit is the label)
  * are written at once on the CPU and by the next sync on a device, so
- * they must stay valid until then. */
+ * they must stay valid until then. bf16: the products on bf16 (ws then
+ * sl_lm_head_bf16_ws_bytes). */
 void sl_lm_head_run(const sl_lm_head *hd, const sl_exec *ex, int rows, const float *h,
                     const int *labels, float *dh, float *logits_out, void *ws, float *loss,
-                    int *hits, int *counted);
+                    int *hits, int *counted, int bf16);
 
 #endif
