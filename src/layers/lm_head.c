@@ -34,18 +34,20 @@ int sl_lm_head_split(const sl_lm_head *h, int device)
     return h->vocab / s * s;
 }
 
-/* The chunk rule for rows of row_elem bytes a logit (4: float logits; 6:
- * float logits and their gradient's bf16 copy). */
-static int chunk_of(const sl_lm_head *h, int rows, int device, size_t row_elem)
+/* The chunk rule for rows of row_bytes bytes of scratch each, beside
+ * `fixed` bytes whatever the chunk (the float head: its logits, 0; the
+ * bf16 head: see sl_lm_head_bf16_chunk). */
+static int chunk_of(const sl_lm_head *h, int rows, int device, size_t row_bytes, size_t fixed)
 {
     if (rows < 1)
         return 1;
     if (h->chunk_rows > 0)
         return h->chunk_rows < rows ? h->chunk_rows : rows;
-    size_t row_bytes = (size_t)h->vocab * row_elem;
-    size_t per = SL_LM_HEAD_CHUNK_BYTES / row_bytes;
+    size_t cap = SL_LM_HEAD_CHUNK_BYTES > fixed ? SL_LM_HEAD_CHUNK_BYTES - fixed : 0;
+    size_t per = cap / row_bytes;
     if (device) { /* see SL_LM_HEAD_DEVICE_CHUNK_BYTES */
-        size_t wide = SL_LM_HEAD_DEVICE_CHUNK_BYTES / row_bytes;
+        size_t dcap = SL_LM_HEAD_DEVICE_CHUNK_BYTES > fixed ? SL_LM_HEAD_DEVICE_CHUNK_BYTES - fixed : 0;
+        size_t wide = dcap / row_bytes;
         if ((size_t)h->channels < wide)
             wide = (size_t)h->channels;
         if (wide > per)
@@ -65,12 +67,21 @@ static int chunk_of(const sl_lm_head *h, int rows, int device, size_t row_elem)
 
 int sl_lm_head_chunk(const sl_lm_head *h, int rows, int device)
 {
-    return chunk_of(h, rows, device, sizeof(float));
+    return chunk_of(h, rows, device, (size_t)h->vocab * sizeof(float), 0);
 }
+
+/* Rows a block of the bf16 head's vocabulary (see "bf16" below). */
+#define SL_LM_HEAD_BF16_BLOCK 4096
 
 int sl_lm_head_bf16_chunk(const sl_lm_head *h, int rows, int device)
 {
-    return chunk_of(h, rows, device, sizeof(float) + sizeof(uint16_t));
+    /* a row: its float logits, their gradient in bf16 and two bf16 copies
+     * of its hidden state; beside them one block of W in bf16 */
+    size_t block = (size_t)(h->vocab < SL_LM_HEAD_BF16_BLOCK ? h->vocab : SL_LM_HEAD_BF16_BLOCK);
+    return chunk_of(h, rows, device,
+                    (size_t)h->vocab * (sizeof(float) + sizeof(uint16_t)) +
+                        2 * (size_t)h->channels * sizeof(uint16_t),
+                    block * (size_t)h->channels * sizeof(uint16_t));
 }
 
 /* Scratch: one chunk of logits, then per row a loss (double), a hit and a
@@ -146,12 +157,15 @@ size_t sl_lm_head_ws_bytes(const sl_lm_head *h, int rows, int device)
  * float logits as always, their gradient rounded to bf16 (dl16), then
  * dh = sum over blocks of dl16 w16 and dW += dl16^T h16, summed in float.
  * So the head computes as torch.autocast's bf16 matmuls do; W, its
- * gradient and the loss stay float. A chunk holds float logits and their
- * bf16 gradient within the float head's bytes (chunk_of with 6 bytes a
- * logit). Scratch: logits, dl16, h16, w16, the rows' scratch, then the
- * largest gemm_bf16 workspace of the head's geometries. */
-#define SL_LM_HEAD_BF16_BLOCK 4096
-
+ * gradient and the loss stay float. A chunk holds its float logits, their
+ * bf16 gradient, two bf16 row copies and a bf16 block of W within the
+ * float head's chunk bytes (sl_lm_head_bf16_chunk). In training one pass over the blocks serves two chunks: each
+ * block of W is rounded once for chunk c's backward products and chunk
+ * c + 1's logits (W is rounded chunks + 1 times a step, not twice a
+ * chunk; the products and the order of every sum are those of a pass per
+ * chunk). Scratch: logits, dl16, two h16 (chunks c and c + 1), w16, the
+ * rows' scratch, then the largest gemm_bf16 workspace of the head's
+ * geometries. */
 typedef struct head16 {
     int chunk, L, C, V, vb; /* rows a chunk, logits' row length, channels, vocab, block */
     size_t logits, dl16, h16, w16, rows, gemm; /* bytes of each part */
@@ -167,7 +181,7 @@ static head16 head16_of(const sl_lm_head *h, int rows, int device)
     b.vb = b.V < SL_LM_HEAD_BF16_BLOCK ? b.V : SL_LM_HEAD_BF16_BLOCK;
     b.logits = sl_align_up((size_t)b.chunk * (size_t)b.L * sizeof(float));
     b.dl16 = sl_align_up((size_t)b.chunk * (size_t)b.L * sizeof(uint16_t));
-    b.h16 = sl_align_up((size_t)b.chunk * (size_t)b.C * sizeof(uint16_t));
+    b.h16 = sl_align_up((size_t)b.chunk * (size_t)b.C * sizeof(uint16_t)); /* two of them */
     b.w16 = sl_align_up((size_t)b.vb * (size_t)b.C * sizeof(uint16_t));
     b.rows = rows_bytes(rows);
     b.gemm = 0;
@@ -213,7 +227,7 @@ size_t sl_lm_head_bf16_ws_bytes(const sl_lm_head *h, const sl_backend *be, int r
                     return SIZE_MAX;
                 most = w > most ? w : most;
             }
-    return b.logits + b.dl16 + b.h16 + b.w16 + b.rows + sl_align_up(most);
+    return b.logits + b.dl16 + 2 * b.h16 + b.w16 + b.rows + sl_align_up(most);
 }
 
 uint64_t sl_lm_head_fwd_flops(const sl_lm_head *h, int rows)
@@ -246,38 +260,49 @@ static void sum_rows(const sl_exec *ex, int rows, const double *row_loss, const 
     *hits = h;
 }
 
-/* One chunk's products on bf16 (see head16): its logits into lg, or,
- * after the loss rows (backward), dh and W's gradient from lg's
- * gradient. */
-static void head16_forward(const head16 *b, const sl_exec *ex, const float *W, int n,
-                           const float *hc, float *lg, void *h16, void *w16, void *gws)
+/* The bf16 products of one vocabulary block [v0, v0 + vb) of W, already
+ * rounded into w16 (see head16): a chunk's logits into lg, and a chunk's
+ * backward from its logits' gradient dl16: dh (the first block writes,
+ * the others add) and the block's rows of W's gradient. */
+static void block_logits(const head16 *b, const sl_exec *ex, int n, int v0, int vb,
+                         const void *h16, const void *w16, float *lg, void *gws)
 {
-    const sl_backend *be = ex->be;
-    be->cast(ex, (size_t)n * b->C, hc, SL_DTYPE_F32, h16, SL_DTYPE_BF16);
-    for (int v0 = 0; v0 < b->V; v0 += b->vb) {
-        int vb = b->V - v0 < b->vb ? b->V - v0 : b->vb;
-        be->cast(ex, (size_t)vb * b->C, W + (size_t)v0 * b->C, SL_DTYPE_F32, w16, SL_DTYPE_BF16);
-        sl_gemm_bf16_desc d = logits_desc(b, n, vb);
-        be->gemm_bf16(ex, &d, h16, w16, NULL, lg + v0, gws);
-    }
+    sl_gemm_bf16_desc d = logits_desc(b, n, vb);
+    ex->be->gemm_bf16(ex, &d, h16, w16, NULL, lg + v0, gws);
 }
 
-static void head16_backward(const head16 *b, const sl_exec *ex, const float *W, float *dW, int n,
-                            const float *lg, float *dh, const void *h16, void *dl16, void *w16,
-                            void *gws)
+static void block_backward(const head16 *b, const sl_exec *ex, int n, int v0, int vb,
+                           const void *dl16, const void *h16, const void *w16, float *dh,
+                           float *dW, void *gws)
 {
-    const sl_backend *be = ex->be;
-    /* the logits' gradient, L-strided rows, rounded whole (a device's
-     * padded columns are never read by the products) */
-    be->cast(ex, (size_t)(n - 1) * b->L + b->V, lg, SL_DTYPE_F32, dl16, SL_DTYPE_BF16);
+    const uint16_t *dl = (const uint16_t *)dl16 + v0;
+    sl_gemm_bf16_desc d = dh_desc(b, n, vb, v0 > 0);
+    ex->be->gemm_bf16(ex, &d, dl, w16, NULL, dh, gws);
+    sl_gemm_bf16_desc g = dw_desc(b, n, vb);
+    ex->be->gemm_bf16(ex, &g, dl, h16, NULL, dW + (size_t)v0 * b->C, gws);
+}
+
+/* W's rows [v0, v0 + vb) rounded into w16. */
+static void block_round(const head16 *b, const sl_exec *ex, const float *W, int v0, int vb,
+                        void *w16)
+{
+    ex->be->cast(ex, (size_t)vb * b->C, W + (size_t)v0 * b->C, SL_DTYPE_F32, w16, SL_DTYPE_BF16);
+}
+
+/* One block pass: chunk `back`'s backward (when dl16 is not NULL) and
+ * chunk `next`'s logits (when h_next is not NULL), W rounded once a
+ * block. */
+static void head16_pass(const head16 *b, const sl_exec *ex, const float *W, float *dW, int n_back,
+                        const void *dl16, const void *h_back, float *dh, int n_next,
+                        const void *h_next, float *lg, void *w16, void *gws)
+{
     for (int v0 = 0; v0 < b->V; v0 += b->vb) {
         int vb = b->V - v0 < b->vb ? b->V - v0 : b->vb;
-        be->cast(ex, (size_t)vb * b->C, W + (size_t)v0 * b->C, SL_DTYPE_F32, w16, SL_DTYPE_BF16);
-        const uint16_t *dl = (const uint16_t *)dl16 + v0;
-        sl_gemm_bf16_desc d = dh_desc(b, n, vb, v0 > 0);
-        be->gemm_bf16(ex, &d, dl, w16, NULL, dh, gws);
-        sl_gemm_bf16_desc g = dw_desc(b, n, vb);
-        be->gemm_bf16(ex, &g, dl, h16, NULL, dW + (size_t)v0 * b->C, gws);
+        block_round(b, ex, W, v0, vb, w16);
+        if (dl16)
+            block_backward(b, ex, n_back, v0, vb, dl16, h_back, w16, dh, dW, gws);
+        if (h_next)
+            block_logits(b, ex, n_next, v0, vb, h_next, w16, lg, gws);
     }
 }
 
@@ -296,9 +321,10 @@ void sl_lm_head_run(const sl_lm_head *hd, const sl_exec *ex, int rows, const flo
     char *base = ws;
     float *logits = (float *)base;
     head16 b16 = head16_of(hd, rows, device);
-    void *dl16 = base + b16.logits, *h16 = (char *)dl16 + b16.dl16, *w16 = (char *)h16 + b16.h16;
+    char *dl16 = base + b16.logits, *h16[2] = {dl16 + b16.dl16, dl16 + b16.dl16 + b16.h16};
+    char *w16 = h16[1] + b16.h16;
     if (bf16) /* the rows' scratch after the bf16 parts, then the products' */
-        base += b16.dl16 + b16.h16 + b16.w16;
+        base += b16.dl16 + 2 * b16.h16 + b16.w16;
     void *gws = base + b16.logits + b16.rows;
     double *row_loss = (double *)(base + (bf16 ? b16.logits : logits_bytes(hd, rows, device)));
     int *row_hit = (int *)((char *)row_loss + sl_align_up((size_t)rows * sizeof(double)));
@@ -312,6 +338,29 @@ void sl_lm_head_run(const sl_lm_head *hd, const sl_exec *ex, int rows, const flo
         be->upload(ex, dev_labels, labels, (size_t)rows * sizeof(int));
     }
     const float *W = hd->weight->data;
+    if (bf16 && labels && dh) { /* training: one block pass serves two chunks */
+        int chunks = (rows + chunk - 1) / chunk;
+        be->cast(ex, (size_t)(rows < chunk ? rows : chunk) * C, h, SL_DTYPE_F32, h16[0],
+                 SL_DTYPE_BF16);
+        head16_pass(&b16, ex, W, NULL, 0, NULL, NULL, NULL, rows < chunk ? rows : chunk, h16[0],
+                    logits, w16, gws);
+        for (int c = 0; c < chunks; c++) {
+            int r0 = c * chunk, n = rows - r0 < chunk ? rows - r0 : chunk;
+            be->lm_xent(ex, n, V, L, logits, dev_labels + r0, hd->ignore_index, scale, 1,
+                        row_loss + r0, row_hit + r0);
+            /* the logits' gradient, L-strided rows, rounded whole (a
+             * device's padded columns are never read by the products) */
+            be->cast(ex, (size_t)(n - 1) * L + V, logits, SL_DTYPE_F32, dl16, SL_DTYPE_BF16);
+            int r1 = r0 + n, n1 = rows - r1 < chunk ? rows - r1 : chunk;
+            if (n1 > 0)
+                be->cast(ex, (size_t)n1 * C, h + (size_t)r1 * C, SL_DTYPE_F32, h16[(c + 1) % 2],
+                         SL_DTYPE_BF16);
+            head16_pass(&b16, ex, W, hd->weight->grad, n, dl16, h16[c % 2], dh + (size_t)r0 * C,
+                        n1, n1 > 0 ? h16[(c + 1) % 2] : NULL, logits, w16, gws);
+        }
+        sum_rows(ex, rows, row_loss, row_hit, *counted, out_ws, loss, hits);
+        return;
+    }
     for (int r0 = 0; r0 < rows; r0 += chunk) {
         int n = rows - r0 < chunk ? rows - r0 : chunk;
         const float *hc = h + (size_t)r0 * C;
@@ -320,10 +369,12 @@ void sl_lm_head_run(const sl_lm_head *hd, const sl_exec *ex, int rows, const flo
         float *lg = logits_out && be->host_memory && !dh && L == V ? logits_out + (size_t)r0 * V
                                                                    : logits;
         head_gemms g = {be, ex, n, C, V, va, L, W, hc, lg};
-        if (bf16)
-            head16_forward(&b16, ex, W, n, hc, lg, h16, w16, gws);
-        else
+        if (bf16) { /* evaluation: a block pass a chunk */
+            be->cast(ex, (size_t)n * C, hc, SL_DTYPE_F32, h16[0], SL_DTYPE_BF16);
+            head16_pass(&b16, ex, W, NULL, 0, NULL, NULL, NULL, n, h16[0], lg, w16, gws);
+        } else {
             gemm_logits(&g);
+        }
         if (logits_out && lg == logits) {
             if (L == V)
                 be->download(ex, logits_out + (size_t)r0 * V, logits,
@@ -339,11 +390,6 @@ void sl_lm_head_run(const sl_lm_head *hd, const sl_exec *ex, int rows, const flo
                     row_loss + r0, row_hit + r0);
         if (!dh)
             continue;
-        if (bf16) {
-            head16_backward(&b16, ex, W, hd->weight->grad, n, lg, dh + (size_t)r0 * C, h16, dl16,
-                            w16, gws);
-            continue;
-        }
         gemm_dh(&g, dh + (size_t)r0 * C);
         gemm_dw(&g, hd->weight->grad);
     }

@@ -62,8 +62,9 @@ void sl_lm_head_force_layout(int step);
 /* Planned scratch of a run of `rows` rows. */
 size_t sl_lm_head_ws_bytes(const sl_lm_head *h, int rows, int device);
 /* A bf16 network's head on bf16 products (the backend's gemm_bf16,
- * SL_BF16_GEMM; lm_head.c says how): its chunk rule (float logits and
- * their gradient's bf16 copy within the float head's chunk bytes), and
+ * SL_BF16_GEMM; lm_head.c says how): its chunk rule (a chunk's float
+ * logits, their gradient in bf16, two bf16 copies of its rows and a bf16
+ * block of the weight within the float head's chunk bytes), and
  * its scratch over `rows` rows on `be`, SIZE_MAX where the backend has no
  * bf16 GEMM for every product (the head then computes in float). */
 int sl_lm_head_bf16_chunk(const sl_lm_head *h, int rows, int device);
