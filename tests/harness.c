@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/element.h"
 #include "net/net.h"
 
 void th_train_steps(sl_net *net, sl_shape shape, int steps, float perturb, float *losses)
@@ -387,4 +388,16 @@ sl_net *th_gpt2(sl_context *ctx, const sl_gpt2_config *c, sl_schedule schedule)
     ck_assert(sl_sublinear(ctx, 1, schedule, &net) == SL_OK);
     ck_assert_msg(sl_model_gpt2(net, c) == SL_OK, "%s", sl_last_error());
     return net;
+}
+
+void th_bf16_round_all(uint16_t *dst, const float *src, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        dst[i] = sl_bf16_round(src[i]);
+}
+
+void th_bf16_widen_all(float *dst, const uint16_t *src, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        dst[i] = sl_bf16_widen(src[i]);
 }

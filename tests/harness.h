@@ -21,6 +21,9 @@ int th_param_count(sl_net *net);
 
 /* x[i] = scale * N(0, 1), seeded. */
 void th_fill_normal(float *x, size_t n, uint64_t seed, float scale);
+/* n floats rounded to bf16 (base/element.h's rule), and n bf16 widened. */
+void th_bf16_round_all(uint16_t *dst, const float *src, size_t n);
+void th_bf16_widen_all(float *dst, const uint16_t *src, size_t n);
 /* max |a - b| / max |b| over n values (b the reference). */
 double th_rel_err(const float *a, const float *b, size_t n);
 /* |a - b| / |b| over a tensor as norms: the norm of the difference over

@@ -441,18 +441,6 @@ END_TEST
  * of the float kernels run on widened copies with the results rounded:
  * y, the saved log-sum-exp, and dqkv written and accumulated into. Two
  * query tiles (t = 150), dropout on. */
-static void round_all(uint16_t *dst, const float *src, size_t n)
-{
-    for (size_t i = 0; i < n; i++)
-        dst[i] = sl_bf16_round(src[i]);
-}
-
-static void widen_all(float *dst, const uint16_t *src, size_t n)
-{
-    for (size_t i = 0; i < n; i++)
-        dst[i] = sl_bf16_widen(src[i]);
-}
-
 START_TEST(test_bf16_gives_the_copies_bits)
 {
     sl_backend *be = NULL;
@@ -481,27 +469,27 @@ START_TEST(test_bf16_gives_the_copies_bits)
     void *w = malloc(ws);
     ck_assert(x16 && dy16 && y16 && dx16 && acc16 && want16 && xf && dyf && yf && dxf && lse &&
               lse16 && w);
-    round_all(x16, in.x, nx);
-    round_all(dy16, in.dy, ny);
-    widen_all(xf, x16, nx);
-    widen_all(dyf, dy16, ny);
+    th_bf16_round_all(x16, in.x, nx);
+    th_bf16_round_all(dy16, in.dy, ny);
+    th_bf16_widen_all(xf, x16, nx);
+    th_bf16_widen_all(dyf, dy16, ny);
     sl_exec ex = {be, 2, 0}, ex16 = {be, 2, 1};
     /* the copies: float kernels on widened values, then rounded */
     be->attention_forward(&ex, &d, xf, yf, lse, w);
     uint16_t *yr = malloc(ny * 2);
     ck_assert(yr);
-    round_all(yr, yf, ny);
-    widen_all(yf, yr, ny); /* the backward's copy of the stored y */
+    th_bf16_round_all(yr, yf, ny);
+    th_bf16_widen_all(yf, yr, ny); /* the backward's copy of the stored y */
     /* the bf16 kernels */
     be->attention_forward(&ex16, &d16, (const float *)(void *)x16, (float *)(void *)y16, lse16, w);
     ck_assert_msg(memcmp(y16, yr, ny * 2) == 0, "bf16 y differs from the rounded float y");
     ck_assert_msg(memcmp(lse16, lse, ns * 4) == 0, "bf16 saved state differs");
     for (int acc = 0; acc <= 1; acc++) {
         th_fill_normal(dxf, nx, 53, 1.0f);
-        round_all(acc16, dxf, nx);
-        widen_all(dxf, acc16, nx);
+        th_bf16_round_all(acc16, dxf, nx);
+        th_bf16_widen_all(dxf, acc16, nx);
         be->attention_backward(&ex, &d, xf, yf, dyf, lse, dxf, acc, w);
-        round_all(want16, dxf, nx);
+        th_bf16_round_all(want16, dxf, nx);
         memcpy(dx16, acc16, nx * 2);
         be->attention_backward(&ex16, &d16, (const float *)(void *)x16, (const float *)(void *)y16,
                                (const float *)(void *)dy16, lse16, (float *)(void *)dx16, acc, w);

@@ -212,18 +212,6 @@ static void check_shape(const sl_backend *gpu, int tf32, const shape *s, const h
  * bf16 run gives the bits of its float run on the widened inputs with
  * the results rounded (y; the saved state; dqkv written and accumulated
  * into, where the float run's start is the widened bf16 start). */
-static void round_all(uint16_t *dst, const float *src, size_t n)
-{
-    for (size_t i = 0; i < n; i++)
-        dst[i] = sl_bf16_round(src[i]);
-}
-
-static void widen_all(float *dst, const uint16_t *src, size_t n)
-{
-    for (size_t i = 0; i < n; i++)
-        dst[i] = sl_bf16_widen(src[i]);
-}
-
 static void check_bf16(const sl_backend *be, const shape *s, const host_case *h)
 {
     sl_exec ex = {be, 1, 0}, ex16 = {be, 1, 1};
@@ -241,12 +229,12 @@ static void check_bf16(const sl_backend *be, const shape *s, const host_case *h)
     float *qf = malloc(nq * 4), *dyf = malloc(ny * 4), *stf = malloc(nq * 4), *hf = malloc(nq * 4),
           *sv = malloc(ns * 4), *sv16 = malloc(ns * 4);
     ck_assert(q16 && dy16 && st16 && got && qf && dyf && stf && hf && sv && sv16);
-    round_all(q16, h->qkv, nq);
-    round_all(dy16, h->dy, ny);
-    round_all(st16, h->start, nq);
-    widen_all(qf, q16, nq);
-    widen_all(dyf, dy16, ny);
-    widen_all(stf, st16, nq);
+    th_bf16_round_all(q16, h->qkv, nq);
+    th_bf16_round_all(dy16, h->dy, ny);
+    th_bf16_round_all(st16, h->start, nq);
+    th_bf16_widen_all(qf, q16, nq);
+    th_bf16_widen_all(dyf, dy16, ny);
+    th_bf16_widen_all(stf, st16, nq);
     float *dq_ = dev_alloc(be, nq, 0), *q_ = dev_alloc(be, nq, 0), *g_ = dev_alloc(be, ny, 0),
           *y_ = dev_alloc(be, ny, 0), *s_ = dev_alloc(be, ns, 0), *w_ = dev_alloc(be, ws / 4 + 1, 0);
     /* the float run on the widened inputs, y rounded as a bf16 network
@@ -259,8 +247,8 @@ static void check_bf16(const sl_backend *be, const shape *s, const host_case *h)
     ck_assert_msg(be->sync(&ex) == SL_OK, "%s", sl_last_error());
     uint16_t *yr = malloc(ny * 2), *y16 = malloc(ny * 2);
     ck_assert(yr && y16);
-    round_all(yr, hf, ny);
-    widen_all(hf, yr, ny);
+    th_bf16_round_all(yr, hf, ny);
+    th_bf16_widen_all(hf, yr, ny);
     be->upload(&ex, y_, hf, ny * 4);
     uint16_t *wantd[2];
     for (int acc = 0; acc < 2; acc++) {
@@ -270,7 +258,7 @@ static void check_bf16(const sl_backend *be, const shape *s, const host_case *h)
         ck_assert_msg(be->sync(&ex) == SL_OK, "%s", sl_last_error());
         wantd[acc] = malloc(nq * 2);
         ck_assert(wantd[acc]);
-        round_all(wantd[acc], hf, nq);
+        th_bf16_round_all(wantd[acc], hf, nq);
     }
     /* the bf16 run */
     be->upload(&ex, q_, q16, nq * 2);
