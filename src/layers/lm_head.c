@@ -159,16 +159,16 @@ size_t sl_lm_head_ws_bytes(const sl_lm_head *h, int rows, int device)
  * So the head computes as torch.autocast's bf16 matmuls do; W, its
  * gradient and the loss stay float. A chunk holds its float logits, their
  * bf16 gradient, two bf16 row copies and a bf16 block of W within the
- * float head's chunk bytes (sl_lm_head_bf16_chunk). In training one pass over the blocks serves two chunks: each
- * block of W is rounded once for chunk c's backward products and chunk
- * c + 1's logits (W is rounded chunks + 1 times a step, not twice a
- * chunk; the products and the order of every sum are those of a pass per
- * chunk). Scratch: logits, dl16, two h16 (chunks c and c + 1), w16, the
- * rows' scratch, then the largest gemm_bf16 workspace of the head's
- * geometries. */
+ * float head's chunk bytes (sl_lm_head_bf16_chunk). In training one pass
+ * over the blocks serves two chunks: each block of W is rounded once for
+ * chunk c's backward products and chunk c + 1's logits (W is rounded
+ * chunks + 1 times a step, not twice a chunk; the products and the order
+ * of every sum are those of a pass per chunk). Scratch: logits, dl16, two
+ * h16 (chunks c and c + 1), w16, the rows' scratch, then the largest
+ * gemm_bf16 workspace of the head's geometries. */
 typedef struct head16 {
     int chunk, L, C, V, vb; /* rows a chunk, logits' row length, channels, vocab, block */
-    size_t logits, dl16, h16, w16, rows, gemm; /* bytes of each part */
+    size_t logits, dl16, h16, w16, rows; /* bytes of each part (h16: each of the two) */
 } head16;
 
 static head16 head16_of(const sl_lm_head *h, int rows, int device)
@@ -181,10 +181,9 @@ static head16 head16_of(const sl_lm_head *h, int rows, int device)
     b.vb = b.V < SL_LM_HEAD_BF16_BLOCK ? b.V : SL_LM_HEAD_BF16_BLOCK;
     b.logits = sl_align_up((size_t)b.chunk * (size_t)b.L * sizeof(float));
     b.dl16 = sl_align_up((size_t)b.chunk * (size_t)b.L * sizeof(uint16_t));
-    b.h16 = sl_align_up((size_t)b.chunk * (size_t)b.C * sizeof(uint16_t)); /* two of them */
+    b.h16 = sl_align_up((size_t)b.chunk * (size_t)b.C * sizeof(uint16_t));
     b.w16 = sl_align_up((size_t)b.vb * (size_t)b.C * sizeof(uint16_t));
     b.rows = rows_bytes(rows);
-    b.gemm = 0;
     return b;
 }
 
