@@ -211,6 +211,11 @@ size_t sl_lm_head_bf16_ws_bytes(const sl_lm_head *h, const sl_backend *be, int r
     if (rows < 1 || !sl_native_bf16_if(be, SL_BF16_GEMM) || !be->gemm_bf16 ||
         !be->gemm_bf16_workspace_bytes)
         return SIZE_MAX;
+    /* a device's bf16 GEMMs take tensors on 16 bytes: every chunk's rows
+     * of dh and of the hidden states' bf16 copy start there when a row is
+     * a multiple of 8 channels */
+    if (!be->host_memory && h->channels % 8 != 0)
+        return SIZE_MAX;
     head16 b = head16_of(h, rows, !be->host_memory);
     int ns[2] = {b.chunk, rows % b.chunk ? rows % b.chunk : b.chunk};
     int vbs[2] = {b.vb, b.V % b.vb ? b.V % b.vb : b.vb};
