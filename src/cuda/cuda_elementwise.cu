@@ -202,12 +202,8 @@ static __global__ void bias_add_k(size_t total, int cols, const float *bias, flo
 
 /* Column tiles (cuda_block.h): 8 adjacent columns a block, each
  * column's rows in 128 interleaved runs summed in double, then a fixed
- * tree. */
-static __device__ inline float widen(float v) { return v; }
-static __device__ inline float widen(uint16_t v) { return sl_bf16_widen(v); }
-
-/* T: float, or uint16_t for bf16 rows (SL_BF16_GEMM: each value widened,
- * the same sums) */
+ * tree. T: float, or uint16_t for bf16 rows (SL_BF16_GEMM: each value
+ * widened by cuda_common.h's sl_ld, the same sums) */
 template <typename T>
 static __global__ void __launch_bounds__(SL_CUDA_COLS *SL_CUDA_RUNS)
     bias_bwd_k(int rows, int cols, const T *dy, float *dbias)
@@ -217,7 +213,7 @@ static __global__ void __launch_bounds__(SL_CUDA_COLS *SL_CUDA_RUNS)
     double acc = 0.0;
     if (j < cols)
         for (int r = (int)threadIdx.y; r < rows; r += SL_CUDA_RUNS)
-            acc += widen(dy[(size_t)r * cols + j]);
+            acc += sl_ld(dy, (size_t)r * cols + j);
     acc = sl_cuda_column_tree(acc, sh);
     if (threadIdx.y == 0 && j < cols)
         dbias[j] += (float)acc;
@@ -259,7 +255,7 @@ extern "C" void sl_cuda_bias_backward(const sl_exec *ex, int rows, int cols, con
     sl_cuda_state *s = sl_cuda_ex(ex);
     if (ex->bf16)
         bias_bwd_k<<<sl_cuda_tiles(cols), dim3(SL_CUDA_COLS, SL_CUDA_RUNS), 0, s->stream>>>(
-            rows, cols, (const uint16_t *)(const void *)dy, dbias);
+            rows, cols, SL_CBF(dy), dbias);
     else
         bias_bwd_k<<<sl_cuda_tiles(cols), dim3(SL_CUDA_COLS, SL_CUDA_RUNS), 0, s->stream>>>(
             rows, cols, dy, dbias);
