@@ -23,8 +23,10 @@ typedef struct attention {
     uint64_t counter; /* of the last TRAIN forward */
 } attention;
 
+/* bf16: the call's activations are bf16 (a layer whose native_bf16 said
+ * so: its args' bf16, or 1 when asking). */
 static sl_attention_desc attention_desc(const attention *at, sl_shape in, float p,
-                                        const sl_context *ctx, int first_image)
+                                        const sl_context *ctx, int first_image, int bf16)
 {
     sl_attention_desc d;
     d.n = in.n;
@@ -36,7 +38,7 @@ static sl_attention_desc attention_desc(const attention *at, sl_shape in, float 
     d.seed = ctx ? ctx->seed : 0;
     d.counter = at->counter;
     d.bh0 = first_image * at->heads;
-    d.bf16 = 0;
+    d.bf16 = bf16;
     return d;
 }
 
@@ -57,7 +59,7 @@ static sl_status attention_infer(const sl_layer *l, const sl_backend *be, int n_
                             "but the input's width is %d",
                             sl_layer_label(l), in[0].w);
     *out = (sl_shape){in[0].n, at->channels, in[0].h, 1};
-    sl_attention_desc d = attention_desc(at, in[0], at->p, NULL, 0);
+    sl_attention_desc d = attention_desc(at, in[0], at->p, NULL, 0, 0);
     uint64_t t = (uint64_t)d.t, bh = sl_mul_sat((uint64_t)d.n, (uint64_t)d.heads);
     uint64_t pairs = sl_mul_sat(bh, t * (t + 1) / 2); /* (i, j) with j <= i; t < 2^31 */
     /* forward: q k^T and p v over the pairs, plus the softmax; the
@@ -83,8 +85,7 @@ static void attention_forward(sl_layer *l, const sl_exec *ex, const sl_fwd_args 
         at->counter = a->ctx->dropout_counter;
         a->ctx->dropout_counter += (count + 3) / 4; /* one Philox block per 4 elements */
     }
-    sl_attention_desc d = attention_desc(at, a->in[0], p, a->ctx, a->first_image);
-    d.bf16 = a->bf16;
+    sl_attention_desc d = attention_desc(at, a->in[0], p, a->ctx, a->first_image, a->bf16);
     float *saved = a->pass == SL_PASS_EVAL ? NULL : a->saved;
     sl_exec e = sl_exec_for(ex, a->bf16);
     ex->be->attention_forward(&e, &d, a->x[0], a->y, saved, a->ws);
@@ -95,8 +96,7 @@ static void attention_backward(sl_layer *l, const sl_exec *ex, const sl_bwd_args
     attention *at = (attention *)l;
     if (!a->dx[0])
         return;
-    sl_attention_desc d = attention_desc(at, a->in[0], at->p, a->ctx, a->first_image);
-    d.bf16 = a->bf16;
+    sl_attention_desc d = attention_desc(at, a->in[0], at->p, a->ctx, a->first_image, a->bf16);
     sl_exec e = sl_exec_for(ex, a->bf16);
     ex->be->attention_backward(&e, &d, a->x[0], a->y, a->dy, a->saved, a->dx[0],
                                a->accumulate[0], a->ws);
@@ -113,8 +113,7 @@ static int attention_native_bf16(const sl_layer *l, const sl_backend *be, int n_
     (void)n_in, (void)out;
     if (!sl_native_bf16_if(be, SL_BF16_ATTENTION) || !be->attention_native_bf16)
         return 0;
-    sl_attention_desc d = attention_desc(at, in[0], at->p, NULL, 0);
-    d.bf16 = 1;
+    sl_attention_desc d = attention_desc(at, in[0], at->p, NULL, 0, 1);
     if (!be->attention_native_bf16(be, &d))
         return 0;
     cost->ws_fwd_bytes = be->attention_workspace_bytes(be, &d, 0);
