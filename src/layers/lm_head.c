@@ -286,6 +286,13 @@ static void block_backward(const head16 *b, const sl_exec *ex, int n, int v0, in
     ex->be->gemm_bf16(ex, &g, dl, h16, NULL, dW + (size_t)v0 * b->C, gws);
 }
 
+/* Rows [r0, r0 + n) of the hidden states h rounded into h16. */
+static void rows_round(const head16 *b, const sl_exec *ex, const float *h, int r0, int n,
+                       void *h16)
+{
+    ex->be->cast(ex, (size_t)n * b->C, h + (size_t)r0 * b->C, SL_DTYPE_F32, h16, SL_DTYPE_BF16);
+}
+
 /* W's rows [v0, v0 + vb) rounded into w16. */
 static void block_round(const head16 *b, const sl_exec *ex, const float *W, int v0, int vb,
                         void *w16)
@@ -319,12 +326,12 @@ void sl_lm_head_run(const sl_lm_head *hd, const sl_exec *ex, int rows, const flo
     *counted = 0;
     const sl_backend *be = ex->be;
     int V = hd->vocab, C = hd->channels, device = !be->host_memory;
-    int chunk = bf16 ? sl_lm_head_bf16_chunk(hd, rows, device) : sl_lm_head_chunk(hd, rows, device);
     int L = sl_lm_head_ld(hd, device);
     int va = sl_lm_head_split(hd, device);
     char *base = ws;
     float *logits = (float *)base;
     head16 b16 = head16_of(hd, rows, device);
+    int chunk = bf16 ? b16.chunk : sl_lm_head_chunk(hd, rows, device);
     char *dl16 = base + b16.logits, *h16[2] = {dl16 + b16.dl16, dl16 + b16.dl16 + b16.h16};
     char *w16 = h16[1] + b16.h16;
     if (bf16) /* the rows' scratch after the bf16 parts, then the products' */
@@ -343,11 +350,9 @@ void sl_lm_head_run(const sl_lm_head *hd, const sl_exec *ex, int rows, const flo
     }
     const float *W = hd->weight->data;
     if (bf16 && labels && dh) { /* training: one block pass serves two chunks */
-        int chunks = (rows + chunk - 1) / chunk;
-        be->cast(ex, (size_t)(rows < chunk ? rows : chunk) * C, h, SL_DTYPE_F32, h16[0],
-                 SL_DTYPE_BF16);
-        head16_pass(&b16, ex, W, NULL, 0, NULL, NULL, NULL, rows < chunk ? rows : chunk, h16[0],
-                    logits, w16, gws);
+        int chunks = (rows + chunk - 1) / chunk, n0 = rows < chunk ? rows : chunk;
+        rows_round(&b16, ex, h, 0, n0, h16[0]);
+        head16_pass(&b16, ex, W, NULL, 0, NULL, NULL, NULL, n0, h16[0], logits, w16, gws);
         for (int c = 0; c < chunks; c++) {
             int r0 = c * chunk, n = rows - r0 < chunk ? rows - r0 : chunk;
             be->lm_xent(ex, n, V, L, logits, dev_labels + r0, hd->ignore_index, scale, 1,
@@ -357,8 +362,7 @@ void sl_lm_head_run(const sl_lm_head *hd, const sl_exec *ex, int rows, const flo
             be->cast(ex, (size_t)(n - 1) * L + V, logits, SL_DTYPE_F32, dl16, SL_DTYPE_BF16);
             int r1 = r0 + n, n1 = rows - r1 < chunk ? rows - r1 : chunk;
             if (n1 > 0)
-                be->cast(ex, (size_t)n1 * C, h + (size_t)r1 * C, SL_DTYPE_F32, h16[(c + 1) % 2],
-                         SL_DTYPE_BF16);
+                rows_round(&b16, ex, h, r1, n1, h16[(c + 1) % 2]);
             head16_pass(&b16, ex, W, hd->weight->grad, n, dl16, h16[c % 2], dh + (size_t)r0 * C,
                         n1, n1 > 0 ? h16[(c + 1) % 2] : NULL, logits, w16, gws);
         }
@@ -374,7 +378,7 @@ void sl_lm_head_run(const sl_lm_head *hd, const sl_exec *ex, int rows, const flo
                                                                    : logits;
         head_gemms g = {be, ex, n, C, V, va, L, W, hc, lg};
         if (bf16) { /* evaluation: a block pass a chunk */
-            be->cast(ex, (size_t)n * C, hc, SL_DTYPE_F32, h16[0], SL_DTYPE_BF16);
+            rows_round(&b16, ex, h, r0, n, h16[0]);
             head16_pass(&b16, ex, W, NULL, 0, NULL, NULL, NULL, n, h16[0], lg, w16, gws);
         } else {
             gemm_logits(&g);
