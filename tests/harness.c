@@ -401,3 +401,16 @@ void th_bf16_widen_all(float *dst, const uint16_t *src, size_t n)
     for (size_t i = 0; i < n; i++)
         dst[i] = sl_bf16_widen(src[i]);
 }
+
+uint64_t th_token_step_as_planned(sl_net *net, const int32_t *ids, const int32_t *targets, int b,
+                                  int t, float *loss)
+{
+    sl_step_result r;
+    ck_assert_msg(sl_net_compute_gradients_tokens(net, ids, targets, b, t, &r) == SL_OK, "%s",
+                  sl_last_error());
+    *loss = r.loss;
+    sl_memory_report rep;
+    ck_assert(sl_net_memory_report(net, (sl_shape){b, 1, t, 1}, SL_MODE_TRAIN, &rep) == SL_OK);
+    ck_assert_uint_eq(rep.arena_measured, rep.arena_bytes);
+    return rep.arena_bytes;
+}

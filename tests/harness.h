@@ -85,6 +85,11 @@ void th_params_assert_identical(const th_params *a, const th_params *b, const ch
 /* The least planned peak any schedule of net reaches for this input, read
  * from the error a 1-byte budget gives (the net's schedule is set to it). */
 uint64_t th_least_budget(sl_net *net, sl_shape input);
+/* One gradient step of a token network on b sequences of t ids: its loss
+ * into *loss; asserts the arena it used is the one it planned, and
+ * returns those bytes. */
+uint64_t th_token_step_as_planned(sl_net *net, const int32_t *ids, const int32_t *targets, int b,
+                                  int t, float *loss);
 /* The least planned peak named by the SL_ERR_BUDGET error just raised. */
 uint64_t th_named_least(void);
 

@@ -394,13 +394,7 @@ static void gpt2_step(sl_precision precision, sl_schedule schedule, int least, t
         ids[i] = (i * 37 + 5) % c.vocab;
         targets[i] = (i * 11 + 3) % c.vocab;
     }
-    sl_step_result r;
-    ck_assert_msg(sl_net_compute_gradients_tokens(net, ids, targets, GB, GT, &r) == SL_OK, "%s",
-                  sl_last_error());
-    *loss = r.loss;
-    sl_memory_report rep;
-    ck_assert(sl_net_memory_report(net, (sl_shape){GB, 1, GT, 1}, SL_MODE_TRAIN, &rep) == SL_OK);
-    ck_assert_uint_eq(rep.arena_measured, rep.arena_bytes);
+    th_token_step_as_planned(net, ids, targets, GB, GT, loss);
     const sl_program *prog = &net->cache[SL_MODE_TRAIN].prog;
     g_attn_chunked = 0;
     for (int i = 0; i < prog->n_steps; i++)
