@@ -7,7 +7,9 @@
  * without dropout (the same Philox mask), in one chunk and in several
  * chunks and groups (base/attn_chunks.h), for a head size that is a
  * multiple of 4 and one that is not. Tolerances, relative to the largest
- * value: 1e-4 in FP32, 1e-2 with TF32 (10-bit mantissas in the products).
+ * value: 1e-4 in FP32, 1e-2 with TF32 (10-bit mantissas in the products);
+ * with TF32 both kernel sets of the fused tiles (mma.sync, and wmma with
+ * SL_CUDA_FLASH_MMA=off).
  * On the GPU: the same call at other addresses gives the same bits (what
  * a re-forward under any schedule relies on), and evaluation (no saved
  * state) gives training's output without dropout; the fused tiles on bf16
@@ -310,15 +312,35 @@ static const shape SHAPES[] = {
     {2, 2, 1, 64, 1, 0.0f},
 };
 
-/* Each shape's CPU results once, against a CUDA instance in FP32 and one
- * with TF32. */
+/* A CUDA instance: FP32 (variant 0), TF32 (1: the fused tiles' mma.sync
+ * kernels where they apply), TF32 with the fused tiles' wmma kernels (2,
+ * SL_CUDA_FLASH_MMA=off, which the instance reads when it is made). */
+static sl_status gpu_variant(int variant, sl_backend **out)
+{
+    const char *was = getenv("SL_CUDA_FLASH_MMA");
+    char *kept = was ? strdup(was) : NULL;
+    if (variant == 2)
+        setenv("SL_CUDA_FLASH_MMA", "off", 1);
+    sl_status st = sl_cuda_backend_create(0, 1, variant > 0, out);
+    if (kept)
+        setenv("SL_CUDA_FLASH_MMA", kept, 1);
+    else
+        unsetenv("SL_CUDA_FLASH_MMA");
+    free(kept);
+    return st;
+}
+
+static const char *const VARIANT_NAMES[3] = {"fp32", "tf32", "tf32 wmma"};
+
+/* Each shape's CPU results once, against each variant. */
 START_TEST(test_cuda_attention_matches_cpu_and_repeats_its_bits)
 {
-    sl_backend *gpu[2] = {NULL, NULL};
-    for (int tf32 = 0; tf32 < 2; tf32++)
-        if (sl_cuda_backend_create(0, 1, tf32, &gpu[tf32]) != SL_OK) {
+    sl_backend *gpu[3] = {NULL, NULL, NULL};
+    for (int v = 0; v < 3; v++)
+        if (gpu_variant(v, &gpu[v]) != SL_OK) {
             printf("SKIPPED: no usable CUDA device: %s\n", sl_last_error());
-            sl_backend_destroy(gpu[0]);
+            for (int u = 0; u < v; u++)
+                sl_backend_destroy(gpu[u]);
             return;
         }
     sl_backend *cpu = NULL;
@@ -326,13 +348,13 @@ START_TEST(test_cuda_attention_matches_cpu_and_repeats_its_bits)
     for (size_t k = 0; k < sizeof SHAPES / sizeof SHAPES[0]; k++) {
         host_case h;
         host_case_make(cpu, &SHAPES[k], &h);
-        for (int tf32 = 0; tf32 < 2; tf32++)
-            check_shape(gpu[tf32], tf32, &SHAPES[k], &h);
+        for (int v = 0; v < 3; v++)
+            check_shape(gpu[v], v > 0, &SHAPES[k], &h);
         host_case_free(&h);
     }
     sl_backend_destroy(cpu);
-    sl_backend_destroy(gpu[0]);
-    sl_backend_destroy(gpu[1]);
+    for (int v = 0; v < 3; v++)
+        sl_backend_destroy(gpu[v]);
 }
 END_TEST
 
@@ -356,9 +378,9 @@ static void gpt2_small_attention(float p)
     float *qkv = malloc(nq * sizeof(float)), *dy = malloc(ny * sizeof(float));
     th_fill_normal(qkv, nq, 21, 1.0f);
     th_fill_normal(dy, ny, 22, 1.0f);
-    for (int tf32 = 0; tf32 < 2; tf32++) {
+    for (int v = 0; v < 3; v++) {
         sl_backend *be = NULL;
-        if (sl_cuda_backend_create(0, 1, tf32, &be) != SL_OK) {
+        if (gpu_variant(v, &be) != SL_OK) {
             printf("SKIPPED: no usable CUDA device: %s\n", sl_last_error());
             break;
         }
@@ -400,7 +422,7 @@ static void gpt2_small_attention(float p)
         double unit = 2.0 * s.n * s.heads * ((double)s.t * s.t / 2) * s.d;
         printf("GPT-2 small attention (B=8 T=1024 12x64, flash, dropout %.1f, %s): forward + "
                "backward %.2f ms (%.1f TFLOP/s of the causal products), workspace %.1f MiB\n",
-               (double)p, tf32 ? "tf32" : "fp32", ms, 7 * unit / (ms * 1e9),
+               (double)p, VARIANT_NAMES[v], ms, 7 * unit / (ms * 1e9),
                (wf > wb ? wf : wb) / 1048576.0);
         for (int run = 0; run < 2; run++) {
             free(out[run][0]);

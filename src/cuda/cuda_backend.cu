@@ -342,6 +342,7 @@ extern "C" sl_status sl_cuda_backend_create(int gpu, int deterministic, int tf32
     if (env_off("SL_CUDA_LT"))
         b->gemm_bias = NULL;
     s->flash_fused = !env_off("SL_CUDA_FLASH");
+    s->flash_mma = !env_off("SL_CUDA_FLASH_MMA");
     *out = b;
     return SL_OK;
 }

@@ -40,6 +40,7 @@ typedef struct sl_cuda_state {
     int deterministic; /* deterministic cuDNN algorithms only */
     int tf32;          /* TF32 tensor-core math allowed in convolutions and GEMMs */
     int flash_fused;   /* cuda_flash.cu's fused attention where it applies (SL_CUDA_FLASH) */
+    int flash_mma;     /* its mma.sync kernels; off: its wmma ones (SL_CUDA_FLASH_MMA) */
     struct sl_cuda_conv_cache *conv_cache; /* descriptors and algorithms per geometry */
     /* the first failure since the last sync: kernels return nothing; the
      * lock guards it (kernels of two networks of one context may record

@@ -13,6 +13,15 @@
  * bits, TF32 11) and y and the gradients rounded as they are written, so
  * a bf16 call gives the float kernels' bits on widened copies, rounded.
  *
+ * Two sets of the three kernels: by default PTX's mma.sync (the section
+ * "the mma.sync kernels" below: the scores stay in registers, operands at
+ * base/mma_frag.h's offsets); with SL_CUDA_FLASH_MMA=off the wmma ones
+ * described here, the first that ran on a GPU, kept as the way back
+ * until a GPU has run the others. Where this comment says wmma's
+ * fragments, the mma.sync kernels use the ISA's documented ones and no
+ * shared score tiles; the traversal, the tiles and the arithmetic per
+ * element are the same.
+ *
  * Tiles of 64 queries x 64 keys, a block of 4 warps (128 threads) per
  * tile; each warp owns 16 rows of every 64 x 64 x 64 product, computed
  * with nvcuda::wmma's m16n16k8 TF32 fragments from shared memory. The
@@ -65,6 +74,7 @@
 #include <math.h>
 #include <mma.h>
 
+#include "base/mma_frag.h"
 #include "cuda/cuda_block.h"
 #include "cuda/cuda_common.h"
 
@@ -162,7 +172,15 @@ static __device__ inline void fetch(pending_tile<VEC, T> &p, const T *src, size_
     }
 }
 
-template <bool VEC, typename T>
+/* Where a staged tile keeps (r, c): rows FL_LD floats apart (the wmma
+ * kernels), or the mma kernels' XOR layout (SWZ, base/mma_frag.h). */
+template <bool SWZ>
+static __device__ inline int tile_at(int r, int c)
+{
+    return SWZ ? sl_mma_at(r, c) : r * FL_LD + c;
+}
+
+template <bool VEC, typename T, bool SWZ = false>
 static __device__ inline void put(float *dst, const pending_tile<VEC, T> &p)
 {
     if constexpr (VEC) {
@@ -170,7 +188,7 @@ static __device__ inline void put(float *dst, const pending_tile<VEC, T> &p)
         for (int u = 0; u < FL_PER; u++) {
             int r, c;
             vec_at(u, &r, &c);
-            *(float4 *)(dst + r * FL_LD + c) =
+            *(float4 *)(dst + tile_at<SWZ>(r, c)) =
                 make_float4(wmma::__float_to_tf32(p.v[u].x), wmma::__float_to_tf32(p.v[u].y),
                             wmma::__float_to_tf32(p.v[u].z), wmma::__float_to_tf32(p.v[u].w));
         }
@@ -178,32 +196,32 @@ static __device__ inline void put(float *dst, const pending_tile<VEC, T> &p)
         for (int e = (int)threadIdx.x; e < FL_TILE * FL_D; e += FL_THREADS) {
             int r = e >> 6, c = e & 63;
             float v = r < p.rows ? sl_ld(p.src, (size_t)r * p.ldg + c) : 0.0f;
-            dst[r * FL_LD + c] = wmma::__float_to_tf32(v);
+            dst[tile_at<SWZ>(r, c)] = wmma::__float_to_tf32(v);
         }
     }
 }
 
 /* A tile staged at once: fetched and put. */
-template <bool VEC, typename T>
+template <bool VEC, bool SWZ = false, typename T>
 static __device__ inline void stage(float *dst, const T *src, size_t ldg, int rows)
 {
     pending_tile<VEC, T> p;
     fetch(p, src, ldg, rows);
-    put(dst, p);
+    put<VEC, T, SWZ>(dst, p);
 }
 
 /* A loop step over key tiles (the forward and dQ): key tile j0, fetched
  * into pk and pv, into Ks and Vs once every warp is done with the last
  * one; then the next tile up to key `last` fetched; the shared tiles
  * ready for every warp at return. */
-template <bool VEC, typename T>
+template <bool VEC, typename T, bool SWZ = false>
 static __device__ inline void key_tile_step(float *Ks, float *Vs, pending_tile<VEC, T> &pk,
                                             pending_tile<VEC, T> &pv, const T *k, const T *v,
                                             size_t w3, int j0, int last, int t)
 {
     __syncthreads(); /* the last tile's K, V no longer read */
-    put(Ks, pk);
-    put(Vs, pv);
+    put<VEC, T, SWZ>(Ks, pk);
+    put<VEC, T, SWZ>(Vs, pv);
     __syncthreads();
     int jn = j0 + FL_TILE;
     if (jn <= last) {
@@ -488,7 +506,7 @@ static __device__ inline void grad_frags(frag_acc s[4], frag_acc dp[4], const fl
 /* One 64-column slice of a gradient from a shared tile's rows: rows r of
  * the tile to global rows row0 + r < t (ld floats apart), times f, added
  * to what is there when accumulating. */
-template <typename T>
+template <bool SWZ = false, typename T>
 static __device__ inline void write_grad_rows(T *dst, size_t ld, const float *tile, int warp,
                                               int row0, int t, float f, int accumulate)
 {
@@ -496,7 +514,7 @@ static __device__ inline void write_grad_rows(T *dst, size_t ld, const float *ti
         int r = warp * 16 + (e >> 6), c = e & 63;
         if (row0 + r >= t)
             continue;
-        sl_put_t(dst, (size_t)(row0 + r) * ld + c, tile[r * FL_LD + c] * f, accumulate);
+        sl_put_t(dst, (size_t)(row0 + r) * ld + c, tile[tile_at<SWZ>(r, c)] * f, accumulate);
     }
 }
 
@@ -644,6 +662,353 @@ static __global__ void __launch_bounds__(FL_THREADS)
     write_grad_rows(dqkv + A.q, A.w3, Gs, warp, i0, t, scale, accumulate);
 }
 
+/* ------------------------------------------- the mma.sync kernels (v4) */
+
+/* The same three kernels with the products written as PTX's documented
+ * mma.sync m16n8k8 TF32 instruction instead of wmma (SL_CUDA_FLASH_MMA,
+ * on by default; off: the wmma kernels above). Each lane's operands are
+ * read from shared memory at offsets base/mma_frag.h computes (8-byte
+ * loads wherever two values are adjacent; tiles of 64 x 64 floats in its
+ * XOR layout, so no access has a bank conflict), and the scores stay in the registers they are computed in: the
+ * softmax and grad_frags work on each lane's own accumulator elements,
+ * whose rows and columns the ISA documents, a row's 16 elements held by
+ * the 4 lanes of a quad and joined by two shuffles; P and dS are then the
+ * A operands of the next products as they stand (sl_mma_c_as_a). So no
+ * score tile goes through shared memory, no acc_map is asked, and the
+ * loads are LDS rather than generic. The arithmetic per element is the
+ * wmma kernels' (the same TF32 rounding of operands, ex2, grad_frags'
+ * formulas); the summation order inside a product is the instruction's,
+ * fixed, so the kernels stay deterministic and a re-forward gives its
+ * forward's bits. Written without a GPU (2026-11-27): test_mma_frag
+ * checks the offsets against the ISA's tables on the CPU;
+ * test_cuda_attention holds these kernels to the CPU's results on a GPU.
+ *
+ * A warp's 16 x 64 block of scores or outputs is acc_t: 8 n-tiles of 8
+ * columns, 4 floats a lane each. */
+typedef float acc_t[8][4];
+
+enum { FM_TILE_FLOATS = FL_TILE * SL_MMA_LD };
+static_assert((int)FL_D == (int)SL_MMA_LD, "a tile row is one head");
+
+static __device__ inline void mma_tf32(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1)
+{
+    asm("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+        "{%8,%9}, {%0,%1,%2,%3};"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+static __device__ inline void acc_zero(acc_t c)
+{
+#pragma unroll
+    for (int j = 0; j < 8; j++)
+#pragma unroll
+        for (int i = 0; i < 4; i++)
+            c[j][i] = 0.0f;
+}
+
+/* c = X Y^T: X the warp's 16 rows at xw, Y the 64 rows of a shared tile,
+ * both TF32 values already (put rounds them), k over the 64 columns. */
+static __device__ inline void mma_xyt(acc_t c, const float *xw, const float *y, int lane)
+{
+    acc_zero(c);
+#pragma unroll 2
+    for (int s = 0; s < 8; s++) {
+        int off[2];
+        sl_mma_a_pair(lane, s, off);
+        float2 lo = *(const float2 *)(xw + off[0]), hi = *(const float2 *)(xw + off[1]);
+        uint32_t a[4] = {__float_as_uint(lo.x), __float_as_uint(hi.x), __float_as_uint(lo.y),
+                         __float_as_uint(hi.y)};
+#pragma unroll
+        for (int j = 0; j < 8; j++) {
+            float2 b = *(const float2 *)(y + sl_mma_bt_pair(lane, j, s));
+            mma_tf32(c[j], a, __float_as_uint(b.x), __float_as_uint(b.y));
+        }
+    }
+}
+
+/* o += P V: P the warp's 16 x 64 block in its accumulators (TF32 values
+ * already), V the 64 rows x 64 columns of a shared tile. */
+static __device__ inline void mma_pv(acc_t o, const acc_t p, const float *v, int lane)
+{
+#pragma unroll /* whole: p's registers are named by j */
+    for (int j = 0; j < 8; j++) {
+        uint32_t a[4];
+#pragma unroll
+        for (int r = 0; r < 4; r++)
+            a[r] = __float_as_uint(p[j][sl_mma_c_as_a(r)]);
+#pragma unroll
+        for (int nb = 0; nb < 8; nb++)
+            mma_tf32(o[nb], a, __float_as_uint(v[sl_mma_b_off(lane, j, nb, 0)]),
+                     __float_as_uint(v[sl_mma_b_off(lane, j, nb, 1)]));
+    }
+}
+
+/* The warp's 16 x 64 block into its rows of a shared tile (8-byte stores,
+ * no bank conflicts), times the factor of each half's rows (f[0] for row
+ * g, f[1] for row g + 8). */
+static __device__ inline void acc_store(float *tile, int warp, const acc_t c, const float f[2],
+                                        int lane)
+{
+#pragma unroll
+    for (int j = 0; j < 8; j++)
+#pragma unroll
+        for (int h = 0; h < 2; h++)
+            *(float2 *)(tile + sl_mma_c_pair(lane, warp * 16, j, h)) =
+                make_float2(c[j][2 * h] * f[h], c[j][2 * h + 1] * f[h]);
+}
+
+/* A row's value joined over the 4 lanes of its quad (rows g and g + 8 of
+ * the warp's 16 are the lanes 4 g .. 4 g + 3). */
+static __device__ inline float quad_max(float x)
+{
+    x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
+    return fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 2));
+}
+
+static __device__ inline float quad_sum(float x)
+{
+    x += __shfl_xor_sync(0xffffffffu, x, 1);
+    return x + __shfl_xor_sync(0xffffffffu, x, 2);
+}
+
+/* Shared memory: Q, K and V tiles (48 KB), four blocks an SM by shared
+ * memory; registers (the scores, O and the next key tile in flight) hold
+ * it to three. */
+enum { FM_FWD_SMEM = 3 * FM_TILE_FLOATS * (int)sizeof(float), FM_FWD_BLOCKS = 3 };
+
+template <bool VEC, typename T>
+static __global__ void __launch_bounds__(FL_THREADS, FM_FWD_BLOCKS)
+    flash_fwd_mma_k(int t, int heads, float scale, const T *qkv, T *y, float *lse)
+{
+    extern __shared__ __align__(128) float sm[];
+    float *Qs = sm, *Ks = Qs + FM_TILE_FLOATS, *Vs = Ks + FM_TILE_FLOATS;
+    int warp = (int)threadIdx.x >> 5, lane = (int)threadIdx.x & 31;
+    int bh = (int)blockIdx.x;
+    int i0 = (int)(gridDim.y - 1 - blockIdx.y) * FL_TILE, qrows = min(FL_TILE, t - i0);
+    heads_at A = heads_of(bh, heads, t);
+    const T *q = qkv + A.q, *k = q + A.c, *v = q + 2 * A.c;
+    pending_tile<VEC, T> pk, pv; /* the next key tile, in flight */
+    fetch(pk, k, A.w3, min(FL_TILE, t));
+    fetch(pv, v, A.w3, min(FL_TILE, t));
+    stage<VEC, true>(Qs, q + (size_t)i0 * A.w3, A.w3, qrows);
+    const float *Qw = Qs + warp * 16 * SL_MMA_LD; /* the warp's 16 queries */
+    acc_t o, s;
+    acc_zero(o);
+    const float sc2 = scale * FL_LOG2E; /* base 2, as the wmma kernel */
+    /* rows g and g + 8 of the warp's 16: running max (base 2) and sum,
+     * the same bits in the 4 lanes of the quad */
+    float m_row[2] = {-INFINITY, -INFINITY}, l_row[2] = {0.0f, 0.0f};
+    int my_i[2] = {i0 + warp * 16 + sl_mma_c_row(lane, 0), i0 + warp * 16 + sl_mma_c_row(lane, 2)};
+    int last = i0 + qrows - 1;
+    for (int j0 = 0; j0 <= last; j0 += FL_TILE) {
+        key_tile_step<VEC, T, true>(Ks, Vs, pk, pv, k, v, A.w3, j0, last, t);
+        mma_xyt(s, Qw, Ks, lane);
+        bool full = j0 + FL_TILE - 1 <= i0 && j0 + FL_TILE <= t; /* no key past a query or t */
+        float mx[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+        for (int j = 0; j < 8; j++)
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                int key = j0 + sl_mma_c_col(lane, j, i);
+                float x = full || (key <= my_i[i >> 1] && key < t) ? s[j][i] * sc2 : -INFINITY;
+                s[j][i] = x;
+                mx[i >> 1] = fmaxf(mx[i >> 1], x);
+            }
+        float alpha[2], mn[2], sum[2] = {0.0f, 0.0f};
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            /* every row sees key j0 <= i0 <= i in every tile: m' is finite */
+            mn[h] = fmaxf(m_row[h], quad_max(mx[h]));
+            alpha[h] = ex2(m_row[h] - mn[h]); /* 0 at the first tile (m = -inf) */
+        }
+#pragma unroll
+        for (int j = 0; j < 8; j++)
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                float p = ex2(s[j][i] - mn[i >> 1]); /* 0 for the masked (-inf) */
+                sum[i >> 1] += p;
+                s[j][i] = wmma::__float_to_tf32(p);
+            }
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            l_row[h] = l_row[h] * alpha[h] + quad_sum(sum[h]);
+            m_row[h] = mn[h];
+        }
+#pragma unroll
+        for (int nb = 0; nb < 8; nb++)
+#pragma unroll
+            for (int i = 0; i < 4; i++)
+                o[nb][i] *= alpha[i >> 1];
+        mma_pv(o, s, Vs, lane);
+    }
+    /* y = O / l through the warp's own rows of Qs (only this warp read
+     * them), then a row a step so the stores coalesce */
+    float inv[2] = {1.0f / l_row[0], 1.0f / l_row[1]};
+    __syncwarp();
+    acc_store(Qs, warp, o, inv, lane);
+    __syncwarp();
+    for (int wr = 0; wr < 16; wr++) {
+        int r = warp * 16 + wr, i = i0 + r;
+        /* row wr's statistics are held by lane 4 (wr % 8), half wr / 8 */
+        float l_q = __shfl_sync(0xffffffffu, wr < 8 ? l_row[0] : l_row[1], 4 * (wr & 7));
+        float m_q = __shfl_sync(0xffffffffu, wr < 8 ? m_row[0] : m_row[1], 4 * (wr & 7));
+        if (i < t) {
+            T *yr = y + A.o + (size_t)i * A.c;
+            sl_st(yr, lane, Qs[sl_mma_at(r, lane)]);
+            sl_st(yr, lane + 32, Qs[sl_mma_at(r, lane + 32)]);
+            if (lse && lane == 0) /* in natural units, as every path saves it */
+                lse[(size_t)bh * t + i] = (m_q + log2f(l_q)) * FL_LN2;
+        }
+    }
+}
+
+/* grad_frags on a lane's own elements: s holds the scores (unscaled), dp
+ * dO V^T, element (j, i) at row sl_mma_c_row(i) and column
+ * sl_mma_c_col(j, i) of the warp's block; at(j, i, &query, &key, &stat)
+ * names its query, key and the index of its query's lse (base 2) and D.
+ * P and dS replace s and dp, as TF32 values. */
+template <bool FULL, class At>
+static __device__ inline void grad_regs(acc_t s, acc_t dp, const float *lse_s, const float *d_s,
+                                        int t, float sc2, At at)
+{
+#pragma unroll
+    for (int j = 0; j < 8; j++)
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            int query, key, st;
+            at(j, i, &query, &key, &st);
+            bool valid = FULL || (query < t && key <= query);
+            float p = valid ? ex2(__fmaf_rn(s[j][i], sc2, -lse_s[st])) : 0.0f;
+            float ds = sl_attn_grad_logit(p, dp[j][i], 1.0f, d_s[st]);
+            s[j][i] = wmma::__float_to_tf32(p);
+            dp[j][i] = wmma::__float_to_tf32(ds);
+        }
+}
+
+/* Both backward kernels: Q, dO, K and V tiles and the query rows' lse and
+ * D (64.5 KB); registers hold them to two blocks an SM. */
+enum { FM_BWD_SMEM = 4 * FM_TILE_FLOATS * (int)sizeof(float) + 2 * FL_TILE * (int)sizeof(float),
+       FM_BWD_BLOCKS = 2 };
+
+/* dK and dV of a key tile, as flash_bwd_kv_k: each warp its 16 keys,
+ * S^T = K Q^T and dP^T = V dO^T in its registers, then dV += P^T dO and
+ * dK += dS^T Q with P^T and dS^T as the A operands where they stand. */
+template <bool VEC, typename T>
+static __global__ void __launch_bounds__(FL_THREADS, FM_BWD_BLOCKS)
+    flash_bwd_kv_mma_k(int t, int heads, float scale, const T *qkv, const T *dy,
+                       const float *lse, const float *dd, T *dqkv, int accumulate)
+{
+    extern __shared__ __align__(128) float sm[];
+    float *Qs = sm, *Os = Qs + FM_TILE_FLOATS, *Ks = Os + FM_TILE_FLOATS,
+          *Vs = Ks + FM_TILE_FLOATS, *lse_s = Vs + FM_TILE_FLOATS, *d_s = lse_s + FL_TILE;
+    int warp = (int)threadIdx.x >> 5, lane = (int)threadIdx.x & 31;
+    const float sc2 = scale * FL_LOG2E;
+    int bh = (int)blockIdx.x, j0 = (int)blockIdx.y * FL_TILE, krows = min(FL_TILE, t - j0);
+    heads_at A = heads_of(bh, heads, t);
+    const T *q = qkv + A.q, *k = q + A.c, *v = q + 2 * A.c, *o = dy + A.o;
+    pending_tile<VEC, T> pq, po; /* the next query tile, in flight */
+    pending_rows pr;
+    fetch(pq, q + (size_t)j0 * A.w3, A.w3, min(FL_TILE, t - j0));
+    fetch(po, o + (size_t)j0 * A.c, A.c, min(FL_TILE, t - j0));
+    fetch_rows(pr, lse, dd, (size_t)bh * t + j0, min(FL_TILE, t - j0));
+    stage<VEC, true>(Ks, k + (size_t)j0 * A.w3, A.w3, krows);
+    stage<VEC, true>(Vs, v + (size_t)j0 * A.w3, A.w3, krows);
+    float *Kw = Ks + warp * 16 * SL_MMA_LD, *Vw = Vs + warp * 16 * SL_MMA_LD; /* the warp's keys */
+    int key_of_row = j0 + warp * 16;
+    acc_t dk, dv;
+    acc_zero(dk);
+    acc_zero(dv);
+    for (int i0 = j0; i0 < t; i0 += FL_TILE) { /* the diagonal tile first */
+        __syncthreads(); /* every warp done with the last tile's Q and dO */
+        put<VEC, T, true>(Qs, pq);
+        put<VEC, T, true>(Os, po);
+        put_rows(lse_s, d_s, pr);
+        __syncthreads();
+        int in = i0 + FL_TILE;
+        if (in < t) {
+            fetch(pq, q + (size_t)in * A.w3, A.w3, min(FL_TILE, t - in));
+            fetch(po, o + (size_t)in * A.c, A.c, min(FL_TILE, t - in));
+            fetch_rows(pr, lse, dd, (size_t)bh * t + in, min(FL_TILE, t - in));
+        }
+        acc_t st, dpt; /* S^T and dP^T: the warp's keys x 64 queries */
+        mma_xyt(st, Kw, Qs, lane);
+        mma_xyt(dpt, Vw, Os, lane);
+        auto at = [&](int j, int i, int *query, int *key, int *stat) {
+            *stat = sl_mma_c_col(lane, j, i);
+            *query = i0 + *stat;
+            *key = key_of_row + sl_mma_c_row(lane, i);
+        };
+        if (i0 >= j0 + FL_TILE && i0 + FL_TILE <= t) /* below the diagonal, inside t */
+            grad_regs<true>(st, dpt, lse_s, d_s, t, sc2, at);
+        else
+            grad_regs<false>(st, dpt, lse_s, d_s, t, sc2, at);
+        mma_pv(dv, st, Os, lane);
+        mma_pv(dk, dpt, Qs, lane);
+    }
+    /* the sums through the warp's own rows of Ks and Vs (only this warp
+     * read them), then written a row at a time */
+    const float one[2] = {1.0f, 1.0f};
+    __syncwarp();
+    acc_store(Ks, warp, dk, one, lane);
+    acc_store(Vs, warp, dv, one, lane);
+    __syncwarp();
+    write_grad_rows<true>(dqkv + A.q + A.c, A.w3, Ks, warp, j0, t, scale, accumulate);
+    write_grad_rows<true>(dqkv + A.q + 2 * A.c, A.w3, Vs, warp, j0, t, 1.0f, accumulate);
+}
+
+/* dQ of a query tile, as flash_bwd_q_k: S = Q K^T and dP = dO V^T in the
+ * warp's registers, dQ += dS K with dS as the A operand where it stands. */
+template <bool VEC, typename T>
+static __global__ void __launch_bounds__(FL_THREADS, FM_BWD_BLOCKS)
+    flash_bwd_q_mma_k(int t, int heads, float scale, const T *qkv, const T *dy,
+                      const float *lse, const float *dd, T *dqkv, int accumulate)
+{
+    extern __shared__ __align__(128) float sm[];
+    float *Qs = sm, *Os = Qs + FM_TILE_FLOATS, *Ks = Os + FM_TILE_FLOATS,
+          *Vs = Ks + FM_TILE_FLOATS, *lse_s = Vs + FM_TILE_FLOATS, *d_s = lse_s + FL_TILE;
+    int warp = (int)threadIdx.x >> 5, lane = (int)threadIdx.x & 31;
+    const float sc2 = scale * FL_LOG2E;
+    int bh = (int)blockIdx.x;
+    int i0 = (int)(gridDim.y - 1 - blockIdx.y) * FL_TILE, qrows = min(FL_TILE, t - i0);
+    heads_at A = heads_of(bh, heads, t);
+    const T *q = qkv + A.q, *k = q + A.c, *v = q + 2 * A.c, *o = dy + A.o;
+    pending_tile<VEC, T> pk, pv; /* the next key tile, in flight */
+    fetch(pk, k, A.w3, min(FL_TILE, t));
+    fetch(pv, v, A.w3, min(FL_TILE, t));
+    stage<VEC, true>(Qs, q + (size_t)i0 * A.w3, A.w3, qrows);
+    stage<VEC, true>(Os, o + (size_t)i0 * A.c, A.c, qrows);
+    pending_rows pr;
+    fetch_rows(pr, lse, dd, (size_t)bh * t + i0, qrows);
+    put_rows(lse_s, d_s, pr);
+    float *Qw = Qs + warp * 16 * SL_MMA_LD;
+    const float *Ow = Os + warp * 16 * SL_MMA_LD;
+    acc_t dq;
+    acc_zero(dq);
+    int last = i0 + qrows - 1;
+    for (int j0 = 0; j0 <= last; j0 += FL_TILE) {
+        key_tile_step<VEC, T, true>(Ks, Vs, pk, pv, k, v, A.w3, j0, last, t); /* also publishes lse_s, d_s */
+        acc_t sf, dpf; /* S and dP: the warp's queries x 64 keys */
+        mma_xyt(sf, Qw, Ks, lane);
+        mma_xyt(dpf, Ow, Vs, lane);
+        auto at = [&](int j, int i, int *query, int *key, int *stat) {
+            *stat = warp * 16 + sl_mma_c_row(lane, i);
+            *query = i0 + *stat;
+            *key = j0 + sl_mma_c_col(lane, j, i);
+        };
+        if (j0 + FL_TILE <= i0 && i0 + FL_TILE <= t) /* below the diagonal, inside t */
+            grad_regs<true>(sf, dpf, lse_s, d_s, t, sc2, at);
+        else
+            grad_regs<false>(sf, dpf, lse_s, d_s, t, sc2, at);
+        mma_pv(dq, dpf, Ks, lane);
+    }
+    const float one[2] = {1.0f, 1.0f};
+    __syncwarp(); /* the warp's rows of Qs read for the last time */
+    acc_store(Qs, warp, dq, one, lane);
+    __syncwarp();
+    write_grad_rows<true>(dqkv + A.q, A.w3, Qs, warp, i0, t, scale, accumulate);
+}
+
 /* ------------------------------------------------------------- entries */
 
 static dim3 grid_of(const sl_attention_desc *d)
@@ -677,6 +1042,13 @@ template <bool VEC, typename T>
 static void forward_as(sl_cuda_state *s, const sl_attention_desc *d, const T *qkv, T *y,
                        float *lse)
 {
+    if (s->flash_mma) {
+        set_smem(s, flash_fwd_mma_k<VEC, T>, FM_FWD_SMEM);
+        flash_fwd_mma_k<VEC, T><<<grid_of(d), FL_THREADS, FM_FWD_SMEM, s->stream>>>(
+            d->t, d->heads, sl_attn_scale(d->d), qkv, y, lse);
+        SL_CUDA_LAUNCHED(s);
+        return;
+    }
     set_smem(s, flash_fwd_k<VEC, T>, FL_FWD_SMEM);
     flash_fwd_k<VEC, T><<<grid_of(d), FL_THREADS, FL_FWD_SMEM, s->stream>>>(
         d->t, d->heads, sl_attn_scale(d->d), qkv, y, lse);
@@ -688,6 +1060,17 @@ static void backward_as(sl_cuda_state *s, const sl_attention_desc *d, const T *q
                         const float *lse, const float *dd, T *dqkv, int accumulate)
 {
     float scale = sl_attn_scale(d->d);
+    if (s->flash_mma) {
+        set_smem(s, flash_bwd_kv_mma_k<VEC, T>, FM_BWD_SMEM);
+        set_smem(s, flash_bwd_q_mma_k<VEC, T>, FM_BWD_SMEM);
+        flash_bwd_kv_mma_k<VEC, T><<<grid_of(d), FL_THREADS, FM_BWD_SMEM, s->stream>>>(
+            d->t, d->heads, scale, qkv, dy, lse, dd, dqkv, accumulate);
+        SL_CUDA_LAUNCHED(s);
+        flash_bwd_q_mma_k<VEC, T><<<grid_of(d), FL_THREADS, FM_BWD_SMEM, s->stream>>>(
+            d->t, d->heads, scale, qkv, dy, lse, dd, dqkv, accumulate);
+        SL_CUDA_LAUNCHED(s);
+        return;
+    }
     set_smem(s, flash_bwd_kv_k<VEC, T>, FL_KV_SMEM);
     set_smem(s, flash_bwd_q_k<VEC, T>, FL_Q_SMEM);
     flash_bwd_kv_k<VEC, T><<<grid_of(d), FL_THREADS, FL_KV_SMEM, s->stream>>>(
