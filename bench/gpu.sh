@@ -68,7 +68,9 @@
 # Kernels written without a GPU at hand have switches back to the path
 # before them, for a session whose GPU tests show one broken:
 # SL_CUDA_FLASH_MMA=off (the fused attention's wmma kernels instead of its
-# mma.sync ones, written 2026-11-27 without a GPU), SL_CUDA_FLASH=off
+# mma.sync ones, written 2026-11-27 without a GPU), SL_CUDA_FLASH_BF16=off
+# (bf16 activations' fused attention in TF32 on widened tiles instead of
+# bf16 products, the same day), SL_CUDA_FLASH=off
 # (chunked cuBLAS attention), SL_CUDA_LT=off (gemm then
 # bias_add), SL_CUDA_BF16_GEMM=off (bf16 Conv1D on float copies),
 # SL_CUDA_BF16_KERNELS=off (bf16 ReLU, adds, LayerNorm, GELU and fused

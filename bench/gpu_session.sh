@@ -13,9 +13,12 @@
 #           time; the first that makes them pass is kept for the benches
 #           (switches.txt), otherwise all of them. Logs: gputests.log,
 #           diag-*.log.
-#   ab      ours none, GPT-2 small B=8 T=1024 TF32, with each switch in turn
-#           against none (3 interleaved rounds of 6 steps): ab.txt says
-#           which of the new paths pays (about 10 s a run)
+#   ab      ours none, GPT-2 small B=8 T=1024 TF32, with each switch of the
+#           float step's paths not yet timed (AB_SWITCHES) in turn against
+#           none (3 interleaved rounds of 6 steps): ab.txt says which of
+#           the new paths pays (about 10 s a run). test_cuda_attention's
+#           log (gputests.log) times the attention kernels alone, mma.sync
+#           and wmma.
 #   f32     gpu.sh gpt2 (3 interleaved rounds, within what is left) and
 #           kernels (ncu)
 #   bf16    gpu.sh gpt2 with SL_GPT2_PRECISION=bf16, B=8 T=1024, ours none
@@ -37,7 +40,8 @@ export OUT=$dir
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64:/usr/local/cuda/lib:${LD_LIBRARY_PATH:-}
 t0=$SECONDS
 left() { echo $((${DEADLINE:-470} - (SECONDS - t0))); }
-SWITCHES="SL_CUDA_FLASH_MMA=off SL_CUDA_FLASH=off SL_CUDA_LT=off SL_CUDA_LT_WORKSPACE_MIB=0 SL_CUDA_BF16_GEMM=off SL_CUDA_BF16_KERNELS=off"
+SWITCHES="SL_CUDA_FLASH_MMA=off SL_CUDA_FLASH_BF16=off SL_CUDA_FLASH=off SL_CUDA_LT=off SL_CUDA_LT_WORKSPACE_MIB=0 SL_CUDA_BF16_GEMM=off SL_CUDA_BF16_KERNELS=off"
+AB_SWITCHES="SL_CUDA_FLASH_MMA=off SL_CUDA_LT_WORKSPACE_MIB=0"
 build="build-gpu"
 switches() { [ -s "$dir/switches.txt" ] && cat "$dir/switches.txt"; }
 # runs "$@" with the kept switches (VAR=VALUE words) in its environment
@@ -75,7 +79,7 @@ stage_ab() {
   local bin="$build/bench/bench_gpt2" base
   base=(--batch 8 --seq 1024 --steps 6 --device cuda --tf32 --threads 16 --json)
   for round in 1 2 3; do
-    for sw in none $SWITCHES; do
+    for sw in none $AB_SWITCHES; do
       [ "$(left)" -gt 20 ] || return 0
       local ms
       if [ "$sw" = none ]; then

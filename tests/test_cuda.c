@@ -578,16 +578,22 @@ END_TEST
  * (SL_BF16_* families of the CUDA backend; its Conv1D GEMMs in bf16 on
  * both sides). The step gives the bits of the same network with those
  * families off (SL_CUDA_BF16_KERNELS=off: float copies around the same
- * float kernels), in a smaller planned arena (the copies are gone); sqrt
- * gives the plain step's bits. T = 100: a last attention tile of 36. */
-static void bf16_gpt2_step(int kernels, sl_schedule s, const int32_t *ids,
+ * float kernels), in a smaller planned arena (the copies are gone), where
+ * the fused attention's bf16 products are off (SL_CUDA_FLASH_BF16=off:
+ * its TF32 products on widened tiles, as on the copies). With those
+ * products on (the default), the step's loss stays within 1e-2 of it and
+ * sqrt gives the plain step's bits. T = 100: a last attention tile of 36. */
+static void bf16_gpt2_step(int kernels, int products, sl_schedule s, const int32_t *ids,
                            const int32_t *targets, int b, int t, th_params *out, float *loss,
                            uint64_t *arena)
 {
     if (!kernels)
         setenv("SL_CUDA_BF16_KERNELS", "off", 1);
+    if (!products)
+        setenv("SL_CUDA_FLASH_BF16", "off", 1);
     sl_context *g = cuda_context_math(45, 1);
     unsetenv("SL_CUDA_BF16_KERNELS");
+    unsetenv("SL_CUDA_FLASH_BF16");
     sl_net *net = gpt2_net_heads(g, 0.0f, s, 128, 2, t);
     ck_assert(sl_net_set_precision(net, SL_PRECISION_BF16) == SL_OK);
     *arena = th_token_step_as_planned(net, ids, targets, b, t, loss);
@@ -604,8 +610,8 @@ START_TEST(test_cuda_bf16_gpt2_kernels_give_the_copies_bits)
     th_params kern, copies, ck;
     float kern_loss, copies_loss, ck_loss;
     uint64_t kern_arena, copies_arena, ck_arena;
-    bf16_gpt2_step(1, SL_SCHEDULE_NONE, ids, targets, B, T, &kern, &kern_loss, &kern_arena);
-    bf16_gpt2_step(0, SL_SCHEDULE_NONE, ids, targets, B, T, &copies, &copies_loss, &copies_arena);
+    bf16_gpt2_step(1, 0, SL_SCHEDULE_NONE, ids, targets, B, T, &kern, &kern_loss, &kern_arena);
+    bf16_gpt2_step(0, 0, SL_SCHEDULE_NONE, ids, targets, B, T, &copies, &copies_loss, &copies_arena);
     printf("GPT-2 bf16 CUDA: bf16 kernels loss %.7f, arena %.2f MiB; float copies loss %.7f, "
            "arena %.2f MiB\n", kern_loss, kern_arena / 1048576.0, copies_loss,
            copies_arena / 1048576.0);
@@ -613,10 +619,17 @@ START_TEST(test_cuda_bf16_gpt2_kernels_give_the_copies_bits)
                   "no layer ran on bf16 itself", (unsigned long long)kern_arena,
                   (unsigned long long)copies_arena);
     assert_same_run(kern_loss, copies_loss, &copies, &kern, "bf16 kernels against copies");
-    bf16_gpt2_step(1, SL_SCHEDULE_SQRT, ids, targets, B, T, &ck, &ck_loss, &ck_arena);
-    bf16_gpt2_step(0, SL_SCHEDULE_NONE, ids, targets, B, T, &copies, &copies_loss, &copies_arena);
-    assert_same_run(ck_loss, copies_loss, &copies, &ck, "bf16 kernels under sqrt");
     th_params_free(&copies);
+    th_params prod;
+    float prod_loss;
+    uint64_t prod_arena;
+    bf16_gpt2_step(1, 1, SL_SCHEDULE_NONE, ids, targets, B, T, &prod, &prod_loss, &prod_arena);
+    printf("GPT-2 bf16 CUDA: with the attention's bf16 products loss %.7f\n", prod_loss);
+    ck_assert_msg(fabsf(prod_loss - kern_loss) <= 1e-2f * fabsf(kern_loss),
+                  "bf16 products: loss %g against %g", prod_loss, kern_loss);
+    bf16_gpt2_step(1, 1, SL_SCHEDULE_SQRT, ids, targets, B, T, &ck, &ck_loss, &ck_arena);
+    assert_same_run(ck_loss, prod_loss, &prod, &ck, "bf16 kernels under sqrt");
+    th_params_free(&prod);
 }
 END_TEST
 

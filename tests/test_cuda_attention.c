@@ -170,10 +170,13 @@ static void assert_same_bits(const float *a, const float *b, size_t n, const cha
                   s->d, s->flash ? "flash" : "plain", what);
 }
 
-static void check_bf16(const sl_backend *be, const shape *s, const host_case *h);
+static void check_bf16(const sl_backend *be, const shape *s, const host_case *h, int bf16_products);
 
-static void check_shape(const sl_backend *gpu, int tf32, const shape *s, const host_case *h)
+static void check_shape(const sl_backend *gpu, int variant, const shape *s, const host_case *h)
 {
+    int tf32 = variant > 0, fused = tf32 && s->flash && s->d == 64 && s->p == 0.0f;
+    if (variant == 3 && !fused)
+        return; /* 3 differs from 1 only in the fused tiles' bf16 */
     double tol = tf32 ? 1e-2 : 1e-4;
     device_run a, b;
     device_run_do(gpu, s, h, 0, &a);
@@ -182,7 +185,7 @@ static void check_shape(const sl_backend *gpu, int tf32, const shape *s, const h
     double e0 = th_rel_err(a.dq[0], h->dq[0], h->nq), e1 = th_rel_err(a.dq[1], h->dq[1], h->nq);
     printf("n %d heads %d t %4d d %2d %s p %.1f %s: y %.1e saved %.1e dqkv %.1e (+= %.1e)\n",
            s->n, s->heads, s->t, s->d, s->flash ? "flash" : "plain", s->p,
-           tf32 ? "tf32" : "fp32", ey, es, e0, e1);
+           VARIANT_NAMES[variant], ey, es, e0, e1);
     ck_assert_msg(ey <= tol && es <= tol && e0 <= tol && e1 <= tol,
                   "n %d heads %d t %d d %d flash %d p %g tf32 %d: y %g saved %g dqkv %g / %g "
                   "(bound %g)",
@@ -194,7 +197,7 @@ static void check_shape(const sl_backend *gpu, int tf32, const shape *s, const h
     assert_same_bits(a.y_eval, b.y_eval, h->ny, "evaluation outputs", s);
     if (s->p == 0.0f) /* evaluation is training without dropout */
         assert_same_bits(a.y_eval, a.y, h->ny, "evaluation and training outputs", s);
-    if (tf32 && s->flash && s->d == 64 && s->p == 0.0f) {
+    if (fused) {
         /* the fused tiles stage tensors that are only 4-byte aligned a
          * float at a time instead of 16 bytes at a time: the same bits */
         device_run c;
@@ -204,17 +207,22 @@ static void check_shape(const sl_backend *gpu, int tf32, const shape *s, const h
         assert_same_bits(a.dq[0], c.dq[0], h->nq, "gradients (4-byte aligned)", s);
         assert_same_bits(a.dq[1], c.dq[1], h->nq, "accumulated gradients (4-byte aligned)", s);
         device_run_free(&c);
-        check_bf16(gpu, s, h);
+        check_bf16(gpu, s, h, variant == 1);
     }
     device_run_free(&a);
     device_run_free(&b);
 }
 
-/* bf16 activations in the fused tiles (SL_BF16_ATTENTION): the device's
- * bf16 run gives the bits of its float run on the widened inputs with
- * the results rounded (y; the saved state; dqkv written and accumulated
- * into, where the float run's start is the widened bf16 start). */
-static void check_bf16(const sl_backend *be, const shape *s, const host_case *h)
+/* bf16 activations in the fused tiles (SL_BF16_ATTENTION). On widened
+ * tiles (bf16_products 0), the device's bf16 run gives the bits of its
+ * float run on the widened inputs with the results rounded (y; the saved
+ * state; dqkv written and accumulated into, where the float run's start
+ * is the widened bf16 start). With bf16 products, P and dS are rounded
+ * to bf16 where the float run has them in TF32: the same results within
+ * 2e-2 of the largest value (the saved log-sum-exp within 1e-4: the
+ * scores are exact products of bf16 values in both), and a second bf16
+ * run repeats the first's bits. */
+static void check_bf16(const sl_backend *be, const shape *s, const host_case *h, int bf16_products)
 {
     sl_exec ex = {be, 1, 0}, ex16 = {be, 1, 1};
     sl_attention_desc d = desc_of(s, 0.0f), d16 = d;
@@ -269,19 +277,51 @@ static void check_bf16(const sl_backend *be, const shape *s, const host_case *h)
     be->download(&ex, y16, y_, ny * 2);
     be->download(&ex, sv16, s_, ns * 4);
     ck_assert_msg(be->sync(&ex) == SL_OK, "%s", sl_last_error());
-    ck_assert_msg(memcmp(y16, yr, ny * 2) == 0, "t %d: bf16 y differs from the float run's", s->t);
-    ck_assert_msg(memcmp(sv16, sv, ns * 4) == 0, "t %d: bf16 saved state differs", s->t);
-    for (int acc = 0; acc < 2; acc++) {
-        be->upload(&ex, dq_, st16, nq * 2);
-        be->attention_backward(&ex16, &d16, q_, y_, g_, s_, dq_, acc, w_);
-        be->download(&ex, got, dq_, nq * 2);
+    if (bf16_products) {
+        float *a = malloc(nq * 4), *b = malloc(nq * 4);
+        uint16_t *again = malloc(ny * 2);
+        ck_assert(a && b && again);
+        th_bf16_widen_all(a, y16, ny);
+        th_bf16_widen_all(b, yr, ny);
+        double ey = th_rel_err(a, b, ny), es = th_rel_err(sv16, sv, ns);
+        be->attention_forward(&ex16, &d16, q_, y_, s_, w_);
+        be->download(&ex, again, y_, ny * 2);
         ck_assert_msg(be->sync(&ex) == SL_OK, "%s", sl_last_error());
-        ck_assert_msg(memcmp(got, wantd[acc], nq * 2) == 0,
-                      "t %d: bf16 dqkv (accumulate %d) differs from the float run's", s->t, acc);
-        free(wantd[acc]);
+        ck_assert_msg(memcmp(again, y16, ny * 2) == 0, "t %d: bf16 y not repeated", s->t);
+        ck_assert_msg(ey <= 2e-2 && es <= 1e-4, "t %d: bf16 products: y %g saved %g", s->t, ey, es);
+        double ed[2];
+        for (int acc = 0; acc < 2; acc++) {
+            be->upload(&ex, dq_, st16, nq * 2);
+            be->attention_backward(&ex16, &d16, q_, y_, g_, s_, dq_, acc, w_);
+            be->download(&ex, got, dq_, nq * 2);
+            ck_assert_msg(be->sync(&ex) == SL_OK, "%s", sl_last_error());
+            th_bf16_widen_all(a, got, nq);
+            th_bf16_widen_all(b, wantd[acc], nq);
+            ed[acc] = th_rel_err(a, b, nq);
+            ck_assert_msg(ed[acc] <= 2e-2, "t %d: bf16 products: dqkv (accumulate %d) %g", s->t, acc,
+                          ed[acc]);
+            free(wantd[acc]);
+        }
+        printf("n %d heads %d t %4d d %2d flash bf16 products: y %.1e saved %.1e dqkv %.1e (+= "
+               "%.1e) of the float run, repeated\n",
+               s->n, s->heads, s->t, s->d, ey, es, ed[0], ed[1]);
+        free(a), free(b), free(again);
+    } else {
+        ck_assert_msg(memcmp(y16, yr, ny * 2) == 0, "t %d: bf16 y differs from the float run's",
+                      s->t);
+        ck_assert_msg(memcmp(sv16, sv, ns * 4) == 0, "t %d: bf16 saved state differs", s->t);
+        for (int acc = 0; acc < 2; acc++) {
+            be->upload(&ex, dq_, st16, nq * 2);
+            be->attention_backward(&ex16, &d16, q_, y_, g_, s_, dq_, acc, w_);
+            be->download(&ex, got, dq_, nq * 2);
+            ck_assert_msg(be->sync(&ex) == SL_OK, "%s", sl_last_error());
+            ck_assert_msg(memcmp(got, wantd[acc], nq * 2) == 0,
+                          "t %d: bf16 dqkv (accumulate %d) differs from the float run's", s->t, acc);
+            free(wantd[acc]);
+        }
+        printf("n %d heads %d t %4d d %2d flash bf16: the float run's bits, rounded\n", s->n,
+               s->heads, s->t, s->d);
     }
-    printf("n %d heads %d t %4d d %2d flash bf16: the float run's bits, rounded\n", s->n, s->heads,
-           s->t, s->d);
     float *const all[6] = {dq_, q_, g_, y_, s_, w_};
     for (int k = 0; k < 6; k++)
         be->free(be, all[k]);
@@ -312,31 +352,42 @@ static const shape SHAPES[] = {
     {2, 2, 1, 64, 1, 0.0f},
 };
 
-/* A CUDA instance: FP32 (variant 0), TF32 (1: the fused tiles' mma.sync
- * kernels where they apply), TF32 with the fused tiles' wmma kernels (2,
- * SL_CUDA_FLASH_MMA=off, which the instance reads when it is made). */
+/* A CUDA instance: FP32 (variant 0); TF32 (1: where the fused tiles
+ * apply, their mma.sync kernels, and for bf16 activations their bf16
+ * products); TF32 with the fused tiles' wmma kernels and bf16 on widened
+ * tiles (2: SL_CUDA_FLASH_MMA=off SL_CUDA_FLASH_BF16=off); TF32 with the
+ * mma.sync kernels on widened bf16 tiles (3: SL_CUDA_FLASH_BF16=off). The
+ * instance reads the switches when it is made. */
+enum { VARIANTS = 4 };
+static const char *const VARIANT_NAMES[VARIANTS] = {"fp32", "tf32", "tf32 wmma", "tf32 bf16-widened"};
+
 static sl_status gpu_variant(int variant, sl_backend **out)
 {
-    const char *was = getenv("SL_CUDA_FLASH_MMA");
-    char *kept = was ? strdup(was) : NULL;
-    if (variant == 2)
-        setenv("SL_CUDA_FLASH_MMA", "off", 1);
+    static const char *const names[2] = {"SL_CUDA_FLASH_MMA", "SL_CUDA_FLASH_BF16"};
+    const int off[VARIANTS][2] = {{0, 0}, {0, 0}, {1, 1}, {0, 1}};
+    char *kept[2];
+    for (int k = 0; k < 2; k++) {
+        const char *was = getenv(names[k]);
+        kept[k] = was ? strdup(was) : NULL;
+        if (off[variant][k])
+            setenv(names[k], "off", 1);
+    }
     sl_status st = sl_cuda_backend_create(0, 1, variant > 0, out);
-    if (kept)
-        setenv("SL_CUDA_FLASH_MMA", kept, 1);
-    else
-        unsetenv("SL_CUDA_FLASH_MMA");
-    free(kept);
+    for (int k = 0; k < 2; k++) {
+        if (kept[k])
+            setenv(names[k], kept[k], 1);
+        else
+            unsetenv(names[k]);
+        free(kept[k]);
+    }
     return st;
 }
-
-static const char *const VARIANT_NAMES[3] = {"fp32", "tf32", "tf32 wmma"};
 
 /* Each shape's CPU results once, against each variant. */
 START_TEST(test_cuda_attention_matches_cpu_and_repeats_its_bits)
 {
-    sl_backend *gpu[3] = {NULL, NULL, NULL};
-    for (int v = 0; v < 3; v++)
+    sl_backend *gpu[VARIANTS] = {NULL};
+    for (int v = 0; v < VARIANTS; v++)
         if (gpu_variant(v, &gpu[v]) != SL_OK) {
             printf("SKIPPED: no usable CUDA device: %s\n", sl_last_error());
             for (int u = 0; u < v; u++)
@@ -348,12 +399,12 @@ START_TEST(test_cuda_attention_matches_cpu_and_repeats_its_bits)
     for (size_t k = 0; k < sizeof SHAPES / sizeof SHAPES[0]; k++) {
         host_case h;
         host_case_make(cpu, &SHAPES[k], &h);
-        for (int v = 0; v < 3; v++)
-            check_shape(gpu[v], v > 0, &SHAPES[k], &h);
+        for (int v = 0; v < VARIANTS; v++)
+            check_shape(gpu[v], v, &SHAPES[k], &h);
         host_case_free(&h);
     }
     sl_backend_destroy(cpu);
-    for (int v = 0; v < 3; v++)
+    for (int v = 0; v < VARIANTS; v++)
         sl_backend_destroy(gpu[v]);
 }
 END_TEST
@@ -378,7 +429,7 @@ static void gpt2_small_attention(float p)
     float *qkv = malloc(nq * sizeof(float)), *dy = malloc(ny * sizeof(float));
     th_fill_normal(qkv, nq, 21, 1.0f);
     th_fill_normal(dy, ny, 22, 1.0f);
-    for (int v = 0; v < 3; v++) {
+    for (int v = 0; v < 3; v++) { /* variant 3 times as 1 in float */
         sl_backend *be = NULL;
         if (gpu_variant(v, &be) != SL_OK) {
             printf("SKIPPED: no usable CUDA device: %s\n", sl_last_error());

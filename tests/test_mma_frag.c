@@ -12,7 +12,11 @@
  * are equalities. Then the lanes' shared-memory accesses: every pattern
  * touches 32 distinct banks at the kernels' row pitch, 8-byte pairs start
  * 8-byte aligned, and the lanes sharing an accumulator row are a quad (so
- * the softmax's two shuffles, xor 1 and xor 2, join a row).
+ * the softmax's two shuffles, xor 1 and xor 2, join a row). The same for
+ * the bf16 kernels: ldmatrix (.trans) and mma.m16n8k16 simulated from the
+ * ISA's tables, the products X Y^T and (X Y^T) V through the addresses
+ * sl_mma16_ldm_* give, and every ldmatrix phase and staging store in 8
+ * different bank groups.
  */
 #include <check.h>
 #include <stdint.h>
@@ -375,6 +379,216 @@ START_TEST(test_mma_rows_belong_to_quads)
 }
 END_TEST
 
+/* ---- bf16: mma.m16n8k16 and ldmatrix, the ISA's tables ---- */
+
+/* ldmatrix.sync.aligned.m8n8.x4 (.trans): lanes 8 i .. 8 i + 7 name the
+ * rows of matrix i (8 elements from each address); register i of lane l
+ * gets matrix i's elements (l / 4, 2 (l % 4)) and (l / 4, 2 (l % 4) + 1),
+ * or with .trans (2 (l % 4), l / 4) and (2 (l % 4) + 1, l / 4). A
+ * register is a pair, the first element in its low half. */
+static void isa_ldmatrix(double reg[32][4][2], const double *tile, const int addr[32], int trans)
+{
+    for (int lane = 0; lane < 32; lane++)
+        for (int i = 0; i < 4; i++)
+            for (int e = 0; e < 2; e++) {
+                int r = lane >> 2, c = 2 * (lane & 3) + e;
+                reg[lane][i][e] = trans ? tile[addr[8 * i + c] + r] : tile[addr[8 * i + r] + c];
+            }
+}
+
+/* mma.m16n8k16 (bf16): a0 (g, 2q..2q+1), a1 (g + 8, ..), a2 (g, 2q + 8..),
+ * a3 (g + 8, 2q + 8..); b0 (k 2q..2q+1, n g), b1 (k 2q + 8.., n g); C as
+ * m16n8k8's. */
+static void isa_mma16(double c[32][4], double a[32][4][2], double b[32][2][2])
+{
+    double A[16][16], B[16][8];
+    int seen_a[16][16] = {{0}}, seen_b[16][8] = {{0}};
+    for (int lane = 0; lane < 32; lane++) {
+        int g = lane >> 2, q = lane & 3;
+        for (int r = 0; r < 4; r++)
+            for (int e = 0; e < 2; e++) {
+                int row = g + (r & 1 ? 8 : 0), k = 2 * q + e + (r >= 2 ? 8 : 0);
+                A[row][k] = a[lane][r][e];
+                seen_a[row][k]++;
+            }
+        for (int r = 0; r < 2; r++)
+            for (int e = 0; e < 2; e++) {
+                int k = 2 * q + e + (r ? 8 : 0);
+                B[k][g] = b[lane][r][e];
+                seen_b[k][g]++;
+            }
+    }
+    for (int i = 0; i < 16; i++)
+        for (int k = 0; k < 16; k++)
+            ck_assert_int_eq(seen_a[i][k], 1);
+    for (int k = 0; k < 16; k++)
+        for (int n = 0; n < 8; n++)
+            ck_assert_int_eq(seen_b[k][n], 1);
+    for (int lane = 0; lane < 32; lane++)
+        for (int i = 0; i < 4; i++) {
+            int row, n;
+            isa_c(lane, i, &row, &n);
+            for (int k = 0; k < 16; k++)
+                c[lane][i] += A[row][k] * B[k][n];
+        }
+}
+
+/* A bf16 tile in sl_mma16_at's layout (64 x 64, no padding), values
+ * -4 .. 4 (exact in bf16 and in every sum here). */
+static void fill_tile16(double *t, unsigned seed) /* 64 * 64 */
+{
+    for (int i = 0; i < 64 * 64; i++) {
+        seed = seed * 1103515245u + 12345u;
+        t[i] = (double)((int)(seed >> 16) % 9 - 4);
+    }
+}
+
+/* c = X Y^T as mma16_xyt_rows: X 16 rows of a tile from row0, Y a tile. */
+static void sim_xyt16(warp_acc c, const double *x, int row0, const double *y)
+{
+    memset(c, 0, sizeof(warp_acc));
+    for (int kk2 = 0; kk2 < 2; kk2++) {
+        double a[2][32][4][2];
+        int addr[32];
+        for (int h = 0; h < 2; h++) {
+            for (int lane = 0; lane < 32; lane++)
+                addr[lane] = row0 * 64 + sl_mma16_ldm_a(lane, 2 * kk2 + h);
+            isa_ldmatrix(a[h], x, addr, 0);
+        }
+        for (int j = 0; j < 8; j++) {
+            double b[32][4][2], b0[32][2][2], b1[32][2][2];
+            for (int lane = 0; lane < 32; lane++)
+                addr[lane] = sl_mma16_ldm_bt(lane, j, kk2);
+            isa_ldmatrix(b, y, addr, 0);
+            for (int lane = 0; lane < 32; lane++)
+                for (int e = 0; e < 2; e++) {
+                    b0[lane][0][e] = b[lane][0][e];
+                    b0[lane][1][e] = b[lane][1][e];
+                    b1[lane][0][e] = b[lane][2][e];
+                    b1[lane][1][e] = b[lane][3][e];
+                }
+            isa_mma16(c[j], a[0], b0);
+            isa_mma16(c[j], a[1], b1);
+        }
+    }
+}
+
+/* o += P V as mma16_pv: P in the accumulators, paired as A operands. */
+static void sim_pv16(warp_acc o, warp_acc p, const double *v)
+{
+    for (int kk = 0; kk < 4; kk++) {
+        double a[32][4][2];
+        for (int lane = 0; lane < 32; lane++)
+            for (int e = 0; e < 2; e++) {
+                a[lane][0][e] = p[2 * kk][lane][e];
+                a[lane][1][e] = p[2 * kk][lane][2 + e];
+                a[lane][2][e] = p[2 * kk + 1][lane][e];
+                a[lane][3][e] = p[2 * kk + 1][lane][2 + e];
+            }
+        for (int nb2 = 0; nb2 < 4; nb2++) {
+            double b[32][4][2], b0[32][2][2], b1[32][2][2];
+            int addr[32];
+            for (int lane = 0; lane < 32; lane++)
+                addr[lane] = sl_mma16_ldm_b(lane, kk, nb2);
+            isa_ldmatrix(b, v, addr, 1);
+            for (int lane = 0; lane < 32; lane++)
+                for (int e = 0; e < 2; e++) {
+                    b0[lane][0][e] = b[lane][0][e];
+                    b0[lane][1][e] = b[lane][1][e];
+                    b1[lane][0][e] = b[lane][2][e];
+                    b1[lane][1][e] = b[lane][3][e];
+                }
+            isa_mma16(o[2 * nb2], a, b0);
+            isa_mma16(o[2 * nb2 + 1], a, b1);
+        }
+    }
+}
+
+START_TEST(test_mma16_products_through_ldmatrix)
+{
+    static double x[64 * 64], y[64 * 64], v[64 * 64];
+    static warp_acc s, o;
+    fill_tile16(x, 11);
+    fill_tile16(y, 12);
+    fill_tile16(v, 13);
+    for (int w = 0; w < 4; w++) {
+        sim_xyt16(s, x, 16 * w, y);
+        for (int r = 0; r < 16; r++)
+            for (int n = 0; n < 64; n++) {
+                double want = 0.0;
+                for (int k = 0; k < 64; k++)
+                    want += x[sl_mma16_at(16 * w + r, k)] * y[sl_mma16_at(n, k)];
+                ck_assert_msg(acc_at(s, r, n) == want, "warp %d S (%d, %d): %g, want %g", w, r, n,
+                              acc_at(s, r, n), want);
+            }
+        /* the scores, as they stand, the A of P V */
+        memset(o, 0, sizeof o);
+        sim_pv16(o, s, v);
+        for (int r = 0; r < 16; r++)
+            for (int n = 0; n < 64; n++) {
+                double want = 0.0;
+                for (int k = 0; k < 64; k++)
+                    want += acc_at(s, r, k) * v[sl_mma16_at(k, n)];
+                ck_assert_msg(acc_at(o, r, n) == want, "warp %d O (%d, %d)", w, r, n);
+            }
+    }
+}
+END_TEST
+
+START_TEST(test_mma16_addresses_are_the_layout_and_conflict_free)
+{
+    for (int r = 0; r < 64; r++) { /* a row's 64 elements in its own 64, chunks whole */
+        int seen[64] = {0};
+        for (int c = 0; c < 64; c++) {
+            int at = sl_mma16_at(r, c) - 64 * r;
+            ck_assert(at >= 0 && at < 64);
+            ck_assert_int_eq(at % 8, c % 8);
+            seen[at]++;
+        }
+        for (int c = 0; c < 64; c++)
+            ck_assert_int_eq(seen[c], 1);
+    }
+    for (int lane = 0; lane < 32; lane++) {
+        int l8 = lane & 7, hi = (lane >> 3) & 1;
+        for (int kk = 0; kk < 4; kk++) {
+            ck_assert_int_eq(sl_mma16_ldm_a(lane, kk), sl_mma16_at(l8 + 8 * hi, 16 * kk + 8 * (lane >> 4)));
+            for (int nb2 = 0; nb2 < 4; nb2++)
+                ck_assert_int_eq(sl_mma16_ldm_b(lane, kk, nb2),
+                                 sl_mma16_at(16 * kk + l8 + 8 * hi, 16 * nb2 + 8 * (lane >> 4)));
+        }
+        for (int j = 0; j < 8; j++)
+            for (int kk2 = 0; kk2 < 2; kk2++)
+                ck_assert_int_eq(sl_mma16_ldm_bt(lane, j, kk2),
+                                 sl_mma16_at(8 * j + l8, 32 * kk2 + 8 * (lane >> 3)));
+    }
+    /* an ldmatrix phase (8 lanes, 8 rows of 16 bytes) and a staging
+     * quarter-warp (one row's 8 chunks): 8 different 4-bank groups */
+    for (int pattern = 0; pattern < 4; pattern++)
+        for (int idx = 0; idx < 64; idx++)
+            for (int phase = 0; phase < 4; phase++) {
+                int used[8] = {0};
+                for (int l = 8 * phase; l < 8 * phase + 8; l++) {
+                    int at;
+                    if (pattern == 0)
+                        at = 16 * (idx % 4) * 64 + sl_mma16_ldm_a(l, idx / 16);
+                    else if (pattern == 1)
+                        at = sl_mma16_ldm_bt(l, idx % 8, (idx / 8) % 2);
+                    else if (pattern == 2)
+                        at = sl_mma16_ldm_b(l, idx % 4, (idx / 4) % 4);
+                    else {
+                        int e = 8 * phase + (l - 8 * phase) + 32 * (idx % 16);
+                        at = sl_mma16_at(e >> 3, (e & 7) * 8);
+                    }
+                    ck_assert_int_eq(at % 8, 0); /* 16-byte aligned */
+                    used[(at / 8) % 8]++;
+                }
+                for (int b = 0; b < 8; b++)
+                    ck_assert_msg(used[b] == 1, "pattern %d: bank group %d taken %d times", pattern,
+                                  b, used[b]);
+            }
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("mma_frag");
@@ -386,6 +600,8 @@ int main(void)
     tcase_add_test(tc, test_mma_chain_reuses_the_scores_as_operands);
     tcase_add_test(tc, test_mma_loads_and_stores_avoid_bank_conflicts);
     tcase_add_test(tc, test_mma_rows_belong_to_quads);
+    tcase_add_test(tc, test_mma16_products_through_ldmatrix);
+    tcase_add_test(tc, test_mma16_addresses_are_the_layout_and_conflict_free);
     suite_add_tcase(s, tc);
     return th_run_suite(s) ? EXIT_FAILURE : EXIT_SUCCESS;
 }

@@ -108,4 +108,58 @@ SL_HD static inline int sl_mma_c_col(int lane, int j, int i)
  * product over those columns. */
 SL_HD static inline int sl_mma_c_as_a(int r) { return (r & 1) * 2 + (r >> 1); }
 
+/* ---- bf16: mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 ----
+ *
+ * A 16 x 16, B 16 x 8, C and D 16 x 8 as above; a register holds two
+ * bf16, the lower column (k) in its low half. The PTX ISA places them:
+ *   A: a0 (g, 2q..2q+1), a1 (g + 8, 2q..), a2 (g, 2q + 8..), a3 (g + 8, 2q + 8..);
+ *   B: b0 (k 2q..2q+1, n g), b1 (k 2q + 8.., n g).
+ * So a C of n-tiles 2 kk and 2 kk + 1, rounded to bf16 in pairs (c0, c1),
+ * (c2, c3), is the A of k-step kk of the next product, as it stands:
+ * a0 = tile 2 kk's (c0, c1), a1 its (c2, c3), a2 and a3 tile 2 kk + 1's.
+ *
+ * Operands come from shared memory by ldmatrix.sync.aligned.m8n8.x4
+ * (.trans): lanes 8 i .. 8 i + 7 name the 8 rows (16 bytes each) of
+ * matrix i, and register i of lane l receives matrix i's (row l / 4,
+ * columns 2 (l % 4), + 1), or with .trans its (rows 2 (l % 4), + 1,
+ * column l / 4). Tiles are 64 x 64 bf16, rows 128 bytes apart, the 16-byte
+ * chunk c of row r stored at chunk c ^ (r % 8) (sl_mma16_at): the 8 rows
+ * of one ldmatrix phase, and the 8 chunks of a row that a staging
+ * quarter-warp writes, each fall in 8 different 4-bank groups. The
+ * functions below give the element a lane's address names (a row's first
+ * of 8), sl_mma16_at's offset written with the XOR of the lane's row mod
+ * 8, which is lane % 8 in all three (loop-invariant in a kernel). */
+
+/* Where bf16 element (row, col) of a tile is stored, in elements. */
+SL_HD static inline int sl_mma16_at(int row, int col)
+{
+    return row * 64 + ((((col >> 3) ^ row) & 7) << 3) + (col & 7);
+}
+
+/* A of k-step kk (columns 16 kk ..) of 16 rows from a multiple of 8: the
+ * x4 load's registers are a0 .. a3. */
+SL_HD static inline int sl_mma16_ldm_a(int lane, int kk)
+{
+    int row = (lane & 7) + 8 * ((lane >> 3) & 1), chunk = 2 * kk + (lane >> 4);
+    return row * 64 + (((chunk ^ lane) & 7) << 3);
+}
+
+/* B as the transpose of rows 8 j .. 8 j + 7, k-steps 2 kk2 and 2 kk2 + 1
+ * (columns 32 kk2 ..): registers b0, b1 of the first, then b0, b1 of the
+ * second. */
+SL_HD static inline int sl_mma16_ldm_bt(int lane, int j, int kk2)
+{
+    int chunk = 4 * kk2 + (lane >> 3);
+    return (8 * j + (lane & 7)) * 64 + (((chunk ^ lane) & 7) << 3);
+}
+
+/* B from rows 16 kk .. (k) and columns 16 nb2 .. (n-tiles 2 nb2 and 2 nb2
+ * + 1), loaded with .trans: registers b0, b1 of n-tile 2 nb2, then of
+ * 2 nb2 + 1. */
+SL_HD static inline int sl_mma16_ldm_b(int lane, int kk, int nb2)
+{
+    int row = 16 * kk + (lane & 7) + 8 * ((lane >> 3) & 1), chunk = 2 * nb2 + (lane >> 4);
+    return row * 64 + (((chunk ^ lane) & 7) << 3);
+}
+
 #endif

@@ -343,6 +343,7 @@ extern "C" sl_status sl_cuda_backend_create(int gpu, int deterministic, int tf32
         b->gemm_bias = NULL;
     s->flash_fused = !env_off("SL_CUDA_FLASH");
     s->flash_mma = !env_off("SL_CUDA_FLASH_MMA");
+    s->flash_bf16 = !env_off("SL_CUDA_FLASH_BF16");
     *out = b;
     return SL_OK;
 }

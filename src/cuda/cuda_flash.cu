@@ -72,6 +72,7 @@
  * tiles in the forward and dQ, the first key tiles in dK/dV).
  */
 #include <math.h>
+#include <cuda_bf16.h>
 #include <mma.h>
 
 #include "base/mma_frag.h"
@@ -1009,6 +1010,433 @@ static __global__ void __launch_bounds__(FL_THREADS, FM_BWD_BLOCKS)
     write_grad_rows<true>(dqkv + A.q, A.w3, Qs, warp, i0, t, scale, accumulate);
 }
 
+/* ------------------------------------ the bf16 mma.sync kernels (v5) */
+
+/* A bf16 network's fused attention on bf16 tensor-core products
+ * (SL_CUDA_FLASH_BF16, on by default where the tensors allow 16-byte
+ * loads; off: the TF32 kernels above on widened tiles, which give the
+ * float kernels' bits on widened copies). Tiles are staged as bf16 as
+ * they are (no widening), 8 KB each in base/mma_frag.h's XOR layout;
+ * operands come by ldmatrix (.trans for a B that is stored k-major: V
+ * in P V, dO in dV += P^T dO, Q in dK += dS^T Q, K in dQ += dS K); the
+ * products are mma.sync m16n8k16 in bf16 with FP32 accumulation; in the
+ * forward a warp's 16 rows of Q stay in its registers as A operands for
+ * the whole loop (the backward kernels, short of registers, read theirs
+ * from the staged tiles each time). The scores, the softmax
+ * and grad_frags' formulas are the TF32 kernels', in FP32 per element;
+ * what differs is that P and dS enter the next products rounded to bf16
+ * (as cuDNN's and FlashAttention-2's bf16 kernels do) where the TF32
+ * kernels round them to TF32: so these kernels agree with the CPU's bf16
+ * attention (which computes on widened copies) within bf16's rounding,
+ * not bit for bit, and test_cuda_attention holds them to that. They are
+ * deterministic (fixed traversal and instruction order), so a re-forward
+ * gives its forward's bits. Written without a GPU (2026-11-27):
+ * test_mma_frag checks the ldmatrix and m16n8k16 layouts on the CPU. */
+typedef uint32_t afrag16[4][4]; /* a warp's 16 x 64 A operand: 4 k-steps */
+
+static __device__ inline void mma_bf16(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1)
+{
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+        "{%8,%9}, {%0,%1,%2,%3};"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+static __device__ inline void ldm_x4(uint32_t r[4], const uint16_t *p)
+{
+    uint32_t a = (uint32_t)__cvta_generic_to_shared(p);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(a));
+}
+
+static __device__ inline void ldm_x4_trans(uint32_t r[4], const uint16_t *p)
+{
+    uint32_t a = (uint32_t)__cvta_generic_to_shared(p);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(a));
+}
+
+/* Two floats as a bf16 pair, the first in the low half: cvt.rn.bf16x2,
+ * round to nearest even, which is base/element.h's sl_bf16_round on
+ * every finite value and infinity (the operands P and dS are never NaN
+ * unless an input is). */
+static __device__ inline uint32_t pack_bf16(float lo, float hi)
+{
+    __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+    return *(uint32_t *)&v;
+}
+
+/* The warp's 16 rows (from row0) of a staged tile as A operands. */
+static __device__ inline void ldm_rows(afrag16 a, const uint16_t *tile, int row0, int lane)
+{
+#pragma unroll
+    for (int kk = 0; kk < 4; kk++)
+        ldm_x4(a[kk], tile + row0 * 64 + sl_mma16_ldm_a(lane, kk));
+}
+
+/* c = X Y^T: X the warp's A operands, Y the 64 rows of a staged tile. */
+static __device__ inline void mma16_xyt(acc_t c, const afrag16 x, const uint16_t *y, int lane)
+{
+    acc_zero(c);
+#pragma unroll
+    for (int j = 0; j < 8; j++)
+#pragma unroll
+        for (int kk2 = 0; kk2 < 2; kk2++) {
+            uint32_t b[4];
+            ldm_x4(b, y + sl_mma16_ldm_bt(lane, j, kk2));
+            mma_bf16(c[j], x[2 * kk2], b[0], b[1]);
+            mma_bf16(c[j], x[2 * kk2 + 1], b[2], b[3]);
+        }
+}
+
+/* The same with X the warp's 16 rows (from row0) of a staged tile, read
+ * two k-steps at a time (the backward kernels, short of registers to
+ * hold X for the whole loop). */
+static __device__ inline void mma16_xyt_rows(acc_t c, const uint16_t *x, int row0, const uint16_t *y,
+                                             int lane)
+{
+    acc_zero(c);
+#pragma unroll
+    for (int kk2 = 0; kk2 < 2; kk2++) {
+        uint32_t a0[4], a1[4];
+        ldm_x4(a0, x + row0 * 64 + sl_mma16_ldm_a(lane, 2 * kk2));
+        ldm_x4(a1, x + row0 * 64 + sl_mma16_ldm_a(lane, 2 * kk2 + 1));
+#pragma unroll
+        for (int j = 0; j < 8; j++) {
+            uint32_t b[4];
+            ldm_x4(b, y + sl_mma16_ldm_bt(lane, j, kk2));
+            mma_bf16(c[j], a0, b[0], b[1]);
+            mma_bf16(c[j], a1, b[2], b[3]);
+        }
+    }
+}
+
+/* o += P V: P the warp's 16 x 64 block in FP32 accumulators (rounded to
+ * bf16 here), V the 64 rows (k) x 64 columns of a staged tile. */
+static __device__ inline void mma16_pv(acc_t o, const acc_t p, const uint16_t *v, int lane)
+{
+#pragma unroll
+    for (int kk = 0; kk < 4; kk++) {
+        uint32_t a[4] = {pack_bf16(p[2 * kk][0], p[2 * kk][1]), pack_bf16(p[2 * kk][2], p[2 * kk][3]),
+                         pack_bf16(p[2 * kk + 1][0], p[2 * kk + 1][1]),
+                         pack_bf16(p[2 * kk + 1][2], p[2 * kk + 1][3])};
+#pragma unroll
+        for (int nb2 = 0; nb2 < 4; nb2++) {
+            uint32_t b[4];
+            ldm_x4_trans(b, v + sl_mma16_ldm_b(lane, kk, nb2));
+            mma_bf16(o[2 * nb2], a, b[0], b[1]);
+            mma_bf16(o[2 * nb2 + 1], a, b[2], b[3]);
+        }
+    }
+}
+
+/* Tiles go from global to shared memory by cp.async (16 bytes a copy,
+ * rows from `rows` on zero-filled), into the buffer the loop does not
+ * compute on, so the loads travel during the products without holding
+ * registers; each thread copies 4 chunks of 8 values. A tile's row
+ * statistics (lse, D) come the same way, 4 bytes a copy. */
+enum { F16_PER = FL_TILE * FL_D / 8 / FL_THREADS };
+
+static __device__ inline void async_copy(void *dst, const void *src, int bytes, bool valid)
+{
+    uint32_t d = (uint32_t)__cvta_generic_to_shared(dst);
+    if (bytes == 16)
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(d), "l"(src),
+                     "r"(valid ? 16 : 0));
+    else
+        asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"(d), "l"(src),
+                     "r"(valid ? 4 : 0));
+}
+
+static __device__ inline void async_commit() { asm volatile("cp.async.commit_group;"); }
+static __device__ inline void async_wait() { asm volatile("cp.async.wait_group 0;" ::: "memory"); }
+
+static __device__ inline void async_tile(uint16_t *dst, const uint16_t *src, size_t ldg, int rows)
+{
+#pragma unroll
+    for (int u = 0; u < F16_PER; u++) {
+        int e = (int)threadIdx.x + u * FL_THREADS, r = e >> 3, c = (e & 7) * 8;
+        bool ok = r < rows; /* an invalid row copies nothing from row 0 */
+        async_copy(dst + sl_mma16_at(r, c), src + (ok ? (size_t)r * ldg + c : 0), 16, ok);
+    }
+}
+
+/* lse and D of query rows row0 .. (qrows valid), as they are stored
+ * (lse in natural units; the kernels scale it by log2 e where they read
+ * it, as put_rows does). */
+static __device__ inline void async_rows(float *lse_s, float *d_s, const float *lse,
+                                         const float *dd, size_t row0, int qrows)
+{
+    int r = (int)threadIdx.x;
+    if (r < FL_TILE) {
+        bool ok = r < qrows;
+        async_copy(lse_s + r, lse + row0 + (ok ? r : 0), 4, ok);
+        async_copy(d_s + r, dd + row0 + (ok ? r : 0), 4, ok);
+    }
+}
+
+/* A gradient's two adjacent elements (row, col), (row, col + 1) of a
+ * [.., ld] bf16 tensor, times f, added to what is there when accumulating. */
+static __device__ inline void put_pair16(uint16_t *dst, size_t ld, int row, int col, float v0,
+                                         float v1, float f, int accumulate)
+{
+    sl_put_t(dst, (size_t)row * ld + col, v0 * f, accumulate);
+    sl_put_t(dst, (size_t)row * ld + col + 1, v1 * f, accumulate);
+}
+
+/* A warp's 16 x 64 block of sums into rows row0 + .. of a gradient,
+ * rows at or past t left alone. */
+static __device__ inline void write_acc16(uint16_t *dst, size_t ld, const acc_t c, int row0, int t,
+                                          float f, int accumulate, int lane)
+{
+#pragma unroll
+    for (int j = 0; j < 8; j++)
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            int r = row0 + sl_mma_c_row(lane, 2 * h);
+            if (r < t)
+                put_pair16(dst, ld, r, sl_mma_c_col(lane, j, 0), c[j][2 * h], c[j][2 * h + 1], f,
+                           accumulate);
+        }
+}
+
+/* Shared memory: the forward Q and two buffers of K and V (40 KB); the
+ * backward the block's own two tiles and two buffers of the two it walks
+ * with their rows' lse and D (48.5 KB). */
+enum { F16_TILE = FL_TILE * FL_D, /* bf16 elements of a tile */
+       F16_FWD_SMEM = 5 * F16_TILE * 2, F16_FWD_BLOCKS = 3,
+       F16_BWD_SMEM = 6 * F16_TILE * 2 + 4 * FL_TILE * (int)sizeof(float), F16_BWD_BLOCKS = 2 };
+
+/* The forward: flash_fwd_mma_k's traversal and softmax, in bf16 products. */
+static __global__ void __launch_bounds__(FL_THREADS, F16_FWD_BLOCKS)
+    flash_fwd_bf16_k(int t, int heads, float scale, const uint16_t *qkv, uint16_t *y, float *lse)
+{
+    extern __shared__ __align__(128) uint16_t sm16[];
+    /* Q, then buffer b's K and V at 1 + 2 b and 2 + 2 b tiles */
+    uint16_t *Qs = sm16, *Ks = Qs + F16_TILE, *Vs = Qs + 2 * F16_TILE;
+    int warp = (int)threadIdx.x >> 5, lane = (int)threadIdx.x & 31;
+    int bh = (int)blockIdx.x;
+    int i0 = (int)(gridDim.y - 1 - blockIdx.y) * FL_TILE, qrows = min(FL_TILE, t - i0);
+    heads_at A = heads_of(bh, heads, t);
+    const uint16_t *q = qkv + A.q, *k = q + A.c, *v = q + 2 * A.c;
+    async_tile(Qs, q + (size_t)i0 * A.w3, A.w3, qrows);
+    async_tile(Ks, k, A.w3, min(FL_TILE, t));
+    async_tile(Vs, v, A.w3, min(FL_TILE, t));
+    async_commit();
+    afrag16 qa; /* the warp's 16 queries, for the whole loop */
+    acc_t o, s;
+    acc_zero(o);
+    const float sc2 = scale * FL_LOG2E;
+    float m_row[2] = {-INFINITY, -INFINITY}, l_row[2] = {0.0f, 0.0f};
+    int my_i[2] = {i0 + warp * 16 + sl_mma_c_row(lane, 0), i0 + warp * 16 + sl_mma_c_row(lane, 2)};
+    int last = i0 + qrows - 1, buf = 0;
+    for (int j0 = 0; j0 <= last; j0 += FL_TILE, buf ^= 1) {
+        async_wait();
+        __syncthreads(); /* tile j0 in buffer buf; the other buffer no longer read */
+        if (j0 == 0)
+            ldm_rows(qa, Qs, warp * 16, lane);
+        int jn = j0 + FL_TILE, other = (1 - 2 * buf) * 2 * F16_TILE;
+        if (jn <= last) {
+            async_tile(Ks + other, k + (size_t)jn * A.w3, A.w3, min(FL_TILE, t - jn));
+            async_tile(Vs + other, v + (size_t)jn * A.w3, A.w3, min(FL_TILE, t - jn));
+            async_commit();
+        }
+        mma16_xyt(s, qa, Ks, lane);
+        bool full = j0 + FL_TILE - 1 <= i0 && j0 + FL_TILE <= t;
+        float mx[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+        for (int j = 0; j < 8; j++)
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                int key = j0 + sl_mma_c_col(lane, j, i);
+                float x = full || (key <= my_i[i >> 1] && key < t) ? s[j][i] * sc2 : -INFINITY;
+                s[j][i] = x;
+                mx[i >> 1] = fmaxf(mx[i >> 1], x);
+            }
+        float alpha[2], mn[2], sum[2] = {0.0f, 0.0f};
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            mn[h] = fmaxf(m_row[h], quad_max(mx[h]));
+            alpha[h] = ex2(m_row[h] - mn[h]);
+        }
+#pragma unroll
+        for (int j = 0; j < 8; j++)
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                float p = ex2(s[j][i] - mn[i >> 1]);
+                sum[i >> 1] += p;
+                s[j][i] = p;
+            }
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            l_row[h] = l_row[h] * alpha[h] + quad_sum(sum[h]);
+            m_row[h] = mn[h];
+        }
+#pragma unroll
+        for (int nb = 0; nb < 8; nb++)
+#pragma unroll
+            for (int i = 0; i < 4; i++)
+                o[nb][i] *= alpha[i >> 1];
+        mma16_pv(o, s, Vs, lane);
+        Ks += other;
+        Vs += other;
+    }
+    /* y = O / l, each lane its pairs; lse by the quad's first lane */
+    float inv[2] = {1.0f / l_row[0], 1.0f / l_row[1]};
+    uint16_t *yh = y + A.o;
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+        int i = my_i[h];
+        if (i >= t)
+            continue;
+#pragma unroll
+        for (int j = 0; j < 8; j++)
+            *(uint32_t *)(yh + (size_t)i * A.c + sl_mma_c_col(lane, j, 0)) =
+                pack_bf16(o[j][2 * h] * inv[h], o[j][2 * h + 1] * inv[h]);
+        if (lse && (lane & 3) == 0)
+            lse[(size_t)bh * t + i] = (m_row[h] + log2f(l_row[h])) * FL_LN2;
+    }
+}
+
+/* grad_regs on bf16 products: the same per element (lse_s as stored, in
+ * natural units, scaled here as put_rows scales it), P and dS left in
+ * FP32 (mma16_pv rounds them as it packs them). */
+template <bool FULL, class At>
+static __device__ inline void grad_regs16(acc_t s, acc_t dp, const float *lse_s, const float *d_s,
+                                          int t, float sc2, At at)
+{
+#pragma unroll
+    for (int j = 0; j < 8; j++)
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            int query, key, st;
+            at(j, i, &query, &key, &st);
+            bool valid = FULL || (query < t && key <= query);
+            float p = valid ? ex2(__fmaf_rn(s[j][i], sc2, -(lse_s[st] * FL_LOG2E))) : 0.0f;
+            dp[j][i] = sl_attn_grad_logit(p, dp[j][i], 1.0f, d_s[st]);
+            s[j][i] = p;
+        }
+}
+
+/* dK and dV of a key tile (flash_bwd_kv_mma_k's traversal): the warp's K
+ * and V rows as A operands; S^T = K Q^T, dP^T = V dO^T; dV += P^T dO and
+ * dK += dS^T Q with dO and Q read by .trans. */
+static __global__ void __launch_bounds__(FL_THREADS, F16_BWD_BLOCKS)
+    flash_bwd_kv_bf16_k(int t, int heads, float scale, const uint16_t *qkv, const uint16_t *dy,
+                        const float *lse, const float *dd, uint16_t *dqkv, int accumulate)
+{
+    extern __shared__ __align__(128) uint16_t sm16[];
+    /* K, V, then buffer b's Q and dO at 2 + 2 b and 3 + 2 b tiles, then
+     * buffer b's lse and D */
+    uint16_t *Ks = sm16, *Vs = Ks + F16_TILE, *Qs = Ks + 2 * F16_TILE, *Os = Ks + 3 * F16_TILE;
+    float *lse_s = (float *)(Ks + 6 * F16_TILE), *d_s = lse_s + FL_TILE;
+    int warp = (int)threadIdx.x >> 5, lane = (int)threadIdx.x & 31;
+    const float sc2 = scale * FL_LOG2E;
+    int bh = (int)blockIdx.x, j0 = (int)blockIdx.y * FL_TILE, krows = min(FL_TILE, t - j0);
+    heads_at A = heads_of(bh, heads, t);
+    const uint16_t *q = qkv + A.q, *k = q + A.c, *v = q + 2 * A.c, *o = dy + A.o;
+    async_tile(Ks, k + (size_t)j0 * A.w3, A.w3, krows);
+    async_tile(Vs, v + (size_t)j0 * A.w3, A.w3, krows);
+    async_tile(Qs, q + (size_t)j0 * A.w3, A.w3, min(FL_TILE, t - j0));
+    async_tile(Os, o + (size_t)j0 * A.c, A.c, min(FL_TILE, t - j0));
+    async_rows(lse_s, d_s, lse, dd, (size_t)bh * t + j0, min(FL_TILE, t - j0));
+    async_commit();
+    int key_of_row = j0 + warp * 16, buf = 0;
+    acc_t dk, dv;
+    acc_zero(dk);
+    acc_zero(dv);
+    for (int i0 = j0; i0 < t; i0 += FL_TILE, buf ^= 1) { /* the diagonal tile first */
+        async_wait();
+        __syncthreads(); /* tile i0 in buffer buf; the other buffer no longer read */
+        int in = i0 + FL_TILE, other = (1 - 2 * buf) * 2 * F16_TILE,
+            other_s = (1 - 2 * buf) * 2 * FL_TILE;
+        if (in < t) {
+            async_tile(Qs + other, q + (size_t)in * A.w3, A.w3, min(FL_TILE, t - in));
+            async_tile(Os + other, o + (size_t)in * A.c, A.c, min(FL_TILE, t - in));
+            async_rows(lse_s + other_s, d_s + other_s, lse, dd, (size_t)bh * t + in,
+                       min(FL_TILE, t - in));
+            async_commit();
+        }
+        acc_t st, dpt;
+        mma16_xyt_rows(st, Ks, warp * 16, Qs, lane);
+        mma16_xyt_rows(dpt, Vs, warp * 16, Os, lane);
+        auto at = [&](int j, int i, int *query, int *key, int *stat) {
+            *stat = sl_mma_c_col(lane, j, i);
+            *query = i0 + *stat;
+            *key = key_of_row + sl_mma_c_row(lane, i);
+        };
+        if (i0 >= j0 + FL_TILE && i0 + FL_TILE <= t)
+            grad_regs16<true>(st, dpt, lse_s, d_s, t, sc2, at);
+        else
+            grad_regs16<false>(st, dpt, lse_s, d_s, t, sc2, at);
+        mma16_pv(dv, st, Os, lane);
+        mma16_pv(dk, dpt, Qs, lane);
+        Qs += other;
+        Os += other;
+        lse_s += other_s;
+        d_s += other_s;
+    }
+    write_acc16(dqkv + A.q + A.c, A.w3, dk, key_of_row, t, scale, accumulate, lane);
+    write_acc16(dqkv + A.q + 2 * A.c, A.w3, dv, key_of_row, t, 1.0f, accumulate, lane);
+}
+
+/* dQ of a query tile (flash_bwd_q_mma_k's traversal): the warp's Q and dO
+ * rows as A operands; S = Q K^T, dP = dO V^T; dQ += dS K with K read by
+ * .trans. */
+static __global__ void __launch_bounds__(FL_THREADS, F16_BWD_BLOCKS)
+    flash_bwd_q_bf16_k(int t, int heads, float scale, const uint16_t *qkv, const uint16_t *dy,
+                       const float *lse, const float *dd, uint16_t *dqkv, int accumulate)
+{
+    extern __shared__ __align__(128) uint16_t sm16[];
+    /* Q, dO, then buffer b's K and V at 2 + 2 b and 3 + 2 b tiles, then
+     * the rows' lse and D */
+    uint16_t *Qs = sm16, *Os = Qs + F16_TILE, *Ks = Qs + 2 * F16_TILE, *Vs = Qs + 3 * F16_TILE;
+    float *lse_s = (float *)(Qs + 6 * F16_TILE), *d_s = lse_s + FL_TILE;
+    int warp = (int)threadIdx.x >> 5, lane = (int)threadIdx.x & 31;
+    const float sc2 = scale * FL_LOG2E;
+    int bh = (int)blockIdx.x;
+    int i0 = (int)(gridDim.y - 1 - blockIdx.y) * FL_TILE, qrows = min(FL_TILE, t - i0);
+    heads_at A = heads_of(bh, heads, t);
+    const uint16_t *q = qkv + A.q, *k = q + A.c, *v = q + 2 * A.c, *o = dy + A.o;
+    async_tile(Qs, q + (size_t)i0 * A.w3, A.w3, qrows);
+    async_tile(Os, o + (size_t)i0 * A.c, A.c, qrows);
+    async_rows(lse_s, d_s, lse, dd, (size_t)bh * t + i0, qrows);
+    async_tile(Ks, k, A.w3, min(FL_TILE, t));
+    async_tile(Vs, v, A.w3, min(FL_TILE, t));
+    async_commit();
+    acc_t dq;
+    acc_zero(dq);
+    int last = i0 + qrows - 1, buf = 0;
+    for (int j0 = 0; j0 <= last; j0 += FL_TILE, buf ^= 1) {
+        async_wait();
+        __syncthreads(); /* tile j0 in buffer buf; the other buffer no longer read */
+        int jn = j0 + FL_TILE, other = (1 - 2 * buf) * 2 * F16_TILE;
+        if (jn <= last) {
+            async_tile(Ks + other, k + (size_t)jn * A.w3, A.w3, min(FL_TILE, t - jn));
+            async_tile(Vs + other, v + (size_t)jn * A.w3, A.w3, min(FL_TILE, t - jn));
+            async_commit();
+        }
+        acc_t sf, dpf;
+        mma16_xyt_rows(sf, Qs, warp * 16, Ks, lane);
+        mma16_xyt_rows(dpf, Os, warp * 16, Vs, lane);
+        auto at = [&](int j, int i, int *query, int *key, int *stat) {
+            *stat = warp * 16 + sl_mma_c_row(lane, i);
+            *query = i0 + *stat;
+            *key = j0 + sl_mma_c_col(lane, j, i);
+        };
+        if (j0 + FL_TILE <= i0 && i0 + FL_TILE <= t)
+            grad_regs16<true>(sf, dpf, lse_s, d_s, t, sc2, at);
+        else
+            grad_regs16<false>(sf, dpf, lse_s, d_s, t, sc2, at);
+        mma16_pv(dq, dpf, Ks, lane);
+        Ks += other;
+        Vs += other;
+    }
+    write_acc16(dqkv + A.q, A.w3, dq, i0 + warp * 16, t, scale, accumulate, lane);
+}
+
 /* ------------------------------------------------------------- entries */
 
 static dim3 grid_of(const sl_attention_desc *d)
@@ -1101,10 +1529,26 @@ static void backward_of(sl_cuda_state *s, const sl_attention_desc *d, const T *q
         backward_as<false>(s, d, qkv, dy, lse, dd, dqkv, accumulate);
 }
 
+/* The bf16 kernels' 16-byte loads of the tiles: the rows' pitches (3c, c)
+ * are multiples of 8 values with heads of 64, so the base addresses
+ * decide; y and the gradients are written in pairs (4 bytes). */
+static bool bf16_mma_ok(const sl_cuda_state *s, const void *qkv, const void *dy, const void *out)
+{
+    return s->flash_bf16 && (uintptr_t)qkv % 16 == 0 && (!dy || (uintptr_t)dy % 16 == 0) &&
+           (uintptr_t)out % 4 == 0;
+}
+
+static dim3 grid_of(const sl_attention_desc *d);
+
 extern "C" void sl_cuda_flash_forward(sl_cuda_state *s, const sl_attention_desc *d, int bf16,
                                       const float *qkv, float *y, float *lse)
 {
-    if (bf16)
+    if (bf16 && bf16_mma_ok(s, qkv, NULL, y)) {
+        set_smem(s, flash_fwd_bf16_k, F16_FWD_SMEM);
+        flash_fwd_bf16_k<<<grid_of(d), FL_THREADS, F16_FWD_SMEM, s->stream>>>(
+            d->t, d->heads, sl_attn_scale(d->d), SL_CBF(qkv), SL_BF(y), lse);
+        SL_CUDA_LAUNCHED(s);
+    } else if (bf16)
         forward_of(s, d, SL_CBF(qkv), SL_BF(y), lse);
     else
         forward_of(s, d, qkv, y, lse);
@@ -1114,7 +1558,17 @@ extern "C" void sl_cuda_flash_backward(sl_cuda_state *s, const sl_attention_desc
                                        const float *qkv, const float *dy, const float *lse,
                                        const float *dd, float *dqkv, int accumulate)
 {
-    if (bf16)
+    if (bf16 && bf16_mma_ok(s, qkv, dy, dqkv)) {
+        float scale = sl_attn_scale(d->d);
+        set_smem(s, flash_bwd_kv_bf16_k, F16_BWD_SMEM);
+        set_smem(s, flash_bwd_q_bf16_k, F16_BWD_SMEM);
+        flash_bwd_kv_bf16_k<<<grid_of(d), FL_THREADS, F16_BWD_SMEM, s->stream>>>(
+            d->t, d->heads, scale, SL_CBF(qkv), SL_CBF(dy), lse, dd, SL_BF(dqkv), accumulate);
+        SL_CUDA_LAUNCHED(s);
+        flash_bwd_q_bf16_k<<<grid_of(d), FL_THREADS, F16_BWD_SMEM, s->stream>>>(
+            d->t, d->heads, scale, SL_CBF(qkv), SL_CBF(dy), lse, dd, SL_BF(dqkv), accumulate);
+        SL_CUDA_LAUNCHED(s);
+    } else if (bf16)
         backward_of(s, d, SL_CBF(qkv), SL_CBF(dy), lse, dd, SL_BF(dqkv), accumulate);
     else
         backward_of(s, d, qkv, dy, lse, dd, dqkv, accumulate);
