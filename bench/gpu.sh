@@ -147,9 +147,11 @@ if has cuda; then
 fi
 if has gputests; then
   echo "== the tests that use the GPU"
-  # every test's own output (timings, skips) in gputests.log, the summary here
+  # every test's own output (timings, skips) in gputests.log, the summary
+  # here; a test past SL_GPU_TEST_TIMEOUT seconds (a kernel that hangs) is
+  # killed by ctest and reported as Timeout, so no process keeps the GPU
   gpu_tests_ok=1
-  ctest --test-dir "$build" -j4 -V --output-on-failure \
+  ctest --test-dir "$build" -j4 -V --output-on-failure --timeout "${SL_GPU_TEST_TIMEOUT:-150}" \
     -R '^(test_cuda.*|test_backend_.*|test_gpt2|test_dist|test_cli|test_bench_gpu_gpt2)$' \
     > "$out/gputests.log" 2>&1 || gpu_tests_ok=0
   grep -E "tests passed|tests failed|Failed|\*\*\*|Test #|Not Run" "$out/gputests.log" | tail -40

@@ -11,7 +11,8 @@
 #           test fails, the failing tests run again with each escape switch
 #           of the kernels written without a GPU (SWITCHES below), one at a
 #           time; the first that makes them pass is kept for the benches
-#           (switches.txt), otherwise all of them. Logs: gputests.log,
+#           (switches.txt), else the two fused-attention switches together,
+#           otherwise all of them. Logs: gputests.log,
 #           diag-*.log.
 #   ab      ours none, GPT-2 small B=8 T=1024 TF32, with each switch of the
 #           float step's paths not yet timed (AB_SWITCHES) in turn against
@@ -63,7 +64,7 @@ stage_tests() {
   [ -z "$failing" ] && return 0
   echo "failing: $failing"
   for sw in $SWITCHES; do
-    env "$sw" timeout 90 ctest --test-dir "$build" -R "^($failing)\$" --output-on-failure \
+    env "$sw" timeout 100 ctest --test-dir "$build" -R "^($failing)\$" --output-on-failure --timeout 90 \
       > "$dir/diag-${sw%%=*}.log" 2>&1
     echo "$sw: $(grep -E 'tests passed|tests failed' "$dir/diag-${sw%%=*}.log" | tail -1)"
     if grep -q "100% tests passed" "$dir/diag-${sw%%=*}.log"; then
@@ -71,7 +72,20 @@ stage_tests() {
       break
     fi
   done
-  [ -s "$dir/switches.txt" ] || echo "$SWITCHES" > "$dir/switches.txt"
+  if [ ! -s "$dir/switches.txt" ]; then
+    # no one switch: the two fused-attention switches together (both
+    # kernel sets of 2026-11-27 broken), then all of them
+    local pair="SL_CUDA_FLASH_MMA=off SL_CUDA_FLASH_BF16=off"
+    read -ra words <<<"$pair"
+    env "${words[@]}" timeout 100 ctest --test-dir "$build" -R "^($failing)\$" --output-on-failure \
+      --timeout 90 > "$dir/diag-pair.log" 2>&1
+    echo "$pair: $(grep -E 'tests passed|tests failed' "$dir/diag-pair.log" | tail -1)"
+    if grep -q "100% tests passed" "$dir/diag-pair.log"; then
+      echo "$pair" > "$dir/switches.txt"
+    else
+      echo "$SWITCHES" > "$dir/switches.txt"
+    fi
+  fi
   echo "benches with: $(switches)"
 }
 
