@@ -50,6 +50,26 @@ static void isa_c(int lane, int i, int *row, int *n)
     *n = (lane & 3) * 2 + (i & 1);
 }
 
+/* The end of one instruction over a warp, once A (16 x kd, rows kd
+ * apart) and B (kd x 8) are assembled: each of their elements came from
+ * exactly one lane's register (seen), and c[lane][i] += sum_k A[row][k]
+ * B[k][n] at the element's place by the ISA's C table. */
+static void isa_product(double c[32][4], const double *A, const int *seen_a, const double *B,
+                        const int *seen_b, int kd)
+{
+    for (int e = 0; e < 16 * kd; e++)
+        ck_assert_int_eq(seen_a[e], 1);
+    for (int e = 0; e < kd * 8; e++)
+        ck_assert_int_eq(seen_b[e], 1);
+    for (int lane = 0; lane < 32; lane++)
+        for (int i = 0; i < 4; i++) {
+            int row, n;
+            isa_c(lane, i, &row, &n);
+            for (int k = 0; k < kd; k++)
+                c[lane][i] += A[row * kd + k] * B[k * 8 + n];
+        }
+}
+
 /* One mma.sync over a warp: c[lane][i] += sum_k A[row][k] B[k][n], A and
  * B assembled from the lanes' registers by the ISA's tables. */
 static void isa_mma(double c[32][4], const double a[32][4], const double b[32][2])
@@ -70,19 +90,7 @@ static void isa_mma(double c[32][4], const double a[32][4], const double b[32][2
             seen_b[k][n]++;
         }
     }
-    for (int i = 0; i < 16; i++)
-        for (int k = 0; k < 8; k++)
-            ck_assert_int_eq(seen_a[i][k], 1);
-    for (int k = 0; k < 8; k++)
-        for (int n = 0; n < 8; n++)
-            ck_assert_int_eq(seen_b[k][n], 1);
-    for (int lane = 0; lane < 32; lane++)
-        for (int i = 0; i < 4; i++) {
-            int row, n;
-            isa_c(lane, i, &row, &n);
-            for (int k = 0; k < 8; k++)
-                c[lane][i] += A[row][k] * B[k][n];
-        }
+    isa_product(c, &A[0][0], &seen_a[0][0], &B[0][0], &seen_b[0][0], 8);
 }
 
 /* A warp's 16 x 64 block: 8 n-tiles, 4 values a lane (cuda_flash.cu's acc_t). */
@@ -418,19 +426,7 @@ static void isa_mma16(double c[32][4], double a[32][4][2], double b[32][2][2])
                 seen_b[k][g]++;
             }
     }
-    for (int i = 0; i < 16; i++)
-        for (int k = 0; k < 16; k++)
-            ck_assert_int_eq(seen_a[i][k], 1);
-    for (int k = 0; k < 16; k++)
-        for (int n = 0; n < 8; n++)
-            ck_assert_int_eq(seen_b[k][n], 1);
-    for (int lane = 0; lane < 32; lane++)
-        for (int i = 0; i < 4; i++) {
-            int row, n;
-            isa_c(lane, i, &row, &n);
-            for (int k = 0; k < 16; k++)
-                c[lane][i] += A[row][k] * B[k][n];
-        }
+    isa_product(c, &A[0][0], &seen_a[0][0], &B[0][0], &seen_b[0][0], 16);
 }
 
 /* A bf16 tile in sl_mma16_at's layout (64 x 64, no padding), values
@@ -441,6 +437,23 @@ static void fill_tile16(double *t, unsigned seed) /* 64 * 64 */
         seed = seed * 1103515245u + 12345u;
         t[i] = (double)((int)(seed >> 16) % 9 - 4);
     }
+}
+
+/* The two instructions an x4 load of B feeds: its registers 0 and 1 the
+ * B of c0 += a0 B, 2 and 3 that of c1 += a1 B. */
+static void isa_mma16_pair(double c0[32][4], double a0[32][4][2], double c1[32][4],
+                           double a1[32][4][2], double b[32][4][2])
+{
+    double b0[32][2][2], b1[32][2][2];
+    for (int lane = 0; lane < 32; lane++)
+        for (int e = 0; e < 2; e++) {
+            b0[lane][0][e] = b[lane][0][e];
+            b0[lane][1][e] = b[lane][1][e];
+            b1[lane][0][e] = b[lane][2][e];
+            b1[lane][1][e] = b[lane][3][e];
+        }
+    isa_mma16(c0, a0, b0);
+    isa_mma16(c1, a1, b1);
 }
 
 /* c = X Y^T as mma16_xyt_rows: X 16 rows of a tile from row0, Y a tile. */
@@ -456,19 +469,11 @@ static void sim_xyt16(warp_acc c, const double *x, int row0, const double *y)
             isa_ldmatrix(a[h], x, addr, 0);
         }
         for (int j = 0; j < 8; j++) {
-            double b[32][4][2], b0[32][2][2], b1[32][2][2];
+            double b[32][4][2];
             for (int lane = 0; lane < 32; lane++)
                 addr[lane] = sl_mma16_ldm_bt(lane, j, kk2);
             isa_ldmatrix(b, y, addr, 0);
-            for (int lane = 0; lane < 32; lane++)
-                for (int e = 0; e < 2; e++) {
-                    b0[lane][0][e] = b[lane][0][e];
-                    b0[lane][1][e] = b[lane][1][e];
-                    b1[lane][0][e] = b[lane][2][e];
-                    b1[lane][1][e] = b[lane][3][e];
-                }
-            isa_mma16(c[j], a[0], b0);
-            isa_mma16(c[j], a[1], b1);
+            isa_mma16_pair(c[j], a[0], c[j], a[1], b);
         }
     }
 }
@@ -486,20 +491,12 @@ static void sim_pv16(warp_acc o, warp_acc p, const double *v)
                 a[lane][3][e] = p[2 * kk + 1][lane][2 + e];
             }
         for (int nb2 = 0; nb2 < 4; nb2++) {
-            double b[32][4][2], b0[32][2][2], b1[32][2][2];
+            double b[32][4][2];
             int addr[32];
             for (int lane = 0; lane < 32; lane++)
                 addr[lane] = sl_mma16_ldm_b(lane, kk, nb2);
             isa_ldmatrix(b, v, addr, 1);
-            for (int lane = 0; lane < 32; lane++)
-                for (int e = 0; e < 2; e++) {
-                    b0[lane][0][e] = b[lane][0][e];
-                    b0[lane][1][e] = b[lane][1][e];
-                    b1[lane][0][e] = b[lane][2][e];
-                    b1[lane][1][e] = b[lane][3][e];
-                }
-            isa_mma16(o[2 * nb2], a, b0);
-            isa_mma16(o[2 * nb2 + 1], a, b1);
+            isa_mma16_pair(o[2 * nb2], a, o[2 * nb2 + 1], a, b);
         }
     }
 }

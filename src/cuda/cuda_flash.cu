@@ -773,6 +773,55 @@ static __device__ inline float quad_sum(float x)
     return x + __shfl_xor_sync(0xffffffffu, x, 2);
 }
 
+/* One key tile of the forward's online softmax on a warp's scores s (its
+ * rows g and g + 8: queries my_i, running max m_row in base 2 and sum
+ * l_row, the same bits in the 4 lanes of the quad), in place: s becomes
+ * P, rounded to TF32 (TF32P: the TF32 products) or left in FP32 (the
+ * bf16 products round it as they pack it), and o is scaled by each row's
+ * alpha = 2^(m - m'). Keys past a query or past t are masked unless the
+ * tile is full (no such key). */
+template <bool TF32P>
+static __device__ inline void online_softmax(acc_t s, acc_t o, float m_row[2], float l_row[2],
+                                             const int my_i[2], int j0, bool full, int t,
+                                             float sc2, int lane)
+{
+    float mx[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+    for (int j = 0; j < 8; j++)
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            int key = j0 + sl_mma_c_col(lane, j, i);
+            float x = full || (key <= my_i[i >> 1] && key < t) ? s[j][i] * sc2 : -INFINITY;
+            s[j][i] = x;
+            mx[i >> 1] = fmaxf(mx[i >> 1], x);
+        }
+    float alpha[2], mn[2], sum[2] = {0.0f, 0.0f};
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+        /* every row sees key j0 <= i0 <= i in every tile: m' is finite */
+        mn[h] = fmaxf(m_row[h], quad_max(mx[h]));
+        alpha[h] = ex2(m_row[h] - mn[h]); /* 0 at the first tile (m = -inf) */
+    }
+#pragma unroll
+    for (int j = 0; j < 8; j++)
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            float p = ex2(s[j][i] - mn[i >> 1]); /* 0 for the masked (-inf) */
+            sum[i >> 1] += p;
+            s[j][i] = TF32P ? wmma::__float_to_tf32(p) : p;
+        }
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+        l_row[h] = l_row[h] * alpha[h] + quad_sum(sum[h]);
+        m_row[h] = mn[h];
+    }
+#pragma unroll
+    for (int nb = 0; nb < 8; nb++)
+#pragma unroll
+        for (int i = 0; i < 4; i++)
+            o[nb][i] *= alpha[i >> 1];
+}
+
 /* Shared memory: Q, K and V tiles (48 KB), four blocks an SM by shared
  * memory; registers (the scores, O and the next key tile in flight) hold
  * it to three. */
@@ -806,41 +855,7 @@ static __global__ void __launch_bounds__(FL_THREADS, FM_FWD_BLOCKS)
         key_tile_step<VEC, T, true>(Ks, Vs, pk, pv, k, v, A.w3, j0, last, t);
         mma_xyt(s, Qw, Ks, lane);
         bool full = j0 + FL_TILE - 1 <= i0 && j0 + FL_TILE <= t; /* no key past a query or t */
-        float mx[2] = {-INFINITY, -INFINITY};
-#pragma unroll
-        for (int j = 0; j < 8; j++)
-#pragma unroll
-            for (int i = 0; i < 4; i++) {
-                int key = j0 + sl_mma_c_col(lane, j, i);
-                float x = full || (key <= my_i[i >> 1] && key < t) ? s[j][i] * sc2 : -INFINITY;
-                s[j][i] = x;
-                mx[i >> 1] = fmaxf(mx[i >> 1], x);
-            }
-        float alpha[2], mn[2], sum[2] = {0.0f, 0.0f};
-#pragma unroll
-        for (int h = 0; h < 2; h++) {
-            /* every row sees key j0 <= i0 <= i in every tile: m' is finite */
-            mn[h] = fmaxf(m_row[h], quad_max(mx[h]));
-            alpha[h] = ex2(m_row[h] - mn[h]); /* 0 at the first tile (m = -inf) */
-        }
-#pragma unroll
-        for (int j = 0; j < 8; j++)
-#pragma unroll
-            for (int i = 0; i < 4; i++) {
-                float p = ex2(s[j][i] - mn[i >> 1]); /* 0 for the masked (-inf) */
-                sum[i >> 1] += p;
-                s[j][i] = wmma::__float_to_tf32(p);
-            }
-#pragma unroll
-        for (int h = 0; h < 2; h++) {
-            l_row[h] = l_row[h] * alpha[h] + quad_sum(sum[h]);
-            m_row[h] = mn[h];
-        }
-#pragma unroll
-        for (int nb = 0; nb < 8; nb++)
-#pragma unroll
-            for (int i = 0; i < 4; i++)
-                o[nb][i] *= alpha[i >> 1];
+        online_softmax<true>(s, o, m_row, l_row, my_i, j0, full, t, sc2, lane);
         mma_pv(o, s, Vs, lane);
     }
     /* y = O / l through the warp's own rows of Qs (only this warp read
@@ -867,11 +882,13 @@ static __global__ void __launch_bounds__(FL_THREADS, FM_FWD_BLOCKS)
 /* grad_frags on a lane's own elements: s holds the scores (unscaled), dp
  * dO V^T, element (j, i) at row sl_mma_c_row(i) and column
  * sl_mma_c_col(j, i) of the warp's block; at(j, i, &query, &key, &stat)
- * names its query, key and the index of its query's lse (base 2) and D.
- * P and dS replace s and dp, as TF32 values. */
-template <bool FULL, class At>
-static __device__ inline void grad_regs(acc_t s, acc_t dp, const float *lse_s, const float *d_s,
-                                        int t, float sc2, At at)
+ * names its query, key and the index of its query's lse and D in lse_s,
+ * d_s; lse_s times lse2 is the lse in base 2 (1: put_rows scaled it; log2
+ * e: as stored). P and dS replace s and dp, as TF32 values (TF32P) or in
+ * FP32 (the bf16 products round them as they pack them). */
+template <bool FULL, bool TF32P, class At>
+static __device__ inline void grad_regs(acc_t s, acc_t dp, const float *lse_s, float lse2,
+                                        const float *d_s, int t, float sc2, At at)
 {
 #pragma unroll
     for (int j = 0; j < 8; j++)
@@ -880,10 +897,10 @@ static __device__ inline void grad_regs(acc_t s, acc_t dp, const float *lse_s, c
             int query, key, st;
             at(j, i, &query, &key, &st);
             bool valid = FULL || (query < t && key <= query);
-            float p = valid ? ex2(__fmaf_rn(s[j][i], sc2, -lse_s[st])) : 0.0f;
+            float p = valid ? ex2(__fmaf_rn(s[j][i], sc2, -(lse_s[st] * lse2))) : 0.0f;
             float ds = sl_attn_grad_logit(p, dp[j][i], 1.0f, d_s[st]);
-            s[j][i] = wmma::__float_to_tf32(p);
-            dp[j][i] = wmma::__float_to_tf32(ds);
+            s[j][i] = TF32P ? wmma::__float_to_tf32(p) : p;
+            dp[j][i] = TF32P ? wmma::__float_to_tf32(ds) : ds;
         }
 }
 
@@ -941,9 +958,9 @@ static __global__ void __launch_bounds__(FL_THREADS, FM_BWD_BLOCKS)
             *key = key_of_row + sl_mma_c_row(lane, i);
         };
         if (i0 >= j0 + FL_TILE && i0 + FL_TILE <= t) /* below the diagonal, inside t */
-            grad_regs<true>(st, dpt, lse_s, d_s, t, sc2, at);
+            grad_regs<true, true>(st, dpt, lse_s, 1.0f, d_s, t, sc2, at);
         else
-            grad_regs<false>(st, dpt, lse_s, d_s, t, sc2, at);
+            grad_regs<false, true>(st, dpt, lse_s, 1.0f, d_s, t, sc2, at);
         mma_pv(dv, st, Os, lane);
         mma_pv(dk, dpt, Qs, lane);
     }
@@ -998,9 +1015,9 @@ static __global__ void __launch_bounds__(FL_THREADS, FM_BWD_BLOCKS)
             *key = j0 + sl_mma_c_col(lane, j, i);
         };
         if (j0 + FL_TILE <= i0 && i0 + FL_TILE <= t) /* below the diagonal, inside t */
-            grad_regs<true>(sf, dpf, lse_s, d_s, t, sc2, at);
+            grad_regs<true, true>(sf, dpf, lse_s, 1.0f, d_s, t, sc2, at);
         else
-            grad_regs<false>(sf, dpf, lse_s, d_s, t, sc2, at);
+            grad_regs<false, true>(sf, dpf, lse_s, 1.0f, d_s, t, sc2, at);
         mma_pv(dq, dpf, Ks, lane);
     }
     const float one[2] = {1.0f, 1.0f};
@@ -1245,40 +1262,7 @@ static __global__ void __launch_bounds__(FL_THREADS, F16_FWD_BLOCKS)
         }
         mma16_xyt(s, qa, Ks, lane);
         bool full = j0 + FL_TILE - 1 <= i0 && j0 + FL_TILE <= t;
-        float mx[2] = {-INFINITY, -INFINITY};
-#pragma unroll
-        for (int j = 0; j < 8; j++)
-#pragma unroll
-            for (int i = 0; i < 4; i++) {
-                int key = j0 + sl_mma_c_col(lane, j, i);
-                float x = full || (key <= my_i[i >> 1] && key < t) ? s[j][i] * sc2 : -INFINITY;
-                s[j][i] = x;
-                mx[i >> 1] = fmaxf(mx[i >> 1], x);
-            }
-        float alpha[2], mn[2], sum[2] = {0.0f, 0.0f};
-#pragma unroll
-        for (int h = 0; h < 2; h++) {
-            mn[h] = fmaxf(m_row[h], quad_max(mx[h]));
-            alpha[h] = ex2(m_row[h] - mn[h]);
-        }
-#pragma unroll
-        for (int j = 0; j < 8; j++)
-#pragma unroll
-            for (int i = 0; i < 4; i++) {
-                float p = ex2(s[j][i] - mn[i >> 1]);
-                sum[i >> 1] += p;
-                s[j][i] = p;
-            }
-#pragma unroll
-        for (int h = 0; h < 2; h++) {
-            l_row[h] = l_row[h] * alpha[h] + quad_sum(sum[h]);
-            m_row[h] = mn[h];
-        }
-#pragma unroll
-        for (int nb = 0; nb < 8; nb++)
-#pragma unroll
-            for (int i = 0; i < 4; i++)
-                o[nb][i] *= alpha[i >> 1];
+        online_softmax<false>(s, o, m_row, l_row, my_i, j0, full, t, sc2, lane);
         mma16_pv(o, s, Vs, lane);
         Ks += other;
         Vs += other;
@@ -1298,26 +1282,6 @@ static __global__ void __launch_bounds__(FL_THREADS, F16_FWD_BLOCKS)
         if (lse && (lane & 3) == 0)
             lse[(size_t)bh * t + i] = (m_row[h] + log2f(l_row[h])) * FL_LN2;
     }
-}
-
-/* grad_regs on bf16 products: the same per element (lse_s as stored, in
- * natural units, scaled here as put_rows scales it), P and dS left in
- * FP32 (mma16_pv rounds them as it packs them). */
-template <bool FULL, class At>
-static __device__ inline void grad_regs16(acc_t s, acc_t dp, const float *lse_s, const float *d_s,
-                                          int t, float sc2, At at)
-{
-#pragma unroll
-    for (int j = 0; j < 8; j++)
-#pragma unroll
-        for (int i = 0; i < 4; i++) {
-            int query, key, st;
-            at(j, i, &query, &key, &st);
-            bool valid = FULL || (query < t && key <= query);
-            float p = valid ? ex2(__fmaf_rn(s[j][i], sc2, -(lse_s[st] * FL_LOG2E))) : 0.0f;
-            dp[j][i] = sl_attn_grad_logit(p, dp[j][i], 1.0f, d_s[st]);
-            s[j][i] = p;
-        }
 }
 
 /* dK and dV of a key tile (flash_bwd_kv_mma_k's traversal): the warp's K
@@ -1368,9 +1332,9 @@ static __global__ void __launch_bounds__(FL_THREADS, F16_BWD_BLOCKS)
             *key = key_of_row + sl_mma_c_row(lane, i);
         };
         if (i0 >= j0 + FL_TILE && i0 + FL_TILE <= t)
-            grad_regs16<true>(st, dpt, lse_s, d_s, t, sc2, at);
+            grad_regs<true, false>(st, dpt, lse_s, FL_LOG2E, d_s, t, sc2, at);
         else
-            grad_regs16<false>(st, dpt, lse_s, d_s, t, sc2, at);
+            grad_regs<false, false>(st, dpt, lse_s, FL_LOG2E, d_s, t, sc2, at);
         mma16_pv(dv, st, Os, lane);
         mma16_pv(dk, dpt, Qs, lane);
         Qs += other;
@@ -1427,9 +1391,9 @@ static __global__ void __launch_bounds__(FL_THREADS, F16_BWD_BLOCKS)
             *key = j0 + sl_mma_c_col(lane, j, i);
         };
         if (j0 + FL_TILE <= i0 && i0 + FL_TILE <= t)
-            grad_regs16<true>(sf, dpf, lse_s, d_s, t, sc2, at);
+            grad_regs<true, false>(sf, dpf, lse_s, FL_LOG2E, d_s, t, sc2, at);
         else
-            grad_regs16<false>(sf, dpf, lse_s, d_s, t, sc2, at);
+            grad_regs<false, false>(sf, dpf, lse_s, FL_LOG2E, d_s, t, sc2, at);
         mma16_pv(dq, dpf, Ks, lane);
         Ks += other;
         Vs += other;
