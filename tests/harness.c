@@ -98,14 +98,22 @@ typedef struct gc {
     sl_shape in, out;
     size_t n_in, n_out;
     float *x, *r, *y, *dy_scratch;
+    const int32_t *ids; /* the input instead of x: token ids {n, 1, h, 1} */
 } gc;
+
+sl_status th_forward_backward(sl_net *net, const float *x, const int32_t *ids, sl_shape in,
+                              const float *dy, float *y, float *dx)
+{
+    return ids ? sl_net_forward_backward_tokens(net, ids, in.n, in.h, dy, y)
+               : sl_net_forward_backward(net, x, in, dy, y, dx);
+}
 
 static double loss_at(gc *g)
 {
     /* Same dropout masks every evaluation: restart the counter. */
     g->ctx->dropout_counter = 0;
-    ck_assert_msg(sl_net_forward_backward(g->net, g->x, g->in, g->r, g->y, NULL) == SL_OK, "%s",
-                  sl_last_error());
+    ck_assert_msg(th_forward_backward(g->net, g->x, g->ids, g->in, g->r, g->y, NULL) == SL_OK,
+                  "%s", sl_last_error());
     double l = 0;
     for (size_t i = 0; i < g->n_out; i++)
         l += (double)g->y[i] * (double)g->r[i];
@@ -147,14 +155,17 @@ static void check_coord(gc *g, float *p, double analytic, float eps, double rtol
     }
 }
 
-void th_gradcheck(sl_net *net, const float *x, sl_shape in, int check_input, int coords,
-                  float eps, double rtol, double atol, th_gradcheck_result *res)
+/* th_gradcheck on floats x, or (x NULL) on token ids (no input check). */
+static void gradcheck_on(sl_net *net, const float *x, const int32_t *ids, sl_shape in,
+                         int check_input, int coords, float eps, double rtol, double atol,
+                         th_gradcheck_result *res)
 {
     memset(res, 0, sizeof *res);
     gc g;
     memset(&g, 0, sizeof g);
     g.net = net;
     g.in = in;
+    g.ids = ids;
     ck_assert_msg(sl_net_output_shape(net, in, &g.out) == SL_OK, "%s", sl_last_error());
     g.n_in = (size_t)in.n * in.c * in.h * in.w;
     g.n_out = (size_t)g.out.n * g.out.c * g.out.h * g.out.w;
@@ -163,15 +174,16 @@ void th_gradcheck(sl_net *net, const float *x, sl_shape in, int check_input, int
     g.y = malloc(g.n_out * sizeof(float));
     float *dx = malloc(g.n_in * sizeof(float));
     ck_assert(g.x && g.r && g.y && dx);
-    memcpy(g.x, x, g.n_in * sizeof(float));
+    if (x)
+        memcpy(g.x, x, g.n_in * sizeof(float));
     th_fill_normal(g.r, g.n_out, 0xd1, 1.0f);
 
     g.ctx = sl_net_context(net);
 
     /* Analytic gradients. */
     g.ctx->dropout_counter = 0;
-    ck_assert_msg(sl_net_forward_backward(net, g.x, in, g.r, g.y, dx) == SL_OK, "%s",
-                  sl_last_error());
+    ck_assert_msg(th_forward_backward(net, g.x, ids, in, g.r, g.y, ids ? NULL : dx) == SL_OK,
+                  "%s", sl_last_error());
     int np = th_param_count(net);
     float **grads = calloc((size_t)np + 1, sizeof *grads);
     ck_assert(grads);
@@ -184,7 +196,7 @@ void th_gradcheck(sl_net *net, const float *x, sl_shape in, int check_input, int
         ck_assert(grads[i]);
         memcpy(grads[i], pi.grad, pi.count * sizeof(float));
     }
-    if (check_input)
+    if (check_input && !ids)
         for (int k = 0; k < coords; k++) {
             size_t idx = (size_t)(sl_random_uniform(0xc0, 1, (uint64_t)k) * (float)g.n_in) % g.n_in;
             check_coord(&g, &g.x[idx], dx[idx], eps, rtol, atol, "input", idx, res);
@@ -209,6 +221,18 @@ void th_gradcheck(sl_net *net, const float *x, sl_shape in, int check_input, int
     free(g.x);
     free(g.r);
     free(g.y);
+}
+
+void th_gradcheck(sl_net *net, const float *x, sl_shape in, int check_input, int coords,
+                  float eps, double rtol, double atol, th_gradcheck_result *res)
+{
+    gradcheck_on(net, x, NULL, in, check_input, coords, eps, rtol, atol, res);
+}
+
+void th_gradcheck_tokens(sl_net *net, const int32_t *ids, sl_shape in, int coords, float eps,
+                         double rtol, double atol, th_gradcheck_result *res)
+{
+    gradcheck_on(net, NULL, ids, in, 0, coords, eps, rtol, atol, res);
 }
 
 int th_run_suite(Suite *s)

@@ -51,6 +51,14 @@ typedef struct th_gradcheck_result {
  * worst_error <= 1. The input x (shape in) is not modified. */
 void th_gradcheck(sl_net *net, const float *x, sl_shape in, int check_input, int coords,
                   float eps, double rtol, double atol, th_gradcheck_result *res);
+/* The same for a network whose input is token ids ({n, 1, h, 1}, in the
+ * vocabulary): the parameters' coordinates (ids have no gradient). */
+void th_gradcheck_tokens(sl_net *net, const int32_t *ids, sl_shape in, int coords, float eps,
+                         double rtol, double atol, th_gradcheck_result *res);
+/* sl_net_forward_backward on floats x, or on token ids where ids is not
+ * NULL (sl_net_forward_backward_tokens: no dx). */
+sl_status th_forward_backward(sl_net *net, const float *x, const int32_t *ids, sl_shape in,
+                              const float *dy, float *y, float *dx);
 
 /* Builds a model of 10 classes at res x res into net: a name of
  * sl_model_build, or "resnet56-dropout" (CIFAR ResNet-56 with dropout after

@@ -170,6 +170,10 @@ static void assert_same_bits(const float *a, const float *b, size_t n, const cha
                   s->d, s->flash ? "flash" : "plain", what);
 }
 
+/* The CUDA instances the checks run on (gpu_variant below). */
+enum { VARIANTS = 4 };
+static const char *const VARIANT_NAMES[VARIANTS] = {"fp32", "tf32", "tf32 wmma", "tf32 bf16-widened"};
+
 static void check_bf16(const sl_backend *be, const shape *s, const host_case *h, int bf16_products);
 
 static void check_shape(const sl_backend *gpu, int variant, const shape *s, const host_case *h)
@@ -358,8 +362,6 @@ static const shape SHAPES[] = {
  * tiles (2: SL_CUDA_FLASH_MMA=off SL_CUDA_FLASH_BF16=off); TF32 with the
  * mma.sync kernels on widened bf16 tiles (3: SL_CUDA_FLASH_BF16=off). The
  * instance reads the switches when it is made. */
-enum { VARIANTS = 4 };
-static const char *const VARIANT_NAMES[VARIANTS] = {"fp32", "tf32", "tf32 wmma", "tf32 bf16-widened"};
 
 static sl_status gpu_variant(int variant, sl_backend **out)
 {

@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "layers/graph.h"
 #include "layers/layer.h"
 
 #define EPS 4e-3f
@@ -79,16 +80,14 @@ static void randomise_param(sl_net *net, int i, float base, float scale, uint64_
     free(v);
 }
 
-/* n token ids in [0, vocab), every one a few times, as int32 bits in
- * float slots (the embedding's input). */
-static float *token_ids(size_t n, int vocab, uint64_t seed)
+/* n token ids in [0, vocab), every one a few times (the embedding's
+ * input, given through the _tokens runs). */
+static int32_t *token_ids(size_t n, int vocab, uint64_t seed)
 {
-    float *x = malloc(n * sizeof(float));
+    int32_t *x = malloc(n * sizeof *x);
     ck_assert(x);
-    for (size_t i = 0; i < n; i++) {
-        int32_t id = (int32_t)(sl_random_uniform(seed, 0x1d5, i) * (float)vocab) % vocab;
-        memcpy(&x[i], &id, sizeof id);
-    }
+    for (size_t i = 0; i < n; i++)
+        x[i] = (int32_t)(sl_random_uniform(seed, 0x1d5, i) * (float)vocab) % vocab;
     return x;
 }
 
@@ -176,8 +175,12 @@ START_TEST(test_embedding_parameter_gradients_match_finite_differences)
     sl_context *ctx = th_context(1);
     sl_net *net = one_layer(ctx, 1, "transformer", sl_embedding(7, 6, 5));
     sl_shape in = {3, 1, 4, 1};
-    float *ids = token_ids(count_of(in), 7, 41);
-    gradcheck(net, ids, in, 0);
+    int32_t *ids = token_ids(count_of(in), 7, 41);
+    th_gradcheck_result r;
+    th_gradcheck_tokens(net, ids, in, 24, EPS, RTOL, ATOL, &r);
+    ck_assert_msg(r.skipped_kinks == 0 && r.checked > 0 && r.worst_error <= 1.0,
+                  "%d kinks, %d checked, worst %s (error %.3g of tolerance)", r.skipped_kinks,
+                  r.checked, r.worst, r.worst_error);
     free(ids);
     sl_net_free(net);
     sl_context_free(ctx);
@@ -253,8 +256,10 @@ typedef struct ref_case {
     size_t grad_count[SL_MAX_PARAMS];
 } ref_case;
 
+/* x: the input's floats, or (ids not NULL) token ids, written alike (4
+ * bytes a value) for the script */
 static void ref_prepare(ref_case *c, const char *name, const char *manifest, const float *x,
-                    sl_shape in, int want_dx)
+                        const int32_t *ids, sl_shape in, int want_dx)
 {
     path_join(c->dir, g_root, name);
     ck_assert_msg(mkdir(c->dir, 0700) == 0, "mkdir %s failed", c->dir);
@@ -275,7 +280,7 @@ static void ref_prepare(ref_case *c, const char *name, const char *manifest, con
     c->out = malloc(c->n_out * sizeof(float));
     c->dx = want_dx ? malloc(c->n_in * sizeof(float)) : NULL;
     ck_assert(c->out && (c->dx || !want_dx));
-    ck_assert_msg(sl_net_forward_backward(c->net, x, in, dy, c->out, c->dx) == SL_OK, "%s",
+    ck_assert_msg(th_forward_backward(c->net, x, ids, in, dy, c->out, c->dx) == SL_OK, "%s",
                   sl_last_error());
     for (int i = 0; i < c->n_params; i++) {
         sl_param_info pi;
@@ -285,7 +290,7 @@ static void ref_prepare(ref_case *c, const char *name, const char *manifest, con
         ck_assert(c->grad[i]);
         ck_assert(sl_net_param_read_grad(c->net, i, c->grad[i]) == SL_OK);
     }
-    write_file(c->dir, "x.bin", x, c->n_in * sizeof(float));
+    write_file(c->dir, "x.bin", ids ? (const void *)ids : (const void *)x, c->n_in * 4);
     write_file(c->dir, "dy.bin", dy, c->n_out * sizeof(float));
     free(dy);
 }
@@ -360,18 +365,18 @@ START_TEST(test_layers_match_torch_float64)
     float *ln_x = normal_input(ln_in, 63, 2.0f, 0.7f);
     char manifest[128];
     snprintf(manifest, sizeof manifest, "layernorm 24 %.9g 10\n", (double)LN_EPS);
-    ref_prepare(&ln, "layernorm", manifest, ln_x, ln_in, 1);
+    ref_prepare(&ln, "layernorm", manifest, ln_x, NULL, ln_in, 1);
 
     ref_case cv = {.net = one_layer(ctx, 16, "c_attn", sl_conv1d(16, 12))};
     randomise_param(cv.net, 1, 0.0f, 0.5f, 71); /* the bias starts at zero */
     sl_shape cv_in = {3, 16, 5, 1};
     float *cv_x = normal_input(cv_in, 72, 1.0f, 0.0f);
-    ref_prepare(&cv, "conv1d", "conv1d 16 12 15\n", cv_x, cv_in, 1);
+    ref_prepare(&cv, "conv1d", "conv1d 16 12 15\n", cv_x, NULL, cv_in, 1);
 
     ref_case ge = {.net = one_layer(ctx, 10, "act", sl_gelu())};
     sl_shape ge_in = {2, 10, 6, 1};
     float *ge_x = normal_input(ge_in, 81, 2.5f, 0.0f);
-    ref_prepare(&ge, "gelu", "gelu 120\n", ge_x, ge_in, 1);
+    ref_prepare(&ge, "gelu", "gelu 120\n", ge_x, NULL, ge_in, 1);
 
     ref_case em = {.net = one_layer(ctx, 1, "transformer", sl_embedding(9, 8, 6))};
     sl_param_info pi;
@@ -380,8 +385,8 @@ START_TEST(test_layers_match_torch_float64)
     ck_assert(sl_net_param(em.net, 1, &pi) == SL_OK);
     ck_assert_str_eq(pi.name, "transformer.wpe.weight");
     sl_shape em_in = {4, 1, 7, 1};
-    float *em_ids = token_ids(count_of(em_in), 9, 91);
-    ref_prepare(&em, "embedding", "embedding 9 8 6 4 7\n", em_ids, em_in, 0);
+    int32_t *em_ids = token_ids(count_of(em_in), 9, 91);
+    ref_prepare(&em, "embedding", "embedding 9 8 6 4 7\n", NULL, em_ids, em_in, 0);
 
     run_reference();
 
@@ -448,10 +453,10 @@ static float *token_stack_run(int threads, size_t *len)
         total += pi.count;
     }
     float *all = malloc(total * sizeof(float));
-    float *ids = token_ids(count_of(in), VOCAB, 101);
+    int32_t *ids = token_ids(count_of(in), VOCAB, 101);
     float *dy = normal_input(out, 102, 1.0f, 0.0f);
     ck_assert(all);
-    ck_assert_msg(sl_net_forward_backward(net, ids, in, dy, all, NULL) == SL_OK, "%s",
+    ck_assert_msg(sl_net_forward_backward_tokens(net, ids, B, T, dy, all) == SL_OK, "%s",
                   sl_last_error());
     size_t at = count_of(out);
     for (int i = 0; i < np; i++) {
@@ -505,11 +510,11 @@ static float *mlp_stack_run(sl_schedule schedule, th_params *params)
         ck_assert(sl_net_add(net, name, sl_conv1d(4 * C, C)) == SL_OK);
     }
     sl_shape in = {B, 1, T, 1}, out = {B, C, T, 1};
-    float *ids = token_ids(count_of(in), VOCAB, 111);
+    int32_t *ids = token_ids(count_of(in), VOCAB, 111);
     float *dy = normal_input(out, 112, 1.0f, 0.0f);
     float *y = malloc(count_of(out) * sizeof(float));
     ck_assert(y);
-    ck_assert_msg(sl_net_forward_backward(net, ids, in, dy, y, NULL) == SL_OK, "%s",
+    ck_assert_msg(sl_net_forward_backward_tokens(net, ids, B, T, dy, y) == SL_OK, "%s",
                   sl_last_error());
     if (schedule.kind != SL_SCHEDULE_KIND_NONE)
         ck_assert_msg(th_most_forwards(net) >= 2, "the schedule recomputed nothing");
@@ -629,6 +634,71 @@ START_TEST(test_transformer_layers_name_their_shape_errors)
 }
 END_TEST
 
+/* The embedding's input is int32 token ids: the network's input is an
+ * I32 value of the plan, given through the _tokens runs only; the float
+ * runs refuse such a network (and the _tokens runs a float one), leaving
+ * it as it was (still open to layers); an embedding must be the first
+ * layer. */
+START_TEST(test_token_ids_are_an_int32_input_given_by_the_token_runs)
+{
+    enum { B = 2, T = 4, C = 6, VOCAB = 11 };
+    sl_context *ctx = th_context(1);
+    sl_net *net = one_layer(ctx, 1, "transformer", sl_embedding(VOCAB, T, C));
+    sl_shape in = {B, 1, T, 1}, out = {B, C, T, 1};
+    int32_t *ids = token_ids(count_of(in), VOCAB, 7);
+    float *dy = normal_input(out, 8, 1.0f, 0.0f), *y = malloc(count_of(out) * sizeof(float));
+    float x[B * T];
+    memcpy(x, ids, sizeof x); /* the ids' bits, as floats: refused */
+    th_assert_error(sl_net_forward_backward(net, x, in, dy, y, NULL), SL_ERR_INVALID_ARG,
+                    "input is int32 token ids");
+    th_assert_error(sl_net_predict(net, x, in, y), SL_ERR_INVALID_ARG,
+                    "give them to the _tokens functions");
+    /* refused before finalising: layers can still be added */
+    ck_assert_msg(sl_net_add(net, "ln_f", sl_layernorm(C, LN_EPS)) == SL_OK, "%s", sl_last_error());
+    ck_assert_msg(sl_net_forward_backward_tokens(net, ids, B, T, dy, y) == SL_OK, "%s",
+                  sl_last_error());
+    float *pred = malloc(count_of(out) * sizeof(float));
+    ck_assert(sl_net_predict_tokens(net, ids, B, T, pred) == SL_OK);
+    ck_assert(memcmp(pred, y, count_of(out) * sizeof(float)) == 0); /* no dropout: the same */
+    ids[3] = VOCAB; /* the embedding's vocabulary bounds the ids without a head */
+    th_assert_error(sl_net_predict_tokens(net, ids, B, T, pred), SL_ERR_INVALID_ARG,
+                    "token id 11 at position 3 is outside the vocabulary [0, 11)");
+    ids[3] = 0;
+    /* the plan's input value: I32 */
+    sl_graph g;
+    sl_layer *top[1] = {sl_embedding(VOCAB, T, C)};
+    ck_assert(sl_graph_build(top, 1, &g) == SL_OK);
+    sl_dtype dt;
+    ck_assert(sl_graph_input_dtype(&g, &dt) == SL_OK && dt == SL_DTYPE_I32);
+    sl_shapes sh;
+    ck_assert(sl_shapes_compute(&g, ctx->backend, in, &sh) == SL_OK);
+    ck_assert_int_eq(sl_shapes_dtype(&sh, 0), SL_DTYPE_I32);
+    ck_assert_int_eq(sl_shapes_dtype(&sh, 1), SL_DTYPE_F32);
+    sl_shapes_release(&sh);
+    sl_graph_release(&g);
+    sl_layer_free(top[0]);
+    sl_net_free(net);
+
+    /* a float network refuses ids */
+    net = one_layer(ctx, C, "ln", sl_layernorm(C, LN_EPS));
+    th_assert_error(sl_net_forward_backward_tokens(net, ids, B, T, dy, y), SL_ERR_INVALID_ARG,
+                    "input is floats");
+    sl_net_free(net);
+    /* an embedding after another layer reads no ids */
+    net = one_layer(ctx, 1, "c_in", sl_conv1d(1, 1));
+    ck_assert(sl_net_add(net, "transformer", sl_embedding(VOCAB, T, C)) == SL_OK);
+    th_assert_error(sl_net_output_shape(net, in, &out), SL_ERR_SHAPE,
+                    "Embedding 'transformer' reads token ids, which only the network's input "
+                    "holds: it must be the first layer");
+    sl_net_free(net);
+    free(ids);
+    free(dy);
+    free(y);
+    free(pred);
+    sl_context_free(ctx);
+}
+END_TEST
+
 /* ------------------------------------------------------------------ */
 
 static int remove_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
@@ -665,6 +735,7 @@ int main(void)
     tcase_add_test(tc, test_gpt2_inits_are_normal_with_their_std);
     tcase_add_test(tc, test_conv1d_set_init_std_refuses_other_layers_and_bad_std);
     tcase_add_test(tc, test_transformer_layers_name_their_shape_errors);
+    tcase_add_test(tc, test_token_ids_are_an_int32_input_given_by_the_token_runs);
     suite_add_tcase(s, tc);
     int failed = th_run_suite(s);
     if (g_root[0] && !getenv("SL_TEST_KEEP_TMP"))

@@ -149,9 +149,11 @@ SL_API sl_layer *sl_conv1d(int in_features, int out_features);
 SL_API sl_layer *sl_gelu(void);
 
 /* GPT-2's token + position embedding: y[b, t, :] = wte[id[b, t], :] +
- * wpe[t, :]. The input {B, 1, T, 1} holds int32 token ids in the float
- * slots (each id's 4 bytes, e.g. memcpy'd into the float array), T <=
- * context; the output is {B, channels, T, 1}. Parameters "wte.weight"
+ * wpe[t, :]. Its input, of shape {B, 1, T, 1} with T <= context, is int32
+ * token ids: it must be the network's first layer, and the network then
+ * takes its input through the _tokens functions (net.h:
+ * sl_net_train_step_tokens, sl_net_forward_backward_tokens, ...; the
+ * float ones refuse it); the output is {B, channels, T, 1}. Parameters "wte.weight"
  * [vocab, channels] and "wpe.weight" [context, channels], both N(0,
  * 0.02^2); added to a network as "transformer" they get Hugging Face's
  * names (transformer.wte.weight). Ids must lie in [0, vocab): the caller

@@ -398,10 +398,13 @@ SL_API sl_status sl_net_train_step(sl_net *net, const float *x, sl_shape shape,
 SL_API sl_status sl_net_set_lm_head(sl_net *net, const char *weight, int ignore_index,
                                     int chunk_rows);
 
-/* Token runs of a network with a language-model head, on input shape
- * {batch, 1, seq, 1}. ids and targets hold batch x seq int32 values, row
- * by row, as llm.c's token shards give them: ids in [0, vocab), targets in
- * [0, vocab) or the ignore index. result->loss is the mean over counted
+/* Token runs: the network's input is int32 token ids (its first layer an
+ * embedding: sl_embedding), of shape {batch, 1, seq, 1}, given here and
+ * only here (the float runs above refuse such a network, and these refuse
+ * one whose input is floats). The runs with targets need a language-model
+ * head. ids and targets hold batch x seq int32 values, row by row, as
+ * llm.c's token shards give them: ids in [0, vocab) (the head's, or the
+ * embedding's), targets in [0, vocab) or the ignore index. result->loss is the mean over counted
  * positions (0 when every target is ignored), result->correct the
  * positions predicted right, result->counted the positions counted. */
 SL_API sl_status sl_net_compute_gradients_tokens(sl_net *net, const int32_t *ids,
@@ -415,9 +418,18 @@ SL_API sl_status sl_net_train_step_tokens(sl_net *net, const int32_t *ids, const
 /* The loss in evaluation mode (no dropout), without gradients. */
 SL_API sl_status sl_net_evaluate_tokens(sl_net *net, const int32_t *ids, const int32_t *targets,
                                         int batch, int seq, sl_step_result *result);
-/* The logits of every position: batch x seq x vocab floats, caller-allocated. */
+/* The logits of every position: batch x seq x vocab floats, caller-allocated
+ * (with a head); without one, the network's output (sl_net_output_shape
+ * for input {batch, 1, seq, 1}). */
 SL_API sl_status sl_net_predict_tokens(sl_net *net, const int32_t *ids, int batch, int seq,
                                        float *logits);
+/* sl_net_forward_backward for a network whose input is token ids (an
+ * embedding first) and which has no language-model head: forward in
+ * training mode on ids (batch x seq int32, in the vocabulary), then
+ * backward from the caller's gradient dy of the output; output (may be
+ * NULL) receives the forward output. The ids get no gradient. */
+SL_API sl_status sl_net_forward_backward_tokens(sl_net *net, const int32_t *ids, int batch,
+                                                int seq, const float *dy, float *output);
 
 /* Number of optimizer steps taken. */
 SL_API int64_t sl_net_step_count(const sl_net *net);

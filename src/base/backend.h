@@ -82,9 +82,11 @@ typedef struct sl_update_span {
  * bandwidth (one thread per slot), rows of 64 KiB for a CPU. */
 #define SL_SUM_SQUARES_SLOTS 16384
 
-/* Element types of stored values: F32, or bfloat16 (2 bytes: F32's
- * exponent, 8 significant bits; base/element.h's rounding rule). */
-typedef enum sl_dtype { SL_DTYPE_F32 = 0, SL_DTYPE_BF16 = 1 } sl_dtype;
+/* Element types of stored values: F32, bfloat16 (2 bytes: F32's
+ * exponent, 8 significant bits; base/element.h's rounding rule), or int32
+ * (the token ids a network whose first layer is an embedding takes as its
+ * input: never cast, never in the arena). */
+typedef enum sl_dtype { SL_DTYPE_F32 = 0, SL_DTYPE_BF16 = 1, SL_DTYPE_I32 = 2 } sl_dtype;
 
 /* Causal multi-head self-attention over n sequences of t tokens: qkv holds
  * n*t rows of 3 * heads * d values (q, then k, then v; head h at columns

@@ -245,7 +245,10 @@ sl_status sl_plan_lifetimes(const sl_graph *g, const sl_program *p, int reuse, s
 /* ---------------- execute ---------------- */
 
 typedef struct sl_run_io {
-    const float *input; /* caller's input (external value) */
+    const float *input; /* caller's input (external value): floats, or int32
+                           token ids where input_dtype says so */
+    sl_dtype input_dtype; /* SL_DTYPE_F32 (0), or SL_DTYPE_I32 from the _tokens runs;
+                             sl_net_run holds it to the graph's (sl_graph_input_dtype) */
     const int *labels;  /* LOSS: softmax cross-entropy against labels, or */
     const float *dy_in; /* LOSS: the caller's gradient of the output */
     float *logits_out;  /* copied out at the end when not NULL */

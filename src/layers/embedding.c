@@ -1,7 +1,8 @@
 /*
  * embedding.c — GPT-2's token + position embedding (layers stage):
- * y[b, t, :] = wte[id[b, t]] + wpe[t]. Its input {B, 1, T, 1} holds int32
- * token ids in the float slots (4 bytes each); its output is the sequence
+ * y[b, t, :] = wte[id[b, t]] + wpe[t]. Its input {B, 1, T, 1} is int32
+ * token ids (SL_LAYER_TOKEN_INPUT: the network's input is then an I32
+ * value, given through the _tokens runs); its output is the sequence
  * tensor {B, C, T, 1}. Parameters "wte.weight" [vocab, C] and "wpe.weight"
  * [context, C], Hugging Face's names under the layer's name "transformer".
  *
@@ -81,12 +82,17 @@ static int embedding_out_channels(const sl_layer *l, int in_c)
 
 static const sl_layer_ops embedding_ops = {
     .type = "Embedding",
-    .flags = SL_LAYER_NEEDS_INPUT,
+    .flags = SL_LAYER_NEEDS_INPUT | SL_LAYER_TOKEN_INPUT,
     .infer = embedding_infer,
     .forward = embedding_forward,
     .backward = embedding_backward,
     .out_channels = embedding_out_channels,
 };
+
+int sl_embedding_vocab(const sl_layer *l)
+{
+    return l && l->ops == &embedding_ops ? ((const embedding *)l)->vocab : -1;
+}
 
 sl_layer *sl_embedding(int vocab, int context, int channels)
 {

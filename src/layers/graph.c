@@ -104,11 +104,43 @@ static sl_status too_large(sl_shape input, uint64_t bytes)
                         input.w, total);
 }
 
+sl_status sl_graph_input_dtype(const sl_graph *g, sl_dtype *out)
+{
+    const sl_graph_node *ids = NULL, *floats = NULL;
+    for (int i = 0; i < g->n_nodes; i++) {
+        const sl_graph_node *nd = &g->nodes[i];
+        const sl_layer *l = nd->layer;
+        int token = (l->ops->flags & SL_LAYER_TOKEN_INPUT) != 0;
+        for (int k = 0; k < nd->n_in; k++) {
+            if (token && nd->in[k] != 0)
+                return sl_set_error(SL_ERR_SHAPE, "%s '%s' reads token ids, which only the "
+                                    "network's input holds: it must be the first layer",
+                                    l->ops->type, sl_layer_label(l));
+            if (nd->in[k] == 0 && token)
+                ids = nd;
+            else if (nd->in[k] == 0 && !floats)
+                floats = nd;
+        }
+    }
+    if (ids && floats)
+        return sl_set_error(SL_ERR_SHAPE, "%s '%s' reads the network's input as int32 token ids "
+                            "and %s '%s' reads it as floats", ids->layer->ops->type,
+                            sl_layer_label(ids->layer), floats->layer->ops->type,
+                            sl_layer_label(floats->layer));
+    *out = ids ? SL_DTYPE_I32 : SL_DTYPE_F32;
+    return SL_OK;
+}
+
 sl_status sl_shapes_compute(const sl_graph *g, const sl_backend *be, sl_shape input,
                             sl_shapes *out)
 {
+    sl_dtype input_dtype;
+    sl_status ist = sl_graph_input_dtype(g, &input_dtype);
+    if (ist != SL_OK)
+        return ist;
     sl_shapes s;
     memset(&s, 0, sizeof s);
+    s.input_dtype = (unsigned char)input_dtype;
     s.n_nodes = g->n_nodes;
     s.n_tensors = g->n_nodes + 1;
     s.tensor = sl_calloc((size_t)s.n_tensors, sizeof *s.tensor);
@@ -194,7 +226,7 @@ sl_status sl_shapes_set_dtype(const sl_graph *g, const sl_backend *be, sl_dtype 
     int last = g->n_nodes;
     while (last > 0 && (g->nodes[last - 1].layer->ops->flags & SL_LAYER_VIEW))
         last = g->nodes[last - 1].in[0];
-    dt[0] = SL_DTYPE_F32;
+    dt[0] = sh->input_dtype;
     for (int i = 0; i < g->n_nodes; i++) {
         const sl_graph_node *nd = &g->nodes[i];
         if (nd->layer->ops->flags & SL_LAYER_VIEW)

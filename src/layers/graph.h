@@ -62,6 +62,8 @@ typedef struct sl_shapes {
                                       cross-entropy's, or the LM head's */
     int head_bf16;                 /* mixed precision: the LM head's products on bf16
                                       (sl_lm_head_bf16_ws_bytes) */
+    unsigned char input_dtype;     /* the input's sl_dtype: I32 (token ids) or F32
+                                      (sl_graph_input_dtype) */
 } sl_shapes;
 
 /* The most bytes the tensors of one step (each node's output, saved
@@ -71,14 +73,21 @@ typedef struct sl_shapes {
  * once), so none can wrap past 2^64. */
 #define SL_MAX_STEP_BYTES ((uint64_t)1 << 56)
 
-/* Shape pass. On failure the message names the layer and the shapes; a
- * step whose tensors total more than SL_MAX_STEP_BYTES is SL_ERR_NOMEM. */
+/* The dtype of a graph's input: SL_DTYPE_I32 (token ids) where a layer
+ * that reads ids (SL_LAYER_TOKEN_INPUT: the embedding) reads it, else
+ * SL_DTYPE_F32. Such a layer must read the input itself, and no other
+ * layer may read the ids: SL_ERR_SHAPE otherwise, naming the layers. */
+sl_status sl_graph_input_dtype(const sl_graph *g, sl_dtype *out);
+
+/* Shape pass (the input's dtype by sl_graph_input_dtype). On failure the
+ * message names the layer and the shapes; a step whose tensors total
+ * more than SL_MAX_STEP_BYTES is SL_ERR_NOMEM. */
 sl_status sl_shapes_compute(const sl_graph *g, const sl_backend *be, sl_shape input,
                             sl_shapes *out);
 void sl_shapes_release(sl_shapes *s);
 
 /* Mixed precision (SL_DTYPE_BF16): every tensor is stored in bf16 except
- * the input (the caller's, token ids included), the last tensor (read by
+ * the input (the caller's: F32, or I32 token ids), the last tensor (read by
  * the loss or the head, and given to the caller) and a view of an F32
  * tensor (it shares the storage); bytes become 2 an element. A layer
  * whose tensors are all bf16 and whose native_bf16 says so with `be` runs
@@ -93,7 +102,7 @@ sl_status sl_shapes_set_dtype(const sl_graph *g, const sl_backend *be, sl_dtype 
 /* The dtype a tensor is stored in. */
 static inline sl_dtype sl_shapes_dtype(const sl_shapes *sh, int t)
 {
-    return sh->dtype ? (sl_dtype)sh->dtype[t] : SL_DTYPE_F32;
+    return sh->dtype ? (sl_dtype)sh->dtype[t] : t == 0 ? (sl_dtype)sh->input_dtype : SL_DTYPE_F32;
 }
 
 /* Whether node i runs on its bf16 tensors itself (no float copies). */

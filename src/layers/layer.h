@@ -61,12 +61,14 @@ enum {
                                         state, no more workspace for fewer rows, adds its
                                         parameter gradients: it may run a few rows at a
                                         time, seeing shapes {rows, c, 1, 1} */,
-    SL_LAYER_CHANNEL_CHUNKS = 1u << 9 /* channels [a, b) of its output and input gradients
+    SL_LAYER_CHANNEL_CHUNKS = 1u << 9, /* channels [a, b) of its output and input gradients
                                         depend on channels [a, b) of its inputs and on
                                         its per-channel parameters and state there only;
                                         it needs no more workspace for fewer channels: it
                                         may run a few channels at a time (the args say
                                         which; it offsets its parameters and saved state) */
+    SL_LAYER_TOKEN_INPUT = 1u << 10   /* its input is int32 token ids (SL_DTYPE_I32):
+                                        the network's input, read by no other layer */
 };
 
 typedef enum sl_init {
@@ -258,6 +260,10 @@ int sl_batchnorm2d_set_frozen(sl_layer *l, int frozen);
  * before the network is finalised. Returns 0, or -1 with an error set when
  * l is not a Conv1D layer or std is not positive and finite. */
 int sl_conv1d_set_init_std(sl_layer *l, float std);
+
+/* The vocabulary of an embedding layer (the ids it reads lie in [0, it));
+ * -1 when l is not one. */
+int sl_embedding_vocab(const sl_layer *l);
 
 /* Integer geometry helper: output size of a window op; -1 if it does not fit. */
 int sl_window_out(int in, int kernel, int stride, int pad, int dilation, int ceil_mode);

@@ -41,48 +41,68 @@ sl_status sl_net_set_lm_head(sl_net *net, const char *weight, int ignore_index, 
     return SL_OK;
 }
 
-/* The checks every token run shares; *shape is the input's. */
-static sl_status check_tokens(const sl_net *net, const int32_t *ids, int batch, int seq,
+/* The vocabulary the ids index: the head's, or without a head the
+ * embedding's (-1 when the network has none: it takes floats, which
+ * sl_net_run says). Finalises the network only where it succeeds. */
+static sl_status ids_vocab(sl_net *net, int *vocab)
+{
+    *vocab = -1;
+    if (net->has_head) {
+        *vocab = net->head.vocab;
+        return SL_OK;
+    }
+    sl_net_mark m = sl_net_mark_now(net);
+    sl_status st = sl_net_finalize(net);
+    for (int i = 0; st == SL_OK && i < net->graph.n_nodes && *vocab < 0; i++)
+        *vocab = sl_embedding_vocab(net->graph.nodes[i].layer);
+    return sl_net_undo_first_use(net, m, st);
+}
+
+/* The checks every token run shares; *shape is the input's. need_head:
+ * the run's loss is the head's (targets per position). */
+static sl_status check_tokens(sl_net *net, const int32_t *ids, int batch, int seq, int need_head,
                               const char *fn, sl_shape *shape)
 {
     if (!net || !ids)
         return sl_set_error(SL_ERR_INVALID_ARG, "%s: network or ids is NULL", fn);
-    if (!net->has_head)
+    if (need_head && !net->has_head)
         return sl_set_error(SL_ERR_STATE, "%s: the network has no language-model head "
                             "(sl_net_set_lm_head; sl_model_gpt2 sets one)", fn);
     if (batch < 1 || seq < 1)
         return sl_set_error(SL_ERR_SHAPE, "%s: batch %d and seq %d must be >= 1", fn, batch, seq);
+    int vocab;
+    sl_status st = ids_vocab(net, &vocab);
     size_t n = (size_t)batch * (size_t)seq;
-    for (size_t i = 0; i < n; i++)
-        if (ids[i] < 0 || ids[i] >= net->head.vocab)
+    for (size_t i = 0; st == SL_OK && vocab > 0 && i < n; i++)
+        if (ids[i] < 0 || ids[i] >= vocab)
             return sl_set_error(SL_ERR_INVALID_ARG, "%s: token id %d at position %zu is outside the "
-                                "vocabulary [0, %d)", fn, (int)ids[i], i, net->head.vocab);
+                                "vocabulary [0, %d)", fn, (int)ids[i], i, vocab);
     *shape = (sl_shape){batch, 1, seq, 1};
-    return SL_OK;
+    return st;
 }
 
-/* The ids travel as the run's input buffer: 4 bytes per position, read
- * back as int32 by the embedding layer. */
-static const float *ids_input(const int32_t *ids) { return (const float *)(const void *)ids; }
-
 /* One token run: the checks every run shares, then the run in `mode`
- * with targets as labels (training and evaluation) or logits out; io
- * comes zeroed, or from sl_net_step_begin. */
-static sl_status run_tokens(sl_net *net, const int32_t *ids, const int32_t *targets, int batch,
-                            int seq, sl_mode mode, float *logits, sl_step_result *result,
-                            sl_run_io *io, const char *fn)
+ * with targets as labels (training and evaluation), dy as the output's
+ * gradient (sl_net_forward_backward_tokens), or logits out; io comes
+ * zeroed, or from sl_net_step_begin. The ids are the run's input, an I32
+ * value (the embedding reads them as such). */
+static sl_status run_tokens(sl_net *net, const int32_t *ids, const int32_t *targets,
+                            const float *dy, int batch, int seq, sl_mode mode, float *logits,
+                            sl_step_result *result, sl_run_io *io, const char *fn)
 {
     sl_shape shape = {0, 0, 0, 0};
-    sl_status pre = check_tokens(net, ids, batch, seq, fn, &shape);
+    sl_status pre = check_tokens(net, ids, batch, seq, targets != NULL, fn, &shape);
     if (pre == SL_OK && mode == SL_MODE_TRAIN)
         pre = sl_net_check_training(net, fn);
-    if (pre == SL_OK && !logits && !targets)
+    if (pre == SL_OK && !logits && !targets && !dy)
         pre = sl_set_error(SL_ERR_INVALID_ARG, "%s: targets is NULL", fn);
     if (pre != SL_OK)
         return pre;
     io->labels = (const int *)targets;
+    io->dy_in = dy;
     io->logits_out = logits;
-    return sl_net_run(net, ids_input(ids), shape, mode, pre, io, result, fn);
+    io->input_dtype = SL_DTYPE_I32;
+    return sl_net_run(net, (const float *)(const void *)ids, shape, mode, pre, io, result, fn);
 }
 
 /* run_tokens with a zeroed io: every token run but a train step's. */
@@ -92,7 +112,7 @@ static sl_status run_tokens_plain(sl_net *net, const int32_t *ids, const int32_t
 {
     sl_run_io io;
     memset(&io, 0, sizeof io);
-    return run_tokens(net, ids, targets, batch, seq, mode, logits, result, &io, fn);
+    return run_tokens(net, ids, targets, NULL, batch, seq, mode, logits, result, &io, fn);
 }
 
 sl_status sl_net_compute_gradients_tokens(sl_net *net, const int32_t *ids, const int32_t *targets,
@@ -113,8 +133,8 @@ sl_status sl_net_train_step_tokens(sl_net *net, const int32_t *ids, const int32_
     sl_step_result local;
     if (!result)
         result = &local;
-    return sl_net_step_end(net, run_tokens(net, ids, targets, batch, seq, SL_MODE_TRAIN, NULL,
-                                           result, &io, fn), result, fn);
+    return sl_net_step_end(net, run_tokens(net, ids, targets, NULL, batch, seq, SL_MODE_TRAIN,
+                                           NULL, result, &io, fn), result, fn);
 }
 
 sl_status sl_net_evaluate_tokens(sl_net *net, const int32_t *ids, const int32_t *targets, int batch,
@@ -130,4 +150,18 @@ sl_status sl_net_predict_tokens(sl_net *net, const int32_t *ids, int batch, int 
         return sl_set_error(SL_ERR_INVALID_ARG, "sl_net_predict_tokens: logits is NULL");
     return run_tokens_plain(net, ids, NULL, batch, seq, SL_MODE_INFER, logits, NULL,
                             "sl_net_predict_tokens");
+}
+
+sl_status sl_net_forward_backward_tokens(sl_net *net, const int32_t *ids, int batch, int seq,
+                                         const float *dy, float *output)
+{
+    const char *fn = "sl_net_forward_backward_tokens";
+    if (!dy)
+        return sl_set_error(SL_ERR_INVALID_ARG, "%s: dy is NULL", fn);
+    if (net && net->has_head)
+        return sl_set_error(SL_ERR_STATE, "%s: the network ends with a language-model head, whose "
+                            "loss is its own; use sl_net_compute_gradients_tokens", fn);
+    sl_run_io io;
+    memset(&io, 0, sizeof io);
+    return run_tokens(net, ids, NULL, dy, batch, seq, SL_MODE_TRAIN, output, NULL, &io, fn);
 }

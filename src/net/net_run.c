@@ -104,6 +104,27 @@ static sl_status check_labels(const sl_net *net, const sl_run_cache *c, const in
     return SL_OK;
 }
 
+/* The caller's input is of the kind the network reads: floats, or int32
+ * token ids (an embedding first; the _tokens runs). */
+static sl_status check_input_dtype(sl_net *net, sl_dtype given, const char *fn)
+{
+    sl_net_mark m = sl_net_mark_now(net);
+    sl_status st = sl_net_finalize(net);
+    sl_dtype want = SL_DTYPE_F32;
+    if (st == SL_OK)
+        st = sl_graph_input_dtype(&net->graph, &want);
+    if (st == SL_OK && want != given)
+        st = want == SL_DTYPE_I32
+                 ? sl_set_error(SL_ERR_INVALID_ARG, "%s: the network's input is int32 token ids "
+                                "(its first layer is an embedding); give them to the _tokens "
+                                "functions (sl_net_train_step_tokens, "
+                                "sl_net_forward_backward_tokens, ...)", fn)
+                 : sl_set_error(SL_ERR_INVALID_ARG, "%s: the network's input is floats (no layer "
+                                "of it reads token ids); give it to sl_net_train_step, "
+                                "sl_net_predict, ...", fn);
+    return sl_net_undo_first_use(net, m, st);
+}
+
 /* A training run of a network in a communicator first agrees with the
  * other ranks that every rank can run (a rank whose own checks failed
  * still takes part), and communicates gradients while it runs. */
@@ -132,6 +153,8 @@ sl_status sl_net_run(sl_net *net, const float *x, sl_shape shape, sl_mode mode, 
     else if (update && net->dp.comm && net->dp.shard != 2)
         pre = sl_set_error(SL_ERR_STATE, "%s: the update in backward runs in a communicator "
                            "only with ZeRO-2 (sl_dist_options.shard 2)", fn);
+    if (pre == SL_OK)
+        pre = check_input_dtype(net, io->input_dtype, fn);
     sl_status st = pre == SL_OK ? sl_net_ready(net, shape, mode, io->dx_out != NULL, fn, &c) : pre;
     if (st == SL_OK && io->labels)
         st = check_labels(net, c, io->labels, shape.n, fn);
