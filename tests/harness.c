@@ -1,6 +1,8 @@
 /*
  * harness.c — see harness.h.
  */
+#define _POSIX_C_SOURCE 200809L /* setenv, strdup */
+
 #include "harness.h"
 
 #include <check.h>
@@ -437,4 +439,30 @@ uint64_t th_token_step_as_planned(sl_net *net, const int32_t *ids, const int32_t
     ck_assert(sl_net_memory_report(net, (sl_shape){b, 1, t, 1}, SL_MODE_TRAIN, &rep) == SL_OK);
     ck_assert_uint_eq(rep.arena_measured, rep.arena_bytes);
     return rep.arena_bytes;
+}
+
+void th_switches_off(th_switches *s, const char *const *names, int n, unsigned off)
+{
+    ck_assert(n <= TH_SWITCHES);
+    s->n = n;
+    for (int k = 0; k < n; k++) {
+        const char *was = getenv(names[k]);
+        s->name[k] = names[k];
+        s->was[k] = was ? strdup(was) : NULL;
+        ck_assert(!was || s->was[k]);
+        if (off & (1u << k))
+            setenv(names[k], "off", 1);
+    }
+}
+
+void th_switches_restore(th_switches *s)
+{
+    for (int k = 0; k < s->n; k++) {
+        if (s->was[k])
+            setenv(s->name[k], s->was[k], 1);
+        else
+            unsetenv(s->name[k]);
+        free(s->was[k]);
+    }
+    s->n = 0;
 }

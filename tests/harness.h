@@ -131,4 +131,18 @@ void th_assert_error(sl_status st, sl_status want, const char *fragment);
  * returns how many tests failed. */
 int th_run_suite(Suite *s);
 
+/* Environment switches ("off") for the code that reads them next (a CUDA
+ * instance reads its SL_CUDA_* switches when it is made), and the
+ * environment as it was before: th_switches_off sets names[k] to "off"
+ * for each bit k of off and keeps what every name held; th_switches_restore
+ * puts that back. */
+enum { TH_SWITCHES = 4 };
+typedef struct th_switches {
+    const char *name[TH_SWITCHES];
+    char *was[TH_SWITCHES];
+    int n;
+} th_switches;
+void th_switches_off(th_switches *s, const char *const *names, int n, unsigned off);
+void th_switches_restore(th_switches *s);
+
 #endif

@@ -13,7 +13,6 @@
  * GPT-2 (flash attention, the chunked head) gives the CPU's step within
  * 1e-4 and checkpoints bit-identically.
  */
-#define _POSIX_C_SOURCE 200809L /* setenv */
 #include <check.h>
 #include <math.h>
 #include <stdio.h>
@@ -587,13 +586,11 @@ static void bf16_gpt2_step(int kernels, int products, sl_schedule s, const int32
                            const int32_t *targets, int b, int t, th_params *out, float *loss,
                            uint64_t *arena)
 {
-    if (!kernels)
-        setenv("SL_CUDA_BF16_KERNELS", "off", 1);
-    if (!products)
-        setenv("SL_CUDA_FLASH_BF16", "off", 1);
+    static const char *const names[2] = {"SL_CUDA_BF16_KERNELS", "SL_CUDA_FLASH_BF16"};
+    th_switches sw;
+    th_switches_off(&sw, names, 2, (kernels ? 0u : 1u) | (products ? 0u : 2u));
     sl_context *g = cuda_context_math(45, 1);
-    unsetenv("SL_CUDA_BF16_KERNELS");
-    unsetenv("SL_CUDA_FLASH_BF16");
+    th_switches_restore(&sw);
     sl_net *net = gpt2_net_heads(g, 0.0f, s, 128, 2, t);
     ck_assert(sl_net_set_precision(net, SL_PRECISION_BF16) == SL_OK);
     *arena = th_token_step_as_planned(net, ids, targets, b, t, loss);
