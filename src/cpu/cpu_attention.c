@@ -325,7 +325,7 @@ static void flash_forward_tile(const sl_attention_desc *d, const attn_view *v, c
     const uint16_t *q16 = NULL, *k16 = NULL, *v16 = NULL;
     float *qw = f + round16(BC), *kw = qw + round16((size_t)BR * hd),
           *vw = kw + round16((size_t)BC * hd);
-    size_t ldq = v->ldq, ldk = v->ldq;
+    size_t ldq = v->ldq; /* of q, k and v alike */
     if (d->bf16) {
         const uint16_t *base = (const uint16_t *)(const void *)qkv + v->off;
         q16 = base + (size_t)i0 * v->ldq;
@@ -333,7 +333,7 @@ static void flash_forward_tile(const sl_attention_desc *d, const attn_view *v, c
         v16 = base + 2 * v->c;
         widen_rows(qw, q16, v->ldq, nr, hd);
         q = qw;
-        ldq = ldk = (size_t)hd;
+        ldq = (size_t)hd;
     }
     int drop = lse && d->p > 0.0f; /* evaluation (no lse) drops nothing */
     sl_dropout_mask m = sl_dropout_mask_of(drop ? d->p : 0.0f, d->seed);
@@ -352,11 +352,11 @@ static void flash_forward_tile(const sl_attention_desc *d, const attn_view *v, c
             kt = kw;
             vt = vw;
         }
-        sgemm(0, 1, nr, nc, hd, 1.0f, q, ldq, kt, ldk, 0.0f, s, BC);
+        sgemm(0, 1, nr, nc, hd, 1.0f, q, ldq, kt, ldq, 0.0f, s, BC);
         for (int r = 0; r < nr; r++)
             online_softmax_row(d, &m, v->bh, i0 + r, j0, nc, s + (size_t)r * BC, &mrow[r], &l[r],
                                o + (size_t)r * hd, f);
-        sgemm(0, 0, nr, hd, nc, 1.0f, s, BC, vt, ldk, 1.0f, o, (size_t)hd);
+        sgemm(0, 0, nr, hd, nc, 1.0f, s, BC, vt, ldq, 1.0f, o, (size_t)hd);
     }
     for (int r = 0; r < nr; r++) {
         float lf = (float)l[r];
@@ -399,24 +399,23 @@ static void recompute_row(const sl_attention_desc *d, const sl_dropout_mask *mas
     }
 }
 
-/* The rows x cols block dst (rows ld apart) (+)= src (packed). */
-static void put_rows(float *dst, size_t ld, const float *src, int rows, int cols, int accumulate)
-{
-    for (int r = 0; r < rows; r++)
-        for (int c = 0; c < cols; c++)
-            sl_put(&dst[(size_t)r * ld + c], src[(size_t)r * cols + c], accumulate);
-}
-
-/* put_rows into bf16 dst: each value widened, added to when
- * accumulating, rounded (the copies' sl_put, then their rounding). */
-static void put_rows_bf16(uint16_t *dst, size_t ld, const float *src, int rows, int cols,
-                          int accumulate)
+/* The rows x cols block of dst (+)= src (packed), dst's element at is
+ * (r * ld + c) of floats, or of bf16 values (bf16: each widened, added
+ * to when accumulating, rounded: the copies' sl_put, then their
+ * rounding). */
+static void put_rows(float *dst, int bf16, size_t at, size_t ld, const float *src, int rows,
+                     int cols, int accumulate)
 {
     for (int r = 0; r < rows; r++)
         for (int c = 0; c < cols; c++) {
-            uint16_t *p = &dst[(size_t)r * ld + c];
+            size_t i = at + (size_t)r * ld + c;
             float v = src[(size_t)r * cols + c];
-            *p = sl_bf16_round(accumulate ? sl_bf16_widen(*p) + v : v);
+            if (bf16) {
+                uint16_t *p = (uint16_t *)(void *)dst + i;
+                *p = sl_bf16_round(accumulate ? sl_bf16_widen(*p) + v : v);
+            } else {
+                sl_put(&dst[i], v, accumulate);
+            }
         }
 }
 
@@ -487,19 +486,10 @@ static void flash_backward_one(const sl_attention_desc *d, const attn_view *v, c
             sgemm(1, 0, nc, hd, nr, scale, ds, BC, qi, ldq, 1.0f, dk, (size_t)hd);
         }
         size_t at = v->off + v->c + (size_t)j0 * v->ldq;
-        if (d->bf16) {
-            uint16_t *dkx = (uint16_t *)(void *)dqkv + at;
-            put_rows_bf16(dkx, v->ldq, dk, nc, hd, accumulate);
-            put_rows_bf16(dkx + v->c, v->ldq, dv, nc, hd, accumulate);
-        } else {
-            put_rows(dqkv + at, v->ldq, dk, nc, hd, accumulate);
-            put_rows(dqkv + at + v->c, v->ldq, dv, nc, hd, accumulate);
-        }
+        put_rows(dqkv, d->bf16, at, v->ldq, dk, nc, hd, accumulate);
+        put_rows(dqkv, d->bf16, at + v->c, v->ldq, dv, nc, hd, accumulate);
     }
-    if (d->bf16)
-        put_rows_bf16((uint16_t *)(void *)dqkv + v->off, v->ldq, dq, t, hd, accumulate);
-    else
-        put_rows(dqkv + v->off, v->ldq, dq, t, hd, accumulate);
+    put_rows(dqkv, d->bf16, v->off, v->ldq, dq, t, hd, accumulate);
 }
 
 /* ---------------------------------------------------------------- table */

@@ -286,18 +286,12 @@ static void block_backward(const head16 *b, const sl_exec *ex, int n, int v0, in
     ex->be->gemm_bf16(ex, &g, dl, h16, NULL, dW + (size_t)v0 * b->C, gws);
 }
 
-/* Rows [r0, r0 + n) of the hidden states h rounded into h16. */
-static void rows_round(const head16 *b, const sl_exec *ex, const float *h, int r0, int n,
-                       void *h16)
+/* Rows [r0, r0 + n) of a C-column float matrix (the hidden states h, or
+ * W) rounded into dst (h16, w16). */
+static void rows_round(const head16 *b, const sl_exec *ex, const float *m, int r0, int n,
+                       void *dst)
 {
-    ex->be->cast(ex, (size_t)n * b->C, h + (size_t)r0 * b->C, SL_DTYPE_F32, h16, SL_DTYPE_BF16);
-}
-
-/* W's rows [v0, v0 + vb) rounded into w16. */
-static void block_round(const head16 *b, const sl_exec *ex, const float *W, int v0, int vb,
-                        void *w16)
-{
-    ex->be->cast(ex, (size_t)vb * b->C, W + (size_t)v0 * b->C, SL_DTYPE_F32, w16, SL_DTYPE_BF16);
+    ex->be->cast(ex, (size_t)n * b->C, m + (size_t)r0 * b->C, SL_DTYPE_F32, dst, SL_DTYPE_BF16);
 }
 
 /* One block pass: chunk `back`'s backward (when dl16 is not NULL) and
@@ -309,7 +303,7 @@ static void head16_pass(const head16 *b, const sl_exec *ex, const float *W, floa
 {
     for (int v0 = 0; v0 < b->V; v0 += b->vb) {
         int vb = b->V - v0 < b->vb ? b->V - v0 : b->vb;
-        block_round(b, ex, W, v0, vb, w16);
+        rows_round(b, ex, W, v0, vb, w16);
         if (dl16)
             block_backward(b, ex, n_back, v0, vb, dl16, h_back, w16, dh, dW, gws);
         if (h_next)
