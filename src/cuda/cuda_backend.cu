@@ -192,7 +192,6 @@ static void sl_cuda_destroy(sl_backend *be)
     delete be;
 }
 
-
 /* cuBLASLt's workspace: SL_CUDA_LT_WORKSPACE_MIB MiB (32 when unset, as
  * cuBLAS keeps for its own handle on Hopper; 0: none). The GPU run of
  * 2026-11-27 saw cuBLASLt offer an Ampere kernel (at about 150 TFLOP/s
@@ -333,7 +332,9 @@ extern "C" sl_status sl_cuda_backend_create(int gpu, int deterministic, int tf32
      * SL_CUDA_BF16_KERNELS (ReLU, the adds, LayerNorm, GELU and the fused
      * attention on bf16 activations: then on float copies), SL_CUDA_LT
      * (gemm_bias: then gemm and bias_add), SL_CUDA_FLASH (the fused
-     * attention: then the chunked cuBLAS one) */
+     * attention: then the chunked cuBLAS one), SL_CUDA_FLASH_MMA (its
+     * mma.sync kernels: then its wmma ones), SL_CUDA_FLASH_BF16 (its bf16
+     * products for bf16 activations: then TF32 on widened tiles) */
     b->bf16_kernels = (env_off("SL_CUDA_BF16_GEMM") ? 0u : (unsigned)SL_BF16_GEMM) |
                       (env_off("SL_CUDA_BF16_KERNELS")
                            ? 0u

@@ -342,6 +342,29 @@ static inline bool sl_cuda_aligned_groups(const void *a, const void *b, const vo
 #define SL_BF(p) ((uint16_t *)(void *)(p))
 #define SL_CBF(p) ((const uint16_t *)(const void *)(p))
 
+/* A float pointer of a call's activations as storage of type T. */
+template <typename T>
+static inline T *sl_as(float *p)
+{
+    return (T *)(void *)p;
+}
+template <typename T>
+static inline const T *sl_as(const float *p)
+{
+    return (const T *)(const void *)p;
+}
+
+/* f(T{}) with T the activations' type of the call: uint16_t (bf16) when
+ * ex->bf16, else float. A kernel launch on either type, written once. */
+template <class F>
+static void sl_cuda_typed(const sl_exec *ex, F f)
+{
+    if (ex->bf16)
+        f(uint16_t{});
+    else
+        f(float{});
+}
+
 /* The maps' ops for an activation whose rule R gives R::of(x) and
  * R::grad(x, dy) (the value the gradient rule reads, then dy): y = of(x);
  * dx (+)= grad(x, dy). T: the activations' type. */
@@ -376,28 +399,38 @@ struct sl_grad4 {
     }
 };
 
+/* sl_cuda_map over the call's activations, a, b and c its pointers:
+ * make(T{}) builds the op for T = float, or uint16_t when ex->bf16 (the
+ * groups then as T's alignment allows). */
+template <class Make>
+static void sl_cuda_map_typed(const sl_exec *ex, size_t n, const void *a, const void *b,
+                              const void *c, Make make)
+{
+    sl_cuda_typed(ex, [&](auto z) {
+        using T = decltype(z);
+        sl_cuda_map(ex, n, sl_cuda_aligned_groups<T>(a, b, c), make(z));
+    });
+}
+
 /* y = R::of(x) and dx (+)= R::grad(x, dy) over n elements, on float or,
  * when ex->bf16, on bf16 activations. */
 template <class R>
 static void sl_cuda_unary(const sl_exec *ex, size_t n, const float *x, float *y)
 {
-    if (ex->bf16)
-        sl_cuda_map(ex, n, sl_cuda_aligned_groups<uint16_t>(x, y, y),
-                    sl_unary4<R, uint16_t>{SL_CBF(x), SL_BF(y)});
-    else
-        sl_cuda_map(ex, n, sl_cuda_aligned_groups<float>(x, y, y), sl_unary4<R>{x, y});
+    sl_cuda_map_typed(ex, n, x, y, y, [&](auto z) {
+        using T = decltype(z);
+        return sl_unary4<R, T>{sl_as<T>(x), sl_as<T>(y)};
+    });
 }
 
 template <class R>
 static void sl_cuda_grad(const sl_exec *ex, size_t n, const float *x, const float *dy, float *dx,
                          int accumulate)
 {
-    if (ex->bf16)
-        sl_cuda_map(ex, n, sl_cuda_aligned_groups<uint16_t>(x, dy, dx),
-                    sl_grad4<R, uint16_t>{SL_CBF(x), SL_CBF(dy), SL_BF(dx), accumulate});
-    else
-        sl_cuda_map(ex, n, sl_cuda_aligned_groups<float>(x, dy, dx),
-                    sl_grad4<R>{x, dy, dx, accumulate});
+    sl_cuda_map_typed(ex, n, x, dy, dx, [&](auto z) {
+        using T = decltype(z);
+        return sl_grad4<R, T>{sl_as<T>(x), sl_as<T>(dy), sl_as<T>(dx), accumulate};
+    });
 }
 #endif
 

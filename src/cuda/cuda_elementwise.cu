@@ -110,11 +110,10 @@ static __global__ void fill_k(size_t n, float v, float *d)
 extern "C" void sl_cuda_add(const sl_exec *ex, size_t count, const float *a, const float *b,
                             float *y)
 {
-    if (ex->bf16)
-        sl_cuda_map(ex, count, sl_cuda_aligned_groups<uint16_t>(a, b, y),
-                    add4<uint16_t>{SL_CBF(a), SL_CBF(b), SL_BF(y)});
-    else
-        sl_cuda_map(ex, count, sl_cuda_aligned_groups<float>(a, b, y), add4<float>{a, b, y});
+    sl_cuda_map_typed(ex, count, a, b, y, [&](auto z) {
+        using T = decltype(z);
+        return add4<T>{sl_as<T>(a), sl_as<T>(b), sl_as<T>(y)};
+    });
 }
 
 extern "C" void sl_cuda_copy(const sl_exec *ex, size_t count, const float *src, float *dst,
@@ -122,12 +121,10 @@ extern "C" void sl_cuda_copy(const sl_exec *ex, size_t count, const float *src, 
 {
     if (src == dst && !accumulate)
         return;
-    if (ex->bf16)
-        sl_cuda_map(ex, count, sl_cuda_aligned_groups<uint16_t>(src, dst, dst),
-                    copy4<uint16_t>{SL_CBF(src), SL_BF(dst), accumulate});
-    else
-        sl_cuda_map(ex, count, sl_cuda_aligned_groups<float>(src, dst, dst),
-                    copy4<float>{src, dst, accumulate});
+    sl_cuda_map_typed(ex, count, src, dst, dst, [&](auto z) {
+        using T = decltype(z);
+        return copy4<T>{sl_as<T>(src), sl_as<T>(dst), accumulate};
+    });
 }
 
 /* Zeros (+0.0f, all bits clear) through cudaMemsetAsync, which
@@ -253,11 +250,10 @@ extern "C" void sl_cuda_bias_backward(const sl_exec *ex, int rows, int cols, con
     if (rows <= 0 || cols <= 0)
         return;
     sl_cuda_state *s = sl_cuda_ex(ex);
-    if (ex->bf16)
+    sl_cuda_typed(ex, [&](auto z) {
+        using T = decltype(z);
         bias_bwd_k<<<sl_cuda_tiles(cols), dim3(SL_CUDA_COLS, SL_CUDA_RUNS), 0, s->stream>>>(
-            rows, cols, SL_CBF(dy), dbias);
-    else
-        bias_bwd_k<<<sl_cuda_tiles(cols), dim3(SL_CUDA_COLS, SL_CUDA_RUNS), 0, s->stream>>>(
-            rows, cols, dy, dbias);
+            rows, cols, sl_as<T>(dy), dbias);
+    });
     SL_CUDA_LAUNCHED(s);
 }

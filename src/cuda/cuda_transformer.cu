@@ -151,12 +151,11 @@ extern "C" void sl_cuda_layernorm_forward(const sl_exec *ex, int rows, int c, co
         return;
     sl_cuda_state *s = sl_cuda_ex(ex);
     unsigned blocks = sl_cuda_warp_row_blocks((size_t)rows);
-    if (ex->bf16)
-        ln_fwd_k<<<blocks, SL_CUDA_ROW_THREADS, 0, s->stream>>>(rows, c, SL_CBF(x), weight, bias,
-                                                                eps, SL_BF(y), mean, rstd);
-    else
-        ln_fwd_k<<<blocks, SL_CUDA_ROW_THREADS, 0, s->stream>>>(rows, c, x, weight, bias, eps, y,
-                                                                mean, rstd);
+    sl_cuda_typed(ex, [&](auto z) {
+        using T = decltype(z);
+        ln_fwd_k<<<blocks, SL_CUDA_ROW_THREADS, 0, s->stream>>>(rows, c, sl_as<T>(x), weight, bias,
+                                                                eps, sl_as<T>(y), mean, rstd);
+    });
     SL_CUDA_LAUNCHED(s);
 }
 
@@ -170,21 +169,19 @@ extern "C" void sl_cuda_layernorm_backward(const sl_exec *ex, int rows, int c, c
     sl_cuda_state *s = sl_cuda_ex(ex);
     /* the parameter sums are queued first: they read dy before dx is written */
     dim3 tile(SL_CUDA_COLS, SL_CUDA_RUNS);
-    if (ex->bf16)
-        ln_param_k<<<sl_cuda_tiles(c), tile, 0, s->stream>>>(rows, c, SL_CBF(x), SL_CBF(dy), mean,
-                                                             rstd, dweight, dbias);
-    else
-        ln_param_k<<<sl_cuda_tiles(c), tile, 0, s->stream>>>(rows, c, x, dy, mean, rstd, dweight,
-                                                             dbias);
+    sl_cuda_typed(ex, [&](auto z) {
+        using T = decltype(z);
+        ln_param_k<<<sl_cuda_tiles(c), tile, 0, s->stream>>>(rows, c, sl_as<T>(x), sl_as<T>(dy),
+                                                             mean, rstd, dweight, dbias);
+    });
     SL_CUDA_LAUNCHED(s);
     if (dx) {
         unsigned blocks = sl_cuda_warp_row_blocks((size_t)rows);
-        if (ex->bf16)
+        sl_cuda_typed(ex, [&](auto z) {
+            using T = decltype(z);
             ln_dx_k<<<blocks, SL_CUDA_ROW_THREADS, 0, s->stream>>>(
-                rows, c, SL_CBF(x), SL_CBF(dy), weight, mean, rstd, SL_BF(dx), accumulate);
-        else
-            ln_dx_k<<<blocks, SL_CUDA_ROW_THREADS, 0, s->stream>>>(rows, c, x, dy, weight, mean,
-                                                                   rstd, dx, accumulate);
+                rows, c, sl_as<T>(x), sl_as<T>(dy), weight, mean, rstd, sl_as<T>(dx), accumulate);
+        });
         SL_CUDA_LAUNCHED(s);
     }
 }
