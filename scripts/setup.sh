@@ -18,8 +18,10 @@ SUDO=""
 [ "$(id -u)" = 0 ] || SUDO=sudo
 export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -q
+# (ocl-icd-opencl-dev: Debian's oneDNN CMake package requires OpenCL, its
+# GPU runtime, and only recommends the package that provides it)
 $SUDO apt-get install -y -q --no-install-recommends \
-  build-essential cmake pkg-config check libopenblas-dev libdnnl-dev libcjson-dev libpcre2-dev \
+  build-essential cmake pkg-config check libopenblas-dev libdnnl-dev ocl-icd-opencl-dev libcjson-dev libpcre2-dev \
   python3 python3-torch python3-numpy graphviz libxml2-utils \
   clang libclang-rt-14-dev libomp-dev libopenmpi-dev openmpi-bin python3-venv unzip \
   librsvg2-bin

@@ -73,15 +73,21 @@ int sl_lm_head_chunk(const sl_lm_head *h, int rows, int device)
 /* Rows a block of the bf16 head's vocabulary (see "bf16" below). */
 #define SL_LM_HEAD_BF16_BLOCK 4096
 
+/* A device's layout keeps all of W in bf16, rounded once a run, in the
+ * two parts of sl_lm_head_split (see "bf16" below); the CPU's, blocks of
+ * SL_LM_HEAD_BF16_BLOCK rows rounded when used. */
+static int bf16_whole(int device) { return layout_step(device) > 1; }
+
 int sl_lm_head_bf16_chunk(const sl_lm_head *h, int rows, int device)
 {
     /* a row: its float logits, their gradient in bf16 and two bf16 copies
-     * of its hidden state; beside them one block of W in bf16 */
+     * of its hidden state; beside them one block of W in bf16 (the whole
+     * bf16 W of a device's layout is not a chunk's: it stays beside) */
     size_t block = (size_t)(h->vocab < SL_LM_HEAD_BF16_BLOCK ? h->vocab : SL_LM_HEAD_BF16_BLOCK);
     return chunk_of(h, rows, device,
                     (size_t)h->vocab * (sizeof(float) + sizeof(uint16_t)) +
                         2 * (size_t)h->channels * sizeof(uint16_t),
-                    block * (size_t)h->channels * sizeof(uint16_t));
+                    bf16_whole(device) ? 0 : block * (size_t)h->channels * sizeof(uint16_t));
 }
 
 /* Scratch: one chunk of logits, then per row a loss (double), a hit and a
@@ -163,11 +169,17 @@ size_t sl_lm_head_ws_bytes(const sl_lm_head *h, int rows, int device)
  * over the blocks serves two chunks: each block of W is rounded once for
  * chunk c's backward products and chunk c + 1's logits (W is rounded
  * chunks + 1 times a step, not twice a chunk; the products and the order
- * of every sum are those of a pass per chunk). Scratch: logits, dl16, two
- * h16 (chunks c and c + 1), w16, the rows' scratch, then the largest
- * gemm_bf16 workspace of the head's geometries. */
+ * of every sum are those of a pass per chunk). A device's layout rounds
+ * all of W into w16 once a run instead (2 V C bytes beside the chunk: 74
+ * MiB for GPT-2) and its blocks are sl_lm_head_split's two parts, so the
+ * products are few and large: on an H100, GPT-2 small's bf16 head in
+ * blocks of 4096 rows ran 169 roundings of W and about 470 GEMMs of a few
+ * GFLOP a step (about 11 of a 33 ms step, ncu, 2026-11-27). Scratch:
+ * logits, dl16, two h16 (chunks c and c + 1), w16, the rows' scratch,
+ * then the largest gemm_bf16 workspace of the head's geometries. */
 typedef struct head16 {
     int chunk, L, C, V, vb; /* rows a chunk, logits' row length, channels, vocab, block */
+    int whole;              /* w16 holds all of W, rounded once a run (bf16_whole) */
     size_t logits, dl16, h16, w16, rows; /* bytes of each part (h16: each of the two) */
 } head16;
 
@@ -178,11 +190,16 @@ static head16 head16_of(const sl_lm_head *h, int rows, int device)
     b.L = sl_lm_head_ld(h, device);
     b.C = h->channels;
     b.V = h->vocab;
-    b.vb = b.V < SL_LM_HEAD_BF16_BLOCK ? b.V : SL_LM_HEAD_BF16_BLOCK;
+    b.whole = bf16_whole(device);
+    int va = sl_lm_head_split(h, device);
+    if (b.whole)
+        b.vb = va > 0 ? va : b.V;
+    else
+        b.vb = b.V < SL_LM_HEAD_BF16_BLOCK ? b.V : SL_LM_HEAD_BF16_BLOCK;
     b.logits = sl_align_up((size_t)b.chunk * (size_t)b.L * sizeof(float));
     b.dl16 = sl_align_up((size_t)b.chunk * (size_t)b.L * sizeof(uint16_t));
     b.h16 = sl_align_up((size_t)b.chunk * (size_t)b.C * sizeof(uint16_t));
-    b.w16 = sl_align_up((size_t)b.vb * (size_t)b.C * sizeof(uint16_t));
+    b.w16 = sl_align_up((size_t)(b.whole ? b.V : b.vb) * (size_t)b.C * sizeof(uint16_t));
     b.rows = rows_bytes(rows);
     return b;
 }
@@ -296,18 +313,22 @@ static void rows_round(const head16 *b, const sl_exec *ex, const float *m, int r
 
 /* One block pass: chunk `back`'s backward (when dl16 is not NULL) and
  * chunk `next`'s logits (when h_next is not NULL), W rounded once a
- * block. */
+ * block (or, whole, already rounded). */
 static void head16_pass(const head16 *b, const sl_exec *ex, const float *W, float *dW, int n_back,
                         const void *dl16, const void *h_back, float *dh, int n_next,
                         const void *h_next, float *lg, void *w16, void *gws)
 {
     for (int v0 = 0; v0 < b->V; v0 += b->vb) {
         int vb = b->V - v0 < b->vb ? b->V - v0 : b->vb;
-        rows_round(b, ex, W, v0, vb, w16);
+        void *wb = w16;
+        if (b->whole)
+            wb = (uint16_t *)w16 + (size_t)v0 * b->C;
+        else
+            rows_round(b, ex, W, v0, vb, w16);
         if (dl16)
-            block_backward(b, ex, n_back, v0, vb, dl16, h_back, w16, dh, dW, gws);
+            block_backward(b, ex, n_back, v0, vb, dl16, h_back, wb, dh, dW, gws);
         if (h_next)
-            block_logits(b, ex, n_next, v0, vb, h_next, w16, lg, gws);
+            block_logits(b, ex, n_next, v0, vb, h_next, wb, lg, gws);
     }
 }
 
@@ -343,6 +364,8 @@ void sl_lm_head_run(const sl_lm_head *hd, const sl_exec *ex, int rows, const flo
         be->upload(ex, dev_labels, labels, (size_t)rows * sizeof(int));
     }
     const float *W = hd->weight->data;
+    if (bf16 && b16.whole)
+        rows_round(&b16, ex, W, 0, b16.V, w16);
     if (bf16 && labels && dh) { /* training: one block pass serves two chunks */
         int chunks = (rows + chunk - 1) / chunk, n0 = rows < chunk ? rows : chunk;
         rows_round(&b16, ex, h, 0, n0, h16[0]);

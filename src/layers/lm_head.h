@@ -63,8 +63,10 @@ void sl_lm_head_force_layout(int step);
 size_t sl_lm_head_ws_bytes(const sl_lm_head *h, int rows, int device);
 /* A bf16 network's head on bf16 products (the backend's gemm_bf16,
  * SL_BF16_GEMM; lm_head.c says how): its chunk rule (a chunk's float
- * logits, their gradient in bf16, two bf16 copies of its rows and a bf16
- * block of the weight within the float head's chunk bytes), and
+ * logits, their gradient in bf16, two bf16 copies of its rows and, in
+ * the CPU's layout, a bf16 block of the weight within the float head's
+ * chunk bytes; a device's layout keeps the whole weight in bf16 beside
+ * the chunk), and
  * its scratch over `rows` rows on `be`, SIZE_MAX where the backend has no
  * bf16 GEMM for every product (the head then computes in float). */
 int sl_lm_head_bf16_chunk(const sl_lm_head *h, int rows, int device);
