@@ -388,6 +388,64 @@ static void op_lm_loss(dev *d, outputs *o)
     out_doubles(o, d, row_loss, LM_ROWS);
 }
 
+/* lm_xent on bf16 logits (a bf16 head's, ex.bf16), rows LD apart with
+ * padding that would win every maximum: on each device, the float
+ * kernel's results on the widened logits, rounded (the gradient's bits,
+ * the row losses' and hits exactly). Outputs: the gradient, the losses. */
+static void op_lm_loss_bf16(dev *d, outputs *o)
+{
+    enum { LD = VOCAB + 3 };
+    size_t n = (size_t)LM_ROWS * VOCAB, nl = (size_t)LM_ROWS * LD;
+    int labels[LM_ROWS], counted = 0;
+    for (int r = 0; r < LM_ROWS; r++) {
+        labels[r] = r % 6 == 2 ? -100 : (r * 137 + 5) % VOCAB;
+        counted += labels[r] != -100;
+    }
+    float *h = host_normal(n, 17, 4.0f);
+    uint16_t *h16 = malloc(nl * sizeof(uint16_t));
+    ck_assert(h16);
+    for (int r = 0; r < LM_ROWS; r++)
+        for (int j = 0; j < LD; j++) {
+            float v = j < VOCAB ? h[(size_t)r * VOCAB + j] : 3e38f;
+            h16[(size_t)r * LD + j] = sl_bf16_round(v);
+            if (j < VOCAB)
+                h[(size_t)r * VOCAB + j] = sl_bf16_widen(h16[(size_t)r * LD + j]);
+        }
+    float *lg = dev_up(d, h, n * sizeof(float));
+    uint16_t *lg16 = dev_up(d, h16, nl * sizeof(uint16_t));
+    int *dl = dev_up(d, labels, sizeof labels);
+    double *loss = dev_alloc(d, 2 * LM_ROWS * sizeof(double));
+    int *hit = dev_alloc(d, 2 * LM_ROWS * sizeof(int));
+    float scale = 1.0f / (float)counted;
+    sl_exec e = d->ex;
+    e.bf16 = 1;
+    d->be->lm_xent(&d->ex, LM_ROWS, VOCAB, VOCAB, lg, dl, -100, scale, 1, loss, hit);
+    d->be->lm_xent(&e, LM_ROWS, VOCAB, LD, (float *)(void *)lg16, dl, -100, scale, 1,
+                   loss + LM_ROWS, hit + LM_ROWS);
+    float *g = malloc(n * sizeof(float));
+    double rl[2 * LM_ROWS];
+    int rh[2 * LM_ROWS];
+    ck_assert(g);
+    dev_down(d, g, lg, n * sizeof(float));
+    dev_down(d, h16, lg16, nl * sizeof(uint16_t));
+    dev_down(d, rl, loss, sizeof rl);
+    dev_down(d, rh, hit, sizeof rh);
+    for (int r = 0; r < LM_ROWS; r++) {
+        ck_assert_msg(memcmp(&rl[r], &rl[LM_ROWS + r], sizeof(double)) == 0 &&
+                          rh[r] == rh[LM_ROWS + r],
+                      "%s: bf16 row %d: loss %.17g hit %d, on the widened row %.17g, %d",
+                      d->be->name, r, rl[LM_ROWS + r], rh[LM_ROWS + r], rl[r], rh[r]);
+        for (int j = 0; j < VOCAB; j++)
+            ck_assert_msg(h16[(size_t)r * LD + j] == sl_bf16_round(g[(size_t)r * VOCAB + j]),
+                          "%s: bf16 gradient (%d, %d)", d->be->name, r, j);
+    }
+    for (size_t i = 0; i < n; i++) /* the gradient, widened, as an output */
+        g[i] = sl_bf16_widen(h16[i / VOCAB * LD + i % VOCAB]);
+    out_host(o, g, n);
+    out_doubles(o, d, loss + LM_ROWS, LM_ROWS);
+    free(h), free(h16), free(g);
+}
+
 /* Casts both ways: F32 -> BF16 -> F32 over normal values, exact ties,
  * the edges of the range, subnormals, zeros, infinities and NaN; the CPU
  * backend's against the rule itself (base/element.h, checked against
@@ -723,6 +781,10 @@ START_TEST(test_ops_gpu_vs_cpu)
     /* gradient rows, (loss, hits), row losses */
     const double lm_tol[] = {1e-6, 1e-6, 1e-6};
     check_op("lm_xent + lm_xent_total", op_lm_loss, gpu, lm_tol);
+    /* the gradient may round to the other bf16 neighbour: a bf16 unit of
+     * the largest (2^-8 of it) */
+    const double lm16_tol[] = {8e-3, 1e-6};
+    check_op("lm_xent on bf16 logits", op_lm_loss_bf16, gpu, lm16_tol);
     /* casts: elementwise rules, the same bits (NaN payloads included) */
     const double cast_tol[] = {0.0};
     check_op("cast f32 <-> bf16", op_cast, gpu, cast_tol);

@@ -312,7 +312,8 @@ END_TEST
 
 /* A bf16 network's head on bf16 products (where the CPU has bf16 dot
  * products): against double sums of the same bf16 operands (h and W
- * rounded, the logits' gradient computed in float and rounded), over
+ * rounded, the logits rounded to bf16, their gradient computed in float
+ * and rounded), over
  * three chunks and two vocabulary blocks, in the CPU's layout and in a
  * device's (W rounded whole, see lm_head.c). The
  * loss within float rounding; dh and W's gradient within 1e-3 of their
@@ -369,8 +370,10 @@ START_TEST(test_bf16_products)
     enum { R = 37, CC = 24, VV = 4096 + 301 };
     float *h = malloc(R * CC * 4), *w = malloc((size_t)VV * CC * 4), *gw = calloc((size_t)VV * CC, 4);
     float *dh = malloc(R * CC * 4);
-    double *ref_dw = calloc((size_t)VV * CC, 8), *ref_dh = calloc(R * CC, 8), *lg = malloc(VV * 8);
-    ck_assert(h && w && gw && dh && ref_dw && ref_dh && lg);
+    double *ref_dw = calloc((size_t)VV * CC, 8), *ref_dh = calloc(R * CC, 8);
+    double *ref_lg = malloc((size_t)R * VV * 8), *ref_dstep = calloc((size_t)R * VV, 8);
+    float *out = malloc((size_t)R * VV * 4);
+    ck_assert(h && w && gw && dh && ref_dw && ref_dh && ref_lg && ref_dstep && out);
     th_fill_normal(h, R * CC, 61, 1.0f);
     th_fill_normal(w, (size_t)VV * CC, 62, 0.5f);
     int labels[R];
@@ -382,25 +385,35 @@ START_TEST(test_bf16_products)
     spec.data = w;
     spec.grad = gw;
     sl_lm_head head = {&spec, VV, CC, -100, 16};
-    /* the reference */
-    double ref_loss = 0;
+    /* the reference: the logits' double sums rounded to float, then to
+     * bf16. A GEMM summing in float may round a logit whose sum lies
+     * within its float error (taken as 1e-5 relative, far above C = 24
+     * float roundings) of a bf16 rounding boundary to the other
+     * neighbour; `slack` adds what each such logit can move the loss
+     * (one bf16 step, times its softmax weight, or whole at the label) */
+    double ref_loss = 0, slack = 0;
     int ref_counted = 0;
     for (int r = 0; r < R; r++)
         ref_counted += labels[r] != -100;
     for (int r = 0; r < R; r++) {
         if (labels[r] == -100)
             continue;
-        double mx = -INFINITY, sum = 0;
+        double mx = -INFINITY, sum = 0, *lg = ref_lg + (size_t)r * VV;
+        double *step = ref_dstep + (size_t)r * VV;
         for (int v = 0; v < VV; v++) {
             double a = 0;
             for (int c = 0; c < CC; c++)
                 a += bf16_of(h[r * CC + c]) * bf16_of(w[(size_t)v * CC + c]);
-            lg[v] = a;
-            mx = fmax(mx, a);
+            lg[v] = bf16_of((float)a);
+            double lo = bf16_of((float)(a * (1 - 1e-5))), hi = bf16_of((float)(a * (1 + 1e-5)));
+            step[v] = fmax(hi - lg[v], lg[v] - lo);
+            mx = fmax(mx, lg[v]);
         }
         for (int v = 0; v < VV; v++)
             sum += exp(lg[v] - mx);
         ref_loss += mx + log(sum) - lg[labels[r]];
+        for (int v = 0; v < VV; v++)
+            slack += step[v] * (exp(lg[v] - mx) / sum + (v == labels[r]));
         for (int v = 0; v < VV; v++) {
             double g = (exp(lg[v] - mx) / sum - (v == labels[r])) / ref_counted;
             double gb = bf16_of((float)g);
@@ -411,37 +424,50 @@ START_TEST(test_bf16_products)
         }
     }
     ref_loss /= ref_counted;
+    slack /= ref_counted;
     float *rdh = malloc(R * CC * 4), *rdw = malloc((size_t)VV * CC * 4);
     ck_assert(rdh && rdw);
     for (int i = 0; i < R * CC; i++)
         rdh[i] = (float)ref_dh[i];
     for (size_t i = 0; i < (size_t)VV * CC; i++)
         rdw[i] = (float)ref_dw[i];
-    /* the CPU's layout (blocks of 4096 rows of W rounded when used), then
-     * a device's (all of W rounded once, in parts of 4384 and 13 rows,
-     * logit rows 4416 floats apart) */
-    for (int step = 0; step <= 32; step += 32) {
-        sl_lm_head_force_layout(step);
+    /* the CPU's layout (blocks of 4096 rows of W rounded when used); a
+     * device's taken by the CPU (all of W rounded once, in parts of 4384
+     * and 13 rows, logit rows 4416 floats apart); and the same backend as
+     * if its memory were a device's (logits read back row by row and
+     * widened in place). Each trains, then gives its logits. */
+    static const char *kind[3] = {"the CPU's layout", "a device's layout", "device memory"};
+    for (int k = 0; k < 3; k++) {
+        sl_backend dev = *be;
+        dev.host_memory = k < 2;
+        sl_lm_head_force_layout(k == 1 ? 32 : 0);
         memset(gw, 0, (size_t)VV * CC * 4);
-        size_t ws_bytes = sl_lm_head_bf16_ws_bytes(&head, be, R);
+        size_t ws_bytes = sl_lm_head_bf16_ws_bytes(&head, &dev, R);
         ck_assert(ws_bytes != SIZE_MAX);
         void *ws = malloc(ws_bytes);
         ck_assert(ws);
-        sl_exec ex = {be, 2, 0};
-        float loss;
-        int hits, counted;
+        sl_exec ex = {&dev, 2, 0};
+        float loss, none;
+        int hits, counted, nh, nc;
         sl_lm_head_run(&head, &ex, R, h, labels, dh, NULL, ws, &loss, &hits, &counted, 1);
+        sl_lm_head_run(&head, &ex, R, h, NULL, NULL, out, ws, &none, &nh, &nc, 1);
         free(ws);
         sl_lm_head_force_layout(0);
         ck_assert_int_eq(counted, ref_counted);
-        printf("bf16 head, layout step %d: loss %.7f, double sums of the bf16 operands %.7f\n",
-               step ? step : 1, loss, ref_loss);
-        ck_assert_msg(fabs(loss - ref_loss) <= 1e-5 * fabs(ref_loss), "loss %.9g vs %.9g", loss,
-                      ref_loss);
+        printf("bf16 head, %s: loss %.7f, double sums of the bf16 operands %.7f "
+               "(bf16 rounding slack %.2g)\n",
+               kind[k], loss, ref_loss, slack);
+        ck_assert_msg(fabs(loss - ref_loss) <= 1e-5 * fabs(ref_loss) + slack,
+                      "loss %.9g vs %.9g (slack %.3g)", loss, ref_loss, slack);
         assert_close(dh, rdh, R * CC, 1e-3, "bf16 head dh");
         assert_close(gw, rdw, (size_t)VV * CC, 1e-3, "bf16 head dW");
+        for (size_t i = 0; i < (size_t)R * VV; i++)
+            if (labels[i / VV] != -100) /* the reference has the counted rows' */
+                ck_assert_msg(fabs(out[i] - ref_lg[i]) <= ref_dstep[i],
+                              "%s: logit %zu: %.9g, the reference %.9g", kind[k], i,
+                              (double)out[i], ref_lg[i]);
     }
-    free(h), free(w), free(gw), free(dh), free(ref_dw), free(ref_dh), free(lg), free(rdh),
+    free(h), free(w), free(gw), free(dh), free(ref_dw), free(ref_dh), free(ref_lg), free(ref_dstep), free(out), free(rdh),
         free(rdw);
     sl_backend_destroy(cpu);
 }

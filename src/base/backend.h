@@ -321,7 +321,10 @@ typedef struct sl_attention_desc {
      * is not ignore_index, row_loss = -log softmax(row)[label] (double),                      \
      * row_hit = 1 when the row's first arg-max is the label, and with grad                    \
      * the row is overwritten by (softmax - onehot) * scale; an ignored row                    \
-     * gets loss 0, hit 0 and (with grad) a zero gradient. */                                  \
+     * gets loss 0, hit 0 and (with grad) a zero gradient. With ex->bf16                       \
+     * (SL_BF16_GEMM: a bf16 head's logits) the rows are bf16, ld of them                      \
+     * apart: the results are the float rows' on the widened logits, the                       \
+     * gradient rounded. */                                                                    \
     REQ(void, lm_xent,                                                                         \
         (const sl_exec *ex, int rows, int vocab, int ld, float *logits, const int *labels,     \
          int ignore_index, float scale, int grad, double *row_loss, int *row_hit))             \
@@ -456,7 +459,8 @@ enum {
     SL_BF16_RELU = 1u << 0,      /* relu_forward, relu_backward */
     SL_BF16_ADD = 1u << 1,       /* add, copy */
     SL_BF16_BATCHNORM = 1u << 2, /* batchnorm_forward_train / _apply / _infer, _backward */
-    SL_BF16_GEMM = 1u << 3,      /* gemm_bf16 (and its workspace), bias_backward's dy */
+    SL_BF16_GEMM = 1u << 3,      /* gemm_bf16 (and its workspace), bias_backward's dy,
+                                    lm_xent's logits */
     SL_BF16_LAYERNORM = 1u << 4, /* layernorm_forward, _backward (rows of at most
                                     SL_BF16_ROW_MAX columns) */
     SL_BF16_GELU = 1u << 5,      /* gelu_forward, gelu_backward */

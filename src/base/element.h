@@ -430,6 +430,47 @@ SL_HD static inline void sl_lm_xent_row(float *x, int vocab, int label, int igno
     *hit = arg == label;
 }
 
+/* sl_lm_xent_row on a row of bf16 logits (a bf16 head's, SL_BF16_GEMM):
+ * each logit widened as it is read, the same float and double arithmetic
+ * (the exponential recomputed for the gradient instead of kept in the
+ * row), each gradient rounded once as it is written: the float row's
+ * results on the widened row, rounded. */
+SL_HD static inline void sl_lm_xent_row_bf16(uint16_t *x, int vocab, int label,
+                                             int ignore_index, float scale, int grad,
+                                             double *loss, int *hit)
+{
+    if (label == ignore_index) {
+        *loss = 0.0;
+        *hit = 0;
+        if (grad)
+            for (int j = 0; j < vocab; j++)
+                x[j] = 0;
+        return;
+    }
+    float mx = sl_bf16_widen(x[0]); /* sl_row_max's first maximum */
+    int arg = 0;
+    for (int j = 1; j < vocab; j++) {
+        float v = sl_bf16_widen(x[j]);
+        if (v > mx) {
+            mx = v;
+            arg = j;
+        }
+    }
+    float at_label = sl_bf16_widen(x[label]);
+    double s = 0.0;
+    for (int j = 0; j < vocab; j++) /* in order, in double */
+        s += sl_exp_poly(sl_bf16_widen(x[j]) - mx);
+    if (grad) {
+        float f = sl_lm_xent_factor(s, scale);
+        for (int j = 0; j < vocab; j++) {
+            float g = sl_exp_poly(sl_bf16_widen(x[j]) - mx) * f;
+            x[j] = sl_bf16_round(j == label ? g - scale : g);
+        }
+    }
+    *loss = sl_lm_xent_loss(s, at_label, mx);
+    *hit = arg == label;
+}
+
 /* ---- optimizer updates (PyTorch's rules) ---- */
 
 /* torch.optim.SGD with dampening 0 on parameter i; mom may be NULL when

@@ -11,12 +11,21 @@
 #include "base/element.h"
 #include "cpu/cpu.h"
 
-/* Rows of a language model's loss chunk are independent: one thread each. */
+/* Rows of a language model's loss chunk are independent: one thread each
+ * (bf16 rows, ex->bf16, widened as read and rounded as written). */
 void sl_cpu_lm_xent(const sl_exec *ex, int rows, int vocab, int ld, float *logits,
                     const int *labels, int ignore_index, float scale, int grad, double *row_loss,
                     int *row_hit)
 {
     int par = (double)rows * vocab >= CPU_PAR_MIN;
+    if (ex->bf16) {
+        uint16_t *x16 = (uint16_t *)(void *)logits;
+        SL_PARALLEL_FOR(cpu_threads(ex), par, (int r = 0; r < rows; r++), {
+            sl_lm_xent_row_bf16(x16 + (size_t)r * ld, vocab, labels[r], ignore_index, scale,
+                                grad, &row_loss[r], &row_hit[r]);
+        });
+        return;
+    }
     SL_PARALLEL_FOR(cpu_threads(ex), par, (int r = 0; r < rows; r++), {
         sl_lm_xent_row(logits + (size_t)r * ld, vocab, labels[r], ignore_index, scale, grad,
                        &row_loss[r], &row_hit[r]);

@@ -92,20 +92,21 @@ extern "C" void sl_cuda_softmax_xent(const sl_exec *ex, int n, int classes, cons
  * lm_xent_total. */
 enum { LM_THREADS = 1024 };
 
+template <typename T> /* float, or bf16 logits (a bf16 head's, ex->bf16) */
 static __global__ void __launch_bounds__(LM_THREADS)
-    lm_xent_k(int rows, int vocab, int ld, float *logits, const int *labels, int ignore_index,
+    lm_xent_k(int rows, int vocab, int ld, T *logits, const int *labels, int ignore_index,
               float scale, int grad, double *row_loss, int *row_hit)
 {
     __shared__ double dsh[32];
     __shared__ float fsh[32];
     __shared__ int ish[32];
     for (int r = (int)blockIdx.x; r < rows; r += (int)gridDim.x) {
-        float *x = logits + (size_t)r * ld;
+        T *x = logits + (size_t)r * ld;
         int label = labels[r];
         if (label == ignore_index) {
             if (grad)
                 for (int j = (int)threadIdx.x; j < vocab; j += LM_THREADS)
-                    x[j] = 0.0f;
+                    sl_st(x, j, 0.0f);
             if (threadIdx.x == 0) {
                 row_loss[r] = 0.0;
                 row_hit[r] = 0;
@@ -114,24 +115,26 @@ static __global__ void __launch_bounds__(LM_THREADS)
         }
         /* read before any thread writes the row; a label outside the row
          * (the caller validates labels) reads nothing out of bounds */
-        float at_label = label >= 0 && label < vocab ? x[label] : NAN;
+        float at_label = label >= 0 && label < vocab ? sl_ld(x, label) : NAN;
         float mx = -INFINITY;
         int arg = 0x7fffffff;
-        for (int j = (int)threadIdx.x; j < vocab; j += LM_THREADS)
-            if (sl_argmax_takes(x[j], j, mx, arg)) {
-                mx = x[j];
+        for (int j = (int)threadIdx.x; j < vocab; j += LM_THREADS) {
+            float v = sl_ld(x, j);
+            if (sl_argmax_takes(v, j, mx, arg)) {
+                mx = v;
                 arg = j;
             }
+        }
         sl_cuda_block_argmax(&mx, &arg, fsh, ish);
         double sum = 0.0;
         for (int j = (int)threadIdx.x; j < vocab; j += LM_THREADS)
-            sum += sl_exp_poly(x[j] - mx);
+            sum += sl_exp_poly(sl_ld(x, j) - mx);
         sum = sl_cuda_block_sum_warps(sum, dsh);
         if (grad) {
             float f = sl_lm_xent_factor(sum, scale);
             for (int j = (int)threadIdx.x; j < vocab; j += LM_THREADS) {
-                float g = sl_exp_poly(x[j] - mx) * f;
-                x[j] = j == label ? g - scale : g;
+                float g = sl_exp_poly(sl_ld(x, j) - mx) * f;
+                sl_st(x, j, j == label ? g - scale : g);
             }
         }
         if (threadIdx.x == 0) {
@@ -149,9 +152,12 @@ extern "C" void sl_cuda_lm_xent(const sl_exec *ex, int rows, int vocab, int ld, 
     sl_cuda_state *s = sl_cuda_ex(ex);
     if (rows <= 0 || vocab <= 0)
         return;
-    lm_xent_k<<<(unsigned)rows, LM_THREADS, 0, s->stream>>>(rows, vocab, ld, logits, labels,
-                                                           ignore_index, scale, grad, row_loss,
-                                                           row_hit);
+    sl_cuda_typed(ex, [&](auto z) {
+        using T = decltype(z);
+        lm_xent_k<<<(unsigned)rows, LM_THREADS, 0, s->stream>>>(
+            rows, vocab, ld, sl_as<T>(logits), labels, ignore_index, scale, grad, row_loss,
+            row_hit);
+    });
     SL_CUDA_LAUNCHED(s);
 }
 

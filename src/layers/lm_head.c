@@ -8,6 +8,7 @@
  */
 #include <string.h>
 
+#include "base/element.h"
 #include "layers/lm_head.h"
 
 static int g_force_step; /* sl_lm_head_force_layout */
@@ -80,13 +81,12 @@ static int bf16_whole(int device) { return layout_step(device) > 1; }
 
 int sl_lm_head_bf16_chunk(const sl_lm_head *h, int rows, int device)
 {
-    /* a row: its float logits, their gradient in bf16 and two bf16 copies
-     * of its hidden state; beside them one block of W in bf16 (the whole
-     * bf16 W of a device's layout is not a chunk's: it stays beside) */
+    /* a row: its bf16 logits (then their gradient) and two bf16 copies of
+     * its hidden state; beside them one block of W in bf16 (the whole bf16
+     * W of a device's layout is not a chunk's: it stays beside) */
     size_t block = (size_t)(h->vocab < SL_LM_HEAD_BF16_BLOCK ? h->vocab : SL_LM_HEAD_BF16_BLOCK);
     return chunk_of(h, rows, device,
-                    (size_t)h->vocab * (sizeof(float) + sizeof(uint16_t)) +
-                        2 * (size_t)h->channels * sizeof(uint16_t),
+                    (size_t)h->vocab * sizeof(uint16_t) + 2 * (size_t)h->channels * sizeof(uint16_t),
                     bf16_whole(device) ? 0 : block * (size_t)h->channels * sizeof(uint16_t));
 }
 
@@ -159,13 +159,16 @@ size_t sl_lm_head_ws_bytes(const sl_lm_head *h, int rows, int device)
  * The head of a bf16 network on bf16 products (sl_lm_head_bf16_ws_bytes):
  * per chunk of n rows, h rounded to bf16 (h16); the vocabulary in blocks
  * of SL_LM_HEAD_BF16_BLOCK rows of W, each rounded to bf16 into w16 when
- * used; logits = h16 w16^T in float (gemm_bf16), the loss rows from the
- * float logits as always, their gradient rounded to bf16 (dl16), then
- * dh = sum over blocks of dl16 w16 and dW += dl16^T h16, summed in float.
- * So the head computes as torch.autocast's bf16 matmuls do; W, its
- * gradient and the loss stay float. A chunk holds its float logits, their
- * bf16 gradient, two bf16 row copies and a bf16 block of W within the
- * float head's chunk bytes (sl_lm_head_bf16_chunk). In training one pass
+ * used; logits = h16 w16^T summed in float and rounded to bf16 (gemm_bf16
+ * into dl16), the loss rows from them in float and double (lm_xent on bf16
+ * rows) writing the logits' gradient over them in bf16, then dh = sum over
+ * blocks of dl16 w16 and dW += dl16^T h16, summed in float. So the head
+ * computes as torch.autocast does (bf16 matmul outputs, the loss in fp32
+ * from them); W, its gradient and the loss stay float. A chunk holds its
+ * bf16 logits, two bf16 row copies and a bf16 block of W within the float
+ * head's chunk bytes (sl_lm_head_bf16_chunk): no float logits (on an
+ * H100, GPT-2 small's float logits took 11 roundings of 154 MB and a loss
+ * kernel reading them three times a step, about 4 ms of 29). In training one pass
  * over the blocks serves two chunks: each block of W is rounded once for
  * chunk c's backward products and chunk c + 1's logits (W is rounded
  * chunks + 1 times a step, not twice a chunk; the products and the order
@@ -175,12 +178,14 @@ size_t sl_lm_head_ws_bytes(const sl_lm_head *h, int rows, int device)
  * products are few and large: on an H100, GPT-2 small's bf16 head in
  * blocks of 4096 rows ran 169 roundings of W and about 470 GEMMs of a few
  * GFLOP a step (about 11 of a 33 ms step, ncu, 2026-11-27). Scratch:
- * logits, dl16, two h16 (chunks c and c + 1), w16, the rows' scratch,
- * then the largest gemm_bf16 workspace of the head's geometries. */
+ * dl16, two h16 (chunks c and c + 1), w16, the rows' scratch,
+ * then the largest gemm_bf16 workspace of the head's geometries. The
+ * backward's products of a block read chunk c's dl16 columns before the
+ * next logits' product writes chunk c + 1's over them (one queue). */
 typedef struct head16 {
     int chunk, L, C, V, vb; /* rows a chunk, logits' row length, channels, vocab, block */
     int whole;              /* w16 holds all of W, rounded once a run (bf16_whole) */
-    size_t logits, dl16, h16, w16, rows; /* bytes of each part (h16: each of the two) */
+    size_t dl16, h16, w16, rows; /* bytes of each part (h16: each of the two) */
 } head16;
 
 static head16 head16_of(const sl_lm_head *h, int rows, int device)
@@ -196,7 +201,6 @@ static head16 head16_of(const sl_lm_head *h, int rows, int device)
         b.vb = va > 0 ? va : b.V;
     else
         b.vb = b.V < SL_LM_HEAD_BF16_BLOCK ? b.V : SL_LM_HEAD_BF16_BLOCK;
-    b.logits = sl_align_up((size_t)b.chunk * (size_t)b.L * sizeof(float));
     b.dl16 = sl_align_up((size_t)b.chunk * (size_t)b.L * sizeof(uint16_t));
     b.h16 = sl_align_up((size_t)b.chunk * (size_t)b.C * sizeof(uint16_t));
     b.w16 = sl_align_up((size_t)(b.whole ? b.V : b.vb) * (size_t)b.C * sizeof(uint16_t));
@@ -207,7 +211,7 @@ static head16 head16_of(const sl_lm_head *h, int rows, int device)
 /* The three products of n rows against a block of vb vocabulary rows. */
 static sl_gemm_bf16_desc logits_desc(const head16 *b, int n, int vb)
 {
-    sl_gemm_bf16_desc d = {0, 1, n, vb, b->C, b->C, b->C, b->L, 0, 0, 0};
+    sl_gemm_bf16_desc d = {0, 1, n, vb, b->C, b->C, b->C, b->L, 1, 0, 0};
     return d;
 }
 
@@ -248,7 +252,7 @@ size_t sl_lm_head_bf16_ws_bytes(const sl_lm_head *h, const sl_backend *be, int r
                     return SIZE_MAX;
                 most = w > most ? w : most;
             }
-    return b.logits + b.dl16 + 2 * b.h16 + b.w16 + b.rows + sl_align_up(most);
+    return b.dl16 + 2 * b.h16 + b.w16 + b.rows + sl_align_up(most);
 }
 
 uint64_t sl_lm_head_fwd_flops(const sl_lm_head *h, int rows)
@@ -282,14 +286,14 @@ static void sum_rows(const sl_exec *ex, int rows, const double *row_loss, const 
 }
 
 /* The bf16 products of one vocabulary block [v0, v0 + vb) of W, already
- * rounded into w16 (see head16): a chunk's logits into lg, and a chunk's
- * backward from its logits' gradient dl16: dh (the first block writes,
- * the others add) and the block's rows of W's gradient. */
+ * rounded into w16 (see head16): a chunk's bf16 logits into dl16, and a
+ * chunk's backward from its logits' gradient there: dh (the first block
+ * writes, the others add) and the block's rows of W's gradient. */
 static void block_logits(const head16 *b, const sl_exec *ex, int n, int v0, int vb,
-                         const void *h16, const void *w16, float *lg, void *gws)
+                         const void *h16, const void *w16, void *dl16, void *gws)
 {
     sl_gemm_bf16_desc d = logits_desc(b, n, vb);
-    ex->be->gemm_bf16(ex, &d, h16, w16, NULL, lg + v0, gws);
+    ex->be->gemm_bf16(ex, &d, h16, w16, NULL, (uint16_t *)dl16 + v0, gws);
 }
 
 static void block_backward(const head16 *b, const sl_exec *ex, int n, int v0, int vb,
@@ -311,13 +315,16 @@ static void rows_round(const head16 *b, const sl_exec *ex, const float *m, int r
     ex->be->cast(ex, (size_t)n * b->C, m + (size_t)r0 * b->C, SL_DTYPE_F32, dst, SL_DTYPE_BF16);
 }
 
-/* One block pass: chunk `back`'s backward (when dl16 is not NULL) and
- * chunk `next`'s logits (when h_next is not NULL), W rounded once a
- * block (or, whole, already rounded). */
+/* One block pass over dl16: chunk `back`'s backward from its gradient
+ * there (when h_back is not NULL), then chunk `next`'s logits over it
+ * (when h_next is not NULL), block by block; W rounded once a block (or,
+ * whole, already rounded). */
 static void head16_pass(const head16 *b, const sl_exec *ex, const float *W, float *dW, int n_back,
-                        const void *dl16, const void *h_back, float *dh, int n_next,
-                        const void *h_next, float *lg, void *w16, void *gws)
+                        const void *h_back, float *dh, int n_next, const void *h_next,
+                        void *dl16, void *w16, void *gws)
 {
+    if (!h_back && !h_next)
+        return;
     for (int v0 = 0; v0 < b->V; v0 += b->vb) {
         int vb = b->V - v0 < b->vb ? b->V - v0 : b->vb;
         void *wb = w16;
@@ -325,34 +332,65 @@ static void head16_pass(const head16 *b, const sl_exec *ex, const float *W, floa
             wb = (uint16_t *)w16 + (size_t)v0 * b->C;
         else
             rows_round(b, ex, W, v0, vb, w16);
-        if (dl16)
+        if (h_back)
             block_backward(b, ex, n_back, v0, vb, dl16, h_back, wb, dh, dW, gws);
         if (h_next)
-            block_logits(b, ex, n_next, v0, vb, h_next, wb, lg, gws);
+            block_logits(b, ex, n_next, v0, vb, h_next, wb, dl16, gws);
     }
 }
 
-void sl_lm_head_run(const sl_lm_head *hd, const sl_exec *ex, int rows, const float *h,
+/* Rows [r0, r0 + n) of a chunk's bf16 logits (dl16, L apart) widened
+ * into the caller's host logits_out (V apart). From a device, each row's
+ * bf16 values are read back into the first half of its own float slot,
+ * then widened last to first: value j is read before float j is written
+ * over bytes [4j, 4j + 4), which hold only values already read. */
+static void logits16_out(const head16 *b, const sl_exec *ex, int r0, int n, const void *dl16,
+                         float *logits_out)
+{
+    for (int r = 0; r < n; r++) {
+        char *o = (char *)(logits_out + (size_t)(r0 + r) * b->V);
+        const uint16_t *x = (const uint16_t *)dl16 + (size_t)r * b->L;
+        if (ex->be->host_memory) {
+            for (int j = 0; j < b->V; j++)
+                ((float *)(void *)o)[j] = sl_bf16_widen(x[j]);
+            continue;
+        }
+        ex->be->download(ex, o, x, (size_t)b->V * sizeof(uint16_t));
+        for (int j = b->V - 1; j >= 0; j--) {
+            uint16_t v;
+            memcpy(&v, o + (size_t)j * sizeof v, sizeof v);
+            float f = sl_bf16_widen(v);
+            memcpy(o + (size_t)j * sizeof f, &f, sizeof f);
+        }
+    }
+}
+
+void sl_lm_head_run(const sl_lm_head *hd, const sl_exec *ex_in, int rows, const float *h,
                     const int *labels, float *dh, float *logits_out, void *ws, float *loss,
                     int *hits, int *counted, int bf16)
 {
     *loss = 0.0f;
     *hits = 0;
     *counted = 0;
+    /* lm_xent's logits: float, or the bf16 head's bf16 */
+    sl_exec exv = *ex_in;
+    exv.bf16 = bf16 != 0;
+    const sl_exec *ex = &exv;
     const sl_backend *be = ex->be;
     int V = hd->vocab, C = hd->channels, device = !be->host_memory;
     int L = sl_lm_head_ld(hd, device);
     int va = sl_lm_head_split(hd, device);
+    /* scratch: the float head's logits, or the bf16 head's parts (head16);
+     * then the rows' (rows_bytes); then the bf16 products' workspace */
     char *base = ws;
     float *logits = (float *)base;
     head16 b16 = head16_of(hd, rows, device);
     int chunk = bf16 ? b16.chunk : sl_lm_head_chunk(hd, rows, device);
-    char *dl16 = base + b16.logits, *h16[2] = {dl16 + b16.dl16, dl16 + b16.dl16 + b16.h16};
+    char *dl16 = base, *h16[2] = {dl16 + b16.dl16, dl16 + b16.dl16 + b16.h16};
     char *w16 = h16[1] + b16.h16;
-    if (bf16) /* the rows' scratch after the bf16 parts, then the products' */
-        base += b16.dl16 + 2 * b16.h16 + b16.w16;
-    void *gws = base + b16.logits + b16.rows;
-    double *row_loss = (double *)(base + (bf16 ? b16.logits : logits_bytes(hd, rows, device)));
+    char *rows_ws = bf16 ? w16 + b16.w16 : base + logits_bytes(hd, rows, device);
+    void *gws = rows_ws + b16.rows;
+    double *row_loss = (double *)rows_ws;
     int *row_hit = (int *)((char *)row_loss + sl_align_up((size_t)rows * sizeof(double)));
     int *dev_labels = (int *)((char *)row_hit + sl_align_up((size_t)rows * sizeof(int)));
     void *out_ws = (char *)dev_labels + sl_align_up((size_t)rows * sizeof(int));
@@ -364,26 +402,31 @@ void sl_lm_head_run(const sl_lm_head *hd, const sl_exec *ex, int rows, const flo
         be->upload(ex, dev_labels, labels, (size_t)rows * sizeof(int));
     }
     const float *W = hd->weight->data;
+    if (rows < 1)
+        return;
     if (bf16 && b16.whole)
         rows_round(&b16, ex, W, 0, b16.V, w16);
-    if (bf16 && labels && dh) { /* training: one block pass serves two chunks */
+    if (bf16) { /* training: one block pass serves two chunks; evaluation: a pass a chunk */
         int chunks = (rows + chunk - 1) / chunk, n0 = rows < chunk ? rows : chunk;
         rows_round(&b16, ex, h, 0, n0, h16[0]);
-        head16_pass(&b16, ex, W, NULL, 0, NULL, NULL, NULL, n0, h16[0], logits, w16, gws);
+        head16_pass(&b16, ex, W, NULL, 0, NULL, NULL, n0, h16[0], dl16, w16, gws);
         for (int c = 0; c < chunks; c++) {
             int r0 = c * chunk, n = rows - r0 < chunk ? rows - r0 : chunk;
-            be->lm_xent(ex, n, V, L, logits, dev_labels + r0, hd->ignore_index, scale, 1,
-                        row_loss + r0, row_hit + r0);
-            /* the logits' gradient, L-strided rows, rounded whole (a
-             * device's padded columns are never read by the products) */
-            be->cast(ex, (size_t)(n - 1) * L + V, logits, SL_DTYPE_F32, dl16, SL_DTYPE_BF16);
+            if (logits_out)
+                logits16_out(&b16, ex, r0, n, dl16, logits_out);
+            if (labels) /* the logits' gradient over them, in bf16 */
+                be->lm_xent(ex, n, V, L, (float *)(void *)dl16, dev_labels + r0,
+                            hd->ignore_index, scale, dh != NULL, row_loss + r0, row_hit + r0);
             int r1 = r0 + n, n1 = rows - r1 < chunk ? rows - r1 : chunk;
             if (n1 > 0)
                 rows_round(&b16, ex, h, r1, n1, h16[(c + 1) % 2]);
-            head16_pass(&b16, ex, W, hd->weight->grad, n, dl16, h16[c % 2], dh + (size_t)r0 * C,
-                        n1, n1 > 0 ? h16[(c + 1) % 2] : NULL, logits, w16, gws);
+            int back = labels && dh;
+            head16_pass(&b16, ex, W, hd->weight->grad, n, back ? h16[c % 2] : NULL,
+                        back ? dh + (size_t)r0 * C : NULL, n1, n1 > 0 ? h16[(c + 1) % 2] : NULL,
+                        dl16, w16, gws);
         }
-        sum_rows(ex, rows, row_loss, row_hit, *counted, out_ws, loss, hits);
+        if (labels)
+            sum_rows(ex, rows, row_loss, row_hit, *counted, out_ws, loss, hits);
         return;
     }
     for (int r0 = 0; r0 < rows; r0 += chunk) {
@@ -394,12 +437,7 @@ void sl_lm_head_run(const sl_lm_head *hd, const sl_exec *ex, int rows, const flo
         float *lg = logits_out && be->host_memory && !dh && L == V ? logits_out + (size_t)r0 * V
                                                                    : logits;
         head_gemms g = {be, ex, n, C, V, va, L, W, hc, lg};
-        if (bf16) { /* evaluation: a block pass a chunk */
-            rows_round(&b16, ex, h, r0, n, h16[0]);
-            head16_pass(&b16, ex, W, NULL, 0, NULL, NULL, NULL, n, h16[0], lg, w16, gws);
-        } else {
-            gemm_logits(&g);
-        }
+        gemm_logits(&g);
         if (logits_out && lg == logits) {
             if (L == V)
                 be->download(ex, logits_out + (size_t)r0 * V, logits,

@@ -62,8 +62,8 @@ void sl_lm_head_force_layout(int step);
 /* Planned scratch of a run of `rows` rows. */
 size_t sl_lm_head_ws_bytes(const sl_lm_head *h, int rows, int device);
 /* A bf16 network's head on bf16 products (the backend's gemm_bf16,
- * SL_BF16_GEMM; lm_head.c says how): its chunk rule (a chunk's float
- * logits, their gradient in bf16, two bf16 copies of its rows and, in
+ * SL_BF16_GEMM; lm_head.c says how): its chunk rule (a chunk's bf16
+ * logits, then their gradient over them, two bf16 copies of its rows and, in
  * the CPU's layout, a bf16 block of the weight within the float head's
  * chunk bytes; a device's layout keeps the whole weight in bf16 beside
  * the chunk), and
