@@ -75,7 +75,10 @@
 # bias_add), SL_CUDA_BF16_GEMM=off (bf16 Conv1D on float copies),
 # SL_CUDA_BF16_KERNELS=off (bf16 ReLU, adds, LayerNorm, GELU and fused
 # attention on float copies), SL_CUDA_LT_WORKSPACE_MIB=0 (cuBLASLt without
-# its 32 MiB workspace, as before 2026-11-27's second run).
+# its 32 MiB workspace, as before 2026-11-27's second run),
+# SL_CUDA_LN_REGS=off (LayerNorm's forward summing each value as its load
+# arrives instead of loading the row into registers first, the same bits;
+# written 2026-11-27 without a GPU).
 # SL_GPT2_PRECISION=bf16 runs the gpt2 phase in mixed precision (ours with
 # bf16 activations, PyTorch under autocast) into gpt2_bf16.jsonl and its
 # siblings; SL_GPT2_LLMC=PATH adds llm.c's train_gpt2cu (built by the user

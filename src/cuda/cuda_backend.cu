@@ -334,7 +334,9 @@ extern "C" sl_status sl_cuda_backend_create(int gpu, int deterministic, int tf32
      * (gemm_bias: then gemm and bias_add), SL_CUDA_FLASH (the fused
      * attention: then the chunked cuBLAS one), SL_CUDA_FLASH_MMA (its
      * mma.sync kernels: then its wmma ones), SL_CUDA_FLASH_BF16 (its bf16
-     * products for bf16 activations: then TF32 on widened tiles) */
+     * products for bf16 activations: then TF32 on widened tiles),
+     * SL_CUDA_LN_REGS (LayerNorm's forward with its rows in registers:
+     * then its loop; the same bits either way) */
     b->bf16_kernels = (env_off("SL_CUDA_BF16_GEMM") ? 0u : (unsigned)SL_BF16_GEMM) |
                       (env_off("SL_CUDA_BF16_KERNELS")
                            ? 0u
@@ -344,6 +346,7 @@ extern "C" sl_status sl_cuda_backend_create(int gpu, int deterministic, int tf32
         b->gemm_bias = NULL;
     s->flash_fused = !env_off("SL_CUDA_FLASH");
     s->flash_mma = !env_off("SL_CUDA_FLASH_MMA");
+    s->ln_regs = !env_off("SL_CUDA_LN_REGS");
     s->flash_bf16 = !env_off("SL_CUDA_FLASH_BF16");
     *out = b;
     return SL_OK;

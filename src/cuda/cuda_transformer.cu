@@ -32,13 +32,56 @@
 
 /* ---- LayerNorm ---- */
 
-/* T: the activations' type (cuda_common.h; SL_BF16_LAYERNORM) */
+/* Rows of at most 32 * LN_REG columns keep their values in registers
+ * (see ln_dx_k below; in the forward, see ln_fwd_k). */
+enum { LN_REG = 32 };
+
+/* T: the activations' type (cuda_common.h; SL_BF16_LAYERNORM). A row of
+ * at most 32 * LN_REG columns is loaded into registers first, all its
+ * loads issued at once, then summed and normalised from there: the loop
+ * that summed each value as it arrived waited on its loads one at a time
+ * (a whole row's latency 24 times over: 25 us a call for GPT-2 small's
+ * 8192 x 768 on an H100, about three times the bytes' time, ncu
+ * 2026-11-27; not yet timed on a GPU: regs 0, SL_CUDA_LN_REGS=off, takes
+ * the loop). The same sums in the same order: the same bits. */
 template <typename T>
 static __global__ void __launch_bounds__(SL_CUDA_ROW_THREADS)
     ln_fwd_k(int rows, int c, const T *x, const float *weight, const float *bias, float eps,
-             T *y, float *mean, float *rstd)
+             T *y, float *mean, float *rstd, int regs)
 {
     int lane = (int)threadIdx.x & 31;
+    if (regs && c <= 32 * LN_REG) {
+        SL_CUDA_WARP_ROWS(r, (size_t)rows)
+        {
+            const T *xr = x + r * c;
+            float xv[LN_REG];
+#pragma unroll
+            for (int u = 0; u < LN_REG; u++)
+                if (lane + 32 * u < c)
+                    xv[u] = sl_ld(xr, lane + 32 * u);
+            double s = 0.0, q = 0.0;
+#pragma unroll
+            for (int u = 0; u < LN_REG; u++)
+                if (lane + 32 * u < c)
+                    sl_ln_stat_terms(xv[u], &s, &q);
+            s = sl_cuda_warp_sum(s);
+            q = sl_cuda_warp_sum(q);
+            float m, rs;
+            sl_ln_moments(s, q, c, eps, &m, &rs);
+            if (mean && lane == 0) {
+                mean[r] = m;
+                rstd[r] = rs;
+            }
+            T *yr = y + r * c; /* may be x: each lane has read its columns */
+#pragma unroll
+            for (int u = 0; u < LN_REG; u++) {
+                int j = lane + 32 * u;
+                if (j < c)
+                    sl_st(yr, j, sl_bn_normalise(xv[u], m, rs, __ldg(&weight[j]), __ldg(&bias[j])));
+            }
+        }
+        return;
+    }
     SL_CUDA_WARP_ROWS(r, (size_t)rows)
     {
         const T *xr = x + r * c;
@@ -80,14 +123,13 @@ static __global__ void __launch_bounds__(SL_CUDA_COLS *SL_CUDA_RUNS)
     }
 }
 
-/* Rows of at most 32 * LN_REG columns keep their x and dy in registers
- * between the sums and the writes: the writes (dx may be dy, so the
- * compiler must keep every later read of x or dy behind them) then read
- * nothing but the old dx. Written so after an H100 showed the loop that
- * re-read x and dy after each write at 340 us a call, 98 % of its cycles
- * waiting on loads (ncu, 2026-11-26), where the forward takes 27 us.
- * The same sums in the same order: the same bits. */
-enum { LN_REG = 32 };
+/* In the input gradient, rows of at most 32 * LN_REG columns keep their
+ * x and dy in registers between the sums and the writes: the writes (dx
+ * may be dy, so the compiler must keep every later read of x or dy
+ * behind them) then read nothing but the old dx. Written so after an
+ * H100 showed the loop that re-read x and dy after each write at 340 us a
+ * call, 98 % of its cycles waiting on loads (ncu, 2026-11-26), where the
+ * forward takes 27 us. The same sums in the same order: the same bits. */
 
 template <typename T>
 static __global__ void __launch_bounds__(SL_CUDA_ROW_THREADS)
@@ -153,8 +195,8 @@ extern "C" void sl_cuda_layernorm_forward(const sl_exec *ex, int rows, int c, co
     unsigned blocks = sl_cuda_warp_row_blocks((size_t)rows);
     sl_cuda_typed(ex, [&](auto z) {
         using T = decltype(z);
-        ln_fwd_k<<<blocks, SL_CUDA_ROW_THREADS, 0, s->stream>>>(rows, c, sl_as<T>(x), weight, bias,
-                                                                eps, sl_as<T>(y), mean, rstd);
+        ln_fwd_k<<<blocks, SL_CUDA_ROW_THREADS, 0, s->stream>>>(
+            rows, c, sl_as<T>(x), weight, bias, eps, sl_as<T>(y), mean, rstd, s->ln_regs);
     });
     SL_CUDA_LAUNCHED(s);
 }
