@@ -32,6 +32,22 @@
 
 /* ---- LayerNorm ---- */
 
+/* A row's mean and 1/std from its lanes' sums of x and x * x, joined
+ * over the warp; lane 0 keeps them for the backward (when mean is not
+ * NULL). */
+static __device__ inline void ln_row_moments(double s, double q, int c, float eps, int lane,
+                                             size_t r, float *mean, float *rstd, float *m,
+                                             float *rs)
+{
+    s = sl_cuda_warp_sum(s);
+    q = sl_cuda_warp_sum(q);
+    sl_ln_moments(s, q, c, eps, m, rs);
+    if (mean && lane == 0) {
+        mean[r] = *m;
+        rstd[r] = *rs;
+    }
+}
+
 /* Rows of at most 32 * LN_REG columns keep their values in registers
  * (see ln_dx_k below; in the forward, see ln_fwd_k). */
 enum { LN_REG = 32 };
@@ -64,14 +80,8 @@ static __global__ void __launch_bounds__(SL_CUDA_ROW_THREADS)
             for (int u = 0; u < LN_REG; u++)
                 if (lane + 32 * u < c)
                     sl_ln_stat_terms(xv[u], &s, &q);
-            s = sl_cuda_warp_sum(s);
-            q = sl_cuda_warp_sum(q);
             float m, rs;
-            sl_ln_moments(s, q, c, eps, &m, &rs);
-            if (mean && lane == 0) {
-                mean[r] = m;
-                rstd[r] = rs;
-            }
+            ln_row_moments(s, q, c, eps, lane, r, mean, rstd, &m, &rs);
             T *yr = y + r * c; /* may be x: each lane has read its columns */
 #pragma unroll
             for (int u = 0; u < LN_REG; u++) {
@@ -88,14 +98,8 @@ static __global__ void __launch_bounds__(SL_CUDA_ROW_THREADS)
         double s = 0.0, q = 0.0;
         for (int j = lane; j < c; j += 32)
             sl_ln_stat_terms(sl_ld(xr, j), &s, &q);
-        s = sl_cuda_warp_sum(s);
-        q = sl_cuda_warp_sum(q);
         float m, rs;
-        sl_ln_moments(s, q, c, eps, &m, &rs);
-        if (mean && lane == 0) {
-            mean[r] = m;
-            rstd[r] = rs;
-        }
+        ln_row_moments(s, q, c, eps, lane, r, mean, rstd, &m, &rs);
         T *yr = y + r * c;
         for (int j = lane; j < c; j += 32)
             sl_st(yr, j, sl_bn_normalise(sl_ld(xr, j), m, rs, weight[j], bias[j]));
