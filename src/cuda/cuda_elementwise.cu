@@ -209,6 +209,7 @@ static __global__ void __launch_bounds__(SL_CUDA_COLS *SL_CUDA_RUNS)
     int j = (int)(blockIdx.x * SL_CUDA_COLS + threadIdx.x);
     double acc = 0.0;
     if (j < cols)
+#pragma unroll 16 /* see cuda_block.h, column tiles */
         for (int r = (int)threadIdx.y; r < rows; r += SL_CUDA_RUNS)
             acc += sl_ld(dy, (size_t)r * cols + j);
     acc = sl_cuda_column_tree(acc, sh);

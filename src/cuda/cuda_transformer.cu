@@ -115,6 +115,7 @@ static __global__ void __launch_bounds__(SL_CUDA_COLS *SL_CUDA_RUNS)
     int j = (int)(blockIdx.x * SL_CUDA_COLS + threadIdx.x);
     double aw = 0.0, ab = 0.0;
     if (j < c)
+#pragma unroll 16 /* see cuda_block.h, column tiles */
         for (int r = (int)threadIdx.y; r < rows; r += SL_CUDA_RUNS) {
             size_t at = (size_t)r * c + j;
             sl_ln_param_terms(sl_ld(x, at), sl_ld(dy, at), mean[r], rstd[r], &aw, &ab);
