@@ -781,8 +781,8 @@ START_TEST(test_ops_gpu_vs_cpu)
     /* gradient rows, (loss, hits), row losses */
     const double lm_tol[] = {1e-6, 1e-6, 1e-6};
     check_op("lm_xent + lm_xent_total", op_lm_loss, gpu, lm_tol);
-    /* the gradient may round to the other bf16 neighbour: a bf16 unit of
-     * the largest (2^-8 of it) */
+    /* the gradient may round to the other bf16 neighbour: one bf16 step
+     * of a value, at most 2^-7 of it */
     const double lm16_tol[] = {8e-3, 1e-6};
     check_op("lm_xent on bf16 logits", op_lm_loss_bf16, gpu, lm16_tol);
     /* casts: elementwise rules, the same bits (NaN payloads included) */

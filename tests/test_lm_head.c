@@ -387,10 +387,11 @@ START_TEST(test_bf16_products)
     sl_lm_head head = {&spec, VV, CC, -100, 16};
     /* the reference: the logits' double sums rounded to float, then to
      * bf16. A GEMM summing in float may round a logit whose sum lies
-     * within its float error (taken as 1e-5 relative, far above C = 24
-     * float roundings) of a bf16 rounding boundary to the other
-     * neighbour; `slack` adds what each such logit can move the loss
-     * (one bf16 step, times its softmax weight, or whole at the label) */
+     * within its float error (taken as 1e-5 of the sum of its terms'
+     * sizes, far above C = 24 float roundings) of a bf16 rounding
+     * boundary to the other neighbour; `slack` adds what each such logit
+     * can move the loss (one bf16 step, times its softmax weight, or
+     * whole at the label) */
     double ref_loss = 0, slack = 0;
     int ref_counted = 0;
     for (int r = 0; r < R; r++)
@@ -401,11 +402,15 @@ START_TEST(test_bf16_products)
         double mx = -INFINITY, sum = 0, *lg = ref_lg + (size_t)r * VV;
         double *step = ref_dstep + (size_t)r * VV;
         for (int v = 0; v < VV; v++) {
-            double a = 0;
-            for (int c = 0; c < CC; c++)
-                a += bf16_of(h[r * CC + c]) * bf16_of(w[(size_t)v * CC + c]);
+            double a = 0, mag = 0;
+            for (int c = 0; c < CC; c++) {
+                double t = bf16_of(h[r * CC + c]) * bf16_of(w[(size_t)v * CC + c]);
+                a += t;
+                mag += fabs(t);
+            }
             lg[v] = bf16_of((float)a);
-            double lo = bf16_of((float)(a * (1 - 1e-5))), hi = bf16_of((float)(a * (1 + 1e-5)));
+            double e = 1e-5 * mag; /* a float sum's error: of its terms' sizes */
+            double lo = bf16_of((float)(a - e)), hi = bf16_of((float)(a + e));
             step[v] = fmax(hi - lg[v], lg[v] - lo);
             mx = fmax(mx, lg[v]);
         }
@@ -433,7 +438,7 @@ START_TEST(test_bf16_products)
         rdw[i] = (float)ref_dw[i];
     /* the CPU's layout (blocks of 4096 rows of W rounded when used); a
      * device's taken by the CPU (all of W rounded once, in parts of 4384
-     * and 13 rows, logit rows 4416 floats apart); and the same backend as
+     * and 13 rows, logit rows 4416 values apart); and the same backend as
      * if its memory were a device's (logits read back row by row and
      * widened in place). Each trains, then gives its logits. */
     static const char *kind[3] = {"the CPU's layout", "a device's layout", "device memory"};
