@@ -23,6 +23,8 @@
  *   order, in float, a thread per column. Both are the CPU's sequences of
  *   adds, so the tables' gradients are the CPU's bits; no atomics.
  */
+#include <type_traits>
+
 #include <cub/device/device_radix_sort.cuh>
 
 #include "base/base.h"
@@ -49,8 +51,32 @@ static __device__ inline void ln_row_moments(double s, double q, int c, float ep
 }
 
 /* Rows of at most 32 * LN_REG columns keep their values in registers
- * (see ln_dx_k below; in the forward, see ln_fwd_k). */
+ * (see ln_dx_k below; in the forward, see ln_fwd_k): R a lane, R the
+ * least multiple of 8 that holds the row (ln_regs), so a kernel holds no
+ * more registers than its rows need (GPT-2 small's 768 columns: 24), and
+ * both kernels are held to 128 registers (two blocks an SM:
+ * __launch_bounds__'s 2). ptxas then reports for R = 24 no spill but 8
+ * bytes in the float input gradient; R = 32 for every width had spilled
+ * 32 bytes in the bf16 input gradient. A lane's values, and so its sums,
+ * are the same whatever R. Not yet timed on a GPU. */
 enum { LN_REG = 32 };
+
+/* f(std::integral_constant<int, R>) for c columns' R (8 for wider rows,
+ * which the kernels take by their loops). */
+template <typename F>
+static void ln_regs(int c, F f)
+{
+    if (c <= 32 * 8)
+        f(std::integral_constant<int, 8>{});
+    else if (c <= 32 * 16)
+        f(std::integral_constant<int, 16>{});
+    else if (c <= 32 * 24)
+        f(std::integral_constant<int, 24>{});
+    else if (c <= 32 * LN_REG)
+        f(std::integral_constant<int, LN_REG>{});
+    else
+        f(std::integral_constant<int, 8>{});
+}
 
 /* T: the activations' type (cuda_common.h; SL_BF16_LAYERNORM). A row of
  * at most 32 * LN_REG columns is loaded into registers first, all its
@@ -60,31 +86,31 @@ enum { LN_REG = 32 };
  * 8192 x 768 on an H100, about three times the bytes' time, ncu
  * 2026-11-27; not yet timed on a GPU: regs 0, SL_CUDA_LN_REGS=off, takes
  * the loop). The same sums in the same order: the same bits. */
-template <typename T>
-static __global__ void __launch_bounds__(SL_CUDA_ROW_THREADS)
+template <typename T, int R>
+static __global__ void __launch_bounds__(SL_CUDA_ROW_THREADS, 2)
     ln_fwd_k(int rows, int c, const T *x, const float *weight, const float *bias, float eps,
              T *y, float *mean, float *rstd, int regs)
 {
     int lane = (int)threadIdx.x & 31;
-    if (regs && c <= 32 * LN_REG) {
+    if (regs && c <= 32 * R) {
         SL_CUDA_WARP_ROWS(r, (size_t)rows)
         {
             const T *xr = x + r * c;
-            float xv[LN_REG];
+            float xv[R];
 #pragma unroll
-            for (int u = 0; u < LN_REG; u++)
+            for (int u = 0; u < R; u++)
                 if (lane + 32 * u < c)
                     xv[u] = sl_ld(xr, lane + 32 * u);
             double s = 0.0, q = 0.0;
 #pragma unroll
-            for (int u = 0; u < LN_REG; u++)
+            for (int u = 0; u < R; u++)
                 if (lane + 32 * u < c)
                     sl_ln_stat_terms(xv[u], &s, &q);
             float m, rs;
             ln_row_moments(s, q, c, eps, lane, r, mean, rstd, &m, &rs);
             T *yr = y + r * c; /* may be x: each lane has read its columns */
 #pragma unroll
-            for (int u = 0; u < LN_REG; u++) {
+            for (int u = 0; u < R; u++) {
                 int j = lane + 32 * u;
                 if (j < c)
                     sl_st(yr, j, sl_bn_normalise(xv[u], m, rs, __ldg(&weight[j]), __ldg(&bias[j])));
@@ -136,20 +162,20 @@ static __global__ void __launch_bounds__(SL_CUDA_COLS *SL_CUDA_RUNS)
  * call, 98 % of its cycles waiting on loads (ncu, 2026-11-26), where the
  * forward takes 27 us. The same sums in the same order: the same bits. */
 
-template <typename T>
-static __global__ void __launch_bounds__(SL_CUDA_ROW_THREADS)
+template <typename T, int R>
+static __global__ void __launch_bounds__(SL_CUDA_ROW_THREADS, 2)
     ln_dx_k(int rows, int c, const T *x, const T *dy, const float *weight,
             const float *mean, const float *rstd, T *dx, int accumulate)
 {
     int lane = (int)threadIdx.x & 31;
-    if (c <= 32 * LN_REG) {
+    if (c <= 32 * R) {
         SL_CUDA_WARP_ROWS(r, (size_t)rows)
         {
             const T *xr = x + r * c, *dr = dy + r * c;
-            float m = mean[r], rs = rstd[r], xv[LN_REG], gv[LN_REG];
+            float m = mean[r], rs = rstd[r], xv[R], gv[R];
             double sg = 0.0, sgx = 0.0;
 #pragma unroll
-            for (int u = 0; u < LN_REG; u++) {
+            for (int u = 0; u < R; u++) {
                 int j = lane + 32 * u;
                 if (j < c) {
                     xv[u] = sl_ld(xr, j);
@@ -163,7 +189,7 @@ static __global__ void __launch_bounds__(SL_CUDA_ROW_THREADS)
             sl_ln_dx_means(sg, sgx, c, &mg, &mgx);
             T *xo = dx + r * c;
 #pragma unroll
-            for (int u = 0; u < LN_REG; u++) {
+            for (int u = 0; u < R; u++) {
                 int j = lane + 32 * u;
                 if (j < c) /* __ldg: the weight is read-only here, so no write orders it */
                     sl_put_t(xo, j, sl_ln_dx_of(xv[u], gv[u], __ldg(&weight[j]), m, rs, mg, mgx),
@@ -200,8 +226,10 @@ extern "C" void sl_cuda_layernorm_forward(const sl_exec *ex, int rows, int c, co
     unsigned blocks = sl_cuda_warp_row_blocks((size_t)rows);
     sl_cuda_typed(ex, [&](auto z) {
         using T = decltype(z);
-        ln_fwd_k<<<blocks, SL_CUDA_ROW_THREADS, 0, s->stream>>>(
-            rows, c, sl_as<T>(x), weight, bias, eps, sl_as<T>(y), mean, rstd, s->ln_regs);
+        ln_regs(c, [&](auto rc) {
+            ln_fwd_k<T, decltype(rc)::value><<<blocks, SL_CUDA_ROW_THREADS, 0, s->stream>>>(
+                rows, c, sl_as<T>(x), weight, bias, eps, sl_as<T>(y), mean, rstd, s->ln_regs);
+        });
     });
     SL_CUDA_LAUNCHED(s);
 }
@@ -226,8 +254,11 @@ extern "C" void sl_cuda_layernorm_backward(const sl_exec *ex, int rows, int c, c
         unsigned blocks = sl_cuda_warp_row_blocks((size_t)rows);
         sl_cuda_typed(ex, [&](auto z) {
             using T = decltype(z);
-            ln_dx_k<<<blocks, SL_CUDA_ROW_THREADS, 0, s->stream>>>(
-                rows, c, sl_as<T>(x), sl_as<T>(dy), weight, mean, rstd, sl_as<T>(dx), accumulate);
+            ln_regs(c, [&](auto rc) {
+                ln_dx_k<T, decltype(rc)::value><<<blocks, SL_CUDA_ROW_THREADS, 0, s->stream>>>(
+                    rows, c, sl_as<T>(x), sl_as<T>(dy), weight, mean, rstd, sl_as<T>(dx),
+                    accumulate);
+            });
         });
         SL_CUDA_LAUNCHED(s);
     }
