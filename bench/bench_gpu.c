@@ -155,7 +155,7 @@ static int profile_step(sl_net *net, sl_shape shape, inputs *in, sl_profile_entr
 /* The JSON line; it/s from the median of the steps after the first (none
  * under --max-batch). Reorders dt[1..steps). */
 static void print_json(const options *o, const sl_memory_report *r, double *dt,
-                       const sl_profile_entry *prof, int n_prof)
+                       const sl_profile_entry *prof, int n_prof, int threads)
 {
     double median = 0;
     if (!o->limit) {
@@ -169,8 +169,12 @@ static void print_json(const options *o, const sl_memory_report *r, double *dt,
            (unsigned long long)r->arena_bytes, (unsigned long long)r->measured_total,
            (unsigned long long)r->device_used, r->recompute_fraction,
            median > 0 ? 1.0 / median : 0.0);
-    if (!o->cpu)
+    if (!o->cpu) {
         bench_print_gpu_json(o->gpu); /* the device, the cuDNN / cuBLAS versions loaded */
+    } else { /* the CPU model, what its kernels dispatch to, the threads */
+        bench_print_machine_json();
+        printf("\"threads\":%d,", threads);
+    }
     printf("\"tf32\":%s,\"deterministic\":%s%s", o->tf32 ? "true" : "false",
            o->nondet ? "false" : "true", o->limit ? ",\"max_batch_search\":true" : "");
     if (o->profile) {
@@ -214,7 +218,7 @@ int main(int argc, char **argv)
     if (!rc && o.profile)
         rc = profile_step(net, shape, &in, prof, &n_prof);
     if (!rc)
-        print_json(&o, &r, in.dt, prof, n_prof);
+        print_json(&o, &r, in.dt, prof, n_prof, bench_context_threads(ctx));
     free(in.x);
     free(in.labels);
     free(in.dt);

@@ -5,6 +5,7 @@
 #define _POSIX_C_SOURCE 200809L /* clock_gettime, sysconf */
 
 #include "common.h"
+#include "base/base.h"
 #include "cpu/cpu.h"
 
 #include <stdio.h>
@@ -265,6 +266,8 @@ void bench_print_machine_json(void)
     print_json_string("cpu_kernels", sl_cpu_kernels_describe(kernels, sizeof kernels));
     print_json_string("openblas_coretype", core ? core : "");
 }
+
+int bench_context_threads(const sl_context *ctx) { return sl_context_threads(ctx); }
 
 void bench_print_run_json(const bench_run *r)
 {

@@ -153,6 +153,8 @@ int bench_measure(const char *bench, sl_net *net, sl_shape s, bench_step_fn step
 /* "cpu_model", "cpu_kernels" (sl_cpu_kernels_describe) and
  * "openblas_coretype" JSON fields, each followed by a comma. */
 void bench_print_machine_json(void);
+/* The CPU threads ctx's kernels run on (its threads, or all when 0). */
+int bench_context_threads(const sl_context *ctx);
 void bench_print_run_json(const bench_run *r);
 
 /* What a GPU result was measured on (gpu_info.c), as JSON fields each
