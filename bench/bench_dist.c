@@ -161,7 +161,7 @@ static int train(options o, dist_run *d)
     float *x = d->x;
     int *labels = d->labels;
     int rank = d->rank, ranks = d->ranks;
-    sl_shape shape = {o.batch, 3, o.res, o.res};
+    sl_shape shape = sl_shape_nchw(o.batch, 3, o.res, o.res);
     sl_dist_stats before, at;
     for (int s = 0; s < o.warmup + o.steps; s++) {
         CHECK(sl_dataset_batch(ds, SL_SPLIT_TRAIN, ((int64_t)s * ranks + rank) * o.batch, o.batch,

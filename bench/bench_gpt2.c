@@ -302,7 +302,7 @@ static int token_step(void *arg, int step, double *seconds, float *loss)
     *loss = r.loss;
     sl_memory_report m;
     if (t->cuda) {
-        if (sl_net_memory_report(t->net, (sl_shape){t->batch, 1, t->seq, 1}, SL_MODE_TRAIN, &m) !=
+        if (sl_net_memory_report(t->net, sl_shape_seq(t->batch, t->seq, 1), SL_MODE_TRAIN, &m) !=
             SL_OK)
             return bench_fail(BENCH, "reading the device's memory");
         t->device_peak = m.device_used > t->device_peak ? m.device_used : t->device_peak;
@@ -434,7 +434,7 @@ int main(int argc, char **argv)
     sl_context *ctx = NULL;
     sl_net *net = NULL;
     sl_profile_entry *prof = NULL;
-    sl_shape s = {o.batch, 1, o.seq, 1};
+    sl_shape s = sl_shape_seq(o.batch, o.seq, 1);
     token_source src = {NULL, NULL, NULL, o.batch, o.seq, o.cfg.vocab, o.cuda, 0, 0};
     bench_run run = {{NULL, o.steps, 0.0f, 0.0f}, 0.0, 0.0, 0.0, 0, 0, 0, {0}};
     plans p;

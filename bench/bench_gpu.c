@@ -41,14 +41,14 @@ static int max_batch(sl_context *ctx, const char *model, sl_schedule s, int res,
     int lo = 0, hi = 1;
     sl_memory_report r;
     while (net && hi < 65536 &&
-           sl_net_memory_report(net, (sl_shape){hi, 3, res, res}, SL_MODE_TRAIN, &r) == SL_OK &&
+           sl_net_memory_report(net, sl_shape_nchw(hi, 3, res, res), SL_MODE_TRAIN, &r) == SL_OK &&
            r.total <= limit) {
         lo = hi;
         hi *= 2;
     }
     while (net && hi - lo > 1) {
         int mid = (lo + hi) / 2;
-        if (sl_net_memory_report(net, (sl_shape){mid, 3, res, res}, SL_MODE_TRAIN, &r) == SL_OK &&
+        if (sl_net_memory_report(net, sl_shape_nchw(mid, 3, res, res), SL_MODE_TRAIN, &r) == SL_OK &&
             r.total <= limit)
             lo = mid;
         else
@@ -207,7 +207,7 @@ int main(int argc, char **argv)
     in.dt = calloc((size_t)o.steps, sizeof(double));
     rc = !net || !in.x || !in.labels || !in.dt ||
          sl_dataset_synthetic(1000, 3, o.res, o.res, 1, &in.ds) != SL_OK;
-    sl_shape shape = {o.batch, 3, o.res, o.res};
+    sl_shape shape = sl_shape_nchw(o.batch, 3, o.res, o.res);
     if (!rc)
         rc = train(net, &o, shape, &in);
     sl_memory_report r;

@@ -275,7 +275,7 @@ int main(int argc, char **argv)
     options o;
     parse_options(argc, argv, &o);
     sl_context *ctx = NULL;
-    sl_shape s = {o.batch, 3, o.res, o.res};
+    sl_shape s = sl_shape_nchw(o.batch, 3, o.res, o.res);
     image_source src = {NULL, NULL, NULL, NULL, s};
     bench_run run = {{NULL, o.steps, 0.0f, 0.0f}, 0.0, 0.0, 0.0, 0, 0, 0, {0}};
     plans p;

@@ -41,7 +41,7 @@ int main(int argc, char **argv)
     sl_context *ctx;
     sl_net *net;
     sl_dataset *data;
-    sl_shape shape = {BATCH, 3, RES, RES};
+    sl_shape shape = sl_shape_nchw(BATCH, 3, RES, RES);
     CHECK(sl_context_create(NULL, &ctx));
     CHECK(sl_sublinear(ctx, 3, SL_SCHEDULE_NONE, &net));
     CHECK(sl_model_build(net, "resnet20", CLASSES, RES));

@@ -30,7 +30,7 @@ int main(int argc, char **argv)
     sl_optimizer_options opt = sl_optimizer_sgd(0.05f, 0.9f, 5e-4f, 0);
     CHECK(sl_net_set_optimizer(net, &opt));
     CHECK(sl_dataset_synthetic(CLASSES, 3, RES, RES, 7, &data));
-    sl_shape shape = {BATCH, 3, RES, RES};
+    sl_shape shape = sl_shape_nchw(BATCH, 3, RES, RES);
     float *x = malloc(sizeof(float) * BATCH * 3 * RES * RES), loss = 0;
     int labels[BATCH];
     for (int step = 0; step < STEPS; step++) {

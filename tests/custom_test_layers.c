@@ -285,6 +285,9 @@ static sl_status liar_shape(const void *config, int n_in, const sl_shape *in, sl
     case 2: out->saved_bytes = 0; break;
     case 3: out->saved_bytes = 16; break;
     case 4: out->out.c = 0; break;
+    case 6: out->out.layout = (sl_layout)7; break;
+    case 7: out->out.layout = SL_LAYOUT_NHWC; break;
+    case 8: out->out.layout = SL_LAYOUT_NCHW; break;
     default: return sl_set_error(SL_ERR_SHAPE, "Liar wants 7 channels, not %d", in[0].c);
     }
     return SL_OK;

@@ -40,7 +40,9 @@ sl_layer *tl_overdraw(void);
 
 /* y = x, declaring for any input: 1 a negative workspace, 2 saved_bytes 0
  * while its type has SL_CUSTOM_NEEDS_SAVED, 3 saved_bytes without that
- * flag, 4 an output with 0 channels, 5 refusal with a message. */
+ * flag, 4 an output with 0 channels, 5 refusal with a message, 6 an
+ * output of layout 7 (none), 7 its input's sizes as NHWC (channels
+ * innermost), 8 its input's sizes as NCHW. */
 sl_layer *tl_liar(int lie);
 
 #endif

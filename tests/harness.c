@@ -436,7 +436,7 @@ uint64_t th_token_step_as_planned(sl_net *net, const int32_t *ids, const int32_t
                   sl_last_error());
     *loss = r.loss;
     sl_memory_report rep;
-    ck_assert(sl_net_memory_report(net, (sl_shape){b, 1, t, 1}, SL_MODE_TRAIN, &rep) == SL_OK);
+    ck_assert(sl_net_memory_report(net, sl_shape_seq(b, t, 1), SL_MODE_TRAIN, &rep) == SL_OK);
     ck_assert_uint_eq(rep.arena_measured, rep.arena_bytes);
     return rep.arena_bytes;
 }

@@ -94,7 +94,7 @@ static sl_status set_optimizer(run_state *s, int i)
 static sl_status train(run_state *s, int i)
 {
     sl_step_result r;
-    sl_shape sh = {BATCH, 3, RES, RES};
+    sl_shape sh = sl_shape_nchw(BATCH, 3, RES, RES);
     return sl_net_train_step(s->net[i], s->x, sh, s->labels, &r);
 }
 
@@ -114,14 +114,14 @@ static sl_status load_snapshot(run_state *s, int i) { return sl_load_snapshot(s-
 
 static sl_status predict(run_state *s, int i)
 {
-    sl_shape sh = {BATCH, 3, RES, RES};
+    sl_shape sh = sl_shape_nchw(BATCH, 3, RES, RES);
     return sl_net_predict(s->net[i], s->x, sh, s->logits);
 }
 
 static sl_status report(run_state *s, int i)
 {
     sl_memory_report r;
-    sl_shape sh = {BATCH, 3, RES, RES};
+    sl_shape sh = sl_shape_nchw(BATCH, 3, RES, RES);
     return sl_net_memory_report(s->net[i], sh, SL_MODE_TRAIN, &r);
 }
 
@@ -177,7 +177,7 @@ static sl_status set_adamw(run_state *s, int i)
 static sl_status lm_report(run_state *s, int i)
 {
     sl_memory_report r;
-    sl_shape sh = {LM_BATCH, 1, LM_SEQ, 1};
+    sl_shape sh = sl_shape_seq(LM_BATCH, LM_SEQ, 1);
     return sl_net_memory_report(s->net[i], sh, SL_MODE_TRAIN, &r);
 }
 

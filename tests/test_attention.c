@@ -97,7 +97,7 @@ typedef struct inputs {
 static inputs make_inputs(int b, int t, int c, uint64_t seed)
 {
     inputs r;
-    r.in = (sl_shape){b, 3 * c, t, 1};
+    r.in = sl_shape_seq(b, t, 3 * c);
     size_t nx = (size_t)b * t * 3 * c, ny = (size_t)b * t * c;
     r.x = malloc(nx * sizeof(float));
     r.dy = malloc(ny * sizeof(float));
@@ -188,7 +188,7 @@ START_TEST(test_gradcheck_both_modes)
         ck_assert(x);
         th_fill_normal(x, nx, 9, 1.0f);
         th_gradcheck_result g;
-        th_gradcheck(r.net, x, (sl_shape){b, 3 * c, t, 1}, 1, 40, 4e-3f, 1e-2, 1e-3, &g);
+        th_gradcheck(r.net, x, sl_shape_seq(b, t, 3 * c), 1, 40, 4e-3f, 1e-2, 1e-3, &g);
         ck_assert_msg(g.checked > 20 && g.worst_error <= 1.0,
                       "flash %d: %d of %d checked, worst %.3g at %s", flash, g.checked,
                       g.candidates, g.worst_error, g.worst);
@@ -220,7 +220,7 @@ START_TEST(test_thread_count_invariance)
 }
 END_TEST
 
-/* Attention layers with dropout between 1x1 convolutions (any layers that
+/* Attention layers with dropout between Conv1D projections (any layers that
  * map C to 3C channels): under checkpointing schedules the re-forwarded
  * attention layers redraw their masks and repeat their bits, so the
  * gradients equal those of the plain run bit for bit. */
@@ -239,7 +239,7 @@ static void train_stack(int flash, sl_schedule schedule, float *y, float *dx, th
         ck_assert_msg(sl_net_add(net, name, sl_causal_attention(c, heads, 0.1f, flash)) == SL_OK,
                       "%s", sl_last_error());
         snprintf(name, sizeof name, "proj%d", i);
-        ck_assert_msg(sl_net_add(net, name, sl_conv2d(c, 3 * c, 1, 1, 0)) == SL_OK, "%s",
+        ck_assert_msg(sl_net_add(net, name, sl_conv1d(c, 3 * c)) == SL_OK, "%s",
                       sl_last_error());
     }
     ck_assert_msg(sl_net_add(net, "last", sl_causal_attention(c, heads, 0.1f, flash)) == SL_OK,
@@ -515,7 +515,7 @@ START_TEST(test_shape_errors)
     sl_status st = sl_net_add(net, "attn", sl_causal_attention(8, 2, 0.0f, 1));
     if (st == SL_OK) {
         sl_shape out;
-        st = sl_net_output_shape(net, (sl_shape){1, 20, 5, 1}, &out);
+        st = sl_net_output_shape(net, sl_shape_seq(1, 5, 20), &out);
     }
     th_assert_error(st, SL_ERR_SHAPE, "3 x 8 = 24 input channels");
     sl_net_free(net);

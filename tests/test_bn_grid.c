@@ -104,7 +104,7 @@ START_TEST(test_bn_layer_plans_the_backends_statistics_workspaces)
     ck_assert_int_eq(sl_cpu_backend_create(1, &cpu), SL_OK);
     sl_layer *bn = sl_batchnorm2d(16);
     ck_assert_ptr_nonnull(bn);
-    sl_shape in = {8, 16, 28, 28}, out;
+    sl_shape in = sl_shape_nchw(8, 16, 28, 28), out;
     sl_layer_cost cost = {0};
     ck_assert_int_eq(bn->ops->infer(bn, cpu, 1, &in, &out, &cost), SL_OK);
     ck_assert_uint_eq(cost.ws_fwd_bytes, 0);

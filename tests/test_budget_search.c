@@ -88,7 +88,7 @@ static sl_net *chain_net(sl_context *ctx, uint64_t seed, int units, sl_shape *sh
     int size = random_chain(net, seed, units);
     sl_optimizer_options o = sl_optimizer_sgd(0.1f, 0.9f, 0.0f, 0);
     ck_assert(sl_net_set_optimizer(net, &o) == SL_OK);
-    *shape = (sl_shape){4, 3, size, size};
+    *shape = sl_shape_nchw(4, 3, size, size);
     sl_memory_report r;
     ck_assert_msg(sl_net_memory_report(net, *shape, SL_MODE_TRAIN, &r) == SL_OK, "%s", sl_last_error());
     return net;

@@ -48,7 +48,7 @@ static void train(const char *model, int res, int batch, sl_schedule schedule, s
 {
     sl_context *ctx = th_context(42);
     sl_net *net = build(ctx, model, res, schedule);
-    sl_shape shape = {batch, 3, res, res};
+    sl_shape shape = sl_shape_nchw(batch, 3, res, res);
     th_train_steps(net, shape, STEPS, 0.0f, out->loss);
     sl_memory_report rep;
     ck_assert(sl_net_memory_report(net, shape, SL_MODE_TRAIN, &rep) == SL_OK);
@@ -77,7 +77,7 @@ static uint64_t least_budget(const char *model, int res, int batch)
 {
     sl_context *ctx = th_context(42);
     sl_net *net = build(ctx, model, res, SL_SCHEDULE_NONE);
-    uint64_t least = th_least_budget(net, (sl_shape){batch, 3, res, res});
+    uint64_t least = th_least_budget(net, sl_shape_nchw(batch, 3, res, res));
     sl_net_free(net);
     sl_context_free(ctx);
     return least;

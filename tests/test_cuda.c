@@ -116,7 +116,7 @@ START_TEST(test_cuda_layers_match_cpu)
                  {"avgpool", mk_avgpool, 0},        {"global avgpool", mk_gap, 0},
                  {"linear", mk_linear, 0},          {"basic block", mk_basic, 0},
                  {"bottleneck", mk_bottleneck, 0},  {"inception", mk_inception, 0}};
-    sl_shape in = {3, 4, 9, 9};
+    sl_shape in = sl_shape_nchw(3, 4, 9, 9);
     size_t nx = 3 * 4 * 9 * 9;
     float *x = malloc(nx * sizeof(float)), *dy = malloc(4096 * sizeof(float));
     th_fill_normal(x, nx, 1, 1.0f);
@@ -154,7 +154,7 @@ END_TEST
 
 START_TEST(test_cuda_dropout_mask_equals_cpu)
 {
-    sl_shape in = {2, 4, 9, 9};
+    sl_shape in = sl_shape_nchw(2, 4, 9, 9);
     size_t n = 2 * 4 * 9 * 9;
     float *x = malloc(n * sizeof(float)), *dy = malloc(n * sizeof(float));
     th_fill_normal(x, n, 5, 1.0f);
@@ -207,7 +207,7 @@ START_TEST(test_cuda_custom_layer_random_numbers_equal_cpu)
         .name = "UniformSource", .shape = source_shape, .forward = source_forward,
         .backward = source_backward,
     };
-    sl_shape in = {2, 3, 5, 7};
+    sl_shape in = sl_shape_nchw(2, 3, 5, 7);
     size_t n = 2 * 3 * 5 * 7;
     float *x = calloc(n, sizeof(float)), *dy = calloc(n, sizeof(float));
     float *y[2] = {malloc(n * sizeof(float)), malloc(n * sizeof(float))};
@@ -249,7 +249,7 @@ static sl_net *cuda_net(sl_context *ctx, sl_schedule s, const char *model)
 
 #define TRAIN_BATCH 8
 #define TRAIN_FLOATS ((size_t)TRAIN_BATCH * 3 * 32 * 32)
-static const sl_shape g_train_shape = {TRAIN_BATCH, 3, 32, 32};
+static const sl_shape g_train_shape = {TRAIN_BATCH, 3, 32, 32, SL_LAYOUT_NCHW};
 
 /* Step `step` of train_cuda's data (x holds a batch). */
 static void train_step_cuda(sl_net *net, float *x, int step)
@@ -498,7 +498,7 @@ START_TEST(test_cuda_gpt2_matches_cpu_and_checkpoints_bit_identical)
         sl_net *net = gpt2_net(g, 0.1f, k < 0 ? SL_SCHEDULE_NONE : s[k]);
         if (k == 2) /* the least budget */
             ck_assert(sl_net_set_schedule(net, SL_SCHEDULE_BUDGET(th_least_budget(
-                          net, (sl_shape){B, 1, T, 1}))) == SL_OK);
+                          net, sl_shape_seq(B, T, 1)))) == SL_OK);
         ck_assert_msg(sl_net_compute_gradients_tokens(net, ids, targets, B, T, &rb) == SL_OK, "%s",
                       sl_last_error());
         th_params_capture(net, k < 0 ? &plain : &ck);
@@ -516,7 +516,8 @@ START_TEST(test_cuda_gpt2_matches_cpu_and_checkpoints_bit_identical)
 }
 END_TEST
 
-/* GPT-2 with heads of 64 and no dropout under TF32: attention runs in
+/* GPT-2 with heads of 64 under TF32, without dropout and with dropout 0.1
+ * (the same Philox masks on both devices): attention runs in
  * cuda_flash.cu's fused tiles. One step against the CPU: every gradient
  * within 5e-2 of the CPU's (largest difference over largest value per
  * tensor; test_cuda_attention holds the attention op alone to 1e-2 in
@@ -524,13 +525,13 @@ END_TEST
  * to TF32 as well; a wrong attention gradient is off by its own size);
  * then the plain run again, sqrt and the least budget give the plain
  * run's bits. T = 100: a last tile of 36 rows. */
-START_TEST(test_cuda_gpt2_tf32_fused_attention_checkpoints_bit_identical)
+static void gpt2_tf32_fused(float dropout)
 {
     enum { B = 2, T = 100, V = 300 };
     int32_t ids[B * T], targets[B * T];
     gpt2_tokens(ids, targets, B * T, V);
     sl_context *cpu = th_context(44);
-    sl_net *a = gpt2_net_heads(cpu, 0.0f, SL_SCHEDULE_NONE, 128, 2, T);
+    sl_net *a = gpt2_net_heads(cpu, dropout, SL_SCHEDULE_NONE, 128, 2, T);
     sl_step_result ra, rb;
     ck_assert(sl_net_compute_gradients_tokens(a, ids, targets, B, T, &ra) == SL_OK);
     th_params ref, plain, ck;
@@ -543,10 +544,10 @@ START_TEST(test_cuda_gpt2_tf32_fused_attention_checkpoints_bit_identical)
     float plain_loss = 0.0f;
     for (int k = 0; k < 4; k++) {
         sl_context *g = cuda_context_math(44, 1);
-        sl_net *net = gpt2_net_heads(g, 0.0f, s[k], 128, 2, T);
+        sl_net *net = gpt2_net_heads(g, dropout, s[k], 128, 2, T);
         if (k == 3)
             ck_assert(sl_net_set_schedule(net, SL_SCHEDULE_BUDGET(th_least_budget(
-                          net, (sl_shape){B, 1, T, 1}))) == SL_OK);
+                          net, sl_shape_seq(B, T, 1)))) == SL_OK);
         ck_assert_msg(sl_net_compute_gradients_tokens(net, ids, targets, B, T, &rb) == SL_OK, "%s",
                       sl_last_error());
         th_params_capture(net, k == 0 ? &plain : &ck);
@@ -556,8 +557,8 @@ START_TEST(test_cuda_gpt2_tf32_fused_attention_checkpoints_bit_identical)
             for (int i = 0; i < ref.n; i++)
                 if (ref.grad[i])
                     worst = fmax(worst, th_rel_err(plain.grad[i], ref.grad[i], ref.count[i]));
-            printf("GPT-2 (heads of 64) CUDA TF32 vs CPU: loss %g vs %g, worst gradient relative "
-                   "error %.2e\n", rb.loss, ra.loss, worst);
+            printf("GPT-2 (heads of 64, dropout %.1f) CUDA TF32 vs CPU: loss %g vs %g, worst "
+                   "gradient relative error %.2e\n", (double)dropout, rb.loss, ra.loss, worst);
             ck_assert_msg(fabsf(ra.loss - rb.loss) <= 1e-2f * ra.loss, "loss %g vs %g", rb.loss,
                           ra.loss);
             ck_assert_msg(worst <= 5e-2, "worst gradient error %g", worst);
@@ -569,6 +570,12 @@ START_TEST(test_cuda_gpt2_tf32_fused_attention_checkpoints_bit_identical)
     }
     th_params_free(&plain);
     th_params_free(&ref);
+}
+
+START_TEST(test_cuda_gpt2_tf32_fused_attention_checkpoints_bit_identical)
+{
+    gpt2_tf32_fused(0.0f);
+    gpt2_tf32_fused(0.1f);
 }
 END_TEST
 
@@ -672,7 +679,7 @@ static int64_t device_overhead(sl_schedule s, uint64_t *planned_total)
 {
     sl_context *ctx = cuda_context(7);
     sl_net *net = cuda_net(ctx, s, "resnet56");
-    sl_shape in = {64, 3, 32, 32};
+    sl_shape in = sl_shape_nchw(64, 3, 32, 32);
     size_t nx = (size_t)64 * 3 * 32 * 32;
     float *x = malloc(nx * sizeof(float));
     int labels[64];
@@ -738,7 +745,7 @@ START_TEST(test_cuda_bad_device_and_out_of_memory)
     /* 120000 CIFAR images a step: about 176 GiB of activations, more than
      * an H200 has, while every tensor stays below 2^31 elements (cuDNN's
      * limit). The host buffers are never touched: the failure comes first. */
-    sl_shape huge = {120000, 3, 32, 32};
+    sl_shape huge = sl_shape_nchw(120000, 3, 32, 32);
     float *x = calloc((size_t)huge.n * 3 * 32 * 32, sizeof(float));
     int *labels = calloc((size_t)huge.n, sizeof(int));
     ck_assert(x && labels);
@@ -751,7 +758,7 @@ START_TEST(test_cuda_bad_device_and_out_of_memory)
     th_params after;
     th_params_capture(net, &after);
     th_params_assert_identical(&before, &after, "after the failed steps");
-    ck_assert_msg(sl_net_train_step(net, x, (sl_shape){8, 3, 32, 32}, labels, NULL) == SL_OK, "%s",
+    ck_assert_msg(sl_net_train_step(net, x, sl_shape_nchw(8, 3, 32, 32), labels, NULL) == SL_OK, "%s",
                   sl_last_error());
     th_params_free(&before);
     th_params_free(&after);
@@ -768,7 +775,7 @@ END_TEST
  * (fixed reduction order: no atomics, no dependence on block timing). */
 START_TEST(test_cuda_batchnorm_split_statistics_match_cpu_and_repeat_bits)
 {
-    static const sl_shape shapes[] = {{16, 4, 64, 64}, {2, 2, 128, 128}};
+    static const sl_shape shapes[] = {{16, 4, 64, 64, SL_LAYOUT_NCHW}, {2, 2, 128, 128, SL_LAYOUT_NCHW}};
     for (size_t k = 0; k < sizeof shapes / sizeof *shapes; k++) {
         sl_shape in = shapes[k];
         size_t nx = (size_t)in.n * in.c * in.h * in.w;
@@ -818,7 +825,7 @@ START_TEST(test_cuda_conv_geometry_cudnn_cannot_run_fails_the_plan)
     ck_assert(sl_sequential(ctx, 1, &net) == SL_OK);
     ck_assert(sl_net_add(net, "conv", sl_conv2d(1, 2, 3, 1, 1)) == SL_OK);
     sl_memory_report r;
-    th_assert_error(sl_net_memory_report(net, (sl_shape){1, 1, 46000, 46000}, SL_MODE_TRAIN, &r),
+    th_assert_error(sl_net_memory_report(net, sl_shape_nchw(1, 1, 46000, 46000), SL_MODE_TRAIN, &r),
                     SL_ERR_BACKEND, "cannot run the convolution of 1x1x46000x46000");
     sl_net_free(net);
     sl_net *ok = cuda_net(ctx, SL_SCHEDULE_NONE, "resnet20");

@@ -65,7 +65,7 @@ START_TEST(test_gradcheck_swish_learned_slopes)
     ck_assert(sl_net_add(net, "act", swish(3)) == SL_OK);
     float beta[3] = {0.5f, 1.0f, 1.75f};
     ck_assert(sl_net_param_write(net, 0, beta) == SL_OK);
-    check_net(net, (sl_shape){2, 3, 4, 4}, 40);
+    check_net(net, sl_shape_nchw(2, 3, 4, 4), 40);
     sl_net_free(net);
     sl_context_free(ctx);
 }
@@ -80,28 +80,28 @@ START_TEST(test_gradcheck_channel_gate_two_inputs)
     int ins[2] = {0, t};
     ck_assert_msg(sl_block_add(b, "gate", channel_gate(), 2, ins, &t) == SL_OK, "%s", sl_last_error());
     ck_assert_int_eq(t, 2);
-    check_layer(b, (sl_shape){2, 3, 4, 4}, 40);
+    check_layer(b, sl_shape_nchw(2, 3, 4, 4), 40);
 }
 END_TEST
 
-START_TEST(test_gradcheck_se_block) { check_layer(se_block(6, 2), (sl_shape){2, 6, 4, 4}, 30); }
+START_TEST(test_gradcheck_se_block) { check_layer(se_block(6, 2), sl_shape_nchw(2, 6, 4, 4), 30); }
 END_TEST
 
 START_TEST(test_gradcheck_se_residual_block)
 {
-    check_layer(se_residual_block(4, 2), (sl_shape){2, 4, 5, 5}, 20);
+    check_layer(se_residual_block(4, 2), sl_shape_nchw(2, 4, 5, 5), 20);
 }
 END_TEST
 
 START_TEST(test_gradcheck_stochastic_layer_redraws_its_numbers)
 {
-    check_layer(tl_random_scale(0.5f, 1), (sl_shape){2, 3, 4, 4}, 40);
+    check_layer(tl_random_scale(0.5f, 1), sl_shape_nchw(2, 3, 4, 4), 40);
 }
 END_TEST
 
 START_TEST(test_gradcheck_batch_statistics_with_kept_saved_state)
 {
-    check_layer(tl_batch_scale(3), (sl_shape){3, 3, 4, 4}, 40);
+    check_layer(tl_batch_scale(3), sl_shape_nchw(3, 3, 4, 4), 40);
 }
 END_TEST
 
@@ -160,7 +160,7 @@ typedef struct run {
     tl_counts calls;
 } run;
 
-static const sl_shape SHAPE = {4, 3, 16, 16};
+static const sl_shape SHAPE = {4, 3, 16, 16, SL_LAYOUT_NCHW};
 
 static void train(sl_schedule schedule, run *out)
 {
@@ -289,7 +289,7 @@ static inplace_run step_with_scale(int after_relu, int inplace)
     th_fill_normal(x, sizeof x / sizeof *x, 1, 1.0f);
     memset(&tl_stats, 0, sizeof tl_stats);
     sl_step_result r;
-    sl_shape s = {2, 3, 6, 6};
+    sl_shape s = sl_shape_nchw(2, 3, 6, 6);
     ck_assert_msg(sl_net_compute_gradients(net, x, s, labels, &r) == SL_OK, "%s", sl_last_error());
     sl_memory_report rep;
     ck_assert(sl_net_memory_report(net, s, SL_MODE_TRAIN, &rep) == SL_OK);
@@ -375,7 +375,7 @@ START_TEST(test_random_numbers_are_philox_at_the_saved_counter)
     float x[2 * 2 * 3 * 3], dy[2 * 2 * 3 * 3];
     th_fill_normal(x, 36, 1, 1.0f);
     th_fill_normal(dy, 36, 2, 1.0f);
-    ck_assert_msg(sl_net_forward_backward(net, x, (sl_shape){2, 2, 3, 3}, dy, NULL, NULL) == SL_OK,
+    ck_assert_msg(sl_net_forward_backward(net, x, sl_shape_nchw(2, 2, 3, 3), dy, NULL, NULL) == SL_OK,
                   "%s", sl_last_error());
     /* Dropout of 36 values took blocks 0..8; Recorder's numbers 3..12 are
      * words of blocks 9 + 0..3, so the next dropout starts at block 13. */

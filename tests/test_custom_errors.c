@@ -26,7 +26,7 @@ static sl_net *small_net(sl_context *ctx)
     return net;
 }
 
-static const sl_shape SHAPE = {2, 3, 6, 6};
+static const sl_shape SHAPE = {2, 3, 6, 6, SL_LAYOUT_NCHW};
 
 /* Finishes the network and trains a step: it still works. */
 static void assert_usable(sl_net *net)
@@ -194,6 +194,42 @@ START_TEST(test_lying_sizes_refused_when_planned)
     assert_lie_caught(3, SL_ERR_INVALID_ARG, "but not SL_CUSTOM_NEEDS_SAVED");
     assert_lie_caught(4, SL_ERR_SHAPE, "every dimension must be >= 1");
     assert_lie_caught(5, SL_ERR_SHAPE, "refuses input 2x4x6x6: Liar wants 7 channels");
+    assert_lie_caught(6, SL_ERR_SHAPE, "declares output layout 7 for input 2x4x6x6");
+}
+END_TEST
+
+/* A custom layer's output has the layout its shape callback declares, and
+ * the layers after it read it so: an NHWC output cannot feed pooling, an
+ * NCHW one cannot feed LayerNorm, and the input's layout passes through
+ * a callback that copies the input's shape. */
+START_TEST(test_custom_output_layout_is_checked_downstream)
+{
+    sl_context *ctx = th_context(1);
+    sl_net *net = small_net(ctx);
+    ck_assert(sl_net_add(net, "liar", tl_liar(7)) == SL_OK);
+    ck_assert(sl_net_add(net, "pool", sl_global_avgpool()) == SL_OK);
+    sl_shape out;
+    th_assert_error(sl_net_output_shape(net, SHAPE, &out), SL_ERR_SHAPE,
+                    "GlobalAvgPool2d 'pool' reads NCHW images, but its input is 2x6x6x4 (NHWC)");
+    sl_net_free(net);
+
+    sl_shape seq = sl_shape_seq(2, 5, 6);
+    for (int lie = 0; lie <= 1; lie++) {
+        net = NULL;
+        ck_assert(sl_sequential(ctx, 6, &net) == SL_OK);
+        ck_assert(sl_net_add(net, "liar", lie ? tl_liar(8) : tl_random_scale(0.5f, 0)) == SL_OK);
+        ck_assert(sl_net_add(net, "ln", sl_layernorm(6, 1e-5f)) == SL_OK);
+        if (lie) {
+            th_assert_error(sl_net_output_shape(net, seq, &out), SL_ERR_SHAPE,
+                            "LayerNorm 'ln' reads rows of channels (a sequence [B, T, C], NHWC), "
+                            "but its input is NCHW 2x6x5x1");
+        } else {
+            ck_assert_msg(sl_net_output_shape(net, seq, &out) == SL_OK, "%s", sl_last_error());
+            ck_assert(out.layout == SL_LAYOUT_NHWC && out.n == 2 && out.c == 6 && out.h == 5);
+        }
+        sl_net_free(net);
+    }
+    sl_context_free(ctx);
 }
 END_TEST
 
@@ -309,6 +345,7 @@ int main(void)
     tcase_add_test(tc, test_bad_parameters_are_refused_when_made);
     tcase_add_test(tc, test_channels_refused_when_added);
     tcase_add_test(tc, test_lying_sizes_refused_when_planned);
+    tcase_add_test(tc, test_custom_output_layout_is_checked_downstream);
     tcase_add_test(tc, test_failing_callback_fails_the_call_and_the_next_works);
     tcase_add_test(tc, test_random_numbers_only_where_they_exist);
     tcase_add_test(tc, test_bad_blocks_refused_when_added);

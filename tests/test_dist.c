@@ -107,8 +107,8 @@ static void global_batch(int step, float *x, int *labels)
         labels[i] = (i * 7 + step) % CLASSES;
 }
 
-static const sl_shape rank_shape = {B, 3, RES, RES};
-static const sl_shape global_shape = {2 * B, 3, RES, RES};
+static const sl_shape rank_shape = {B, 3, RES, RES, SL_LAYOUT_NCHW};
+static const sl_shape global_shape = {2 * B, 3, RES, RES, SL_LAYOUT_NCHW};
 
 static uint64_t fnv1a(uint64_t h, const void *data, size_t n)
 {

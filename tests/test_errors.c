@@ -38,7 +38,7 @@ static void assert_usable(sl_net *net)
     sl_optimizer_options o = sl_optimizer_sgd(0.1f, 0.9f, 0.0f, 0);
     ck_assert_msg(sl_net_set_optimizer(net, &o) == SL_OK, "%s", sl_last_error());
     sl_step_result r;
-    ck_assert_msg(sl_net_train_step(net, x, (sl_shape){2, 3, 6, 6}, labels, &r) == SL_OK, "%s",
+    ck_assert_msg(sl_net_train_step(net, x, sl_shape_nchw(2, 3, 6, 6), labels, &r) == SL_OK, "%s",
                   sl_last_error());
     ck_assert(r.loss > 0.0f);
 }
@@ -74,7 +74,7 @@ START_TEST(test_null_handles)
     th_assert_error(sl_sequential(NULL, 3, &net), SL_ERR_INVALID_ARG, "context is NULL");
     ck_assert_ptr_null(net);
     th_assert_error(sl_net_add(NULL, "x", sl_relu()), SL_ERR_INVALID_ARG, "network is NULL");
-    th_assert_error(sl_net_predict(NULL, NULL, (sl_shape){1, 1, 1, 1}, NULL), SL_ERR_INVALID_ARG,
+    th_assert_error(sl_net_predict(NULL, NULL, sl_shape_nchw(1, 1, 1, 1), NULL), SL_ERR_INVALID_ARG,
                  "NULL");
     th_assert_error(sl_context_create(NULL, NULL), SL_ERR_INVALID_ARG, "out is NULL");
     sl_context_options bad = sl_context_defaults();
@@ -97,8 +97,8 @@ START_TEST(test_zero_batch_and_wrong_input)
     sl_net *net = small_net(ctx);
     float x[3 * 6 * 6] = {0};
     float logits[3];
-    th_assert_error(sl_net_predict(net, x, (sl_shape){0, 3, 6, 6}, logits), SL_ERR_SHAPE, "batch");
-    th_assert_error(sl_net_predict(net, x, (sl_shape){1, 4, 6, 6}, logits), SL_ERR_SHAPE,
+    th_assert_error(sl_net_predict(net, x, sl_shape_nchw(0, 3, 6, 6), logits), SL_ERR_SHAPE, "batch");
+    th_assert_error(sl_net_predict(net, x, sl_shape_nchw(1, 4, 6, 6), logits), SL_ERR_SHAPE,
                  "4 channels");
     assert_usable(net);
     sl_net_free(net);
@@ -116,14 +116,14 @@ START_TEST(test_shape_a_layer_cannot_take)
     ck_assert(sl_net_add(net, "fc", sl_linear(16, 2, 1)) == SL_OK);
     float x[3 * 3 * 3] = {0}, logits[2];
     /* 3x3 input, 5x5 kernel */
-    th_assert_error(sl_net_predict(net, x, (sl_shape){1, 3, 3, 3}, logits), SL_ERR_SHAPE,
+    th_assert_error(sl_net_predict(net, x, sl_shape_nchw(1, 3, 3, 3), logits), SL_ERR_SHAPE,
                  "smaller than its 5x5 kernel");
     /* 6x6 input gives 4 x 2 x 2 = 16 features: fine; 7x7 gives 36 */
     float y[3 * 7 * 7] = {0};
-    th_assert_error(sl_net_predict(net, y, (sl_shape){1, 3, 7, 7}, logits), SL_ERR_SHAPE,
+    th_assert_error(sl_net_predict(net, y, sl_shape_nchw(1, 3, 7, 7), logits), SL_ERR_SHAPE,
                  "expects 16 input features but receives 36");
     float z[3 * 6 * 6] = {0};
-    ck_assert_msg(sl_net_predict(net, z, (sl_shape){1, 3, 6, 6}, logits) == SL_OK, "%s",
+    ck_assert_msg(sl_net_predict(net, z, sl_shape_nchw(1, 3, 6, 6), logits) == SL_OK, "%s",
                   sl_last_error());
     sl_net_free(net);
     sl_context_free(ctx);
@@ -198,7 +198,7 @@ START_TEST(test_labels_and_state)
     sl_net *net = small_net(ctx);
     float x[2 * 3 * 6 * 6] = {0};
     int bad[2] = {0, 3};
-    sl_shape s = {2, 3, 6, 6};
+    sl_shape s = sl_shape_nchw(2, 3, 6, 6);
     th_assert_error(sl_net_update(net), SL_ERR_STATE, "no optimizer");
     th_assert_error(sl_net_train_step(net, x, s, bad, NULL), SL_ERR_STATE, "no optimizer");
     th_assert_error(sl_net_compute_gradients(net, x, s, bad, NULL), SL_ERR_INVALID_ARG,

@@ -238,7 +238,7 @@ static void step_params(sl_schedule schedule, int ops_floor, th_params *out, flo
     int32_t ids[B * T], targets[B * T];
     fill_tokens(ids, targets, 512, 9, 1);
     if (ops_floor) { /* the least budget of this kind: multi-level */
-        sl_shape in = {B, 1, T, 1};
+        sl_shape in = sl_shape_seq(B, T, 1);
         uint64_t least = th_least_budget(net, in);
         ck_assert(sl_net_set_schedule(net, ops_floor == 1 ? SL_SCHEDULE_BUDGET(least)
                                                            : SL_SCHEDULE_BUDGET_OPS(least)) == SL_OK);

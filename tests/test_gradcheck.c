@@ -94,62 +94,62 @@ static sl_layer *conv(int in, int out, int kh, int kw, int sh, int sw, int ph, i
 
 START_TEST(test_conv_3x3_same)
 {
-    check_layer(conv(3, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1), (sl_shape){2, 3, 6, 6}, INPUT_NORMAL, 40);
+    check_layer(conv(3, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1), sl_shape_nchw(2, 3, 6, 6), INPUT_NORMAL, 40);
 }
 END_TEST
 
 START_TEST(test_conv_strided_padded)
 {
-    check_layer(conv(3, 5, 3, 3, 2, 2, 1, 1, 1, 1, 0), (sl_shape){2, 3, 7, 7}, INPUT_NORMAL, 40);
+    check_layer(conv(3, 5, 3, 3, 2, 2, 1, 1, 1, 1, 0), sl_shape_nchw(2, 3, 7, 7), INPUT_NORMAL, 40);
 }
 END_TEST
 
 START_TEST(test_conv_dilated)
 {
-    check_layer(conv(2, 3, 3, 3, 1, 1, 2, 2, 2, 1, 1), (sl_shape){2, 2, 7, 6}, INPUT_NORMAL, 40);
+    check_layer(conv(2, 3, 3, 3, 1, 1, 2, 2, 2, 1, 1), sl_shape_nchw(2, 2, 7, 6), INPUT_NORMAL, 40);
 }
 END_TEST
 
 START_TEST(test_conv_grouped)
 {
-    check_layer(conv(4, 6, 3, 3, 1, 1, 1, 1, 1, 2, 1), (sl_shape){2, 4, 5, 5}, INPUT_NORMAL, 40);
+    check_layer(conv(4, 6, 3, 3, 1, 1, 1, 1, 1, 2, 1), sl_shape_nchw(2, 4, 5, 5), INPUT_NORMAL, 40);
 }
 END_TEST
 
 START_TEST(test_conv_depthwise_strided)
 {
-    check_layer(conv(4, 4, 3, 3, 2, 2, 1, 1, 1, 4, 0), (sl_shape){2, 4, 6, 6}, INPUT_NORMAL, 40);
+    check_layer(conv(4, 4, 3, 3, 2, 2, 1, 1, 1, 4, 0), sl_shape_nchw(2, 4, 6, 6), INPUT_NORMAL, 40);
 }
 END_TEST
 
 START_TEST(test_conv_pointwise)
 {
-    check_layer(conv(5, 3, 1, 1, 1, 1, 0, 0, 1, 1, 1), (sl_shape){3, 5, 4, 4}, INPUT_NORMAL, 40);
+    check_layer(conv(5, 3, 1, 1, 1, 1, 0, 0, 1, 1, 1), sl_shape_nchw(3, 5, 4, 4), INPUT_NORMAL, 40);
 }
 END_TEST
 
 START_TEST(test_conv_pointwise_strided)
 {
-    check_layer(conv(4, 6, 1, 1, 2, 2, 0, 0, 1, 1, 0), (sl_shape){2, 4, 5, 5}, INPUT_NORMAL, 40);
+    check_layer(conv(4, 6, 1, 1, 2, 2, 0, 0, 1, 1, 0), sl_shape_nchw(2, 4, 5, 5), INPUT_NORMAL, 40);
 }
 END_TEST
 
 START_TEST(test_conv_nonsquare_kernel_and_stride)
 {
-    check_layer(conv(2, 3, 3, 2, 2, 1, 1, 0, 1, 1, 1), (sl_shape){2, 2, 7, 5}, INPUT_NORMAL, 40);
+    check_layer(conv(2, 3, 3, 2, 2, 1, 1, 0, 1, 1, 1), sl_shape_nchw(2, 2, 7, 5), INPUT_NORMAL, 40);
 }
 END_TEST
 
 START_TEST(test_batchnorm_train)
 {
-    check_layer(sl_batchnorm2d(3), (sl_shape){4, 3, 3, 3}, INPUT_NORMAL, 40);
+    check_layer(sl_batchnorm2d(3), sl_shape_nchw(4, 3, 3, 3), INPUT_NORMAL, 40);
 }
 END_TEST
 
 START_TEST(test_batchnorm_train_one_pixel)
 {
     sl_batchnorm2d_options o = {.channels = 4, .momentum = 0.2f, .eps = 1e-3f};
-    check_layer(sl_batchnorm2d_with(&o), (sl_shape){6, 4, 1, 1}, INPUT_NORMAL, 24);
+    check_layer(sl_batchnorm2d_with(&o), sl_shape_nchw(6, 4, 1, 1), INPUT_NORMAL, 24);
 }
 END_TEST
 
@@ -170,7 +170,7 @@ START_TEST(test_batchnorm_frozen)
         mean.data[c] = 0.5f - 0.4f * (float)c;
         var.data[c] = 0.3f + 0.9f * (float)c;
     }
-    check_net(net, (sl_shape){4, 3, 3, 3}, INPUT_NORMAL, 40);
+    check_net(net, sl_shape_nchw(4, 3, 3, 3), INPUT_NORMAL, 40);
     /* frozen: the running statistics are read, never written */
     for (int c = 0; c < 3; c++) {
         ck_assert(mean.data[c] == 0.5f - 0.4f * (float)c);
@@ -183,62 +183,62 @@ END_TEST
 
 START_TEST(test_relu)
 {
-    check_layer(sl_relu(), (sl_shape){2, 3, 4, 4}, INPUT_AWAY_FROM_ZERO, 40);
+    check_layer(sl_relu(), sl_shape_nchw(2, 3, 4, 4), INPUT_AWAY_FROM_ZERO, 40);
 }
 END_TEST
 
 START_TEST(test_maxpool_overlapping)
 {
-    check_layer(sl_maxpool2d(3, 2, 1), (sl_shape){2, 3, 7, 7}, INPUT_DISTINCT, 60);
+    check_layer(sl_maxpool2d(3, 2, 1), sl_shape_nchw(2, 3, 7, 7), INPUT_DISTINCT, 60);
 }
 END_TEST
 
 START_TEST(test_maxpool_2x2)
 {
-    check_layer(sl_maxpool2d(2, 2, 0), (sl_shape){2, 2, 6, 6}, INPUT_DISTINCT, 40);
+    check_layer(sl_maxpool2d(2, 2, 0), sl_shape_nchw(2, 2, 6, 6), INPUT_DISTINCT, 40);
 }
 END_TEST
 
 START_TEST(test_maxpool_ceil_mode)
 {
     sl_maxpool2d_options o = {.kernel = 3, .stride = 2, .pad = 0, .ceil_mode = 1};
-    check_layer(sl_maxpool2d_with(&o), (sl_shape){2, 2, 8, 8}, INPUT_DISTINCT, 40);
+    check_layer(sl_maxpool2d_with(&o), sl_shape_nchw(2, 2, 8, 8), INPUT_DISTINCT, 40);
 }
 END_TEST
 
 START_TEST(test_avgpool_overlapping_padded)
 {
-    check_layer(sl_avgpool2d(3, 2, 1), (sl_shape){2, 3, 7, 7}, INPUT_NORMAL, 40);
+    check_layer(sl_avgpool2d(3, 2, 1), sl_shape_nchw(2, 3, 7, 7), INPUT_NORMAL, 40);
 }
 END_TEST
 
 START_TEST(test_avgpool_2x2)
 {
-    check_layer(sl_avgpool2d(2, 2, 0), (sl_shape){2, 2, 6, 6}, INPUT_NORMAL, 40);
+    check_layer(sl_avgpool2d(2, 2, 0), sl_shape_nchw(2, 2, 6, 6), INPUT_NORMAL, 40);
 }
 END_TEST
 
 START_TEST(test_global_avgpool)
 {
-    check_layer(sl_global_avgpool(), (sl_shape){2, 3, 5, 4}, INPUT_NORMAL, 40);
+    check_layer(sl_global_avgpool(), sl_shape_nchw(2, 3, 5, 4), INPUT_NORMAL, 40);
 }
 END_TEST
 
 START_TEST(test_linear_bias)
 {
-    check_layer(sl_linear(12, 5, 1), (sl_shape){3, 12, 1, 1}, INPUT_NORMAL, 40);
+    check_layer(sl_linear(12, 5, 1), sl_shape_nchw(3, 12, 1, 1), INPUT_NORMAL, 40);
 }
 END_TEST
 
 START_TEST(test_linear_no_bias_on_spatial_input)
 {
-    check_layer(sl_linear(18, 4, 0), (sl_shape){3, 2, 3, 3}, INPUT_NORMAL, 40);
+    check_layer(sl_linear(18, 4, 0), sl_shape_nchw(3, 2, 3, 3), INPUT_NORMAL, 40);
 }
 END_TEST
 
 START_TEST(test_dropout_fixed_mask)
 {
-    check_layer(sl_dropout(0.3f), (sl_shape){2, 3, 4, 4}, INPUT_NORMAL, 40);
+    check_layer(sl_dropout(0.3f), sl_shape_nchw(2, 3, 4, 4), INPUT_NORMAL, 40);
 }
 END_TEST
 
@@ -249,7 +249,7 @@ START_TEST(test_flatten_then_linear)
     ck_assert(sl_sequential(ctx, 2, &net) == SL_OK);
     ck_assert(sl_net_add(net, "flatten", sl_flatten()) == SL_OK);
     ck_assert_msg(sl_net_add(net, "fc", sl_linear(32, 3, 1)) == SL_OK, "%s", sl_last_error());
-    sl_shape in = {2, 2, 4, 4};
+    sl_shape in = sl_shape_nchw(2, 2, 4, 4);
     float x[64];
     th_fill_normal(x, 64, 5, 1.0f);
     th_gradcheck_result r;
@@ -262,37 +262,37 @@ END_TEST
 
 START_TEST(test_basic_block_identity)
 {
-    check_layer(sl_basic_block(4, 4, 1), (sl_shape){2, 4, 5, 5}, INPUT_DISTINCT, 30);
+    check_layer(sl_basic_block(4, 4, 1), sl_shape_nchw(2, 4, 5, 5), INPUT_DISTINCT, 30);
 }
 END_TEST
 
 START_TEST(test_basic_block_projection)
 {
-    check_layer(sl_basic_block(3, 6, 2), (sl_shape){2, 3, 6, 6}, INPUT_DISTINCT, 30);
+    check_layer(sl_basic_block(3, 6, 2), sl_shape_nchw(2, 3, 6, 6), INPUT_DISTINCT, 30);
 }
 END_TEST
 
 START_TEST(test_bottleneck_projection)
 {
-    check_layer(sl_bottleneck(4, 2, 2), (sl_shape){2, 4, 6, 6}, INPUT_DISTINCT, 30);
+    check_layer(sl_bottleneck(4, 2, 2), sl_shape_nchw(2, 4, 6, 6), INPUT_DISTINCT, 30);
 }
 END_TEST
 
 START_TEST(test_bottleneck_identity)
 {
-    check_layer(sl_bottleneck(8, 2, 1), (sl_shape){2, 8, 4, 4}, INPUT_DISTINCT, 30);
+    check_layer(sl_bottleneck(8, 2, 1), sl_shape_nchw(2, 8, 4, 4), INPUT_DISTINCT, 30);
 }
 END_TEST
 
 START_TEST(test_conv_bn_relu)
 {
-    check_layer(sl_conv_bn_relu(3, 4, 3, 1, 1), (sl_shape){3, 3, 5, 5}, INPUT_DISTINCT, 30);
+    check_layer(sl_conv_bn_relu(3, 4, 3, 1, 1), sl_shape_nchw(3, 3, 5, 5), INPUT_DISTINCT, 30);
 }
 END_TEST
 
 START_TEST(test_inception)
 {
-    check_layer(sl_inception(4, 2, 2, 3, 2, 2, 2), (sl_shape){2, 4, 5, 5}, INPUT_DISTINCT, 30);
+    check_layer(sl_inception(4, 2, 2, 3, 2, 2, 2), sl_shape_nchw(2, 4, 5, 5), INPUT_DISTINCT, 30);
 }
 END_TEST
 
@@ -304,7 +304,7 @@ START_TEST(test_softmax_cross_entropy)
     sl_net *net = NULL;
     ck_assert(sl_sequential(ctx, 6, &net) == SL_OK);
     ck_assert(sl_net_add(net, "fc", sl_linear(6, 5, 1)) == SL_OK);
-    sl_shape in = {4, 6, 1, 1};
+    sl_shape in = sl_shape_nchw(4, 6, 1, 1);
     float x[24];
     int labels[4] = {0, 3, 4, 3};
     th_fill_normal(x, 24, 9, 2.0f);

@@ -41,7 +41,7 @@ static void train_steps(sl_net *net, int from, int to)
     int labels[BATCH];
     for (int s = from; s < to; s++) {
         batch(s, x, labels);
-        ck_assert_msg(sl_net_train_step(net, x, (sl_shape){BATCH, 3, 32, 32}, labels, NULL) == SL_OK,
+        ck_assert_msg(sl_net_train_step(net, x, sl_shape_nchw(BATCH, 3, 32, 32), labels, NULL) == SL_OK,
                       "%s", sl_last_error());
     }
 }
@@ -51,7 +51,7 @@ static void predict(sl_net *net, float *logits)
     float x[BATCH * 3 * 32 * 32];
     int labels[BATCH];
     batch(99, x, labels);
-    ck_assert_msg(sl_net_predict(net, x, (sl_shape){BATCH, 3, 32, 32}, logits) == SL_OK, "%s",
+    ck_assert_msg(sl_net_predict(net, x, sl_shape_nchw(BATCH, 3, 32, 32), logits) == SL_OK, "%s",
                   sl_last_error());
 }
 
@@ -72,7 +72,7 @@ START_TEST(test_inference_bit_identical_with_and_without_planning)
         predict(planned, c); /* inference mode, gradients freed */
         ck_assert_msg(memcmp(a, c, sizeof a) == 0, "%s: inference mode changes outputs", models[m]);
         sl_memory_report r;
-        ck_assert(sl_net_memory_report(planned, (sl_shape){BATCH, 3, 32, 32}, SL_MODE_INFER, &r) ==
+        ck_assert(sl_net_memory_report(planned, sl_shape_nchw(BATCH, 3, 32, 32), SL_MODE_INFER, &r) ==
                   SL_OK);
         ck_assert_msg(r.arena_measured == r.arena_bytes, "measured %" PRIu64 " planned %" PRIu64,
                       r.arena_measured, r.arena_bytes);
@@ -100,7 +100,7 @@ START_TEST(test_mode_switch_resumes_training_bit_identically)
     int labels[BATCH];
     predict(switched, logits);
     batch(0, x, labels);
-    ck_assert(sl_net_train_step(switched, x, (sl_shape){BATCH, 3, 32, 32}, labels, NULL) ==
+    ck_assert(sl_net_train_step(switched, x, sl_shape_nchw(BATCH, 3, 32, 32), labels, NULL) ==
               SL_ERR_STATE);
     ck_assert_msg(strstr(sl_last_error(), "inference mode") != NULL, "%s", sl_last_error());
     ck_assert(sl_net_set_mode(switched, SL_MODE_TRAIN) == SL_OK);
@@ -131,7 +131,7 @@ START_TEST(test_inference_chain_needs_two_buffers)
     ck_assert(sl_sequential(ctx, 3, &net) == SL_OK);
     ck_assert(sl_model_build(net, "vgg-a", 10, 64) == SL_OK);
     sl_memory_report r;
-    sl_shape in = {8, 3, 64, 64};
+    sl_shape in = sl_shape_nchw(8, 3, 64, 64);
     ck_assert(sl_net_memory_report(net, in, SL_MODE_INFER, &r) == SL_OK);
     /* conv1 output 8x64x64x64 and its pooled 8x64x32x32 */
     uint64_t conv1 = 8ull * 64 * 64 * 64 * 4, pool1 = conv1 / 4;
@@ -164,7 +164,7 @@ START_TEST(test_dot_graph_parses_and_has_a_node_per_layer)
     sl_context *ctx = th_context(1);
     for (int reuse = 0; reuse <= 1; reuse++) {
         sl_net *net = net_of(ctx, "googlenet", reuse);
-        ck_assert_msg(sl_net_write_dot(net, (sl_shape){2, 3, 32, 32}, SL_MODE_TRAIN, path) == SL_OK,
+        ck_assert_msg(sl_net_write_dot(net, sl_shape_nchw(2, 3, 32, 32), SL_MODE_TRAIN, path) == SL_OK,
                       "%s", sl_last_error());
         /* googlenet: one node per primitive layer, plus the input */
         int nodes = count_lines(path, "fillcolor=");
@@ -198,7 +198,7 @@ START_TEST(test_memory_timeline_svg_parses_with_a_series_per_schedule)
     for (int i = 0; i < 3; i++) {
         sl_net *net = net_of(ctx, "resnet56", 1);
         ck_assert(sl_net_set_schedule(net, s[i]) == SL_OK);
-        ck_assert(sl_net_memory_timeline(net, (sl_shape){8, 3, 32, 32}, SL_MODE_TRAIN, &tl[i]) == SL_OK);
+        ck_assert(sl_net_memory_timeline(net, sl_shape_nchw(8, 3, 32, 32), SL_MODE_TRAIN, &tl[i]) == SL_OK);
         series[i] = &tl[i];
         uint64_t peak = 0;
         for (int k = 0; k < tl[i].steps; k++) {
@@ -208,7 +208,7 @@ START_TEST(test_memory_timeline_svg_parses_with_a_series_per_schedule)
         ck_assert(peak <= tl[i].arena_bytes); /* live bytes never exceed the arena */
         /* The timeline and the report read the same per-step counts. */
         sl_memory_report r;
-        ck_assert(sl_net_memory_report(net, (sl_shape){8, 3, 32, 32}, SL_MODE_TRAIN, &r) == SL_OK);
+        ck_assert(sl_net_memory_report(net, sl_shape_nchw(8, 3, 32, 32), SL_MODE_TRAIN, &r) == SL_OK);
         uint64_t out_peak = 0, grad_peak = 0;
         for (int k = 0; k < tl[i].steps; k++) {
             out_peak = tl[i].outputs[k] > out_peak ? tl[i].outputs[k] : out_peak;
@@ -243,7 +243,7 @@ START_TEST(test_memory_report_after_forward_backward_with_dx_reports_the_run)
 {
     sl_context *ctx = th_context(2);
     sl_net *net = net_of(ctx, "resnet20", 1);
-    sl_shape in = {BATCH, 3, 32, 32};
+    sl_shape in = sl_shape_nchw(BATCH, 3, 32, 32);
     float x[BATCH * 3 * 32 * 32], dy[BATCH * 10], y[BATCH * 10], dx[BATCH * 3 * 32 * 32];
     th_fill_normal(x, sizeof x / sizeof x[0], 7, 1.0f);
     th_fill_normal(dy, sizeof dy / sizeof dy[0], 8, 1.0f);

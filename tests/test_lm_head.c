@@ -94,9 +94,9 @@ static void check_against_separate(int chunk)
     for (int i = 0; i < N; i++)
         labels[i] = (i * 7 + 3) % V;
     sl_step_result rt, rs;
-    ck_assert_msg(sl_net_compute_gradients(tied, x, (sl_shape){N, C, 1, 1}, labels, &rt) == SL_OK,
+    ck_assert_msg(sl_net_compute_gradients(tied, x, sl_shape_nchw(N, C, 1, 1), labels, &rt) == SL_OK,
                   "%s", sl_last_error());
-    ck_assert(sl_net_compute_gradients(sep, x, (sl_shape){N, C, 1, 1}, labels, &rs) == SL_OK);
+    ck_assert(sl_net_compute_gradients(sep, x, sl_shape_nchw(N, C, 1, 1), labels, &rs) == SL_OK);
     ck_assert_msg(fabsf(rt.loss - rs.loss) <= 1e-6f * fabsf(rs.loss), "loss %.9g vs %.9g", rt.loss,
                   rs.loss);
     ck_assert_int_eq(rt.correct, rs.correct);
@@ -120,10 +120,10 @@ static void check_against_separate(int chunk)
     free(gh);
     float lt[N * V], ls[N * V];
     sl_shape out;
-    ck_assert(sl_net_output_shape(tied, (sl_shape){N, C, 1, 1}, &out) == SL_OK);
+    ck_assert(sl_net_output_shape(tied, sl_shape_nchw(N, C, 1, 1), &out) == SL_OK);
     ck_assert_int_eq(out.c, V);
-    ck_assert(sl_net_predict(tied, x, (sl_shape){N, C, 1, 1}, lt) == SL_OK);
-    ck_assert(sl_net_predict(sep, x, (sl_shape){N, C, 1, 1}, ls) == SL_OK);
+    ck_assert(sl_net_predict(tied, x, sl_shape_nchw(N, C, 1, 1), lt) == SL_OK);
+    ck_assert(sl_net_predict(sep, x, sl_shape_nchw(N, C, 1, 1), ls) == SL_OK);
     assert_close(lt, ls, N * V, 1e-6, "logits");
     sl_net_free(tied);
     sl_net_free(sep);
@@ -172,8 +172,8 @@ START_TEST(test_ignore_index)
         }
     }
     sl_step_result ra, rs;
-    ck_assert(sl_net_compute_gradients(all, x, (sl_shape){N, C, 1, 1}, labels, &ra) == SL_OK);
-    ck_assert(sl_net_compute_gradients(sub, xs, (sl_shape){kept, C, 1, 1}, ls, &rs) == SL_OK);
+    ck_assert(sl_net_compute_gradients(all, x, sl_shape_nchw(N, C, 1, 1), labels, &ra) == SL_OK);
+    ck_assert(sl_net_compute_gradients(sub, xs, sl_shape_nchw(kept, C, 1, 1), ls, &rs) == SL_OK);
     ck_assert_int_eq(ra.counted, kept);
     ck_assert(fabsf(ra.loss - rs.loss) <= 1e-6f * rs.loss);
     const char *names[] = {"a.weight", "a.bias", "b.weight", "b.bias"};
@@ -188,7 +188,7 @@ START_TEST(test_ignore_index)
     /* Every position ignored: loss 0, no gradient from the head. */
     for (int i = 0; i < N; i++)
         labels[i] = -1;
-    ck_assert(sl_net_compute_gradients(all, x, (sl_shape){N, C, 1, 1}, labels, &ra) == SL_OK);
+    ck_assert(sl_net_compute_gradients(all, x, sl_shape_nchw(N, C, 1, 1), labels, &ra) == SL_OK);
     ck_assert_int_eq(ra.counted, 0);
     ck_assert(ra.loss == 0.0f);
     float *g = grad_of(all, "b.bias");
@@ -207,7 +207,7 @@ START_TEST(test_scratch_is_one_chunk)
     sl_context *ctx = th_context(5);
     sl_net *net = make_net(ctx, 0, SL_SCHEDULE_NONE, 0);
     const int rows = 4096;
-    sl_shape in = {rows, C, 1, 1};
+    sl_shape in = sl_shape_nchw(rows, C, 1, 1);
     sl_memory_report full, chunked;
     ck_assert(sl_net_set_lm_head(net, "a.weight", -100, rows) == SL_OK);
     ck_assert(sl_net_memory_report(net, in, SL_MODE_TRAIN, &full) == SL_OK);
@@ -291,7 +291,7 @@ START_TEST(test_schedules_bit_identical)
         sl_net *net = make_net(ctx, 0, schedules[s], 6);
         ck_assert(sl_net_set_lm_head(net, "a.weight", -100, 7) == SL_OK);
         sl_step_result r;
-        ck_assert(sl_net_compute_gradients(net, x, (sl_shape){rows, C, 1, 1}, labels, &r) == SL_OK);
+        ck_assert(sl_net_compute_gradients(net, x, sl_shape_nchw(rows, C, 1, 1), labels, &r) == SL_OK);
         th_params got;
         th_params_capture(net, &got);
         if (s == 0) {
@@ -494,9 +494,9 @@ START_TEST(test_errors)
     ck_assert(sl_net_set_lm_head(net, "a.weight", -100, 0) == SL_OK);
     float x[2 * C] = {0}, dy[2 * C] = {0};
     int labels[2] = {1, V};
-    th_assert_error(sl_net_compute_gradients(net, x, (sl_shape){2, C, 1, 1}, labels, &r),
+    th_assert_error(sl_net_compute_gradients(net, x, sl_shape_nchw(2, C, 1, 1), labels, &r),
                     SL_ERR_INVALID_ARG, "outside [0, 11)");
-    th_assert_error(sl_net_forward_backward(net, x, (sl_shape){2, C, 1, 1}, dy, NULL, NULL),
+    th_assert_error(sl_net_forward_backward(net, x, sl_shape_nchw(2, C, 1, 1), dy, NULL, NULL),
                     SL_ERR_STATE, "language-model head");
     /* Token runs need a token input ({B, 1, T, 1}); this network takes C channels. */
     int32_t bad[2] = {0, V};

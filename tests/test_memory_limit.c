@@ -159,7 +159,7 @@ static sl_memory_report plan_in_process(const char *model, int classes, int res,
     rlim_t before = own_vm_bytes();
     ck_assert(sl_net_set_optimizer(net, &opt) == SL_OK);
     sl_memory_report r;
-    sl_shape shape = {batch, 3, res, res};
+    sl_shape shape = sl_shape_nchw(batch, 3, res, res);
     ck_assert_msg(sl_net_memory_report(net, shape, SL_MODE_TRAIN, &r) == SL_OK, "%s",
                   sl_last_error());
     ck_assert_msg(own_vm_bytes() < before + ((rlim_t)256 << 20),

@@ -48,7 +48,7 @@ static sl_net *small_net(uint64_t seed, sl_context **ctx)
     return net;
 }
 
-static const sl_shape g_shape = {2, 3, 5, 5};
+static const sl_shape g_shape = {2, 3, 5, 5, SL_LAYOUT_NCHW};
 
 static void batch(float x[2 * 3 * 5 * 5], int labels[2], uint64_t seed)
 {

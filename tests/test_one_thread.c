@@ -46,7 +46,7 @@ static long regions_of_a_run(int threads)
     static float x[8 * 3 * 32 * 32], logits[8 * 10];
     int labels[8] = {0, 1, 2, 3, 4, 5, 6, 7};
     th_fill_normal(x, sizeof x / sizeof x[0], 1, 1.0f);
-    sl_shape sh = {8, 3, 32, 32};
+    sl_shape sh = sl_shape_nchw(8, 3, 32, 32);
     g_regions = 0;
     ck_assert(sl_net_train_step(net, x, sh, labels, NULL) == SL_OK);
     ck_assert(sl_net_predict(net, x, sh, logits) == SL_OK);

@@ -51,7 +51,7 @@ static void mlp_batch(uint64_t t, int n, float *x, int *labels)
         labels[i] = (int)((t * 7 + (uint64_t)i * 3) % MLP_CLASSES);
 }
 
-static sl_shape mlp_shape(int n) { return (sl_shape){n, MLP_C, MLP_H, MLP_W}; }
+static sl_shape mlp_shape(int n) { return sl_shape_nchw(n, MLP_C, MLP_H, MLP_W); }
 
 /* ------------------------------------------------------------------ */
 /* PyTorch: AdamW + clip_grad_norm_ + warmup/cosine                     */
@@ -435,7 +435,7 @@ START_TEST(test_accumulation_checkpointed_bit_identical)
         for (int i = 0; i < 4; i++)
             labels[i] = (t + 2 * i) % 5;
         for (int i = 0; i < 2; i++)
-            ck_assert_msg(sl_net_train_step(nets[i], x, (sl_shape){4, 3, 8, 8}, labels, NULL) ==
+            ck_assert_msg(sl_net_train_step(nets[i], x, sl_shape_nchw(4, 3, 8, 8), labels, NULL) ==
                               SL_OK, "%s", sl_last_error());
     }
     ck_assert_int_eq(sl_net_step_count(a), 3);

@@ -35,7 +35,7 @@ START_TEST(test_arena_past_2_to_the_64_is_refused_not_wrapped)
     sl_context *ctx = th_context(1);
     for (int reuse = 0; reuse < 2; reuse++) {
         sl_net *net = gelu_net(ctx, 1 << 30, 6, reuse);
-        sl_shape huge = {1, 1 << 30, 1 << 30, 1};
+        sl_shape huge = sl_shape_nchw(1, 1 << 30, 1 << 30, 1);
         for (int mode = 0; mode < 2; mode++) {
             sl_memory_report r;
             sl_status st = sl_net_memory_report(net, huge, mode ? SL_MODE_INFER : SL_MODE_TRAIN, &r);
@@ -45,7 +45,7 @@ START_TEST(test_arena_past_2_to_the_64_is_refused_not_wrapped)
             th_assert_error(st, SL_ERR_NOMEM, "more than 2^56 bytes (64 PiB)");
         }
         sl_memory_report r;
-        sl_shape fine = {2, 1 << 30, 1, 1};
+        sl_shape fine = sl_shape_nchw(2, 1 << 30, 1, 1);
         ck_assert_msg(sl_net_memory_report(net, fine, SL_MODE_TRAIN, &r) == SL_OK, "%s",
                       sl_last_error());
         sl_net_free(net);
@@ -61,7 +61,7 @@ START_TEST(test_input_positions_past_int_are_refused)
     sl_context *ctx = th_context(1);
     sl_net *net = gelu_net(ctx, 1, 2, 1);
     sl_memory_report r;
-    sl_shape wide = {65536, 1, 65536, 1};
+    sl_shape wide = sl_shape_seq(65536, 65536, 1);
     th_assert_error(sl_net_memory_report(net, wide, SL_MODE_TRAIN, &r), SL_ERR_SHAPE,
                     "4294967296 positions (batch x height x width); at most 2147483647");
     sl_net_free(net);
@@ -76,7 +76,7 @@ START_TEST(test_large_plan_adds_up_exactly)
     sl_context *ctx = th_context(1);
     sl_net *net = gelu_net(ctx, 1 << 20, 3, 0);
     sl_memory_report r;
-    sl_shape big = {1, 1 << 20, 1 << 20, 1};
+    sl_shape big = sl_shape_nchw(1, 1 << 20, 1 << 20, 1);
     ck_assert_msg(sl_net_memory_report(net, big, SL_MODE_TRAIN, &r) == SL_OK, "%s", sl_last_error());
     const uint64_t tensor = (uint64_t)1 << 42;
     ck_assert_msg(r.outputs == 3 * tensor, "outputs %llu", (unsigned long long)r.outputs);
@@ -97,7 +97,7 @@ START_TEST(test_planner_refuses_an_arena_past_2_to_the_64)
     for (int reuse = 0; reuse < 2; reuse++) {
         sl_net *net = gelu_net(ctx, 4, 6, reuse);
         sl_run_cache *c;
-        sl_shape in = {2, 4, 1, 1};
+        sl_shape in = sl_shape_nchw(2, 4, 1, 1);
         ck_assert_msg(sl_net_plan_cached(net, in, SL_MODE_TRAIN, 0, &c) == SL_OK, "%s", sl_last_error());
         for (int v = 0; v < c->prog.n_values; v++)
             c->prog.values[v].bytes = (size_t)1 << 62;
@@ -130,7 +130,7 @@ START_TEST(test_recompute_fraction_of_a_model_past_2_to_the_64_flops)
     cfg.context = 2048;
     ck_assert_msg(sl_model_gpt2(net, &cfg) == SL_OK, "%s", sl_last_error());
     ck_assert(sl_net_set_schedule(net, SL_SCHEDULE_SQRT) == SL_OK);
-    sl_shape in = {1024, 1, 2048, 1};
+    sl_shape in = sl_shape_seq(1024, 2048, 1);
     sl_memory_report r;
     ck_assert_msg(sl_net_memory_report(net, in, SL_MODE_TRAIN, &r) == SL_OK, "%s", sl_last_error());
     ck_assert_msg(isfinite(r.recompute_fraction) && r.recompute_fraction > 0.2 &&
@@ -155,7 +155,7 @@ START_TEST(test_layer_flops_past_2_to_the_64_saturate)
     ck_assert(sl_net_add(net, NULL, sl_linear(1 << 20, 1 << 20, 0)) == SL_OK);
     ck_assert(sl_net_add(net, NULL, sl_gelu()) == SL_OK);
     ck_assert(sl_net_set_schedule(net, SL_SCHEDULE_SQRT) == SL_OK);
-    sl_shape in = {1 << 25, 1 << 20, 1, 1};
+    sl_shape in = sl_shape_nchw(1 << 25, 1 << 20, 1, 1);
     sl_unit_report *u;
     int n;
     ck_assert_msg(sl_net_unit_reports(net, in, SL_MODE_TRAIN, &u, &n) == SL_OK, "%s", sl_last_error());

@@ -86,7 +86,7 @@ static void run(uint64_t seed, sl_schedule schedule, int poison, result *out)
     ck_assert(sl_sublinear(ctx, 3, schedule, &net) == SL_OK);
     int size = random_chain(net, seed);
     net->debug_poison = poison;
-    sl_shape shape = {4, 3, size, size};
+    sl_shape shape = sl_shape_nchw(4, 3, size, size);
     size_t n = (size_t)4 * 3 * size * size;
     float *x = malloc(n * sizeof(float));
     th_fill_normal(x, n, seed, 1.0f);
@@ -132,7 +132,7 @@ static uint64_t least_budget(uint64_t seed, uint64_t *plain)
     sl_net *net = NULL;
     ck_assert(sl_sublinear(ctx, 3, SL_SCHEDULE_BUDGET(1), &net) == SL_OK);
     int size = random_chain(net, seed);
-    sl_shape shape = {4, 3, size, size};
+    sl_shape shape = sl_shape_nchw(4, 3, size, size);
     sl_memory_report r;
     uint64_t least = th_least_budget(net, shape);
     ck_assert(sl_net_set_schedule(net, SL_SCHEDULE_NONE) == SL_OK);

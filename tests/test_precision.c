@@ -57,7 +57,7 @@ static void train_cnn(const char *model, int res, int batch, sl_precision precis
     net->f32_copy_bytes = g_copy_bytes;
     sl_optimizer_options o = sl_optimizer_sgd(0.01f, 0.9f, 1e-4f, 0);
     ck_assert(sl_net_set_optimizer(net, &o) == SL_OK);
-    sl_shape shape = {batch, 3, res, res};
+    sl_shape shape = sl_shape_nchw(batch, 3, res, res);
     if (least_kind) {
         uint64_t least = th_least_budget(net, shape);
         ck_assert(sl_net_set_schedule(net, least_kind == 1 ? SL_SCHEDULE_BUDGET(least)
@@ -215,7 +215,7 @@ static void mlp_steps(sl_precision precision, sl_schedule schedule, run *out)
     ck_assert(sl_net_set_precision(net, precision) == SL_OK);
     sl_optimizer_options o = sl_optimizer_sgd(0.05f, 0.9f, 0.0f, 0);
     ck_assert(sl_net_set_optimizer(net, &o) == SL_OK);
-    th_train_steps(net, (sl_shape){B, F, 1, 1}, STEPS, 0.0f, out->loss);
+    th_train_steps(net, sl_shape_nchw(B, F, 1, 1), STEPS, 0.0f, out->loss);
     g_native = 0;
     for (int i = 0; i < net->graph.n_nodes; i++)
         g_native += sl_shapes_native(&net->cache[SL_MODE_TRAIN].sh, i) &&
@@ -385,7 +385,7 @@ static void gpt2_step(sl_precision precision, sl_schedule schedule, int least, t
     ck_assert(sl_net_set_precision(net, precision) == SL_OK);
     net->f32_copy_bytes = g_copy_bytes;
     if (least) {
-        uint64_t l = th_least_budget(net, (sl_shape){GB, 1, GT, 1});
+        uint64_t l = th_least_budget(net, sl_shape_seq(GB, GT, 1));
         ck_assert(sl_net_set_schedule(net, least == 1 ? SL_SCHEDULE_BUDGET(l)
                                                       : SL_SCHEDULE_BUDGET_OPS(l)) == SL_OK);
     }
@@ -577,7 +577,7 @@ START_TEST(test_bf16_arena_resnet152)
     sl_net *net = NULL;
     ck_assert(sl_sequential(ctx, 3, &net) == SL_OK);
     ck_assert(sl_model_build(net, "resnet152", 1000, 224) == SL_OK);
-    check_arena_ratio(net, (sl_shape){16, 3, 224, 224}, "ResNet-152 b16");
+    check_arena_ratio(net, sl_shape_nchw(16, 3, 224, 224), "ResNet-152 b16");
     sl_net_free(net);
     sl_context_free(ctx);
 }
@@ -588,7 +588,7 @@ START_TEST(test_bf16_arena_gpt2_small)
     sl_context *ctx = th_context(1);
     sl_gpt2_config c = sl_gpt2_defaults();
     sl_net *net = th_gpt2(ctx, &c, SL_SCHEDULE_NONE);
-    check_arena_ratio(net, (sl_shape){4, 1, 1024, 1}, "GPT-2 small 4x1024");
+    check_arena_ratio(net, sl_shape_seq(4, 1024, 1), "GPT-2 small 4x1024");
     sl_net_free(net);
     sl_context_free(ctx);
 }

@@ -51,7 +51,7 @@ START_TEST(test_prepare_allocates_once_and_the_step_plans_nothing)
 {
     sl_context *ctx = th_context(7);
     sl_net *net = small_net(ctx);
-    sl_shape sh = {BATCH, 3, RES, RES};
+    sl_shape sh = sl_shape_nchw(BATCH, 3, RES, RES);
     ck_assert_ptr_null(net->param_block);
     ck_assert_int_eq(sl_net_prepare(net, sh, SL_MODE_TRAIN), SL_OK);
     ck_assert_int_eq(net->finalized, 1);
@@ -96,7 +96,7 @@ START_TEST(test_prepare_then_train_is_bit_identical_to_train_alone)
 {
     sl_context *ctx[2] = {th_context(21), th_context(21)};
     sl_net *net[2] = {small_net(ctx[0]), small_net(ctx[1])};
-    sl_shape sh = {BATCH, 3, RES, RES};
+    sl_shape sh = sl_shape_nchw(BATCH, 3, RES, RES);
     ck_assert_int_eq(sl_net_prepare(net[0], sh, SL_MODE_TRAIN), SL_OK);
     ck_assert_int_eq(sl_net_prepare(net[0], sh, SL_MODE_INFER), SL_OK);
     float x[BATCH * 3 * RES * RES];
@@ -145,17 +145,17 @@ START_TEST(test_prepare_failing_leaves_the_network_as_it_was)
     for (int optimizer = 0; optimizer < 2; optimizer++) {
         sl_net *net = small_net_with(ctx, optimizer);
         /* four channels into a network that takes three */
-        th_assert_error(sl_net_prepare(net, (sl_shape){BATCH, 4, RES, RES}, SL_MODE_TRAIN),
+        th_assert_error(sl_net_prepare(net, sl_shape_nchw(BATCH, 4, RES, RES), SL_MODE_TRAIN),
                         SL_ERR_SHAPE, "the network takes 3");
         assert_untouched(net, optimizer);
         sl_net_free(net);
     }
     sl_net *net = small_net(ctx);
-    th_assert_error(sl_net_prepare(net, (sl_shape){0, 3, RES, RES}, SL_MODE_INFER), SL_ERR_SHAPE,
+    th_assert_error(sl_net_prepare(net, sl_shape_nchw(0, 3, RES, RES), SL_MODE_INFER), SL_ERR_SHAPE,
                     "batch, height and width");
-    th_assert_error(sl_net_prepare(net, (sl_shape){BATCH, 3, RES, RES}, (sl_mode)7),
+    th_assert_error(sl_net_prepare(net, sl_shape_nchw(BATCH, 3, RES, RES), (sl_mode)7),
                     SL_ERR_INVALID_ARG, "unknown mode 7");
-    th_assert_error(sl_net_prepare(NULL, (sl_shape){BATCH, 3, RES, RES}, SL_MODE_TRAIN),
+    th_assert_error(sl_net_prepare(NULL, sl_shape_nchw(BATCH, 3, RES, RES), SL_MODE_TRAIN),
                     SL_ERR_INVALID_ARG, "network is NULL");
     sl_net_free(net);
 
@@ -165,7 +165,7 @@ START_TEST(test_prepare_failing_leaves_the_network_as_it_was)
     ck_assert_int_eq(sl_model_build(big, "resnet152", 1000000, 224), SL_OK);
     sl_optimizer_options adam = sl_optimizer_adam(1e-3f, 0.9f, 0.999f, 1e-8f, 0.0f);
     ck_assert_int_eq(sl_net_set_optimizer(big, &adam), SL_OK);
-    th_assert_error(sl_net_prepare(big, (sl_shape){16, 3, 224, 224}, SL_MODE_TRAIN), SL_ERR_NOMEM,
+    th_assert_error(sl_net_prepare(big, sl_shape_nchw(16, 3, 224, 224), SL_MODE_TRAIN), SL_ERR_NOMEM,
                     "sl_net_prepare");
     assert_untouched(big, 1);
     sl_net_free(big);
@@ -177,7 +177,7 @@ START_TEST(test_prepare_for_training_refuses_a_network_in_inference_mode)
 {
     sl_context *ctx = th_context(5);
     sl_net *net = small_net(ctx);
-    sl_shape sh = {BATCH, 3, RES, RES};
+    sl_shape sh = sl_shape_nchw(BATCH, 3, RES, RES);
     ck_assert_int_eq(sl_net_set_mode(net, SL_MODE_INFER), SL_OK);
     th_assert_error(sl_net_prepare(net, sh, SL_MODE_TRAIN), SL_ERR_STATE, "inference mode");
     ck_assert_int_eq(sl_net_prepare(net, sh, SL_MODE_INFER), SL_OK);

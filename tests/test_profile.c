@@ -37,7 +37,7 @@ static sl_net *build(sl_context *ctx, sl_schedule s)
 /* Trains STEPS steps; returns their wall time. */
 static double train(sl_net *net)
 {
-    sl_shape in = {BATCH, 3, 32, 32};
+    sl_shape in = sl_shape_nchw(BATCH, 3, 32, 32);
     size_t nx = (size_t)BATCH * 3 * 32 * 32;
     float *x = malloc(nx * sizeof(float));
     int labels[BATCH] = {1, 4, 7, 9};
@@ -125,7 +125,7 @@ static void check_schedule(sl_schedule s, int checkpointed)
     ck_assert(sl_net_profile(net, e, 0, &n, 0) == SL_OK);
     ck_assert_int_eq(n, 0);
     float *x = calloc((size_t)BATCH * 3 * 32 * 32, sizeof(float)), logits[BATCH * 10];
-    ck_assert(sl_net_predict(net, x, (sl_shape){BATCH, 3, 32, 32}, logits) == SL_OK);
+    ck_assert(sl_net_predict(net, x, sl_shape_nchw(BATCH, 3, 32, 32), logits) == SL_OK);
     ck_assert(sl_net_profile(net, e, 64, &n, 0) == SL_OK);
     ck_assert_int_eq(calls(e, n, "Conv2d", "eval"), convs);
     ck_assert_int_eq(calls(e, n, "Conv2d", "backward"), 0);

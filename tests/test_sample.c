@@ -431,7 +431,7 @@ START_TEST(test_generator_refuses_a_cache_larger_than_memory)
                   "%s", e);
     /* Nothing was allocated: the network holds no parameter. */
     sl_memory_report r;
-    ck_assert(sl_net_memory_report(net, (sl_shape){1, 1, 8, 1}, SL_MODE_INFER, &r) == SL_OK);
+    ck_assert(sl_net_memory_report(net, sl_shape_seq(1, 8, 1), SL_MODE_INFER, &r) == SL_OK);
     ck_assert_uint_eq(r.measured_params, 0);
     ck_assert_uint_eq(r.measured_param_grads, 0);
     ck_assert_uint_eq(r.param_grads, 0);
@@ -462,7 +462,7 @@ START_TEST(test_generator_in_inference_mode_holds_no_gradients)
     int32_t prompt[3] = {1, 2, 3}, out[4];
     ck_assert(sl_gpt2_generate(gen, prompt, 3, 4, NULL, out) == SL_OK);
     sl_memory_report r;
-    ck_assert(sl_net_memory_report(net, (sl_shape){1, 1, 7, 1}, SL_MODE_INFER, &r) == SL_OK);
+    ck_assert(sl_net_memory_report(net, sl_shape_seq(1, 7, 1), SL_MODE_INFER, &r) == SL_OK);
     ck_assert(r.measured_params > 0);
     ck_assert_uint_eq(r.measured_param_grads, 0);
     ck_assert_uint_eq(r.param_grads, 0);

@@ -31,7 +31,7 @@ START_TEST(test_sqrt_schedule_segment_count)
     sl_context *ctx = th_context(1);
     sl_net *net = resnet(ctx, "resnet56", SL_SCHEDULE_SQRT);
     sl_memory_report r;
-    ck_assert(sl_net_memory_report(net, (sl_shape){8, 3, 32, 32}, SL_MODE_TRAIN, &r) == SL_OK);
+    ck_assert(sl_net_memory_report(net, sl_shape_nchw(8, 3, 32, 32), SL_MODE_TRAIN, &r) == SL_OK);
     const sl_segments *seg = &net->cache[SL_MODE_TRAIN].seg;
     int n = sl_net_layer_count(net); /* 3 + 27 blocks + 3 = 33 -> 6 segments */
     ck_assert_int_eq(n, 33);
@@ -127,7 +127,7 @@ START_TEST(test_recompute_fraction_matches_flop_count)
         }
         sl_net *net = resnet(ctx, "resnet20", s[i]);
         sl_memory_report r;
-        ck_assert(sl_net_memory_report(net, (sl_shape){4, 3, 32, 32}, SL_MODE_TRAIN, &r) == SL_OK);
+        ck_assert(sl_net_memory_report(net, sl_shape_nchw(4, 3, 32, 32), SL_MODE_TRAIN, &r) == SL_OK);
         const sl_run_cache *c = &net->cache[SL_MODE_TRAIN];
         uint64_t fwd = 0, bwd = 0;
         for (int n = 0; n < net->graph.n_nodes; n++) {
@@ -187,7 +187,7 @@ START_TEST(test_refwd_skips_nodes_nothing_reads)
         for (int i = 0; i < 3; i++) {
             sl_net *net = resnet(ctx, models[m], s[i]);
             sl_memory_report r;
-            ck_assert(sl_net_memory_report(net, (sl_shape){2, 3, 32, 32}, SL_MODE_TRAIN, &r) == SL_OK);
+            ck_assert(sl_net_memory_report(net, sl_shape_nchw(2, 3, 32, 32), SL_MODE_TRAIN, &r) == SL_OK);
             const sl_program *p = &net->cache[SL_MODE_TRAIN].prog;
             int refwd = 0, last_block_tail = 0;
             for (int a = 0; a < p->n_steps; a++) {
@@ -227,7 +227,7 @@ static int report(sl_context *ctx, sl_schedule s, sl_memory_report *r)
     sl_net *net = resnet(ctx, "resnet56", s);
     sl_optimizer_options o = sl_optimizer_sgd(0.1f, 0.9f, 0.0f, 0);
     ck_assert(sl_net_set_optimizer(net, &o) == SL_OK);
-    int st = sl_net_memory_report(net, (sl_shape){16, 3, 32, 32}, SL_MODE_TRAIN, r);
+    int st = sl_net_memory_report(net, sl_shape_nchw(16, 3, 32, 32), SL_MODE_TRAIN, r);
     sl_net_free(net);
     return st;
 }
@@ -303,7 +303,7 @@ START_TEST(test_bn_momentum_rescale_formula)
         for (int i = 0; i < 72; i++)
             x[i] += (i / 9) % 2 ? 1.5f : -0.5f; /* channel means away from 0 */
         int labels[4] = {0, 1, 1, 0};
-        ck_assert(sl_net_compute_gradients(net, x, (sl_shape){4, 2, 3, 3}, labels, NULL) == SL_OK);
+        ck_assert(sl_net_compute_gradients(net, x, sl_shape_nchw(4, 2, 3, 3), labels, NULL) == SL_OK);
         const sl_segments *seg = &net->cache[SL_MODE_TRAIN].seg;
         ck_assert_int_eq(seg->n, 2);
         ck_assert_msg(seg->start[1] >= 1 && seg->start[1] <= 3, "bn_a must be re-forwarded");
@@ -348,7 +348,7 @@ static uint64_t least_arena(sl_context *ctx, const char *model, int batch, int r
     ck_assert(sl_model_build(net, model, res == 32 ? 10 : 1000, res) == SL_OK);
     sl_optimizer_options o = sl_optimizer_sgd(0.1f, 0.9f, 5e-4f, 0); /* the command's */
     ck_assert(sl_net_set_optimizer(net, &o) == SL_OK);
-    sl_shape shape = {batch, 3, res, res};
+    sl_shape shape = sl_shape_nchw(batch, 3, res, res);
     sl_memory_report r;
     uint64_t least = th_least_budget(net, shape);
     ck_assert(sl_net_set_schedule(net, SL_SCHEDULE_BUDGET(least)) == SL_OK);
@@ -406,7 +406,7 @@ START_TEST(test_bn_rescale_under_multilevel_recursion)
         float *x = malloc(8 * 3 * 32 * 32 * sizeof *x);
         th_fill_normal(x, 8 * 3 * 32 * 32, 9, 1.0f);
         int labels[8] = {0, 1, 2, 3, 4, 5, 6, 7};
-        ck_assert_msg(sl_net_compute_gradients(net, x, (sl_shape){8, 3, 32, 32}, labels, NULL) ==
+        ck_assert_msg(sl_net_compute_gradients(net, x, sl_shape_nchw(8, 3, 32, 32), labels, NULL) ==
                       SL_OK, "%s", sl_last_error());
         if (run == 1)
             ck_assert_int_gt(th_most_forwards(net), 2);
@@ -452,7 +452,7 @@ START_TEST(test_operator_level_never_slower_by_its_cost_model)
     ck_assert(sl_net_set_cost_model(net, &(sl_cost_model){0, 1e9}) == SL_ERR_INVALID_ARG);
     ck_assert(sl_net_set_cost_model(net, &m) == SL_OK);
     ck_assert(sl_net_set_cost_model(net, NULL) == SL_OK);
-    sl_shape shape = {16, 3, 32, 32};
+    sl_shape shape = sl_shape_nchw(16, 3, 32, 32);
     sl_memory_report plain, least_r, r;
     ck_assert(sl_net_memory_report(net, shape, SL_MODE_TRAIN, &plain) == SL_OK);
     ck_assert(plain.recompute_time_fraction == 0.0);

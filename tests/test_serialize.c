@@ -71,7 +71,7 @@ static sl_net *resnet20(uint64_t seed, sl_context **ctx)
  * initial values. */
 static void train(sl_net *net, int steps, int first_batch)
 {
-    sl_shape s = {4, 3, 8, 8};
+    sl_shape s = sl_shape_nchw(4, 3, 8, 8);
     float x[4 * 3 * 8 * 8];
     for (int t = 0; t < steps; t++) {
         int labels[4];
@@ -162,7 +162,7 @@ START_TEST(test_round_trip_gives_identical_predictions)
 
     float x[2 * 3 * 32 * 32], ya[20], yb[20];
     th_fill_normal(x, sizeof x / sizeof *x, 5, 1.0f);
-    sl_shape s = {2, 3, 32, 32};
+    sl_shape s = sl_shape_nchw(2, 3, 32, 32);
     ck_assert(sl_net_predict(a, x, s, ya) == SL_OK && sl_net_predict(b, x, s, yb) == SL_OK);
     ck_assert_msg(memcmp(ya, yb, sizeof ya) == 0, "predictions differ after a round trip");
 
@@ -256,7 +256,7 @@ START_TEST(test_pytorch_reads_our_file)
     train(net, 3, 0);
     float x[2 * 3 * 32 * 32], y[20];
     th_fill_normal(x, sizeof x / sizeof *x, 6, 1.0f);
-    ck_assert(sl_net_predict(net, x, (sl_shape){2, 3, 32, 32}, y) == SL_OK);
+    ck_assert(sl_net_predict(net, x, sl_shape_nchw(2, 3, 32, 32), y) == SL_OK);
     ck_assert_msg(sl_save_model(net, model) == SL_OK, "%s", sl_last_error());
     write_file(input, x, sizeof x);
     write_file(logits, y, sizeof y);
@@ -287,7 +287,7 @@ START_TEST(test_we_read_a_pytorch_file)
     sl_load_report rep;
     ck_assert_msg(sl_load_model(net, model, NULL, &rep) == SL_OK, "%s", sl_last_error());
     ck_assert_int_eq(rep.ignored, 21);
-    ck_assert(sl_net_predict(net, x, (sl_shape){2, 3, 32, 32}, y) == SL_OK);
+    ck_assert(sl_net_predict(net, x, sl_shape_nchw(2, 3, 32, 32), y) == SL_OK);
     size_t n;
     uint8_t *buf = read_file(logits, &n);
     ck_assert_uint_eq(n, sizeof ref);

@@ -47,7 +47,7 @@ static void train(sl_net *net, int first, int steps)
         th_fill_normal(x, sizeof x / sizeof *x, 1000 + (uint64_t)t, 1.0f);
         for (int i = 0; i < BATCH; i++)
             labels[i] = (t + 3 * i) % 5;
-        ck_assert_msg(sl_net_train_step(net, x, (sl_shape){BATCH, 3, 8, 8}, labels, NULL) == SL_OK,
+        ck_assert_msg(sl_net_train_step(net, x, sl_shape_nchw(BATCH, 3, 8, 8), labels, NULL) == SL_OK,
                       "%s", sl_last_error());
     }
 }

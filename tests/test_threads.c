@@ -57,7 +57,7 @@ static sl_status train(sl_net *net, uint64_t seed, int steps)
 {
     float x[BATCH * 3 * RES * RES];
     int labels[BATCH];
-    sl_shape sh = {BATCH, 3, RES, RES};
+    sl_shape sh = sl_shape_nchw(BATCH, 3, RES, RES);
     for (int s = 0; s < steps; s++) {
         th_fill_normal(x, sizeof x / sizeof x[0], seed * 100 + (uint64_t)s, 1.0f);
         for (int b = 0; b < BATCH; b++)

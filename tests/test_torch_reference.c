@@ -662,12 +662,12 @@ static void check_layers(const char *test, const layer_case *cases, int n)
 START_TEST(test_conv2d)
 {
     static const layer_case cases[] = {
-        {"conv_3x3_s1_p1", "conv 3 4 3 1 1", {2, 3, 8, 8}},
-        {"conv_3x3_s2_p1_bias", "conv2d 3 5 3 3 2 2 1 1 1 1 1 1", {2, 3, 9, 9}},
-        {"conv_3x3_dilation2", "conv2d 3 4 3 3 1 1 2 2 2 2 1 1", {2, 3, 9, 8}},
-        {"conv_3x3_groups2", "conv2d 4 6 3 3 1 1 1 1 1 1 2 1", {2, 4, 7, 7}},
-        {"conv_1x1_s2", "conv 5 6 1 2 0", {2, 5, 7, 7}},
-        {"conv_7x7_s2_p3", "conv 3 8 7 2 3", {2, 3, 16, 16}},
+        {"conv_3x3_s1_p1", "conv 3 4 3 1 1", {2, 3, 8, 8, SL_LAYOUT_NCHW}},
+        {"conv_3x3_s2_p1_bias", "conv2d 3 5 3 3 2 2 1 1 1 1 1 1", {2, 3, 9, 9, SL_LAYOUT_NCHW}},
+        {"conv_3x3_dilation2", "conv2d 3 4 3 3 1 1 2 2 2 2 1 1", {2, 3, 9, 8, SL_LAYOUT_NCHW}},
+        {"conv_3x3_groups2", "conv2d 4 6 3 3 1 1 1 1 1 1 2 1", {2, 4, 7, 7, SL_LAYOUT_NCHW}},
+        {"conv_1x1_s2", "conv 5 6 1 2 0", {2, 5, 7, 7, SL_LAYOUT_NCHW}},
+        {"conv_7x7_s2_p3", "conv 3 8 7 2 3", {2, 3, 16, 16, SL_LAYOUT_NCHW}},
     };
     check_layers("conv2d", cases, (int)(sizeof cases / sizeof cases[0]));
 }
@@ -681,13 +681,13 @@ START_TEST(test_batchnorm2d)
     tr_case *c = case_new(b, "bn_train");
     sl_net *net = single_layer_net(c, ctx, 4, "batchnorm2d 4");
     randomize_batchnorms(net, 200, 1);
-    run_forward_backward(c, net, (sl_shape){4, 4, 5, 5}, 2000);
+    run_forward_backward(c, net, sl_shape_nchw(4, 4, 5, 5), 2000);
     sl_net_free(net);
 
     c = case_new(b, "bn_train_momentum_eps");
     net = single_layer_net(c, ctx, 3, "batchnorm2d_ex 3 0.3 0.001");
     randomize_batchnorms(net, 210, 1);
-    run_forward_backward(c, net, (sl_shape){3, 3, 4, 6}, 2010);
+    run_forward_backward(c, net, sl_shape_nchw(3, 3, 4, 6), 2010);
     sl_net_free(net);
 
     c = case_new(b, "bn_frozen_backward");
@@ -695,13 +695,13 @@ START_TEST(test_batchnorm2d)
     randomize_batchnorms(net, 230, 1);
     ck_assert_msg(sl_net_set_batchnorm_frozen(net, 1, NULL) == SL_OK, "%s", sl_last_error());
     c->frozen_bn = 1;
-    run_forward_backward(c, net, (sl_shape){3, 4, 5, 5}, 2030);
+    run_forward_backward(c, net, sl_shape_nchw(3, 4, 5, 5), 2030);
     sl_net_free(net);
 
     c = case_new(b, "bn_eval");
     net = single_layer_net(c, ctx, 4, "batchnorm2d 4");
     randomize_batchnorms(net, 220, 1);
-    run_predict(c, net, (sl_shape){3, 4, 5, 5}, 2020);
+    run_predict(c, net, sl_shape_nchw(3, 4, 5, 5), 2020);
     sl_net_free(net);
 
     sl_context_free(ctx);
@@ -712,11 +712,11 @@ END_TEST
 START_TEST(test_pooling)
 {
     static const layer_case cases[] = {
-        {"maxpool_3_2_1", "maxpool 3 2 1", {2, 3, 9, 9}},
-        {"maxpool_ceil_3_2_0", "maxpool_ceil 3 2 0", {2, 3, 8, 8}},
-        {"avgpool_3_2_1", "avgpool 3 2 1", {2, 3, 8, 9}},
-        {"avgpool_2_2_0", "avgpool 2 2 0", {2, 3, 8, 8}},
-        {"global_avgpool", "global_avgpool", {2, 3, 5, 4}},
+        {"maxpool_3_2_1", "maxpool 3 2 1", {2, 3, 9, 9, SL_LAYOUT_NCHW}},
+        {"maxpool_ceil_3_2_0", "maxpool_ceil 3 2 0", {2, 3, 8, 8, SL_LAYOUT_NCHW}},
+        {"avgpool_3_2_1", "avgpool 3 2 1", {2, 3, 8, 9, SL_LAYOUT_NCHW}},
+        {"avgpool_2_2_0", "avgpool 2 2 0", {2, 3, 8, 8, SL_LAYOUT_NCHW}},
+        {"global_avgpool", "global_avgpool", {2, 3, 5, 4, SL_LAYOUT_NCHW}},
     };
     check_layers("pooling", cases, (int)(sizeof cases / sizeof cases[0]));
 }
@@ -725,9 +725,9 @@ END_TEST
 START_TEST(test_linear_relu)
 {
     static const layer_case cases[] = {
-        {"linear_bias", "linear 12 5 1", {3, 12, 1, 1}},
-        {"linear_no_bias_spatial", "linear 18 4 0", {3, 2, 3, 3}},
-        {"relu", "relu", {2, 3, 4, 4}},
+        {"linear_bias", "linear 12 5 1", {3, 12, 1, 1, SL_LAYOUT_NCHW}},
+        {"linear_no_bias_spatial", "linear 18 4 0", {3, 2, 3, 3, SL_LAYOUT_NCHW}},
+        {"relu", "relu", {2, 3, 4, 4, SL_LAYOUT_NCHW}},
     };
     check_layers("linear_relu", cases, (int)(sizeof cases / sizeof cases[0]));
 }
@@ -736,11 +736,11 @@ END_TEST
 START_TEST(test_blocks)
 {
     static const layer_case cases[] = {
-        {"basic_block_identity", "basic_block 8 8 1", {2, 8, 6, 6}},
-        {"basic_block_projection_s2", "basic_block 4 8 2", {2, 4, 8, 8}},
-        {"bottleneck_projection_s2", "bottleneck 8 4 2", {2, 8, 8, 8}},
-        {"inception", "inception 8 4 3 6 2 4 4", {2, 8, 6, 6}},
-        {"conv_bn_relu", "conv_bn_relu 3 6 3 1 1", {2, 3, 6, 6}},
+        {"basic_block_identity", "basic_block 8 8 1", {2, 8, 6, 6, SL_LAYOUT_NCHW}},
+        {"basic_block_projection_s2", "basic_block 4 8 2", {2, 4, 8, 8, SL_LAYOUT_NCHW}},
+        {"bottleneck_projection_s2", "bottleneck 8 4 2", {2, 8, 8, 8, SL_LAYOUT_NCHW}},
+        {"inception", "inception 8 4 3 6 2 4 4", {2, 8, 6, 6, SL_LAYOUT_NCHW}},
+        {"conv_bn_relu", "conv_bn_relu 3 6 3 1 1", {2, 3, 6, 6, SL_LAYOUT_NCHW}},
     };
     check_layers("blocks", cases, (int)(sizeof cases / sizeof cases[0]));
 }
@@ -759,13 +759,13 @@ START_TEST(test_softmax_cross_entropy)
     add_layer(c, net, "avgpool", "global_avgpool");
     add_layer(c, net, "flatten", "flatten");
     add_layer(c, net, "fc", "linear 6 5 1");
-    run_cross_entropy(c, net, (sl_shape){4, 3, 6, 6}, labels, 3000);
+    run_cross_entropy(c, net, sl_shape_nchw(4, 3, 6, 6), labels, 3000);
     sl_net_free(net);
 
     c = case_new(b, "ce_linear_only");
     net = new_net(ctx, 6);
     add_layer(c, net, "fc", "linear 6 5 1");
-    run_cross_entropy(c, net, (sl_shape){4, 6, 1, 1}, labels, 3010);
+    run_cross_entropy(c, net, sl_shape_nchw(4, 6, 1, 1), labels, 3010);
     sl_net_free(net);
 
     sl_context_free(ctx);
@@ -786,7 +786,7 @@ static void train_case(tr_batch *b, sl_context *ctx, const char *name,
     add_layer(c, net, "flatten", "flatten");
     add_layer(c, net, "fc", "linear 6 5 1");
     randomize_batchnorms(net, seed, 1);
-    run_train(c, net, (sl_shape){4, 3, 8, 8}, 3, opt, 5, seed + 1);
+    run_train(c, net, sl_shape_nchw(4, 3, 8, 8), 3, opt, 5, seed + 1);
     sl_net_free(net);
 }
 
@@ -824,7 +824,7 @@ START_TEST(test_resnet20)
         ck_assert_msg(sl_model_build(net, "resnet20", 10, 32) == SL_OK, "%s", sl_last_error());
         case_line(c, "model resnet20 10");
         randomize_batchnorms(net, 500, 1);
-        fb_prepare(c, net, (sl_shape){4, 3, 32, 32}, 5000);
+        fb_prepare(c, net, sl_shape_nchw(4, 3, 32, 32), 5000);
         nets[sublinear] = net;
     }
     batch_condition(b);

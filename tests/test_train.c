@@ -21,7 +21,7 @@ static float held_out_accuracy(sl_net *net, sl_dataset *ds, int samples)
     ck_assert(x);
     for (int64_t i = 0; seen < samples; i += BATCH) {
         ck_assert(sl_dataset_batch(ds, SL_SPLIT_TEST, i, BATCH, x, labels) == SL_OK);
-        ck_assert_msg(sl_net_predict(net, x, (sl_shape){BATCH, 3, 32, 32}, logits) == SL_OK, "%s",
+        ck_assert_msg(sl_net_predict(net, x, sl_shape_nchw(BATCH, 3, 32, 32), logits) == SL_OK, "%s",
                       sl_last_error());
         for (int b = 0; b < BATCH && seen < samples; b++, seen++) {
             int best = 0;
@@ -60,7 +60,7 @@ static void train_resnet20(sl_schedule schedule, int steps, int decay, float *fi
                       SL_OK);
         ck_assert(sl_dataset_batch(ds, SL_SPLIT_TRAIN, (int64_t)step * BATCH, BATCH, x, labels) ==
                   SL_OK);
-        ck_assert_msg(sl_net_train_step(net, x, (sl_shape){BATCH, 3, 32, 32}, labels, &r) == SL_OK,
+        ck_assert_msg(sl_net_train_step(net, x, sl_shape_nchw(BATCH, 3, 32, 32), labels, &r) == SL_OK,
                       "%s", sl_last_error());
         if (step == 0)
             *first_loss = r.loss;

@@ -125,7 +125,7 @@ START_TEST(test_layernorm_gradients_match_finite_differences)
     sl_net *net = one_layer(ctx, 12, "ln", sl_layernorm(12, LN_EPS));
     randomise_param(net, 0, 1.0f, 0.3f, 11);
     randomise_param(net, 1, 0.0f, 0.3f, 12);
-    sl_shape in = {2, 12, 5, 1};
+    sl_shape in = sl_shape_seq(2, 5, 12);
     float *x = normal_input(in, 13, 1.0f, 0.5f);
     gradcheck(net, x, in, 1);
     free(x);
@@ -137,7 +137,7 @@ END_TEST
 START_TEST(test_conv1d_gradients_match_finite_differences_on_tokens_and_vectors)
 {
     sl_context *ctx = th_context(1);
-    sl_shape shapes[2] = {{2, 7, 4, 1}, {5, 7, 1, 1}};
+    sl_shape shapes[2] = {sl_shape_seq(2, 4, 7), sl_shape_nchw(5, 7, 1, 1)};
     for (int k = 0; k < 2; k++) {
         sl_net *net = one_layer(ctx, 7, "c_fc", sl_conv1d(7, 9));
         randomise_param(net, 0, 0.0f, 0.4f, 21);
@@ -161,7 +161,7 @@ START_TEST(test_gelu_gradients_match_finite_differences)
 {
     sl_context *ctx = th_context(1);
     sl_net *net = one_layer(ctx, 6, "act", sl_gelu());
-    sl_shape in = {2, 6, 4, 1};
+    sl_shape in = sl_shape_seq(2, 4, 6);
     float *x = normal_input(in, 31, 2.0f, 0.0f);
     gradcheck(net, x, in, 1);
     free(x);
@@ -174,7 +174,7 @@ START_TEST(test_embedding_parameter_gradients_match_finite_differences)
 {
     sl_context *ctx = th_context(1);
     sl_net *net = one_layer(ctx, 1, "transformer", sl_embedding(7, 6, 5));
-    sl_shape in = {3, 1, 4, 1};
+    sl_shape in = sl_shape_seq(3, 4, 1);
     int32_t *ids = token_ids(count_of(in), 7, 41);
     th_gradcheck_result r;
     th_gradcheck_tokens(net, ids, in, 24, EPS, RTOL, ATOL, &r);
@@ -200,7 +200,7 @@ START_TEST(test_layernorm_conv1d_gelu_conv1d_gradients_match_finite_differences)
     randomise_param(net, 1, 0.0f, 0.2f, 52);
     for (int i = 2; i < 6; i++)
         randomise_param(net, i, 0.0f, 0.3f, 53 + (uint64_t)i);
-    sl_shape in = {2, 8, 3, 1};
+    sl_shape in = sl_shape_seq(2, 3, 8);
     float *x = normal_input(in, 59, 1.0f, 0.2f);
     gradcheck(net, x, in, 1);
     free(x);
@@ -361,7 +361,7 @@ START_TEST(test_layers_match_torch_float64)
     ref_case ln = {.net = one_layer(ctx, 24, "ln", sl_layernorm(24, LN_EPS))};
     randomise_param(ln.net, 0, 1.0f, 0.3f, 61);
     randomise_param(ln.net, 1, 0.0f, 0.3f, 62);
-    sl_shape ln_in = {2, 24, 5, 1};
+    sl_shape ln_in = sl_shape_seq(2, 5, 24);
     float *ln_x = normal_input(ln_in, 63, 2.0f, 0.7f);
     char manifest[128];
     snprintf(manifest, sizeof manifest, "layernorm 24 %.9g 10\n", (double)LN_EPS);
@@ -369,12 +369,12 @@ START_TEST(test_layers_match_torch_float64)
 
     ref_case cv = {.net = one_layer(ctx, 16, "c_attn", sl_conv1d(16, 12))};
     randomise_param(cv.net, 1, 0.0f, 0.5f, 71); /* the bias starts at zero */
-    sl_shape cv_in = {3, 16, 5, 1};
+    sl_shape cv_in = sl_shape_seq(3, 5, 16);
     float *cv_x = normal_input(cv_in, 72, 1.0f, 0.0f);
     ref_prepare(&cv, "conv1d", "conv1d 16 12 15\n", cv_x, NULL, cv_in, 1);
 
     ref_case ge = {.net = one_layer(ctx, 10, "act", sl_gelu())};
-    sl_shape ge_in = {2, 10, 6, 1};
+    sl_shape ge_in = sl_shape_seq(2, 6, 10);
     float *ge_x = normal_input(ge_in, 81, 2.5f, 0.0f);
     ref_prepare(&ge, "gelu", "gelu 120\n", ge_x, NULL, ge_in, 1);
 
@@ -384,7 +384,7 @@ START_TEST(test_layers_match_torch_float64)
     ck_assert_str_eq(pi.name, "transformer.wte.weight");
     ck_assert(sl_net_param(em.net, 1, &pi) == SL_OK);
     ck_assert_str_eq(pi.name, "transformer.wpe.weight");
-    sl_shape em_in = {4, 1, 7, 1};
+    sl_shape em_in = sl_shape_seq(4, 7, 1);
     int32_t *em_ids = token_ids(count_of(em_in), 9, 91);
     ref_prepare(&em, "embedding", "embedding 9 8 6 4 7\n", NULL, em_ids, em_in, 0);
 
@@ -445,7 +445,7 @@ static float *token_stack_run(int threads, size_t *len)
     ck_assert(sl_net_add(net, "ln_2", sl_layernorm(C, LN_EPS)) == SL_OK);
     ck_assert(sl_net_add(net, "act", sl_gelu()) == SL_OK);
     int np = th_param_count(net);
-    sl_shape in = {B, 1, T, 1}, out = {B, C, T, 1};
+    sl_shape in = sl_shape_seq(B, T, 1), out = sl_shape_seq(B, T, C);
     size_t total = count_of(out);
     for (int i = 0; i < np; i++) {
         sl_param_info pi;
@@ -509,7 +509,7 @@ static float *mlp_stack_run(sl_schedule schedule, th_params *params)
         snprintf(name, sizeof name, "h.%d.mlp.c_proj", h);
         ck_assert(sl_net_add(net, name, sl_conv1d(4 * C, C)) == SL_OK);
     }
-    sl_shape in = {B, 1, T, 1}, out = {B, C, T, 1};
+    sl_shape in = sl_shape_seq(B, T, 1), out = sl_shape_seq(B, T, C);
     int32_t *ids = token_ids(count_of(in), VOCAB, 111);
     float *dy = normal_input(out, 112, 1.0f, 0.0f);
     float *y = malloc(count_of(out) * sizeof(float));
@@ -606,11 +606,11 @@ START_TEST(test_transformer_layers_name_their_shape_errors)
     sl_context *ctx = th_context(1);
     sl_net *net = one_layer(ctx, 1, "transformer", sl_embedding(10, 8, 4));
     sl_shape out;
-    th_assert_error(sl_net_output_shape(net, (sl_shape){2, 1, 9, 1}, &out), SL_ERR_SHAPE,
+    th_assert_error(sl_net_output_shape(net, sl_shape_seq(2, 9, 1), &out), SL_ERR_SHAPE,
                     "9 tokens is longer than the context of 8");
-    th_assert_error(sl_net_output_shape(net, (sl_shape){2, 1, 8, 2}, &out), SL_ERR_SHAPE,
-                    "token ids of shape {B, 1, T, 1}");
-    ck_assert(sl_net_output_shape(net, (sl_shape){2, 1, 8, 1}, &out) == SL_OK);
+    th_assert_error(sl_net_output_shape(net, sl_shape_nchw(2, 1, 8, 2), &out), SL_ERR_SHAPE,
+                    "takes token ids [B, T]");
+    ck_assert(sl_net_output_shape(net, sl_shape_seq(2, 8, 1), &out) == SL_OK);
     ck_assert(out.n == 2 && out.c == 4 && out.h == 8 && out.w == 1);
     sl_net_free(net);
 
@@ -634,6 +634,78 @@ START_TEST(test_transformer_layers_name_their_shape_errors)
 }
 END_TEST
 
+/* A shape says how its values lie: the layers that read rows of channels
+ * (LayerNorm, Conv1D, attention) refuse an NCHW tensor where the layout
+ * matters (more than one channel at more than one position), the layers
+ * that read NCHW planes (convolutions, Linear's flattening) refuse an NHWC
+ * one, the layers that make sequences say so in their output's shape, and
+ * the DOT graph prints them as B x T x C. */
+START_TEST(test_layouts_are_checked)
+{
+    sl_context *ctx = th_context(1);
+    sl_shape out;
+    sl_net *net = one_layer(ctx, 12, "ln", sl_layernorm(12, LN_EPS));
+    th_assert_error(sl_net_output_shape(net, sl_shape_nchw(2, 12, 5, 1), &out), SL_ERR_SHAPE,
+                    "LayerNorm 'ln' reads rows of channels (a sequence [B, T, C], NHWC), but its "
+                    "input is NCHW 2x12x5x1; give a sequence's shape as sl_shape_seq(B, T, C)");
+    ck_assert_msg(sl_net_output_shape(net, sl_shape_seq(2, 5, 12), &out) == SL_OK, "%s",
+                  sl_last_error());
+    ck_assert(out.layout == SL_LAYOUT_NHWC && out.n == 2 && out.c == 12 && out.h == 5 && out.w == 1);
+    /* one position per row: NCHW and NHWC are the same memory */
+    ck_assert_msg(sl_net_output_shape(net, sl_shape_nchw(6, 12, 1, 1), &out) == SL_OK, "%s",
+                  sl_last_error());
+    sl_shape bad = sl_shape_seq(2, 5, 12);
+    bad.layout = (sl_layout)3;
+    th_assert_error(sl_net_output_shape(net, bad, &out), SL_ERR_SHAPE, "has layout 3");
+    sl_net_free(net);
+
+    net = one_layer(ctx, 24, "attn", sl_causal_attention(8, 2, 0.0f, 1));
+    th_assert_error(sl_net_output_shape(net, sl_shape_nchw(2, 24, 5, 1), &out), SL_ERR_SHAPE,
+                    "CausalAttention 'attn' reads rows of channels");
+    ck_assert(sl_net_output_shape(net, sl_shape_seq(2, 5, 24), &out) == SL_OK);
+    ck_assert(out.layout == SL_LAYOUT_NHWC && out.c == 8 && out.h == 5);
+    sl_net_free(net);
+
+    /* tokens -> embedding -> Conv1D: a sequence; a convolution or Linear
+     * after it reads NCHW planes and refuses it */
+    for (int k = 0; k < 3; k++) {
+        net = one_layer(ctx, 1, "wte", sl_embedding(10, 8, 4));
+        ck_assert(sl_net_add(net, "c_fc", sl_conv1d(4, 6)) == SL_OK);
+        if (k == 0) {
+            ck_assert(sl_net_output_shape(net, sl_shape_seq(2, 8, 1), &out) == SL_OK);
+            ck_assert(out.layout == SL_LAYOUT_NHWC && out.n == 2 && out.c == 6 && out.h == 8);
+            char dir[] = "/tmp/sl_layout_XXXXXX", path[256], line[512];
+            ck_assert(mkdtemp(dir));
+            snprintf(path, sizeof path, "%s/net.dot", dir);
+            ck_assert(sl_net_write_dot(net, sl_shape_seq(2, 8, 1), SL_MODE_TRAIN, path) == SL_OK);
+            FILE *f = fopen(path, "r");
+            ck_assert(f);
+            int seen = 0;
+            while (fgets(line, sizeof line, f))
+                seen += strstr(line, "2x8x6 (B x T x C)") != NULL;
+            fclose(f);
+            ck_assert_int_eq(seen, 1);
+            unlink(path);
+            rmdir(dir);
+        } else if (k == 1) {
+            ck_assert(sl_net_add(net, "conv", sl_conv2d(6, 3, 1, 1, 0)) == SL_OK);
+            th_assert_error(sl_net_output_shape(net, sl_shape_seq(2, 8, 1), &out), SL_ERR_SHAPE,
+                            "Conv2d 'conv' reads NCHW images, but its input is 2x8x6 (B x T x C)");
+        } else {
+            ck_assert(sl_net_add(net, "fc", sl_linear(6, 3, 1)) == SL_OK);
+            th_assert_error(sl_net_output_shape(net, sl_shape_seq(2, 8, 1), &out), SL_ERR_SHAPE,
+                            "Linear 'fc' reads NCHW images");
+            /* one position: a feature vector, which Linear takes */
+            ck_assert_msg(sl_net_output_shape(net, sl_shape_seq(2, 1, 1), &out) == SL_OK, "%s",
+                          sl_last_error());
+            ck_assert(out.n == 2 && out.c == 3 && out.h == 1 && out.w == 1);
+        }
+        sl_net_free(net);
+    }
+    sl_context_free(ctx);
+}
+END_TEST
+
 /* The embedding's input is int32 token ids: the network's input is an
  * I32 value of the plan, given through the _tokens runs only; the float
  * runs refuse such a network (and the _tokens runs a float one), leaving
@@ -644,7 +716,7 @@ START_TEST(test_token_ids_are_an_int32_input_given_by_the_token_runs)
     enum { B = 2, T = 4, C = 6, VOCAB = 11 };
     sl_context *ctx = th_context(1);
     sl_net *net = one_layer(ctx, 1, "transformer", sl_embedding(VOCAB, T, C));
-    sl_shape in = {B, 1, T, 1}, out = {B, C, T, 1};
+    sl_shape in = sl_shape_seq(B, T, 1), out = sl_shape_seq(B, T, C);
     int32_t *ids = token_ids(count_of(in), VOCAB, 7);
     float *dy = normal_input(out, 8, 1.0f, 0.0f), *y = malloc(count_of(out) * sizeof(float));
     float x[B * T];
@@ -725,6 +797,7 @@ int main(void)
     Suite *s = suite_create("transformer_layers");
     TCase *tc = tcase_create("core");
     tcase_add_test(tc, test_layernorm_gradients_match_finite_differences);
+    tcase_add_test(tc, test_layouts_are_checked);
     tcase_add_test(tc, test_conv1d_gradients_match_finite_differences_on_tokens_and_vectors);
     tcase_add_test(tc, test_gelu_gradients_match_finite_differences);
     tcase_add_test(tc, test_embedding_parameter_gradients_match_finite_differences);

@@ -114,7 +114,7 @@ START_TEST(cnn_bit_identical)
     snprintf(what, sizeof what, "%s, schedule %d", optimizer_name(opt), sched);
     sl_context *ca = th_context(5), *cb = th_context(5);
     sl_net *sep = cnn(ca, opt), *upd = cnn(cb, opt);
-    sl_shape in = {B, 3, RES, RES};
+    sl_shape in = sl_shape_nchw(B, 3, RES, RES);
     set_schedule(sep, sched, in);
     set_schedule(upd, sched, in);
     ck_assert(sl_net_set_update_in_backward(upd, 1) == SL_OK);
@@ -172,7 +172,7 @@ START_TEST(gpt2_bit_identical)
     sl_net *sep = th_gpt2(ca, &c, SL_SCHEDULE_NONE), *upd = th_gpt2(cb, &c, SL_SCHEDULE_NONE);
     sl_optimizer_options o = _i == 3 ? sl_optimizer_sgd(0.1f, 0.9f, 0.0f, 0) : optimizer(2);
     ck_assert(sl_net_set_optimizer(sep, &o) == SL_OK && sl_net_set_optimizer(upd, &o) == SL_OK);
-    sl_shape in = {B, 1, T, 1};
+    sl_shape in = sl_shape_seq(B, T, 1);
     set_schedule(sep, sched, in);
     set_schedule(upd, sched, in);
     ck_assert(sl_net_set_update_in_backward(upd, 1) == SL_OK);
@@ -201,7 +201,7 @@ START_TEST(planned_as_values)
 {
     sl_context *ctx = th_context(3);
     sl_net *net = cnn(ctx, 0);
-    sl_shape in = {B, 3, RES, RES};
+    sl_shape in = sl_shape_nchw(B, 3, RES, RES);
     set_schedule(net, 2, in);
     sl_memory_report sep, upd;
     ck_assert(sl_net_memory_report(net, in, SL_MODE_TRAIN, &sep) == SL_OK);
@@ -253,7 +253,7 @@ START_TEST(refusals)
 {
     sl_context *ctx = th_context(4);
     sl_net *net = cnn(ctx, 1);
-    sl_shape in = {B, 3, RES, RES};
+    sl_shape in = sl_shape_nchw(B, 3, RES, RES);
     float x[B * 3 * RES * RES];
     int labels[B];
     batch(x, labels, 0);
@@ -306,7 +306,7 @@ START_TEST(switching_continues_exactly)
 {
     sl_context *ca = th_context(6), *cb = th_context(6);
     sl_net *sep = cnn(ca, 2), *mix = cnn(cb, 2);
-    sl_shape in = {B, 3, RES, RES};
+    sl_shape in = sl_shape_nchw(B, 3, RES, RES);
     float x[B * 3 * RES * RES];
     int labels[B];
     for (int s = 0; s < 4; s++) {

@@ -80,7 +80,7 @@ static int optnet_plan(sl_context *ctx, const optnet_row *r, int batch, sl_mode 
     int ok = sl_sequential(ctx, 3, &net) == SL_OK &&
              sl_model_build(net, r->model, r->classes, r->res) == SL_OK &&
              sl_net_set_memory_reuse(net, reuse) == SL_OK &&
-             sl_net_memory_report(net, (sl_shape){batch, 3, r->res, r->res}, mode, out) == SL_OK;
+             sl_net_memory_report(net, sl_shape_nchw(batch, 3, r->res, r->res), mode, out) == SL_OK;
     if (!ok)
         fprintf(stderr, "sublinear bench optnet: %s: %s\n", r->model, sl_last_error());
     sl_net_free(net);

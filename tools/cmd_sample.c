@@ -351,7 +351,7 @@ static int sample_run(void *opts)
     }
     /* What the network holds, measured: the parameters alone. */
     sl_memory_report m;
-    sl_shape shape = {1, 1, (int)n_prompt + o.tokens, 1};
+    sl_shape shape = sl_shape_seq(1, (int)n_prompt + o.tokens, 1);
     if (sl_net_memory_report(net, shape, SL_MODE_INFER, &m) != SL_OK) {
         rc = cli_fail("reporting memory");
         goto done;

@@ -35,8 +35,8 @@ int cli_is_lm(const cli_options *o) { return o->model && strcmp(o->model, "gpt2"
 
 sl_shape cli_input_shape(const cli_options *o)
 {
-    return cli_is_lm(o) ? (sl_shape){o->batch, 1, o->seq, 1}
-                        : (sl_shape){o->batch, 3, o->res, o->res};
+    return cli_is_lm(o) ? sl_shape_seq(o->batch, o->seq, 1)
+                        : sl_shape_nchw(o->batch, 3, o->res, o->res);
 }
 
 float cli_lr_at(const cli_options *o, int64_t step)

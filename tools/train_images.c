@@ -50,7 +50,7 @@ static int images_open(train_run *r)
     }
     o->classes = s->info.classes;
     o->res = s->info.height;
-    r->shape = (sl_shape){o->batch, 3, o->res, o->res};
+    r->shape = sl_shape_nchw(o->batch, 3, o->res, o->res);
     r->units_per_batch = o->batch;
     /* A batch of 64 ResNet inputs at 4096x4096 is 12 GiB, filled before
      * the first step: the loop checks it with the step. */

@@ -45,7 +45,7 @@ static int tokens_open(train_run *r)
                 o->data_dir, sl_token_shard_count(s->train), o->batch, o->seq);
         return CLI_EXIT_FAIL;
     }
-    r->shape = (sl_shape){o->batch, 1, o->seq, 1};
+    r->shape = sl_shape_seq(o->batch, o->seq, 1);
     r->units_per_batch = (int64_t)o->batch * o->seq;
     r->batch_bytes = (uint64_t)r->units_per_batch * 2 * sizeof(int32_t); /* ids and targets */
     return 0;

@@ -69,11 +69,40 @@ SL_API sl_status sl_set_error(sl_status status, const char *fmt, ...)
 /* Shapes                                                              */
 /* ------------------------------------------------------------------ */
 
-/* A 4-d NCHW shape. Feature vectors (after Flatten or Linear) are
- * {n, features, 1, 1}. */
+/* How a 4-d tensor lies in memory. */
+typedef enum sl_layout {
+    SL_LAYOUT_NCHW = 0, /* images: n planes of c channels of h x w (the default) */
+    SL_LAYOUT_NHWC = 1  /* channels innermost: n x h x w rows of c values. A
+                           sequence [B, T, C] is NHWC with n = B, h = T, w = 1 */
+} sl_layout;
+
+/* A 4-d shape: n images (or sequences) of c channels over h x w positions,
+ * laid out as `layout` says. Feature vectors (after Flatten or Linear) are
+ * {n, features, 1, 1}, token ids [B, T] are {B, 1, T, 1}: where c == 1 or
+ * h * w == 1 both layouts are the same memory and either may be given.
+ * Build shapes with sl_shape_nchw and sl_shape_seq; a brace initialiser
+ * that lists four fields leaves layout 0, NCHW. Convolutions, pooling and
+ * BatchNorm take NCHW; LayerNorm, attention, Conv1D and the language-model
+ * head take rows of channels (NHWC, as a sequence is). */
 typedef struct sl_shape {
     int n, c, h, w;
+    sl_layout layout;
 } sl_shape;
+
+/* An NCHW shape. */
+static inline sl_shape sl_shape_nchw(int n, int c, int h, int w)
+{
+    sl_shape s = {n, c, h, w, SL_LAYOUT_NCHW};
+    return s;
+}
+
+/* A sequence [b, t, c]: b sequences of t positions of c channels, the
+ * channels innermost ({b, c, t, 1} in NHWC). */
+static inline sl_shape sl_shape_seq(int b, int t, int c)
+{
+    sl_shape s = {b, c, t, 1, SL_LAYOUT_NHWC};
+    return s;
+}
 
 /* ------------------------------------------------------------------ */
 /* Context: device, threads, seed                                      */

@@ -69,7 +69,10 @@ enum {
 /* What a layer of the type needs for one input shape. Sizes are in bytes
  * (signed so that a negative result of your arithmetic is caught). */
 typedef struct sl_custom_sizes {
-    sl_shape out;                     /* the output shape (every field >= 1) */
+    sl_shape out;                     /* the output shape (every size >= 1) and its
+                                         layout: start from the input's shape to keep a
+                                         sequence's (sl_shape_seq); a layer after yours
+                                         that reads another layout refuses the plan */
     int64_t saved_bytes;              /* state a TRAIN forward keeps for backward */
     int64_t forward_workspace_bytes;  /* scratch of one forward */
     int64_t backward_workspace_bytes; /* scratch of one backward */
@@ -79,8 +82,8 @@ typedef struct sl_custom_sizes {
 /* Random numbers, sl_custom_random_uniform (opaque; valid during one call). */
 typedef struct sl_custom_call sl_custom_call;
 
-/* What forward gets. Tensors are float32 NCHW in the memory of the
- * context's device. Pointers to saved state and workspaces are 64-byte
+/* What forward gets. Tensors are float32 in the memory of the context's
+ * device, laid out as their shapes say (NCHW, or NHWC for sequences). Pointers to saved state and workspaces are 64-byte
  * aligned. */
 typedef struct sl_custom_forward_args {
     sl_custom_pass pass;

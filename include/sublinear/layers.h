@@ -124,12 +124,15 @@ SL_API sl_layer *sl_conv_bn_relu(int in_channels, int out_channels, int kernel, 
 SL_API void sl_layer_free(sl_layer *layer);
 
 /* GPT-2's layers. They work on sequence tensors: a [B, T, C] activation
- * has shape {B, C, T, 1} and is stored token-major, element (b, t, ch) at
- * (b * T + t) * C + ch, so each token is a row of C values; a layer that
- * works on rows treats n x h x w as rows and c as C (feature vectors {N,
- * C, 1, 1} are N rows). Build such a network with sl_sequential(ctx, C,
- * ...) and run it with input shape {B, C, T, 1}, or {B, 1, T, 1} token
- * ids after sl_embedding. */
+ * has shape sl_shape_seq(B, T, C) ({B, C, T, 1} in layout NHWC) and is
+ * stored token-major, element (b, t, ch) at (b * T + t) * C + ch, so each
+ * token is a row of C values; a layer that works on rows treats n x h x w
+ * as rows and c as C (feature vectors {N, C, 1, 1} are N rows). Build such
+ * a network with sl_sequential(ctx, C, ...) and run it with input shape
+ * sl_shape_seq(B, T, C), or sl_shape_seq(B, T, 1) token ids before
+ * sl_embedding. LayerNorm, Conv1D and attention refuse an NCHW input of
+ * more than one channel at more than one position (an image is not a
+ * sequence); their outputs are NHWC. */
 
 /* LayerNorm over the C channels of each token (nn.LayerNorm(C, eps)): the
  * row's mean and biased variance, statistics in double; parameters
@@ -138,7 +141,7 @@ SL_API sl_layer *sl_layernorm(int channels, float eps);
 
 /* Hugging Face GPT-2's Conv1D: y = x W + b for each token, weight
  * "weight" stored [in_features, out_features] (the transpose of
- * sl_linear's), "bias" [out_features]. {B, in, T, 1} -> {B, out, T, 1}
+ * sl_linear's), "bias" [out_features]. [B, T, in] -> [B, T, out]
  * (also {N, in, 1, 1} -> {N, out, 1, 1}). Init: weight N(0, 0.02^2),
  * bias zeros. */
 SL_API sl_layer *sl_conv1d(int in_features, int out_features);
@@ -149,11 +152,11 @@ SL_API sl_layer *sl_conv1d(int in_features, int out_features);
 SL_API sl_layer *sl_gelu(void);
 
 /* GPT-2's token + position embedding: y[b, t, :] = wte[id[b, t], :] +
- * wpe[t, :]. Its input, of shape {B, 1, T, 1} with T <= context, is int32
+ * wpe[t, :]. Its input, of shape sl_shape_seq(B, T, 1) with T <= context, is int32
  * token ids: it must be the network's first layer, and the network then
  * takes its input through the _tokens functions (net.h:
  * sl_net_train_step_tokens, sl_net_forward_backward_tokens, ...; the
- * float ones refuse it); the output is {B, channels, T, 1}. Parameters "wte.weight"
+ * float ones refuse it); the output is sl_shape_seq(B, T, channels). Parameters "wte.weight"
  * [vocab, channels] and "wpe.weight" [context, channels], both N(0,
  * 0.02^2); added to a network as "transformer" they get Hugging Face's
  * names (transformer.wte.weight). Ids must lie in [0, vocab): the caller

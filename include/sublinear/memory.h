@@ -5,7 +5,7 @@
  * Graphviz picture, and profiling by layer type and pass.
  *
  *     sl_memory_report r;
- *     sl_net_memory_report(net, (sl_shape){32, 3, 32, 32}, SL_MODE_TRAIN, &r);
+ *     sl_net_memory_report(net, sl_shape_nchw(32, 3, 32, 32), SL_MODE_TRAIN, &r);
  *     printf("peak %llu bytes\n", (unsigned long long)r.total);
  */
 #ifndef SUBLINEAR_MEMORY_H

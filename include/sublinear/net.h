@@ -8,9 +8,9 @@
  *     sl_model_build(net, "resnet20", 10, 32);         (or sl_net_add ...)
  *     sl_optimizer_options opt = sl_optimizer_sgd(0.1f, 0.9f, 5e-4f, 0);
  *     sl_net_set_optimizer(net, &opt);
- *     sl_net_prepare(net, (sl_shape){32, 3, 32, 32}, SL_MODE_TRAIN);   (optional)
+ *     sl_net_prepare(net, sl_shape_nchw(32, 3, 32, 32), SL_MODE_TRAIN);   (optional)
  *     sl_step_result r;
- *     sl_net_train_step(net, x, (sl_shape){32, 3, 32, 32}, labels, &r);
+ *     sl_net_train_step(net, x, sl_shape_nchw(32, 3, 32, 32), labels, &r);
  */
 #ifndef SUBLINEAR_NET_H
 #define SUBLINEAR_NET_H
@@ -383,7 +383,7 @@ SL_API sl_status sl_net_train_step(sl_net *net, const float *x, sl_shape shape,
 /* Ends the network with a language-model head tied to the parameter named
  * `weight` ([vocab, C], such as GPT-2's "transformer.wte.weight"). The last
  * layer gives hidden states of C channels per position (sequence tensors
- * {B, C, T, 1}, stored position by position) and the logits of a row h are
+ * sl_shape_seq(B, T, C), stored position by position) and the logits of a row h are
  * h W^T. The head is fused with the loss, softmax cross-entropy averaged
  * over the positions whose label is not ignore_index (which must lie
  * outside [0, vocab); PyTorch uses -100): rows go through in chunks of

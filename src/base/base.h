@@ -46,10 +46,40 @@ static inline size_t sl_shape_count(sl_shape s)
     return (size_t)s.n * (size_t)s.c * (size_t)s.h * (size_t)s.w;
 }
 
+/* 1 when the layout changes where a shape's values lie: more than one
+ * channel at more than one position. Otherwise NCHW and NHWC are the same
+ * memory (token ids {B, 1, T, 1}, feature vectors {n, c, 1, 1}). */
+static inline int sl_layout_matters(sl_shape s)
+{
+    return s.c > 1 && (s.h > 1 || s.w > 1);
+}
+
+/* The shape's values lie as NCHW planes (its layout says so, or does not
+ * matter). */
+static inline int sl_shape_planar(sl_shape s)
+{
+    return s.layout == SL_LAYOUT_NCHW || !sl_layout_matters(s);
+}
+
+/* The shape's values lie as rows of channels, NHWC (a sequence). */
+static inline int sl_shape_rows(sl_shape s)
+{
+    return s.layout == SL_LAYOUT_NHWC || !sl_layout_matters(s);
+}
+
+/* 1 when a and b are the same tensor in memory: the same sizes, and the
+ * same layout where it matters. */
 static inline int sl_shape_equal(sl_shape a, sl_shape b)
 {
-    return a.n == b.n && a.c == b.c && a.h == b.h && a.w == b.w;
+    return a.n == b.n && a.c == b.c && a.h == b.h && a.w == b.w &&
+           (a.layout == b.layout || !sl_layout_matters(a));
 }
+
+/* A shape for messages: "2x3x32x32" (NCHW), "4x1024x768 (B x T x C)" (a
+ * sequence), "2x32x32x3 (NHWC)"; written into buf (SL_SHAPE_STR bytes),
+ * which it returns. */
+#define SL_SHAPE_STR 80
+const char *sl_shape_str(sl_shape s, char *buf);
 
 /* The library's allocator (alloc.c): malloc, calloc, realloc, strdup and
  * 64-byte aligned malloc, each NULL on failure with no message (a zero

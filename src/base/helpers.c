@@ -5,6 +5,7 @@
  */
 #define _POSIX_C_SOURCE 199309L
 #include <omp.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -40,6 +41,19 @@ void *sl_aligned_zalloc(size_t bytes, const char *what)
 }
 
 void sl_aligned_free(void *p) { free(p); }
+
+const char *sl_shape_str(sl_shape s, char *buf)
+{
+    if (s.layout == SL_LAYOUT_NCHW || !sl_layout_matters(s))
+        snprintf(buf, SL_SHAPE_STR, "%dx%dx%dx%d", s.n, s.c, s.h, s.w);
+    else if (s.layout == SL_LAYOUT_NHWC && s.w == 1)
+        snprintf(buf, SL_SHAPE_STR, "%dx%dx%d (B x T x C)", s.n, s.h, s.c);
+    else if (s.layout == SL_LAYOUT_NHWC)
+        snprintf(buf, SL_SHAPE_STR, "%dx%dx%dx%d (NHWC)", s.n, s.h, s.w, s.c);
+    else
+        snprintf(buf, SL_SHAPE_STR, "%dx%dx%dx%d (layout %d)", s.n, s.c, s.h, s.w, (int)s.layout);
+    return buf;
+}
 
 void sl_join_name(char *dst, size_t n, const char *a, const char *b)
 {

@@ -55,7 +55,7 @@ typedef struct chunk {
 static sl_shape chunk_shape(sl_shape s, chunk c)
 {
     if (c.unit == SL_CHUNK_ROWS)
-        return (sl_shape){c.cn, s.c, 1, 1};
+        return sl_shape_nchw(c.cn, s.c, 1, 1);
     if (c.unit == SL_CHUNK_CHANNELS)
         s.c = c.cn;
     else

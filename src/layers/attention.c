@@ -58,7 +58,7 @@ static sl_status attention_infer(const sl_layer *l, const sl_backend *be, int n_
                             "CausalAttention '%s' expects a sequence {batch, channels, tokens, 1} "
                             "but the input's width is %d",
                             sl_layer_label(l), in[0].w);
-    *out = (sl_shape){in[0].n, at->channels, in[0].h, 1};
+    *out = sl_shape_seq(in[0].n, in[0].h, at->channels);
     sl_attention_desc d = attention_desc(at, in[0], at->p, NULL, 0, 0);
     uint64_t t = (uint64_t)d.t, bh = sl_mul_sat((uint64_t)d.n, (uint64_t)d.heads);
     uint64_t pairs = sl_mul_sat(bh, t * (t + 1) / 2); /* (i, j) with j <= i; t < 2^31 */
@@ -137,7 +137,7 @@ static int attention_out_channels(const sl_layer *l, int in_c)
 static const sl_layer_ops flash_ops = {
     .type = "CausalAttention",
     .flags = SL_LAYER_NEEDS_INPUT | SL_LAYER_NEEDS_OUTPUT | SL_LAYER_COMPUTE_BOUND |
-             SL_LAYER_BATCH_CHUNKS,
+             SL_LAYER_BATCH_CHUNKS | SL_LAYER_ROWS_INPUT,
     .infer = attention_infer,
     .forward = attention_forward,
     .backward = attention_backward,
@@ -147,7 +147,8 @@ static const sl_layer_ops flash_ops = {
 
 static const sl_layer_ops plain_ops = {
     .type = "CausalAttention",
-    .flags = SL_LAYER_NEEDS_INPUT | SL_LAYER_COMPUTE_BOUND | SL_LAYER_BATCH_CHUNKS,
+    .flags = SL_LAYER_NEEDS_INPUT | SL_LAYER_COMPUTE_BOUND | SL_LAYER_BATCH_CHUNKS |
+             SL_LAYER_ROWS_INPUT,
     .infer = attention_infer,
     .forward = attention_forward,
     .backward = attention_backward,

@@ -28,7 +28,9 @@ static sl_status conv1d_infer(const sl_layer *l, const sl_backend *be, int n_in,
                             "Conv1D '%s' expects %d input channels (features per token) but "
                             "receives %d",
                             sl_layer_label(l), cv->in_features, in[0].c);
-    *out = (sl_shape){in[0].n, cv->out_features, in[0].h, in[0].w};
+    *out = in[0];
+    out->c = cv->out_features;
+    out->layout = SL_LAYOUT_NHWC;
     uint64_t rows = sl_mul3_sat((uint64_t)in[0].n, (uint64_t)in[0].h, (uint64_t)in[0].w);
     uint64_t macs = sl_mul3_sat(rows, (uint64_t)cv->in_features, (uint64_t)cv->out_features);
     cost->fwd_flops = sl_mul_sat(2, macs);
@@ -105,7 +107,8 @@ static int conv1d_out_channels(const sl_layer *l, int in_c)
 
 static const sl_layer_ops conv1d_ops = {
     .type = "Conv1D",
-    .flags = SL_LAYER_NEEDS_INPUT | SL_LAYER_COMPUTE_BOUND | SL_LAYER_ROW_CHUNKS,
+    .flags = SL_LAYER_NEEDS_INPUT | SL_LAYER_COMPUTE_BOUND | SL_LAYER_ROW_CHUNKS |
+             SL_LAYER_ROWS_INPUT,
     .infer = conv1d_infer,
     .forward = conv1d_forward,
     .backward = conv1d_backward,

@@ -45,7 +45,7 @@ static sl_status conv_infer(const sl_layer *l, const sl_backend *be, int n_in,
                        "padding %d)",
                        sl_layer_label(l), in[0].h, in[0].w, cv->o.kernel_h, cv->o.kernel_w,
                        cv->o.dilation_h, cv->o.pad_h);
-    *out = (sl_shape){in[0].n, cv->o.out_channels, oh, ow};
+    *out = sl_shape_nchw(in[0].n, cv->o.out_channels, oh, ow);
     sl_conv_desc d = conv_desc(cv, in[0], *out, 0);
     uint64_t taps = sl_mul3_sat((uint64_t)(cv->o.in_channels / cv->o.groups),
                                 (uint64_t)cv->o.kernel_h, (uint64_t)cv->o.kernel_w);
@@ -114,7 +114,7 @@ static int conv_out_channels(const sl_layer *l, int in_c)
 
 static const sl_layer_ops conv_ops = {
     .type = "Conv2d",
-    .flags = SL_LAYER_NEEDS_INPUT | SL_LAYER_COMPUTE_BOUND,
+    .flags = SL_LAYER_NEEDS_INPUT | SL_LAYER_COMPUTE_BOUND | SL_LAYER_PLANAR_INPUT,
     .infer = conv_infer,
     .forward = conv_forward,
     .backward = conv_backward,

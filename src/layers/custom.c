@@ -71,8 +71,8 @@ static void format_shapes(char *buf, size_t n, int n_in, const sl_shape *in)
     size_t used = 0;
     buf[0] = '\0';
     for (int k = 0; k < n_in && used < n; k++) {
-        int w = snprintf(buf + used, n - used, "%s%dx%dx%dx%d", k ? ", " : "", in[k].n, in[k].c,
-                         in[k].h, in[k].w);
+        char b[SL_SHAPE_STR];
+        int w = snprintf(buf + used, n - used, "%s%s", k ? ", " : "", sl_shape_str(in[k], b));
         if (w < 0)
             break;
         used += (size_t)w;
@@ -106,6 +106,12 @@ static sl_status check_sizes(const custom *c, const char *shapes, const sl_custo
         return sl_set_error(SL_ERR_SHAPE,
                        "custom layer '%s' (%s) declares output shape %dx%dx%dx%d for input %s: "
                        "every dimension must be >= 1", who, type, o.n, o.c, o.h, o.w, shapes);
+    if (o.layout != SL_LAYOUT_NCHW && o.layout != SL_LAYOUT_NHWC)
+        return sl_set_error(SL_ERR_SHAPE,
+                            "custom layer '%s' (%s) declares output layout %d for input %s: it "
+                            "must be SL_LAYOUT_NCHW or SL_LAYOUT_NHWC (copy the input's shape, or "
+                            "build it with sl_shape_nchw or sl_shape_seq)",
+                            who, type, (int)o.layout, shapes);
     if (s->saved_bytes < 0 || s->forward_workspace_bytes < 0 || s->backward_workspace_bytes < 0 ||
         s->forward_flops < 0 || s->backward_flops < 0)
         return sl_set_error(SL_ERR_INVALID_ARG,

@@ -28,15 +28,15 @@ static sl_status embedding_infer(const sl_layer *l, const sl_backend *be, int n_
     (void)n_in;
     if (in[0].c != 1 || in[0].w != 1)
         return sl_set_error(SL_ERR_SHAPE,
-                            "Embedding '%s' takes token ids of shape {B, 1, T, 1} but receives "
-                            "{%d, %d, %d, %d}",
+                            "Embedding '%s' takes token ids [B, T] (sl_shape_seq(B, T, 1)) but "
+                            "receives {%d, %d, %d, %d}",
                             sl_layer_label(l), in[0].n, in[0].c, in[0].h, in[0].w);
     if (in[0].h > e->context)
         return sl_set_error(SL_ERR_SHAPE,
                             "Embedding '%s': a sequence of %d tokens is longer than the context "
                             "of %d positions",
                             sl_layer_label(l), in[0].h, e->context);
-    *out = (sl_shape){in[0].n, e->channels, in[0].h, 1};
+    *out = sl_shape_seq(in[0].n, in[0].h, e->channels);
     uint64_t values = sl_shape_count_sat(*out);
     cost->fwd_flops = values;
     cost->bwd_flops = sl_mul_sat(2, values);

@@ -11,7 +11,7 @@ static sl_status gap_infer(const sl_layer *l, const sl_backend *be, int n_in, co
     (void)l;
     (void)be;
     (void)n_in;
-    *out = (sl_shape){in[0].n, in[0].c, 1, 1};
+    *out = sl_shape_nchw(in[0].n, in[0].c, 1, 1);
     cost->fwd_flops = sl_shape_count_sat(in[0]);
     cost->bwd_flops = sl_shape_count_sat(in[0]);
     return SL_OK;
@@ -34,6 +34,7 @@ static void gap_backward(sl_layer *l, const sl_exec *ex, const sl_bwd_args *a)
 
 static const sl_layer_ops gap_ops = {
     .type = "GlobalAvgPool2d",
+    .flags = SL_LAYER_PLANAR_INPUT,
     .infer = gap_infer,
     .forward = gap_forward,
     .backward = gap_backward,
@@ -55,7 +56,7 @@ static sl_status flatten_infer(const sl_layer *l, const sl_backend *be, int n_in
     (void)be;
     (void)n_in;
     (void)cost;
-    *out = (sl_shape){in[0].n, in[0].c * in[0].h * in[0].w, 1, 1};
+    *out = sl_shape_nchw(in[0].n, in[0].c * in[0].h * in[0].w, 1, 1);
     return SL_OK;
 }
 

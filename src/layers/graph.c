@@ -97,11 +97,11 @@ static sl_status too_large(sl_shape input, uint64_t bytes)
         snprintf(total, sizeof total, "2^64 bytes or more");
     else
         snprintf(total, sizeof total, "%llu bytes", (unsigned long long)bytes);
-    return sl_set_error(SL_ERR_NOMEM, "the tensors of one step on input %dx%dx%dx%d (outputs, "
+    char b[SL_SHAPE_STR];
+    return sl_set_error(SL_ERR_NOMEM, "the tensors of one step on input %s (outputs, "
                         "saved state and workspaces) total %s, more than 2^56 bytes (64 PiB), "
                         "beyond any machine and past what its planned figures can count in 64 "
-                        "bits; use a smaller batch, input or model", input.n, input.c, input.h,
-                        input.w, total);
+                        "bits; use a smaller batch, input or model", sl_shape_str(input, b), total);
 }
 
 sl_status sl_graph_input_dtype(const sl_graph *g, sl_dtype *out)
@@ -128,6 +128,29 @@ sl_status sl_graph_input_dtype(const sl_graph *g, sl_dtype *out)
                             sl_layer_label(ids->layer), floats->layer->ops->type,
                             sl_layer_label(floats->layer));
     *out = ids ? SL_DTYPE_I32 : SL_DTYPE_F32;
+    return SL_OK;
+}
+
+/* The layouts a layer reads (its PLANAR_INPUT or ROWS_INPUT flag) against
+ * its inputs'. */
+static sl_status check_layouts(const sl_layer *l, int n_in, const sl_shape *in)
+{
+    unsigned flags = l->ops->flags;
+    for (int k = 0; k < n_in; k++) {
+        char b[SL_SHAPE_STR];
+        if ((flags & SL_LAYER_PLANAR_INPUT) && !sl_shape_planar(in[k]))
+            return sl_set_error(SL_ERR_SHAPE,
+                                "%s '%s' reads NCHW images, but its input is %s with the "
+                                "channels innermost; it cannot follow a layer that gives rows "
+                                "of channels (LayerNorm, attention, Conv1D, an embedding)",
+                                l->ops->type, sl_layer_label(l), sl_shape_str(in[k], b));
+        if ((flags & SL_LAYER_ROWS_INPUT) && !sl_shape_rows(in[k]))
+            return sl_set_error(SL_ERR_SHAPE,
+                                "%s '%s' reads rows of channels (a sequence [B, T, C], NHWC), "
+                                "but its input is NCHW %s; give a sequence's shape as "
+                                "sl_shape_seq(B, T, C)",
+                                l->ops->type, sl_layer_label(l), sl_shape_str(in[k], b));
+    }
     return SL_OK;
 }
 
@@ -158,12 +181,16 @@ sl_status sl_shapes_compute(const sl_graph *g, const sl_backend *be, sl_shape in
         sl_shape in[SL_MAX_INPUTS];
         for (int k = 0; k < nd->n_in; k++)
             in[k] = s.tensor[nd->in[k]];
-        sl_shape o = {0, 0, 0, 0};
-        sl_status st = nd->layer->ops->infer(nd->layer, be, nd->n_in, in, &o, &s.cost[i]);
+        sl_shape o = sl_shape_nchw(0, 0, 0, 0);
+        sl_status st = check_layouts(nd->layer, nd->n_in, in);
+        if (st == SL_OK)
+            st = nd->layer->ops->infer(nd->layer, be, nd->n_in, in, &o, &s.cost[i]);
         if (st != SL_OK) {
             sl_shapes_release(&s);
             return st;
         }
+        if (nd->layer->ops->flags & SL_LAYER_ROWS_INPUT)
+            o.layout = SL_LAYOUT_NHWC;
         s.tensor[nd->out] = o;
         s.bytes[nd->out] = shape_bytes(o);
         const sl_layer_cost *c = &s.cost[i];
@@ -178,6 +205,13 @@ sl_status sl_shapes_compute(const sl_graph *g, const sl_backend *be, sl_shape in
     }
     sl_shape last = s.tensor[g->n_nodes];
     if (g->head) {
+        if (!sl_shape_rows(last)) {
+            char b[SL_SHAPE_STR];
+            sl_shapes_release(&s);
+            return sl_set_error(SL_ERR_SHAPE, "the language-model head reads rows of channels "
+                                "(a sequence [B, T, C], NHWC), but the last layer gives NCHW %s",
+                                sl_shape_str(last, b));
+        }
         if (last.c != g->head->channels) {
             sl_shapes_release(&s);
             return sl_set_error(SL_ERR_SHAPE, "the language-model head reads rows of %d channels but "

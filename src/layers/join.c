@@ -10,11 +10,10 @@ static sl_status add_infer(const sl_layer *l, const sl_backend *be, int n_in, co
                            sl_shape *out, sl_layer_cost *cost)
 {
     (void)be;
+    char a[SL_SHAPE_STR], b[SL_SHAPE_STR];
     if (n_in != 2 || !sl_shape_equal(in[0], in[1]))
-        return sl_set_error(SL_ERR_SHAPE,
-                            "residual add '%s': branch shapes differ (%dx%dx%dx%d vs %dx%dx%dx%d)",
-                            sl_layer_label(l), in[0].n, in[0].c, in[0].h, in[0].w, in[1].n, in[1].c,
-                            in[1].h, in[1].w);
+        return sl_set_error(SL_ERR_SHAPE, "residual add '%s': branch shapes differ (%s vs %s)",
+                            sl_layer_label(l), sl_shape_str(in[0], a), sl_shape_str(in[1], b));
     *out = in[0];
     cost->fwd_flops = sl_shape_count_sat(in[0]);
     cost->bwd_flops = 0;
@@ -107,6 +106,7 @@ static void concat_backward(sl_layer *l, const sl_exec *ex, const sl_bwd_args *a
 
 static const sl_layer_ops concat_ops = {
     .type = "Concat",
+    .flags = SL_LAYER_PLANAR_INPUT,
     .infer = concat_infer,
     .forward = concat_forward,
     .backward = concat_backward,

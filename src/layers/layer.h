@@ -67,8 +67,17 @@ enum {
                                         it needs no more workspace for fewer channels: it
                                         may run a few channels at a time (the args say
                                         which; it offsets its parameters and saved state) */
-    SL_LAYER_TOKEN_INPUT = 1u << 10   /* its input is int32 token ids (SL_DTYPE_I32):
+    SL_LAYER_TOKEN_INPUT = 1u << 10,  /* its input is int32 token ids (SL_DTYPE_I32):
                                         the network's input, read by no other layer */
+    SL_LAYER_PLANAR_INPUT = 1u << 11, /* it reads its inputs as NCHW planes
+                                        (convolutions, pooling, BatchNorm, channel
+                                        concatenation, Linear's flattening): the shape
+                                        pass refuses an NHWC input where the layout
+                                        matters (sl_shape_planar) */
+    SL_LAYER_ROWS_INPUT = 1u << 12    /* it reads its inputs as rows of channels, NHWC
+                                        (LayerNorm, attention, Conv1D): the shape pass
+                                        refuses an NCHW input where the layout matters
+                                        (sl_shape_rows); its output is NHWC */
 };
 
 typedef enum sl_init {

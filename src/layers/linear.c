@@ -20,7 +20,7 @@ static sl_status linear_infer(const sl_layer *l, const sl_backend *be, int n_in,
         return sl_set_error(SL_ERR_SHAPE,
                             "Linear '%s' expects %d input features but receives %ld (%d x %d x %d)",
                        sl_layer_label(l), li->in_features, features, in[0].c, in[0].h, in[0].w);
-    *out = (sl_shape){in[0].n, li->out_features, 1, 1};
+    *out = sl_shape_nchw(in[0].n, li->out_features, 1, 1);
     uint64_t macs = sl_mul3_sat((uint64_t)in[0].n, (uint64_t)li->in_features,
                                 (uint64_t)li->out_features);
     cost->fwd_flops = sl_mul_sat(2, macs);
@@ -102,7 +102,8 @@ static int linear_out_channels(const sl_layer *l, int in_c)
 
 static const sl_layer_ops linear_ops = {
     .type = "Linear",
-    .flags = SL_LAYER_NEEDS_INPUT | SL_LAYER_COMPUTE_BOUND | SL_LAYER_BATCH_CHUNKS,
+    .flags = SL_LAYER_NEEDS_INPUT | SL_LAYER_COMPUTE_BOUND | SL_LAYER_BATCH_CHUNKS |
+             SL_LAYER_PLANAR_INPUT,
     .infer = linear_infer,
     .forward = linear_forward,
     .backward = linear_backward,

@@ -29,7 +29,7 @@ static sl_status pool_infer(const sl_layer *l, const sl_backend *be, int n_in, c
     if (oh < 1 || ow < 1)
         return sl_set_error(SL_ERR_SHAPE, "%s '%s': input %dx%d is smaller than its %dx%d window",
                        l->ops->type, sl_layer_label(l), in[0].h, in[0].w, p->kernel, p->kernel);
-    *out = (sl_shape){in[0].n, in[0].c, oh, ow};
+    *out = sl_shape_nchw(in[0].n, in[0].c, oh, ow);
     uint64_t count = sl_shape_count_sat(*out);
     uint64_t work = sl_mul3_sat(count, (uint64_t)p->kernel, (uint64_t)p->kernel);
     cost->fwd_flops = work;
@@ -62,7 +62,7 @@ static void pool_backward(sl_layer *l, const sl_exec *ex, const sl_bwd_args *a)
 
 static const sl_layer_ops maxpool_ops = {
     .type = "MaxPool2d",
-    .flags = 0,
+    .flags = SL_LAYER_PLANAR_INPUT,
     .infer = pool_infer,
     .forward = pool_forward,
     .backward = pool_backward,
@@ -71,7 +71,7 @@ static const sl_layer_ops maxpool_ops = {
 
 static const sl_layer_ops avgpool_ops = {
     .type = "AvgPool2d",
-    .flags = 0,
+    .flags = SL_LAYER_PLANAR_INPUT,
     .infer = pool_infer,
     .forward = pool_forward,
     .backward = pool_backward,

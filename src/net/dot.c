@@ -103,12 +103,12 @@ sl_status sl_net_write_dot(sl_net *net, sl_shape input, sl_mode mode, const char
     }
     fprintf(f, "digraph sublinear {\n  rankdir=TB;\n  node [shape=box, style=\"filled,rounded\", "
                "fontname=\"Helvetica\", fontsize=10];\n");
-    fprintf(f, "  label=\"%s plan, input %dx%dx%dx%d, arena %.2f MiB, %s; same colour = same "
+    char b[SL_SHAPE_STR];
+    fprintf(f, "  label=\"%s plan, input %s, arena %.2f MiB, %s; same colour = same "
                "storage\";\n",
-            mode == SL_MODE_TRAIN ? "training" : "inference", input.n, input.c, input.h, input.w,
+            mode == SL_MODE_TRAIN ? "training" : "inference", sl_shape_str(input, b),
             pl->arena_bytes / 1048576.0, pl->reuse ? "memory reuse on" : "no reuse");
-    fprintf(f, "  t0 [label=\"input\\n%dx%dx%dx%d\", fillcolor=\"#dddddd\"];\n", input.n, input.c,
-            input.h, input.w);
+    fprintf(f, "  t0 [label=\"input\\n%s\", fillcolor=\"#dddddd\"];\n", sl_shape_str(input, b));
     int open_cluster = -1;
     for (int i = 0; i < g->n_nodes; i++) {
         const sl_graph_node *nd = &g->nodes[i];
@@ -128,8 +128,8 @@ sl_status sl_net_write_dot(sl_net *net, sl_shape input, sl_mode mode, const char
         char colour[8] = "#dddddd";
         if (seen[i] == 1)
             colour_for(offset_rank(sorted, distinct, offset[i]), colour);
-        fprintf(f, "  t%d [label=\"%s\\n%s\\n%dx%dx%dx%d\\n%.2f MiB\", fillcolor=\"%s\"];\n",
-                nd->out, nd->layer->name, nd->layer->ops->type, s.n, s.c, s.h, s.w,
+        fprintf(f, "  t%d [label=\"%s\\n%s\\n%s\\n%.2f MiB\", fillcolor=\"%s\"];\n",
+                nd->out, nd->layer->name, nd->layer->ops->type, sl_shape_str(s, b),
                 c->sh.bytes[nd->out] / 1048576.0, colour);
     }
     if (open_cluster >= 0)

@@ -77,7 +77,7 @@ static sl_status check_tokens(sl_net *net, const int32_t *ids, int batch, int se
         if (ids[i] < 0 || ids[i] >= vocab)
             return sl_set_error(SL_ERR_INVALID_ARG, "%s: token id %d at position %zu is outside the "
                                 "vocabulary [0, %d)", fn, (int)ids[i], i, vocab);
-    *shape = (sl_shape){batch, 1, seq, 1};
+    *shape = sl_shape_seq(batch, seq, 1);
     return st;
 }
 
@@ -90,7 +90,7 @@ static sl_status run_tokens(sl_net *net, const int32_t *ids, const int32_t *targ
                             const float *dy, int batch, int seq, sl_mode mode, float *logits,
                             sl_step_result *result, sl_run_io *io, const char *fn)
 {
-    sl_shape shape = {0, 0, 0, 0};
+    sl_shape shape = sl_shape_nchw(0, 0, 0, 0);
     sl_status pre = check_tokens(net, ids, batch, seq, targets != NULL, fn, &shape);
     if (pre == SL_OK && mode == SL_MODE_TRAIN)
         pre = sl_net_check_training(net, fn);

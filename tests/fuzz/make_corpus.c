@@ -80,7 +80,7 @@ static void save_valid(void)
     const char *names[2] = {"snapshot_sgd.safetensors", "snapshot_adam.safetensors"};
     for (int k = 0; k < 2; k++) {
         if (sl_net_set_optimizer(net, &opt[k]) != SL_OK ||
-            sl_net_train_step(net, x, (sl_shape){2, 3, 5, 5}, labels, NULL) != SL_OK)
+            sl_net_train_step(net, x, sl_shape_nchw(2, 3, 5, 5), labels, NULL) != SL_OK)
             abort();
         snprintf(path, sizeof path, "%s/%s", g_dir, names[k]);
         if (sl_save_snapshot(net, path) != SL_OK)

@@ -38,7 +38,7 @@ int main(int argc, char **argv)
     CHECK(sl_dataset_synthetic(CLASSES, 3, RES, RES, 1, &data));
     float x[N * 3 * RES * RES];
     int labels[N];
-    sl_shape shape = {N, 3, RES, RES};
+    sl_shape shape = sl_shape_nchw(N, 3, RES, RES);
     sl_step_result r = {0};
     for (int step = 0; step < 3; step++) {
         CHECK(sl_dataset_batch(data, SL_SPLIT_TRAIN, step * N, N, x, labels));
