@@ -10,7 +10,8 @@
  * convolutions and GEMMs use TF32 tensor cores (PyTorch's default for
  * convolutions); --profile adds one more profiled step and prints where its
  * time went by layer type and pass. Prints one JSON line, with the device's
- * name and the cuDNN / cuBLAS versions the process loaded. bench/gpu.sh
+ * name, the cuDNN / cuBLAS versions the process loaded and the cuDNN API
+ * its convolutions used ("conv_api"). bench/gpu.sh
  * runs it for every schedule beside PyTorch.
  */
 #define _POSIX_C_SOURCE 200809L
@@ -152,6 +153,16 @@ static int profile_step(sl_net *net, sl_shape shape, inputs *in, sl_profile_entr
     return 0;
 }
 
+/* The cuDNN API the convolutions went through, as the CUDA backend reads
+ * SL_CUDA_CONV_API (cuda_backend.cu): "legacy" (cudnnGetConvolution*_v7)
+ * or "graph" (engine heuristics; a geometry the graph API cannot run
+ * falls back to the legacy choice, which SL_CUDA_CONV_LOG=1 shows). */
+static const char *conv_api(void)
+{
+    const char *v = getenv("SL_CUDA_CONV_API");
+    return v && strcmp(v, "legacy") == 0 ? "legacy" : "graph";
+}
+
 /* The JSON line; it/s from the median of the steps after the first (none
  * under --max-batch). Reorders dt[1..steps). */
 static void print_json(const options *o, const sl_memory_report *r, double *dt,
@@ -171,6 +182,7 @@ static void print_json(const options *o, const sl_memory_report *r, double *dt,
            median > 0 ? 1.0 / median : 0.0);
     if (!o->cpu) {
         bench_print_gpu_json(o->gpu); /* the device, the cuDNN / cuBLAS versions loaded */
+        printf("\"conv_api\":\"%s\",", conv_api());
     } else { /* the CPU model, what its kernels dispatch to, the threads */
         bench_print_machine_json();
         printf("\"threads\":%d,", threads);

@@ -39,7 +39,11 @@
 #                PyTorch plain and checkpointed, $SL_GPU_ROUNDS (3)
 #                interleaved rounds of $SL_GPU_STEPS (20) steps a run,
 #                within $SL_RESNET_BUDGET_S seconds (0: no limit); a run
-#                takes about 12 s, a round of all ten about 2 minutes
+#                takes about 12 s, a round of all ten about 2 minutes. Each
+#                of our configurations logs its convolutions' cuDNN choice
+#                per geometry (SL_CUDA_CONV_LOG=1: engine and heuristics
+#                mode, or legacy algorithm) to conv_choices-tf32<on|off>-
+#                <schedule>.txt, and its JSON names the API ("conv_api")
 #   kernels      where one GPT-2 small step (B=8 T=1024, TF32) goes kernel by
 #                kernel: ncu --metrics gpu__time_duration.sum over the first
 #                $SL_NCU_KERNELS (1500) kernels of two steps, within
@@ -70,7 +74,9 @@
 # SL_CUDA_FLASH_MMA=off (the fused attention's wmma kernels instead of its
 # mma.sync ones, written 2026-11-27 without a GPU), SL_CUDA_FLASH_BF16=off
 # (bf16 activations' fused attention in TF32 on widened tiles instead of
-# bf16 products, the same day), SL_CUDA_FLASH=off
+# bf16 products, the same day), SL_CUDA_FLASH_DROPOUT=off (attention
+# dropout in the chunked cuBLAS path instead of inside the fused mma.sync
+# kernels, written 2026-11-27 without a GPU), SL_CUDA_FLASH=off
 # (chunked cuBLAS attention), SL_CUDA_LT=off (gemm then
 # bias_add), SL_CUDA_BF16_GEMM=off (bf16 Conv1D on float copies),
 # SL_CUDA_BF16_KERNELS=off (bf16 ReLU, adds, LayerNorm, GELU and fused
@@ -78,7 +84,9 @@
 # its 32 MiB workspace, as before 2026-11-27's second run),
 # SL_CUDA_LN_REGS=off (LayerNorm's forward summing each value as its load
 # arrives instead of loading the row into registers first, the same bits;
-# written 2026-11-27 without a GPU).
+# written 2026-11-27 without a GPU), SL_CUDA_CONV_API=legacy (convolutions
+# through cuDNN's cudnnGetConvolution*_v7 algorithm choice instead of the
+# graph API's engine heuristics, written without a GPU).
 # SL_GPT2_PRECISION=bf16 runs the gpt2 phase in mixed precision (ours with
 # bf16 activations, PyTorch under autocast) into gpt2_bf16.jsonl and its
 # siblings; SL_GPT2_LLMC=PATH adds llm.c's train_gpt2cu (built by the user
@@ -238,8 +246,10 @@ if has resnet; then
       flag=()
       [ "$tf" = off ] || flag=(--tf32)
       if [ "$side" = ours ]; then
-        "$build/bench/bench_gpu" --schedule "$arg" --steps "$steps" "${flag[@]}" |
-          sed "s/^{/{\"round\":$r,/" | tee -a "$out/ours.jsonl"
+        choices="$out/conv_choices-tf32$tf-${arg%%:*}.txt"
+        SL_CUDA_CONV_LOG=1 "$build/bench/bench_gpu" --schedule "$arg" --steps "$steps" \
+          "${flag[@]}" 2>"$choices" | sed "s/^{/{\"round\":$r,/" | tee -a "$out/ours.jsonl"
+        grep -v '^sublinear cuda conv' "$choices" >&2 # the run's own messages
       else
         "$py" bench/bench_gpu_torch.py --segments "$arg" --steps "$steps" "${flag[@]}" |
           sed "s/^{/{\"round\":$r,/" | tee -a "$out/torch.jsonl"

@@ -14,10 +14,15 @@
 #           (switches.txt), else the two fused-attention switches together,
 #           otherwise all of them. Logs: gputests.log,
 #           diag-*.log.
-#   ab      ours none, GPT-2 small B=8 T=1024 TF32, with each switch of the
-#           float step's paths not yet timed (AB_SWITCHES) in turn against
-#           none (3 interleaved rounds of 6 steps): ab.txt says which of
-#           the new paths pays (about 10 s a run). test_cuda_attention's
+#   ab      each switch of the float step's paths not yet timed
+#           (AB_SWITCHES) in turn against none, 3 interleaved rounds of 6
+#           steps, on the workload its path runs: the convolution switches
+#           (SL_CUDA_CONV_*) on ours none, ResNet-152 b16 224² with TF32 off
+#           (bench_gpu, it/s), the others on ours none, GPT-2 small B=8
+#           T=1024 TF32 (bench_gpt2, ms a step); ab.txt says which of the
+#           new paths pays (about 10 s a run), ab-<workload>-<switch>.log
+#           holds each one's stderr (the ResNet runs' with each geometry's
+#           convolution choice, SL_CUDA_CONV_LOG=1). test_cuda_attention's
 #           log (gputests.log) times the attention kernels alone, mma.sync
 #           and wmma.
 #   f32     gpu.sh gpt2 (3 interleaved rounds, within what is left) and
@@ -41,8 +46,8 @@ export OUT=$dir
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64:/usr/local/cuda/lib:${LD_LIBRARY_PATH:-}
 t0=$SECONDS
 left() { echo $((${DEADLINE:-470} - (SECONDS - t0))); }
-SWITCHES="SL_CUDA_LN_REGS=off SL_CUDA_FLASH_MMA=off SL_CUDA_FLASH_BF16=off SL_CUDA_FLASH=off SL_CUDA_LT=off SL_CUDA_LT_WORKSPACE_MIB=0 SL_CUDA_BF16_GEMM=off SL_CUDA_BF16_KERNELS=off"
-AB_SWITCHES="SL_CUDA_LN_REGS=off"
+SWITCHES="SL_CUDA_CONV_API=legacy SL_CUDA_LN_REGS=off SL_CUDA_FLASH_DROPOUT=off SL_CUDA_FLASH_MMA=off SL_CUDA_FLASH_BF16=off SL_CUDA_FLASH=off SL_CUDA_LT=off SL_CUDA_LT_WORKSPACE_MIB=0 SL_CUDA_BF16_GEMM=off SL_CUDA_BF16_KERNELS=off"
+AB_SWITCHES="SL_CUDA_LN_REGS=off SL_CUDA_CONV_API=legacy"
 build="build-gpu"
 switches() { [ -s "$dir/switches.txt" ] && cat "$dir/switches.txt"; }
 # runs "$@" with the kept switches (VAR=VALUE words) in its environment
@@ -89,19 +94,46 @@ stage_tests() {
   echo "benches with: $(switches)"
 }
 
+# the workload whose time switch $1 changes: resnet (convolutions) or gpt2
+ab_workload() {
+  case "$1" in
+    SL_CUDA_CONV_*) echo resnet ;;
+    *) echo gpt2 ;;
+  esac
+}
+
+# one A/B run: switch $1 (VAR=VALUE, or none) on workload $2; prints its
+# measure ("ms_step":N or "it_per_s":N), its stderr to ab-$2-<switch>.log
+ab_run() {
+  local cmd key log="$dir/ab-$2-${1%%=*}.log" sw=()
+  [ "$1" = none ] || sw=("$1")
+  if [ "$2" = resnet ]; then
+    cmd=("$build/bench/bench_gpu" --schedule none --steps 6) key=it_per_s
+  else
+    cmd=("$build/bench/bench_gpt2" --batch 8 --seq 1024 --steps 6 --device cuda --tf32
+         --threads 16 --json) key=ms_step
+  fi
+  with_switches ${sw[@]+"${sw[@]}"} SL_CUDA_CONV_LOG=1 timeout 60 "${cmd[@]}" 2>"$log" |
+    grep -o "\"$key\":[0-9.]*"
+}
+
 stage_ab() {
-  local bin="$build/bench/bench_gpt2" base
-  base=(--batch 8 --seq 1024 --steps 6 --device cuda --tf32 --threads 16 --json)
+  local round workload sw ran
   for round in 1 2 3; do
-    for sw in none $AB_SWITCHES; do
-      [ "$(left)" -gt 20 ] || return 0
-      local ms
-      if [ "$sw" = none ]; then
-        ms=$(with_switches timeout 60 "$bin" "${base[@]}" 2>/dev/null | grep -o '"ms_step":[0-9.]*')
-      else
-        ms=$(with_switches "$sw" timeout 60 "$bin" "${base[@]}" 2>/dev/null | grep -o '"ms_step":[0-9.]*')
-      fi
-      echo "round $round: $sw ${ms:-failed}" | tee -a "$dir/ab.txt"
+    for workload in gpt2 resnet; do
+      ran=0
+      for sw in $AB_SWITCHES; do
+        [ "$(ab_workload "$sw")" = "$workload" ] || continue
+        if [ "$ran" = 0 ]; then # its baseline first, once a round
+          [ "$(left)" -gt 20 ] || return 0
+          echo "round $round: $workload none $(ab_run none "$workload" || echo failed)" |
+            tee -a "$dir/ab.txt"
+          ran=1
+        fi
+        [ "$(left)" -gt 20 ] || return 0
+        echo "round $round: $workload $sw $(ab_run "$sw" "$workload" || echo failed)" |
+          tee -a "$dir/ab.txt"
+      done
     done
   done
 }

@@ -50,6 +50,9 @@ static sl_attention_desc desc_of(const shape *s, float p)
     a.p = p;
     a.seed = 0xa77e11u;
     a.counter = 5;
+    /* with dropout, a call on images 3.. of a larger batch: its mask
+     * elements start past the first 3 images' */
+    a.bh0 = p > 0.0f ? 3 * s->heads : 0;
     return a;
 }
 
@@ -178,7 +181,10 @@ static void check_bf16(const sl_backend *be, const shape *s, const host_case *h,
 
 static void check_shape(const sl_backend *gpu, int variant, const shape *s, const host_case *h)
 {
-    int tf32 = variant > 0, fused = tf32 && s->flash && s->d == 64 && s->p == 0.0f;
+    /* the fused tiles: with dropout only their mma.sync kernels (the wmma
+     * ones of variant 2 leave it to the chunks) */
+    int tf32 = variant > 0,
+        fused = tf32 && s->flash && s->d == 64 && (s->p == 0.0f || variant != 2);
     if (variant == 3 && !fused)
         return; /* 3 differs from 1 only in the fused tiles' bf16 */
     double tol = tf32 ? 1e-2 : 1e-4;
@@ -229,7 +235,7 @@ static void check_shape(const sl_backend *gpu, int variant, const shape *s, cons
 static void check_bf16(const sl_backend *be, const shape *s, const host_case *h, int bf16_products)
 {
     sl_exec ex = {be, 1, 0}, ex16 = {be, 1, 1};
-    sl_attention_desc d = desc_of(s, 0.0f), d16 = d;
+    sl_attention_desc d = desc_of(s, s->p), d16 = d;
     d16.bf16 = 1;
     ck_assert(be->attention_native_bf16 && be->attention_native_bf16(be, &d16));
     ck_assert(be->bf16_kernels & SL_BF16_ATTENTION);
@@ -350,13 +356,17 @@ static const shape SHAPES[] = {
     {2, 32, 2048, 4, 1, 0.1f},
     /* one chunk, two groups (1536 + 512 pairs), plain */
     {32, 64, 64, 4, 0, 0.1f},
-    /* head size 64, flash, no dropout: with TF32 cuda_flash.cu's fused
-     * tiles (whole tiles; a last tile of 44 and of 1 query rows; a single
-     * token), in FP32 the chunks above */
+    /* head size 64, flash: with TF32 cuda_flash.cu's fused tiles (whole
+     * tiles; a last tile of 44 and of 1 query rows; a single token), in
+     * FP32 the chunks above; with dropout (and {2, 12, 256, 64, 1, 0.1}
+     * above) the mma.sync tiles draw the chunks' mask, rows not a
+     * multiple of 4 keys long included (t = 65, 300) */
     {2, 12, 256, 64, 1, 0.0f},
     {3, 2, 300, 64, 1, 0.0f},
     {1, 3, 65, 64, 1, 0.0f},
     {2, 2, 1, 64, 1, 0.0f},
+    {3, 2, 300, 64, 1, 0.1f},
+    {1, 3, 65, 64, 1, 0.2f},
 };
 
 /* A CUDA instance: FP32 (variant 0); TF32 (1: where the fused tiles
@@ -404,9 +414,10 @@ START_TEST(test_cuda_attention_matches_cpu_and_repeats_its_bits)
 END_TEST
 
 /* GPT-2 small's attention (B=8, T=1024, 12 heads of 64, flash), with
- * dropout 0.1 (16 chunks of 64 rows) and without (with TF32: the fused
- * tiles): forward and backward run, repeat their bits, and their time is
- * printed (for reading, not a bound). */
+ * dropout 0.1 and without (with TF32: the fused tiles, their wmma kernels
+ * leaving dropout to 16 chunks of 64 rows): forward and backward run,
+ * repeat their bits, and their time is printed (for reading, not a
+ * bound). */
 static double now_ms(void)
 {
     struct timespec ts;
@@ -428,10 +439,10 @@ static void gpt2_small_attention(float p)
     th_fill_normal(dy, ny, 22, 1.0f);
     th_bf16_round_all(qkv16, qkv, nq);
     th_bf16_round_all(dy16, dy, ny);
-    /* float activations on variants 0-2 (3 is 1 in float); without
-     * dropout, bf16 activations on 1 (bf16 products) and 3 (widened) */
+    /* float activations on variants 0-2 (3 is 1 in float), bf16
+     * activations on 1 (bf16 products) and 3 (widened) */
     const int runs[5][2] = {{0, 0}, {1, 0}, {2, 0}, {1, 1}, {3, 1}};
-    for (int k = 0; k < (p == 0.0f ? 5 : 3); k++) {
+    for (int k = 0; k < 5; k++) {
         int v = runs[k][0], bf16 = runs[k][1];
         size_t es = bf16 ? 2 : sizeof(float); /* bytes an activation */
         sl_backend *be = NULL;

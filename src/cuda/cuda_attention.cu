@@ -1,7 +1,8 @@
 /*
  * cuda_attention.cu — causal multi-head self-attention on the GPU (run
  * stage), both modes of sl_attention_desc. GPT-2's case (flash mode, head
- * size 64, no dropout, TF32 allowed) runs fused in tiles, cuda_flash.cu;
+ * size 64, TF32 allowed; with dropout too unless the fused kernels'
+ * switches say otherwise) runs fused in tiles, cuda_flash.cu;
  * every other one here: the products on the tensor
  * cores through cuBLAS's batched GEMM, the softmax and the gradient of
  * the scores in small kernels between them, chunk by chunk of queries

@@ -335,8 +335,12 @@ extern "C" sl_status sl_cuda_backend_create(int gpu, int deterministic, int tf32
      * attention: then the chunked cuBLAS one), SL_CUDA_FLASH_MMA (its
      * mma.sync kernels: then its wmma ones), SL_CUDA_FLASH_BF16 (its bf16
      * products for bf16 activations: then TF32 on widened tiles),
+     * SL_CUDA_FLASH_DROPOUT (attention dropout inside its mma.sync
+     * kernels: then dropout takes the chunked cuBLAS attention),
      * SL_CUDA_LN_REGS (LayerNorm's forward with its rows in registers:
-     * then its loop; the same bits either way) */
+     * then its loop; the same bits either way); and SL_CUDA_CONV_API=legacy
+     * (convolutions through cuDNN's _v7 algorithm choice instead of its
+     * graph API's engine heuristics) */
     b->bf16_kernels = (env_off("SL_CUDA_BF16_GEMM") ? 0u : (unsigned)SL_BF16_GEMM) |
                       (env_off("SL_CUDA_BF16_KERNELS")
                            ? 0u
@@ -348,6 +352,9 @@ extern "C" sl_status sl_cuda_backend_create(int gpu, int deterministic, int tf32
     s->flash_mma = !env_off("SL_CUDA_FLASH_MMA");
     s->ln_regs = !env_off("SL_CUDA_LN_REGS");
     s->flash_bf16 = !env_off("SL_CUDA_FLASH_BF16");
+    const char *conv_api = getenv("SL_CUDA_CONV_API");
+    s->conv_legacy = conv_api && strcmp(conv_api, "legacy") == 0;
+    s->flash_dropout = !env_off("SL_CUDA_FLASH_DROPOUT");
     *out = b;
     return SL_OK;
 }

@@ -44,7 +44,11 @@ typedef struct sl_cuda_state {
     int ln_regs;       /* LayerNorm's forward from registers; off: its loop (SL_CUDA_LN_REGS) */
     int flash_bf16;    /* its bf16 products for bf16 activations; off: TF32 on widened
                           tiles (SL_CUDA_FLASH_BF16) */
-    struct sl_cuda_conv_cache *conv_cache; /* descriptors and algorithms per geometry */
+    int conv_legacy;   /* convolutions through cuDNN's legacy _v7 algorithm choice instead
+                          of its graph API's engine heuristics (SL_CUDA_CONV_API=legacy) */
+    int flash_dropout; /* attention dropout in its mma.sync kernels; off: dropout takes
+                          the chunked path (SL_CUDA_FLASH_DROPOUT) */
+    struct sl_cuda_conv_cache *conv_cache; /* descriptors and plans or algorithms per geometry */
     /* the first failure since the last sync: kernels return nothing; the
      * lock guards it (kernels of two networks of one context may record
      * from two threads) */
@@ -214,9 +218,9 @@ static inline void sl_cuda_plane_grid(size_t planes, int len, dim3 *grid, dim3 *
         SL_CUDA_LAUNCHED(lp_);                                                                 \
     } while (0)
 
-/* The table's kernels (cuda_conv.cu: algorithms per the instance's
- * deterministic flag; cuda_gemm.cu, cuda_norm.cu, cuda_pool.cu,
- * cuda_elementwise.cu, cuda_loss_optim.cu, cuda_transformer.cu,
+/* The table's kernels (cuda_conv.cu: engines or algorithms per the
+ * instance's deterministic and tf32 flags; cuda_gemm.cu, cuda_norm.cu,
+ * cuda_pool.cu, cuda_elementwise.cu, cuda_loss_optim.cu, cuda_transformer.cu,
  * cuda_attention.cu, cuda_decode.cu): `sl_cuda_<member>` for every member,
  * required and optional, of base/backend.h's SL_BACKEND_OPS, which also
  * gives their signatures and contracts. */
@@ -228,8 +232,9 @@ SL_BACKEND_OPS(SL_CUDA_DECLARE, SL_CUDA_DECLARE)
 void sl_cuda_conv_cache_free(struct sl_cuda_conv_cache *c);
 
 /* cuda_flash.cu: causal attention fused into TF32 tiles, for flash mode,
- * head size 64, no dropout, TF32 allowed (sl_cuda_flash_applies: a
- * function of d and the instance alone); cuda_attention.cu calls it and
+ * head size 64, TF32 allowed, dropout only in its mma.sync kernels
+ * (sl_cuda_flash_applies: a function of d and the instance alone, the
+ * switches included); cuda_attention.cu calls it and
  * plans its workspace (the backward's D = rowsum(dO o y), pairs x t
  * floats, which it also computes). lse: the saved state (NULL in
  * evaluation). bf16: qkv, y, dy and dqkv are bf16 storage (ex->bf16 of

@@ -1,39 +1,81 @@
 /*
  * cuda_conv.cu — convolution with cuDNN (run stage on a GPU). Each
- * geometry gets its descriptors and algorithms once, cached in the backend
- * instance:
- * the workspace the planner reserves (conv2d_workspace_bytes, asked while
- * planning) and the algorithm a step runs come from the same entry, so the
- * planned peak includes cuDNN's workspaces. Algorithms are cuDNN's
- * heuristic order restricted to FP32 FMA math (TF32 tensor cores too when
- * the instance allows TF32) and, in a deterministic instance, to
- * deterministic ones; a re-forward then repeats
- * the forward bit for bit. SL_CUDA_CONV_LOG=1 prints each geometry's
- * choice to stderr.
+ * geometry gets its descriptors and the choice of how each pass runs
+ * once, cached in the backend instance: the workspace the planner
+ * reserves (conv2d_workspace_bytes, asked while planning) and what a
+ * step runs come from the same entry, so the planned peak includes
+ * cuDNN's workspaces.
+ *
+ * The choice, by default, is cuDNN's graph API (cuda_conv_graph.cu): per
+ * pass an execution plan from cuDNN's engine heuristics, mode A, then
+ * mode B, then the fallback list, the first engine configuration whose
+ * notes base/conv_engine.h allows (tensor cores only where the instance
+ * allows TF32, never half-precision inputs or sums, deterministic engines
+ * only in a deterministic instance), that finalizes into a plan and whose
+ * workspace is within the cap. Beta belongs to a graph's operation (the
+ * legacy API takes it per call), so the backward-data pass has two
+ * plans, one writing dx and one adding to it; the filter gradient is
+ * always added to. A pass no engine passes for falls back to the legacy
+ * choice, for that pass of that geometry only, and the log says why.
+ * SL_CUDA_CONV_API=legacy (read into the instance, cuda_backend.cu) takes
+ * the legacy choice for every pass: the way back.
+ *
+ * The legacy choice is cudnnGetConvolution*Algorithm_v7's order
+ * restricted to FP32 FMA math (TF32 tensor cores too when the instance
+ * allows TF32) and, in a deterministic instance, to deterministic
+ * algorithms.
+ *
+ * Either way the choice is a function of the geometry and the instance,
+ * made once and cached: a re-forward runs the same plan or algorithm and
+ * repeats the forward bit for bit. A bias is added by cudnnAddTensor
+ * after the forward, its gradient summed by cudnnConvolutionBackwardBias.
+ * SL_CUDA_CONV_LOG=1 prints each geometry's choice to stderr: per pass
+ * the engine, its knobs and notes, the heuristics mode and workspace, or
+ * the legacy algorithm and why the graph API was not used.
  */
 #include <mutex>
 #include <new>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cuda/cuda_common.h"
+#include "cuda/cuda_conv_graph.h"
 
 static const size_t kWorkspaceCap = (size_t)512 << 20; /* bytes one conv may ask for */
 
-/* One geometry's descriptors and algorithms. */
+/* The ways a pass is run: the backward-data pass has two, by beta (0:
+ * dx is written, 1: added to); the filter gradient is always added to. */
+enum conv_slot { SLOT_FWD, SLOT_BWD_DATA, SLOT_BWD_DATA_ADD, SLOT_BWD_FILTER, SLOT_COUNT };
+static const sl_conv_pass kSlotPass[SLOT_COUNT] = {SL_CONV_FWD, SL_CONV_BWD_DATA, SL_CONV_BWD_DATA,
+                                                   SL_CONV_BWD_FILTER};
+static const float kSlotBeta[SLOT_COUNT] = {0.0f, 0.0f, 1.0f, 1.0f};
+static const char *const kSlotName[SLOT_COUNT] = {"fwd", "bwd-data", "bwd-data+=", "bwd-filter"};
+
+/* One geometry's descriptors and choices. */
 struct sl_conv_entry {
     sl_conv_desc key; /* the geometry (all ints: compared with memcmp) */
+    /* legacy descriptors: the bias's add and sum use them, and a pass
+     * that runs a legacy algorithm */
     cudnnTensorDescriptor_t x, y, bias;
     cudnnFilterDescriptor_t w;
-    /* one convolution descriptor per pass, each with the math type of the
-     * algorithm chosen for that pass (cuDNN runs an algorithm in the math
-     * type of the descriptor it is given, and its workspace depends on it) */
+    /* per pass that has a legacy algorithm (NULL where none was needed),
+     * a convolution descriptor in that algorithm's math type (cuDNN runs
+     * an algorithm in the math type of the descriptor it is given, and
+     * its workspace depends on it) */
     cudnnConvolutionDescriptor_t conv[3];
     cudnnConvolutionFwdAlgo_t fwd;
     cudnnConvolutionBwdDataAlgo_t bwd_data;
     cudnnConvolutionBwdFilterAlgo_t bwd_filter;
-    size_t ws[3];
+    size_t legacy_ws[3];
+    /* graph API: the tensors and each slot's plan (plan[i].plan NULL: slot
+     * i runs its pass's legacy algorithm, fallback[i] saying why when the
+     * graph API was tried) */
+    sl_cuda_conv_tensors graph;
+    sl_cuda_conv_plan plan[SLOT_COUNT];
+    char fallback[SLOT_COUNT][320];
+    size_t ws[3]; /* per pass, the most any of its slots needs: what is planned */
     bool ok;
     char why[256]; /* why build_into failed (this geometry's own reason) */
 };
@@ -93,11 +135,92 @@ static bool make_conv(const sl_conv_desc *d, cudnnMathType_t math,
     return true;
 }
 
+static const char *const kChoosing[3] = {"choosing a forward convolution algorithm",
+                                         "choosing a backward-data algorithm",
+                                         "choosing a backward-filter algorithm"};
+
+/* Pass `pass`'s legacy algorithm, its descriptor e.conv[pass] and its
+ * workspace e.legacy_ws[pass], asked through q (a descriptor in the
+ * widest allowed math). */
+static bool legacy_choose(sl_cuda_state *s, const sl_conv_desc *d, sl_conv_entry &e,
+                          sl_conv_pass pass, cudnnConvolutionDescriptor_t q, char *why)
+{
+    int det = s->deterministic, n = 0, i = -1;
+    cudnnMathType_t math = CUDNN_FMA_MATH;
+    size_t *ws = &e.legacy_ws[pass], need = 0;
+    cudnnStatus_t st;
+    if (pass == SL_CONV_FWD) {
+        cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
+        st = cudnnGetConvolutionForwardAlgorithm_v7(s->cudnn, e.x, e.w, q, e.y,
+                                                    CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &n, perf);
+        i = st == CUDNN_STATUS_SUCCESS ? pick(perf, n, det, s->tf32, ws) : -1;
+        if (i >= 0) {
+            e.fwd = perf[i].algo;
+            math = perf[i].mathType;
+        }
+    } else if (pass == SL_CONV_BWD_DATA) {
+        cudnnConvolutionBwdDataAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
+        st = cudnnGetConvolutionBackwardDataAlgorithm_v7(
+            s->cudnn, e.w, e.y, q, e.x, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &n, perf);
+        i = st == CUDNN_STATUS_SUCCESS ? pick(perf, n, det, s->tf32, ws) : -1;
+        if (i >= 0) {
+            e.bwd_data = perf[i].algo;
+            math = perf[i].mathType;
+        }
+    } else {
+        cudnnConvolutionBwdFilterAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
+        st = cudnnGetConvolutionBackwardFilterAlgorithm_v7(
+            s->cudnn, e.x, e.y, q, e.w, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &n, perf);
+        i = st == CUDNN_STATUS_SUCCESS ? pick(perf, n, det, s->tf32, ws) : -1;
+        if (i >= 0) {
+            e.bwd_filter = perf[i].algo;
+            math = perf[i].mathType;
+        }
+    }
+    if (i < 0) {
+        BUILD_FAIL(kChoosing[pass], st != CUDNN_STATUS_SUCCESS ? cudnnGetErrorString(st)
+                                    : det && pass != SL_CONV_FWD
+                                        ? "no deterministic FP32 algorithm fits"
+                                        : "no FP32 algorithm fits (FMA math, or TF32 with --tf32)");
+        return false;
+    }
+    if (!make_conv(d, math, &e.conv[pass], why))
+        return false;
+    if (pass == SL_CONV_FWD)
+        BUILD_CHECK(cudnnGetConvolutionForwardWorkspaceSize(s->cudnn, e.x, e.w, e.conv[pass], e.y,
+                                                            e.fwd, &need));
+    else if (pass == SL_CONV_BWD_DATA)
+        BUILD_CHECK(cudnnGetConvolutionBackwardDataWorkspaceSize(s->cudnn, e.w, e.y, e.conv[pass],
+                                                                 e.x, e.bwd_data, &need));
+    else
+        BUILD_CHECK(cudnnGetConvolutionBackwardFilterWorkspaceSize(s->cudnn, e.x, e.y, e.conv[pass],
+                                                                   e.w, e.bwd_filter, &need));
+    if (need > *ws)
+        *ws = need;
+    return true;
+}
+
+/* Each slot's plan through the graph API; a slot none passes for is
+ * marked for its pass's legacy algorithm (needs_legacy), with the reason
+ * kept for the log. */
+static void graph_choose(sl_cuda_state *s, const sl_conv_desc *d, sl_conv_entry &e,
+                         bool needs_legacy[3])
+{
+    const sl_engine_rules rules = {s->deterministic, s->tf32, kWorkspaceCap};
+    char why[sizeof e.fallback[0]];
+    bool tensors = sl_cuda_conv_tensors_make(d, &e.graph, why, sizeof why);
+    for (int i = 0; i < SLOT_COUNT; i++) {
+        if (tensors && sl_cuda_conv_plan_make(s, &e.graph, kSlotPass[i], kSlotBeta[i], &rules,
+                                              &e.plan[i], why, sizeof why))
+            continue;
+        snprintf(e.fallback[i], sizeof e.fallback[i], "%s", why);
+        needs_legacy[kSlotPass[i]] = true;
+    }
+}
+
 static bool build_into(sl_cuda_state *s, const sl_conv_desc *d, sl_conv_entry &e)
 {
-    int det = s->deterministic;
     char *why = e.why;
-    cudnnMathType_t query_math = s->tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH;
     BUILD_CHECK(cudnnCreateTensorDescriptor(&e.x));
     BUILD_CHECK(cudnnCreateTensorDescriptor(&e.y));
     BUILD_CHECK(cudnnCreateTensorDescriptor(&e.bias));
@@ -110,98 +233,39 @@ static bool build_into(sl_cuda_state *s, const sl_conv_desc *d, sl_conv_entry &e
                                            1, 1));
     BUILD_CHECK(cudnnSetFilter4dDescriptor(e.w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, d->k,
                                            d->c / d->groups, d->kh, d->kw));
-    /* the heuristics are asked through a descriptor in the widest allowed
-     * math; each pass then gets its own in its algorithm's math type */
+    bool needs_legacy[3] = {true, true, true};
+    if (!s->conv_legacy) {
+        needs_legacy[0] = needs_legacy[1] = needs_legacy[2] = false;
+        graph_choose(s, d, e, needs_legacy);
+    }
+    /* the legacy heuristics are asked through a descriptor in the widest
+     * allowed math; each pass then gets its own in its algorithm's */
     cudnnConvolutionDescriptor_t q = NULL;
-    if (!make_conv(d, query_math, &q, why)) {
-        if (q)
-            cudnnDestroyConvolutionDescriptor(q);
+    bool ok = true;
+    for (int p = 0; p < 3 && ok; p++)
+        if (needs_legacy[p])
+            ok = (q || make_conv(d, s->tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH, &q, why)) &&
+                 legacy_choose(s, d, e, (sl_conv_pass)p, q, why);
+    if (q)
+        cudnnDestroyConvolutionDescriptor(q);
+    if (!ok) {
+        /* the legacy API was the fallback: the graph API's reason too */
+        for (int i = 0; i < SLOT_COUNT; i++)
+            if (e.fallback[i][0]) {
+                size_t used = strlen(e.why);
+                snprintf(e.why + used, sizeof e.why - used, " (graph API, %s: %.160s)",
+                         kSlotName[i], e.fallback[i]);
+                break;
+            }
         return false;
     }
-    bool ok = false;
-    size_t need = 0;
-    int n, i;
-    do {
-        cudnnConvolutionFwdAlgoPerf_t fp[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
-        n = 0;
-        cudnnStatus_t st = cudnnGetConvolutionForwardAlgorithm_v7(
-            s->cudnn, e.x, e.w, q, e.y, CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &n, fp);
-        i = st == CUDNN_STATUS_SUCCESS ? pick(fp, n, det, s->tf32, &e.ws[SL_CONV_FWD]) : -1;
-        if (i < 0) {
-            BUILD_FAIL("choosing a forward convolution algorithm",
-                           st != CUDNN_STATUS_SUCCESS ? cudnnGetErrorString(st)
-                                                      : "no FP32 algorithm fits (FMA math, or TF32 with --tf32)");
-            break;
-        }
-        e.fwd = fp[i].algo;
-        if (!make_conv(d, fp[i].mathType, &e.conv[SL_CONV_FWD], why))
-            break;
-        st = cudnnGetConvolutionForwardWorkspaceSize(s->cudnn, e.x, e.w, e.conv[SL_CONV_FWD], e.y,
-                                                     e.fwd, &need);
-        if (st != CUDNN_STATUS_SUCCESS) {
-            BUILD_FAIL("cudnnGetConvolutionForwardWorkspaceSize",
-                           cudnnGetErrorString(st));
-            break;
-        }
-        if (need > e.ws[SL_CONV_FWD])
-            e.ws[SL_CONV_FWD] = need;
-
-        cudnnConvolutionBwdDataAlgoPerf_t dp[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
-        n = 0;
-        st = cudnnGetConvolutionBackwardDataAlgorithm_v7(
-            s->cudnn, e.w, e.y, q, e.x, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &n, dp);
-        i = st == CUDNN_STATUS_SUCCESS ? pick(dp, n, det, s->tf32, &e.ws[SL_CONV_BWD_DATA]) : -1;
-        if (i < 0) {
-            BUILD_FAIL("choosing a backward-data algorithm",
-                           st != CUDNN_STATUS_SUCCESS ? cudnnGetErrorString(st)
-                           : det ? "no deterministic FP32 algorithm fits"
-                                 : "no FP32 algorithm fits (FMA math, or TF32 with --tf32)");
-            break;
-        }
-        e.bwd_data = dp[i].algo;
-        if (!make_conv(d, dp[i].mathType, &e.conv[SL_CONV_BWD_DATA], why))
-            break;
-        st = cudnnGetConvolutionBackwardDataWorkspaceSize(s->cudnn, e.w, e.y,
-                                                          e.conv[SL_CONV_BWD_DATA], e.x,
-                                                          e.bwd_data, &need);
-        if (st != CUDNN_STATUS_SUCCESS) {
-            BUILD_FAIL("cudnnGetConvolutionBackwardDataWorkspaceSize",
-                           cudnnGetErrorString(st));
-            break;
-        }
-        if (need > e.ws[SL_CONV_BWD_DATA])
-            e.ws[SL_CONV_BWD_DATA] = need;
-
-        cudnnConvolutionBwdFilterAlgoPerf_t wp[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
-        n = 0;
-        st = cudnnGetConvolutionBackwardFilterAlgorithm_v7(
-            s->cudnn, e.x, e.y, q, e.w, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &n, wp);
-        i = st == CUDNN_STATUS_SUCCESS ? pick(wp, n, det, s->tf32, &e.ws[SL_CONV_BWD_FILTER])
-                                       : -1;
-        if (i < 0) {
-            BUILD_FAIL("choosing a backward-filter algorithm",
-                           st != CUDNN_STATUS_SUCCESS ? cudnnGetErrorString(st)
-                           : det ? "no deterministic FP32 algorithm fits"
-                                 : "no FP32 algorithm fits (FMA math, or TF32 with --tf32)");
-            break;
-        }
-        e.bwd_filter = wp[i].algo;
-        if (!make_conv(d, wp[i].mathType, &e.conv[SL_CONV_BWD_FILTER], why))
-            break;
-        st = cudnnGetConvolutionBackwardFilterWorkspaceSize(s->cudnn, e.x, e.y,
-                                                            e.conv[SL_CONV_BWD_FILTER], e.w,
-                                                            e.bwd_filter, &need);
-        if (st != CUDNN_STATUS_SUCCESS) {
-            BUILD_FAIL("cudnnGetConvolutionBackwardFilterWorkspaceSize",
-                           cudnnGetErrorString(st));
-            break;
-        }
-        if (need > e.ws[SL_CONV_BWD_FILTER])
-            e.ws[SL_CONV_BWD_FILTER] = need;
-        ok = true;
-    } while (0);
-    cudnnDestroyConvolutionDescriptor(q);
-    return ok;
+    for (int i = 0; i < SLOT_COUNT; i++) {
+        int p = kSlotPass[i];
+        size_t need = e.plan[i].plan ? e.plan[i].ws_bytes : e.legacy_ws[p];
+        if (need > e.ws[p])
+            e.ws[p] = need;
+    }
+    return true;
 }
 
 #undef BUILD_CHECK
@@ -220,6 +284,9 @@ static void destroy_entry(sl_conv_entry *e)
     for (int p = 0; p < 3; p++)
         if (e->conv[p])
             cudnnDestroyConvolutionDescriptor(e->conv[p]);
+    for (int i = 0; i < SLOT_COUNT; i++)
+        sl_cuda_conv_plan_free(&e->plan[i]);
+    sl_cuda_conv_tensors_free(&e->graph);
 }
 
 /* The instance's entries, one allocation each so that a pointer handed
@@ -243,9 +310,31 @@ static cudnnMathType_t math_of(cudnnConvolutionDescriptor_t c)
     return m;
 }
 
-/* SL_CUDA_CONV_LOG=1: each geometry's algorithms, math types and
- * workspaces on stderr when first built (what a GPU result ran). */
-static void log_entry(const sl_conv_entry *e)
+static int legacy_algo(const sl_conv_entry *e, int pass)
+{
+    return pass == SL_CONV_FWD ? (int)e->fwd
+           : pass == SL_CONV_BWD_DATA ? (int)e->bwd_data
+                                      : (int)e->bwd_filter;
+}
+
+/* printf onto text at *used (of cap bytes), stopping at its end. */
+static void __attribute__((format(printf, 4, 5)))
+append(char *text, size_t cap, size_t *used, const char *format, ...)
+{
+    if (*used >= cap)
+        return;
+    va_list ap;
+    va_start(ap, format);
+    int n = vsnprintf(text + *used, cap - *used, format, ap);
+    va_end(ap);
+    *used = n < 0 ? cap : *used + (size_t)n;
+}
+
+/* SL_CUDA_CONV_LOG=1: each geometry's choice per pass on stderr when first
+ * built (what a GPU result ran): the graph API's engine, knobs, notes,
+ * heuristics mode and workspace, or the legacy algorithm, its math type
+ * and workspace, and why the graph API was not used. */
+static void log_entry(const sl_cuda_state *s, const sl_conv_entry *e)
 {
     static int on = -1;
     if (on < 0) {
@@ -255,19 +344,26 @@ static void log_entry(const sl_conv_entry *e)
     if (!on)
         return;
     const sl_conv_desc *d = &e->key;
+    const char *api = s->conv_legacy ? "legacy" : "graph";
     if (!e->ok) {
-        fprintf(stderr, "sublinear cuda conv n%d c%d %dx%d k%d %dx%d s%d p%d g%d: %s\n", d->n,
-                d->c, d->h, d->w, d->k, d->kh, d->kw, d->sh, d->ph, d->groups, e->why);
+        fprintf(stderr, "sublinear cuda conv n%d c%d %dx%d k%d %dx%d s%d p%d g%d (%s API): %s\n",
+                d->n, d->c, d->h, d->w, d->k, d->kh, d->kw, d->sh, d->ph, d->groups, api, e->why);
         return;
     }
-    fprintf(stderr,
-            "sublinear cuda conv n%d c%d %dx%d k%d %dx%d s%d p%d g%d: fwd algo %d (%s, %zu B), "
-            "bwd-data algo %d (%s, %zu B), bwd-filter algo %d (%s, %zu B)\n",
-            d->n, d->c, d->h, d->w, d->k, d->kh, d->kw, d->sh, d->ph, d->groups, (int)e->fwd,
-            math_name(math_of(e->conv[SL_CONV_FWD])), e->ws[SL_CONV_FWD], (int)e->bwd_data,
-            math_name(math_of(e->conv[SL_CONV_BWD_DATA])), e->ws[SL_CONV_BWD_DATA],
-            (int)e->bwd_filter, math_name(math_of(e->conv[SL_CONV_BWD_FILTER])),
-            e->ws[SL_CONV_BWD_FILTER]);
+    char text[3072];
+    size_t used = 0;
+    for (int i = 0; i < SLOT_COUNT; i++) {
+        int p = kSlotPass[i];
+        append(text, sizeof text, &used, "%s%s ", i ? "; " : "", kSlotName[i]);
+        if (e->plan[i].plan)
+            append(text, sizeof text, &used, "%s", e->plan[i].how);
+        else
+            append(text, sizeof text, &used, "legacy algo %d (%s, %zu B)%s%s", legacy_algo(e, p),
+                   math_name(math_of(e->conv[p])), e->legacy_ws[p],
+                   e->fallback[i][0] ? ", graph API: " : "", e->fallback[i]);
+    }
+    fprintf(stderr, "sublinear cuda conv n%d c%d %dx%d k%d %dx%d s%d p%d g%d (%s API): %s\n",
+            d->n, d->c, d->h, d->w, d->k, d->kh, d->kw, d->sh, d->ph, d->groups, api, text);
 }
 
 /* A new entry for geometry d, built, appended to c (locked); NULL when out
@@ -287,7 +383,7 @@ static sl_conv_entry *add_entry(sl_cuda_state *s, sl_cuda_conv_cache *c, const s
         return NULL;
     e->key = *d;
     e->ok = build_into(s, d, *e);
-    log_entry(e);
+    log_entry(s, e);
     c->entries[c->count++] = e;
     return e;
 }
@@ -385,45 +481,58 @@ extern "C" int sl_cuda_conv2d_native_bf16(const sl_backend *be, const sl_conv_de
 }
 
 extern "C" void sl_cuda_conv2d_forward(const sl_exec *ex, const sl_conv_desc *d, const void *x,
-                                         const float *w, const float *bias, void *y, void *ws)
+                                       const float *w, const float *bias, void *y, void *ws)
 {
     sl_cuda_state *s = sl_cuda_ex(ex);
     const sl_conv_entry *e = lookup(s, d);
     if (!e)
         return;
-    SL_CUDNN_CHECK(s, cudnnConvolutionForward(s->cudnn, &kOne, e->x, x, e->w, w,
-                                              e->conv[SL_CONV_FWD], e->fwd, ws,
-                                              e->ws[SL_CONV_FWD], &kZero, e->y, y));
+    const sl_cuda_conv_plan *p = &e->plan[SLOT_FWD];
+    if (p->plan)
+        sl_cuda_conv_plan_run(s, &e->graph, p, x, w, y, ws);
+    else
+        SL_CUDNN_CHECK(s, cudnnConvolutionForward(s->cudnn, &kOne, e->x, x, e->w, w,
+                                                  e->conv[SL_CONV_FWD], e->fwd, ws,
+                                                  e->ws[SL_CONV_FWD], &kZero, e->y, y));
     if (bias)
         SL_CUDNN_CHECK(s, cudnnAddTensor(s->cudnn, &kOne, e->bias, bias, &kOne, e->y, y));
 }
 
 extern "C" void sl_cuda_conv2d_backward_data(const sl_exec *ex, const sl_conv_desc *d,
-                                               const float *w, const void *dy, void *dx,
-                                               int accumulate, void *ws)
+                                             const float *w, const void *dy, void *dx,
+                                             int accumulate, void *ws)
 {
     sl_cuda_state *s = sl_cuda_ex(ex);
     const sl_conv_entry *e = lookup(s, d);
     if (!e)
         return;
-    SL_CUDNN_CHECK(s, cudnnConvolutionBackwardData(s->cudnn, &kOne, e->w, w, e->y, dy,
-                                                   e->conv[SL_CONV_BWD_DATA],
-                                                e->bwd_data, ws, e->ws[SL_CONV_BWD_DATA],
-                                                accumulate ? &kOne : &kZero, e->x, dx));
+    const sl_cuda_conv_plan *p = &e->plan[accumulate ? SLOT_BWD_DATA_ADD : SLOT_BWD_DATA];
+    if (p->plan)
+        sl_cuda_conv_plan_run(s, &e->graph, p, dx, w, dy, ws);
+    else
+        SL_CUDNN_CHECK(s, cudnnConvolutionBackwardData(s->cudnn, &kOne, e->w, w, e->y, dy,
+                                                       e->conv[SL_CONV_BWD_DATA], e->bwd_data, ws,
+                                                       e->ws[SL_CONV_BWD_DATA],
+                                                       accumulate ? &kOne : &kZero, e->x, dx));
 }
 
 extern "C" void sl_cuda_conv2d_backward_filter(const sl_exec *ex, const sl_conv_desc *d,
-                                                 const void *x, const void *dy, float *dw,
-                                                 float *dbias, void *ws)
+                                               const void *x, const void *dy, float *dw,
+                                               float *dbias, void *ws)
 {
     sl_cuda_state *s = sl_cuda_ex(ex);
     const sl_conv_entry *e = lookup(s, d);
     if (!e)
         return;
-    SL_CUDNN_CHECK(s, cudnnConvolutionBackwardFilter(s->cudnn, &kOne, e->x, x, e->y, dy,
-                                                     e->conv[SL_CONV_BWD_FILTER],
-                                                  e->bwd_filter, ws, e->ws[SL_CONV_BWD_FILTER],
-                                                  &kOne, e->w, dw));
+    const sl_cuda_conv_plan *p = &e->plan[SLOT_BWD_FILTER];
+    if (p->plan)
+        sl_cuda_conv_plan_run(s, &e->graph, p, x, dw, dy, ws);
+    else
+        SL_CUDNN_CHECK(s, cudnnConvolutionBackwardFilter(s->cudnn, &kOne, e->x, x, e->y, dy,
+                                                         e->conv[SL_CONV_BWD_FILTER], e->bwd_filter,
+                                                         ws, e->ws[SL_CONV_BWD_FILTER], &kOne, e->w,
+                                                         dw));
     if (dbias)
-        SL_CUDNN_CHECK(s, cudnnConvolutionBackwardBias(s->cudnn, &kOne, e->y, dy, &kOne, e->bias, dbias));
+        SL_CUDNN_CHECK(s, cudnnConvolutionBackwardBias(s->cudnn, &kOne, e->y, dy, &kOne, e->bias,
+                                                       dbias));
 }

@@ -1,9 +1,11 @@
 /*
  * cuda_flash.cu — causal self-attention fused into tiles on the tensor
  * cores (run stage): FlashAttention-2's scheme (Dao, 2023) in TF32, for
- * the case a GPT-2 trains in: tiled (flash) mode, head size 64, no
- * dropout, TF32 allowed by the instance. Every other case goes through
- * cuda_attention.cu's chunks of batched cuBLAS GEMMs. sl_cuda_flash_applies
+ * the case a GPT-2 trains in: tiled (flash) mode, head size 64, TF32
+ * allowed by the instance, with or without dropout on the probabilities
+ * (dropout in the mma.sync kernels only: see "Attention dropout" below).
+ * Every other case goes through cuda_attention.cu's chunks of batched
+ * cuBLAS GEMMs. sl_cuda_flash_applies
  * decides from the descriptor and the instance alone, so a forward, its
  * re-forward and its backward always take the same path, and the
  * workspace the plan reserved is the path's own. The kernels are
@@ -65,6 +67,23 @@
  * the rows' lse and D (dK/dV) into registers before computing on the
  * current one (pending_tile), so the loads travel during the products.
  *
+ * Attention dropout (p > 0; SL_CUDA_FLASH_DROPOUT=off sends it back to
+ * the chunks, and so does SL_CUDA_FLASH_MMA=off: the wmma kernels have
+ * none): the mma.sync kernels have a DROP instantiation each, launched
+ * where p > 0 (in the forward only in training), the others compiled as
+ * they were. The mask is the CPU's and the chunks', element
+ * sl_attn_element(bh0 + bh, t, i, j) of base/element.h's Philox mask, and
+ * the math theirs: m, l and lse from the undropped P, O += (P o F) V, y
+ * = O / l; in the backward P = exp(logit - lse) as before, dV += (P o
+ * F)^T dO, dS = P o (dP o F - D) with D = rowsum(dO o y). In each tile a
+ * lane draws the Philox blocks of a run of consecutive mask elements once
+ * (8 blocks where t is a multiple of 4, at most 10: the tile's 1024 over
+ * its 128 lanes) and keeps a bit per element; the lanes holding those
+ * elements read the bits by shuffles (base/flash_drop.h, checked by
+ * test_flash_dropout).
+ * Written 2026-11-27 without a GPU; test_cuda_attention's dropout shapes
+ * with heads of 64 hold these instantiations to the CPU on one.
+ *
  * Deterministic: the traversal is a function of (n, heads, t) alone, so a
  * run repeats its bits and a re-forward gives its forward's. Against the
  * CPU: within the TF32 bound test_cuda_attention holds cuBLAS's TF32
@@ -75,6 +94,7 @@
 #include <cuda_bf16.h>
 #include <mma.h>
 
+#include "base/flash_drop.h"
 #include "base/mma_frag.h"
 #include "cuda/cuda_block.h"
 #include "cuda/cuda_common.h"
@@ -121,10 +141,13 @@ typedef wmma::fragment<wmma::matrix_b, 16, 16, 8, wmma::precision::tf32, wmma::r
 typedef wmma::fragment<wmma::matrix_b, 16, 16, 8, wmma::precision::tf32, wmma::col_major> frag_b_col;
 typedef wmma::fragment<wmma::accumulator, 16, 16, 8, float> frag_acc;
 
+/* Dropout runs in the mma.sync kernels alone (the wmma ones have none),
+ * unless SL_CUDA_FLASH_DROPOUT=off sends it back to the chunks. */
 extern "C" int sl_cuda_flash_applies(const sl_cuda_state *s, const sl_attention_desc *d)
 {
-    return s->flash_fused && s->tf32 && d->flash && d->d == FL_D && d->p == 0.0f && d->n > 0 && d->heads > 0 &&
-           d->t > 0 && (d->t + FL_TILE - 1) / FL_TILE <= FL_MAX_TILES;
+    int drop_ok = d->p == 0.0f || (s->flash_mma && s->flash_dropout);
+    return s->flash_fused && s->tf32 && d->flash && d->d == FL_D && drop_ok && d->n > 0 &&
+           d->heads > 0 && d->t > 0 && (d->t + FL_TILE - 1) / FL_TILE <= FL_MAX_TILES;
 }
 
 /* A tile on its way from global to shared memory (rows x 64 floats of
@@ -773,17 +796,78 @@ static __device__ inline float quad_sum(float x)
     return x + __shfl_xor_sync(0xffffffffu, x, 2);
 }
 
+/* Attention dropout in the mma.sync kernels (their DROP instantiations,
+ * launched where p > 0 and, in the forward, in training): the mask is
+ * base/element.h's, element sl_attn_element(bh0 + bh, t, i, j) for query
+ * i and key j, the CPU's and the chunked path's bit for bit; which lane
+ * draws which Philox block, and where an accumulator element finds its
+ * factor, is base/flash_drop.h's arithmetic (test_flash_dropout checks it
+ * on the CPU). As the CPU does, the softmax's statistics (m, l, lse) are
+ * those of the undropped P, the products take P o F (O += (P o F) V, dV
+ * += (P o F)^T dO) and dS = P o (dP o F - D) (sl_attn_grad_logit with the
+ * factor), D = rowsum(dO o y) of the dropped y. */
+struct flash_drop {
+    sl_dropout_mask m;
+    uint64_t counter; /* the mask's first block */
+    int bh0;          /* pairs before this call's in the mask */
+};
+
+/* A lane's factors of one tile by queries (rows queries, columns keys):
+ * the words of its two rows' two column halves, from the lanes that drew
+ * them (sl_drop_q_word's `mine`). tile(j) gives the words of n-tile j,
+ * factor(w, j, i) element (j, i)'s factor. */
+struct drop_by_q {
+    uint32_t w[2][2];
+    const sl_dropout_mask *m;
+    int lane;
+    __device__ drop_by_q(uint32_t mine, const sl_dropout_mask *mask, int ln) : m(mask), lane(ln)
+    {
+#pragma unroll
+        for (int h = 0; h < 2; h++)
+#pragma unroll
+            for (int hf = 0; hf < 2; hf++)
+                w[h][hf] = __shfl_sync(0xffffffffu, mine, sl_drop_q_lane(lane, h, hf));
+    }
+    __device__ uint2 tile(int j) const { return make_uint2(w[0][j >> 2], w[1][j >> 2]); }
+    __device__ float factor(uint2 wj, int j, int i) const
+    {
+        return sl_drop_bit_factor(m, i >> 1 ? wj.y : wj.x, sl_drop_q_bit(lane, j, i));
+    }
+};
+
+/* The same by keys (rows keys, columns queries: dK and dV): n-tile j's
+ * elements lie in one word, fetched as the tile is reached. */
+struct drop_by_k {
+    uint32_t mine;
+    const sl_dropout_mask *m;
+    int lane;
+    __device__ uint32_t tile(int j) const
+    {
+        return __shfl_sync(0xffffffffu, mine, sl_drop_k_lane(lane, j));
+    }
+    __device__ float factor(uint32_t wj, int j, int i) const
+    {
+        return sl_drop_bit_factor(m, wj, sl_drop_k_bit(lane, j, i));
+    }
+};
+
+/* What the no-dropout instantiations pass: never read. */
+struct no_drop {
+    __device__ int tile(int) const { return 0; }
+    __device__ float factor(int, int, int) const { return 1.0f; }
+};
+
 /* One key tile of the forward's online softmax on a warp's scores s (its
  * rows g and g + 8: queries my_i, running max m_row in base 2 and sum
  * l_row, the same bits in the 4 lanes of the quad), in place: s becomes
- * P, rounded to TF32 (TF32P: the TF32 products) or left in FP32 (the
- * bf16 products round it as they pack it), and o is scaled by each row's
- * alpha = 2^(m - m'). Keys past a query or past t are masked unless the
- * tile is full (no such key). */
-template <bool TF32P>
+ * P (DROP: P o F, the sum still P's), rounded to TF32 (TF32P: the TF32
+ * products) or left in FP32 (the bf16 products round it as they pack it),
+ * and o is scaled by each row's alpha = 2^(m - m'). Keys past a query or
+ * past t are masked unless the tile is full (no such key). */
+template <bool TF32P, bool DROP = false, class Drop = no_drop>
 static __device__ inline void online_softmax(acc_t s, acc_t o, float m_row[2], float l_row[2],
                                              const int my_i[2], int j0, bool full, int t,
-                                             float sc2, int lane)
+                                             float sc2, int lane, const Drop &drop = Drop())
 {
     float mx[2] = {-INFINITY, -INFINITY};
 #pragma unroll
@@ -803,13 +887,17 @@ static __device__ inline void online_softmax(acc_t s, acc_t o, float m_row[2], f
         alpha[h] = ex2(m_row[h] - mn[h]); /* 0 at the first tile (m = -inf) */
     }
 #pragma unroll
-    for (int j = 0; j < 8; j++)
+    for (int j = 0; j < 8; j++) {
+        auto wj = drop.tile(j);
 #pragma unroll
         for (int i = 0; i < 4; i++) {
             float p = ex2(s[j][i] - mn[i >> 1]); /* 0 for the masked (-inf) */
             sum[i >> 1] += p;
+            if constexpr (DROP)
+                p *= drop.factor(wj, j, i);
             s[j][i] = TF32P ? wmma::__float_to_tf32(p) : p;
         }
+    }
 #pragma unroll
     for (int h = 0; h < 2; h++) {
         l_row[h] = l_row[h] * alpha[h] + quad_sum(sum[h]);
@@ -827,9 +915,9 @@ static __device__ inline void online_softmax(acc_t s, acc_t o, float m_row[2], f
  * it to three. */
 enum { FM_FWD_SMEM = 3 * FM_TILE_FLOATS * (int)sizeof(float), FM_FWD_BLOCKS = 3 };
 
-template <bool VEC, typename T>
+template <bool VEC, typename T, bool DROP>
 static __global__ void __launch_bounds__(FL_THREADS, FM_FWD_BLOCKS)
-    flash_fwd_mma_k(int t, int heads, float scale, const T *qkv, T *y, float *lse)
+    flash_fwd_mma_k(int t, int heads, float scale, const T *qkv, T *y, float *lse, flash_drop dr)
 {
     extern __shared__ __align__(128) float sm[];
     float *Qs = sm, *Ks = Qs + FM_TILE_FLOATS, *Vs = Ks + FM_TILE_FLOATS;
@@ -853,9 +941,16 @@ static __global__ void __launch_bounds__(FL_THREADS, FM_FWD_BLOCKS)
     int last = i0 + qrows - 1;
     for (int j0 = 0; j0 <= last; j0 += FL_TILE) {
         key_tile_step<VEC, T, true>(Ks, Vs, pk, pv, k, v, A.w3, j0, last, t);
+        uint32_t mine = 0u; /* this lane's dropout word of the tile */
+        if constexpr (DROP)
+            mine = sl_drop_q_word(&dr.m, dr.counter, dr.bh0 + bh, t, i0 + warp * 16, j0, lane);
         mma_xyt(s, Qw, Ks, lane);
         bool full = j0 + FL_TILE - 1 <= i0 && j0 + FL_TILE <= t; /* no key past a query or t */
-        online_softmax<true>(s, o, m_row, l_row, my_i, j0, full, t, sc2, lane);
+        if constexpr (DROP)
+            online_softmax<true, true>(s, o, m_row, l_row, my_i, j0, full, t, sc2, lane,
+                                       drop_by_q(mine, &dr.m, lane));
+        else
+            online_softmax<true>(s, o, m_row, l_row, my_i, j0, full, t, sc2, lane);
         mma_pv(o, s, Vs, lane);
     }
     /* y = O / l through the warp's own rows of Qs (only this warp read
@@ -885,23 +980,36 @@ static __global__ void __launch_bounds__(FL_THREADS, FM_FWD_BLOCKS)
  * names its query, key and the index of its query's lse and D in lse_s,
  * d_s; lse_s times lse2 is the lse in base 2 (1: put_rows scaled it; log2
  * e: as stored). P and dS replace s and dp, as TF32 values (TF32P) or in
- * FP32 (the bf16 products round them as they pack them). */
-template <bool FULL, bool TF32P, class At>
+ * FP32 (the bf16 products round them as they pack them). DROP: with the
+ * element's dropout factor f from drop (drop_by_q or drop_by_k), P o F
+ * replaces s and dS = P o (dP o F - D), as the CPU's flash backward. */
+template <bool FULL, bool TF32P, bool DROP = false, class At, class Drop = no_drop>
 static __device__ inline void grad_regs(acc_t s, acc_t dp, const float *lse_s, float lse2,
-                                        const float *d_s, int t, float sc2, At at)
+                                        const float *d_s, int t, float sc2, At at,
+                                        const Drop &drop = Drop())
 {
 #pragma unroll
-    for (int j = 0; j < 8; j++)
+    for (int j = 0; j < 8; j++) {
+        auto wj = drop.tile(j);
 #pragma unroll
         for (int i = 0; i < 4; i++) {
             int query, key, st;
             at(j, i, &query, &key, &st);
             bool valid = FULL || (query < t && key <= query);
             float p = valid ? ex2(__fmaf_rn(s[j][i], sc2, -(lse_s[st] * lse2))) : 0.0f;
-            float ds = sl_attn_grad_logit(p, dp[j][i], 1.0f, d_s[st]);
-            s[j][i] = TF32P ? wmma::__float_to_tf32(p) : p;
-            dp[j][i] = TF32P ? wmma::__float_to_tf32(ds) : ds;
+            if constexpr (DROP) {
+                float f = drop.factor(wj, j, i);
+                float ds = sl_attn_grad_logit(p, dp[j][i], f, d_s[st]);
+                float pf = p * f;
+                s[j][i] = TF32P ? wmma::__float_to_tf32(pf) : pf;
+                dp[j][i] = TF32P ? wmma::__float_to_tf32(ds) : ds;
+            } else {
+                float ds = sl_attn_grad_logit(p, dp[j][i], 1.0f, d_s[st]);
+                s[j][i] = TF32P ? wmma::__float_to_tf32(p) : p;
+                dp[j][i] = TF32P ? wmma::__float_to_tf32(ds) : ds;
+            }
         }
+    }
 }
 
 /* Both backward kernels: Q, dO, K and V tiles and the query rows' lse and
@@ -912,10 +1020,10 @@ enum { FM_BWD_SMEM = 4 * FM_TILE_FLOATS * (int)sizeof(float) + 2 * FL_TILE * (in
 /* dK and dV of a key tile, as flash_bwd_kv_k: each warp its 16 keys,
  * S^T = K Q^T and dP^T = V dO^T in its registers, then dV += P^T dO and
  * dK += dS^T Q with P^T and dS^T as the A operands where they stand. */
-template <bool VEC, typename T>
+template <bool VEC, typename T, bool DROP>
 static __global__ void __launch_bounds__(FL_THREADS, FM_BWD_BLOCKS)
     flash_bwd_kv_mma_k(int t, int heads, float scale, const T *qkv, const T *dy,
-                       const float *lse, const float *dd, T *dqkv, int accumulate)
+                       const float *lse, const float *dd, T *dqkv, int accumulate, flash_drop dr)
 {
     extern __shared__ __align__(128) float sm[];
     float *Qs = sm, *Os = Qs + FM_TILE_FLOATS, *Ks = Os + FM_TILE_FLOATS,
@@ -949,6 +1057,9 @@ static __global__ void __launch_bounds__(FL_THREADS, FM_BWD_BLOCKS)
             fetch(po, o + (size_t)in * A.c, A.c, min(FL_TILE, t - in));
             fetch_rows(pr, lse, dd, (size_t)bh * t + in, min(FL_TILE, t - in));
         }
+        uint32_t mine = 0u; /* this lane's dropout word of the tile */
+        if constexpr (DROP)
+            mine = sl_drop_k_word(&dr.m, dr.counter, dr.bh0 + bh, t, key_of_row, i0, lane);
         acc_t st, dpt; /* S^T and dP^T: the warp's keys x 64 queries */
         mma_xyt(st, Kw, Qs, lane);
         mma_xyt(dpt, Vw, Os, lane);
@@ -957,10 +1068,17 @@ static __global__ void __launch_bounds__(FL_THREADS, FM_BWD_BLOCKS)
             *query = i0 + *stat;
             *key = key_of_row + sl_mma_c_row(lane, i);
         };
-        if (i0 >= j0 + FL_TILE && i0 + FL_TILE <= t) /* below the diagonal, inside t */
+        if constexpr (DROP) {
+            drop_by_k drop = {mine, &dr.m, lane};
+            if (i0 >= j0 + FL_TILE && i0 + FL_TILE <= t)
+                grad_regs<true, true, true>(st, dpt, lse_s, 1.0f, d_s, t, sc2, at, drop);
+            else
+                grad_regs<false, true, true>(st, dpt, lse_s, 1.0f, d_s, t, sc2, at, drop);
+        } else if (i0 >= j0 + FL_TILE && i0 + FL_TILE <= t) { /* below the diagonal, inside t */
             grad_regs<true, true>(st, dpt, lse_s, 1.0f, d_s, t, sc2, at);
-        else
+        } else {
             grad_regs<false, true>(st, dpt, lse_s, 1.0f, d_s, t, sc2, at);
+        }
         mma_pv(dv, st, Os, lane);
         mma_pv(dk, dpt, Qs, lane);
     }
@@ -977,10 +1095,10 @@ static __global__ void __launch_bounds__(FL_THREADS, FM_BWD_BLOCKS)
 
 /* dQ of a query tile, as flash_bwd_q_k: S = Q K^T and dP = dO V^T in the
  * warp's registers, dQ += dS K with dS as the A operand where it stands. */
-template <bool VEC, typename T>
+template <bool VEC, typename T, bool DROP>
 static __global__ void __launch_bounds__(FL_THREADS, FM_BWD_BLOCKS)
     flash_bwd_q_mma_k(int t, int heads, float scale, const T *qkv, const T *dy,
-                      const float *lse, const float *dd, T *dqkv, int accumulate)
+                      const float *lse, const float *dd, T *dqkv, int accumulate, flash_drop dr)
 {
     extern __shared__ __align__(128) float sm[];
     float *Qs = sm, *Os = Qs + FM_TILE_FLOATS, *Ks = Os + FM_TILE_FLOATS,
@@ -1006,6 +1124,9 @@ static __global__ void __launch_bounds__(FL_THREADS, FM_BWD_BLOCKS)
     int last = i0 + qrows - 1;
     for (int j0 = 0; j0 <= last; j0 += FL_TILE) {
         key_tile_step<VEC, T, true>(Ks, Vs, pk, pv, k, v, A.w3, j0, last, t); /* also publishes lse_s, d_s */
+        uint32_t mine = 0u; /* this lane's dropout word of the tile */
+        if constexpr (DROP)
+            mine = sl_drop_q_word(&dr.m, dr.counter, dr.bh0 + bh, t, i0 + warp * 16, j0, lane);
         acc_t sf, dpf; /* S and dP: the warp's queries x 64 keys */
         mma_xyt(sf, Qw, Ks, lane);
         mma_xyt(dpf, Ow, Vs, lane);
@@ -1014,10 +1135,17 @@ static __global__ void __launch_bounds__(FL_THREADS, FM_BWD_BLOCKS)
             *query = i0 + *stat;
             *key = j0 + sl_mma_c_col(lane, j, i);
         };
-        if (j0 + FL_TILE <= i0 && i0 + FL_TILE <= t) /* below the diagonal, inside t */
+        if constexpr (DROP) {
+            drop_by_q drop(mine, &dr.m, lane);
+            if (j0 + FL_TILE <= i0 && i0 + FL_TILE <= t)
+                grad_regs<true, true, true>(sf, dpf, lse_s, 1.0f, d_s, t, sc2, at, drop);
+            else
+                grad_regs<false, true, true>(sf, dpf, lse_s, 1.0f, d_s, t, sc2, at, drop);
+        } else if (j0 + FL_TILE <= i0 && i0 + FL_TILE <= t) { /* below the diagonal, inside t */
             grad_regs<true, true>(sf, dpf, lse_s, 1.0f, d_s, t, sc2, at);
-        else
+        } else {
             grad_regs<false, true>(sf, dpf, lse_s, 1.0f, d_s, t, sc2, at);
+        }
         mma_pv(dq, dpf, Ks, lane);
     }
     const float one[2] = {1.0f, 1.0f};
@@ -1227,8 +1355,10 @@ enum { F16_TILE = FL_TILE * FL_D, /* bf16 elements of a tile */
        F16_BWD_SMEM = 6 * F16_TILE * 2 + 4 * FL_TILE * (int)sizeof(float), F16_BWD_BLOCKS = 2 };
 
 /* The forward: flash_fwd_mma_k's traversal and softmax, in bf16 products. */
+template <bool DROP>
 static __global__ void __launch_bounds__(FL_THREADS, F16_FWD_BLOCKS)
-    flash_fwd_bf16_k(int t, int heads, float scale, const uint16_t *qkv, uint16_t *y, float *lse)
+    flash_fwd_bf16_k(int t, int heads, float scale, const uint16_t *qkv, uint16_t *y, float *lse,
+                     flash_drop dr)
 {
     extern __shared__ __align__(128) uint16_t sm16[];
     /* Q, then buffer b's K and V at 1 + 2 b and 2 + 2 b tiles */
@@ -1260,9 +1390,16 @@ static __global__ void __launch_bounds__(FL_THREADS, F16_FWD_BLOCKS)
             async_tile(Vs + other, v + (size_t)jn * A.w3, A.w3, min(FL_TILE, t - jn));
             async_commit();
         }
+        uint32_t mine = 0u; /* this lane's dropout word of the tile */
+        if constexpr (DROP)
+            mine = sl_drop_q_word(&dr.m, dr.counter, dr.bh0 + bh, t, i0 + warp * 16, j0, lane);
         mma16_xyt(s, qa, Ks, lane);
         bool full = j0 + FL_TILE - 1 <= i0 && j0 + FL_TILE <= t;
-        online_softmax<false>(s, o, m_row, l_row, my_i, j0, full, t, sc2, lane);
+        if constexpr (DROP)
+            online_softmax<false, true>(s, o, m_row, l_row, my_i, j0, full, t, sc2, lane,
+                                        drop_by_q(mine, &dr.m, lane));
+        else
+            online_softmax<false>(s, o, m_row, l_row, my_i, j0, full, t, sc2, lane);
         mma16_pv(o, s, Vs, lane);
         Ks += other;
         Vs += other;
@@ -1287,9 +1424,11 @@ static __global__ void __launch_bounds__(FL_THREADS, F16_FWD_BLOCKS)
 /* dK and dV of a key tile (flash_bwd_kv_mma_k's traversal): the warp's K
  * and V rows as A operands; S^T = K Q^T, dP^T = V dO^T; dV += P^T dO and
  * dK += dS^T Q with dO and Q read by .trans. */
+template <bool DROP>
 static __global__ void __launch_bounds__(FL_THREADS, F16_BWD_BLOCKS)
     flash_bwd_kv_bf16_k(int t, int heads, float scale, const uint16_t *qkv, const uint16_t *dy,
-                        const float *lse, const float *dd, uint16_t *dqkv, int accumulate)
+                        const float *lse, const float *dd, uint16_t *dqkv, int accumulate,
+                        flash_drop dr)
 {
     extern __shared__ __align__(128) uint16_t sm16[];
     /* K, V, then buffer b's Q and dO at 2 + 2 b and 3 + 2 b tiles, then
@@ -1323,6 +1462,9 @@ static __global__ void __launch_bounds__(FL_THREADS, F16_BWD_BLOCKS)
                        min(FL_TILE, t - in));
             async_commit();
         }
+        uint32_t mine = 0u; /* this lane's dropout word of the tile */
+        if constexpr (DROP)
+            mine = sl_drop_k_word(&dr.m, dr.counter, dr.bh0 + bh, t, key_of_row, i0, lane);
         acc_t st, dpt;
         mma16_xyt_rows(st, Ks, warp * 16, Qs, lane);
         mma16_xyt_rows(dpt, Vs, warp * 16, Os, lane);
@@ -1331,10 +1473,17 @@ static __global__ void __launch_bounds__(FL_THREADS, F16_BWD_BLOCKS)
             *query = i0 + *stat;
             *key = key_of_row + sl_mma_c_row(lane, i);
         };
-        if (i0 >= j0 + FL_TILE && i0 + FL_TILE <= t)
+        if constexpr (DROP) {
+            drop_by_k drop = {mine, &dr.m, lane};
+            if (i0 >= j0 + FL_TILE && i0 + FL_TILE <= t)
+                grad_regs<true, false, true>(st, dpt, lse_s, FL_LOG2E, d_s, t, sc2, at, drop);
+            else
+                grad_regs<false, false, true>(st, dpt, lse_s, FL_LOG2E, d_s, t, sc2, at, drop);
+        } else if (i0 >= j0 + FL_TILE && i0 + FL_TILE <= t) {
             grad_regs<true, false>(st, dpt, lse_s, FL_LOG2E, d_s, t, sc2, at);
-        else
+        } else {
             grad_regs<false, false>(st, dpt, lse_s, FL_LOG2E, d_s, t, sc2, at);
+        }
         mma16_pv(dv, st, Os, lane);
         mma16_pv(dk, dpt, Qs, lane);
         Qs += other;
@@ -1349,9 +1498,11 @@ static __global__ void __launch_bounds__(FL_THREADS, F16_BWD_BLOCKS)
 /* dQ of a query tile (flash_bwd_q_mma_k's traversal): the warp's Q and dO
  * rows as A operands; S = Q K^T, dP = dO V^T; dQ += dS K with K read by
  * .trans. */
+template <bool DROP>
 static __global__ void __launch_bounds__(FL_THREADS, F16_BWD_BLOCKS)
     flash_bwd_q_bf16_k(int t, int heads, float scale, const uint16_t *qkv, const uint16_t *dy,
-                       const float *lse, const float *dd, uint16_t *dqkv, int accumulate)
+                       const float *lse, const float *dd, uint16_t *dqkv, int accumulate,
+                       flash_drop dr)
 {
     extern __shared__ __align__(128) uint16_t sm16[];
     /* Q, dO, then buffer b's K and V at 2 + 2 b and 3 + 2 b tiles, then
@@ -1382,6 +1533,9 @@ static __global__ void __launch_bounds__(FL_THREADS, F16_BWD_BLOCKS)
             async_tile(Vs + other, v + (size_t)jn * A.w3, A.w3, min(FL_TILE, t - jn));
             async_commit();
         }
+        uint32_t mine = 0u; /* this lane's dropout word of the tile */
+        if constexpr (DROP)
+            mine = sl_drop_q_word(&dr.m, dr.counter, dr.bh0 + bh, t, i0 + warp * 16, j0, lane);
         acc_t sf, dpf;
         mma16_xyt_rows(sf, Qs, warp * 16, Ks, lane);
         mma16_xyt_rows(dpf, Os, warp * 16, Vs, lane);
@@ -1390,10 +1544,17 @@ static __global__ void __launch_bounds__(FL_THREADS, F16_BWD_BLOCKS)
             *query = i0 + *stat;
             *key = j0 + sl_mma_c_col(lane, j, i);
         };
-        if (j0 + FL_TILE <= i0 && i0 + FL_TILE <= t)
+        if constexpr (DROP) {
+            drop_by_q drop(mine, &dr.m, lane);
+            if (j0 + FL_TILE <= i0 && i0 + FL_TILE <= t)
+                grad_regs<true, false, true>(sf, dpf, lse_s, FL_LOG2E, d_s, t, sc2, at, drop);
+            else
+                grad_regs<false, false, true>(sf, dpf, lse_s, FL_LOG2E, d_s, t, sc2, at, drop);
+        } else if (j0 + FL_TILE <= i0 && i0 + FL_TILE <= t) {
             grad_regs<true, false>(sf, dpf, lse_s, FL_LOG2E, d_s, t, sc2, at);
-        else
+        } else {
             grad_regs<false, false>(sf, dpf, lse_s, FL_LOG2E, d_s, t, sc2, at);
+        }
         mma16_pv(dq, dpf, Ks, lane);
         Ks += other;
         Vs += other;
@@ -1430,15 +1591,53 @@ static void set_smem(sl_cuda_state *s, K kernel, int bytes)
                                           (int)cudaSharedmemCarveoutMaxShared));
 }
 
+/* The call's dropout for the kernels' DROP instantiations, which run
+ * where p > 0 (sl_cuda_flash_applies lets dropout in only with the
+ * mma.sync kernels on) and, in the forward, only in training: evaluation
+ * (no lse) drops nothing, as on the CPU and in the chunks. */
+static flash_drop drop_of(const sl_attention_desc *d)
+{
+    flash_drop dr;
+    dr.m = sl_dropout_mask_of(d->p, d->seed);
+    dr.counter = d->counter;
+    dr.bh0 = d->bh0;
+    return dr;
+}
+
+template <bool VEC, typename T, bool DROP>
+static void forward_mma(sl_cuda_state *s, const sl_attention_desc *d, const T *qkv, T *y,
+                        float *lse)
+{
+    set_smem(s, flash_fwd_mma_k<VEC, T, DROP>, FM_FWD_SMEM);
+    flash_fwd_mma_k<VEC, T, DROP><<<grid_of(d), FL_THREADS, FM_FWD_SMEM, s->stream>>>(
+        d->t, d->heads, sl_attn_scale(d->d), qkv, y, lse, drop_of(d));
+    SL_CUDA_LAUNCHED(s);
+}
+
+template <bool VEC, typename T, bool DROP>
+static void backward_mma(sl_cuda_state *s, const sl_attention_desc *d, const T *qkv, const T *dy,
+                         const float *lse, const float *dd, T *dqkv, int accumulate)
+{
+    float scale = sl_attn_scale(d->d);
+    set_smem(s, flash_bwd_kv_mma_k<VEC, T, DROP>, FM_BWD_SMEM);
+    set_smem(s, flash_bwd_q_mma_k<VEC, T, DROP>, FM_BWD_SMEM);
+    flash_bwd_kv_mma_k<VEC, T, DROP><<<grid_of(d), FL_THREADS, FM_BWD_SMEM, s->stream>>>(
+        d->t, d->heads, scale, qkv, dy, lse, dd, dqkv, accumulate, drop_of(d));
+    SL_CUDA_LAUNCHED(s);
+    flash_bwd_q_mma_k<VEC, T, DROP><<<grid_of(d), FL_THREADS, FM_BWD_SMEM, s->stream>>>(
+        d->t, d->heads, scale, qkv, dy, lse, dd, dqkv, accumulate, drop_of(d));
+    SL_CUDA_LAUNCHED(s);
+}
+
 template <bool VEC, typename T>
 static void forward_as(sl_cuda_state *s, const sl_attention_desc *d, const T *qkv, T *y,
                        float *lse)
 {
     if (s->flash_mma) {
-        set_smem(s, flash_fwd_mma_k<VEC, T>, FM_FWD_SMEM);
-        flash_fwd_mma_k<VEC, T><<<grid_of(d), FL_THREADS, FM_FWD_SMEM, s->stream>>>(
-            d->t, d->heads, sl_attn_scale(d->d), qkv, y, lse);
-        SL_CUDA_LAUNCHED(s);
+        if (lse && d->p > 0.0f)
+            forward_mma<VEC, T, true>(s, d, qkv, y, lse);
+        else
+            forward_mma<VEC, T, false>(s, d, qkv, y, lse);
         return;
     }
     set_smem(s, flash_fwd_k<VEC, T>, FL_FWD_SMEM);
@@ -1451,18 +1650,14 @@ template <bool VEC, typename T>
 static void backward_as(sl_cuda_state *s, const sl_attention_desc *d, const T *qkv, const T *dy,
                         const float *lse, const float *dd, T *dqkv, int accumulate)
 {
-    float scale = sl_attn_scale(d->d);
     if (s->flash_mma) {
-        set_smem(s, flash_bwd_kv_mma_k<VEC, T>, FM_BWD_SMEM);
-        set_smem(s, flash_bwd_q_mma_k<VEC, T>, FM_BWD_SMEM);
-        flash_bwd_kv_mma_k<VEC, T><<<grid_of(d), FL_THREADS, FM_BWD_SMEM, s->stream>>>(
-            d->t, d->heads, scale, qkv, dy, lse, dd, dqkv, accumulate);
-        SL_CUDA_LAUNCHED(s);
-        flash_bwd_q_mma_k<VEC, T><<<grid_of(d), FL_THREADS, FM_BWD_SMEM, s->stream>>>(
-            d->t, d->heads, scale, qkv, dy, lse, dd, dqkv, accumulate);
-        SL_CUDA_LAUNCHED(s);
+        if (d->p > 0.0f)
+            backward_mma<VEC, T, true>(s, d, qkv, dy, lse, dd, dqkv, accumulate);
+        else
+            backward_mma<VEC, T, false>(s, d, qkv, dy, lse, dd, dqkv, accumulate);
         return;
     }
+    float scale = sl_attn_scale(d->d);
     set_smem(s, flash_bwd_kv_k<VEC, T>, FL_KV_SMEM);
     set_smem(s, flash_bwd_q_k<VEC, T>, FL_Q_SMEM);
     flash_bwd_kv_k<VEC, T><<<grid_of(d), FL_THREADS, FL_KV_SMEM, s->stream>>>(
@@ -1504,14 +1699,42 @@ static bool bf16_mma_ok(const sl_cuda_state *s, const void *qkv, const void *dy,
 
 static dim3 grid_of(const sl_attention_desc *d);
 
+template <bool DROP>
+static void forward_bf16(sl_cuda_state *s, const sl_attention_desc *d, const float *qkv, float *y,
+                         float *lse)
+{
+    set_smem(s, flash_fwd_bf16_k<DROP>, F16_FWD_SMEM);
+    flash_fwd_bf16_k<DROP><<<grid_of(d), FL_THREADS, F16_FWD_SMEM, s->stream>>>(
+        d->t, d->heads, sl_attn_scale(d->d), SL_CBF(qkv), SL_BF(y), lse, drop_of(d));
+    SL_CUDA_LAUNCHED(s);
+}
+
+template <bool DROP>
+static void backward_bf16(sl_cuda_state *s, const sl_attention_desc *d, const float *qkv,
+                          const float *dy, const float *lse, const float *dd, float *dqkv,
+                          int accumulate)
+{
+    float scale = sl_attn_scale(d->d);
+    set_smem(s, flash_bwd_kv_bf16_k<DROP>, F16_BWD_SMEM);
+    set_smem(s, flash_bwd_q_bf16_k<DROP>, F16_BWD_SMEM);
+    flash_bwd_kv_bf16_k<DROP><<<grid_of(d), FL_THREADS, F16_BWD_SMEM, s->stream>>>(
+        d->t, d->heads, scale, SL_CBF(qkv), SL_CBF(dy), lse, dd, SL_BF(dqkv), accumulate,
+        drop_of(d));
+    SL_CUDA_LAUNCHED(s);
+    flash_bwd_q_bf16_k<DROP><<<grid_of(d), FL_THREADS, F16_BWD_SMEM, s->stream>>>(
+        d->t, d->heads, scale, SL_CBF(qkv), SL_CBF(dy), lse, dd, SL_BF(dqkv), accumulate,
+        drop_of(d));
+    SL_CUDA_LAUNCHED(s);
+}
+
 extern "C" void sl_cuda_flash_forward(sl_cuda_state *s, const sl_attention_desc *d, int bf16,
                                       const float *qkv, float *y, float *lse)
 {
     if (bf16 && bf16_mma_ok(s, qkv, NULL, y)) {
-        set_smem(s, flash_fwd_bf16_k, F16_FWD_SMEM);
-        flash_fwd_bf16_k<<<grid_of(d), FL_THREADS, F16_FWD_SMEM, s->stream>>>(
-            d->t, d->heads, sl_attn_scale(d->d), SL_CBF(qkv), SL_BF(y), lse);
-        SL_CUDA_LAUNCHED(s);
+        if (lse && d->p > 0.0f)
+            forward_bf16<true>(s, d, qkv, y, lse);
+        else
+            forward_bf16<false>(s, d, qkv, y, lse);
     } else if (bf16)
         forward_of(s, d, SL_CBF(qkv), SL_BF(y), lse);
     else
@@ -1523,15 +1746,10 @@ extern "C" void sl_cuda_flash_backward(sl_cuda_state *s, const sl_attention_desc
                                        const float *dd, float *dqkv, int accumulate)
 {
     if (bf16 && bf16_mma_ok(s, qkv, dy, dqkv)) {
-        float scale = sl_attn_scale(d->d);
-        set_smem(s, flash_bwd_kv_bf16_k, F16_BWD_SMEM);
-        set_smem(s, flash_bwd_q_bf16_k, F16_BWD_SMEM);
-        flash_bwd_kv_bf16_k<<<grid_of(d), FL_THREADS, F16_BWD_SMEM, s->stream>>>(
-            d->t, d->heads, scale, SL_CBF(qkv), SL_CBF(dy), lse, dd, SL_BF(dqkv), accumulate);
-        SL_CUDA_LAUNCHED(s);
-        flash_bwd_q_bf16_k<<<grid_of(d), FL_THREADS, F16_BWD_SMEM, s->stream>>>(
-            d->t, d->heads, scale, SL_CBF(qkv), SL_CBF(dy), lse, dd, SL_BF(dqkv), accumulate);
-        SL_CUDA_LAUNCHED(s);
+        if (d->p > 0.0f)
+            backward_bf16<true>(s, d, qkv, dy, lse, dd, dqkv, accumulate);
+        else
+            backward_bf16<false>(s, d, qkv, dy, lse, dd, dqkv, accumulate);
     } else if (bf16)
         backward_of(s, d, SL_CBF(qkv), SL_CBF(dy), lse, dd, SL_BF(dqkv), accumulate);
     else

@@ -1,0 +1,70 @@
+/*
+ * cuda_conv_graph.h — one convolution pass through cuDNN's graph API
+ * (run stage on a GPU): the backend descriptors of a geometry, an
+ * execution plan per pass chosen from cuDNN's engine heuristics, and
+ * running it. cuda_conv.cu decides when to use it and caches what it
+ * builds per geometry; cuda_conv_graph.cu implements it. Only .cu files
+ * include it.
+ */
+#ifndef SL_CUDA_CONV_GRAPH_H
+#define SL_CUDA_CONV_GRAPH_H
+
+#include <stdint.h>
+
+#include "base/conv_engine.h"
+#include "cuda/cuda_common.h"
+
+/* C linkage: the archive's extern symbols keep the sl_ prefix unmangled
+ * (tests/test_symbols.sh). */
+extern "C" {
+
+/* A geometry's float NCHW tensors and convolution descriptor, shared by
+ * its passes' operations. The x-shaped tensor is x (forward, backward
+ * filter) or dx (backward data), the w-shaped one w or dw, the y-shaped
+ * one y or dy. align: the bytes each operand's address is promised to be
+ * a multiple of (x, w, y), from the geometry (see cuda_conv_graph.cu). */
+typedef struct sl_cuda_conv_tensors {
+    cudnnBackendDescriptor_t x, w, y, conv;
+    int64_t align[3];
+} sl_cuda_conv_tensors;
+
+/* One pass's choice: the operation, its graph, the engine configuration
+ * and the execution plan made from it (all owned), the plan's workspace,
+ * and what the log says of it. */
+typedef struct sl_cuda_conv_plan {
+    cudnnBackendDescriptor_t op, graph, cfg, plan;
+    size_t ws_bytes;
+    int64_t engine; /* cuDNN's global engine index */
+    char how[256];  /* "engine 12 [k2=3 k13=1] tensor-core (heuristics A, 4096 B)" */
+} sl_cuda_conv_plan;
+
+/* The tensors of geometry d into *t; false with a reason in why (why_len
+ * bytes) when cuDNN refuses one, with nothing left made. */
+bool sl_cuda_conv_tensors_make(const sl_conv_desc *d, sl_cuda_conv_tensors *t, char *why,
+                               size_t why_len);
+/* Releases what t holds (a zeroed t is fine) and zeroes it. */
+void sl_cuda_conv_tensors_free(sl_cuda_conv_tensors *t);
+
+/* The execution plan of `pass` over t with output scale beta (0: the
+ * result overwrites, 1: it is added), from the first engine configuration
+ * of cuDNN's heuristics (mode A, then B, then the fallback list) that
+ * rules r allow (base/conv_engine.h), that finalizes into a plan on the
+ * instance's handle and whose workspace the cap allows. False, with why
+ * (the last refusal and how many engines were offered), when none does;
+ * nothing is then left made. */
+bool sl_cuda_conv_plan_make(sl_cuda_state *s, const sl_cuda_conv_tensors *t, sl_conv_pass pass,
+                            float beta, const sl_engine_rules *r, sl_cuda_conv_plan *p, char *why,
+                            size_t why_len);
+/* Releases what p holds (a zeroed p is fine) and zeroes it. */
+void sl_cuda_conv_plan_free(sl_cuda_conv_plan *p);
+
+/* Runs plan p on the instance's stream: the pass's x-, w- and y-shaped
+ * operands (x, w, y forward; dx, w, dy backward data; x, dw, dy backward
+ * filter) and its planned workspace (p->ws_bytes of it). A failure is
+ * recorded in s, an operand off the alignment t promised included. */
+void sl_cuda_conv_plan_run(sl_cuda_state *s, const sl_cuda_conv_tensors *t,
+                           const sl_cuda_conv_plan *p, const void *x_like, const void *w_like,
+                           const void *y_like, void *workspace);
+}
+
+#endif

@@ -1,0 +1,142 @@
+/*
+ * test_conv_engine.c — the rule the CUDA backend applies to each cuDNN
+ * engine its heuristics offer for a float convolution (base/conv_engine.h),
+ * checked on the CPU: no GPU runs here, so what the graph-API path may
+ * pick is proved here, note by note and over every combination of notes
+ * and instance settings.
+ */
+#include <check.h>
+#include <stdlib.h>
+
+#include "base/conv_engine.h"
+#include "harness.h"
+
+static const size_t kCap = (size_t)512 << 20;
+
+static sl_engine_rules rules(int deterministic, int tf32)
+{
+    sl_engine_rules r = {deterministic, tf32, kCap};
+    return r;
+}
+
+/* An FMA engine with no notes runs in every kind of instance. */
+START_TEST(test_engine_without_notes_runs_in_every_instance)
+{
+    for (int det = 0; det < 2; det++)
+        for (int tf32 = 0; tf32 < 2; tf32++) {
+            sl_engine_rules r = rules(det, tf32);
+            ck_assert_ptr_null(sl_engine_refusal(0, 0, &r));
+            ck_assert_ptr_null(sl_engine_refusal(0, 4096, &r));
+        }
+}
+END_TEST
+
+/* Tensor cores round float inputs to TF32: only with --tf32. */
+START_TEST(test_engine_tensor_cores_need_tf32)
+{
+    sl_engine_rules plain = rules(1, 0), tf32 = rules(1, 1);
+    ck_assert_ptr_nonnull(sl_engine_refusal(SL_ENGINE_TENSOR_CORE, 0, &plain));
+    ck_assert_ptr_null(sl_engine_refusal(SL_ENGINE_TENSOR_CORE, 0, &tf32));
+    plain.deterministic = tf32.deterministic = 0;
+    ck_assert_ptr_nonnull(sl_engine_refusal(SL_ENGINE_TENSOR_CORE, 0, &plain));
+    ck_assert_ptr_null(sl_engine_refusal(SL_ENGINE_TENSOR_CORE, 0, &tf32));
+}
+END_TEST
+
+/* Half-precision inputs or sums never run a float convolution, TF32 or
+ * not, deterministic or not. */
+START_TEST(test_engine_narrower_inputs_or_sums_never_run_float)
+{
+    static const unsigned narrow[] = {SL_ENGINE_DOWN_CONVERTS, SL_ENGINE_REDUCED_PRECISION_SUM,
+                                      SL_ENGINE_DOWN_CONVERTS | SL_ENGINE_TENSOR_CORE,
+                                      SL_ENGINE_REDUCED_PRECISION_SUM | SL_ENGINE_TENSOR_CORE};
+    for (size_t i = 0; i < sizeof narrow / sizeof *narrow; i++)
+        for (int det = 0; det < 2; det++)
+            for (int tf32 = 0; tf32 < 2; tf32++) {
+                sl_engine_rules r = rules(det, tf32);
+                ck_assert_msg(sl_engine_refusal(narrow[i], 0, &r) != NULL,
+                              "notes 0x%x allowed (det %d, tf32 %d)", narrow[i], det, tf32);
+            }
+}
+END_TEST
+
+/* A non-deterministic engine runs only where the instance allows it. */
+START_TEST(test_engine_nondeterministic_only_outside_deterministic_instances)
+{
+    for (int tf32 = 0; tf32 < 2; tf32++) {
+        sl_engine_rules det = rules(1, tf32), free_ = rules(0, tf32);
+        ck_assert_ptr_nonnull(sl_engine_refusal(SL_ENGINE_NONDETERMINISTIC, 0, &det));
+        ck_assert_ptr_null(sl_engine_refusal(SL_ENGINE_NONDETERMINISTIC, 0, &free_));
+    }
+}
+END_TEST
+
+/* Engines that want int8x32-reordered weights never run: the library
+ * does not reorder. */
+START_TEST(test_engine_needing_reordered_data_never_runs)
+{
+    sl_engine_rules r = rules(0, 1);
+    ck_assert_ptr_nonnull(sl_engine_refusal(SL_ENGINE_NEEDS_REORDERED_DATA, 0, &r));
+}
+END_TEST
+
+/* The cap is inclusive: a plan needing exactly the cap runs, a byte more
+ * does not; notes are judged before the workspace is known (0 bytes). */
+START_TEST(test_engine_workspace_cap_is_inclusive)
+{
+    sl_engine_rules r = rules(1, 0);
+    ck_assert_ptr_null(sl_engine_refusal(0, kCap, &r));
+    ck_assert_ptr_nonnull(sl_engine_refusal(0, kCap + 1, &r));
+    ck_assert_ptr_nonnull(sl_engine_refusal(0, (size_t)-1, &r));
+    r.workspace_cap = 0;
+    ck_assert_ptr_null(sl_engine_refusal(0, 0, &r));
+    ck_assert_ptr_nonnull(sl_engine_refusal(0, 1, &r));
+}
+END_TEST
+
+/* Every combination of the five notes (and a bit no note uses), both
+ * settings and three workspaces, against the rule stated as a table:
+ * which notes each kind of instance forbids. */
+START_TEST(test_engine_rule_over_every_combination)
+{
+    const unsigned always =
+        SL_ENGINE_DOWN_CONVERTS | SL_ENGINE_REDUCED_PRECISION_SUM | SL_ENGINE_NEEDS_REORDERED_DATA;
+    const size_t workspaces[] = {0, kCap, kCap + 1};
+    int allowed = 0;
+    for (unsigned notes = 0; notes < 64; notes++)
+        for (int det = 0; det < 2; det++)
+            for (int tf32 = 0; tf32 < 2; tf32++)
+                for (size_t k = 0; k < 3; k++) {
+                    unsigned forbidden = always | (tf32 ? 0u : SL_ENGINE_TENSOR_CORE) |
+                                         (det ? SL_ENGINE_NONDETERMINISTIC : 0u);
+                    int expect = !(notes & forbidden) && workspaces[k] <= kCap;
+                    sl_engine_rules r = rules(det, tf32);
+                    const char *why = sl_engine_refusal(notes, workspaces[k], &r);
+                    ck_assert_msg((why == NULL) == expect,
+                                  "notes 0x%x det %d tf32 %d workspace %zu: %s", notes, det, tf32,
+                                  workspaces[k], why ? why : "allowed");
+                    allowed += why == NULL;
+                }
+    /* counted by hand: of the 64 six-bit values, 2^(6 - forbidden bits)
+     * are clear of the forbidden ones: 8 with TF32 in a non-deterministic
+     * instance, 4 with TF32 and determinism or with neither, 2 with
+     * determinism alone; 18 in all, for each of the two workspaces within
+     * the cap */
+    ck_assert_int_eq(allowed, 36);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("conv_engine");
+    TCase *tc = tcase_create("conv_engine");
+    tcase_add_test(tc, test_engine_without_notes_runs_in_every_instance);
+    tcase_add_test(tc, test_engine_tensor_cores_need_tf32);
+    tcase_add_test(tc, test_engine_narrower_inputs_or_sums_never_run_float);
+    tcase_add_test(tc, test_engine_nondeterministic_only_outside_deterministic_instances);
+    tcase_add_test(tc, test_engine_needing_reordered_data_never_runs);
+    tcase_add_test(tc, test_engine_workspace_cap_is_inclusive);
+    tcase_add_test(tc, test_engine_rule_over_every_combination);
+    suite_add_tcase(s, tc);
+    return th_run_suite(s) ? EXIT_FAILURE : EXIT_SUCCESS;
+}
