@@ -33,7 +33,9 @@
  * prints them, slowest first. --device cuda without a usable GPU (or a
  * build without CUDA) stops at once with the library's reason; --tf32
  * lets its GEMMs and convolutions use TF32 tensor cores; --precision bf16
- * stores activations in bf16 (sl_net_set_precision). gpt2.sh runs this
+ * stores activations in bf16 (sl_net_set_precision); --dropout P trains
+ * with GPT-2's dropout rates at P (0 by default, as llm.c trains; GPT-2
+ * used 0.1) and the JSON line says so. gpt2.sh runs this
  * beside PyTorch (bench_gpt2_torch.py) and llm.c (bench_gpt2_llmc.py) on
  * the CPU, gpu_gpt2.py (gpu.sh's gpt2 phase) on a GPU.
  */
@@ -55,6 +57,7 @@ typedef struct options {
     int cuda, gpu, tf32;
     int head_chunk; /* the LM head's rows per chunk; 0: the library's choice */
     const char *precision; /* "f32" or "bf16" */
+    double dropout;        /* GPT-2's three dropout rates (0: none, as llm.c trains) */
 } options;
 
 /* The plans a run reports: keep-everything's (the reference of the -arena
@@ -72,7 +75,7 @@ _Noreturn static void usage(const char *argv0)
                 "          [--batch B] [--seq T] [--schedule S] [--steps N] [--threads N]\n"
                 "          [--seed N] [--plain-attention] [--profile] [--profile-steps N]\n"
                 "          [--device cpu|cuda] [--gpu N] [--tf32] [--head-chunk ROWS]\n"
-                "          [--precision f32|bf16]\n"
+                "          [--precision f32|bf16] [--dropout P]\n"
                 "          [--plan-only] [--json]\n"
                 "schedules: none, sqrt, segments:K, budget:SIZE, ops:SIZE (bytes or\n"
                 "           KiB/MiB/GiB), budget-arena:F, ops-arena:F (fixed memory plus\n"
@@ -120,13 +123,15 @@ static void parse_options(int argc, char **argv, options *o)
         BENCH_OPT_FLAG("--tf32", &o->tf32, 1),
         BENCH_OPT_INT("--head-chunk", &o->head_chunk, 0, MAX_COUNT),
         BENCH_OPT("--precision", BENCH_STRING, &o->precision),
+        BENCH_OPT("--dropout", BENCH_DOUBLE, &o->dropout),
         BENCH_OPT_END,
     };
-    if (bench_parse_args(argc, argv, opts) != 0 ||
+    if (bench_parse_args(argc, argv, opts) != 0 || !(o->dropout >= 0.0 && o->dropout < 1.0) ||
         (strcmp(o->device, "cpu") != 0 && strcmp(o->device, "cuda") != 0) ||
         (strcmp(o->precision, "f32") != 0 && strcmp(o->precision, "bf16") != 0))
         usage(argv[0]);
     o->cuda = strcmp(o->device, "cuda") == 0;
+    o->cfg.dropout = (float)o->dropout;
     if (!o->cuda && (o->tf32 || o->gpu)) {
         fprintf(stderr, "%s: --tf32 and --gpu need --device cuda\n", BENCH);
         exit(2);
@@ -371,7 +376,8 @@ static void print_common_json(const options *o, const bench_run *r, uint64_t dev
         bench_print_gpu_json(o->gpu);
     else
         printf("\"device\":\"cpu\",");
-    printf("\"head_chunk\":%d,\"precision\":\"%s\",", o->head_chunk, o->precision);
+    printf("\"head_chunk\":%d,\"precision\":\"%s\",\"dropout\":%g,", o->head_chunk, o->precision,
+           o->dropout);
     printf("\"tf32\":%s,\"ms_step\":%.3f,\"ms_min\":%.3f,\"ms_max\":%.3f,\"peak_MiB\":%.1f,"
            "\"peak_source\":\"%s\",\"device_used\":%llu,",
            o->tf32 ? "true" : "false", 1e3 * r->median_s, 1e3 * lo, 1e3 * hi,

@@ -18,8 +18,10 @@
 #           (AB_SWITCHES) in turn against none, 3 interleaved rounds of 6
 #           steps, on the workload its path runs: the convolution switches
 #           (SL_CUDA_CONV_*) on ours none, ResNet-152 b16 224² with TF32 off
-#           (bench_gpu, it/s), the others on ours none, GPT-2 small B=8
-#           T=1024 TF32 (bench_gpt2, ms a step); ab.txt says which of the
+#           (bench_gpu, it/s), the fused attention's dropout switch
+#           (SL_CUDA_FLASH_DROPOUT) on GPT-2 small B=8 T=1024 TF32 trained
+#           with dropout 0.1 (bench_gpt2 --dropout 0.1, ms a step), the
+#           others on the same without dropout; ab.txt says which of the
 #           new paths pays (about 10 s a run), ab-<workload>-<switch>.log
 #           holds each one's stderr (the ResNet runs' with each geometry's
 #           convolution choice, SL_CUDA_CONV_LOG=1). test_cuda_attention's
@@ -47,7 +49,7 @@ export LD_LIBRARY_PATH=/usr/local/cuda/lib64:/usr/local/cuda/lib:${LD_LIBRARY_PA
 t0=$SECONDS
 left() { echo $((${DEADLINE:-470} - (SECONDS - t0))); }
 SWITCHES="SL_CUDA_CONV_API=legacy SL_CUDA_LN_REGS=off SL_CUDA_FLASH_DROPOUT=off SL_CUDA_FLASH_MMA=off SL_CUDA_FLASH_BF16=off SL_CUDA_FLASH=off SL_CUDA_LT=off SL_CUDA_LT_WORKSPACE_MIB=0 SL_CUDA_BF16_GEMM=off SL_CUDA_BF16_KERNELS=off"
-AB_SWITCHES="SL_CUDA_LN_REGS=off SL_CUDA_CONV_API=legacy"
+AB_SWITCHES="SL_CUDA_LN_REGS=off SL_CUDA_FLASH_DROPOUT=off SL_CUDA_CONV_API=legacy"
 build="build-gpu"
 switches() { [ -s "$dir/switches.txt" ] && cat "$dir/switches.txt"; }
 # runs "$@" with the kept switches (VAR=VALUE words) in its environment
@@ -94,10 +96,12 @@ stage_tests() {
   echo "benches with: $(switches)"
 }
 
-# the workload whose time switch $1 changes: resnet (convolutions) or gpt2
+# the workload whose time switch $1 changes: resnet (convolutions),
+# gpt2drop (attention dropout) or gpt2
 ab_workload() {
   case "$1" in
     SL_CUDA_CONV_*) echo resnet ;;
+    SL_CUDA_FLASH_DROPOUT=*) echo gpt2drop ;;
     *) echo gpt2 ;;
   esac
 }
@@ -112,6 +116,7 @@ ab_run() {
   else
     cmd=("$build/bench/bench_gpt2" --batch 8 --seq 1024 --steps 6 --device cuda --tf32
          --threads 16 --json) key=ms_step
+    [ "$2" = gpt2drop ] && cmd+=(--dropout 0.1)
   fi
   with_switches ${sw[@]+"${sw[@]}"} SL_CUDA_CONV_LOG=1 timeout 60 "${cmd[@]}" 2>"$log" |
     grep -o "\"$key\":[0-9.]*"
@@ -120,7 +125,7 @@ ab_run() {
 stage_ab() {
   local round workload sw ran
   for round in 1 2 3; do
-    for workload in gpt2 resnet; do
+    for workload in gpt2 gpt2drop resnet; do
       ran=0
       for sw in $AB_SWITCHES; do
         [ "$(ab_workload "$sw")" = "$workload" ] || continue

@@ -300,6 +300,30 @@ def real_run(bench, build, tmp):
     print(text)
 
 
+def dropout_option(build):
+    """bench_gpt2 --dropout P trains with GPT-2's dropout rates at P and its
+    JSON says so (gpu_session.sh's ab stage times the fused attention's
+    dropout with it); a rate outside [0, 1) is refused."""
+    base = [os.path.join(build, "bench", "bench_gpt2"), "--device", "cpu", "--layers", "1",
+            "--embd", "32", "--heads", "2", "--vocab", "128", "--context", "16", "--batch", "2",
+            "--seq", "16", "--steps", "1", "--json"]
+    rows = {}
+    for p in ("0", "0.1"):
+        r = subprocess.run(base + ["--dropout", p], stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True, timeout=300)
+        if r.returncode != 0:
+            fail("bench_gpt2 --dropout %s exited with %d" % (p, r.returncode), r.stderr)
+        rows[p] = json.loads(r.stdout.strip().splitlines()[-1])
+        if rows[p].get("dropout") != float(p):
+            fail("bench_gpt2 --dropout %s's JSON: %s" % (p, rows[p]))
+    for bad in ("1", "-0.5"):
+        r = subprocess.run(base + ["--dropout", bad], stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True, timeout=60)
+        if r.returncode == 0 or "usage" not in r.stderr:
+            fail("bench_gpt2 --dropout %s was not refused with its usage" % bad, r.stderr)
+    print("bench_gpt2 --dropout: %s" % {p: rows[p]["dropout"] for p in rows})
+
+
 def cuda_run(build):
     cmd = [os.path.join(build, "bench", "bench_gpt2"), "--device", "cuda", "--tf32", "--layers",
            "2", "--embd", "64", "--heads", "4", "--vocab", "512", "--context", "64", "--batch",
@@ -352,6 +376,7 @@ def main():
         stand_ins(bench, tmp)
         gpu_sh(bench, tmp)
         real_run(bench, build, tmp)
+    dropout_option(build)
     cuda_run(build)
     print("OK")
 
