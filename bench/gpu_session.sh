@@ -29,8 +29,10 @@
 #           and wmma.
 #   f32     gpu.sh gpt2 (3 interleaved rounds, within what is left) and
 #           kernels (ncu)
-#   bf16    gpu.sh gpt2 with SL_GPT2_PRECISION=bf16, B=8 T=1024, ours none
-#           and least beside PyTorch autocast and, when SL_GPT2_LLMC names
+#   bf16    gpu.sh gpt2 with SL_GPT2_PRECISION=bf16, B=8 T=1024, ours none,
+#           sqrt (planned at about 0.5x llm.c's peak: the memory target
+#           at a small recompute) and least beside PyTorch autocast and,
+#           when SL_GPT2_LLMC names
 #           llm.c's train_gpt2cu (built by the user: the project holds none
 #           of it), llm.c
 #   resnet  gpu.sh resnet, TF32 on and off, none and sqrt, 3 rounds
@@ -153,7 +155,7 @@ stage_f32() {
 }
 
 stage_bf16() {
-  with_switches SL_GPT2_PRECISION=bf16 SL_GPT2_SHAPES=8x1024 SL_GPT2_SCHEDULES=none,least \
+  with_switches SL_GPT2_PRECISION=bf16 SL_GPT2_SHAPES=8x1024 SL_GPT2_SCHEDULES=none,sqrt,least \
     SL_GPT2_MODES=plain SL_GPT2_ROUNDS=3 SL_GPT2_BUDGET_S=$(($(left) - 30)) \
     timeout $(($(left) - 10)) bench/gpu.sh "$build" gpt2 > "$dir/session-gpt2-bf16.txt" 2>&1
   grep -E "target|NOT|met" "$dir/session-gpt2-bf16.txt" | tail -6
