@@ -174,6 +174,21 @@ def gpt2_tables(rows):
                 continue
             v = x[what] / y[what]
             out.append(f"{text}: {v:.3f} ({'met' if v <= bound else 'NOT met'})")
+        # our other schedules (sqrt, least:F) on the same two axes, for
+        # reading beside the targets: memory against llm.c's, time
+        # against our none
+        for (sd, mine, b, t), x in sorted(by.items()):
+            if sd != "sublinear" or mine in ("none", "least") or (b, t) != (8, 1024):
+                continue
+            y, z = by.get(("llmc", "plain", b, t)), by.get(("sublinear", "none", b, t))
+            parts = []
+            if x.get("smi_MiB") and y and y.get("smi_MiB"):
+                parts.append(f"nvidia-smi peak / llm.c's {x['smi_MiB'] / y['smi_MiB']:.3f}")
+            if x.get("ms_step") and z and z.get("ms_step"):
+                parts.append(f"step time / ours none {x['ms_step'] / z['ms_step']:.3f}")
+            if parts:
+                out.append(f"- B={b} T={t}: ours {mine} (not a target's schedule): "
+                           + ", ".join(parts))
         out.append("")
         return out
     for (b, t), mine, theirs, what, bound in GPT2_TARGETS:

@@ -324,6 +324,34 @@ def dropout_option(build):
     print("bench_gpt2 --dropout: %s" % {p: rows[p]["dropout"] for p in rows})
 
 
+def least_slack(build):
+    """bench_gpt2 --schedule least:F plans the operator-level budget at the
+    least planned peak times 1 + F: its budget is that, its plan fits it and
+    is no smaller than least's; F outside (0, 1) is refused."""
+    base = [os.path.join(build, "bench", "bench_gpt2"), "--device", "cpu", "--layers", "2",
+            "--embd", "64", "--heads", "4", "--vocab", "512", "--context", "64", "--batch", "2",
+            "--seq", "32", "--plan-only", "--json"]
+    rows = {}
+    for s in ("least", "least:0.05"):
+        r = subprocess.run(base + ["--schedule", s], stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True, timeout=300)
+        if r.returncode != 0:
+            fail("bench_gpt2 --schedule %s exited with %d" % (s, r.returncode), r.stderr)
+        rows[s] = json.loads(r.stdout.strip().splitlines()[-1])
+    least, slack = rows["least"], rows["least:0.05"]
+    want = least["planned_total"] + int(0.05 * least["planned_total"])
+    if slack["budget_bytes"] != want or not (
+            least["planned_total"] <= slack["planned_total"] <= slack["budget_bytes"]):
+        fail("least:0.05 against least: %s / %s (budget wanted %d)" % (slack, least, want))
+    for bad in ("least:0", "least:1.5", "least:x"):
+        r = subprocess.run(base + ["--schedule", bad], stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True, timeout=60)
+        if r.returncode == 0 or "usage" not in r.stderr:
+            fail("bench_gpt2 --schedule %s was not refused with its usage" % bad, r.stderr)
+    print("bench_gpt2 least:0.05: budget %d bytes over least's %d, planned %d"
+          % (slack["budget_bytes"], least["planned_total"], slack["planned_total"]))
+
+
 def cuda_run(build):
     cmd = [os.path.join(build, "bench", "bench_gpt2"), "--device", "cuda", "--tf32", "--layers",
            "2", "--embd", "64", "--heads", "4", "--vocab", "512", "--context", "64", "--batch",
@@ -377,6 +405,7 @@ def main():
         gpu_sh(bench, tmp)
         real_run(bench, build, tmp)
     dropout_option(build)
+    least_slack(build)
     cuda_run(build)
     print("OK")
 
