@@ -300,6 +300,21 @@ def real_run(bench, build, tmp):
     print(text)
 
 
+def bench_json(cmd, what):
+    """The last JSON line of bench_gpt2 run as cmd (it must succeed)."""
+    r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=300)
+    if r.returncode != 0:
+        fail("bench_gpt2 %s exited with %d" % (what, r.returncode), r.stderr)
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def assert_refused(cmd, what):
+    """bench_gpt2 run as cmd must stop with its usage."""
+    r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=60)
+    if r.returncode == 0 or "usage" not in r.stderr:
+        fail("bench_gpt2 %s was not refused with its usage" % what, r.stderr)
+
+
 def dropout_option(build):
     """bench_gpt2 --dropout P trains with GPT-2's dropout rates at P and its
     JSON says so (gpu_session.sh's ab stage times the fused attention's
@@ -307,20 +322,12 @@ def dropout_option(build):
     base = [os.path.join(build, "bench", "bench_gpt2"), "--device", "cpu", "--layers", "1",
             "--embd", "32", "--heads", "2", "--vocab", "128", "--context", "16", "--batch", "2",
             "--seq", "16", "--steps", "1", "--json"]
-    rows = {}
-    for p in ("0", "0.1"):
-        r = subprocess.run(base + ["--dropout", p], stdout=subprocess.PIPE,
-                           stderr=subprocess.PIPE, text=True, timeout=300)
-        if r.returncode != 0:
-            fail("bench_gpt2 --dropout %s exited with %d" % (p, r.returncode), r.stderr)
-        rows[p] = json.loads(r.stdout.strip().splitlines()[-1])
-        if rows[p].get("dropout") != float(p):
-            fail("bench_gpt2 --dropout %s's JSON: %s" % (p, rows[p]))
+    rows = {p: bench_json(base + ["--dropout", p], "--dropout " + p) for p in ("0", "0.1")}
+    for p, r in rows.items():
+        if r.get("dropout") != float(p):
+            fail("bench_gpt2 --dropout %s's JSON: %s" % (p, r))
     for bad in ("1", "-0.5"):
-        r = subprocess.run(base + ["--dropout", bad], stdout=subprocess.PIPE,
-                           stderr=subprocess.PIPE, text=True, timeout=60)
-        if r.returncode == 0 or "usage" not in r.stderr:
-            fail("bench_gpt2 --dropout %s was not refused with its usage" % bad, r.stderr)
+        assert_refused(base + ["--dropout", bad], "--dropout " + bad)
     print("bench_gpt2 --dropout: %s" % {p: rows[p]["dropout"] for p in rows})
 
 
@@ -331,23 +338,14 @@ def least_slack(build):
     base = [os.path.join(build, "bench", "bench_gpt2"), "--device", "cpu", "--layers", "2",
             "--embd", "64", "--heads", "4", "--vocab", "512", "--context", "64", "--batch", "2",
             "--seq", "32", "--plan-only", "--json"]
-    rows = {}
-    for s in ("least", "least:0.05"):
-        r = subprocess.run(base + ["--schedule", s], stdout=subprocess.PIPE,
-                           stderr=subprocess.PIPE, text=True, timeout=300)
-        if r.returncode != 0:
-            fail("bench_gpt2 --schedule %s exited with %d" % (s, r.returncode), r.stderr)
-        rows[s] = json.loads(r.stdout.strip().splitlines()[-1])
-    least, slack = rows["least"], rows["least:0.05"]
+    least = bench_json(base + ["--schedule", "least"], "--schedule least")
+    slack = bench_json(base + ["--schedule", "least:0.05"], "--schedule least:0.05")
     want = least["planned_total"] + int(0.05 * least["planned_total"])
     if slack["budget_bytes"] != want or not (
             least["planned_total"] <= slack["planned_total"] <= slack["budget_bytes"]):
         fail("least:0.05 against least: %s / %s (budget wanted %d)" % (slack, least, want))
     for bad in ("least:0", "least:1.5", "least:x"):
-        r = subprocess.run(base + ["--schedule", bad], stdout=subprocess.PIPE,
-                           stderr=subprocess.PIPE, text=True, timeout=60)
-        if r.returncode == 0 or "usage" not in r.stderr:
-            fail("bench_gpt2 --schedule %s was not refused with its usage" % bad, r.stderr)
+        assert_refused(base + ["--schedule", bad], "--schedule " + bad)
     print("bench_gpt2 least:0.05: budget %d bytes over least's %d, planned %d"
           % (slack["budget_bytes"], least["planned_total"], slack["planned_total"]))
 
