@@ -210,7 +210,13 @@ static void graph_choose(sl_cuda_state *s, const sl_conv_desc *d, sl_conv_entry 
     char why[sizeof e.fallback[0]];
     bool tensors = sl_cuda_conv_tensors_make(d, &e.graph, why, sizeof why);
     for (int i = 0; i < SLOT_COUNT; i++) {
-        if (tensors && sl_cuda_conv_plan_make(s, &e.graph, kSlotPass[i], kSlotBeta[i], &rules,
+        sl_engine_rules r = rules;
+        /* dx += plans no more workspace than dx = (one legacy algorithm
+         * served both): the planner reserves the larger of the two for
+         * every convolution, most of which never accumulate */
+        if (i == SLOT_BWD_DATA_ADD && e.plan[SLOT_BWD_DATA].plan)
+            r.workspace_cap = e.plan[SLOT_BWD_DATA].ws_bytes;
+        if (tensors && sl_cuda_conv_plan_make(s, &e.graph, kSlotPass[i], kSlotBeta[i], &r,
                                               &e.plan[i], why, sizeof why))
             continue;
         snprintf(e.fallback[i], sizeof e.fallback[i], "%s", why);

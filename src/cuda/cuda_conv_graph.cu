@@ -45,6 +45,7 @@ enum : int64_t { UID_X = 'x', UID_W = 'w', UID_Y = 'y' };
 
 /* A run of backend calls that stops at the first failure: STEP skips a
  * call once one failed, and the first failure's words stay in why. */
+namespace { /* this file's own: no external symbols */
 struct steps {
     char *why;
     size_t len;
@@ -60,6 +61,7 @@ struct steps {
         return false;
     }
 };
+} // namespace
 #define STEP(c, call, what) ((c).ok && (c).check((call), (what)))
 #define SET(c, d, attr, type, n, value)                                                            \
     STEP(c, cudnnBackendSetAttribute((d), (attr), (type), (n), (value)), "setting " #attr)
@@ -148,6 +150,7 @@ void sl_cuda_conv_tensors_free(sl_cuda_conv_tensors *t)
 
 /* Each pass's operation type and its attributes' names, by sl_conv_pass;
  * x, w, y name the roles the x-, w- and y-shaped tensors play. */
+namespace { /* this file's own: no external symbols */
 static const struct op_kind {
     cudnnBackendDescriptorType_t type;
     cudnnBackendAttributeName_t alpha, beta, conv, x, w, y;
@@ -171,6 +174,7 @@ static const struct op_kind {
      CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_X, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DW,
      CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DY, "backward filter"},
 };
+} // namespace
 
 /* The pass's operation and its one-operation graph on the handle. */
 static bool make_graph(sl_cuda_state *s, const sl_cuda_conv_tensors *t, sl_conv_pass pass,
@@ -202,20 +206,24 @@ static bool make_graph(sl_cuda_state *s, const sl_cuda_conv_tensors *t, sl_conv_
 
 /* What an engine says of itself: its global index, its notes as
  * base/conv_engine.h's bits, and the notes the log names. */
+namespace { /* this file's own: no external symbols */
 struct engine_info {
     int64_t index;
     unsigned notes;
     char names[64];
 };
+} // namespace
 
 /* cuDNN's notes that matter here: the bit each sets (0: named in the log
  * only). Others (Winograd's tile sizes, NaN propagation, CUDA-graph
  * support, a cuBLASLt dependency) have no bearing on the choice. */
+namespace { /* this file's own: no external symbols */
 struct note_map {
     int note;
     unsigned bit;
     const char *name;
 };
+} // namespace
 static const note_map kNumerical[] = {
     {CUDNN_NUMERICAL_NOTE_TENSOR_CORE, SL_ENGINE_TENSOR_CORE, "tensor-core"},
     {CUDNN_NUMERICAL_NOTE_DOWN_CONVERT_INPUTS, SL_ENGINE_DOWN_CONVERTS, "down-convert"},
@@ -244,21 +252,17 @@ static void add_note(engine_info *e, int note, const note_map *map, size_t n)
 }
 
 /* Up to `cap` notes of attribute `attr` (type `type`) of engine eng into
- * out (as ints: both note enums are int-sized); the count, or -1. */
+ * out (as ints: both note enums are int-sized); the count, or -1. One
+ * call with room for every note type (cap is more than either enum's
+ * *_TYPE_COUNT), as cuDNN's own frontend reads them. */
 static int64_t read_notes(desc_t eng, cudnnBackendAttributeName_t attr,
                           cudnnBackendAttributeType_t type, int *out, int64_t cap, steps &c)
 {
-    int64_t n = 0;
-    if (!STEP(c, cudnnBackendGetAttribute(eng, attr, type, 0, &n, NULL),
-              "counting an engine's notes"))
-        return -1;
-    if (n > cap)
-        n = cap;
     int64_t got = 0;
-    if (n > 0 && !STEP(c, cudnnBackendGetAttribute(eng, attr, type, n, &got, out),
-                       "reading an engine's notes"))
+    if (!STEP(c, cudnnBackendGetAttribute(eng, attr, type, cap, &got, out),
+              "reading an engine's notes"))
         return -1;
-    return got < n ? got : n;
+    return got < cap ? got : cap;
 }
 
 static bool engine_of(desc_t cfg, engine_info *e, steps &c)
@@ -332,10 +336,12 @@ static void describe_knobs(desc_t cfg, char *out, size_t len)
 
 /* What the engines offered so far came to: how many, and the last
  * refusal, for the message when none is taken. */
+namespace { /* this file's own: no external symbols */
 struct tally {
     int offered;
     char last[240];
 };
+} // namespace
 
 /* Tries configuration cfg: true when it is taken into p (p->cfg, p->plan,
  * p->ws_bytes, p->how); otherwise its refusal goes into the tally. */
@@ -425,7 +431,7 @@ static bool try_mode(sl_cuda_state *s, cudnnBackendHeurMode_t mode, const char *
     for (int64_t i = 0; c.ok && !taken && i < got && i < count; i++)
         if ((taken = try_config(s, cfgs[i], name, r, p, t)))
             cfgs[i] = NULL; /* now p's */
-    if (!c.ok)              /* the mode itself failed: its reason is the latest */
+    if (!c.ok && t->offered == 0) /* the mode itself failed, and no engine's refusal is kept */
         say(t->last, sizeof t->last, "heuristics %s: %s", name, why);
     for (int64_t i = 0; i < made; i++)
         destroy(&cfgs[i]);
