@@ -46,6 +46,12 @@ static inline size_t sl_shape_count(sl_shape s)
     return (size_t)s.n * (size_t)s.c * (size_t)s.h * (size_t)s.w;
 }
 
+/* 1 for a layout the library knows (a caller's shape may hold anything). */
+static inline int sl_layout_known(sl_layout l)
+{
+    return l == SL_LAYOUT_NCHW || l == SL_LAYOUT_NHWC;
+}
+
 /* 1 when the layout changes where a shape's values lie: more than one
  * channel at more than one position. Otherwise NCHW and NHWC are the same
  * memory (token ids {B, 1, T, 1}, feature vectors {n, c, 1, 1}). */

@@ -135,6 +135,20 @@ static bool make_conv(const sl_conv_desc *d, cudnnMathType_t math,
     return true;
 }
 
+/* pick over the n results of a _v7 query that returned st: the index
+ * taken (its algorithm into *algo, its math type into *math), or -1. */
+template <typename Perf, typename Algo>
+static int take(cudnnStatus_t st, const Perf *perf, int n, int det, int tf32, size_t *ws,
+                Algo *algo, cudnnMathType_t *math)
+{
+    int i = st == CUDNN_STATUS_SUCCESS ? pick(perf, n, det, tf32, ws) : -1;
+    if (i >= 0) {
+        *algo = perf[i].algo;
+        *math = perf[i].mathType;
+    }
+    return i;
+}
+
 static const char *const kChoosing[3] = {"choosing a forward convolution algorithm",
                                          "choosing a backward-data algorithm",
                                          "choosing a backward-filter algorithm"};
@@ -153,29 +167,17 @@ static bool legacy_choose(sl_cuda_state *s, const sl_conv_desc *d, sl_conv_entry
         cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
         st = cudnnGetConvolutionForwardAlgorithm_v7(s->cudnn, e.x, e.w, q, e.y,
                                                     CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &n, perf);
-        i = st == CUDNN_STATUS_SUCCESS ? pick(perf, n, det, s->tf32, ws) : -1;
-        if (i >= 0) {
-            e.fwd = perf[i].algo;
-            math = perf[i].mathType;
-        }
+        i = take(st, perf, n, det, s->tf32, ws, &e.fwd, &math);
     } else if (pass == SL_CONV_BWD_DATA) {
         cudnnConvolutionBwdDataAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
         st = cudnnGetConvolutionBackwardDataAlgorithm_v7(
             s->cudnn, e.w, e.y, q, e.x, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &n, perf);
-        i = st == CUDNN_STATUS_SUCCESS ? pick(perf, n, det, s->tf32, ws) : -1;
-        if (i >= 0) {
-            e.bwd_data = perf[i].algo;
-            math = perf[i].mathType;
-        }
+        i = take(st, perf, n, det, s->tf32, ws, &e.bwd_data, &math);
     } else {
         cudnnConvolutionBwdFilterAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
         st = cudnnGetConvolutionBackwardFilterAlgorithm_v7(
             s->cudnn, e.x, e.y, q, e.w, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &n, perf);
-        i = st == CUDNN_STATUS_SUCCESS ? pick(perf, n, det, s->tf32, ws) : -1;
-        if (i >= 0) {
-            e.bwd_filter = perf[i].algo;
-            math = perf[i].mathType;
-        }
+        i = take(st, perf, n, det, s->tf32, ws, &e.bwd_filter, &math);
     }
     if (i < 0) {
         BUILD_FAIL(kChoosing[pass], st != CUDNN_STATUS_SUCCESS ? cudnnGetErrorString(st)

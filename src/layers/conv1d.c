@@ -28,9 +28,8 @@ static sl_status conv1d_infer(const sl_layer *l, const sl_backend *be, int n_in,
                             "Conv1D '%s' expects %d input channels (features per token) but "
                             "receives %d",
                             sl_layer_label(l), cv->in_features, in[0].c);
-    *out = in[0];
+    *out = in[0]; /* NHWC: the shape pass's rule for SL_LAYER_ROWS_INPUT */
     out->c = cv->out_features;
-    out->layout = SL_LAYOUT_NHWC;
     uint64_t rows = sl_mul3_sat((uint64_t)in[0].n, (uint64_t)in[0].h, (uint64_t)in[0].w);
     uint64_t macs = sl_mul3_sat(rows, (uint64_t)cv->in_features, (uint64_t)cv->out_features);
     cost->fwd_flops = sl_mul_sat(2, macs);

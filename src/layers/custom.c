@@ -106,7 +106,7 @@ static sl_status check_sizes(const custom *c, const char *shapes, const sl_custo
         return sl_set_error(SL_ERR_SHAPE,
                        "custom layer '%s' (%s) declares output shape %dx%dx%dx%d for input %s: "
                        "every dimension must be >= 1", who, type, o.n, o.c, o.h, o.w, shapes);
-    if (o.layout != SL_LAYOUT_NCHW && o.layout != SL_LAYOUT_NHWC)
+    if (!sl_layout_known(o.layout))
         return sl_set_error(SL_ERR_SHAPE,
                             "custom layer '%s' (%s) declares output layout %d for input %s: it "
                             "must be SL_LAYOUT_NCHW or SL_LAYOUT_NHWC (copy the input's shape, or "

@@ -574,7 +574,7 @@ sl_status sl_net_check_input(const sl_net *net, sl_shape s, const char *fn)
     if (s.n < 1 || s.h < 1 || s.w < 1)
         return sl_set_error(SL_ERR_SHAPE, "%s: input shape %dx%dx%dx%d must have batch, height and width >= 1",
                             fn, s.n, s.c, s.h, s.w);
-    if (s.layout != SL_LAYOUT_NCHW && s.layout != SL_LAYOUT_NHWC)
+    if (!sl_layout_known(s.layout))
         return sl_set_error(SL_ERR_SHAPE, "%s: input shape %dx%dx%dx%d has layout %d; it must be "
                             "SL_LAYOUT_NCHW or SL_LAYOUT_NHWC (build shapes with sl_shape_nchw or "
                             "sl_shape_seq)", fn, s.n, s.c, s.h, s.w, (int)s.layout);
