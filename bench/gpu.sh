@@ -86,7 +86,10 @@
 # arrives instead of loading the row into registers first, the same bits;
 # written 2026-11-27 without a GPU), SL_CUDA_CONV_API=legacy (convolutions
 # through cuDNN's cudnnGetConvolution*_v7 algorithm choice instead of the
-# graph API's engine heuristics, written without a GPU).
+# graph API's engine heuristics, written without a GPU),
+# SL_CUDA_XENT_STAGED=off (the language model's loss in three passes over
+# global memory instead of each row staged in shared memory, the same
+# bits; written 2026-11-27 without a GPU).
 # SL_GPT2_PRECISION=bf16 runs the gpt2 phase in mixed precision (ours with
 # bf16 activations, PyTorch under autocast) into gpt2_bf16.jsonl and its
 # siblings; SL_GPT2_LLMC=PATH adds llm.c's train_gpt2cu (built by the user

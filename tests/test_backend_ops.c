@@ -15,8 +15,11 @@
  * a decoding step, and the kernels that take bf16 activations. Where both devices run the same element rule in
  * the same order the tolerance is 0 (the same bits). Skipped
  * visibly without a usable GPU; the CPU side runs anyway, so the harness
- * itself is exercised here.
+ * itself is exercised here. The CUDA backend's two traversals of the
+ * language model's loss (rows staged in shared memory, or three passes
+ * over global memory) are held to the same bits.
  */
+#define _POSIX_C_SOURCE 200809L /* setenv */
 #include <check.h>
 #include <math.h>
 #include <stdio.h>
@@ -446,6 +449,67 @@ static void op_lm_loss_bf16(dev *d, outputs *o)
     free(h), free(h16), free(g);
 }
 
+/* lm_xent over GPT-2's vocabulary (50257: odd, so every other row of a
+ * bf16 chunk, and three of four of a float one, start off a 16-byte
+ * boundary), rows V + 1 apart, one row ignored: the rows the CUDA
+ * backend stages in shared memory at GPT-2's size (cuda_loss_optim.cu).
+ * Outputs: the gradient (widened, for bf16), the row losses. */
+static void lm_wide(dev *d, outputs *o, int bf16)
+{
+    enum { R = 9, V = 50257, LDW = V + 1 };
+    int labels[R], counted = 0;
+    for (int r = 0; r < R; r++) {
+        labels[r] = r == 4 ? -100 : (r * 7919 + 11) % V;
+        counted += labels[r] != -100;
+    }
+    size_t nl = (size_t)R * LDW;
+    float *h = host_normal(nl, 31 + (uint64_t)bf16, 3.0f);
+    h[(size_t)2 * LDW + labels[2]] = 25.0f; /* a row that predicts its label */
+    float scale = 1.0f / (float)counted;
+    sl_exec e = d->ex;
+    e.bf16 = bf16;
+    void *lg;
+    if (bf16) {
+        uint16_t *h16 = malloc(nl * sizeof(uint16_t));
+        ck_assert(h16);
+        for (size_t i = 0; i < nl; i++)
+            h16[i] = sl_bf16_round(h[i]);
+        lg = dev_up(d, h16, nl * sizeof(uint16_t));
+        free(h16);
+    } else {
+        lg = dev_up(d, h, nl * sizeof(float));
+    }
+    int *dl = dev_up(d, labels, sizeof labels);
+    double *loss = dev_alloc(d, R * sizeof(double));
+    int *hit = dev_alloc(d, R * sizeof(int));
+    d->be->lm_xent(&e, R, V, LDW, (float *)lg, dl, -100, scale, 1, loss, hit);
+    size_t n = (size_t)R * V;
+    float *g = malloc(n * sizeof(float) + 4);
+    ck_assert(g);
+    if (bf16) {
+        uint16_t *g16 = malloc(nl * sizeof(uint16_t));
+        ck_assert(g16);
+        dev_down(d, g16, lg, nl * sizeof(uint16_t));
+        for (size_t i = 0; i < n; i++)
+            g[i] = sl_bf16_widen(g16[i / V * LDW + i % V]);
+        free(g16);
+    } else {
+        float *gl = malloc(nl * sizeof(float));
+        ck_assert(gl);
+        dev_down(d, gl, lg, nl * sizeof(float));
+        for (size_t i = 0; i < n; i++)
+            g[i] = gl[i / V * LDW + i % V];
+        free(gl);
+    }
+    out_host(o, g, n);
+    out_doubles(o, d, loss, R);
+    free(g);
+    free(h);
+}
+
+static void op_lm_loss_wide(dev *d, outputs *o) { lm_wide(d, o, 0); }
+static void op_lm_loss_wide_bf16(dev *d, outputs *o) { lm_wide(d, o, 1); }
+
 /* Casts both ways: F32 -> BF16 -> F32 over normal values, exact ties,
  * the edges of the range, subnormals, zeros, infinities and NaN; the CPU
  * backend's against the rule itself (base/element.h, checked against
@@ -470,12 +534,20 @@ static void op_cast(dev *d, outputs *o)
     float *back = dev_alloc(d, N * sizeof(float));
     d->be->cast(&d->ex, N, x, SL_DTYPE_F32, b, SL_DTYPE_BF16);
     d->be->cast(&d->ex, N, b, SL_DTYPE_BF16, back, SL_DTYPE_F32);
-    uint16_t *hb = malloc(N * sizeof(uint16_t));
+    /* pointers off a 16-byte boundary (an element a thread on a GPU) */
+    uint16_t *b1 = dev_alloc(d, N * sizeof(uint16_t));
+    d->be->cast(&d->ex, N - 1, x + 1, SL_DTYPE_F32, b1 + 1, SL_DTYPE_BF16);
+    uint16_t *hb = malloc(2 * N * sizeof(uint16_t));
     ck_assert(hb);
     dev_down(d, hb, b, N * sizeof(uint16_t));
-    for (int i = 0; i < N; i++)
-        ck_assert_msg(hb[i] == sl_bf16_round(h[i]), "%s: cast of %a gave %04x, the rule %04x",
-                      d->be->name, h[i], hb[i], sl_bf16_round(h[i]));
+    dev_down(d, hb + N, b1, N * sizeof(uint16_t));
+    int bad = -1;
+    for (int i = 0; i < N && bad < 0; i++)
+        if (hb[i] != sl_bf16_round(h[i]) || (i > 0 && hb[N + i] != sl_bf16_round(h[i])))
+            bad = i;
+    ck_assert_msg(bad < 0, "%s: cast of %a gave %04x (%04x off a boundary), the rule %04x",
+                  d->be->name, h[bad < 0 ? 0 : bad], hb[bad < 0 ? 0 : bad],
+                  hb[N + (bad < 0 ? 0 : bad)], sl_bf16_round(h[bad < 0 ? 0 : bad]));
     free(hb);
     free(h);
     out_add(o, d, back, N);
@@ -785,6 +857,9 @@ START_TEST(test_ops_gpu_vs_cpu)
      * of a value, at most 2^-7 of it */
     const double lm16_tol[] = {8e-3, 1e-6};
     check_op("lm_xent on bf16 logits", op_lm_loss_bf16, gpu, lm16_tol);
+    const double lmw_tol[] = {1e-6, 1e-6};
+    check_op("lm_xent, GPT-2's vocabulary", op_lm_loss_wide, gpu, lmw_tol);
+    check_op("lm_xent, bf16, GPT-2's vocab", op_lm_loss_wide_bf16, gpu, lm16_tol);
     /* casts: elementwise rules, the same bits (NaN payloads included) */
     const double cast_tol[] = {0.0};
     check_op("cast f32 <-> bf16", op_cast, gpu, cast_tol);
@@ -832,12 +907,54 @@ START_TEST(test_ops_gpu_vs_cpu)
 }
 END_TEST
 
+/* The CUDA backend's two traversals of the language model's loss, rows
+ * staged in shared memory and three passes over global memory
+ * (SL_CUDA_XENT_STAGED=off), give the same bits: the same values visited
+ * in the same order by each thread, on every op that runs lm_xent. */
+START_TEST(test_lm_xent_staged_equals_passes)
+{
+    sl_backend *gpu = gpu_or_null(), *passes = NULL;
+    if (!gpu)
+        return;
+    ck_assert_int_eq(setenv("SL_CUDA_XENT_STAGED", "off", 1), 0);
+    sl_status st = sl_cuda_backend_create(0, 1, 0, &passes);
+    unsetenv("SL_CUDA_XENT_STAGED");
+    ck_assert_msg(st == SL_OK, "%s", sl_last_error());
+    const struct {
+        const char *name;
+        op_fn op;
+    } ops[] = {{"lm_xent", op_lm_loss},
+               {"lm_xent, bf16", op_lm_loss_bf16},
+               {"lm_xent, GPT-2's vocabulary", op_lm_loss_wide},
+               {"lm_xent, bf16, GPT-2's vocabulary", op_lm_loss_wide_bf16}};
+    for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++) {
+        outputs out[2];
+        memset(out, 0, sizeof out);
+        for (int k = 0; k < 2; k++) {
+            dev g = {k ? passes : gpu, {k ? passes : gpu, 1, 0}, {0}, 0};
+            ops[i].op(&g, &out[k]);
+            dev_release(&g);
+        }
+        ck_assert_int_eq(out[0].count, out[1].count);
+        for (int k = 0; k < out[0].count; k++)
+            ck_assert_msg(memcmp(out[0].v[k], out[1].v[k], out[0].n[k] * sizeof(float)) == 0,
+                          "%s output %d: staged rows and three passes differ", ops[i].name, k);
+        printf("%-34s staged rows and three passes: the same bits\n", ops[i].name);
+        out_free(&out[0]);
+        out_free(&out[1]);
+    }
+    sl_backend_destroy(passes);
+    sl_backend_destroy(gpu);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("backend_ops");
     TCase *tc = tcase_create("backend_ops");
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, test_ops_gpu_vs_cpu);
+    tcase_add_test(tc, test_lm_xent_staged_equals_passes);
     suite_add_tcase(s, tc);
     return th_run_suite(s) ? EXIT_FAILURE : EXIT_SUCCESS;
 }

@@ -249,6 +249,12 @@ static sl_status state_create(int gpu, int deterministic, int tf32, sl_cuda_stat
         ok = 0;
     if (ok && (step = "the cuBLASLt plan cache", !(s->lt_cache = sl_cuda_lt_cache_new())))
         ok = 0;
+    int optin = 0;
+    if (ok && (step = "cudaDeviceGetAttribute",
+               cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, gpu) !=
+                   cudaSuccess))
+        ok = 0;
+    s->smem_optin = optin > 0 ? (size_t)optin : 0;
     s->lt_ws_bytes = lt_workspace_bytes();
     if (ok && s->lt_ws_bytes &&
         (step = "allocating cuBLASLt's workspace", cudaMalloc(&s->lt_ws, s->lt_ws_bytes) != cudaSuccess)) {
@@ -340,7 +346,9 @@ extern "C" sl_status sl_cuda_backend_create(int gpu, int deterministic, int tf32
      * SL_CUDA_LN_REGS (LayerNorm's forward with its rows in registers:
      * then its loop; the same bits either way); and SL_CUDA_CONV_API=legacy
      * (convolutions through cuDNN's _v7 algorithm choice instead of its
-     * graph API's engine heuristics) */
+     * graph API's engine heuristics); SL_CUDA_XENT_STAGED (the language
+     * model's loss with each row staged in shared memory: then three
+     * passes over global memory; the same bits either way) */
     b->bf16_kernels = (env_off("SL_CUDA_BF16_GEMM") ? 0u : (unsigned)SL_BF16_GEMM) |
                       (env_off("SL_CUDA_BF16_KERNELS")
                            ? 0u
@@ -355,6 +363,7 @@ extern "C" sl_status sl_cuda_backend_create(int gpu, int deterministic, int tf32
     const char *conv_api = getenv("SL_CUDA_CONV_API");
     s->conv_legacy = conv_api && strcmp(conv_api, "legacy") == 0;
     s->flash_dropout = !env_off("SL_CUDA_FLASH_DROPOUT");
+    s->xent_staged = !env_off("SL_CUDA_XENT_STAGED");
     *out = b;
     return SL_OK;
 }

@@ -48,6 +48,9 @@ typedef struct sl_cuda_state {
                           of its graph API's engine heuristics (SL_CUDA_CONV_API=legacy) */
     int flash_dropout; /* attention dropout in its mma.sync kernels; off: dropout takes
                           the chunked path (SL_CUDA_FLASH_DROPOUT) */
+    int xent_staged;   /* the language model's loss with its rows staged in shared memory;
+                          off: three passes over global memory (SL_CUDA_XENT_STAGED) */
+    size_t smem_optin; /* shared memory a block may ask for (cudaDevAttrMaxSharedMemoryPerBlockOptin) */
     struct sl_cuda_conv_cache *conv_cache; /* descriptors and plans or algorithms per geometry */
     /* the first failure since the last sync: kernels return nothing; the
      * lock guards it (kernels of two networks of one context may record

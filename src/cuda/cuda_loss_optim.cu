@@ -6,12 +6,14 @@
  * follow PyTorch's rules the same way. The traversals are this file's:
  * a classifier's rows (a few classes, a batch of rows) one thread each,
  * their losses summed in order by one thread; a language model's
- * vocabulary-wide rows a block each and their losses summed by one block
+ * vocabulary-wide rows a block each (staged in shared memory where it
+ * holds them: lm_xent_staged_k) and their losses summed by one block
  * over a fixed tree (see lm_xent_k), read back once with the step's sync.
  */
 #include <string.h>
 
 #include "base/element.h"
+#include "base/row_stage.h"
 #include "cuda/cuda_block.h"
 #include "cuda/cuda_common.h"
 
@@ -145,6 +147,180 @@ static __global__ void __launch_bounds__(LM_THREADS)
     }
 }
 
+/* A 16-byte piece in registers: 4 floats or 8 bf16. */
+template <typename T>
+static __device__ inline uint4 piece_load(const T *g)
+{
+    return *(const uint4 *)g;
+}
+
+/* A piece widened into 4-float-aligned shared memory. */
+static __device__ inline void piece_put(const uint4 &u, const float *, float *sm)
+{
+    *(float4 *)sm = make_float4(__uint_as_float(u.x), __uint_as_float(u.y), __uint_as_float(u.z),
+                                __uint_as_float(u.w));
+}
+static __device__ inline void piece_put(const uint4 &u, const uint16_t *, float *sm)
+{
+    /* little-endian: element 0 in u.x's low half */
+    uint32_t w[4] = {u.x, u.y, u.z, u.w};
+    float f[8];
+    for (int k = 0; k < 4; k++) {
+        f[2 * k] = sl_bf16_widen((uint16_t)(w[k] & 0xFFFFu));
+        f[2 * k + 1] = sl_bf16_widen((uint16_t)(w[k] >> 16));
+    }
+    ((float4 *)sm)[0] = make_float4(f[0], f[1], f[2], f[3]);
+    ((float4 *)sm)[1] = make_float4(f[4], f[5], f[6], f[7]);
+}
+
+/* A piece of shared memory rounded into global memory. */
+static __device__ inline void piece_out(const float *sm, float *g)
+{
+    *(float4 *)g = *(const float4 *)sm;
+}
+static __device__ inline void piece_out(const float *sm, uint16_t *g)
+{
+    float4 a = ((const float4 *)sm)[0], b = ((const float4 *)sm)[1];
+    uint4 u;
+    u.x = (uint32_t)sl_bf16_round(a.x) | (uint32_t)sl_bf16_round(a.y) << 16;
+    u.y = (uint32_t)sl_bf16_round(a.z) | (uint32_t)sl_bf16_round(a.w) << 16;
+    u.z = (uint32_t)sl_bf16_round(b.x) | (uint32_t)sl_bf16_round(b.y) << 16;
+    u.w = (uint32_t)sl_bf16_round(b.z) | (uint32_t)sl_bf16_round(b.w) << 16;
+    *(uint4 *)g = u;
+}
+
+/* row[j] = x[j] widened (stage_in), or x[j] = row[j] rounded
+ * (stage_out), j < n, by the block's threads: the head's and the tail's
+ * values one a thread (ends), the pieces one a thread in turn. */
+template <bool OUT, typename T>
+static __device__ inline void stage_ends(T *x, float *row, int n, sl_row_stage st)
+{
+    for (int k = 0; k < 2; k++) {
+        int j = sl_row_stage_end(st, n, (int)threadIdx.x, k);
+        if (j < 0)
+            continue;
+        if (OUT)
+            sl_st(x, j, row[j]);
+        else
+            row[j] = sl_ld(x, j);
+    }
+}
+
+template <typename T>
+static __device__ inline void stage_in(const T *x, float *row, int n, sl_row_stage st)
+{
+    stage_ends<false>((T *)x, row, n, st);
+    /* PIECES loads in flight a thread before their stores to shared memory */
+    enum { PIECES = 4 };
+    for (int u0 = (int)threadIdx.x; u0 < st.units; u0 += PIECES * LM_THREADS) {
+        uint4 p[PIECES];
+#pragma unroll
+        for (int k = 0; k < PIECES; k++) {
+            int u = u0 + k * LM_THREADS;
+            if (u < st.units)
+                p[k] = piece_load(x + sl_row_stage_piece(st, u));
+        }
+#pragma unroll
+        for (int k = 0; k < PIECES; k++) {
+            int u = u0 + k * LM_THREADS;
+            if (u < st.units)
+                piece_put(p[k], x, row + sl_row_stage_piece(st, u));
+        }
+    }
+}
+
+template <typename T>
+static __device__ inline void stage_out(const float *row, T *x, int n, sl_row_stage st)
+{
+    stage_ends<true>(x, (float *)row, n, st);
+    for (int u = (int)threadIdx.x; u < st.units; u += LM_THREADS) {
+        int j = sl_row_stage_piece(st, u);
+        piece_out(row + j, x + j);
+    }
+}
+
+/* The same loss with the row staged in shared memory (base/row_stage.h:
+ * 16-byte loads and stores, widened to floats there): the row is read
+ * from global memory once and its gradient written once, where
+ * lm_xent_k reads it three times a value at a time. Each thread visits
+ * the row's values in lm_xent_k's order and keeps its exponentials in
+ * place for the gradient, the same function of the same value, so both
+ * kernels give the same bits (SL_CUDA_XENT_STAGED=off runs lm_xent_k).
+ * Launched with sl_row_stage_floats(vocab) floats of dynamic shared
+ * memory where the device has them (any vocabulary to ~57k in float). */
+template <typename T>
+static __global__ void __launch_bounds__(LM_THREADS)
+    lm_xent_staged_k(int rows, int vocab, int ld, T *logits, const int *labels, int ignore_index,
+                     float scale, int grad, double *row_loss, int *row_hit)
+{
+    extern __shared__ float4 lm_row_smem[];
+    __shared__ double dsh[32];
+    __shared__ float fsh[32];
+    __shared__ int ish[32];
+    for (int r = (int)blockIdx.x; r < rows; r += (int)gridDim.x) {
+        T *x = logits + (size_t)r * ld;
+        int label = labels[r];
+        if (label == ignore_index) {
+            if (grad)
+                for (int j = (int)threadIdx.x; j < vocab; j += LM_THREADS)
+                    sl_st(x, j, 0.0f);
+            if (threadIdx.x == 0) {
+                row_loss[r] = 0.0;
+                row_hit[r] = 0;
+            }
+            continue;
+        }
+        sl_row_stage st = sl_row_stage_of((uintptr_t)x, vocab, (int)sizeof(T));
+        float *row = (float *)lm_row_smem + st.off;
+        stage_in(x, row, vocab, st);
+        __syncthreads();
+        float at_label = label >= 0 && label < vocab ? row[label] : NAN;
+        float mx = -INFINITY;
+        int arg = 0x7fffffff;
+        for (int j = (int)threadIdx.x; j < vocab; j += LM_THREADS) {
+            float v = row[j];
+            if (sl_argmax_takes(v, j, mx, arg)) {
+                mx = v;
+                arg = j;
+            }
+        }
+        /* its barriers also order every thread's read of at_label before
+         * the writes below */
+        sl_cuda_block_argmax(&mx, &arg, fsh, ish);
+        double sum = 0.0;
+        for (int j = (int)threadIdx.x; j < vocab; j += LM_THREADS) {
+            float e = sl_exp_poly(row[j] - mx);
+            sum += e;
+            row[j] = e; /* a thread's own values: read back only by it */
+        }
+        sum = sl_cuda_block_sum_warps(sum, dsh);
+        if (grad) {
+            float f = sl_lm_xent_factor(sum, scale);
+            for (int j = (int)threadIdx.x; j < vocab; j += LM_THREADS) {
+                float g = row[j] * f;
+                row[j] = j == label ? g - scale : g;
+            }
+            __syncthreads();
+            stage_out(row, x, vocab, st);
+        }
+        if (threadIdx.x == 0) {
+            row_loss[r] = sl_lm_xent_loss(sum, at_label, mx);
+            row_hit[r] = arg == label;
+        }
+        __syncthreads(); /* the next row is staged after this row's reads */
+    }
+}
+
+/* Dynamic shared memory of lm_xent_staged_k for a vocabulary, or 0 where
+ * the device has not that much beside the kernel's static arrays. */
+static size_t staged_smem_bytes(const sl_cuda_state *s, int vocab)
+{
+    size_t bytes = (size_t)sl_row_stage_floats(vocab) * sizeof(float);
+    bytes = (bytes + 15) / 16 * 16;
+    size_t statics = 32 * (sizeof(double) + sizeof(float) + sizeof(int));
+    return s->xent_staged && bytes + statics <= s->smem_optin ? bytes : 0;
+}
+
 extern "C" void sl_cuda_lm_xent(const sl_exec *ex, int rows, int vocab, int ld, float *logits,
                                 const int *labels, int ignore_index, float scale, int grad,
                                 double *row_loss, int *row_hit)
@@ -152,11 +328,21 @@ extern "C" void sl_cuda_lm_xent(const sl_exec *ex, int rows, int vocab, int ld, 
     sl_cuda_state *s = sl_cuda_ex(ex);
     if (rows <= 0 || vocab <= 0)
         return;
+    size_t smem = staged_smem_bytes(s, vocab);
     sl_cuda_typed(ex, [&](auto z) {
         using T = decltype(z);
-        lm_xent_k<<<(unsigned)rows, LM_THREADS, 0, s->stream>>>(
-            rows, vocab, ld, sl_as<T>(logits), labels, ignore_index, scale, grad, row_loss,
-            row_hit);
+        if (smem) {
+            SL_CUDA_CHECK(s, cudaFuncSetAttribute(lm_xent_staged_k<T>,
+                                                  cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                  (int)smem));
+            lm_xent_staged_k<<<(unsigned)rows, LM_THREADS, smem, s->stream>>>(
+                rows, vocab, ld, sl_as<T>(logits), labels, ignore_index, scale, grad, row_loss,
+                row_hit);
+        } else {
+            lm_xent_k<<<(unsigned)rows, LM_THREADS, 0, s->stream>>>(
+                rows, vocab, ld, sl_as<T>(logits), labels, ignore_index, scale, grad, row_loss,
+                row_hit);
+        }
     });
     SL_CUDA_LAUNCHED(s);
 }
