@@ -11,7 +11,8 @@
  * (its backward the same float adds on both devices: exact), a language
  * model's loss rows and total, casts between F32 and bf16, GEMMs,
  * convolutions, BatchNorm, pooling, elementwise maps, dropout and
- * uniforms, the classifier's loss, Adam, SGD, the norm's sums of squares,
+ * uniforms, the classifier's loss, Adam, SGD, the norm's sums of squares (one
+ * tensor, and a list in one call against one call a tensor),
  * a decoding step, and the kernels that take bf16 activations. Where both devices run the same element rule in
  * the same order the tolerance is 0 (the same bits). Skipped
  * visibly without a usable GPU; the CPU side runs anyway, so the harness
@@ -811,6 +812,29 @@ static void op_optim(dev *d, outputs *o)
     out_doubles(o, d, slots, SL_SUM_SQUARES_SLOTS);
 }
 
+/* The gradient norm's slots over a list of tensors: sum_squares_list
+ * where the device has it (the CUDA backend's one launch over the list),
+ * else one sum_squares a tensor, which is the order the list op must
+ * keep; tensors shorter than, equal to and longer than the slots, the
+ * longest holding several rows a slot and a partial last row. */
+static void op_sum_squares_list(dev *d, outputs *o)
+{
+    const size_t counts[] = {1, 767, SL_SUM_SQUARES_SLOTS, SL_SUM_SQUARES_SLOTS + 5, 3,
+                             5 * SL_SUM_SQUARES_SLOTS + 1234, 50000};
+    enum { N = sizeof counts / sizeof counts[0] };
+    const float *x[N];
+    for (int k = 0; k < N; k++)
+        x[k] = dev_normal(d, counts[k], 120 + (uint64_t)k, 1.0f + (float)k);
+    double *slots = dev_alloc(d, SL_SUM_SQUARES_SLOTS * sizeof(double));
+    d->be->fill(&d->ex, 2 * SL_SUM_SQUARES_SLOTS, 0.0f, (float *)slots);
+    if (d->be->sum_squares_list)
+        d->be->sum_squares_list(&d->ex, N, x, counts, slots);
+    else
+        for (int k = 0; k < N; k++)
+            d->be->sum_squares(&d->ex, counts[k], x[k], slots);
+    out_doubles(o, d, slots, SL_SUM_SQUARES_SLOTS);
+}
+
 static void op_decode_embedding(dev *d, outputs *o)
 {
     enum { H = 4, D = 16, T = 37, LD = 3 * H * D };
@@ -899,6 +923,8 @@ START_TEST(test_ops_gpu_vs_cpu)
     /* the optimizers' element rules and the norm's slots: the same bits */
     const double opt_tol[] = {0.0, 0.0, 0.0, 0.0, 0.0};
     check_op("adam, sgd, sum_squares", op_optim, gpu, opt_tol);
+    const double sq_tol[] = {0.0};
+    check_op("sum_squares_list", op_sum_squares_list, gpu, sq_tol);
     /* a decoding step's block reductions; the embedding's sums */
     const double dec_tol[] = {1e-6, 0.0};
     check_op("attention_decode, embedding", op_decode_embedding, gpu, dec_tol);
