@@ -94,6 +94,19 @@ extern "C" void sl_cuda_softmax_xent(const sl_exec *ex, int n, int classes, cons
  * lm_xent_total. */
 enum { LM_THREADS = 1024 };
 
+/* An ignored row (its label the ignore index): gradient 0, loss 0, no hit. */
+template <typename T>
+static __device__ inline void ignored_row(T *x, int vocab, int grad, double *loss, int *hit)
+{
+    if (grad)
+        for (int j = (int)threadIdx.x; j < vocab; j += LM_THREADS)
+            sl_st(x, j, 0.0f);
+    if (threadIdx.x == 0) {
+        *loss = 0.0;
+        *hit = 0;
+    }
+}
+
 template <typename T> /* float, or bf16 logits (a bf16 head's, ex->bf16) */
 static __global__ void __launch_bounds__(LM_THREADS)
     lm_xent_k(int rows, int vocab, int ld, T *logits, const int *labels, int ignore_index,
@@ -106,13 +119,7 @@ static __global__ void __launch_bounds__(LM_THREADS)
         T *x = logits + (size_t)r * ld;
         int label = labels[r];
         if (label == ignore_index) {
-            if (grad)
-                for (int j = (int)threadIdx.x; j < vocab; j += LM_THREADS)
-                    sl_st(x, j, 0.0f);
-            if (threadIdx.x == 0) {
-                row_loss[r] = 0.0;
-                row_hit[r] = 0;
-            }
+            ignored_row(x, vocab, grad, row_loss + r, row_hit + r);
             continue;
         }
         /* read before any thread writes the row; a label outside the row
@@ -261,13 +268,7 @@ static __global__ void __launch_bounds__(LM_THREADS)
         T *x = logits + (size_t)r * ld;
         int label = labels[r];
         if (label == ignore_index) {
-            if (grad)
-                for (int j = (int)threadIdx.x; j < vocab; j += LM_THREADS)
-                    sl_st(x, j, 0.0f);
-            if (threadIdx.x == 0) {
-                row_loss[r] = 0.0;
-                row_hit[r] = 0;
-            }
+            ignored_row(x, vocab, grad, row_loss + r, row_hit + r);
             continue;
         }
         sl_row_stage st = sl_row_stage_of((uintptr_t)x, vocab, (int)sizeof(T));
