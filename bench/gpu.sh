@@ -49,6 +49,14 @@
 #                $SL_NCU_KERNELS (1500) kernels of two steps, within
 #                $SL_NCU_TIMEOUT_S (60) seconds, summarised by
 #                bench/ncu_table.py into ncu_kernels.txt (about 30 s)
+#   kdetail      why the kernels that miss the memory's pace miss it: ncu's
+#                speed-of-light, occupancy, warp-state and memory sections
+#                for the second launch of each kernel named by a regex of
+#                $SL_NCU_DETAIL (LayerNorm's backward and forward, the
+#                language model's loss, the casts, the bias gradient) in a
+#                bf16 GPT-2 small step (B=8 T=1024), one process a kernel
+#                of at most $SL_NCU_TIMEOUT_S (25) seconds, into
+#                ncu_detail.txt
 #   profile, det, maxbatch   ResNet: where a step goes; what deterministic
 #                convolutions cost each side; the largest batch in 16 GiB
 #   shakespeare  scripts/shakespeare.sh --device cuda (needs data/ carried:
@@ -213,6 +221,28 @@ flushed, clocks fixed: read the order and the shares)" | tee "$out/ncu_kernels.t
     echo "kernels: no ncu on this machine"
   fi
   took kernels
+fi
+
+if has kdetail; then
+  echo "== the slow kernels' reasons (ncu sections, bf16 GPT-2 step)"
+  ncu=$(command -v ncu || ls /usr/local/cuda/bin/ncu 2>/dev/null | head -1)
+  if [ -n "$ncu" ]; then
+    : >"$out/ncu_detail.txt"
+    # one process a kernel: ncu's launch count is over all the kernels it matches
+    for k in ${SL_NCU_DETAIL:-ln_dx_k ln_param_k lm_xent copy4<float,.unsigned.short> bias_bwd_k ln_fwd_k}; do
+      echo "=== $k" >>"$out/ncu_detail.txt"
+      timeout "${SL_NCU_TIMEOUT_S:-25}" "$ncu" --kernel-name-base demangled --kernel-name "regex:$k" --launch-skip 1 \
+        --launch-count 1 --section SpeedOfLight --section Occupancy --section WarpStateStats \
+        --section MemoryWorkloadAnalysis --section LaunchStats \
+        "$build/bench/bench_gpt2" --device cuda --tf32 --precision bf16 --batch 8 --seq 1024 \
+        --steps 2 >>"$out/ncu_detail.txt" 2>&1
+    done
+    grep -E "^===|Duration|Memory Throughput|DRAM Throughput|Achieved Occupancy|Theoretical Occupancy|Registers Per|Warp Cycles Per Issued|Block Limit" \
+      "$out/ncu_detail.txt" | head -90
+  else
+    echo "kdetail: no ncu on this machine"
+  fi
+  took kdetail
 fi
 if has resnet || has maxbatch || has det; then
   half=$("$build/sublinear" plan --model resnet152 --batch 16 --res 224 --schedule none --json |

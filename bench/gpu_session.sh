@@ -38,6 +38,9 @@
 #           llm.c's train_gpt2cu (built by the user: the project holds none
 #           of it), llm.c
 #   resnet  gpu.sh resnet, TF32 on and off, none and sqrt, 3 rounds
+#   detail  gpu.sh kdetail: ncu's reasons for the kernels below the
+#           memory's pace (LayerNorm's backward first), six ncu processes
+#           of at most 25 s
 #   shakespeare  gpu.sh shakespeare (needs data/ carried)
 # DEADLINE (seconds, default 470) bounds the whole call: each stage gets
 # what is left. OUT (the device tool's) receives gpu-session.tgz; the logs
@@ -170,6 +173,13 @@ stage_resnet() {
   grep -E "target" "$dir/session-resnet.txt" | tail -8
 }
 
+stage_detail() {
+  # six kernels, one ncu process each: at most a sixth of what is left
+  with_switches SL_NCU_TIMEOUT_S=$(($(left) > 160 ? 25 : ($(left) - 10) / 6)) \
+    bench/gpu.sh "$build" kdetail > "$dir/session-detail.txt" 2>&1
+  tail -40 "$dir/session-detail.txt"
+}
+
 stage_shakespeare() {
   with_switches SL_SHAKESPEARE_TIMEOUT_S=$(($(left) - 10)) \
     bench/gpu.sh "$build" shakespeare > "$dir/session-shakespeare.txt" 2>&1
@@ -179,7 +189,7 @@ stage_shakespeare() {
 [ $# -gt 0 ] || { echo "usage: bench/gpu_session.sh STAGE... (tests ab f32 bf16 resnet shakespeare)" >&2; exit 2; }
 for stage in "$@"; do
   case "$stage" in
-    tests | ab | f32 | bf16 | resnet | shakespeare) ;;
+    tests | ab | f32 | bf16 | resnet | detail | shakespeare) ;;
     *) echo "gpu_session.sh: unknown stage '$stage'" >&2; exit 2 ;;
   esac
 done
