@@ -186,7 +186,7 @@ stage_shakespeare() {
   tail -15 "$dir/session-shakespeare.txt"
 }
 
-[ $# -gt 0 ] || { echo "usage: bench/gpu_session.sh STAGE... (tests ab f32 bf16 resnet shakespeare)" >&2; exit 2; }
+[ $# -gt 0 ] || { echo "usage: bench/gpu_session.sh STAGE... (tests ab f32 bf16 resnet detail shakespeare)" >&2; exit 2; }
 for stage in "$@"; do
   case "$stage" in
     tests | ab | f32 | bf16 | resnet | detail | shakespeare) ;;
