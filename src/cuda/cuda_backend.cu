@@ -249,11 +249,13 @@ static sl_status state_create(int gpu, int deterministic, int tf32, sl_cuda_stat
         ok = 0;
     if (ok && (step = "the cuBLASLt plan cache", !(s->lt_cache = sl_cuda_lt_cache_new())))
         ok = 0;
+    /* optional: without it the kernels that would ask for more than the
+     * default shared memory take their other paths */
     int optin = 0;
-    if (ok && (step = "cudaDeviceGetAttribute",
-               cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, gpu) !=
-                   cudaSuccess))
-        ok = 0;
+    if (cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, gpu) != cudaSuccess) {
+        (void)cudaGetLastError();
+        optin = 0;
+    }
     s->smem_optin = optin > 0 ? (size_t)optin : 0;
     s->lt_ws_bytes = lt_workspace_bytes();
     if (ok && s->lt_ws_bytes &&

@@ -30,6 +30,12 @@ void *sl_cuda_backend_stream(const sl_backend *be);
  * a GPU. NULL in a build without CUDA. */
 const sl_backend *sl_cuda_backend_template(void);
 
+/* Whether this instance's language-model loss runs a row of `vocab`
+ * logits staged in shared memory (cuda_loss_optim.cu's lm_xent_staged_k):
+ * on, and within the device's shared memory. Tests use it to know which
+ * kernel they compare. 0 in a build without CUDA. */
+int sl_cuda_lm_xent_staged(const sl_backend *be, int vocab);
+
 #ifdef __cplusplus
 }
 #endif

@@ -312,14 +312,25 @@ static __global__ void __launch_bounds__(LM_THREADS)
     }
 }
 
-/* Dynamic shared memory of lm_xent_staged_k for a vocabulary, or 0 where
- * the device has not that much beside the kernel's static arrays. */
+/* Dynamic shared memory of lm_xent_staged_k<T> for a vocabulary, or 0
+ * where it is off or the device has not that much beside the kernel's
+ * static arrays (as ptxas counted them). */
+template <typename T>
 static size_t staged_smem_bytes(const sl_cuda_state *s, int vocab)
 {
-    size_t bytes = (size_t)sl_row_stage_floats(vocab) * sizeof(float);
-    bytes = (bytes + 15) / 16 * 16;
-    size_t statics = 32 * (sizeof(double) + sizeof(float) + sizeof(int));
-    return s->xent_staged && bytes + statics <= s->smem_optin ? bytes : 0;
+    cudaFuncAttributes fa;
+    if (!s->xent_staged || cudaFuncGetAttributes(&fa, lm_xent_staged_k<T>) != cudaSuccess) {
+        (void)cudaGetLastError(); /* optional: the three passes run instead */
+        return 0;
+    }
+    size_t bytes = ((size_t)sl_row_stage_floats(vocab) * sizeof(float) + 15) / 16 * 16;
+    return bytes + fa.sharedSizeBytes <= s->smem_optin ? bytes : 0;
+}
+
+extern "C" int sl_cuda_lm_xent_staged(const sl_backend *be, int vocab)
+{
+    const sl_cuda_state *s = sl_cuda_of(be);
+    return vocab > 0 && staged_smem_bytes<float>(s, vocab) && staged_smem_bytes<uint16_t>(s, vocab);
 }
 
 extern "C" void sl_cuda_lm_xent(const sl_exec *ex, int rows, int vocab, int ld, float *logits,
@@ -329,13 +340,16 @@ extern "C" void sl_cuda_lm_xent(const sl_exec *ex, int rows, int vocab, int ld, 
     sl_cuda_state *s = sl_cuda_ex(ex);
     if (rows <= 0 || vocab <= 0)
         return;
-    size_t smem = staged_smem_bytes(s, vocab);
     sl_cuda_typed(ex, [&](auto z) {
         using T = decltype(z);
+        size_t smem = staged_smem_bytes<T>(s, vocab);
+        if (smem && cudaFuncSetAttribute(lm_xent_staged_k<T>,
+                                         cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         (int)smem) != cudaSuccess) {
+            (void)cudaGetLastError(); /* refused: the three passes, the same bits */
+            smem = 0;
+        }
         if (smem) {
-            SL_CUDA_CHECK(s, cudaFuncSetAttribute(lm_xent_staged_k<T>,
-                                                  cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                                  (int)smem));
             lm_xent_staged_k<<<(unsigned)rows, LM_THREADS, smem, s->stream>>>(
                 rows, vocab, ld, sl_as<T>(logits), labels, ignore_index, scale, grad, row_loss,
                 row_hit);
