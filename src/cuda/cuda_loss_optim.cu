@@ -319,7 +319,9 @@ template <typename T>
 static size_t staged_smem_bytes(const sl_cuda_state *s, int vocab)
 {
     cudaFuncAttributes fa;
-    if (!s->xent_staged || cudaFuncGetAttributes(&fa, lm_xent_staged_k<T>) != cudaSuccess) {
+    if (!s->xent_staged)
+        return 0;
+    if (cudaFuncGetAttributes(&fa, lm_xent_staged_k<T>) != cudaSuccess) {
         (void)cudaGetLastError(); /* optional: the three passes run instead */
         return 0;
     }
