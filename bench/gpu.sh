@@ -53,7 +53,8 @@
 #                speed-of-light, occupancy, warp-state and memory sections
 #                for the second launch of each kernel named by a regex of
 #                $SL_NCU_DETAIL (LayerNorm's backward and forward, the
-#                language model's loss, the casts, the bias gradient) in a
+#                language model's loss, the casts, the bias gradient, the
+#                bf16 attention's dK/dV kernel, its slowest) in a
 #                bf16 GPT-2 small step (B=8 T=1024), one process a kernel
 #                of at most $SL_NCU_TIMEOUT_S (25) seconds, into
 #                ncu_detail.txt
@@ -229,7 +230,7 @@ if has kdetail; then
   if [ -n "$ncu" ]; then
     : >"$out/ncu_detail.txt"
     # one process a kernel: ncu's launch count is over all the kernels it matches
-    for k in ${SL_NCU_DETAIL:-ln_dx_k ln_param_k lm_xent copy4<float,.unsigned.short> bias_bwd_k ln_fwd_k}; do
+    for k in ${SL_NCU_DETAIL:-ln_dx_k ln_param_k lm_xent copy4<float,.unsigned.short> bias_bwd_k ln_fwd_k flash_bwd_kv_bf16_k}; do
       echo "=== $k" >>"$out/ncu_detail.txt"
       timeout "${SL_NCU_TIMEOUT_S:-25}" "$ncu" --kernel-name-base demangled --kernel-name "regex:$k" --launch-skip 1 \
         --launch-count 1 --section SpeedOfLight --section Occupancy --section WarpStateStats \

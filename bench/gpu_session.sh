@@ -39,8 +39,8 @@
 #           of it), llm.c
 #   resnet  gpu.sh resnet, TF32 on and off, none and sqrt, 3 rounds
 #   detail  gpu.sh kdetail: ncu's reasons for the kernels below the
-#           memory's pace (LayerNorm's backward first), six ncu processes
-#           of at most 25 s
+#           memory's pace (LayerNorm's backward first) and for the bf16
+#           attention's dK/dV kernel, seven ncu processes of at most 25 s
 #   shakespeare  gpu.sh shakespeare (needs data/ carried)
 # DEADLINE (seconds, default 470) bounds the whole call: each stage gets
 # what is left. OUT (the device tool's) receives gpu-session.tgz; the logs
@@ -174,8 +174,8 @@ stage_resnet() {
 }
 
 stage_detail() {
-  # six kernels, one ncu process each: at most a sixth of what is left
-  with_switches SL_NCU_TIMEOUT_S=$(($(left) > 160 ? 25 : ($(left) - 10) / 6)) \
+  # seven kernels, one ncu process each: at most a seventh of what is left
+  with_switches SL_NCU_TIMEOUT_S=$(($(left) > 185 ? 25 : ($(left) - 10) / 7)) \
     bench/gpu.sh "$build" kdetail > "$dir/session-detail.txt" 2>&1
   tail -40 "$dir/session-detail.txt"
 }
