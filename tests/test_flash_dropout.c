@@ -10,9 +10,10 @@
  * the lanes sl_drop_q_lane / sl_drop_k_lane name (the shuffles), and reads
  * the factor of each of its accumulator elements at sl_drop_q_bit /
  * sl_drop_k_bit, that element's query and key being where the kernels'
- * `at` maps put it (base/mma_frag.h's C layout). Every causal element must
- * get the factor the chunked path's row_quads draws for it (sl_attn_quad's
- * quads, sl_dropout_factors at element sl_attn_element(bh0 + bh, t, i, j)),
+ * `at` maps put it (base/flash_drop.h's sl_drop_q_at / sl_drop_k_at,
+ * which those maps call). Every causal element must get the factor the
+ * chunked path's row_quads draws for it (sl_attn_quad's quads,
+ * sl_dropout_factors at element sl_attn_element(bh0 + bh, t, i, j)),
  * and every one must be visited exactly once a kernel. Shapes: t not a
  * multiple of 64 nor of 4, several pairs, bh0 > 0, counters near a 2^32
  * carry, element indices past 2^32, p from nearly 0 (nothing drawn) to 1
@@ -105,8 +106,9 @@ static void visit(walk *w, int bh, int query, int key, float f)
 /* The forward's and dQ's walk: a block per (pair, query tile i0), warp
  * rows i0 + 16 warp .., key tiles j0 up to the tile's last query. In a
  * tile: each lane's word (sl_drop_q_word), the four words drop_by_q
- * shuffles in, and element (j, i) at query i0 + 16 warp + row(i), key j0
- * + col(j, i) (flash_bwd_q_mma_k's `at`; the forward's my_i and key). */
+ * shuffles in, and element (j, i) where sl_drop_q_at puts it: query i0
+ * + 16 warp + row(i), key j0 + col(j, i) (flash_bwd_q_mma_k's `at`; the
+ * forward's my_i and key). */
 static void walk_by_queries(walk *w, const sl_dropout_mask *m)
 {
     const drop_case *c = w->c;
@@ -128,8 +130,9 @@ static void walk_by_queries(walk *w, const sl_dropout_mask *m)
                             for (int i = 0; i < 4; i++) {
                                 int bit = (sl_drop_q_bit(lane, j, i) + w->bit_skew) & 31;
                                 float f = sl_drop_bit_factor(m, wq[i >> 1][j >> 2], bit);
-                                visit(w, bh, i0 + warp * 16 + sl_mma_c_row(lane, i),
-                                      j0 + sl_mma_c_col(lane, j, i), f);
+                                int query, key;
+                                sl_drop_q_at(lane, j, i, i0, warp * 16, j0, &query, &key);
+                                visit(w, bh, query, key, f);
                             }
                     }
                 }
@@ -139,8 +142,9 @@ static void walk_by_queries(walk *w, const sl_dropout_mask *m)
 /* dK/dV's walk: a block per (pair, key tile j0), warp rows (keys)
  * key_of_row = j0 + 16 warp .., query tiles i0 from j0 on. In a tile:
  * each lane's word (sl_drop_k_word), n-tile j's word from lane
- * sl_drop_k_lane (drop_by_k's shuffle), element (j, i) at query i0 +
- * col(j, i), key key_of_row + row(i) (flash_bwd_kv_mma_k's `at`). */
+ * sl_drop_k_lane (drop_by_k's shuffle), element (j, i) where
+ * sl_drop_k_at puts it: query i0 + col(j, i), key key_of_row + row(i)
+ * (flash_bwd_kv_mma_k's `at`). */
 static void walk_by_keys(walk *w, const sl_dropout_mask *m)
 {
     const drop_case *c = w->c;
@@ -159,8 +163,9 @@ static void walk_by_keys(walk *w, const sl_dropout_mask *m)
                             for (int i = 0; i < 4; i++) {
                                 int bit = (sl_drop_k_bit(lane, j, i) + w->bit_skew) & 31;
                                 float f = sl_drop_bit_factor(m, wj, bit);
-                                visit(w, bh, i0 + sl_mma_c_col(lane, j, i),
-                                      key_of_row + sl_mma_c_row(lane, i), f);
+                                int query, key;
+                                sl_drop_k_at(lane, j, i, i0, key_of_row, &query, &key);
+                                visit(w, bh, query, key, f);
                             }
                         }
                 }

@@ -47,6 +47,26 @@
 #include "base/element.h"
 #include "base/mma_frag.h"
 
+/* Where a lane's accumulator element i of the n-tile j lies in the
+ * attention matrix, in the two orientations of the mma.sync kernels
+ * (cuda_flash.cu's `at` maps, which call these; test_flash_dropout walks
+ * them): by queries, the warp's 16 rows are queries from q0 + r0 (the
+ * query tile's first, the warp's first row in it) and the columns keys
+ * from k0 (the forward, dQ); by keys, the rows are keys from k0 and the
+ * columns queries from q0 (dK and dV). */
+SL_HD static inline void sl_drop_q_at(int lane, int j, int i, int q0, int r0, int k0, int *query,
+                                      int *key)
+{
+    *query = q0 + (r0 + sl_mma_c_row(lane, i));
+    *key = k0 + sl_mma_c_col(lane, j, i);
+}
+
+SL_HD static inline void sl_drop_k_at(int lane, int j, int i, int q0, int k0, int *query, int *key)
+{
+    *query = q0 + sl_mma_c_col(lane, j, i);
+    *key = k0 + sl_mma_c_row(lane, i);
+}
+
 /* Bit k set iff mask element e0 + k (k < n <= 32) is kept: the blocks of
  * those elements each drawn once (sl_dropout_words), each word kept by
  * sl_dropout_factors' rule (not drop_all, and at least the threshold;

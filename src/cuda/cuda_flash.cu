@@ -1064,9 +1064,8 @@ static __global__ void __launch_bounds__(FL_THREADS, FM_BWD_BLOCKS)
         mma_xyt(st, Kw, Qs, lane);
         mma_xyt(dpt, Vw, Os, lane);
         auto at = [&](int j, int i, int *query, int *key, int *stat) {
-            *stat = sl_mma_c_col(lane, j, i);
-            *query = i0 + *stat;
-            *key = key_of_row + sl_mma_c_row(lane, i);
+            sl_drop_k_at(lane, j, i, i0, key_of_row, query, key);
+            *stat = *query - i0;
         };
         if constexpr (DROP) {
             drop_by_k drop = {mine, &dr.m, lane};
@@ -1131,9 +1130,8 @@ static __global__ void __launch_bounds__(FL_THREADS, FM_BWD_BLOCKS)
         mma_xyt(sf, Qw, Ks, lane);
         mma_xyt(dpf, Ow, Vs, lane);
         auto at = [&](int j, int i, int *query, int *key, int *stat) {
-            *stat = warp * 16 + sl_mma_c_row(lane, i);
-            *query = i0 + *stat;
-            *key = j0 + sl_mma_c_col(lane, j, i);
+            sl_drop_q_at(lane, j, i, i0, warp * 16, j0, query, key);
+            *stat = *query - i0;
         };
         if constexpr (DROP) {
             drop_by_q drop(mine, &dr.m, lane);
@@ -1469,9 +1467,8 @@ static __global__ void __launch_bounds__(FL_THREADS, F16_BWD_BLOCKS)
         mma16_xyt_rows(st, Ks, warp * 16, Qs, lane);
         mma16_xyt_rows(dpt, Vs, warp * 16, Os, lane);
         auto at = [&](int j, int i, int *query, int *key, int *stat) {
-            *stat = sl_mma_c_col(lane, j, i);
-            *query = i0 + *stat;
-            *key = key_of_row + sl_mma_c_row(lane, i);
+            sl_drop_k_at(lane, j, i, i0, key_of_row, query, key);
+            *stat = *query - i0;
         };
         if constexpr (DROP) {
             drop_by_k drop = {mine, &dr.m, lane};
@@ -1540,9 +1537,8 @@ static __global__ void __launch_bounds__(FL_THREADS, F16_BWD_BLOCKS)
         mma16_xyt_rows(sf, Qs, warp * 16, Ks, lane);
         mma16_xyt_rows(dpf, Os, warp * 16, Vs, lane);
         auto at = [&](int j, int i, int *query, int *key, int *stat) {
-            *stat = warp * 16 + sl_mma_c_row(lane, i);
-            *query = i0 + *stat;
-            *key = j0 + sl_mma_c_col(lane, j, i);
+            sl_drop_q_at(lane, j, i, i0, warp * 16, j0, query, key);
+            *stat = *query - i0;
         };
         if constexpr (DROP) {
             drop_by_q drop(mine, &dr.m, lane);
