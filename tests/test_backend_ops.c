@@ -574,12 +574,12 @@ static void op_cast(dev *d, outputs *o)
     ck_assert(hw);
     dev_down(d, hw, back1, N * sizeof(float));
     for (int i = 1; i < N && bad < 0; i++) {
-        float want = sl_bf16_widen(hb[i]); /* bits: NaN payloads too */
+        float want = sl_bf16_widen(hb[N + i]); /* b1's, widened; bits: NaN payloads too */
         if (memcmp(&hw[i], &want, sizeof want) != 0)
             bad = i;
     }
     ck_assert_msg(bad < 0, "%s: widening %04x off a boundary gave %a", d->be->name,
-                  hb[bad < 0 ? 0 : bad], hw[bad < 0 ? 0 : bad]);
+                  hb[N + (bad < 0 ? 0 : bad)], hw[bad < 0 ? 0 : bad]);
     free(hw);
     free(hb);
     free(h);

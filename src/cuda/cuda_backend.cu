@@ -252,10 +252,8 @@ static sl_status state_create(int gpu, int deterministic, int tf32, sl_cuda_stat
     /* optional: without it the kernels that would ask for more than the
      * default shared memory take their other paths */
     int optin = 0;
-    if (cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, gpu) != cudaSuccess) {
+    if (cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, gpu) != cudaSuccess)
         (void)cudaGetLastError();
-        optin = 0;
-    }
     s->smem_optin = optin > 0 ? (size_t)optin : 0;
     s->lt_ws_bytes = lt_workspace_bytes();
     if (ok && s->lt_ws_bytes &&
@@ -346,9 +344,9 @@ extern "C" sl_status sl_cuda_backend_create(int gpu, int deterministic, int tf32
      * SL_CUDA_FLASH_DROPOUT (attention dropout inside its mma.sync
      * kernels: then dropout takes the chunked cuBLAS attention),
      * SL_CUDA_LN_REGS (LayerNorm's forward with its rows in registers:
-     * then its loop; the same bits either way); and SL_CUDA_CONV_API=legacy
+     * then its loop; the same bits either way), SL_CUDA_CONV_API=legacy
      * (convolutions through cuDNN's _v7 algorithm choice instead of its
-     * graph API's engine heuristics); SL_CUDA_XENT_STAGED (the language
+     * graph API's engine heuristics) and SL_CUDA_XENT_STAGED (the language
      * model's loss with each row staged in shared memory: then three
      * passes over global memory; the same bits either way) */
     b->bf16_kernels = (env_off("SL_CUDA_BF16_GEMM") ? 0u : (unsigned)SL_BF16_GEMM) |

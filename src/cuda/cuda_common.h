@@ -313,20 +313,30 @@ static __device__ inline void sl_put_t(T *p, size_t i, float v, int accumulate)
     sl_st(p, i, accumulate ? sl_ld(p, i) + v : v);
 }
 
-static __device__ inline float4 sl_ld4(const float *p, size_t g) { return SL_CF4(p)[g]; }
-static __device__ inline float4 sl_ld4(const uint16_t *p, size_t g)
+/* Four bf16 packed in a uint2 (little-endian: the first in u.x's low
+ * half), widened; and four floats rounded into one. */
+static __device__ inline float4 sl_bf16x4_widen(uint2 u)
 {
-    uint2 u = ((const uint2 *)p)[g]; /* little-endian: element 4g in u.x's low half */
     return make_float4(sl_bf16_widen((uint16_t)(u.x & 0xFFFFu)), sl_bf16_widen((uint16_t)(u.x >> 16)),
                        sl_bf16_widen((uint16_t)(u.y & 0xFFFFu)), sl_bf16_widen((uint16_t)(u.y >> 16)));
 }
-static __device__ inline void sl_st4(float *p, size_t g, float4 v) { SL_F4(p)[g] = v; }
-static __device__ inline void sl_st4(uint16_t *p, size_t g, float4 v)
+static __device__ inline uint2 sl_bf16x4_round(float4 v)
 {
     uint2 u;
     u.x = (uint32_t)sl_bf16_round(v.x) | (uint32_t)sl_bf16_round(v.y) << 16;
     u.y = (uint32_t)sl_bf16_round(v.z) | (uint32_t)sl_bf16_round(v.w) << 16;
-    ((uint2 *)p)[g] = u;
+    return u;
+}
+
+static __device__ inline float4 sl_ld4(const float *p, size_t g) { return SL_CF4(p)[g]; }
+static __device__ inline float4 sl_ld4(const uint16_t *p, size_t g)
+{
+    return sl_bf16x4_widen(((const uint2 *)p)[g]);
+}
+static __device__ inline void sl_st4(float *p, size_t g, float4 v) { SL_F4(p)[g] = v; }
+static __device__ inline void sl_st4(uint16_t *p, size_t g, float4 v)
+{
+    ((uint2 *)p)[g] = sl_bf16x4_round(v);
 }
 
 /* group g of p = v, or p's group + v (sl_put's order on each) */

@@ -169,15 +169,8 @@ static __device__ inline void piece_put(const uint4 &u, const float *, float *sm
 }
 static __device__ inline void piece_put(const uint4 &u, const uint16_t *, float *sm)
 {
-    /* little-endian: element 0 in u.x's low half */
-    uint32_t w[4] = {u.x, u.y, u.z, u.w};
-    float f[8];
-    for (int k = 0; k < 4; k++) {
-        f[2 * k] = sl_bf16_widen((uint16_t)(w[k] & 0xFFFFu));
-        f[2 * k + 1] = sl_bf16_widen((uint16_t)(w[k] >> 16));
-    }
-    ((float4 *)sm)[0] = make_float4(f[0], f[1], f[2], f[3]);
-    ((float4 *)sm)[1] = make_float4(f[4], f[5], f[6], f[7]);
+    ((float4 *)sm)[0] = sl_bf16x4_widen(make_uint2(u.x, u.y));
+    ((float4 *)sm)[1] = sl_bf16x4_widen(make_uint2(u.z, u.w));
 }
 
 /* A piece of shared memory rounded into global memory. */
@@ -187,13 +180,8 @@ static __device__ inline void piece_out(const float *sm, float *g)
 }
 static __device__ inline void piece_out(const float *sm, uint16_t *g)
 {
-    float4 a = ((const float4 *)sm)[0], b = ((const float4 *)sm)[1];
-    uint4 u;
-    u.x = (uint32_t)sl_bf16_round(a.x) | (uint32_t)sl_bf16_round(a.y) << 16;
-    u.y = (uint32_t)sl_bf16_round(a.z) | (uint32_t)sl_bf16_round(a.w) << 16;
-    u.z = (uint32_t)sl_bf16_round(b.x) | (uint32_t)sl_bf16_round(b.y) << 16;
-    u.w = (uint32_t)sl_bf16_round(b.z) | (uint32_t)sl_bf16_round(b.w) << 16;
-    *(uint4 *)g = u;
+    uint2 lo = sl_bf16x4_round(((const float4 *)sm)[0]), hi = sl_bf16x4_round(((const float4 *)sm)[1]);
+    *(uint4 *)g = make_uint4(lo.x, lo.y, hi.x, hi.y);
 }
 
 /* row[j] = x[j] widened (stage_in), or x[j] = row[j] rounded
