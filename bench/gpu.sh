@@ -98,7 +98,10 @@
 # graph API's engine heuristics, written without a GPU),
 # SL_CUDA_XENT_STAGED=off (the language model's loss in three passes over
 # global memory instead of each row staged in shared memory, the same
-# bits; written 2026-11-27 without a GPU).
+# bits; written 2026-11-27 without a GPU), SL_CUDA_COL_PARTS=off (the
+# bias and LayerNorm parameter gradients by column tiles instead of
+# column parts joined in thread-block clusters; other sums, written
+# 2026-11-27 without a GPU).
 # SL_GPT2_PRECISION=bf16 runs the gpt2 phase in mixed precision (ours with
 # bf16 activations, PyTorch under autocast) into gpt2_bf16.jsonl and its
 # siblings; SL_GPT2_LLMC=PATH adds llm.c's train_gpt2cu (built by the user
@@ -230,7 +233,7 @@ if has kdetail; then
   if [ -n "$ncu" ]; then
     : >"$out/ncu_detail.txt"
     # one process a kernel: ncu's launch count is over all the kernels it matches
-    for k in ${SL_NCU_DETAIL:-ln_dx_k ln_param_k lm_xent copy4<float,.unsigned.short> bias_bwd_k ln_fwd_k flash_bwd_kv_bf16_k}; do
+    for k in ${SL_NCU_DETAIL:-ln_dx_k ln_param_ lm_xent copy4<float,.unsigned.short> bias_bwd_ ln_fwd_k flash_bwd_kv_bf16_k}; do
       echo "=== $k" >>"$out/ncu_detail.txt"
       timeout "${SL_NCU_TIMEOUT_S:-25}" "$ncu" --kernel-name-base demangled --kernel-name "regex:$k" --launch-skip 1 \
         --launch-count 1 --section SpeedOfLight --section Occupancy --section WarpStateStats \

@@ -248,6 +248,48 @@ static void op_bias_gelu(dev *d, outputs *o)
     out_add(o, d, dx, n);
 }
 
+/* The column sums at a height the GPU splits into parts (base/col_grid.h:
+ * 8195 rows are 8 parts of a cluster, the last one short) and widths
+ * that end mid-tile: the bias gradient, float and bf16, and LayerNorm's
+ * parameter sums, float and bf16; and LayerNorm's input gradient written
+ * without accumulating (lanes past the row's end idle). */
+static void op_column_sums_tall(dev *d, outputs *o)
+{
+    enum { TR = 8195, TC = 45 };
+    size_t n = (size_t)TR * TC;
+    float *x = dev_normal(d, n, 130, 2.0f), *dy = dev_normal(d, n, 131, 1.0f);
+    float *w = dev_normal(d, TC, 132, 1.0f), *b = dev_normal(d, TC, 133, 1.0f);
+    float *db = dev_normal(d, TC, 134, 1.0f), *lw = dev_normal(d, TC, 135, 1.0f);
+    float *lb = dev_normal(d, TC, 136, 1.0f);
+    float *y = dev_alloc(d, n * sizeof(float)), *stats = dev_alloc(d, 2 * TR * sizeof(float));
+    float *dx = dev_alloc(d, n * sizeof(float));
+    d->be->bias_backward(&d->ex, TR, TC, dy, db);
+    d->be->layernorm_forward(&d->ex, TR, TC, x, w, b, 1e-5f, y, stats, stats + TR);
+    d->be->layernorm_backward(&d->ex, TR, TC, x, dy, w, stats, stats + TR, NULL, 0, lw, lb);
+    out_add(o, d, db, TC);
+    out_add(o, d, lw, TC);
+    out_add(o, d, lb, TC);
+    d->be->layernorm_backward(&d->ex, TR, TC, x, dy, w, stats, stats + TR, dx, 0, lw, lb);
+    out_add(o, d, dx, n);
+    uint16_t *x16 = dev_alloc(d, n * sizeof(uint16_t)), *dy16 = dev_alloc(d, n * sizeof(uint16_t));
+    d->be->cast(&d->ex, n, x, SL_DTYPE_F32, x16, SL_DTYPE_BF16);
+    d->be->cast(&d->ex, n, dy, SL_DTYPE_F32, dy16, SL_DTYPE_BF16);
+    sl_exec e = d->ex;
+    e.bf16 = 1;
+    const float *xf = (const float *)(const void *)x16, *dyf = (const float *)(const void *)dy16;
+    d->be->bias_backward(&e, TR, TC, dyf, db);
+    d->be->layernorm_forward(&e, TR, TC, xf, w, b, 1e-5f, (float *)(void *)y, stats, stats + TR);
+    d->be->layernorm_backward(&e, TR, TC, xf, dyf, w, stats, stats + TR, NULL, 0, lw, lb);
+    out_add(o, d, db, TC);
+    out_add(o, d, lw, TC);
+    out_add(o, d, lb, TC);
+    uint16_t *dx16 = dev_alloc(d, n * sizeof(uint16_t));
+    d->be->layernorm_backward(&e, TR, TC, xf, dyf, w, stats, stats + TR, (float *)(void *)dx16, 0,
+                              lw, lb);
+    d->be->cast(&d->ex, n, dx16, SL_DTYPE_BF16, dx, SL_DTYPE_F32);
+    out_add(o, d, dx, n);
+}
+
 /* A bf16 copy of a normal float array (scratch f: n floats). */
 static uint16_t *dev_normal_bf16(dev *d, float *f, size_t n, uint64_t seed, float scale)
 {
@@ -903,6 +945,11 @@ START_TEST(test_ops_gpu_vs_cpu)
     /* bias gradient (double sums), GELU and its gradient (element maps) */
     const double bg_tol[] = {1e-6, 1e-6, 1e-6};
     check_op("bias_backward + gelu", op_bias_gelu, gpu, bg_tol);
+    /* the column sums split into a cluster's parts: double sums in
+     * another order, so at most the float rounding of the total; the
+     * input gradients as in the layernorm ops above */
+    const double tall_tol[] = {1e-6, 1e-6, 1e-6, 1e-5, 1e-6, 1e-6, 1e-6, 8e-3};
+    check_op("column sums, 8195 rows", op_column_sums_tall, gpu, tall_tol);
     /* the embedding's tables: the same float adds in the same order */
     const double emb_tol[] = {0.0, 0.0};
     check_op("embedding_backward", op_embedding, gpu, emb_tol);

@@ -1,14 +1,17 @@
 /*
- * test_bn_grid.c — the partial-sum grid of the CUDA BatchNorm statistics
- * (base/bn_grid.h), checked on the CPU: no GPU runs here, so the split the
- * kernels in cuda_norm.cu walk is proved here to cover every value of a
- * channel exactly once, with the scratch the plan reserves for it; and the
- * moments rule both backends now share.
+ * test_bn_grid.c — the partial-sum grids of the CUDA reductions, checked
+ * on the CPU: no GPU runs here, so the splits the kernels walk are proved
+ * here to cover every value exactly once. BatchNorm's statistics
+ * (base/bn_grid.h, cuda_norm.cu), with the scratch the plan reserves for
+ * them, and the moments rule both backends share; the column sums of the
+ * bias and LayerNorm parameter gradients (base/col_grid.h, cuda_block.h's
+ * column parts).
  */
 #include <check.h>
 #include <stdlib.h>
 
 #include "base/bn_grid.h"
+#include "base/col_grid.h"
 #include "base/element.h"
 #include "cpu/cpu.h"
 #include "harness.h"
@@ -39,10 +42,12 @@ static void check_grid_covers_once(int n, int c, int hw)
             for (int j = lo; j < hi; j++)
                 seen[(size_t)img * hw + j]++;
     }
-    for (size_t k = 0; k < count; k++)
-        ck_assert_msg(seen[k] == 1, "n %d c %d hw %d: value %zu read %d times", n, c, hw, k,
-                      seen[k]);
+    size_t bad = 0; /* the first value not read once (count: none) */
+    while (bad < count && seen[bad] == 1)
+        bad++;
+    int times = bad < count ? seen[bad] : 1;
     free(seen);
+    ck_assert_msg(bad == count, "n %d c %d hw %d: value %zu read %d times", n, c, hw, bad, times);
     ck_assert_uint_eq(sl_bn_grid_partials_bytes(n, c, hw),
                       (size_t)c * (size_t)g.parts * 2 * sizeof(double));
 }
@@ -120,6 +125,78 @@ START_TEST(test_bn_layer_plans_the_backends_statistics_workspaces)
 }
 END_TEST
 
+/* Walks the column grid as the column-part kernels do (block (tile,
+ * part), thread (x, y): column tile * COLS + x, rows lo + y, lo + y +
+ * RUNS, ... below the part's end) and counts how often each element of
+ * a rows x cols matrix is read. */
+static void check_col_grid_covers_once(int rows, int cols)
+{
+    sl_col_grid g = sl_col_grid_for(rows, cols);
+    ck_assert_int_ge(g.tiles, 1);
+    ck_assert_int_ge((long long)g.tiles * SL_COL_GRID_COLS, cols);
+    ck_assert_int_lt((long long)(g.tiles - 1) * SL_COL_GRID_COLS, cols); /* no empty tile */
+    ck_assert_int_ge(g.parts, 1);
+    ck_assert_int_le(g.parts, SL_COL_GRID_MAX_PARTS); /* a portable cluster */
+    ck_assert_int_eq(g.part_rows % SL_COL_GRID_RUNS, 0);
+    ck_assert_int_ge((long long)g.parts * g.part_rows, rows);
+    ck_assert_int_lt((long long)(g.parts - 1) * g.part_rows, rows); /* no empty part */
+    if (g.parts > 1) /* a part is not starved of rows */
+        ck_assert_int_ge(rows, g.parts * SL_COL_GRID_MIN_ROWS);
+    size_t count = (size_t)rows * cols;
+    unsigned char *seen = calloc(count, 1);
+    ck_assert_ptr_nonnull(seen);
+    for (int tile = 0; tile < g.tiles; tile++)
+        for (int p = 0; p < g.parts; p++) {
+            int lo = p * g.part_rows, hi = rows - lo < g.part_rows ? rows : lo + g.part_rows;
+            for (int x = 0; x < SL_COL_GRID_COLS; x++) {
+                int j = tile * SL_COL_GRID_COLS + x;
+                if (j >= cols)
+                    continue;
+                for (int y = 0; y < SL_COL_GRID_RUNS; y++)
+                    for (int r = lo + y; r < hi; r += SL_COL_GRID_RUNS)
+                        seen[(size_t)r * cols + j]++;
+            }
+        }
+    size_t bad = 0; /* the first element not read once (count: none) */
+    while (bad < count && seen[bad] == 1)
+        bad++;
+    int times = bad < count ? seen[bad] : 1;
+    free(seen);
+    ck_assert_msg(bad == count, "rows %d cols %d: element %zu read %d times", rows, cols, bad,
+                  times);
+}
+
+START_TEST(test_col_grid_covers_every_value_once)
+{
+    static const int geometries[][2] = {
+        {1, 1},   {16, 1000}, {1000, 768}, {8192, 768}, {8192, 3072}, {8195, 45},
+        {511, 5}, {512, 33},  {4097, 100}, {100000, 3}, {257, 2304},  {64 * 1024, 64},
+    };
+    for (size_t i = 0; i < sizeof geometries / sizeof geometries[0]; i++)
+        check_col_grid_covers_once(geometries[i][0], geometries[i][1]);
+}
+END_TEST
+
+START_TEST(test_col_grid_splits_gpt2_rows_and_keeps_short_ones_whole)
+{
+    /* GPT-2 small at 8 x 1024 tokens: 768 columns are 24 tiles, each
+     * split into the largest cluster (96 column tiles of the old
+     * traversal left 36 of an H100's 132 SMs idle) */
+    sl_col_grid g = sl_col_grid_for(8192, 768);
+    ck_assert_int_eq(g.tiles, 24);
+    ck_assert_int_eq(g.parts, SL_COL_GRID_MAX_PARTS);
+    ck_assert_int_eq(g.part_rows, 1024);
+    /* its MLP's 3072 columns need fewer parts for the same blocks */
+    sl_col_grid w = sl_col_grid_for(8192, 3072);
+    ck_assert_int_eq(w.tiles, 96);
+    ck_assert_int_lt(w.parts, SL_COL_GRID_MAX_PARTS);
+    ck_assert_int_ge((long long)w.tiles * w.parts, SL_COL_GRID_TARGET_BLOCKS);
+    /* a classifier's batch of 16 rows stays one block a tile */
+    ck_assert_int_eq(sl_col_grid_for(16, 1000).parts, 1);
+    ck_assert_int_eq(sl_col_grid_for(0, 10).parts, 1);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("bn_grid");
@@ -128,6 +205,8 @@ int main(void)
     tcase_add_test(tc, test_bn_grid_spreads_a_few_wide_channels_over_many_blocks);
     tcase_add_test(tc, test_bn_layer_plans_the_backends_statistics_workspaces);
     tcase_add_test(tc, test_bn_batch_moments_clamps_a_negative_variance);
+    tcase_add_test(tc, test_col_grid_covers_every_value_once);
+    tcase_add_test(tc, test_col_grid_splits_gpt2_rows_and_keeps_short_ones_whole);
     suite_add_tcase(s, tc);
     return th_run_suite(s) ? EXIT_FAILURE : EXIT_SUCCESS;
 }

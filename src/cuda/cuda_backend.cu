@@ -348,7 +348,9 @@ extern "C" sl_status sl_cuda_backend_create(int gpu, int deterministic, int tf32
      * (convolutions through cuDNN's _v7 algorithm choice instead of its
      * graph API's engine heuristics) and SL_CUDA_XENT_STAGED (the language
      * model's loss with each row staged in shared memory: then three
-     * passes over global memory; the same bits either way) */
+     * passes over global memory; the same bits either way) and
+     * SL_CUDA_COL_PARTS (the bias and LayerNorm parameter gradients as
+     * column parts joined in clusters: then column tiles; other sums) */
     b->bf16_kernels = (env_off("SL_CUDA_BF16_GEMM") ? 0u : (unsigned)SL_BF16_GEMM) |
                       (env_off("SL_CUDA_BF16_KERNELS")
                            ? 0u
@@ -364,6 +366,7 @@ extern "C" sl_status sl_cuda_backend_create(int gpu, int deterministic, int tf32
     s->conv_legacy = conv_api && strcmp(conv_api, "legacy") == 0;
     s->flash_dropout = !env_off("SL_CUDA_FLASH_DROPOUT");
     s->xent_staged = !env_off("SL_CUDA_XENT_STAGED");
+    s->col_parts = !env_off("SL_CUDA_COL_PARTS") && sl_cuda_column_parts_ok(s->device);
     *out = b;
     return SL_OK;
 }

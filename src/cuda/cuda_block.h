@@ -16,6 +16,9 @@
 
 #include <math.h>
 
+#include <cooperative_groups.h>
+
+#include "base/col_grid.h"
 #include "base/element.h"
 
 /* The maximum of v over a block of `threads` threads (a power of two),
@@ -135,6 +138,80 @@ static __device__ inline double sl_cuda_column_tree(double v, double (*sh)[SL_CU
 static inline unsigned sl_cuda_tiles(int cols)
 {
     return (unsigned)((cols + SL_CUDA_COLS - 1) / SL_CUDA_COLS);
+}
+
+/* Column parts (base/col_grid.h): a block of SL_COL_GRID_COLS x
+ * SL_COL_GRID_RUNS threads has summed, thread by thread, its part of the
+ * rows into v[0 .. K-1] (K sums a column: LayerNorm's weight and bias);
+ * sl_cuda_column_parts joins them. First each sum's RUNS partials by a
+ * fixed tree over y (sh[y][x] += sh[y + s][x], s = RUNS / 2 ... 1) into
+ * the block's part[k][x]; then, when the tile's rows are split into
+ * gridDim.y parts (the blocks of one cluster, (1, parts, 1), rank =
+ * blockIdx.y), the threads y = 0 of part 0 add the other parts' sums in
+ * part order, ((p0 + p1) + p2) + ..., read from their shared memory. The
+ * tile's sums end in v of the threads (x, 0) of part 0, whose caller
+ * writes them; every thread of every block must call this (it waits at
+ * the cluster's barriers). Compiled for sm_90 and up only: the backend
+ * launches these kernels where the device has clusters and the kernel
+ * was built for them (cuda_backend.cu, col_parts), the column tiles above
+ * elsewhere. */
+/* A column-part thread's rows, lo + y, lo + y + RUNS, ... below hi, in
+ * order: ld(r, u) loads row r's values into slot u, add(u) adds slot u's
+ * terms. SL_COL_AHEAD rows are loaded before any of them is added, so
+ * their loads are in flight together (a loop that loaded and added row
+ * by row left ptxas to issue each load just ahead of its add: one
+ * memory latency a row); the last rows go one at a time. */
+enum { SL_COL_AHEAD = 8 };
+
+template <int A, class Ld, class Add>
+static __device__ inline void sl_cuda_column_rows(int lo, int hi, Ld ld, Add add)
+{
+    int r = lo + (int)threadIdx.y;
+    for (; r + (A - 1) * SL_COL_GRID_RUNS < hi; r += A * SL_COL_GRID_RUNS) {
+#pragma unroll
+        for (int u = 0; u < A; u++)
+            ld(r + u * SL_COL_GRID_RUNS, u);
+#pragma unroll
+        for (int u = 0; u < A; u++)
+            add(u);
+    }
+    for (; r < hi; r += SL_COL_GRID_RUNS) {
+        ld(r, 0);
+        add(0);
+    }
+}
+
+template <int K>
+static __device__ inline void sl_cuda_column_parts(double (&v)[K],
+                                                   double (*sh)[SL_COL_GRID_COLS + 1],
+                                                   double (*part)[SL_COL_GRID_COLS])
+{
+    int x = (int)threadIdx.x, y = (int)threadIdx.y;
+#pragma unroll
+    for (int k = 0; k < K; k++) {
+        sh[y][x] = v[k];
+        __syncthreads();
+        for (int s = SL_COL_GRID_RUNS / 2; s > 0; s >>= 1) {
+            if (y < s)
+                sh[y][x] += sh[y + s][x];
+            __syncthreads();
+        }
+        if (y == 0)
+            part[k][x] = v[k] = sh[0][x];
+        __syncthreads();
+    }
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    if (gridDim.y > 1) {
+        cooperative_groups::cluster_group cl = cooperative_groups::this_cluster();
+        cl.sync(); /* every part's sums written, and visible across the cluster */
+        if (blockIdx.y == 0 && y == 0)
+            for (unsigned p = 1; p < gridDim.y; p++)
+#pragma unroll
+                for (int k = 0; k < K; k++)
+                    v[k] += *cl.map_shared_rank(&part[k][x], p);
+        cl.sync(); /* no block leaves while part 0 may still read its sums */
+    }
+#endif
 }
 
 /* A warp's first maximum of its lanes' (v, i) by sl_argmax_takes over

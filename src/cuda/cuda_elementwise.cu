@@ -6,8 +6,8 @@
  * ones cpu_elementwise.c calls; here only launch geometry. Every backward
  * is written as a gather (each output element summed by one thread in a
  * fixed order, or by cuda_block.h's fixed trees: the bias gradient's
- * column tiles), never as an atomic scatter, so results are
- * deterministic.
+ * column parts, or its column tiles where the device has no clusters),
+ * never as an atomic scatter, so results are deterministic.
  */
 #include <string.h>
 
@@ -219,6 +219,43 @@ static __global__ void __launch_bounds__(SL_CUDA_COLS *SL_CUDA_RUNS)
         dbias[j] += (float)acc;
 }
 
+/* Column parts (base/col_grid.h, cuda_block.h): 32 adjacent columns a
+ * block, a part of the rows in 16 interleaved runs summed in double, a
+ * fixed tree over the runs, then the parts in order across the cluster.
+ * The traversal the backend takes where it has clusters (col_parts): a
+ * warp reads 32 adjacent values of a row, and GPT-2's 768 columns make
+ * 24 x 8 blocks instead of 96 column tiles. */
+template <typename T>
+static __global__ void __launch_bounds__(SL_COL_GRID_COLS *SL_COL_GRID_RUNS)
+    bias_bwd_parts_k(int rows, int cols, int part_rows, const T *dy, float *dbias)
+{
+    __shared__ double sh[SL_COL_GRID_RUNS][SL_COL_GRID_COLS + 1];
+    __shared__ double part[1][SL_COL_GRID_COLS];
+    int j = (int)(blockIdx.x * SL_COL_GRID_COLS + threadIdx.x);
+    int lo = (int)blockIdx.y * part_rows, hi = rows - lo < part_rows ? rows : lo + part_rows;
+    double acc[1] = {0.0};
+    float v[SL_COL_AHEAD];
+    if (j < cols)
+        sl_cuda_column_rows<SL_COL_AHEAD>(
+            lo, hi, [&](int r, int u) { v[u] = sl_ld(dy, (size_t)r * cols + j); },
+            [&](int u) { acc[0] += v[u]; });
+    sl_cuda_column_parts(acc, sh, part);
+    if (blockIdx.y == 0 && threadIdx.y == 0 && j < cols)
+        dbias[j] += (float)acc[0];
+}
+
+extern "C" int sl_cuda_column_parts_ok(int device)
+{
+    int cluster = 0;
+    cudaFuncAttributes fa;
+    if (cudaDeviceGetAttribute(&cluster, cudaDevAttrClusterLaunch, device) != cudaSuccess ||
+        cudaFuncGetAttributes(&fa, bias_bwd_parts_k<float>) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return 0;
+    }
+    return cluster && fa.ptxVersion >= 90;
+}
+
 /* Rows of a multiple of 4 columns, 16-byte aligned: a block's threads
  * walk a row's 4-column groups (no division per element), blocks stride
  * over the rows. The same adds as bias_add_k. */
@@ -253,6 +290,13 @@ extern "C" void sl_cuda_bias_backward(const sl_exec *ex, int rows, int cols, con
     if (rows <= 0 || cols <= 0)
         return;
     sl_cuda_state *s = sl_cuda_ex(ex);
+    if (s->col_parts) {
+        sl_cuda_typed(ex, [&](auto z) {
+            using T = decltype(z);
+            sl_cuda_launch_column_parts(s, rows, cols, bias_bwd_parts_k<T>, sl_as<T>(dy), dbias);
+        });
+        return;
+    }
     sl_cuda_typed(ex, [&](auto z) {
         using T = decltype(z);
         bias_bwd_k<<<sl_cuda_tiles(cols), dim3(SL_CUDA_COLS, SL_CUDA_RUNS), 0, s->stream>>>(

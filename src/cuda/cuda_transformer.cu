@@ -11,11 +11,16 @@
  *   the row's columns l, l + 32, ... adding its terms in double; the 32
  *   lane sums are joined by the xor butterfly of cuda_block.h (every lane
  *   the same bits), then each lane writes its own columns.
- * - LayerNorm's weight and bias gradients: column tiles (cuda_block.h's
- *   sl_cuda_column_tree): a block of 8 x 128 threads takes 8 adjacent
- *   columns, thread (x, y) adds the rows y, y + 128, ... of column x in
- *   order, in double; a fixed tree joins the 128 partial sums of a
- *   column.
+ * - LayerNorm's weight and bias gradients: column parts (base/col_grid.h,
+ *   cuda_block.h's sl_cuda_column_parts): a block of 32 x 16 threads
+ *   takes 32 adjacent columns and one part of the rows, thread (x, y)
+ *   adds the part's rows y, y + 16, ... of column x in order, in double;
+ *   a fixed tree joins the 16 partial sums of a column, then the parts'
+ *   sums are added in part order across their cluster. Where the device
+ *   or the build has no clusters (or SL_CUDA_COL_PARTS=off), column
+ *   tiles (sl_cuda_column_tree): a block of 8 x 128 threads takes 8
+ *   adjacent columns, thread (x, y) adds the rows y, y + 128, ... of
+ *   column x in order, in double; a fixed tree joins the 128 sums.
  * - The embedding's position table: a thread per element of wpe adds the
  *   sequences' rows in order, in float. Its token table: the token
  *   indices are sorted by id, stably (CUB's radix sort, in the planned
@@ -85,7 +90,8 @@ static void ln_regs(int c, F f)
  * (a whole row's latency 24 times over: 25 us a call for GPT-2 small's
  * 8192 x 768 on an H100, about three times the bytes' time, ncu
  * 2026-11-27; not yet timed on a GPU: regs 0, SL_CUDA_LN_REGS=off, takes
- * the loop). The same sums in the same order: the same bits. */
+ * the loop). The weight and bias the writes read are the block's copy in
+ * shared memory. The same sums in the same order: the same bits. */
 template <typename T, int R>
 static __global__ void __launch_bounds__(SL_CUDA_ROW_THREADS, 2)
     ln_fwd_k(int rows, int c, const T *x, const float *weight, const float *bias, float eps,
@@ -93,6 +99,13 @@ static __global__ void __launch_bounds__(SL_CUDA_ROW_THREADS, 2)
 {
     int lane = (int)threadIdx.x & 31;
     if (regs && c <= 32 * R) {
+        /* the block's copy of the weight and bias (as in ln_dx_k below) */
+        __shared__ float wsh[32 * R], bsh[32 * R];
+        for (int j = (int)threadIdx.x; j < c; j += (int)blockDim.x) {
+            wsh[j] = weight[j];
+            bsh[j] = bias[j];
+        }
+        __syncthreads();
         SL_CUDA_WARP_ROWS(r, (size_t)rows)
         {
             const T *xr = x + r * c;
@@ -113,7 +126,7 @@ static __global__ void __launch_bounds__(SL_CUDA_ROW_THREADS, 2)
             for (int u = 0; u < R; u++) {
                 int j = lane + 32 * u;
                 if (j < c)
-                    sl_st(yr, j, sl_bn_normalise(xv[u], m, rs, __ldg(&weight[j]), __ldg(&bias[j])));
+                    sl_st(yr, j, sl_bn_normalise(xv[u], m, rs, wsh[j], bsh[j]));
             }
         }
         return;
@@ -154,21 +167,65 @@ static __global__ void __launch_bounds__(SL_CUDA_COLS *SL_CUDA_RUNS)
     }
 }
 
+/* The same sums by column parts (base/col_grid.h, cuda_block.h), where
+ * the backend has clusters (col_parts): a warp reads 32 adjacent values
+ * of a row and that row's mean and rstd once for all its lanes. */
+template <typename T>
+static __global__ void __launch_bounds__(SL_COL_GRID_COLS *SL_COL_GRID_RUNS)
+    ln_param_parts_k(int rows, int c, int part_rows, const T *x, const T *dy, const float *mean,
+                     const float *rstd, float *dweight, float *dbias)
+{
+    __shared__ double sh[SL_COL_GRID_RUNS][SL_COL_GRID_COLS + 1];
+    __shared__ double part[2][SL_COL_GRID_COLS];
+    int j = (int)(blockIdx.x * SL_COL_GRID_COLS + threadIdx.x);
+    int lo = (int)blockIdx.y * part_rows, hi = rows - lo < part_rows ? rows : lo + part_rows;
+    double acc[2] = {0.0, 0.0};
+    enum { A = 4 };
+    float xv[A], gv[A], mv[A], sv[A];
+    if (j < c)
+        sl_cuda_column_rows<A>(
+            lo, hi,
+            [&](int r, int u) {
+                size_t at = (size_t)r * c + j;
+                xv[u] = sl_ld(x, at);
+                gv[u] = sl_ld(dy, at);
+                mv[u] = __ldg(&mean[r]);
+                sv[u] = __ldg(&rstd[r]);
+            },
+            [&](int u) { sl_ln_param_terms(xv[u], gv[u], mv[u], sv[u], &acc[0], &acc[1]); });
+    sl_cuda_column_parts(acc, sh, part);
+    if (blockIdx.y == 0 && threadIdx.y == 0 && j < c) {
+        dweight[j] += (float)acc[0];
+        dbias[j] += (float)acc[1];
+    }
+}
+
 /* In the input gradient, rows of at most 32 * LN_REG columns keep their
  * x and dy in registers between the sums and the writes: the writes (dx
  * may be dy, so the compiler must keep every later read of x or dy
  * behind them) then read nothing but the old dx. Written so after an
  * H100 showed the loop that re-read x and dy after each write at 340 us a
  * call, 98 % of its cycles waiting on loads (ncu, 2026-11-26), where the
- * forward takes 27 us. The same sums in the same order: the same bits. */
+ * forward takes 27 us. Then the writes: each value first (into gv), then
+ * the old dx where it accumulates (into xv), every load before the first
+ * store, so they go out together; the weight is the block's copy in
+ * shared memory, read once a block. One guarded load-add-store a column
+ * had ptxas branch around each: one memory latency a column, 74 us a call
+ * for GPT-2 small's bf16 8192 x 768 on an H100 (ncu 2026-11-27; not yet
+ * timed since). The same sums in the same order, the same adds: the same
+ * bits. */
 
 template <typename T, int R>
-static __global__ void __launch_bounds__(SL_CUDA_ROW_THREADS, 2)
+static __global__ void __launch_bounds__(SL_CUDA_ROW_THREADS, R > 24 ? 1 : 2)
     ln_dx_k(int rows, int c, const T *x, const T *dy, const float *weight,
             const float *mean, const float *rstd, T *dx, int accumulate)
 {
     int lane = (int)threadIdx.x & 31;
     if (c <= 32 * R) {
+        __shared__ float wsh[32 * R];
+        for (int j = (int)threadIdx.x; j < c; j += (int)blockDim.x)
+            wsh[j] = weight[j];
+        __syncthreads();
         SL_CUDA_WARP_ROWS(r, (size_t)rows)
         {
             const T *xr = x + r * c, *dr = dy + r * c;
@@ -180,7 +237,7 @@ static __global__ void __launch_bounds__(SL_CUDA_ROW_THREADS, 2)
                 if (j < c) {
                     xv[u] = sl_ld(xr, j);
                     gv[u] = sl_ld(dr, j);
-                    sl_ln_dx_terms(xv[u], gv[u], weight[j], m, rs, &sg, &sgx);
+                    sl_ln_dx_terms(xv[u], gv[u], wsh[j], m, rs, &sg, &sgx);
                 }
             }
             sg = sl_cuda_warp_sum(sg);
@@ -191,9 +248,16 @@ static __global__ void __launch_bounds__(SL_CUDA_ROW_THREADS, 2)
 #pragma unroll
             for (int u = 0; u < R; u++) {
                 int j = lane + 32 * u;
-                if (j < c) /* __ldg: the weight is read-only here, so no write orders it */
-                    sl_put_t(xo, j, sl_ln_dx_of(xv[u], gv[u], __ldg(&weight[j]), m, rs, mg, mgx),
-                             accumulate);
+                if (j < c) {
+                    gv[u] = sl_ln_dx_of(xv[u], gv[u], wsh[j], m, rs, mg, mgx);
+                    xv[u] = accumulate ? sl_ld(xo, j) : 0.0f;
+                }
+            }
+#pragma unroll
+            for (int u = 0; u < R; u++) {
+                int j = lane + 32 * u;
+                if (j < c)
+                    sl_st(xo, j, accumulate ? xv[u] + gv[u] : gv[u]);
             }
         }
         return;
@@ -246,8 +310,12 @@ extern "C" void sl_cuda_layernorm_backward(const sl_exec *ex, int rows, int c, c
     dim3 tile(SL_CUDA_COLS, SL_CUDA_RUNS);
     sl_cuda_typed(ex, [&](auto z) {
         using T = decltype(z);
-        ln_param_k<<<sl_cuda_tiles(c), tile, 0, s->stream>>>(rows, c, sl_as<T>(x), sl_as<T>(dy),
-                                                             mean, rstd, dweight, dbias);
+        if (s->col_parts)
+            sl_cuda_launch_column_parts(s, rows, c, ln_param_parts_k<T>, sl_as<T>(x),
+                                        sl_as<T>(dy), mean, rstd, dweight, dbias);
+        else
+            ln_param_k<<<sl_cuda_tiles(c), tile, 0, s->stream>>>(
+                rows, c, sl_as<T>(x), sl_as<T>(dy), mean, rstd, dweight, dbias);
     });
     SL_CUDA_LAUNCHED(s);
     if (dx) {
