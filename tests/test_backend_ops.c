@@ -18,7 +18,9 @@
  * visibly without a usable GPU; the CPU side runs anyway, so the harness
  * itself is exercised here. The CUDA backend's two traversals of the
  * language model's loss (rows staged in shared memory, or three passes
- * over global memory) are held to the same bits.
+ * over global memory) are held to the same bits; its two traversals of
+ * the column sums (column parts in clusters, column tiles) are each
+ * checked against the CPU.
  */
 #define _POSIX_C_SOURCE 200809L /* setenv */
 #include <check.h>
@@ -288,6 +290,37 @@ static void op_column_sums_tall(dev *d, outputs *o)
                               lw, lb);
     d->be->cast(&d->ex, n, dx16, SL_DTYPE_BF16, dx, SL_DTYPE_F32);
     out_add(o, d, dx, n);
+}
+
+/* LayerNorm at the widths of each register path (300 columns: 16 a lane;
+ * 1000: 32) with dx written over dy (the interface allows it),
+ * accumulating and not, at heights of one part (100 rows: a cluster of
+ * one) and of under one run (20 rows); the bias gradient of those
+ * shapes. */
+static void op_norm_shapes(dev *d, outputs *o)
+{
+    enum { R1 = 20, C1 = 300, R2 = 100, C2 = 1000 };
+    float *x1 = dev_normal(d, R1 * C1, 140, 2.0f), *dy1 = dev_normal(d, R1 * C1, 141, 1.0f);
+    float *w1 = dev_normal(d, C1, 142, 1.0f), *b1 = dev_normal(d, C1, 143, 1.0f);
+    float *y1 = dev_alloc(d, R1 * C1 * sizeof(float)), *st1 = dev_alloc(d, 2 * R1 * sizeof(float));
+    float *x2 = dev_normal(d, R2 * C2, 144, 2.0f), *dy2 = dev_normal(d, R2 * C2, 145, 1.0f);
+    float *w2 = dev_normal(d, C2, 146, 1.0f), *st2 = dev_alloc(d, 2 * R2 * sizeof(float));
+    float *g1 = dev_normal(d, 2 * C1, 147, 1.0f), *g2 = dev_normal(d, 2 * C2 + C1, 148, 1.0f);
+    float *y2 = dev_alloc(d, R2 * C2 * sizeof(float));
+    d->be->layernorm_forward(&d->ex, R1, C1, x1, w1, b1, 1e-5f, y1, st1, st1 + R1);
+    d->be->bias_backward(&d->ex, R1, C1, dy1, g2 + 2 * C2);
+    /* dx over dy, accumulating: dy1 becomes dy1 + dx */
+    d->be->layernorm_backward(&d->ex, R1, C1, x1, dy1, w1, st1, st1 + R1, dy1, 1, g1, g1 + C1);
+    d->be->layernorm_forward(&d->ex, R2, C2, x2, w2, w2, 1e-5f, y2, st2, st2 + R2);
+    d->be->bias_backward(&d->ex, R2, C2, dy2, y2); /* into the first C2 of y2 */
+    /* dx over dy, not accumulating */
+    d->be->layernorm_backward(&d->ex, R2, C2, x2, dy2, w2, st2, st2 + R2, dy2, 0, g2, g2 + C2);
+    out_add(o, d, y1, R1 * C1);
+    out_add(o, d, dy1, R1 * C1);
+    out_add(o, d, g1, 2 * C1);
+    out_add(o, d, dy2, R2 * C2);
+    out_add(o, d, g2, 2 * C2 + C1);
+    out_add(o, d, y2, C2);
 }
 
 /* A bf16 copy of a normal float array (scratch f: n floats). */
@@ -950,6 +983,10 @@ START_TEST(test_ops_gpu_vs_cpu)
      * input gradients as in the layernorm ops above */
     const double tall_tol[] = {1e-6, 1e-6, 1e-6, 1e-5, 1e-6, 1e-6, 1e-6, 8e-3};
     check_op("column sums, 8195 rows", op_column_sums_tall, gpu, tall_tol);
+    /* y, dx over dy (accumulated), parameter sums; dx over dy, parameter
+     * and bias sums; a bias sum */
+    const double shape_tol[] = {1e-6, 1e-5, 1e-6, 1e-5, 1e-6, 1e-6};
+    check_op("layernorm widths, short columns", op_norm_shapes, gpu, shape_tol);
     /* the embedding's tables: the same float adds in the same order */
     const double emb_tol[] = {0.0, 0.0};
     check_op("embedding_backward", op_embedding, gpu, emb_tol);
@@ -1017,6 +1054,35 @@ END_TEST
  * staged in shared memory and three passes over global memory
  * (SL_CUDA_XENT_STAGED=off), give the same bits: the same values visited
  * in the same order by each thread, on every op that runs lm_xent. */
+/* The column sums on both of the CUDA backend's traversals (column parts
+ * joined in clusters, and column tiles with SL_CUDA_COL_PARTS=off), each
+ * against the CPU; the log says which the device runs by default. */
+START_TEST(test_column_parts_and_tiles)
+{
+    unsetenv("SL_CUDA_COL_PARTS");
+    sl_backend *gpu = gpu_or_null(), *tiles = NULL;
+    if (!gpu)
+        return;
+    const char *why = NULL;
+    if (sl_cuda_column_parts(gpu, &why))
+        printf("column sums: column parts joined in clusters\n");
+    else
+        printf("column sums: column tiles (%s)\n", why);
+    ck_assert_int_eq(setenv("SL_CUDA_COL_PARTS", "off", 1), 0);
+    sl_status st = sl_cuda_backend_create(0, 1, 0, &tiles);
+    unsetenv("SL_CUDA_COL_PARTS");
+    ck_assert_msg(st == SL_OK, "%s", sl_last_error());
+    ck_assert(!sl_cuda_column_parts(tiles, &why));
+    ck_assert_str_eq(why, "SL_CUDA_COL_PARTS=off");
+    const double tall_tol[] = {1e-6, 1e-6, 1e-6, 1e-5, 1e-6, 1e-6, 1e-6, 8e-3};
+    const double shape_tol[] = {1e-6, 1e-5, 1e-6, 1e-5, 1e-6, 1e-6};
+    check_op("column tiles: 8195 rows", op_column_sums_tall, tiles, tall_tol);
+    check_op("column tiles: widths, short", op_norm_shapes, tiles, shape_tol);
+    sl_backend_destroy(tiles);
+    sl_backend_destroy(gpu);
+}
+END_TEST
+
 START_TEST(test_lm_xent_staged_equals_passes)
 {
     unsetenv("SL_CUDA_XENT_STAGED"); /* the first instance stages its rows */
@@ -1076,6 +1142,7 @@ int main(void)
     TCase *tc = tcase_create("backend_ops");
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, test_ops_gpu_vs_cpu);
+    tcase_add_test(tc, test_column_parts_and_tiles);
     tcase_add_test(tc, test_lm_xent_staged_equals_passes);
     suite_add_tcase(s, tc);
     return th_run_suite(s) ? EXIT_FAILURE : EXIT_SUCCESS;

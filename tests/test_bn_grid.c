@@ -17,6 +17,17 @@
 #include "harness.h"
 #include "layers/layer.h"
 
+/* The first of count read counts that is not 1 (count: none), and that
+ * count in *times: one assertion a walk, not one a value. */
+static size_t first_not_once(const unsigned char *seen, size_t count, int *times)
+{
+    size_t k = 0;
+    while (k < count && seen[k] == 1)
+        k++;
+    *times = k < count ? seen[k] : 1;
+    return k;
+}
+
 /* Walks the grid as bn_stat_parts does (part p = q * slices + s: images
  * q, q + groups, ...; hw in [s * slice_len, min(+slice_len, hw))) and
  * counts how often each of one channel's n * hw values is read. */
@@ -42,10 +53,8 @@ static void check_grid_covers_once(int n, int c, int hw)
             for (int j = lo; j < hi; j++)
                 seen[(size_t)img * hw + j]++;
     }
-    size_t bad = 0; /* the first value not read once (count: none) */
-    while (bad < count && seen[bad] == 1)
-        bad++;
-    int times = bad < count ? seen[bad] : 1;
+    int times;
+    size_t bad = first_not_once(seen, count, &times);
     free(seen);
     ck_assert_msg(bad == count, "n %d c %d hw %d: value %zu read %d times", n, c, hw, bad, times);
     ck_assert_uint_eq(sl_bn_grid_partials_bytes(n, c, hw),
@@ -125,11 +134,39 @@ START_TEST(test_bn_layer_plans_the_backends_statistics_workspaces)
 }
 END_TEST
 
+/* Walks thread y's rows of a part [lo, hi) as cuda_block.h's
+ * sl_cuda_column_rows does (whole batches of `batch` rows up to
+ * sl_col_batches_end, then one row at a time), counting each row's visit
+ * in seen[r * stride]; 1 when they come in increasing order, inside the
+ * part, with no whole batch left to the one-at-a-time rows. */
+static int walk_thread_rows(int lo, int hi, int y, int batch, unsigned char *seen,
+                            size_t stride)
+{
+    int r = lo + y, end = sl_col_batches_end(lo, hi, y, batch), last = -1, ok = end >= r;
+    for (; r < end; r += batch * SL_COL_GRID_RUNS)
+        for (int u = 0; u < batch; u++) {
+            int row = r + u * SL_COL_GRID_RUNS;
+            ok &= row < hi && row > last; /* a whole batch lies in the part, in order */
+            if (row < hi)
+                seen[(size_t)row * stride]++;
+            last = row;
+        }
+    for (; r < hi; r += SL_COL_GRID_RUNS) {
+        ok &= r > last;
+        seen[(size_t)r * stride]++;
+        last = r;
+    }
+    /* and no whole batch was left to the one-at-a-time rows */
+    ok &= (long long)end + (long long)(batch - 1) * SL_COL_GRID_RUNS >= hi;
+    return ok;
+}
+
 /* Walks the column grid as the column-part kernels do (block (tile,
  * part), thread (x, y): column tile * COLS + x, rows lo + y, lo + y +
- * RUNS, ... below the part's end) and counts how often each element of
- * a rows x cols matrix is read. */
-static void check_col_grid_covers_once(int rows, int cols)
+ * RUNS, ... below the part's end, in batches of `batch` rows as
+ * walk_thread_rows says) and counts how often each element of a rows x
+ * cols matrix is read. */
+static void check_col_grid_covers_once(int rows, int cols, int batch)
 {
     sl_col_grid g = sl_col_grid_for(rows, cols);
     ck_assert_int_ge(g.tiles, 1);
@@ -145,6 +182,7 @@ static void check_col_grid_covers_once(int rows, int cols)
     size_t count = (size_t)rows * cols;
     unsigned char *seen = calloc(count, 1);
     ck_assert_ptr_nonnull(seen);
+    int ordered = 1;
     for (int tile = 0; tile < g.tiles; tile++)
         for (int p = 0; p < g.parts; p++) {
             int lo = p * g.part_rows, hi = rows - lo < g.part_rows ? rows : lo + g.part_rows;
@@ -153,17 +191,16 @@ static void check_col_grid_covers_once(int rows, int cols)
                 if (j >= cols)
                     continue;
                 for (int y = 0; y < SL_COL_GRID_RUNS; y++)
-                    for (int r = lo + y; r < hi; r += SL_COL_GRID_RUNS)
-                        seen[(size_t)r * cols + j]++;
+                    ordered &= walk_thread_rows(lo, hi, y, batch, seen + j, cols);
             }
         }
-    size_t bad = 0; /* the first element not read once (count: none) */
-    while (bad < count && seen[bad] == 1)
-        bad++;
-    int times = bad < count ? seen[bad] : 1;
+    int times;
+    size_t bad = first_not_once(seen, count, &times);
     free(seen);
-    ck_assert_msg(bad == count, "rows %d cols %d: element %zu read %d times", rows, cols, bad,
-                  times);
+    ck_assert_msg(bad == count, "rows %d cols %d batch %d: element %zu read %d times", rows, cols,
+                  batch, bad, times);
+    ck_assert_msg(ordered, "rows %d cols %d batch %d: a thread's rows out of order, past its part, "
+                           "or a whole batch one at a time", rows, cols, batch);
 }
 
 START_TEST(test_col_grid_covers_every_value_once)
@@ -171,9 +208,11 @@ START_TEST(test_col_grid_covers_every_value_once)
     static const int geometries[][2] = {
         {1, 1},   {16, 1000}, {1000, 768}, {8192, 768}, {8192, 3072}, {8195, 45},
         {511, 5}, {512, 33},  {4097, 100}, {100000, 3}, {257, 2304},  {64 * 1024, 64},
+        {100, 3}, {250, 7}, /* batches of 4 and of 8 that end exactly at a part's end */
     };
     for (size_t i = 0; i < sizeof geometries / sizeof geometries[0]; i++)
-        check_col_grid_covers_once(geometries[i][0], geometries[i][1]);
+        for (int batch = 4; batch <= 8; batch += 4) /* LayerNorm's, the bias's */
+            check_col_grid_covers_once(geometries[i][0], geometries[i][1], batch);
 }
 END_TEST
 

@@ -12,21 +12,27 @@
  * The parts of a tile are the blocks of one thread-block cluster, at
  * most SL_COL_GRID_MAX_PARTS (the portable cluster size), joined in part
  * order through distributed shared memory: no scratch, no atomics. The
- * grid is a pure function of (rows, cols), never of the device, so the
- * sums are the same bits on every GPU and every call.
+ * grid is a pure function of (rows, cols), so wherever these kernels run
+ * (a device with clusters; cuda_backend.cu's col_parts) the sums are the
+ * same bits on every call. A thread loads its rows a batch at a time
+ * before adding them (sl_col_batches_end below), then the rest one by
+ * one: the same rows in the same order.
  */
 #ifndef SL_COL_GRID_H
 #define SL_COL_GRID_H
 
+#include "base/philox.h" /* SL_HD */
+
 /* Columns a block takes (a warp's 32 lanes, one each), its row runs
- * (threads along y), the most parts a tile's rows are split into, the
- * blocks the split aims for over all tiles (an H100 holds 132 SMs x 4
- * such blocks), and the fewest rows a part is given (so a short matrix,
- * such as a classifier's batch of 16, stays one block a tile). */
+ * (threads along y: blocks of 1024 threads), the most parts a tile's rows
+ * are split into, the blocks the split aims for over all tiles (about
+ * one wave: an H100 holds 132 SMs x 2 such blocks), and the fewest rows a
+ * part is given (so a short matrix, such as a classifier's batch of 16,
+ * stays one block a tile). */
 #define SL_COL_GRID_COLS 32
 #define SL_COL_GRID_RUNS 32
 #define SL_COL_GRID_MAX_PARTS 8
-#define SL_COL_GRID_TARGET_BLOCKS 512
+#define SL_COL_GRID_TARGET_BLOCKS 256
 #define SL_COL_GRID_MIN_ROWS 256
 
 typedef struct sl_col_grid {
@@ -52,6 +58,20 @@ static inline sl_col_grid sl_col_grid_for(int rows, int cols)
     g.part_rows = (int)len;
     g.parts = rows > 0 ? (int)(((long long)rows + len - 1) / len) : 1; /* no empty part */
     return g;
+}
+
+/* A thread's rows in its part [lo, hi) are r0 = lo + y, r0 + RUNS, ...
+ * below hi. It takes them in batches of `batch` rows (loaded, then
+ * added) while a whole batch fits, then one at a time: the first row
+ * past its whole batches, r0 + k * batch * RUNS for the k whole batches
+ * (r0 itself when none fits). */
+SL_HD static inline int sl_col_batches_end(int lo, int hi, int y, int batch)
+{
+    int r0 = lo + y, span = (batch - 1) * SL_COL_GRID_RUNS;
+    if (r0 + span >= hi)
+        return r0;
+    int k = (hi - 1 - r0 - span) / (batch * SL_COL_GRID_RUNS) + 1;
+    return r0 + k * batch * SL_COL_GRID_RUNS;
 }
 
 #endif

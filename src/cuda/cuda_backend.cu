@@ -317,6 +317,14 @@ extern "C" void *sl_cuda_backend_stream(const sl_backend *be)
     return (void *)sl_cuda_of(be)->stream;
 }
 
+extern "C" int sl_cuda_column_parts(const sl_backend *be, const char **why)
+{
+    const sl_cuda_state *s = sl_cuda_of(be);
+    if (why)
+        *why = s->col_parts ? "" : s->col_parts_why;
+    return s->col_parts;
+}
+
 extern "C" sl_status sl_cuda_backend_create(int gpu, int deterministic, int tf32, sl_backend **out)
 {
     sl_cuda_state *s;
@@ -366,7 +374,9 @@ extern "C" sl_status sl_cuda_backend_create(int gpu, int deterministic, int tf32
     s->conv_legacy = conv_api && strcmp(conv_api, "legacy") == 0;
     s->flash_dropout = !env_off("SL_CUDA_FLASH_DROPOUT");
     s->xent_staged = !env_off("SL_CUDA_XENT_STAGED");
-    s->col_parts = !env_off("SL_CUDA_COL_PARTS") && sl_cuda_column_parts_ok(s->device);
+    s->col_parts_why = env_off("SL_CUDA_COL_PARTS") ? "SL_CUDA_COL_PARTS=off"
+                                                     : sl_cuda_column_parts_ok(s->device);
+    s->col_parts = s->col_parts_why == NULL;
     *out = b;
     return SL_OK;
 }

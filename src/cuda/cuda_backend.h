@@ -36,6 +36,13 @@ const sl_backend *sl_cuda_backend_template(void);
  * kernel they compare. 0 in a build without CUDA. */
 int sl_cuda_lm_xent_staged(const sl_backend *be, int vocab);
 
+/* Whether this instance sums the bias and LayerNorm parameter gradients
+ * as column parts joined in thread-block clusters (base/col_grid.h) or,
+ * 0, as column tiles; *why (when not NULL) says why not ("" when on).
+ * Tests print it to say which kernels they compared. 0 in a build
+ * without CUDA. */
+int sl_cuda_column_parts(const sl_backend *be, const char **why);
+
 #ifdef __cplusplus
 }
 #endif

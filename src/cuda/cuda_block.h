@@ -140,6 +140,33 @@ static inline unsigned sl_cuda_tiles(int cols)
     return (unsigned)((cols + SL_CUDA_COLS - 1) / SL_CUDA_COLS);
 }
 
+/* A column-part thread's rows, lo + y, lo + y + RUNS, ... below hi, in
+ * order: ld(r, u) loads row r's values into slot u, add(u) adds slot u's
+ * terms. Batches of A rows are loaded before any of them is added, so
+ * their loads are in flight together (a loop that loaded and added row
+ * by row left ptxas to issue each load just ahead of its add: one memory
+ * latency a row); past the whole batches (base/col_grid.h's
+ * sl_col_batches_end, which test_bn_grid walks) the rows go one at a
+ * time. The kernels load 8 rows a batch of one value (the bias) and 4 of
+ * four (LayerNorm: x, dy and the row's two statistics). */
+template <int A, class Ld, class Add>
+static __device__ inline void sl_cuda_column_rows(int lo, int hi, Ld ld, Add add)
+{
+    int r = lo + (int)threadIdx.y, end = sl_col_batches_end(lo, hi, (int)threadIdx.y, A);
+    for (; r < end; r += A * SL_COL_GRID_RUNS) {
+#pragma unroll
+        for (int u = 0; u < A; u++)
+            ld(r + u * SL_COL_GRID_RUNS, u);
+#pragma unroll
+        for (int u = 0; u < A; u++)
+            add(u);
+    }
+    for (; r < hi; r += SL_COL_GRID_RUNS) {
+        ld(r, 0);
+        add(0);
+    }
+}
+
 /* Column parts (base/col_grid.h): a block of SL_COL_GRID_COLS x
  * SL_COL_GRID_RUNS threads has summed, thread by thread, its part of the
  * rows into v[0 .. K-1] (K sums a column: LayerNorm's weight and bias);
@@ -154,33 +181,7 @@ static inline unsigned sl_cuda_tiles(int cols)
  * the cluster's barriers). Compiled for sm_90 and up only: the backend
  * launches these kernels where the device has clusters and the kernel
  * was built for them (cuda_backend.cu, col_parts), the column tiles above
- * elsewhere. */
-/* A column-part thread's rows, lo + y, lo + y + RUNS, ... below hi, in
- * order: ld(r, u) loads row r's values into slot u, add(u) adds slot u's
- * terms. SL_COL_AHEAD rows are loaded before any of them is added, so
- * their loads are in flight together (a loop that loaded and added row
- * by row left ptxas to issue each load just ahead of its add: one
- * memory latency a row); the last rows go one at a time. */
-enum { SL_COL_AHEAD = 8 };
-
-template <int A, class Ld, class Add>
-static __device__ inline void sl_cuda_column_rows(int lo, int hi, Ld ld, Add add)
-{
-    int r = lo + (int)threadIdx.y;
-    for (; r + (A - 1) * SL_COL_GRID_RUNS < hi; r += A * SL_COL_GRID_RUNS) {
-#pragma unroll
-        for (int u = 0; u < A; u++)
-            ld(r + u * SL_COL_GRID_RUNS, u);
-#pragma unroll
-        for (int u = 0; u < A; u++)
-            add(u);
-    }
-    for (; r < hi; r += SL_COL_GRID_RUNS) {
-        ld(r, 0);
-        add(0);
-    }
-}
-
+ * elsewhere (built for less, a launch of several parts traps). */
 template <int K>
 static __device__ inline void sl_cuda_column_parts(double (&v)[K],
                                                    double (*sh)[SL_COL_GRID_COLS + 1],
@@ -211,6 +212,9 @@ static __device__ inline void sl_cuda_column_parts(double (&v)[K],
                     v[k] += *cl.map_shared_rank(&part[k][x], p);
         cl.sync(); /* no block leaves while part 0 may still read its sums */
     }
+#else
+    if (gridDim.y > 1) /* no join without clusters: fail, never return part 0's sums */
+        __trap();
 #endif
 }
 

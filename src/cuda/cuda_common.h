@@ -55,6 +55,7 @@ typedef struct sl_cuda_state {
     int col_parts;     /* column sums (bias and LayerNorm parameter gradients) as column
                           parts joined in clusters (cuda_block.h); 0: column tiles, where
                           the device or the build has no clusters or SL_CUDA_COL_PARTS=off */
+    const char *col_parts_why; /* why not, when col_parts is 0 (a static string) */
     struct sl_cuda_conv_cache *conv_cache; /* descriptors and plans or algorithms per geometry */
     /* the first failure since the last sync: kernels return nothing; the
      * lock guards it (kernels of two networks of one context may record
@@ -151,10 +152,11 @@ sl_status sl_cuda_take_error(sl_cuda_state *s);
 /* After a kernel launch. */
 #define SL_CUDA_LAUNCHED(s) SL_CUDA_CHECK((s), cudaGetLastError())
 
-/* 1 where the device launches thread-block clusters and the column-part
- * kernels were compiled for them (PTX of sm_90 or later;
- * cuda_elementwise.cu): the backend's col_parts. */
-int sl_cuda_column_parts_ok(int device);
+/* NULL where the device launches thread-block clusters, the column-part
+ * kernels were compiled for them (PTX of sm_90 or later) and their
+ * largest cluster fits (cuda_elementwise.cu); else why not. The backend's
+ * col_parts. */
+const char *sl_cuda_column_parts_ok(int device);
 
 /* Grid-stride loop over n elements. */
 #define GRID_STRIDE(i, n)                                                                      \
@@ -268,27 +270,36 @@ void sl_cuda_flash_backward(sl_cuda_state *s, const sl_attention_desc *d, int bf
 #ifdef __CUDACC__
 #include "base/element.h" /* sl_put */
 
-/* Launches column-part kernel k (base/col_grid.h; cuda_block.h's
- * sl_cuda_column_parts) over a rows x cols matrix on the instance's
- * stream: grid (tiles, parts) of SL_COL_GRID_COLS x SL_COL_GRID_RUNS
- * threads, clusters of (1, parts, 1); k gets (rows, cols, part_rows,
- * args...). A refused launch is recorded like any other. */
+/* The launch of a column-part grid g (base/col_grid.h) on stream st:
+ * grid (tiles, parts) of SL_COL_GRID_COLS x SL_COL_GRID_RUNS threads in
+ * clusters of (1, parts, 1), the cluster's attribute in *at. */
+static inline cudaLaunchConfig_t sl_cuda_column_parts_config(sl_col_grid g, cudaStream_t st,
+                                                             cudaLaunchAttribute *at)
+{
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3((unsigned)g.tiles, (unsigned)g.parts, 1);
+    cfg.blockDim = dim3(SL_COL_GRID_COLS, SL_COL_GRID_RUNS, 1);
+    cfg.stream = st;
+    at->id = cudaLaunchAttributeClusterDimension;
+    at->val.clusterDim.x = 1;
+    at->val.clusterDim.y = (unsigned)g.parts;
+    at->val.clusterDim.z = 1;
+    cfg.attrs = at;
+    cfg.numAttrs = 1;
+    return cfg;
+}
+
+/* Launches column-part kernel k (cuda_block.h's sl_cuda_column_parts)
+ * over a rows x cols matrix on the instance's stream, k getting (rows,
+ * cols, part_rows, args...). A refused launch is recorded like any
+ * other. */
 template <typename... P, typename... A>
 static inline void sl_cuda_launch_column_parts(sl_cuda_state *s, int rows, int cols,
                                                void (*k)(int, int, int, P...), A... args)
 {
     sl_col_grid g = sl_col_grid_for(rows, cols);
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3((unsigned)g.tiles, (unsigned)g.parts, 1);
-    cfg.blockDim = dim3(SL_COL_GRID_COLS, SL_COL_GRID_RUNS, 1);
-    cfg.stream = s->stream;
-    cudaLaunchAttribute at[1];
-    at[0].id = cudaLaunchAttributeClusterDimension;
-    at[0].val.clusterDim.x = 1;
-    at[0].val.clusterDim.y = (unsigned)g.parts;
-    at[0].val.clusterDim.z = 1;
-    cfg.attrs = at;
-    cfg.numAttrs = 1;
+    cudaLaunchAttribute at;
+    cudaLaunchConfig_t cfg = sl_cuda_column_parts_config(g, s->stream, &at);
     SL_CUDA_CHECK(s, cudaLaunchKernelEx(&cfg, k, rows, cols, g.part_rows, (P)args...));
 }
 

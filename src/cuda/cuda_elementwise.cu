@@ -220,7 +220,7 @@ static __global__ void __launch_bounds__(SL_CUDA_COLS *SL_CUDA_RUNS)
 }
 
 /* Column parts (base/col_grid.h, cuda_block.h): 32 adjacent columns a
- * block, a part of the rows in 16 interleaved runs summed in double, a
+ * block, a part of the rows in 32 interleaved runs summed in double, a
  * fixed tree over the runs, then the parts in order across the cluster.
  * The traversal the backend takes where it has clusters (col_parts): a
  * warp reads 32 adjacent values of a row, and GPT-2's 768 columns make
@@ -234,9 +234,9 @@ static __global__ void __launch_bounds__(SL_COL_GRID_COLS *SL_COL_GRID_RUNS)
     int j = (int)(blockIdx.x * SL_COL_GRID_COLS + threadIdx.x);
     int lo = (int)blockIdx.y * part_rows, hi = rows - lo < part_rows ? rows : lo + part_rows;
     double acc[1] = {0.0};
-    float v[SL_COL_AHEAD];
+    float v[8];
     if (j < cols)
-        sl_cuda_column_rows<SL_COL_AHEAD>(
+        sl_cuda_column_rows<8>(
             lo, hi, [&](int r, int u) { v[u] = sl_ld(dy, (size_t)r * cols + j); },
             [&](int u) { acc[0] += v[u]; });
     sl_cuda_column_parts(acc, sh, part);
@@ -244,16 +244,30 @@ static __global__ void __launch_bounds__(SL_COL_GRID_COLS *SL_COL_GRID_RUNS)
         dbias[j] += (float)acc[0];
 }
 
-extern "C" int sl_cuda_column_parts_ok(int device)
+extern "C" const char *sl_cuda_column_parts_ok(int device)
 {
     int cluster = 0;
     cudaFuncAttributes fa;
     if (cudaDeviceGetAttribute(&cluster, cudaDevAttrClusterLaunch, device) != cudaSuccess ||
         cudaFuncGetAttributes(&fa, bias_bwd_parts_k<float>) != cudaSuccess) {
         (void)cudaGetLastError();
-        return 0;
+        return "the device's cluster support could not be read";
     }
-    return cluster && fa.ptxVersion >= 90;
+    if (!cluster)
+        return "the device launches no thread-block clusters";
+    if (fa.ptxVersion < 90)
+        return "the kernels were built for PTX below sm_90";
+    /* the largest cluster these kernels launch must fit (a partitioned
+     * device may hold fewer blocks) */
+    sl_col_grid g = {1, SL_COL_GRID_MAX_PARTS, SL_COL_GRID_RUNS};
+    cudaLaunchAttribute at;
+    cudaLaunchConfig_t cfg = sl_cuda_column_parts_config(g, 0, &at);
+    int fit = 0;
+    if (cudaOccupancyMaxActiveClusters(&fit, bias_bwd_parts_k<float>, &cfg) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return "the occupancy of a cluster of column parts could not be read";
+    }
+    return fit >= 1 ? NULL : "no cluster of column parts fits the device";
 }
 
 /* Rows of a multiple of 4 columns, 16-byte aligned: a block's threads

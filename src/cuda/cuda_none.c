@@ -31,3 +31,11 @@ int sl_cuda_lm_xent_staged(const sl_backend *be, int vocab)
     (void)vocab;
     return 0;
 }
+
+int sl_cuda_column_parts(const sl_backend *be, const char **why)
+{
+    (void)be;
+    if (why)
+        *why = "this build has no CUDA backend";
+    return 0;
+}

@@ -12,10 +12,10 @@
  *   lane sums are joined by the xor butterfly of cuda_block.h (every lane
  *   the same bits), then each lane writes its own columns.
  * - LayerNorm's weight and bias gradients: column parts (base/col_grid.h,
- *   cuda_block.h's sl_cuda_column_parts): a block of 32 x 16 threads
+ *   cuda_block.h's sl_cuda_column_parts): a block of 32 x 32 threads
  *   takes 32 adjacent columns and one part of the rows, thread (x, y)
- *   adds the part's rows y, y + 16, ... of column x in order, in double;
- *   a fixed tree joins the 16 partial sums of a column, then the parts'
+ *   adds the part's rows y, y + 32, ... of column x in order, in double;
+ *   a fixed tree joins the 32 partial sums of a column, then the parts'
  *   sums are added in part order across their cluster. Where the device
  *   or the build has no clusters (or SL_CUDA_COL_PARTS=off), column
  *   tiles (sl_cuda_column_tree): a block of 8 x 128 threads takes 8
