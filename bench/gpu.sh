@@ -299,13 +299,17 @@ if has resnet; then
   took resnet
 fi
 if has profile; then
-  echo "== where a step goes (one profiled step, TF32 off)"
+  # SL_PROFILE_TF32=1: with TF32 on (where sqrt / none was 1.6 on an H100,
+  # 2026-11-27, against 1.18 with it off)
+  ptf=()
+  [ "${SL_PROFILE_TF32:-0}" = 1 ] && ptf=(--tf32)
+  echo "== where a step goes (one profiled step, TF32 ${ptf[*]:+on}${ptf[*]:-off})"
   # the first run also logs cuDNN's choice for each geometry (conv_algos.txt)
-  SL_CUDA_CONV_LOG=1 "$build/bench/bench_gpu" --schedule none --profile 2>"$out/conv_algos.txt" |
-    tee -a "$out/profile.jsonl"
+  SL_CUDA_CONV_LOG=1 "$build/bench/bench_gpu" --schedule none --profile ${ptf[@]+"${ptf[@]}"} \
+    2>"$out/conv_algos.txt" | tee -a "$out/profile.jsonl"
   grep -v '^sublinear cuda conv' "$out/conv_algos.txt" >&2 # the run's own messages
   echo "cuDNN's choices for $(grep -c '^sublinear cuda conv' "$out/conv_algos.txt") geometries in conv_algos.txt"
-  "$build/bench/bench_gpu" --schedule sqrt --profile | tee -a "$out/profile.jsonl"
+  "$build/bench/bench_gpu" --schedule sqrt --profile ${ptf[@]+"${ptf[@]}"} | tee -a "$out/profile.jsonl"
   took profile
   # BatchNorm's share of the profiled step (its statistics and normalise,
   # forward, re-forward and backward), from sl_net_profile's entries: the

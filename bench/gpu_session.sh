@@ -41,6 +41,9 @@
 #   detail  gpu.sh kdetail: ncu's reasons for the kernels below the
 #           memory's pace (LayerNorm's backward first) and for the bf16
 #           attention's dK/dV kernel, seven ncu processes of at most 25 s
+#   rprofile  gpu.sh profile with TF32 on: ResNet-152's none and sqrt
+#           steps by layer type and pass (profile.jsonl, batchnorm_share.txt),
+#           to see why sqrt / none was 1.6 with TF32 on (1.18 off)
 #   shakespeare  gpu.sh shakespeare (needs data/ carried)
 # DEADLINE (seconds, default 470) bounds the whole call: each stage gets
 # what is left. OUT (the device tool's) receives gpu-session.tgz; the logs
@@ -180,16 +183,22 @@ stage_detail() {
   tail -40 "$dir/session-detail.txt"
 }
 
+stage_rprofile() {
+  with_switches SL_PROFILE_TF32=1 timeout $(($(left) > 10 ? $(left) - 5 : 5)) \
+    bench/gpu.sh "$build" profile > "$dir/session-rprofile.txt" 2>&1
+  tail -4 "$dir/session-rprofile.txt"
+}
+
 stage_shakespeare() {
   with_switches SL_SHAKESPEARE_TIMEOUT_S=$(($(left) - 10)) \
     bench/gpu.sh "$build" shakespeare > "$dir/session-shakespeare.txt" 2>&1
   tail -15 "$dir/session-shakespeare.txt"
 }
 
-[ $# -gt 0 ] || { echo "usage: bench/gpu_session.sh STAGE... (tests ab f32 bf16 resnet detail shakespeare)" >&2; exit 2; }
+[ $# -gt 0 ] || { echo "usage: bench/gpu_session.sh STAGE... (tests ab f32 bf16 resnet detail rprofile shakespeare)" >&2; exit 2; }
 for stage in "$@"; do
   case "$stage" in
-    tests | ab | f32 | bf16 | resnet | detail | shakespeare) ;;
+    tests | ab | f32 | bf16 | resnet | detail | rprofile | shakespeare) ;;
     *) echo "gpu_session.sh: unknown stage '$stage'" >&2; exit 2 ;;
   esac
 done

@@ -256,6 +256,16 @@ def gpu_sh(bench, tmp):
     for phase in ("gpt2", "resnet"):
         if not re.search(r"== %s: \d+ s" % phase, text):
             fail("gpu.sh does not say how long %s took" % phase, text)
+    # the profile phase with TF32 on (gpu_session.sh's rprofile): none, then sqrt
+    env["SL_PROFILE_TF32"] = "1"
+    p = subprocess.run(["bash", os.path.join(bench, "gpu.sh"), fake, "profile"],
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=120,
+                       env=env)
+    prof = read_jsonl(os.path.join(out, "profile.jsonl")) if p.returncode == 0 else []
+    if [(r["schedule"], r["tf32"]) for r in prof] != [("none", True), ("sqrt", True)] or \
+            "TF32 on" not in p.stdout:
+        fail("gpu.sh profile with SL_PROFILE_TF32=1: exit %d, runs %s"
+             % (p.returncode, [(r.get("schedule"), r.get("tf32")) for r in prof]), p.stdout)
 
 
 def real_run(bench, build, tmp):
