@@ -173,11 +173,13 @@ size_t sl_lm_head_ws_bytes(const sl_lm_head *h, int rows, int device)
  * chunk c's backward products and chunk c + 1's logits (W is rounded
  * chunks + 1 times a step, not twice a chunk; the products and the order
  * of every sum are those of a pass per chunk). A device's layout rounds
- * all of W into w16 once a run instead (2 V C bytes beside the chunk: 74
- * MiB for GPT-2) and its blocks are sl_lm_head_split's two parts, so the
- * products are few and large: on an H100, GPT-2 small's bf16 head in
- * blocks of 4096 rows ran 169 roundings of W and about 470 GEMMs of a few
- * GFLOP a step (about 11 of a 33 ms step, ncu, 2026-11-27). Scratch:
+ * all of W into w16 once a run instead (2 L C bytes beside the chunk, its
+ * rows past V zero: 74 MiB for GPT-2), and a chunk's logits and dh are
+ * one product each over that padded vocabulary, W's gradient two
+ * (sl_lm_head_split's parts), so the products are few, large and
+ * aligned: on an H100, GPT-2 small's bf16 head in blocks of 4096 rows ran
+ * 169 roundings of W and about 470 GEMMs of a few GFLOP a step (about 11
+ * of a 33 ms step, ncu, 2026-11-27). Scratch:
  * dl16, two h16 (chunks c and c + 1), w16, the rows' scratch,
  * then the largest gemm_bf16 workspace of the head's geometries. The
  * backward's products of a block read chunk c's dl16 columns before the
@@ -185,6 +187,7 @@ size_t sl_lm_head_ws_bytes(const sl_lm_head *h, int rows, int device)
 typedef struct head16 {
     int chunk, L, C, V, vb; /* rows a chunk, logits' row length, channels, vocab, block */
     int whole;              /* w16 holds all of W, rounded once a run (bf16_whole) */
+    int va;                 /* whole: W's gradient in parts [0, va), [va, V) */
     size_t dl16, h16, w16, rows; /* bytes of each part (h16: each of the two) */
 } head16;
 
@@ -196,14 +199,14 @@ static head16 head16_of(const sl_lm_head *h, int rows, int device)
     b.C = h->channels;
     b.V = h->vocab;
     b.whole = bf16_whole(device);
-    int va = sl_lm_head_split(h, device);
-    if (b.whole)
-        b.vb = va > 0 ? va : b.V;
+    b.va = sl_lm_head_split(h, device);
+    if (b.whole) /* one block of the padded vocabulary (see head16_pass) */
+        b.vb = b.L;
     else
         b.vb = b.V < SL_LM_HEAD_BF16_BLOCK ? b.V : SL_LM_HEAD_BF16_BLOCK;
     b.dl16 = sl_align_up((size_t)b.chunk * (size_t)b.L * sizeof(uint16_t));
     b.h16 = sl_align_up((size_t)b.chunk * (size_t)b.C * sizeof(uint16_t));
-    b.w16 = sl_align_up((size_t)(b.whole ? b.V : b.vb) * (size_t)b.C * sizeof(uint16_t));
+    b.w16 = sl_align_up((size_t)b.vb * (size_t)b.C * sizeof(uint16_t));
     b.rows = rows_bytes(rows);
     return b;
 }
@@ -227,6 +230,32 @@ static sl_gemm_bf16_desc dw_desc(const head16 *b, int n, int vb)
     return d;
 }
 
+/* Every product a chunk of n rows runs (at most 8), for the workspace
+ * query: the CPU's layout, each block size's logits, dh written and
+ * added, and dW; a device's, the padded vocabulary's logits and dh, and
+ * dW's two parts. */
+static int head16_descs(const head16 *b, int n, sl_gemm_bf16_desc *d)
+{
+    int k = 0;
+    if (b->whole) {
+        d[k++] = logits_desc(b, n, b->L);
+        d[k++] = dh_desc(b, n, b->L, 0);
+        if (b->va > 0)
+            d[k++] = dw_desc(b, n, b->va);
+        if (b->V > b->va)
+            d[k++] = dw_desc(b, n, b->V - b->va);
+        return k;
+    }
+    int vbs[2] = {b->vb, b->V % b->vb ? b->V % b->vb : b->vb};
+    for (int j = 0; j < 2; j++) {
+        d[k++] = logits_desc(b, n, vbs[j]);
+        d[k++] = dh_desc(b, n, vbs[j], 0);
+        d[k++] = dh_desc(b, n, vbs[j], 1);
+        d[k++] = dw_desc(b, n, vbs[j]);
+    }
+    return k;
+}
+
 size_t sl_lm_head_bf16_ws_bytes(const sl_lm_head *h, const sl_backend *be, int rows)
 {
     if (rows < 1 || !sl_native_bf16_if(be, SL_BF16_GEMM) || !be->gemm_bf16 ||
@@ -239,19 +268,17 @@ size_t sl_lm_head_bf16_ws_bytes(const sl_lm_head *h, const sl_backend *be, int r
         return SIZE_MAX;
     head16 b = head16_of(h, rows, !be->host_memory);
     int ns[2] = {b.chunk, rows % b.chunk ? rows % b.chunk : b.chunk};
-    int vbs[2] = {b.vb, b.V % b.vb ? b.V % b.vb : b.vb};
     size_t most = 0;
-    for (int i = 0; i < 2; i++)
-        for (int j = 0; j < 2; j++)
-            for (int k = 0; k < 4; k++) {
-                sl_gemm_bf16_desc d = k == 0   ? logits_desc(&b, ns[i], vbs[j])
-                                      : k < 3 ? dh_desc(&b, ns[i], vbs[j], k - 1)
-                                               : dw_desc(&b, ns[i], vbs[j]);
-                size_t w = be->gemm_bf16_workspace_bytes(be, &d);
-                if (w == SIZE_MAX)
-                    return SIZE_MAX;
-                most = w > most ? w : most;
-            }
+    for (int i = 0; i < 2; i++) {
+        sl_gemm_bf16_desc d[8];
+        int nd = head16_descs(&b, ns[i], d);
+        for (int k = 0; k < nd; k++) {
+            size_t w = be->gemm_bf16_workspace_bytes(be, &d[k]);
+            if (w == SIZE_MAX)
+                return SIZE_MAX;
+            most = w > most ? w : most;
+        }
+    }
     return b.dl16 + 2 * b.h16 + b.w16 + b.rows + sl_align_up(most);
 }
 
@@ -315,6 +342,21 @@ static void rows_round(const head16 *b, const sl_exec *ex, const float *m, int r
     ex->be->cast(ex, (size_t)n * b->C, m + (size_t)r0 * b->C, SL_DTYPE_F32, dst, SL_DTYPE_BF16);
 }
 
+/* All of W rounded into w16 (a device's layout), then w16's rows past V
+ * (to L) zeroed: the padded vocabulary head16_pass multiplies. */
+static void w16_round(const head16 *b, const sl_exec *ex, const float *W, void *w16)
+{
+    rows_round(b, ex, W, 0, b->V, w16);
+    size_t pad = (size_t)(b->L - b->V) * (size_t)b->C; /* bf16 values */
+    uint16_t *p = (uint16_t *)w16 + (size_t)b->V * b->C;
+    if (pad == 0)
+        return;
+    if (ex->be->host_memory)
+        memset(p, 0, pad * sizeof(uint16_t));
+    else /* a device's layout has C a multiple of 8: whole floats of zero bits */
+        ex->be->fill(ex, pad / 2, 0.0f, (float *)(void *)p);
+}
+
 /* One block pass over dl16: chunk `back`'s backward from its gradient
  * there (when h_back is not NULL), then chunk `next`'s logits over it
  * (when h_next is not NULL), block by block; W rounded once a block (or,
@@ -325,17 +367,39 @@ static void head16_pass(const head16 *b, const sl_exec *ex, const float *W, floa
 {
     if (!h_back && !h_next)
         return;
+    if (b->whole) {
+        /* The logits and dh over the padded vocabulary, one product each:
+         * w16's rows past V are zeros (w16_round), so the logits' columns
+         * past V are zeros too, and lm_xent leaves them so (it writes the
+         * gradient over columns below V only): they add nothing to dh. Two
+         * parts of W's gradient, whose rows stop at V. (The parts of
+         * sl_lm_head_split all through had three products of 17 columns
+         * a chunk for GPT-2, on cuBLAS's Turing and Ampere kernels for
+         * unaligned operands: about 60 us a chunk, 0.7 ms a bf16 step on
+         * an H100, ncu 2026-11-27.) */
+        if (h_back) {
+            sl_gemm_bf16_desc d = dh_desc(b, n_back, b->L, 0);
+            ex->be->gemm_bf16(ex, &d, dl16, w16, NULL, dh, gws);
+            for (int p = 0; p < 2; p++) {
+                int v0 = p ? b->va : 0, vn = p ? b->V - b->va : b->va;
+                if (vn < 1)
+                    continue;
+                sl_gemm_bf16_desc g = dw_desc(b, n_back, vn);
+                ex->be->gemm_bf16(ex, &g, (const uint16_t *)dl16 + v0, h_back, NULL,
+                                  dW + (size_t)v0 * b->C, gws);
+            }
+        }
+        if (h_next)
+            block_logits(b, ex, n_next, 0, b->L, h_next, w16, dl16, gws);
+        return;
+    }
     for (int v0 = 0; v0 < b->V; v0 += b->vb) {
         int vb = b->V - v0 < b->vb ? b->V - v0 : b->vb;
-        void *wb = w16;
-        if (b->whole)
-            wb = (uint16_t *)w16 + (size_t)v0 * b->C;
-        else
-            rows_round(b, ex, W, v0, vb, w16);
+        rows_round(b, ex, W, v0, vb, w16);
         if (h_back)
-            block_backward(b, ex, n_back, v0, vb, dl16, h_back, wb, dh, dW, gws);
+            block_backward(b, ex, n_back, v0, vb, dl16, h_back, w16, dh, dW, gws);
         if (h_next)
-            block_logits(b, ex, n_next, v0, vb, h_next, wb, dl16, gws);
+            block_logits(b, ex, n_next, v0, vb, h_next, w16, dl16, gws);
     }
 }
 
@@ -405,7 +469,7 @@ void sl_lm_head_run(const sl_lm_head *hd, const sl_exec *ex_in, int rows, const 
     if (rows < 1)
         return;
     if (bf16 && b16.whole)
-        rows_round(&b16, ex, W, 0, b16.V, w16);
+        w16_round(&b16, ex, W, w16);
     if (bf16) { /* training: one block pass serves two chunks; evaluation: a pass a chunk */
         int chunks = (rows + chunk - 1) / chunk, n0 = rows < chunk ? rows : chunk;
         rows_round(&b16, ex, h, 0, n0, h16[0]);
