@@ -370,7 +370,8 @@ static void head16_pass(const head16 *b, const sl_exec *ex, const float *W, floa
     if (b->whole) {
         /* The logits and dh over the padded vocabulary, one product each:
          * w16's rows past V are zeros (w16_round), so the logits' columns
-         * past V are zeros too, and lm_xent leaves them so (it writes the
+         * past V are zeros too (of finite hidden states; a non-finite one
+         * makes the loss NaN anyway), and lm_xent leaves them so (it writes the
          * gradient over columns below V only): they add nothing to dh. Two
          * parts of W's gradient, whose rows stop at V. (The parts of
          * sl_lm_head_split all through had three products of 17 columns
