@@ -92,8 +92,9 @@
 # attention on float copies), SL_CUDA_LT_WORKSPACE_MIB=0 (cuBLASLt without
 # its 32 MiB workspace, as before 2026-11-27's second run),
 # SL_CUDA_LN_REGS=off (LayerNorm's forward summing each value as its load
-# arrives instead of loading the row into registers first, the same bits;
-# written 2026-11-27 without a GPU), SL_CUDA_CONV_API=legacy (convolutions
+# arrives instead of loading the row into registers first, and its input
+# gradient re-reading x and dy as it writes, the same bits; written
+# 2026-11-27 without a GPU), SL_CUDA_CONV_API=legacy (convolutions
 # through cuDNN's cudnnGetConvolution*_v7 algorithm choice instead of the
 # graph API's engine heuristics, written without a GPU),
 # SL_CUDA_XENT_STAGED=off (the language model's loss in three passes over

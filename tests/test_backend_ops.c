@@ -20,7 +20,8 @@
  * language model's loss (rows staged in shared memory, or three passes
  * over global memory) are held to the same bits; its two traversals of
  * the column sums (column parts in clusters, column tiles) are each
- * checked against the CPU.
+ * checked against the CPU; its LayerNorm with rows in registers is held to
+ * the bits of its loops.
  */
 #define _POSIX_C_SOURCE 200809L /* setenv */
 #include <check.h>
@@ -1054,6 +1055,50 @@ END_TEST
  * staged in shared memory and three passes over global memory
  * (SL_CUDA_XENT_STAGED=off), give the same bits: the same values visited
  * in the same order by each thread, on every op that runs lm_xent. */
+/* op on two instances, the same bits from both (outputs compared whole). */
+static void check_same_bits(const char *name, op_fn op, const sl_backend *a, const sl_backend *b,
+                            const char *what)
+{
+    outputs out[2];
+    memset(out, 0, sizeof out);
+    for (int k = 0; k < 2; k++) {
+        dev g = {k ? b : a, {k ? b : a, 1, 0}, {0}, 0};
+        op(&g, &out[k]);
+        dev_release(&g);
+    }
+    ck_assert_int_eq(out[0].count, out[1].count);
+    for (int k = 0; k < out[0].count; k++)
+        ck_assert_msg(memcmp(out[0].v[k], out[1].v[k], out[0].n[k] * sizeof(float)) == 0,
+                      "%s output %d: %s differ", name, k, what);
+    printf("%-38s %s: the same bits\n", name, what);
+    out_free(&out[0]);
+    out_free(&out[1]);
+}
+
+/* LayerNorm's forward and input gradient with a row in registers and by
+ * their loops (SL_CUDA_LN_REGS=off): the same sums in the same order, so
+ * the same bits, at every register width (8, 16, 24, 32 a lane), float
+ * and bf16, accumulating or not, dx over dy. */
+START_TEST(test_layernorm_registers_equal_loops)
+{
+    unsetenv("SL_CUDA_LN_REGS");
+    sl_backend *gpu = gpu_or_null(), *loops = NULL;
+    if (!gpu)
+        return;
+    ck_assert_int_eq(setenv("SL_CUDA_LN_REGS", "off", 1), 0);
+    sl_status st = sl_cuda_backend_create(0, 1, 0, &loops);
+    unsetenv("SL_CUDA_LN_REGS");
+    ck_assert_msg(st == SL_OK, "%s", sl_last_error());
+    const char *what = "rows in registers and the loops";
+    check_same_bits("layernorm", op_layernorm, gpu, loops, what);
+    check_same_bits("layernorm widths, short columns", op_norm_shapes, gpu, loops, what);
+    check_same_bits("column sums, 8195 rows", op_column_sums_tall, gpu, loops, what);
+    check_same_bits("bf16: layernorm, gelu, add, copy, relu", op_bf16_kernels, gpu, loops, what);
+    sl_backend_destroy(loops);
+    sl_backend_destroy(gpu);
+}
+END_TEST
+
 /* The column sums on both of the CUDA backend's traversals (column parts
  * joined in clusters, and column tiles with SL_CUDA_COL_PARTS=off), each
  * against the CPU; the log says which the device runs by default. */
@@ -1113,20 +1158,7 @@ START_TEST(test_lm_xent_staged_equals_passes)
                    ops[i].vocab);
             continue;
         }
-        outputs out[2];
-        memset(out, 0, sizeof out);
-        for (int k = 0; k < 2; k++) {
-            dev g = {k ? passes : gpu, {k ? passes : gpu, 1, 0}, {0}, 0};
-            ops[i].op(&g, &out[k]);
-            dev_release(&g);
-        }
-        ck_assert_int_eq(out[0].count, out[1].count);
-        for (int k = 0; k < out[0].count; k++)
-            ck_assert_msg(memcmp(out[0].v[k], out[1].v[k], out[0].n[k] * sizeof(float)) == 0,
-                          "%s output %d: staged rows and three passes differ", ops[i].name, k);
-        printf("%-38s staged rows and three passes: the same bits\n", ops[i].name);
-        out_free(&out[0]);
-        out_free(&out[1]);
+        check_same_bits(ops[i].name, ops[i].op, gpu, passes, "staged rows and three passes");
         compared++;
     }
     /* GPT-2's 5003-wide stand-in fits any GPU this library runs on */
@@ -1143,6 +1175,7 @@ int main(void)
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, test_ops_gpu_vs_cpu);
     tcase_add_test(tc, test_column_parts_and_tiles);
+    tcase_add_test(tc, test_layernorm_registers_equal_loops);
     tcase_add_test(tc, test_lm_xent_staged_equals_passes);
     suite_add_tcase(s, tc);
     return th_run_suite(s) ? EXIT_FAILURE : EXIT_SUCCESS;

@@ -351,8 +351,8 @@ extern "C" sl_status sl_cuda_backend_create(int gpu, int deterministic, int tf32
      * products for bf16 activations: then TF32 on widened tiles),
      * SL_CUDA_FLASH_DROPOUT (attention dropout inside its mma.sync
      * kernels: then dropout takes the chunked cuBLAS attention),
-     * SL_CUDA_LN_REGS (LayerNorm's forward with its rows in registers:
-     * then its loop; the same bits either way), SL_CUDA_CONV_API=legacy
+     * SL_CUDA_LN_REGS (LayerNorm's forward and input gradient with their
+     * rows in registers: then their loops; the same bits either way), SL_CUDA_CONV_API=legacy
      * (convolutions through cuDNN's _v7 algorithm choice instead of its
      * graph API's engine heuristics) and SL_CUDA_XENT_STAGED (the language
      * model's loss with each row staged in shared memory: then three

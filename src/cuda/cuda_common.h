@@ -42,7 +42,8 @@ typedef struct sl_cuda_state {
     int tf32;          /* TF32 tensor-core math allowed in convolutions and GEMMs */
     int flash_fused;   /* cuda_flash.cu's fused attention where it applies (SL_CUDA_FLASH) */
     int flash_mma;     /* its mma.sync kernels; off: its wmma ones (SL_CUDA_FLASH_MMA) */
-    int ln_regs;       /* LayerNorm's forward from registers; off: its loop (SL_CUDA_LN_REGS) */
+    int ln_regs;       /* LayerNorm's forward and input gradient from registers; off: their
+                          loops (SL_CUDA_LN_REGS) */
     int flash_bf16;    /* its bf16 products for bf16 activations; off: TF32 on widened
                           tiles (SL_CUDA_FLASH_BF16) */
     int conv_legacy;   /* convolutions through cuDNN's legacy _v7 algorithm choice instead

@@ -213,15 +213,16 @@ static __global__ void __launch_bounds__(SL_COL_GRID_COLS *SL_COL_GRID_RUNS)
  * had ptxas branch around each: one memory latency a column, 74 us a call
  * for GPT-2 small's bf16 8192 x 768 on an H100 (ncu 2026-11-27; not yet
  * timed since). The same sums in the same order, the same adds: the same
- * bits. */
+ * bits. regs 0 (SL_CUDA_LN_REGS=off) takes the loop below, as in the
+ * forward. */
 
 template <typename T, int R>
 static __global__ void __launch_bounds__(SL_CUDA_ROW_THREADS, R > 24 ? 1 : 2)
     ln_dx_k(int rows, int c, const T *x, const T *dy, const float *weight,
-            const float *mean, const float *rstd, T *dx, int accumulate)
+            const float *mean, const float *rstd, T *dx, int accumulate, int regs)
 {
     int lane = (int)threadIdx.x & 31;
-    if (c <= 32 * R) {
+    if (regs && c <= 32 * R) {
         __shared__ float wsh[32 * R];
         for (int j = (int)threadIdx.x; j < c; j += (int)blockDim.x)
             wsh[j] = weight[j];
@@ -325,7 +326,7 @@ extern "C" void sl_cuda_layernorm_backward(const sl_exec *ex, int rows, int c, c
             ln_regs(c, [&](auto rc) {
                 ln_dx_k<T, decltype(rc)::value><<<blocks, SL_CUDA_ROW_THREADS, 0, s->stream>>>(
                     rows, c, sl_as<T>(x), sl_as<T>(dy), weight, mean, rstd, sl_as<T>(dx),
-                    accumulate);
+                    accumulate, s->ln_regs);
             });
         });
         SL_CUDA_LAUNCHED(s);
