@@ -1055,6 +1055,22 @@ END_TEST
  * staged in shared memory and three passes over global memory
  * (SL_CUDA_XENT_STAGED=off), give the same bits: the same values visited
  * in the same order by each thread, on every op that runs lm_xent. */
+/* The default GPU instance (var unset) and one with var=off, or 0 and
+ * both NULL without a usable GPU. */
+static int gpu_and_off(const char *var, sl_backend **gpu, sl_backend **off)
+{
+    unsetenv(var);
+    *off = NULL;
+    *gpu = gpu_or_null();
+    if (!*gpu)
+        return 0;
+    ck_assert_int_eq(setenv(var, "off", 1), 0);
+    sl_status st = sl_cuda_backend_create(0, 1, 0, off);
+    unsetenv(var);
+    ck_assert_msg(st == SL_OK, "%s", sl_last_error());
+    return 1;
+}
+
 /* op on two instances, the same bits from both (outputs compared whole). */
 static void check_same_bits(const char *name, op_fn op, const sl_backend *a, const sl_backend *b,
                             const char *what)
@@ -1081,14 +1097,9 @@ static void check_same_bits(const char *name, op_fn op, const sl_backend *a, con
  * and bf16, accumulating or not, dx over dy. */
 START_TEST(test_layernorm_registers_equal_loops)
 {
-    unsetenv("SL_CUDA_LN_REGS");
-    sl_backend *gpu = gpu_or_null(), *loops = NULL;
-    if (!gpu)
+    sl_backend *gpu, *loops;
+    if (!gpu_and_off("SL_CUDA_LN_REGS", &gpu, &loops))
         return;
-    ck_assert_int_eq(setenv("SL_CUDA_LN_REGS", "off", 1), 0);
-    sl_status st = sl_cuda_backend_create(0, 1, 0, &loops);
-    unsetenv("SL_CUDA_LN_REGS");
-    ck_assert_msg(st == SL_OK, "%s", sl_last_error());
     const char *what = "rows in registers and the loops";
     check_same_bits("layernorm", op_layernorm, gpu, loops, what);
     check_same_bits("layernorm widths, short columns", op_norm_shapes, gpu, loops, what);
@@ -1104,19 +1115,14 @@ END_TEST
  * against the CPU; the log says which the device runs by default. */
 START_TEST(test_column_parts_and_tiles)
 {
-    unsetenv("SL_CUDA_COL_PARTS");
-    sl_backend *gpu = gpu_or_null(), *tiles = NULL;
-    if (!gpu)
+    sl_backend *gpu, *tiles;
+    if (!gpu_and_off("SL_CUDA_COL_PARTS", &gpu, &tiles))
         return;
     const char *why = NULL;
     if (sl_cuda_column_parts(gpu, &why))
         printf("column sums: column parts joined in clusters\n");
     else
         printf("column sums: column tiles (%s)\n", why);
-    ck_assert_int_eq(setenv("SL_CUDA_COL_PARTS", "off", 1), 0);
-    sl_status st = sl_cuda_backend_create(0, 1, 0, &tiles);
-    unsetenv("SL_CUDA_COL_PARTS");
-    ck_assert_msg(st == SL_OK, "%s", sl_last_error());
     ck_assert(!sl_cuda_column_parts(tiles, &why));
     ck_assert_str_eq(why, "SL_CUDA_COL_PARTS=off");
     const double tall_tol[] = {1e-6, 1e-6, 1e-6, 1e-5, 1e-6, 1e-6, 1e-6, 8e-3};
@@ -1130,14 +1136,9 @@ END_TEST
 
 START_TEST(test_lm_xent_staged_equals_passes)
 {
-    unsetenv("SL_CUDA_XENT_STAGED"); /* the first instance stages its rows */
-    sl_backend *gpu = gpu_or_null(), *passes = NULL;
-    if (!gpu)
+    sl_backend *gpu, *passes; /* the first instance stages its rows */
+    if (!gpu_and_off("SL_CUDA_XENT_STAGED", &gpu, &passes))
         return;
-    ck_assert_int_eq(setenv("SL_CUDA_XENT_STAGED", "off", 1), 0);
-    sl_status st = sl_cuda_backend_create(0, 1, 0, &passes);
-    unsetenv("SL_CUDA_XENT_STAGED");
-    ck_assert_msg(st == SL_OK, "%s", sl_last_error());
     ck_assert(!sl_cuda_lm_xent_staged(passes, VOCAB));
     const struct {
         const char *name;
