@@ -1051,10 +1051,6 @@ START_TEST(test_ops_gpu_vs_cpu)
 }
 END_TEST
 
-/* The CUDA backend's two traversals of the language model's loss, rows
- * staged in shared memory and three passes over global memory
- * (SL_CUDA_XENT_STAGED=off), give the same bits: the same values visited
- * in the same order by each thread, on every op that runs lm_xent. */
 /* The default GPU instance (var unset) and one with var=off, or 0 and
  * both NULL without a usable GPU. */
 static int gpu_and_off(const char *var, sl_backend **gpu, sl_backend **off)
@@ -1100,6 +1096,7 @@ START_TEST(test_layernorm_registers_equal_loops)
     sl_backend *gpu, *loops;
     if (!gpu_and_off("SL_CUDA_LN_REGS", &gpu, &loops))
         return;
+    ck_assert(sl_cuda_ln_regs(gpu) && !sl_cuda_ln_regs(loops));
     const char *what = "rows in registers and the loops";
     check_same_bits("layernorm", op_layernorm, gpu, loops, what);
     check_same_bits("layernorm widths, short columns", op_norm_shapes, gpu, loops, what);
@@ -1134,6 +1131,10 @@ START_TEST(test_column_parts_and_tiles)
 }
 END_TEST
 
+/* The CUDA backend's two traversals of the language model's loss, rows
+ * staged in shared memory and three passes over global memory
+ * (SL_CUDA_XENT_STAGED=off), give the same bits: the same values visited
+ * in the same order by each thread, on every op that runs lm_xent. */
 START_TEST(test_lm_xent_staged_equals_passes)
 {
     sl_backend *gpu, *passes; /* the first instance stages its rows */

@@ -437,7 +437,8 @@ START_TEST(test_bf16_products)
     for (size_t i = 0; i < (size_t)VV * CC; i++)
         rdw[i] = (float)ref_dw[i];
     /* the CPU's layout (blocks of 4096 rows of W rounded when used); a
-     * device's taken by the CPU (all of W rounded once, in parts of 4384
+     * device's taken by the CPU (all of W rounded once with zero rows to
+     * 4416, the logits and dh over those, W's gradient in parts of 4384
      * and 13 rows, logit rows 4416 values apart); and the same backend as
      * if its memory were a device's (logits read back row by row and
      * widened in place). Each trains, then gives its logits. */

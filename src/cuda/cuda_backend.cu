@@ -317,6 +317,8 @@ extern "C" void *sl_cuda_backend_stream(const sl_backend *be)
     return (void *)sl_cuda_of(be)->stream;
 }
 
+extern "C" int sl_cuda_ln_regs(const sl_backend *be) { return sl_cuda_of(be)->ln_regs; }
+
 extern "C" int sl_cuda_column_parts(const sl_backend *be, const char **why)
 {
     const sl_cuda_state *s = sl_cuda_of(be);

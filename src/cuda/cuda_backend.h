@@ -43,6 +43,10 @@ int sl_cuda_lm_xent_staged(const sl_backend *be, int vocab);
  * without CUDA. */
 int sl_cuda_column_parts(const sl_backend *be, const char **why);
 
+/* Whether this instance's LayerNorm keeps a row in registers (1) or runs
+ * its loops (0: SL_CUDA_LN_REGS=off). 0 in a build without CUDA. */
+int sl_cuda_ln_regs(const sl_backend *be);
+
 #ifdef __cplusplus
 }
 #endif

@@ -32,6 +32,12 @@ int sl_cuda_lm_xent_staged(const sl_backend *be, int vocab)
     return 0;
 }
 
+int sl_cuda_ln_regs(const sl_backend *be)
+{
+    (void)be;
+    return 0;
+}
+
 int sl_cuda_column_parts(const sl_backend *be, const char **why)
 {
     (void)be;

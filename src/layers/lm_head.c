@@ -74,9 +74,9 @@ int sl_lm_head_chunk(const sl_lm_head *h, int rows, int device)
 /* Rows a block of the bf16 head's vocabulary (see "bf16" below). */
 #define SL_LM_HEAD_BF16_BLOCK 4096
 
-/* A device's layout keeps all of W in bf16, rounded once a run, in the
- * two parts of sl_lm_head_split (see "bf16" below); the CPU's, blocks of
- * SL_LM_HEAD_BF16_BLOCK rows rounded when used. */
+/* A device's layout keeps all of W in bf16, rounded once a run, with zero
+ * rows up to the padded vocabulary (see "bf16" below); the CPU's, blocks
+ * of SL_LM_HEAD_BF16_BLOCK rows rounded when used. */
 static int bf16_whole(int device) { return layout_step(device) > 1; }
 
 int sl_lm_head_bf16_chunk(const sl_lm_head *h, int rows, int device)
@@ -353,7 +353,8 @@ static void w16_round(const head16 *b, const sl_exec *ex, const float *W, void *
         return;
     if (ex->be->host_memory)
         memset(p, 0, pad * sizeof(uint16_t));
-    else /* a device's layout has C a multiple of 8: whole floats of zero bits */
+    else /* a device's bf16 head has C a multiple of 8 (sl_lm_head_bf16_ws_bytes
+          * refuses others): pad is even, whole floats of zero bits */
         ex->be->fill(ex, pad / 2, 0.0f, (float *)(void *)p);
 }
 
@@ -370,8 +371,10 @@ static void head16_pass(const head16 *b, const sl_exec *ex, const float *W, floa
     if (b->whole) {
         /* The logits and dh over the padded vocabulary, one product each:
          * w16's rows past V are zeros (w16_round), so the logits' columns
-         * past V are zeros too (of finite hidden states; a non-finite one
-         * makes the loss NaN anyway), and lm_xent leaves them so (it writes the
+         * past V are zeros too (of finite hidden states: a non-finite one
+         * gives its row NaN there, and so a NaN dh row, even where the row
+         * is ignored; W's gradient is NaN from such a row anyway), and
+         * lm_xent leaves them so (it writes the
          * gradient over columns below V only): they add nothing to dh. Two
          * parts of W's gradient, whose rows stop at V. (The parts of
          * sl_lm_head_split all through had three products of 17 columns

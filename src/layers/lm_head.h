@@ -42,11 +42,15 @@ int sl_lm_head_chunk(const sl_lm_head *h, int rows, int device);
  * chunks as dW's K, an H100 ran the head's three GEMMs on Ampere kernels
  * ("align1") at about 90 TFLOP/s (21 ms of a 100 ms step, ncu,
  * 2026-11-26). So on a device:
- *   - a chunk's logit rows are vocab rounded up to the step apart (the
- *     columns past vocab are never written or read: sl_lm_head_ld);
- *   - the vocabulary goes through the GEMMs in two parts, the first
- *     vocab rounded down to the step, the rest (fewer than the step) in
- *     small GEMMs of their own (sl_lm_head_split);
+ *   - a chunk's logit rows are vocab rounded up to the step apart
+ *     (sl_lm_head_ld; the float head never writes or reads the columns
+ *     past vocab; the bf16 head's products write and read zeros there,
+ *     lm_head.c's head16_pass);
+ *   - the float head's three GEMMs and the bf16 head's weight gradient
+ *     take the vocabulary in two parts, the first vocab rounded down to
+ *     the step, the rest (fewer than the step) in small GEMMs of their own
+ *     (sl_lm_head_split); the bf16 head's logits and dh are one GEMM each
+ *     over the padded vocabulary;
  *   - chunks of rows are whole multiples of the step where the cap
  *     allows (sl_lm_head_chunk).
  * The CPU keeps vocab, one part and equal chunks (tests take the device's
