@@ -324,6 +324,15 @@ static void op_norm_shapes(dev *d, outputs *o)
     out_add(o, d, y2, C2);
 }
 
+/* Their tolerances, on either traversal of the column sums. The sums in
+ * another order of double adds: at most the float rounding of the total;
+ * the input gradients as in the layernorm ops (1e-5 float, a bf16 unit in
+ * bf16). tall: bias, weight and bias sums, dx (float); the same in bf16.
+ * shape: y, dx over dy (accumulated), parameter sums; dx over dy,
+ * parameter and bias sums; a bias sum. */
+static const double tall_tol[] = {1e-6, 1e-6, 1e-6, 1e-5, 1e-6, 1e-6, 1e-6, 8e-3};
+static const double shape_tol[] = {1e-6, 1e-5, 1e-6, 1e-5, 1e-6, 1e-6};
+
 /* A bf16 copy of a normal float array (scratch f: n floats). */
 static uint16_t *dev_normal_bf16(dev *d, float *f, size_t n, uint64_t seed, float scale)
 {
@@ -979,14 +988,7 @@ START_TEST(test_ops_gpu_vs_cpu)
     /* bias gradient (double sums), GELU and its gradient (element maps) */
     const double bg_tol[] = {1e-6, 1e-6, 1e-6};
     check_op("bias_backward + gelu", op_bias_gelu, gpu, bg_tol);
-    /* the column sums split into a cluster's parts: double sums in
-     * another order, so at most the float rounding of the total; the
-     * input gradients as in the layernorm ops above */
-    const double tall_tol[] = {1e-6, 1e-6, 1e-6, 1e-5, 1e-6, 1e-6, 1e-6, 8e-3};
     check_op("column sums, 8195 rows", op_column_sums_tall, gpu, tall_tol);
-    /* y, dx over dy (accumulated), parameter sums; dx over dy, parameter
-     * and bias sums; a bias sum */
-    const double shape_tol[] = {1e-6, 1e-5, 1e-6, 1e-5, 1e-6, 1e-6};
     check_op("layernorm widths, short columns", op_norm_shapes, gpu, shape_tol);
     /* the embedding's tables: the same float adds in the same order */
     const double emb_tol[] = {0.0, 0.0};
@@ -1122,8 +1124,6 @@ START_TEST(test_column_parts_and_tiles)
         printf("column sums: column tiles (%s)\n", why);
     ck_assert(!sl_cuda_column_parts(tiles, &why));
     ck_assert_str_eq(why, "SL_CUDA_COL_PARTS=off");
-    const double tall_tol[] = {1e-6, 1e-6, 1e-6, 1e-5, 1e-6, 1e-6, 1e-6, 8e-3};
-    const double shape_tol[] = {1e-6, 1e-5, 1e-6, 1e-5, 1e-6, 1e-6};
     check_op("column tiles: 8195 rows", op_column_sums_tall, tiles, tall_tol);
     check_op("column tiles: widths, short", op_norm_shapes, tiles, shape_tol);
     sl_backend_destroy(tiles);

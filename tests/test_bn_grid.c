@@ -185,7 +185,8 @@ static void check_col_grid_covers_once(int rows, int cols, int batch)
     int ordered = 1;
     for (int tile = 0; tile < g.tiles; tile++)
         for (int p = 0; p < g.parts; p++) {
-            int lo = p * g.part_rows, hi = rows - lo < g.part_rows ? rows : lo + g.part_rows;
+            int lo, hi;
+            sl_col_part_rows(rows, g.part_rows, p, &lo, &hi);
             for (int x = 0; x < SL_COL_GRID_COLS; x++) {
                 int j = tile * SL_COL_GRID_COLS + x;
                 if (j >= cols)

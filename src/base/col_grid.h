@@ -60,6 +60,14 @@ static inline sl_col_grid sl_col_grid_for(int rows, int cols)
     return g;
 }
 
+/* Part p's rows [*lo, *hi) of a matrix of `rows` rows split into parts
+ * of part_rows (sl_col_grid's). */
+SL_HD static inline void sl_col_part_rows(int rows, int part_rows, int p, int *lo, int *hi)
+{
+    *lo = p * part_rows;
+    *hi = rows - *lo < part_rows ? rows : *lo + part_rows;
+}
+
 /* A thread's rows in its part [lo, hi) are r0 = lo + y, r0 + RUNS, ...
  * below hi. It takes them in batches of `batch` rows (loaded, then
  * added) while a whole batch fits, then one at a time: the first row

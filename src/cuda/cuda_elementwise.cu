@@ -232,7 +232,8 @@ static __global__ void __launch_bounds__(SL_COL_GRID_COLS *SL_COL_GRID_RUNS)
     __shared__ double sh[SL_COL_GRID_RUNS][SL_COL_GRID_COLS + 1];
     __shared__ double part[1][SL_COL_GRID_COLS];
     int j = (int)(blockIdx.x * SL_COL_GRID_COLS + threadIdx.x);
-    int lo = (int)blockIdx.y * part_rows, hi = rows - lo < part_rows ? rows : lo + part_rows;
+    int lo, hi;
+    sl_col_part_rows(rows, part_rows, (int)blockIdx.y, &lo, &hi);
     double acc[1] = {0.0};
     float v[8];
     if (j < cols)

@@ -55,6 +55,15 @@ static __device__ inline void ln_row_moments(double s, double q, int c, float ep
     }
 }
 
+/* The block's copy of n floats (a row's weight or bias) in shared memory,
+ * for the register paths' writes; the caller waits at a barrier before
+ * reading it. */
+static __device__ inline void block_copy(float *dst, const float *src, int n)
+{
+    for (int j = (int)threadIdx.x; j < n; j += (int)blockDim.x)
+        dst[j] = src[j];
+}
+
 /* Rows of at most 32 * LN_REG columns keep their values in registers
  * (see ln_dx_k below; in the forward, see ln_fwd_k): R a lane, R the
  * least multiple of 8 that holds the row (ln_regs), so a kernel holds no
@@ -99,12 +108,9 @@ static __global__ void __launch_bounds__(SL_CUDA_ROW_THREADS, 2)
 {
     int lane = (int)threadIdx.x & 31;
     if (regs && c <= 32 * R) {
-        /* the block's copy of the weight and bias (as in ln_dx_k below) */
         __shared__ float wsh[32 * R], bsh[32 * R];
-        for (int j = (int)threadIdx.x; j < c; j += (int)blockDim.x) {
-            wsh[j] = weight[j];
-            bsh[j] = bias[j];
-        }
+        block_copy(wsh, weight, c);
+        block_copy(bsh, bias, c);
         __syncthreads();
         SL_CUDA_WARP_ROWS(r, (size_t)rows)
         {
@@ -178,7 +184,8 @@ static __global__ void __launch_bounds__(SL_COL_GRID_COLS *SL_COL_GRID_RUNS)
     __shared__ double sh[SL_COL_GRID_RUNS][SL_COL_GRID_COLS + 1];
     __shared__ double part[2][SL_COL_GRID_COLS];
     int j = (int)(blockIdx.x * SL_COL_GRID_COLS + threadIdx.x);
-    int lo = (int)blockIdx.y * part_rows, hi = rows - lo < part_rows ? rows : lo + part_rows;
+    int lo, hi;
+    sl_col_part_rows(rows, part_rows, (int)blockIdx.y, &lo, &hi);
     double acc[2] = {0.0, 0.0};
     enum { A = 4 };
     float xv[A], gv[A], mv[A], sv[A];
@@ -224,8 +231,7 @@ static __global__ void __launch_bounds__(SL_CUDA_ROW_THREADS, R > 24 ? 1 : 2)
     int lane = (int)threadIdx.x & 31;
     if (regs && c <= 32 * R) {
         __shared__ float wsh[32 * R];
-        for (int j = (int)threadIdx.x; j < c; j += (int)blockDim.x)
-            wsh[j] = weight[j];
+        block_copy(wsh, weight, c);
         __syncthreads();
         SL_CUDA_WARP_ROWS(r, (size_t)rows)
         {
