@@ -315,18 +315,37 @@ SL_HD static inline float sl_row_max(const float *x, int classes, int *arg)
     return best;
 }
 
+/* The terms of a row's softmax cross-entropy, given the row's maximum
+ * mx, for the CPU's row walks below and the GPU's block per row: the
+ * gradient's exponential (float, summed in double to s), the gradient
+ * from it and inv_s = (float)(1.0 / s), the loss's exponential (double,
+ * summed in double) and the loss from that sum. */
+SL_HD static inline float sl_xent_exp(float x, float mx) { return expf(x - mx); }
+SL_HD static inline float sl_xent_grad(float e, float inv_s, float inv_n)
+{
+    return e * inv_s * inv_n;
+}
+SL_HD static inline double sl_xent_loss_exp(float x, float mx)
+{
+    return exp((double)x - (double)mx);
+}
+SL_HD static inline double sl_xent_loss_of(double s, float at_label, float mx)
+{
+    return log(s) - ((double)at_label - (double)mx);
+}
+
 /* g = (softmax(x) - onehot(label)) * inv_n, with mx the row's maximum. */
 SL_HD static inline void sl_xent_row_grad(const float *x, int classes, float mx, int label,
                                           float inv_n, float *g)
 {
     double s = 0.0;
     for (int j = 0; j < classes; j++) {
-        g[j] = expf(x[j] - mx);
+        g[j] = sl_xent_exp(x[j], mx);
         s += g[j];
     }
     float inv_s = (float)(1.0 / s);
     for (int j = 0; j < classes; j++)
-        g[j] = g[j] * inv_s * inv_n;
+        g[j] = sl_xent_grad(g[j], inv_s, inv_n);
     g[label] -= inv_n;
 }
 
@@ -335,8 +354,8 @@ SL_HD static inline double sl_xent_row_loss(const float *x, int classes, float m
 {
     double s = 0.0;
     for (int j = 0; j < classes; j++)
-        s += exp((double)x[j] - (double)mx);
-    return log(s) - ((double)x[label] - (double)mx);
+        s += sl_xent_loss_exp(x[j], mx);
+    return sl_xent_loss_of(s, x[label], mx);
 }
 
 /* e^v in float from arithmetic alone (no libm call), so that a loop of it

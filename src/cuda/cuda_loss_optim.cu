@@ -4,8 +4,8 @@
  * sum of squares. The per-element and per-parameter rules are
  * base/element.h's, the ones cpu_loss_optim.c calls, so both devices
  * follow PyTorch's rules the same way. The traversals are this file's:
- * a classifier's rows (a few classes, a batch of rows) one thread each,
- * their losses summed in order by one thread; a language model's
+ * a classifier's rows (up to a few thousand classes, a batch of rows) a
+ * block each, their losses summed in order by one thread; a language model's
  * vocabulary-wide rows a block each (staged in shared memory where it
  * holds them: lm_xent_staged_k) and their losses summed by one block
  * over a fixed tree (see lm_xent_k), read back once with the step's sync.
@@ -17,19 +17,59 @@
 #include "cuda/cuda_block.h"
 #include "cuda/cuda_common.h"
 
-/* One thread per row: gradient row, and the row's loss and hit. */
-static __global__ void xent_rows(int n, int classes, const float *logits, const int *labels,
-                                 float *dlogits, double *row_loss, int *row_hit)
+/* A block of XENT_THREADS threads per row (a classifier's rows: up to a
+ * few thousand classes, 16-256 rows): thread t scans the classes t, t +
+ * XENT_THREADS, ... for its first maximum, joined by cuda_block.h's block
+ * argmax (sl_argmax_takes); then adds the gradient's float exponentials
+ * and the loss's double ones over the same classes, in order, in double,
+ * each sum joined by the block's fixed tree; then writes its classes'
+ * gradients. element.h's terms (sl_xent_exp, ...) as the CPU's row walk
+ * calls them; only the order of the two sums differs from the CPU's, so
+ * the results agree with the CPU's within rounding and are the same bits
+ * on every run. A row's logits are not written (dlogits is another
+ * tensor). */
+enum { XENT_THREADS = 256 };
+
+static __global__ void __launch_bounds__(XENT_THREADS)
+    xent_rows_k(int n, int classes, const float *logits, const int *labels, float *dlogits,
+                double *row_loss, int *row_hit)
 {
+    __shared__ double dsh[32];
+    __shared__ float fsh[32];
+    __shared__ int ish[32];
     float inv_n = 1.0f / (float)n;
-    for (int r = blockIdx.x * blockDim.x + threadIdx.x; r < n; r += gridDim.x * blockDim.x) {
+    for (int r = (int)blockIdx.x; r < n; r += (int)gridDim.x) {
         const float *x = logits + (size_t)r * classes;
-        int arg;
-        float mx = sl_row_max(x, classes, &arg);
-        if (dlogits)
-            sl_xent_row_grad(x, classes, mx, labels[r], inv_n, dlogits + (size_t)r * classes);
-        row_loss[r] = sl_xent_row_loss(x, classes, mx, labels[r]);
-        row_hit[r] = arg == labels[r];
+        int label = labels[r]; /* validated by the caller */
+        float mx = -INFINITY;
+        int arg = 0x7fffffff;
+        for (int j = (int)threadIdx.x; j < classes; j += XENT_THREADS) {
+            float v = x[j];
+            if (sl_argmax_takes(v, j, mx, arg)) {
+                mx = v;
+                arg = j;
+            }
+        }
+        sl_cuda_block_argmax(&mx, &arg, fsh, ish);
+        double sg = 0.0, sl = 0.0;
+        for (int j = (int)threadIdx.x; j < classes; j += XENT_THREADS) {
+            float v = x[j];
+            sg += sl_xent_exp(v, mx);
+            sl += sl_xent_loss_exp(v, mx);
+        }
+        sg = sl_cuda_block_sum_warps(sg, dsh);
+        sl = sl_cuda_block_sum_warps(sl, dsh);
+        if (dlogits) {
+            float inv_s = (float)(1.0 / sg), *g = dlogits + (size_t)r * classes;
+            for (int j = (int)threadIdx.x; j < classes; j += XENT_THREADS) {
+                float v = sl_xent_grad(sl_xent_exp(x[j], mx), inv_s, inv_n);
+                g[j] = j == label ? v - inv_n : v;
+            }
+        }
+        if (threadIdx.x == 0) {
+            row_loss[r] = sl_xent_loss_of(sl, x[label], mx);
+            row_hit[r] = arg == label;
+        }
     }
 }
 
@@ -73,8 +113,8 @@ extern "C" void sl_cuda_softmax_xent(const sl_exec *ex, int n, int classes, cons
      * ones are read before the step's sync, while the caller still holds them */
     SL_CUDA_CHECK(s, cudaMemcpyAsync(d_labels, labels, (size_t)n * sizeof(int), cudaMemcpyHostToDevice,
                                   s->stream));
-    xent_rows<<<(n + 127) / 128, 128, 0, s->stream>>>(n, classes, logits, d_labels, dlogits,
-                                                       row_loss, row_hit);
+    xent_rows_k<<<(unsigned)(n < 65536 ? n : 65536), XENT_THREADS, 0, s->stream>>>(
+        n, classes, logits, d_labels, dlogits, row_loss, row_hit);
     SL_CUDA_LAUNCHED(s);
     xent_total<<<1, 1, 0, s->stream>>>(n, row_loss, row_hit, out);
     SL_CUDA_LAUNCHED(s);
