@@ -49,6 +49,11 @@
 #                $SL_NCU_KERNELS (1500) kernels of two steps, within
 #                $SL_NCU_TIMEOUT_S (60) seconds, summarised by
 #                bench/ncu_table.py into ncu_kernels.txt (about 30 s)
+#   rkernels     the same for one ResNet-152 b16 step (schedule none, TF32
+#                off: the configuration behind PyTorch plain), the first
+#                $SL_NCU_RESNET_KERNELS (2600, about a step) kernels, into
+#                ncu_resnet.txt: BatchNorm's, ReLU's and the loss's kernels
+#                beside cuDNN's
 #   kdetail      why the kernels that miss the memory's pace miss it: ncu's
 #                speed-of-light, occupancy, warp-state and memory sections
 #                for the second launch of each kernel named by a regex of
@@ -226,6 +231,22 @@ flushed, clocks fixed: read the order and the shares)" | tee "$out/ncu_kernels.t
     echo "kernels: no ncu on this machine"
   fi
   took kernels
+fi
+
+if has rkernels; then
+  echo "== one ResNet-152 step, kernel by kernel (ncu)"
+  ncu=$(command -v ncu || ls /usr/local/cuda/bin/ncu 2>/dev/null | head -1)
+  if [ -n "$ncu" ]; then
+    timeout "${SL_NCU_TIMEOUT_S:-90}" "$ncu" --metrics gpu__time_duration.sum --csv \
+      -c "${SL_NCU_RESNET_KERNELS:-2600}" "$build/bench/bench_gpu" --schedule none --steps 1 \
+      >"$out/ncu_resnet.csv" 2>&1
+    python3 bench/ncu_table.py "$out/ncu_resnet.csv" --top 40 --title "ResNet-152 b16 224², TF32 \
+off, schedule none, the first ${SL_NCU_RESNET_KERNELS:-2600} kernels under ncu (serialised, caches \
+flushed, clocks fixed: read the order and the shares)" | tee "$out/ncu_resnet.txt"
+  else
+    echo "rkernels: no ncu on this machine"
+  fi
+  took rkernels
 fi
 
 if has kdetail; then

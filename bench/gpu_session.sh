@@ -44,6 +44,9 @@
 #   rprofile  gpu.sh profile with TF32 on: ResNet-152's none and sqrt
 #           steps by layer type and pass (profile.jsonl, batchnorm_share.txt),
 #           to see why sqrt / none was 1.6 with TF32 on (1.18 off)
+#   rkernels  gpu.sh rkernels: one ResNet-152 step (none, TF32 off) kernel
+#           by kernel under ncu (ncu_resnet.txt), where BatchNorm, ReLU and
+#           the loss stand beside cuDNN's convolutions
 #   shakespeare  gpu.sh shakespeare (needs data/ carried)
 # DEADLINE (seconds, default 470) bounds the whole call: each stage gets
 # what is left. OUT (the device tool's) receives gpu-session.tgz; the logs
@@ -189,16 +192,22 @@ stage_rprofile() {
   tail -4 "$dir/session-rprofile.txt"
 }
 
+stage_rkernels() {
+  with_switches SL_NCU_TIMEOUT_S=$(($(left) > 100 ? 90 : $(left) - 10)) \
+    bench/gpu.sh "$build" rkernels > "$dir/session-rkernels.txt" 2>&1
+  tail -45 "$dir/session-rkernels.txt"
+}
+
 stage_shakespeare() {
   with_switches SL_SHAKESPEARE_TIMEOUT_S=$(($(left) - 10)) \
     bench/gpu.sh "$build" shakespeare > "$dir/session-shakespeare.txt" 2>&1
   tail -15 "$dir/session-shakespeare.txt"
 }
 
-[ $# -gt 0 ] || { echo "usage: bench/gpu_session.sh STAGE... (tests ab f32 bf16 resnet detail rprofile shakespeare)" >&2; exit 2; }
+[ $# -gt 0 ] || { echo "usage: bench/gpu_session.sh STAGE... (tests ab f32 bf16 resnet detail rprofile rkernels shakespeare)" >&2; exit 2; }
 for stage in "$@"; do
   case "$stage" in
-    tests | ab | f32 | bf16 | resnet | detail | rprofile | shakespeare) ;;
+    tests | ab | f32 | bf16 | resnet | detail | rprofile | rkernels | shakespeare) ;;
     *) echo "gpu_session.sh: unknown stage '$stage'" >&2; exit 2 ;;
   esac
 done
