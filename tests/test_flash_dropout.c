@@ -198,13 +198,19 @@ static long run_walk(const drop_case *c, int by_keys, int bit_skew, int key_skew
                       "factors differ; first: %s",
                       c->t, c->pairs, c->bh0, (unsigned long long)c->counter, (double)c->p,
                       by_keys ? "by keys" : "by queries", w.wrong, w.checked, w.first);
-        for (int bh = 0; bh < c->pairs; bh++)
-            for (int i = 0; i < c->t; i++)
+        /* one assertion for the walk: Check logs every ck_assert */
+        int bad_bh = -1, bad_i = 0, bad_j = 0, bad_seen = 0;
+        for (int bh = 0; bh < c->pairs && bad_bh < 0; bh++)
+            for (int i = 0; i < c->t && bad_bh < 0; i++)
                 for (int j = 0; j <= i; j++) {
                     size_t at = ((size_t)bh * c->t + (size_t)i) * c->t + (size_t)j;
-                    ck_assert_msg(w.seen[at] == 1, "%s: pair %d query %d key %d visited %d times",
-                                  by_keys ? "by keys" : "by queries", bh, i, j, w.seen[at]);
+                    if (w.seen[at] != 1) {
+                        bad_bh = bh, bad_i = i, bad_j = j, bad_seen = w.seen[at];
+                        break;
+                    }
                 }
+        ck_assert_msg(bad_bh < 0, "%s: pair %d query %d key %d visited %d times",
+                      by_keys ? "by keys" : "by queries", bad_bh, bad_i, bad_j, bad_seen);
     }
     if (first)
         snprintf(first, first_len, "%s", w.first);
@@ -228,14 +234,17 @@ START_TEST(test_flash_keep_bits_are_the_masks_factors)
                     uint32_t bits = sl_drop_keep_bits(&m, counters[ci], e0, n);
                     float f[32];
                     sl_dropout_factors(&m, counters[ci], e0, n, f);
+                    int bad_bit = -1, bad_factor = -1; /* one assertion a run */
                     for (int k = 0; k < 32; k++) {
                         int want = k < n && f[k] != 0.0f;
-                        ck_assert_msg((int)((bits >> k) & 1u) == want,
-                                      "p %g e0 %llu n %d: bit %d", (double)ps[pi],
-                                      (unsigned long long)e0, n, k);
-                        if (k < n)
-                            ck_assert(sl_drop_bit_factor(&m, bits, k) == f[k]);
+                        if ((int)((bits >> k) & 1u) != want && bad_bit < 0)
+                            bad_bit = k;
+                        if (k < n && sl_drop_bit_factor(&m, bits, k) != f[k] && bad_factor < 0)
+                            bad_factor = k;
                     }
+                    ck_assert_msg(bad_bit < 0 && bad_factor < 0,
+                                  "p %g e0 %llu n %d: bit %d, factor %d", (double)ps[pi],
+                                  (unsigned long long)e0, n, bad_bit, bad_factor);
                 }
         }
 }
