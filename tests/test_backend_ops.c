@@ -36,17 +36,18 @@
 #include "cuda/cuda_backend.h"
 #include "harness.h"
 
+enum { DEV_PTRS = 48 };
 typedef struct dev {
     const sl_backend *be;
     sl_exec ex;
-    void *ptr[16]; /* freed by dev_release */
+    void *ptr[DEV_PTRS]; /* freed by dev_release */
     int n;
 } dev;
 
 static void *dev_alloc(dev *d, size_t bytes)
 {
     void *p = d->be->alloc(d->be, bytes ? bytes : 4, "test");
-    ck_assert(p && d->n < 16);
+    ck_assert(p && d->n < DEV_PTRS);
     d->ptr[d->n++] = p;
     return p;
 }
@@ -72,7 +73,7 @@ static void dev_release(dev *d)
 }
 
 /* Outputs of one op on one device, host copies. */
-#define MAX_OUT 8
+#define MAX_OUT 24
 typedef struct outputs {
     float *v[MAX_OUT];
     size_t n[MAX_OUT];
@@ -794,34 +795,54 @@ static void *bn_ws(dev *d, size_t (*fn)(const sl_backend *, int, int, int), int 
     return b ? dev_alloc(d, b) : NULL;
 }
 
-static void op_batchnorm(dev *d, outputs *o)
+/* BatchNorm's training forward, backward (dx written, or accumulated
+ * with the statistics frozen, or no dx: parameter gradients alone) and
+ * inference on n x c x hw. */
+static void batchnorm_case(dev *d, outputs *o, int BN, int BC, int HW, int accumulate, int frozen,
+                           int with_dx, uint64_t seed)
 {
-    enum { BN = 8, BC = 12, HW = 49 };
     size_t nx = (size_t)BN * BC * HW;
-    float *x = dev_normal(d, nx, 60, 2.0f), *g = dev_normal(d, BC, 61, 1.0f),
-          *b = dev_normal(d, BC, 62, 1.0f), *dy = dev_normal(d, nx, 63, 1.0f);
-    float *stats = dev_alloc(d, 2 * BC * sizeof(float));
-    float *run = dev_normal(d, 2 * BC, 64, 1.0f);
-    float ones[BC];
+    float *x = dev_normal(d, nx, seed, 2.0f), *g = dev_normal(d, (size_t)BC, seed + 1, 1.0f),
+          *b = dev_normal(d, (size_t)BC, seed + 2, 1.0f), *dy = dev_normal(d, nx, seed + 3, 1.0f);
+    float *stats = dev_alloc(d, 2 * (size_t)BC * sizeof(float));
+    float *run = dev_normal(d, 2 * (size_t)BC, seed + 4, 1.0f);
+    float *ones = malloc((size_t)BC * sizeof *ones);
+    ck_assert_ptr_nonnull(ones);
     for (int i = 0; i < BC; i++)
-        ones[i] = 1.0f + 0.1f * (float)i;
-    d->be->upload(&d->ex, run + BC, ones, sizeof ones); /* a variance is positive */
+        ones[i] = 1.0f + 0.1f * (float)(i % 17);
+    d->be->upload(&d->ex, run + BC, ones, (size_t)BC * sizeof *ones); /* a variance is positive */
     float *y = dev_alloc(d, nx * sizeof(float)), *y2 = dev_alloc(d, nx * sizeof(float));
-    float *dx = dev_alloc(d, nx * sizeof(float));
-    float *dg = dev_normal(d, BC, 65, 1.0f), *dbeta = dev_normal(d, BC, 66, 1.0f);
+    float *dx = accumulate ? dev_normal(d, nx, seed + 5, 1.0f) : dev_alloc(d, nx * sizeof(float));
+    float *dg = dev_normal(d, (size_t)BC, seed + 6, 1.0f), *dbeta = dev_normal(d, (size_t)BC, seed + 7, 1.0f);
     d->be->batchnorm_forward_train(&d->ex, BN, BC, HW, x, g, b, y, stats, stats + BC, run,
                                    run + BC, 0.1f, 1e-5f,
                                    bn_ws(d, d->be->batchnorm_forward_workspace_bytes, BN, BC, HW));
-    d->be->batchnorm_backward(&d->ex, BN, BC, HW, x, dy, g, stats, stats + BC, dx, 0, dg, dbeta, 0,
+    d->be->batchnorm_backward(&d->ex, BN, BC, HW, x, dy, g, stats, stats + BC,
+                              with_dx ? dx : NULL, accumulate, dg, dbeta, frozen,
                               bn_ws(d, d->be->batchnorm_backward_workspace_bytes, BN, BC, HW));
     d->be->batchnorm_forward_infer(&d->ex, BN, BC, HW, x, g, b, run, run + BC, 1e-5f, y2, NULL,
                                    NULL);
+    ck_assert(d->be->sync(&d->ex) == SL_OK);
+    free(ones);
     out_add(o, d, y, nx);
-    out_add(o, d, stats, 2 * BC);
-    out_add(o, d, run, 2 * BC);
+    out_add(o, d, stats, 2 * (size_t)BC);
+    out_add(o, d, run, 2 * (size_t)BC);
     out_add(o, d, dx, nx);
-    out_add(o, d, dg, BC);
+    out_add(o, d, dg, (size_t)BC);
+    out_add(o, d, dbeta, (size_t)BC);
     out_add(o, d, y2, nx);
+}
+
+static void op_batchnorm(dev *d, outputs *o) { batchnorm_case(d, o, 8, 12, 49, 0, 0, 1, 60); }
+
+/* The stem's few channels of many values (a channel's sums in several
+ * parts), planes narrower than a warp, dx accumulated with frozen
+ * statistics, and no dx. */
+static void op_batchnorm_shapes(dev *d, outputs *o)
+{
+    batchnorm_case(d, o, 16, 4, 3136, 0, 0, 1, 70);
+    batchnorm_case(d, o, 3, 300, 7, 1, 1, 1, 80);
+    batchnorm_case(d, o, 5, 9, 100, 0, 0, 0, 90);
 }
 
 static void op_pool(dev *d, outputs *o)
@@ -1032,8 +1053,13 @@ START_TEST(test_ops_gpu_vs_cpu)
     const double conv_tol[] = {1e-5, 1e-5, 1e-5, 1e-5};
     check_op("conv2d (grouped, strided)", op_conv, gpu, conv_tol);
     /* y, batch statistics, running statistics, dx, dgamma, inference y */
-    const double bn_tol[] = {1e-5, 1e-6, 1e-6, 1e-5, 1e-5, 1e-6};
+    /* y, the saved statistics, the running ones, dx, dgamma, dbeta, y (eval) */
+#define BN_TOL 1e-5, 1e-6, 1e-6, 1e-5, 1e-5, 1e-5, 1e-6
+    const double bn_tol[] = {BN_TOL};
+    const double bn_shape_tol[] = {BN_TOL, BN_TOL, BN_TOL};
+#undef BN_TOL
     check_op("batchnorm", op_batchnorm, gpu, bn_tol);
+    check_op("batchnorm shapes", op_batchnorm_shapes, gpu, bn_shape_tol);
     /* pooling follows the CPU's order everywhere: the same bits */
     const double pool_tol[] = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0};
     check_op("max / avg / global pooling", op_pool, gpu, pool_tol);
@@ -1120,6 +1146,24 @@ START_TEST(test_layernorm_registers_equal_loops)
 }
 END_TEST
 
+/* BatchNorm's statistics and normalise in one kernel, and its backward's
+ * means and input gradient in one (the default), against three kernels
+ * each (SL_CUDA_BN_FUSED=off): the same sums and the same arithmetic, so
+ * the same bits. */
+START_TEST(test_batchnorm_fused_equals_kernels)
+{
+    sl_backend *gpu, *kernels;
+    if (!gpu_and_off("SL_CUDA_BN_FUSED", &gpu, &kernels))
+        return;
+    ck_assert(sl_cuda_bn_fused(gpu) && !sl_cuda_bn_fused(kernels));
+    const char *what = "fused and three kernels";
+    check_same_bits("batchnorm", op_batchnorm, gpu, kernels, what);
+    check_same_bits("batchnorm shapes", op_batchnorm_shapes, gpu, kernels, what);
+    sl_backend_destroy(kernels);
+    sl_backend_destroy(gpu);
+}
+END_TEST
+
 /* The column sums on both of the CUDA backend's traversals (column parts
  * joined in clusters, and column tiles with SL_CUDA_COL_PARTS=off), each
  * against the CPU; the log says which the device runs by default. */
@@ -1190,6 +1234,7 @@ int main(void)
     tcase_add_test(tc, test_column_parts_and_tiles);
     tcase_add_test(tc, test_layernorm_registers_equal_loops);
     tcase_add_test(tc, test_lm_xent_staged_equals_passes);
+    tcase_add_test(tc, test_batchnorm_fused_equals_kernels);
     suite_add_tcase(s, tc);
     return th_run_suite(s) ? EXIT_FAILURE : EXIT_SUCCESS;
 }

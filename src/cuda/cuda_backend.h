@@ -47,6 +47,12 @@ int sl_cuda_column_parts(const sl_backend *be, const char **why);
  * its loops (0: SL_CUDA_LN_REGS=off). 0 in a build without CUDA. */
 int sl_cuda_ln_regs(const sl_backend *be);
 
+/* Whether this instance's BatchNorm joins its statistics to the
+ * normalise, and its backward's means to the input gradient, in one
+ * kernel each (1), or runs three kernels each (0: SL_CUDA_BN_FUSED=off).
+ * 0 in a build without CUDA. */
+int sl_cuda_bn_fused(const sl_backend *be);
+
 #ifdef __cplusplus
 }
 #endif

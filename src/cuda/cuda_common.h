@@ -44,6 +44,8 @@ typedef struct sl_cuda_state {
     int flash_mma;     /* its mma.sync kernels; off: its wmma ones (SL_CUDA_FLASH_MMA) */
     int ln_regs;       /* LayerNorm's forward and input gradient from registers; off: their
                           loops (SL_CUDA_LN_REGS) */
+    int bn_fused;      /* BatchNorm's final sums inside its normalise and its input
+                          gradient; off: a kernel of their own (SL_CUDA_BN_FUSED) */
     int flash_bf16;    /* its bf16 products for bf16 activations; off: TF32 on widened
                           tiles (SL_CUDA_FLASH_BF16) */
     int conv_legacy;   /* convolutions through cuDNN's legacy _v7 algorithm choice instead

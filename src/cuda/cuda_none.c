@@ -45,3 +45,9 @@ int sl_cuda_column_parts(const sl_backend *be, const char **why)
         *why = "this build has no CUDA backend";
     return 0;
 }
+
+int sl_cuda_bn_fused(const sl_backend *be)
+{
+    (void)be;
+    return 0;
+}

@@ -23,8 +23,14 @@
  *   2. The block adds its 256 accumulators by a fixed tree (stride 128,
  *      64, ..., 1, each step one add per pair, barriers between) and
  *      writes the pair of partial sums to partials[(ch * parts + p) * 2].
- *   3. A second kernel, one thread per channel, adds parts 0, 1, ... in
- *      order and applies the element rules.
+ *   3. Parts 0, 1, ... of a channel are added in order and the element
+ *      rules applied: by every block of the normalise (or of the input
+ *      gradient) for its own plane's channel, the block of the channel's
+ *      first plane writing the statistics (the default, SL_CUDA_BN_FUSED);
+ *      or by a second kernel, one thread per channel, before the
+ *      normalise (SL_CUDA_BN_FUSED=off, frozen statistics' evaluation, a
+ *      backward without an input gradient). The same adds in the same
+ *      order either way, so the same bits.
  * No atomics and no dependence on which block runs first: every add has
  * fixed operands in a fixed order, so the statistics are the same bits on
  * every call. The training forward's normalise and the re-forward's are
@@ -150,6 +156,44 @@ static __global__ void bn_apply(size_t planes, int c, int hw, const float *x, co
     }
 }
 
+/* The training forward's statistics and normalise in one kernel (the
+ * switch bn_fused, on by default): every block of a plane adds its
+ * channel's parts itself, as bn_stat_final does (parts_total, then
+ * element.h's moments and invstd: the same operations in the same order,
+ * so the same floats in every block and in bn_stat_final), and the block
+ * of the channel's first plane (image 0) and first range (y 0) writes the
+ * saved statistics and the running ones. No block reads what another
+ * writes, and one launch a layer fewer: bn_stat_final ran on one or a few
+ * blocks for 6 us (the stem, ncu 2026-11-24), a ResNet-152 step has 155
+ * of them. */
+static __global__ void bn_train_apply(size_t planes, int c, int hw, int parts, double count,
+                                      const double *partials, const float *x,
+                                      const float *gamma, const float *beta, float *save_mean,
+                                      float *save_invstd, float *running_mean,
+                                      float *running_var, float momentum, float eps, float *y)
+{
+    PLANES(plane, planes)
+    {
+        int ch = (int)(plane % (size_t)c);
+        double sum, sum_sq, mean, var;
+        parts_total(partials, ch, parts, &sum, &sum_sq);
+        sl_bn_batch_moments(sum, sum_sq, count, &mean, &var);
+        float m = (float)mean, is = sl_bn_batch_invstd(var, eps);
+        if (plane < (size_t)c && blockIdx.y == 0 && threadIdx.x == 0) {
+            save_mean[ch] = m;
+            save_invstd[ch] = is;
+            if (running_mean)
+                sl_bn_running_update(&running_mean[ch], &running_var[ch], m, var, count,
+                                     momentum);
+        }
+        float g = sl_bn_gamma(gamma, ch), b = sl_bn_beta(beta, ch);
+        const float *xp = x + plane * (size_t)hw;
+        float *yp = y + plane * (size_t)hw;
+        PLANE_VALUES(j, hw)
+        yp[j] = sl_bn_normalise(xp[j], m, is, g, b);
+    }
+}
+
 static void launch_apply(sl_cuda_state *s, int n, int c, int hw, const float *x,
                          const float *gamma, const float *beta, const float *mean,
                          const float *invstd, const float *var, float eps, float *y)
@@ -183,6 +227,17 @@ extern "C" void sl_cuda_batchnorm_forward_train(const sl_exec *ex, int n, int c,
     bn_stat_parts<<<(unsigned)c * (unsigned)g.parts, BN_THREADS, 0, s->stream>>>(n, c, hw, g, x,
                                                                                  partials);
     SL_CUDA_LAUNCHED(s);
+    if (s->bn_fused && n > 0 && hw > 0) {
+        size_t planes = (size_t)n * c;
+        dim3 grid, block;
+        sl_cuda_plane_grid(planes, hw, &grid, &block);
+        bn_train_apply<<<grid, block, 0, s->stream>>>(planes, c, hw, g.parts, (double)n * hw,
+                                                      partials, x, gamma, beta, save_mean,
+                                                      save_invstd, running_mean, running_var,
+                                                      momentum, eps, y);
+        SL_CUDA_LAUNCHED(s);
+        return;
+    }
     bn_stat_final<<<(c + 255) / 256, 256, 0, s->stream>>>(c, g.parts, (double)n * hw, partials,
                                                            save_mean, save_invstd, running_mean,
                                                            running_var, momentum, eps);
@@ -283,6 +338,40 @@ static __global__ void bn_dx(size_t planes, int c, int hw, const float *x, const
     }
 }
 
+/* bn_grad_final and bn_dx in one kernel (bn_fused): every block of a
+ * plane adds its channel's parts and forms the means itself, as
+ * bn_grad_final does (the same floats in every block), and the block of
+ * the channel's first plane and first range adds the parameter
+ * gradients. */
+static __global__ void bn_final_dx(size_t planes, int c, int hw, int parts, double count,
+                                   const double *partials, const float *x, const float *dy,
+                                   const float *gamma, const float *mean, const float *invstd,
+                                   int frozen, float *dx, int accumulate, float *dgamma,
+                                   float *dbeta)
+{
+    PLANES(plane, planes)
+    {
+        int ch = (int)(plane % (size_t)c);
+        float m = mean[ch], is = invstd[ch];
+        double s_dy, s_dyx;
+        parts_total(partials, ch, parts, &s_dy, &s_dyx);
+        double s_dyxhat = s_dyx * (double)is;
+        float mdy, mdyx;
+        sl_bn_grad_means(s_dy, s_dyxhat, count, frozen, &mdy, &mdyx);
+        if (plane < (size_t)c && blockIdx.y == 0 && threadIdx.x == 0) {
+            if (dbeta)
+                dbeta[ch] += (float)s_dy;
+            if (dgamma)
+                dgamma[ch] += (float)s_dyxhat;
+        }
+        float scale = sl_bn_gamma(gamma, ch) * is;
+        size_t base = plane * (size_t)hw;
+        PLANE_VALUES(j, hw)
+        sl_put(&dx[base + j], sl_bn_dx(x[base + j], dy[base + j], m, is, scale, mdy, mdyx),
+               accumulate);
+    }
+}
+
 /* The partial sums, then the per-channel means of dy and dy * xhat
  * (2c floats after the doubles, so both stay aligned). */
 extern "C" size_t sl_cuda_batchnorm_backward_workspace_bytes(const sl_backend *be, int n, int c,
@@ -305,6 +394,17 @@ extern "C" void sl_cuda_batchnorm_backward(const sl_exec *ex, int n, int c, int 
     bn_grad_parts<<<(unsigned)c * (unsigned)g.parts, BN_THREADS, 0, s->stream>>>(
         n, c, hw, g, x, dy, save_mean, partials);
     SL_CUDA_LAUNCHED(s);
+    if (s->bn_fused && dx && n > 0 && hw > 0) {
+        size_t planes = (size_t)n * c;
+        dim3 grid, block;
+        sl_cuda_plane_grid(planes, hw, &grid, &block);
+        bn_final_dx<<<grid, block, 0, s->stream>>>(planes, c, hw, g.parts, (double)n * hw,
+                                                   partials, x, dy, gamma, save_mean,
+                                                   save_invstd, frozen, dx, accumulate, dgamma,
+                                                   dbeta);
+        SL_CUDA_LAUNCHED(s);
+        return;
+    }
     bn_grad_final<<<(c + 255) / 256, 256, 0, s->stream>>>(c, g.parts, (double)n * hw, partials,
                                                            save_invstd, frozen, means, dgamma,
                                                            dbeta);
