@@ -107,7 +107,11 @@
 # bits; written 2026-11-27 without a GPU), SL_CUDA_COL_PARTS=off (the
 # bias and LayerNorm parameter gradients by column tiles instead of
 # column parts joined in thread-block clusters; other sums, written
-# 2026-11-27 without a GPU).
+# 2026-11-27 without a GPU), SL_CUDA_BN_FUSED=off (BatchNorm's final
+# sums in kernels of their own instead of inside its normalise and input
+# gradient, the same bits), SL_CUDA_XENT_BLOCKS=off (a classifier's loss
+# a thread per row instead of a block per row; other sums; both written
+# 2026-11-27, the fourth session, without a GPU).
 # SL_GPT2_PRECISION=bf16 runs the gpt2 phase in mixed precision (ours with
 # bf16 activations, PyTorch under autocast) into gpt2_bf16.jsonl and its
 # siblings; SL_GPT2_LLMC=PATH adds llm.c's train_gpt2cu (built by the user

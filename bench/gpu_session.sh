@@ -16,8 +16,10 @@
 #           diag-*.log.
 #   ab      each switch of the float step's paths not yet timed
 #           (AB_SWITCHES) in turn against none, 3 interleaved rounds of 6
-#           steps, on the workload its path runs: the convolution and
-#           BatchNorm switches (SL_CUDA_CONV_*, SL_CUDA_BN_*) on ours none, ResNet-152 b16 224² with TF32 off
+#           steps, on the workload its path runs: the convolution,
+#           BatchNorm and classifier-loss switches (SL_CUDA_CONV_*,
+#           SL_CUDA_BN_*, SL_CUDA_XENT_BLOCKS) on ours none, ResNet-152
+#           b16 224² with TF32 off
 #           (bench_gpu, it/s), the fused attention's dropout switch
 #           (SL_CUDA_FLASH_DROPOUT) on GPT-2 small B=8 T=1024 TF32 trained
 #           with dropout 0.1 (bench_gpt2 --dropout 0.1, ms a step), the
@@ -61,8 +63,8 @@ export OUT=$dir
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64:/usr/local/cuda/lib:${LD_LIBRARY_PATH:-}
 t0=$SECONDS
 left() { echo $((${DEADLINE:-470} - (SECONDS - t0))); }
-SWITCHES="SL_CUDA_CONV_API=legacy SL_CUDA_BN_FUSED=off SL_CUDA_XENT_STAGED=off SL_CUDA_COL_PARTS=off SL_CUDA_LN_REGS=off SL_CUDA_FLASH_DROPOUT=off SL_CUDA_FLASH_MMA=off SL_CUDA_FLASH_BF16=off SL_CUDA_FLASH=off SL_CUDA_LT=off SL_CUDA_LT_WORKSPACE_MIB=0 SL_CUDA_BF16_GEMM=off SL_CUDA_BF16_KERNELS=off"
-AB_SWITCHES="SL_CUDA_BN_FUSED=off SL_CUDA_LN_REGS=off SL_CUDA_FLASH_DROPOUT=off SL_CUDA_CONV_API=legacy"
+SWITCHES="SL_CUDA_CONV_API=legacy SL_CUDA_BN_FUSED=off SL_CUDA_XENT_BLOCKS=off SL_CUDA_XENT_STAGED=off SL_CUDA_COL_PARTS=off SL_CUDA_LN_REGS=off SL_CUDA_FLASH_DROPOUT=off SL_CUDA_FLASH_MMA=off SL_CUDA_FLASH_BF16=off SL_CUDA_FLASH=off SL_CUDA_LT=off SL_CUDA_LT_WORKSPACE_MIB=0 SL_CUDA_BF16_GEMM=off SL_CUDA_BF16_KERNELS=off"
+AB_SWITCHES="SL_CUDA_BN_FUSED=off SL_CUDA_XENT_BLOCKS=off"
 build="build-gpu"
 switches() { [ -s "$dir/switches.txt" ] && cat "$dir/switches.txt"; }
 # runs "$@" with the kept switches (VAR=VALUE words) in its environment
@@ -113,7 +115,7 @@ stage_tests() {
 # gpt2drop (attention dropout) or gpt2
 ab_workload() {
   case "$1" in
-    SL_CUDA_CONV_* | SL_CUDA_BN_*) echo resnet ;;
+    SL_CUDA_CONV_* | SL_CUDA_BN_* | SL_CUDA_XENT_BLOCKS=*) echo resnet ;;
     SL_CUDA_FLASH_DROPOUT=*) echo gpt2drop ;;
     *) echo gpt2 ;;
   esac

@@ -319,6 +319,7 @@ extern "C" void *sl_cuda_backend_stream(const sl_backend *be)
 
 extern "C" int sl_cuda_ln_regs(const sl_backend *be) { return sl_cuda_of(be)->ln_regs; }
 extern "C" int sl_cuda_bn_fused(const sl_backend *be) { return sl_cuda_of(be)->bn_fused; }
+extern "C" int sl_cuda_xent_blocks(const sl_backend *be) { return sl_cuda_of(be)->xent_blocks; }
 
 extern "C" int sl_cuda_column_parts(const sl_backend *be, const char **why)
 {
@@ -364,7 +365,9 @@ extern "C" sl_status sl_cuda_backend_create(int gpu, int deterministic, int tf32
      * column parts joined in clusters: then column tiles; other sums) and
      * SL_CUDA_BN_FUSED (BatchNorm's statistics joined to its normalise and
      * its backward's means to its input gradient: then three kernels
-     * each; the same bits either way) */
+     * each; the same bits either way) and SL_CUDA_XENT_BLOCKS (a
+     * classifier's loss a block per row: then a thread per row; other
+     * sums) */
     b->bf16_kernels = (env_off("SL_CUDA_BF16_GEMM") ? 0u : (unsigned)SL_BF16_GEMM) |
                       (env_off("SL_CUDA_BF16_KERNELS")
                            ? 0u
@@ -376,6 +379,7 @@ extern "C" sl_status sl_cuda_backend_create(int gpu, int deterministic, int tf32
     s->flash_mma = !env_off("SL_CUDA_FLASH_MMA");
     s->ln_regs = !env_off("SL_CUDA_LN_REGS");
     s->bn_fused = !env_off("SL_CUDA_BN_FUSED");
+    s->xent_blocks = !env_off("SL_CUDA_XENT_BLOCKS");
     s->flash_bf16 = !env_off("SL_CUDA_FLASH_BF16");
     const char *conv_api = getenv("SL_CUDA_CONV_API");
     s->conv_legacy = conv_api && strcmp(conv_api, "legacy") == 0;

@@ -53,6 +53,11 @@ int sl_cuda_ln_regs(const sl_backend *be);
  * 0 in a build without CUDA. */
 int sl_cuda_bn_fused(const sl_backend *be);
 
+/* Whether this instance's classifier loss (softmax_xent) takes a block
+ * per row (1) or a thread per row (0: SL_CUDA_XENT_BLOCKS=off). 0 in a
+ * build without CUDA. */
+int sl_cuda_xent_blocks(const sl_backend *be);
+
 #ifdef __cplusplus
 }
 #endif

@@ -46,6 +46,8 @@ typedef struct sl_cuda_state {
                           loops (SL_CUDA_LN_REGS) */
     int bn_fused;      /* BatchNorm's final sums inside its normalise and its input
                           gradient; off: a kernel of their own (SL_CUDA_BN_FUSED) */
+    int xent_blocks;   /* a classifier's loss a block per row; off: a thread per row
+                          (SL_CUDA_XENT_BLOCKS) */
     int flash_bf16;    /* its bf16 products for bf16 activations; off: TF32 on widened
                           tiles (SL_CUDA_FLASH_BF16) */
     int conv_legacy;   /* convolutions through cuDNN's legacy _v7 algorithm choice instead

@@ -27,8 +27,28 @@
  * calls them; only the order of the two sums differs from the CPU's, so
  * the results agree with the CPU's within rounding and are the same bits
  * on every run. A row's logits are not written (dlogits is another
- * tensor). */
+ * tensor). The search skips NaNs, where the CPU's scan starts from x[0]:
+ * a row whose first logit is NaN may count a hit on one device and not
+ * the other (its loss and gradient are NaN on both). */
 enum { XENT_THREADS = 256 };
+
+/* The former traversal, one thread per row walking element.h's row
+ * rules (the CPU's sums in the CPU's order): SL_CUDA_XENT_BLOCKS=off. */
+static __global__ void xent_thread_rows(int n, int classes, const float *logits,
+                                        const int *labels, float *dlogits, double *row_loss,
+                                        int *row_hit)
+{
+    float inv_n = 1.0f / (float)n;
+    for (int r = blockIdx.x * blockDim.x + threadIdx.x; r < n; r += gridDim.x * blockDim.x) {
+        const float *x = logits + (size_t)r * classes;
+        int arg;
+        float mx = sl_row_max(x, classes, &arg);
+        if (dlogits)
+            sl_xent_row_grad(x, classes, mx, labels[r], inv_n, dlogits + (size_t)r * classes);
+        row_loss[r] = sl_xent_row_loss(x, classes, mx, labels[r]);
+        row_hit[r] = arg == labels[r];
+    }
+}
 
 static __global__ void __launch_bounds__(XENT_THREADS)
     xent_rows_k(int n, int classes, const float *logits, const int *labels, float *dlogits,
@@ -113,8 +133,12 @@ extern "C" void sl_cuda_softmax_xent(const sl_exec *ex, int n, int classes, cons
      * ones are read before the step's sync, while the caller still holds them */
     SL_CUDA_CHECK(s, cudaMemcpyAsync(d_labels, labels, (size_t)n * sizeof(int), cudaMemcpyHostToDevice,
                                   s->stream));
-    xent_rows_k<<<(unsigned)(n < 65536 ? n : 65536), XENT_THREADS, 0, s->stream>>>(
-        n, classes, logits, d_labels, dlogits, row_loss, row_hit);
+    if (s->xent_blocks)
+        xent_rows_k<<<(unsigned)(n < 65536 ? n : 65536), XENT_THREADS, 0, s->stream>>>(
+            n, classes, logits, d_labels, dlogits, row_loss, row_hit);
+    else
+        xent_thread_rows<<<(n + 127) / 128, 128, 0, s->stream>>>(n, classes, logits, d_labels,
+                                                                  dlogits, row_loss, row_hit);
     SL_CUDA_LAUNCHED(s);
     xent_total<<<1, 1, 0, s->stream>>>(n, row_loss, row_hit, out);
     SL_CUDA_LAUNCHED(s);

@@ -28,9 +28,9 @@
  *      gradient) for its own plane's channel, the block of the channel's
  *      first plane writing the statistics (the default, SL_CUDA_BN_FUSED);
  *      or by a second kernel, one thread per channel, before the
- *      normalise (SL_CUDA_BN_FUSED=off, frozen statistics' evaluation, a
- *      backward without an input gradient). The same adds in the same
- *      order either way, so the same bits.
+ *      normalise (SL_CUDA_BN_FUSED=off, no images or values, a backward
+ *      without an input gradient). The same adds in the same order
+ *      either way, so the same bits.
  * No atomics and no dependence on which block runs first: every add has
  * fixed operands in a fixed order, so the statistics are the same bits on
  * every call. The training forward's normalise and the re-forward's are
@@ -40,7 +40,8 @@
  * The partial sums live in the planned workspace
  * (batchnorm_*_workspace_bytes): the backend allocates nothing.
  *
- * bn_apply and bn_dx index by channel planes: block x takes plane n * c
+ * bn_apply, bn_dx and their fused twins (bn_train_apply, bn_final_dx)
+ * index by channel planes: block x takes plane n * c
  * (its channel and constants read once per plane, not per value), block y
  * a range of the plane's hw, each thread SL_PLANE_ITEMS values of it.
  *
