@@ -263,4 +263,27 @@ static __device__ inline void sl_cuda_block_argmax(float *v, int *i, float *fsh,
     __syncthreads();
 }
 
+/* A row's first maximum and its index over n values read by ld(j), for a
+ * block of THREADS threads: each thread scans j = threadIdx.x, +
+ * THREADS, ... (from (-inf, INT_MAX),
+ * so a NaN never wins), then sl_cuda_block_argmax joins the threads;
+ * every thread gets (*mx, *arg). fsh, ish as there. */
+template <int THREADS, class Ld>
+static __device__ inline void sl_cuda_block_row_max(int n, Ld ld, float *mx, int *arg,
+                                                    float *fsh, int *ish)
+{
+    float m = -INFINITY;
+    int a = 0x7fffffff;
+    for (int j = (int)threadIdx.x; j < n; j += THREADS) {
+        float v = ld(j);
+        if (sl_argmax_takes(v, j, m, a)) {
+            m = v;
+            a = j;
+        }
+    }
+    sl_cuda_block_argmax(&m, &a, fsh, ish);
+    *mx = m;
+    *arg = a;
+}
+
 #endif

@@ -61,16 +61,9 @@ static __global__ void __launch_bounds__(XENT_THREADS)
     for (int r = (int)blockIdx.x; r < n; r += (int)gridDim.x) {
         const float *x = logits + (size_t)r * classes;
         int label = labels[r]; /* validated by the caller */
-        float mx = -INFINITY;
-        int arg = 0x7fffffff;
-        for (int j = (int)threadIdx.x; j < classes; j += XENT_THREADS) {
-            float v = x[j];
-            if (sl_argmax_takes(v, j, mx, arg)) {
-                mx = v;
-                arg = j;
-            }
-        }
-        sl_cuda_block_argmax(&mx, &arg, fsh, ish);
+        float mx;
+        int arg;
+        sl_cuda_block_row_max<XENT_THREADS>(classes, [&](int j) { return x[j]; }, &mx, &arg, fsh, ish);
         double sg = 0.0, sl = 0.0;
         for (int j = (int)threadIdx.x; j < classes; j += XENT_THREADS) {
             float v = x[j];
@@ -189,16 +182,9 @@ static __global__ void __launch_bounds__(LM_THREADS)
         /* read before any thread writes the row; a label outside the row
          * (the caller validates labels) reads nothing out of bounds */
         float at_label = label >= 0 && label < vocab ? sl_ld(x, label) : NAN;
-        float mx = -INFINITY;
-        int arg = 0x7fffffff;
-        for (int j = (int)threadIdx.x; j < vocab; j += LM_THREADS) {
-            float v = sl_ld(x, j);
-            if (sl_argmax_takes(v, j, mx, arg)) {
-                mx = v;
-                arg = j;
-            }
-        }
-        sl_cuda_block_argmax(&mx, &arg, fsh, ish);
+        float mx;
+        int arg;
+        sl_cuda_block_row_max<LM_THREADS>(vocab, [&](int j) { return sl_ld(x, j); }, &mx, &arg, fsh, ish);
         double sum = 0.0;
         for (int j = (int)threadIdx.x; j < vocab; j += LM_THREADS)
             sum += sl_exp_poly(sl_ld(x, j) - mx);
@@ -328,18 +314,11 @@ static __global__ void __launch_bounds__(LM_THREADS)
         stage_in(x, row, vocab, st);
         __syncthreads();
         float at_label = label >= 0 && label < vocab ? row[label] : NAN;
-        float mx = -INFINITY;
-        int arg = 0x7fffffff;
-        for (int j = (int)threadIdx.x; j < vocab; j += LM_THREADS) {
-            float v = row[j];
-            if (sl_argmax_takes(v, j, mx, arg)) {
-                mx = v;
-                arg = j;
-            }
-        }
+        float mx;
+        int arg;
         /* its barriers also order every thread's read of at_label before
          * the writes below */
-        sl_cuda_block_argmax(&mx, &arg, fsh, ish);
+        sl_cuda_block_row_max<LM_THREADS>(vocab, [&](int j) { return row[j]; }, &mx, &arg, fsh, ish);
         double sum = 0.0;
         for (int j = (int)threadIdx.x; j < vocab; j += LM_THREADS) {
             float e = sl_exp_poly(row[j] - mx);
