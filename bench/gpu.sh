@@ -23,7 +23,9 @@
 #                quick's default, a failure skips the benches after it) (test_cuda*,
 #                test_backend_* (lists, ops: GPU against CPU per op),
 #                test_gpt2, test_dist, test_cli, test_bench_gpu_gpt2:
-#                about 30-40 s)
+#                about 135 s on an H100, one at a time (they share the GPU
+#                lock), half of it test_bench_gpu_gpt2; SL_GPU_TESTS
+#                (a ctest regex) picks others)
 #   suite        the whole ctest suite (about 4 minutes)
 #   gpt2         bench/gpu_gpt2.py: GPT-2 small, ours none / sqrt / least
 #                beside PyTorch plain / checkpointed at B=8 T=1024 and
@@ -188,7 +190,7 @@ if has gputests; then
   # killed by ctest and reported as Timeout, so no process keeps the GPU
   gpu_tests_ok=1
   ctest --test-dir "$build" -j4 -V --output-on-failure --timeout "${SL_GPU_TEST_TIMEOUT:-150}" \
-    -R '^(test_cuda.*|test_backend_.*|test_gpt2|test_dist|test_cli|test_bench_gpu_gpt2)$' \
+    -R "${SL_GPU_TESTS:-^(test_cuda.*|test_backend_.*|test_gpt2|test_dist|test_cli|test_bench_gpu_gpt2)\$}" \
     > "$out/gputests.log" 2>&1 || gpu_tests_ok=0
   grep -E "tests passed|tests failed|Failed|\*\*\*|Test #|Not Run" "$out/gputests.log" | tail -40
   grep -E ":[FE]:" "$out/gputests.log" | cut -c1-300 | head -20
