@@ -134,6 +134,8 @@ if [ "$phases" = quick ]; then
   : "${SL_RESNET_TF32:=on}" "${SL_RESNET_SCHEDULES:=none sqrt}" "${SL_GPU_STOP_ON_FAIL:=1}"
 fi
 has() { [[ " $phases " == *" $1 "* ]]; }
+# Nsight Compute's ncu: on the PATH or in the CUDA tree (empty: none)
+ncu_bin() { command -v ncu || ls /usr/local/cuda/bin/ncu 2>/dev/null | head -1; }
 steps=${SL_GPU_STEPS:-20} # timed steps per run (the median after the first)
 rounds=${SL_GPU_ROUNDS:-3} # interleaved rounds of the ResNet comparison
 py=${PYTHON:-python3}      # the interpreter with torch (and transformers)
@@ -225,7 +227,7 @@ fi
 
 if has kernels; then
   echo "== one GPT-2 step, kernel by kernel (ncu)"
-  ncu=$(command -v ncu || ls /usr/local/cuda/bin/ncu 2>/dev/null | head -1)
+  ncu=$(ncu_bin)
   if [ -n "$ncu" ]; then
     timeout "${SL_NCU_TIMEOUT_S:-60}" "$ncu" --metrics gpu__time_duration.sum --csv \
       -c "${SL_NCU_KERNELS:-1500}" "$build/bench/bench_gpt2" --device cuda --tf32 --batch 8 \
@@ -241,7 +243,7 @@ fi
 
 if has rkernels; then
   echo "== one ResNet-152 step, kernel by kernel (ncu)"
-  ncu=$(command -v ncu || ls /usr/local/cuda/bin/ncu 2>/dev/null | head -1)
+  ncu=$(ncu_bin)
   if [ -n "$ncu" ]; then
     timeout "${SL_NCU_TIMEOUT_S:-90}" "$ncu" --metrics gpu__time_duration.sum --csv \
       -c "${SL_NCU_RESNET_KERNELS:-2600}" "$build/bench/bench_gpu" --schedule none --steps 1 \
@@ -257,7 +259,7 @@ fi
 
 if has kdetail; then
   echo "== the slow kernels' reasons (ncu sections, bf16 GPT-2 step)"
-  ncu=$(command -v ncu || ls /usr/local/cuda/bin/ncu 2>/dev/null | head -1)
+  ncu=$(ncu_bin)
   if [ -n "$ncu" ]; then
     : >"$out/ncu_detail.txt"
     # one process a kernel: ncu's launch count is over all the kernels it matches

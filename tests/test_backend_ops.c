@@ -1135,23 +1135,38 @@ static void check_same_bits(const char *name, op_fn op, const sl_backend *a, con
     out_free(&out[1]);
 }
 
+typedef struct named_op {
+    const char *name;
+    op_fn op;
+} named_op;
+
+/* The default GPU instance, whose path `on` reports 1, against one with
+ * var=off (0): each of ops gives the same bits from both. */
+static void check_switch_same_bits(const char *var, int (*on)(const sl_backend *),
+                                   const char *what, const named_op *ops, size_t n)
+{
+    sl_backend *gpu, *off;
+    if (!gpu_and_off(var, &gpu, &off))
+        return;
+    ck_assert(on(gpu) && !on(off));
+    for (size_t i = 0; i < n; i++)
+        check_same_bits(ops[i].name, ops[i].op, gpu, off, what);
+    sl_backend_destroy(off);
+    sl_backend_destroy(gpu);
+}
+
 /* LayerNorm's forward and input gradient with a row in registers and by
  * their loops (SL_CUDA_LN_REGS=off): the same sums in the same order, so
  * the same bits, at every register width (8, 16, 24, 32 a lane), float
  * and bf16, accumulating or not, dx over dy. */
 START_TEST(test_layernorm_registers_equal_loops)
 {
-    sl_backend *gpu, *loops;
-    if (!gpu_and_off("SL_CUDA_LN_REGS", &gpu, &loops))
-        return;
-    ck_assert(sl_cuda_ln_regs(gpu) && !sl_cuda_ln_regs(loops));
-    const char *what = "rows in registers and the loops";
-    check_same_bits("layernorm", op_layernorm, gpu, loops, what);
-    check_same_bits("layernorm widths, short columns", op_norm_shapes, gpu, loops, what);
-    check_same_bits("column sums, 8195 rows", op_column_sums_tall, gpu, loops, what);
-    check_same_bits("bf16: layernorm, gelu, add, copy, relu", op_bf16_kernels, gpu, loops, what);
-    sl_backend_destroy(loops);
-    sl_backend_destroy(gpu);
+    const named_op ops[] = {{"layernorm", op_layernorm},
+                            {"layernorm widths, short columns", op_norm_shapes},
+                            {"column sums, 8195 rows", op_column_sums_tall},
+                            {"bf16: layernorm, gelu, add, copy, relu", op_bf16_kernels}};
+    check_switch_same_bits("SL_CUDA_LN_REGS", sl_cuda_ln_regs, "rows in registers and the loops",
+                           ops, sizeof ops / sizeof ops[0]);
 }
 END_TEST
 
@@ -1161,15 +1176,10 @@ END_TEST
  * the same bits. */
 START_TEST(test_batchnorm_fused_equals_kernels)
 {
-    sl_backend *gpu, *kernels;
-    if (!gpu_and_off("SL_CUDA_BN_FUSED", &gpu, &kernels))
-        return;
-    ck_assert(sl_cuda_bn_fused(gpu) && !sl_cuda_bn_fused(kernels));
-    const char *what = "fused and three kernels";
-    check_same_bits("batchnorm", op_batchnorm, gpu, kernels, what);
-    check_same_bits("batchnorm shapes", op_batchnorm_shapes, gpu, kernels, what);
-    sl_backend_destroy(kernels);
-    sl_backend_destroy(gpu);
+    const named_op ops[] = {{"batchnorm", op_batchnorm},
+                            {"batchnorm shapes", op_batchnorm_shapes}};
+    check_switch_same_bits("SL_CUDA_BN_FUSED", sl_cuda_bn_fused, "fused and three kernels", ops,
+                           sizeof ops / sizeof ops[0]);
 }
 END_TEST
 

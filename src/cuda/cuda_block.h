@@ -264,10 +264,10 @@ static __device__ inline void sl_cuda_block_argmax(float *v, int *i, float *fsh,
 }
 
 /* A row's first maximum and its index over n values read by ld(j), for a
- * block of THREADS threads: each thread scans j = threadIdx.x, +
- * THREADS, ... (from (-inf, INT_MAX),
- * so a NaN never wins), then sl_cuda_block_argmax joins the threads;
- * every thread gets (*mx, *arg). fsh, ish as there. */
+ * block of THREADS threads: each thread scans j = threadIdx.x, + THREADS,
+ * ... from (-inf, INT_MAX), so a NaN never wins; sl_cuda_block_argmax
+ * then joins the threads, and every thread gets (*mx, *arg). fsh, ish as
+ * there. */
 template <int THREADS, class Ld>
 static __device__ inline void sl_cuda_block_row_max(int n, Ld ld, float *mx, int *arg,
                                                     float *fsh, int *ish)

@@ -17,6 +17,8 @@
 #include "cuda/cuda_block.h"
 #include "cuda/cuda_common.h"
 
+enum { XENT_THREADS = 256 };
+
 /* A block of XENT_THREADS threads per row (a classifier's rows: up to a
  * few thousand classes, 16-256 rows): thread t scans the classes t, t +
  * XENT_THREADS, ... for its first maximum, joined by cuda_block.h's block
@@ -30,26 +32,6 @@
  * tensor). The search skips NaNs, where the CPU's scan starts from x[0]:
  * a row whose first logit is NaN may count a hit on one device and not
  * the other (its loss and gradient are NaN on both). */
-enum { XENT_THREADS = 256 };
-
-/* The former traversal, one thread per row walking element.h's row
- * rules (the CPU's sums in the CPU's order): SL_CUDA_XENT_BLOCKS=off. */
-static __global__ void xent_thread_rows(int n, int classes, const float *logits,
-                                        const int *labels, float *dlogits, double *row_loss,
-                                        int *row_hit)
-{
-    float inv_n = 1.0f / (float)n;
-    for (int r = blockIdx.x * blockDim.x + threadIdx.x; r < n; r += gridDim.x * blockDim.x) {
-        const float *x = logits + (size_t)r * classes;
-        int arg;
-        float mx = sl_row_max(x, classes, &arg);
-        if (dlogits)
-            sl_xent_row_grad(x, classes, mx, labels[r], inv_n, dlogits + (size_t)r * classes);
-        row_loss[r] = sl_xent_row_loss(x, classes, mx, labels[r]);
-        row_hit[r] = arg == labels[r];
-    }
-}
-
 static __global__ void __launch_bounds__(XENT_THREADS)
     xent_rows_k(int n, int classes, const float *logits, const int *labels, float *dlogits,
                 double *row_loss, int *row_hit)
@@ -63,7 +45,8 @@ static __global__ void __launch_bounds__(XENT_THREADS)
         int label = labels[r]; /* validated by the caller */
         float mx;
         int arg;
-        sl_cuda_block_row_max<XENT_THREADS>(classes, [&](int j) { return x[j]; }, &mx, &arg, fsh, ish);
+        sl_cuda_block_row_max<XENT_THREADS>(
+            classes, [&](int j) { return x[j]; }, &mx, &arg, fsh, ish);
         double sg = 0.0, sl = 0.0;
         for (int j = (int)threadIdx.x; j < classes; j += XENT_THREADS) {
             float v = x[j];
@@ -83,6 +66,24 @@ static __global__ void __launch_bounds__(XENT_THREADS)
             row_loss[r] = sl_xent_loss_of(sl, x[label], mx);
             row_hit[r] = arg == label;
         }
+    }
+}
+
+/* The former traversal, one thread per row walking element.h's row
+ * rules (the CPU's sums in the CPU's order): SL_CUDA_XENT_BLOCKS=off. */
+static __global__ void xent_thread_rows(int n, int classes, const float *logits,
+                                        const int *labels, float *dlogits, double *row_loss,
+                                        int *row_hit)
+{
+    float inv_n = 1.0f / (float)n;
+    for (int r = blockIdx.x * blockDim.x + threadIdx.x; r < n; r += gridDim.x * blockDim.x) {
+        const float *x = logits + (size_t)r * classes;
+        int arg;
+        float mx = sl_row_max(x, classes, &arg);
+        if (dlogits)
+            sl_xent_row_grad(x, classes, mx, labels[r], inv_n, dlogits + (size_t)r * classes);
+        row_loss[r] = sl_xent_row_loss(x, classes, mx, labels[r]);
+        row_hit[r] = arg == labels[r];
     }
 }
 
@@ -184,7 +185,8 @@ static __global__ void __launch_bounds__(LM_THREADS)
         float at_label = label >= 0 && label < vocab ? sl_ld(x, label) : NAN;
         float mx;
         int arg;
-        sl_cuda_block_row_max<LM_THREADS>(vocab, [&](int j) { return sl_ld(x, j); }, &mx, &arg, fsh, ish);
+        sl_cuda_block_row_max<LM_THREADS>(
+            vocab, [&](int j) { return sl_ld(x, j); }, &mx, &arg, fsh, ish);
         double sum = 0.0;
         for (int j = (int)threadIdx.x; j < vocab; j += LM_THREADS)
             sum += sl_exp_poly(sl_ld(x, j) - mx);
@@ -318,7 +320,8 @@ static __global__ void __launch_bounds__(LM_THREADS)
         int arg;
         /* its barriers also order every thread's read of at_label before
          * the writes below */
-        sl_cuda_block_row_max<LM_THREADS>(vocab, [&](int j) { return row[j]; }, &mx, &arg, fsh, ish);
+        sl_cuda_block_row_max<LM_THREADS>(
+            vocab, [&](int j) { return row[j]; }, &mx, &arg, fsh, ish);
         double sum = 0.0;
         for (int j = (int)threadIdx.x; j < vocab; j += LM_THREADS) {
             float e = sl_exp_poly(row[j] - mx);

@@ -121,6 +121,44 @@ static __device__ void parts_total(const double *partials, int ch, int parts, do
     *b = tb;
 }
 
+/* Channel ch's batch statistics from its parts (element.h's moments and
+ * invstd): what bn_stat_final and bn_train_apply both compute, so both
+ * get the same floats. var is the double the running update takes. */
+struct bn_stats {
+    float mean, invstd;
+    double var;
+};
+
+static __device__ bn_stats channel_stats(const double *partials, int ch, int parts, double count,
+                                         float eps)
+{
+    double sum, sum_sq, mean, var;
+    parts_total(partials, ch, parts, &sum, &sum_sq);
+    sl_bn_batch_moments(sum, sum_sq, count, &mean, &var);
+    return {(float)mean, sl_bn_batch_invstd(var, eps), var};
+}
+
+/* Channel ch's saved statistics, and its running ones when they are kept. */
+static __device__ void channel_stats_store(const bn_stats &st, int ch, double count,
+                                           float *save_mean, float *save_invstd,
+                                           float *running_mean, float *running_var,
+                                           float momentum)
+{
+    save_mean[ch] = st.mean;
+    save_invstd[ch] = st.invstd;
+    if (running_mean)
+        sl_bn_running_update(&running_mean[ch], &running_var[ch], st.mean, st.var, count,
+                             momentum);
+}
+
+/* In the fused kernels, whether this thread writes plane's channel's
+ * results: thread 0 of the block of the channel's first plane (image 0)
+ * and first range (y 0), which every channel has exactly one of. */
+static __device__ inline bool channel_writer(size_t plane, int c)
+{
+    return plane < (size_t)c && blockIdx.y == 0 && threadIdx.x == 0;
+}
+
 static __global__ void bn_stat_final(int c, int parts, double count, const double *partials,
                                      float *save_mean, float *save_invstd, float *running_mean,
                                      float *running_var, float momentum, float eps)
@@ -128,14 +166,18 @@ static __global__ void bn_stat_final(int c, int parts, double count, const doubl
     int ch = blockIdx.x * blockDim.x + threadIdx.x;
     if (ch >= c)
         return;
-    double sum, sum_sq, mean, var;
-    parts_total(partials, ch, parts, &sum, &sum_sq);
-    sl_bn_batch_moments(sum, sum_sq, count, &mean, &var);
-    float mf = (float)mean;
-    save_mean[ch] = mf;
-    save_invstd[ch] = sl_bn_batch_invstd(var, eps);
-    if (running_mean)
-        sl_bn_running_update(&running_mean[ch], &running_var[ch], mf, var, count, momentum);
+    channel_stats_store(channel_stats(partials, ch, parts, count, eps), ch, count, save_mean,
+                        save_invstd, running_mean, running_var, momentum);
+}
+
+/* One plane's y = sl_bn_normalise(x) with its channel's constants. */
+static __device__ inline void normalise_plane(size_t plane, int hw, const float *x, float *y,
+                                              float m, float is, float g, float b)
+{
+    const float *xp = x + plane * (size_t)hw;
+    float *yp = y + plane * (size_t)hw;
+    PLANE_VALUES(j, hw)
+    yp[j] = sl_bn_normalise(xp[j], m, is, g, b);
 }
 
 /* y = sl_bn_normalise(x), the expression of train, apply and infer on both
@@ -149,21 +191,16 @@ static __global__ void bn_apply(size_t planes, int c, int hw, const float *x, co
         /* the plane's channel and constants once, not per value */
         int ch = (int)(plane % (size_t)c);
         float m = mean[ch], is = var ? sl_bn_running_invstd(var[ch], eps) : invstd[ch];
-        float g = sl_bn_gamma(gamma, ch), b = sl_bn_beta(beta, ch);
-        const float *xp = x + plane * (size_t)hw;
-        float *yp = y + plane * (size_t)hw;
-        PLANE_VALUES(j, hw)
-        yp[j] = sl_bn_normalise(xp[j], m, is, g, b);
+        normalise_plane(plane, hw, x, y, m, is, sl_bn_gamma(gamma, ch), sl_bn_beta(beta, ch));
     }
 }
 
 /* The training forward's statistics and normalise in one kernel (the
  * switch bn_fused, on by default): every block of a plane adds its
- * channel's parts itself, as bn_stat_final does (parts_total, then
- * element.h's moments and invstd: the same operations in the same order,
- * so the same floats in every block and in bn_stat_final), and the block
- * of the channel's first plane (image 0) and first range (y 0) writes the
- * saved statistics and the running ones. No block reads what another
+ * channel's parts itself with bn_stat_final's channel_stats (the same
+ * floats in every block and in bn_stat_final), and the block of the
+ * channel's first plane (channel_writer) writes the saved statistics and
+ * the running ones. No block reads what another
  * writes, and one launch a layer fewer: bn_stat_final ran on one or a few
  * blocks for 6 us (the stem, ncu 2026-11-24), a ResNet-152 step has 155
  * of them. */
@@ -176,22 +213,12 @@ static __global__ void bn_train_apply(size_t planes, int c, int hw, int parts, d
     PLANES(plane, planes)
     {
         int ch = (int)(plane % (size_t)c);
-        double sum, sum_sq, mean, var;
-        parts_total(partials, ch, parts, &sum, &sum_sq);
-        sl_bn_batch_moments(sum, sum_sq, count, &mean, &var);
-        float m = (float)mean, is = sl_bn_batch_invstd(var, eps);
-        if (plane < (size_t)c && blockIdx.y == 0 && threadIdx.x == 0) {
-            save_mean[ch] = m;
-            save_invstd[ch] = is;
-            if (running_mean)
-                sl_bn_running_update(&running_mean[ch], &running_var[ch], m, var, count,
-                                     momentum);
-        }
-        float g = sl_bn_gamma(gamma, ch), b = sl_bn_beta(beta, ch);
-        const float *xp = x + plane * (size_t)hw;
-        float *yp = y + plane * (size_t)hw;
-        PLANE_VALUES(j, hw)
-        yp[j] = sl_bn_normalise(xp[j], m, is, g, b);
+        bn_stats st = channel_stats(partials, ch, parts, count, eps);
+        if (channel_writer(plane, c))
+            channel_stats_store(st, ch, count, save_mean, save_invstd, running_mean, running_var,
+                                momentum);
+        normalise_plane(plane, hw, x, y, st.mean, st.invstd, sl_bn_gamma(gamma, ch),
+                        sl_bn_beta(beta, ch));
     }
 }
 
@@ -305,6 +332,34 @@ static __global__ void __launch_bounds__(BN_THREADS)
 
 /* Per channel: the means of dy and dy * xhat into means[2c] (zero when
  * frozen); parameter gradients accumulate. */
+/* Channel ch's sums of dy and dy * xhat from its parts, and the means
+ * bn_dx takes (sl_bn_grad_means): what bn_grad_final and bn_final_dx both
+ * compute. */
+struct bn_grad {
+    double s_dy, s_dyxhat;
+    float mdy, mdyx;
+};
+
+static __device__ bn_grad channel_grad(const double *partials, int ch, int parts, double count,
+                                       float invstd, int frozen)
+{
+    bn_grad gr;
+    double s_dyx;
+    parts_total(partials, ch, parts, &gr.s_dy, &s_dyx);
+    gr.s_dyxhat = s_dyx * (double)invstd;
+    sl_bn_grad_means(gr.s_dy, gr.s_dyxhat, count, frozen, &gr.mdy, &gr.mdyx);
+    return gr;
+}
+
+/* The parameter gradients accumulate channel ch's sums. */
+static __device__ void channel_param_grads(const bn_grad &gr, int ch, float *dgamma, float *dbeta)
+{
+    if (dbeta)
+        dbeta[ch] += (float)gr.s_dy;
+    if (dgamma)
+        dgamma[ch] += (float)gr.s_dyxhat;
+}
+
 static __global__ void bn_grad_final(int c, int parts, double count, const double *partials,
                                      const float *invstd, int frozen, float *means, float *dgamma,
                                      float *dbeta)
@@ -312,14 +367,21 @@ static __global__ void bn_grad_final(int c, int parts, double count, const doubl
     int ch = blockIdx.x * blockDim.x + threadIdx.x;
     if (ch >= c)
         return;
-    double s_dy, s_dyx;
-    parts_total(partials, ch, parts, &s_dy, &s_dyx);
-    double s_dyxhat = s_dyx * (double)invstd[ch];
-    sl_bn_grad_means(s_dy, s_dyxhat, count, frozen, &means[ch], &means[c + ch]);
-    if (dbeta)
-        dbeta[ch] += (float)s_dy;
-    if (dgamma)
-        dgamma[ch] += (float)s_dyxhat;
+    bn_grad gr = channel_grad(partials, ch, parts, count, invstd[ch], frozen);
+    means[ch] = gr.mdy;
+    means[c + ch] = gr.mdyx;
+    channel_param_grads(gr, ch, dgamma, dbeta);
+}
+
+/* One plane's input gradient with its channel's constants. */
+static __device__ inline void dx_plane(size_t plane, int hw, const float *x, const float *dy,
+                                       float m, float is, float scale, float mdy, float mdyx,
+                                       float *dx, int accumulate)
+{
+    size_t base = plane * (size_t)hw;
+    PLANE_VALUES(j, hw)
+    sl_put(&dx[base + j], sl_bn_dx(x[base + j], dy[base + j], m, is, scale, mdy, mdyx),
+           accumulate);
 }
 
 static __global__ void bn_dx(size_t planes, int c, int hw, const float *x, const float *dy,
@@ -331,18 +393,14 @@ static __global__ void bn_dx(size_t planes, int c, int hw, const float *x, const
         int ch = (int)(plane % (size_t)c);
         float m = mean[ch], is = invstd[ch];
         float scale = sl_bn_gamma(gamma, ch) * is;
-        float mdy = means[ch], mdyx = means[c + ch];
-        size_t base = plane * (size_t)hw;
-        PLANE_VALUES(j, hw)
-        sl_put(&dx[base + j], sl_bn_dx(x[base + j], dy[base + j], m, is, scale, mdy, mdyx),
-               accumulate);
+        dx_plane(plane, hw, x, dy, m, is, scale, means[ch], means[c + ch], dx, accumulate);
     }
 }
 
 /* bn_grad_final and bn_dx in one kernel (bn_fused): every block of a
- * plane adds its channel's parts and forms the means itself, as
- * bn_grad_final does (the same floats in every block), and the block of
- * the channel's first plane and first range adds the parameter
+ * plane adds its channel's parts and forms the means itself with
+ * bn_grad_final's channel_grad (the same floats in every block), and the
+ * block of the channel's first plane (channel_writer) adds the parameter
  * gradients. */
 static __global__ void bn_final_dx(size_t planes, int c, int hw, int parts, double count,
                                    const double *partials, const float *x, const float *dy,
@@ -354,22 +412,11 @@ static __global__ void bn_final_dx(size_t planes, int c, int hw, int parts, doub
     {
         int ch = (int)(plane % (size_t)c);
         float m = mean[ch], is = invstd[ch];
-        double s_dy, s_dyx;
-        parts_total(partials, ch, parts, &s_dy, &s_dyx);
-        double s_dyxhat = s_dyx * (double)is;
-        float mdy, mdyx;
-        sl_bn_grad_means(s_dy, s_dyxhat, count, frozen, &mdy, &mdyx);
-        if (plane < (size_t)c && blockIdx.y == 0 && threadIdx.x == 0) {
-            if (dbeta)
-                dbeta[ch] += (float)s_dy;
-            if (dgamma)
-                dgamma[ch] += (float)s_dyxhat;
-        }
-        float scale = sl_bn_gamma(gamma, ch) * is;
-        size_t base = plane * (size_t)hw;
-        PLANE_VALUES(j, hw)
-        sl_put(&dx[base + j], sl_bn_dx(x[base + j], dy[base + j], m, is, scale, mdy, mdyx),
-               accumulate);
+        bn_grad gr = channel_grad(partials, ch, parts, count, is, frozen);
+        if (channel_writer(plane, c))
+            channel_param_grads(gr, ch, dgamma, dbeta);
+        dx_plane(plane, hw, x, dy, m, is, sl_bn_gamma(gamma, ch) * is, gr.mdy, gr.mdyx, dx,
+                 accumulate);
     }
 }
 
