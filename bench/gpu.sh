@@ -113,7 +113,9 @@
 # sums in kernels of their own instead of inside its normalise and input
 # gradient, the same bits), SL_CUDA_XENT_BLOCKS=off (a classifier's loss
 # a thread per row instead of a block per row; other sums; both written
-# 2026-11-27, the fourth session, without a GPU).
+# 2026-11-27, the fourth session, without a GPU), SL_CUDA_BN_RELU=off
+# (BatchNorm and the in-place ReLU after it as two steps each way instead
+# of one, the same bits; written 2026-11-27, the fifth session).
 # SL_GPT2_PRECISION=bf16 runs the gpt2 phase in mixed precision (ours with
 # bf16 activations, PyTorch under autocast) into gpt2_bf16.jsonl and its
 # siblings; SL_GPT2_LLMC=PATH adds llm.c's train_gpt2cu (built by the user

@@ -11,14 +11,19 @@
  * work independently; a custom layer gets device memory and the
  * backend's stream, and its random numbers equal the CPU's bit for bit;
  * GPT-2 (flash attention, the chunked head) gives the CPU's step within
- * 1e-4 and checkpoints bit-identically.
+ * 1e-4 and checkpoints bit-identically; BatchNorm and the ReLU after it
+ * joined (the default) give the bits of the two steps
+ * (SL_CUDA_BN_RELU=off).
  */
+#define _POSIX_C_SOURCE 200809L /* setenv */
 #include <check.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "checkpoint/pipeline.h"
+#include "net/net.h"
 #include "harness.h"
 
 static sl_context *cuda_context_math(uint64_t seed, int tf32)
@@ -841,6 +846,66 @@ END_TEST
 /* TF32 off and on: both plan (every convolution's engine accepted in the
  * math type it will run in) and train two steps; off, the network stays
  * within 1e-3 of the CPU after them. */
+/* One step of ResNet-20 under s on the GPU: how many steps of its
+ * training program the executor joins (sl_program_joins_relu, where the
+ * backend has the batchnorm_relu_* ops), forward and backward. */
+static void cuda_joins(sl_schedule s, int joins[2])
+{
+    sl_context *ctx = cuda_context(42);
+    sl_net *net = cuda_net(ctx, s, "resnet20");
+    float x[TRAIN_FLOATS];
+    train_step_cuda(net, x, 0);
+    const sl_backend *be = ctx->backend;
+    int can = be->batchnorm_relu_forward_train && be->batchnorm_relu_forward_apply &&
+              be->batchnorm_relu_backward;
+    const sl_run_cache *c = &net->cache[SL_MODE_TRAIN];
+    joins[0] = joins[1] = 0;
+    for (int k = 0; can && k < c->prog.n_steps; k++)
+        if (sl_program_joins_relu(&net->graph, &c->sh, &c->prog, &c->plan, k))
+            joins[c->prog.steps[k].kind == SL_STEP_BWD]++;
+    sl_net_free(net);
+    sl_context_free(ctx);
+}
+
+/* BatchNorm and the in-place ReLU after it as one step each way (the
+ * default) against the two steps (SL_CUDA_BN_RELU=off): the same bits
+ * after three steps under none and sqrt, and the joined runs do join. */
+START_TEST(test_cuda_bn_relu_joined_equals_apart)
+{
+    const char *was = getenv("SL_CUDA_BN_RELU");
+    if (was && (strcmp(was, "off") == 0 || strcmp(was, "0") == 0)) {
+        printf("SL_CUDA_BN_RELU=off in the environment: joined and apart not compared\n");
+        return;
+    }
+    sl_schedule s[2] = {SL_SCHEDULE_NONE, SL_SCHEDULE_SQRT};
+    const char *names[2] = {"none", "sqrt"};
+    for (int k = 0; k < 2; k++) {
+        th_params apart, joined;
+        sl_memory_report ra, rj;
+        int off[2], on[2];
+        setenv("SL_CUDA_BN_RELU", "off", 1);
+        train_cuda("resnet20", s[k], &apart, &ra);
+        cuda_joins(s[k], off);
+        unsetenv("SL_CUDA_BN_RELU");
+        train_cuda("resnet20", s[k], &joined, &rj);
+        cuda_joins(s[k], on);
+        ck_assert_msg(off[0] == 0 && off[1] == 0 && on[0] > 0 && on[1] > 0,
+                      "%s: joins off %d/%d, on %d/%d", names[k], off[0], off[1], on[0], on[1]);
+        ck_assert_msg(rj.arena_bytes == ra.arena_bytes && rj.arena_measured == rj.arena_bytes,
+                      "%s: arena joined %llu (measured %llu), apart %llu", names[k],
+                      (unsigned long long)rj.arena_bytes, (unsigned long long)rj.arena_measured,
+                      (unsigned long long)ra.arena_bytes);
+        char what[64];
+        snprintf(what, sizeof what, "resnet20 %s joined vs apart", names[k]);
+        th_params_assert_identical(&apart, &joined, what);
+        th_params_free(&apart);
+        th_params_free(&joined);
+        printf("resnet20 %s: %d forward and %d backward BatchNorm-ReLU joins give the bits of "
+               "the two steps\n", names[k], on[0], on[1]);
+    }
+}
+END_TEST
+
 START_TEST(test_cuda_tf32_off_and_on_both_plan_and_train)
 {
     th_params ref;
@@ -912,6 +977,7 @@ int main(void)
     tcase_add_test(tc, test_cuda_batchnorm_split_statistics_match_cpu_and_repeat_bits);
     tcase_add_test(tc, test_cuda_conv_geometry_cudnn_cannot_run_fails_the_plan);
     tcase_add_test(tc, test_cuda_tf32_off_and_on_both_plan_and_train);
+    tcase_add_test(tc, test_cuda_bn_relu_joined_equals_apart);
     tcase_add_test(tc, test_cuda_gpt2_matches_cpu_and_checkpoints_bit_identical);
     tcase_add_test(tc, test_cuda_gpt2_tf32_fused_attention_checkpoints_bit_identical);
     tcase_add_test(tc, test_cuda_bf16_gpt2_kernels_give_the_copies_bits);

@@ -7,7 +7,11 @@
  *  - every read sees the value its producer wrote: the run with dead
  *    storage NaN-filled after every step gives bit-identical loss and
  *    gradients to the keep-everything run without poisoning;
- *  - the same holds for the inference program.
+ *  - the same holds for the inference program;
+ *  - BatchNorm and the in-place ReLU after it joined into one step each way
+ *    (sl_program_joins_relu, the CPU's batchnorm_relu_* ops) give the bits
+ *    of the two steps: the reference runs with the joins off, every
+ *    schedule with them on, and the chains do join some pairs both ways.
  */
 #include <check.h>
 #include <math.h>
@@ -15,6 +19,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "checkpoint/pipeline.h"
+#include "cpu/cpu.h"
 #include "net/net.h"
 #include "harness.h"
 
@@ -72,6 +78,7 @@ static void assert_no_overlap(const sl_program *p, const sl_plan *pl)
 }
 
 typedef struct result {
+    int joins[2]; /* the training program's joined pairs: forward, backward */
     float loss;
     int n;
     float **grad;
@@ -95,7 +102,13 @@ static void run(uint64_t seed, sl_schedule schedule, int poison, result *out)
     ck_assert_msg(sl_net_compute_gradients(net, x, shape, labels, &r) == SL_OK, "%s",
                   sl_last_error());
     out->loss = r.loss;
-    assert_no_overlap(&net->cache[SL_MODE_TRAIN].prog, &net->cache[SL_MODE_TRAIN].plan);
+    const sl_program *p = &net->cache[SL_MODE_TRAIN].prog;
+    out->joins[0] = out->joins[1] = 0;
+    for (int s = 0; s < p->n_steps; s++)
+        if (sl_program_joins_relu(&net->graph, &net->cache[SL_MODE_TRAIN].sh, p,
+                                  &net->cache[SL_MODE_TRAIN].plan, s))
+            out->joins[p->steps[s].kind == SL_STEP_BWD]++;
+    assert_no_overlap(p, &net->cache[SL_MODE_TRAIN].plan);
     ck_assert_msg(sl_net_predict(net, x, shape, out->logits) == SL_OK, "%s", sl_last_error());
     assert_no_overlap(&net->cache[SL_MODE_INFER].prog, &net->cache[SL_MODE_INFER].plan);
     out->n = th_param_count(net);
@@ -146,10 +159,13 @@ static uint64_t least_budget(uint64_t seed, uint64_t *plain)
 START_TEST(test_planner_random_chains)
 {
     int chains = getenv("SL_TEST_QUICK") ? 12 : 40;
+    int joins[2] = {0, 0};
     for (int c = 0; c < chains; c++) {
         uint64_t seed = 1000 + (uint64_t)c;
         result ref;
+        sl_cpu_bn_relu_force(0); /* the reference: BatchNorm and ReLU apart */
         run(seed, SL_SCHEDULE_NONE, 0, &ref);
+        sl_cpu_bn_relu_force(1);
         ck_assert(isfinite(ref.loss));
         /* the least-memory schedule runs many more steps: every 4th chain;
          * an operator-level one a third of the way up from it */
@@ -161,6 +177,8 @@ START_TEST(test_planner_random_chains)
         for (int s = 0; s < 8; s++) {
             result got;
             run(seed, schedules[s], 1, &got);
+            joins[0] += got.joins[0];
+            joins[1] += got.joins[1];
             ck_assert_msg(memcmp(&ref.loss, &got.loss, sizeof ref.loss) == 0,
                           "chain %d schedule %d: loss %g vs %g", c, s, ref.loss, got.loss);
             ck_assert_msg(memcmp(ref.logits, got.logits, sizeof ref.logits) == 0,
@@ -173,6 +191,11 @@ START_TEST(test_planner_random_chains)
         }
         result_free(&ref);
     }
+    sl_cpu_bn_relu_force(-1);
+    printf("planner: %d forward and %d backward BatchNorm-ReLU joins, each the bits of the "
+           "two steps\n", joins[0], joins[1]);
+    ck_assert_msg(joins[0] > 0 && joins[1] > 0, "no BatchNorm-ReLU pair joined (%d, %d)",
+                  joins[0], joins[1]);
 }
 END_TEST
 

@@ -241,6 +241,26 @@ typedef struct sl_attention_desc {
      * (the CPU). */                                                                           \
     OPT(size_t, batchnorm_backward_workspace_bytes,                                            \
         (const sl_backend *be, int n, int c, int hw))                                          \
+    /* BatchNorm and the ReLU after it, one pass each way (the executor                        \
+     * joins a BatchNorm step and the in-place ReLU step after it when a                       \
+     * backend has all three): as batchnorm_forward_train / _apply with y =                    \
+     * sl_relu_of(the normalised value), and as batchnorm_backward with dy                     \
+     * the gradient at the ReLU's output, masked by sl_relu_grad_of on the                     \
+     * normalised value recomputed from x, the saved statistics, gamma and                     \
+     * beta (what the ReLU's backward reads from its output, so the same                       \
+     * bits as the two layers' ops one after the other). */                                    \
+    OPT(void, batchnorm_relu_forward_train,                                                    \
+        (const sl_exec *ex, int n, int c, int hw, const float *x, const float *gamma,          \
+         const float *beta, float *y, float *save_mean, float *save_invstd,                    \
+         float *running_mean, float *running_var, float momentum, float eps, void *ws))        \
+    OPT(void, batchnorm_relu_forward_apply,                                                    \
+        (const sl_exec *ex, int n, int c, int hw, const float *x, const float *gamma,          \
+         const float *beta, const float *mean, const float *invstd, float *y))                 \
+    OPT(void, batchnorm_relu_backward,                                                         \
+        (const sl_exec *ex, int n, int c, int hw, const float *x, const float *dy,             \
+         const float *gamma, const float *beta, const float *save_mean,                        \
+         const float *save_invstd, float *dx, int accumulate, float *dgamma, float *dbeta,     \
+         int frozen, void *ws))                                                                \
     /* Max pooling; argmax (may be NULL in eval) gets the flat h*w index of                    \
      * each window's maximum (first maximum on ties). Padding never wins. */                   \
     REQ(void, maxpool_forward,                                                                 \

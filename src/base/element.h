@@ -236,6 +236,22 @@ SL_HD static inline void sl_bn_grad_means(double sum_dy, double sum_dy_xhat, dou
     *mean_dy_xhat = frozen ? 0.0f : (float)(sum_dy_xhat / count);
 }
 
+/* BatchNorm joined to the ReLU after it (batchnorm_relu_*): the output
+ * relu(normalised), and the gradient at BatchNorm's output from dy at the
+ * ReLU's, by the ReLU's rule on that output recomputed from x (the bits
+ * the forward wrote, so the mask the ReLU's backward would read). */
+SL_HD static inline float sl_bn_relu_out(float x, float mean, float invstd, float gamma,
+                                         float beta)
+{
+    return sl_relu_of(sl_bn_normalise(x, mean, invstd, gamma, beta));
+}
+
+SL_HD static inline float sl_bn_relu_dy(float dy, float x, float mean, float invstd, float gamma,
+                                        float beta)
+{
+    return sl_relu_grad_of(sl_bn_relu_out(x, mean, invstd, gamma, beta), dy);
+}
+
 /* dx = gamma * invstd * (dy - mean(dy) - xhat * mean(dy * xhat)), with
  * scale = gamma * invstd. */
 SL_HD static inline float sl_bn_dx(float x, float dy, float mean, float invstd, float scale,

@@ -139,7 +139,7 @@ static void chunk_args_set(int *first_image, int *images, int *first_channel, in
 }
 
 static void forward_chunk(runner *r, const sl_graph *g, const sl_shapes *sh, const sl_step *st,
-                          sl_context *ctx, const sl_exec *ex, chunk c)
+                          sl_context *ctx, const sl_exec *ex, chunk c, int relu_after)
 {
     const sl_graph_node *nd = &g->nodes[st->node];
     sl_fwd_args a;
@@ -158,13 +158,14 @@ static void forward_chunk(runner *r, const sl_graph *g, const sl_shapes *sh, con
     a.ctx = ctx;
     a.bn_rescale_momentum = st->bn_rescale;
     a.bf16 = sl_shapes_native(sh, st->node);
+    a.relu_after = relu_after;
     chunk_args_set(&a.first_image, &a.images, &a.first_channel, &a.channels, sh, nd, c);
     nd->layer->ops->forward(nd->layer, ex, &a);
     round_back(r, ex, st->y, st->f_y, c);
 }
 
 static void backward_chunk(runner *r, const sl_graph *g, const sl_shapes *sh, const sl_step *st,
-                           sl_context *ctx, const sl_exec *ex, chunk c)
+                           sl_context *ctx, const sl_exec *ex, chunk c, int relu_after)
 {
     const sl_graph_node *nd = &g->nodes[st->node];
     sl_bwd_args a;
@@ -191,6 +192,7 @@ static void backward_chunk(runner *r, const sl_graph *g, const sl_shapes *sh, co
     a.ws = ptr(r, st->ws);
     a.ctx = ctx;
     a.bf16 = sl_shapes_native(sh, st->node);
+    a.relu_after = relu_after;
     chunk_args_set(&a.first_image, &a.images, &a.first_channel, &a.channels, sh, nd, c);
     nd->layer->ops->backward(nd->layer, ex, &a);
     for (int k = 0; k < nd->n_in; k++)
@@ -198,9 +200,10 @@ static void backward_chunk(runner *r, const sl_graph *g, const sl_shapes *sh, co
             round_back(r, ex, st->dx[k], st->f_dx[k], c);
 }
 
-/* A layer step: at once, or a chunk of images or rows at a time (f_chunk). */
+/* A layer step: at once, or a chunk of images or rows at a time (f_chunk);
+ * relu_after: with the ReLU step joined to it (never in chunks). */
 static void run_layer_step(runner *r, const sl_graph *g, const sl_shapes *sh, const sl_step *st,
-                           sl_context *ctx, const sl_exec *ex)
+                           sl_context *ctx, const sl_exec *ex, int relu_after)
 {
     sl_shape o = sh->tensor[g->nodes[st->node].out];
     sl_chunk_unit unit = st->f_chunk > 0 ? st->f_unit : SL_CHUNK_IMAGES;
@@ -209,9 +212,9 @@ static void run_layer_step(runner *r, const sl_graph *g, const sl_shapes *sh, co
     for (int r0 = 0; r0 < n; r0 += per) {
         chunk c = {r0, n - r0 < per ? n - r0 : per, n, unit, o.n};
         if (st->kind == SL_STEP_BWD)
-            backward_chunk(r, g, sh, st, ctx, ex, c);
+            backward_chunk(r, g, sh, st, ctx, ex, c, relu_after);
         else
-            forward_chunk(r, g, sh, st, ctx, ex, c);
+            forward_chunk(r, g, sh, st, ctx, ex, c, relu_after);
     }
 }
 
@@ -258,6 +261,47 @@ static void run_head(runner *r, const sl_graph *g, const sl_shapes *sh, const sl
                    sh->head_bf16);
 }
 
+/* Values a and b at one place of the arena. */
+static int same_storage(const sl_program *p, const sl_plan *pl, int a, int b)
+{
+    return a >= 0 && b >= 0 && !p->values[a].external && !p->values[b].external &&
+           pl->offset[a] == pl->offset[b] && p->values[a].bytes == p->values[b].bytes;
+}
+
+/* A layer step that runs at once on the layer's own float storage. */
+static int plain_step(const sl_shapes *sh, const sl_step *st)
+{
+    if (st->f_chunk > 0 || st->f_y >= 0 || st->f_dy >= 0 || sl_shapes_native(sh, st->node))
+        return 0;
+    for (int k = 0; k < st->n_in; k++)
+        if (st->f_x[k] >= 0 || st->f_dx[k] >= 0)
+            return 0;
+    return 1;
+}
+
+int sl_program_joins_relu(const sl_graph *g, const sl_shapes *sh, const sl_program *p,
+                          const sl_plan *pl, int s)
+{
+    if (s < 0 || s + 1 >= p->n_steps)
+        return 0;
+    const sl_step *a = &p->steps[s], *b = &p->steps[s + 1];
+    if (a->kind != b->kind || (a->kind != SL_STEP_FWD && a->kind != SL_STEP_REFWD &&
+                               a->kind != SL_STEP_BWD))
+        return 0;
+    int fwd = a->kind != SL_STEP_BWD;
+    const sl_step *layer = fwd ? a : b, *relu = fwd ? b : a;
+    const sl_graph_node *ln = &g->nodes[layer->node], *rn = &g->nodes[relu->node];
+    if (!(ln->layer->ops->flags & SL_LAYER_JOINS_RELU) || rn->layer->ops != &sl_relu_ops ||
+        rn->n_in != 1 || rn->in[0] != ln->out || !plain_step(sh, a) || !plain_step(sh, b))
+        return 0;
+    if (fwd) /* the ReLU in place on the layer's output */
+        return a->pass == b->pass && same_storage(p, pl, a->y, b->x[0]) &&
+               same_storage(p, pl, b->x[0], b->y);
+    /* the ReLU's dx over its dy, which the layer reads as its own dy */
+    return relu->accumulate[0] == 0 && same_storage(p, pl, relu->dy, relu->dx[0]) &&
+           same_storage(p, pl, relu->dx[0], layer->dy);
+}
+
 /* Debug: fills every storage whose life ended at `step` with NaN, so a
  * read the plan did not foresee sees garbage instead of a stale value. */
 static void poison_dead(const sl_program *p, const sl_plan *pl, char *arena, int step)
@@ -278,8 +322,15 @@ void sl_execute(const sl_graph *g, const sl_shapes *sh, const sl_program *p, con
     /* Value 0 is the input: on a device backend it lives in the arena. */
     if (!p->values[0].external)
         ex->be->upload(ex, ptr(&r, 0), io->input, p->values[0].bytes);
+    /* BatchNorm and the ReLU after it as one step where the backend can */
+    const sl_backend *be = ex->be;
+    int can_join = be->batchnorm_relu_forward_train && be->batchnorm_relu_forward_apply &&
+                   be->batchnorm_relu_backward;
+    int skip = 0, relu_after = 0; /* step s: a forward ReLU joined to s - 1; a
+                                     backward given the backward ReLU at s - 1 */
     for (int s = 0; s < p->n_steps; s++) {
         const sl_step *st = &p->steps[s];
+        int join = can_join && !skip && !relu_after && sl_program_joins_relu(g, sh, p, pl, s);
         /* Before the first write of a parameter gradient: a backward, or
          * the loss of a language-model head (it adds its weight's). */
         if (!grads_zeroed && p->mode == SL_MODE_TRAIN &&
@@ -292,7 +343,8 @@ void sl_execute(const sl_graph *g, const sl_shapes *sh, const sl_program *p, con
         switch (st->kind) {
         case SL_STEP_FWD:
         case SL_STEP_REFWD:
-            run_layer_step(&r, g, sh, st, ctx, ex);
+            if (!skip)
+                run_layer_step(&r, g, sh, st, ctx, ex, join);
             break;
         case SL_STEP_LOSS: {
             sl_shape ls = sh->tensor[g->n_nodes];
@@ -310,7 +362,8 @@ void sl_execute(const sl_graph *g, const sl_shapes *sh, const sl_program *p, con
             break;
         }
         case SL_STEP_BWD:
-            run_layer_step(&r, g, sh, st, ctx, ex);
+            if (!join) /* joined: the ReLU's backward runs in the next step's */
+                run_layer_step(&r, g, sh, st, ctx, ex, relu_after);
             break;
         case SL_STEP_UPDATE:
             if (io->update)
@@ -322,6 +375,8 @@ void sl_execute(const sl_graph *g, const sl_shapes *sh, const sl_program *p, con
                            st->prev_node, st->prev_pgrad >= 0 ? ptr(&r, st->prev_pgrad) : NULL);
             break;
         }
+        skip = join && st->kind != SL_STEP_BWD;
+        relu_after = join && st->kind == SL_STEP_BWD;
         if (poison)
             poison_dead(p, pl, arena, s);
         if (io->after_step)

@@ -274,9 +274,25 @@ typedef struct sl_run_io {
     void *reduce_user;
 } sl_run_io;
 
+/* Whether steps s and s + 1 of p, planned by pl, run as one step on a
+ * backend with the batchnorm_relu_* ops: a forward (or re-forward) of a
+ * SL_LAYER_JOINS_RELU layer then the ReLU on its output, the ReLU's input
+ * and output at the layer's output's storage (in place); or the backward
+ * of such a ReLU, writing its input gradient over its output gradient
+ * (not adding), then the layer's backward reading that storage as its dy.
+ * Neither step runs in chunks, on float copies or on bf16. Joined, the
+ * memory the pair leaves is what the two steps leave, except the ReLU's
+ * input gradient, which nothing after the layer's backward reads; the
+ * plan is the same. A pure function of the program and plan, so tests
+ * count the joins without a GPU. */
+int sl_program_joins_relu(const sl_graph *g, const sl_shapes *sh, const sl_program *p,
+                          const sl_plan *pl, int s);
+
 /* Runs program p planned by pl with the arena `arena` (pl->arena_bytes).
  * A training program zeroes parameter gradients before its first LOSS or
- * BWD step, unless io->keep_grads. */
+ * BWD step, unless io->keep_grads. Where the backend has the
+ * batchnorm_relu_* ops, the pairs sl_program_joins_relu names run as one
+ * (the second step's kernels skipped). */
 void sl_execute(const sl_graph *g, const sl_shapes *sh, const sl_program *p, const sl_plan *pl,
                 char *arena, sl_context *ctx, const sl_exec *ex, sl_run_io *io);
 

@@ -152,11 +152,21 @@ void sl_cpu_gemm_part(const sl_cpu_tiling *t, int part, int trans_a, int trans_b
                       int k, float alpha, const float *a, int lda, const float *b, int ldb,
                       float beta, float *c, int ldc);
 
+/* BatchNorm joined to the ReLU after it (cpu_norm.c; optional members the
+ * CPU sets, unless SL_CPU_BN_RELU=off or sl_cpu_bn_relu_force(0)). */
+sl_batchnorm_relu_forward_train_fn sl_cpu_batchnorm_relu_forward_train;
+sl_batchnorm_relu_forward_apply_fn sl_cpu_batchnorm_relu_forward_apply;
+sl_batchnorm_relu_backward_fn sl_cpu_batchnorm_relu_backward;
+/* Tests: backends created after it join BatchNorm and ReLU (1) or not
+ * (0), whatever SL_CPU_BN_RELU says; -1 goes back to the environment. */
+void sl_cpu_bn_relu_force(int on);
+
 /* The table's kernels (cpu_conv.c, cpu_norm.c, cpu_pool.c,
  * cpu_elementwise.c, cpu_loss_optim.c, cpu_transformer.c, cpu_attention.c,
  * cpu_decode.c; one file per op family): `sl_cpu_<member>` for every
  * required member of base/backend.h's SL_BACKEND_OPS, which also gives
- * their signatures and contracts. The CPU leaves the optional ones NULL. */
+ * their signatures and contracts. The CPU leaves the optional ones NULL,
+ * except those above. */
 #define SL_CPU_DECLARE(ret, member, params) sl_##member##_fn sl_cpu_##member;
 SL_BACKEND_OPS(SL_CPU_DECLARE, SL_BACKEND_SKIP)
 #undef SL_CPU_DECLARE

@@ -54,6 +54,9 @@ static const sl_backend sl_cpu_table = {
     .attention_native_bf16 = sl_cpu_attention_native_bf16,
     .gemm_bf16_workspace_bytes = sl_cpu_gemm_bf16_workspace_bytes,
     .gemm_bf16 = sl_cpu_gemm_bf16,
+    .batchnorm_relu_forward_train = sl_cpu_batchnorm_relu_forward_train,
+    .batchnorm_relu_forward_apply = sl_cpu_batchnorm_relu_forward_apply,
+    .batchnorm_relu_backward = sl_cpu_batchnorm_relu_backward,
 #define SL_CPU_ENTRY(ret, member, params) .member = sl_cpu_##member,
     SL_BACKEND_OPS(SL_CPU_ENTRY, SL_BACKEND_SKIP)
 #undef SL_CPU_ENTRY
@@ -87,6 +90,21 @@ static unsigned bf16_kernels(void)
               : 0;
 }
 
+/* Whether new backends join BatchNorm and the ReLU after it (the
+ * batchnorm_relu_* members): yes unless SL_CPU_BN_RELU=off, or a test's
+ * sl_cpu_bn_relu_force says otherwise. The same bits either way. */
+static int g_bn_relu_forced = -1;
+
+void sl_cpu_bn_relu_force(int on) { g_bn_relu_forced = on < 0 ? -1 : on != 0; }
+
+static int bn_relu_joined(void)
+{
+    if (g_bn_relu_forced >= 0)
+        return g_bn_relu_forced;
+    const char *v = getenv("SL_CPU_BN_RELU");
+    return !(v && (strcmp(v, "off") == 0 || strcmp(v, "0") == 0));
+}
+
 sl_status sl_cpu_backend_create(int threads, sl_backend **out)
 {
     sl_backend *be = sl_alloc(sizeof *be, "a CPU backend");
@@ -94,6 +112,11 @@ sl_status sl_cpu_backend_create(int threads, sl_backend **out)
         return SL_ERR_NOMEM;
     *be = sl_cpu_table;
     be->bf16_kernels = bf16_kernels();
+    if (!bn_relu_joined()) {
+        be->batchnorm_relu_forward_train = NULL;
+        be->batchnorm_relu_forward_apply = NULL;
+        be->batchnorm_relu_backward = NULL;
+    }
     sl_cpu_state *s;
     sl_status st = sl_cpu_state_create(threads, &s);
     if (st != SL_OK) {

@@ -58,10 +58,22 @@ void sl_cpu_batchnorm_forward_train(const sl_exec *ex, int n, int c, int hw, con
     if (ex->bf16)
         bn_forward_train_bf16(ex, n, c, hw, (const uint16_t *)x, gamma, beta, (uint16_t *)y,
                               save_mean, save_invstd, running_mean, running_var, momentum, eps,
-                              ws);
+                              ws, 0);
     else
         bn_forward_train_f32(ex, n, c, hw, x, gamma, beta, y, save_mean, save_invstd,
-                             running_mean, running_var, momentum, eps, ws);
+                             running_mean, running_var, momentum, eps, ws, 0);
+}
+
+/* The joined ReLU (batchnorm_relu_*): float activations only, as the
+ * executor joins only steps on float storage. */
+void sl_cpu_batchnorm_relu_forward_train(const sl_exec *ex, int n, int c, int hw, const float *x,
+                                         const float *gamma, const float *beta, float *y,
+                                         float *save_mean, float *save_invstd,
+                                         float *running_mean, float *running_var, float momentum,
+                                         float eps, void *ws)
+{
+    bn_forward_train_f32(ex, n, c, hw, x, gamma, beta, y, save_mean, save_invstd, running_mean,
+                         running_var, momentum, eps, ws, 1);
 }
 
 void sl_cpu_batchnorm_forward_apply(const sl_exec *ex, int n, int c, int hw, const float *x,
@@ -70,9 +82,16 @@ void sl_cpu_batchnorm_forward_apply(const sl_exec *ex, int n, int c, int hw, con
 {
     if (ex->bf16)
         bn_forward_apply_bf16(ex, n, c, hw, (const uint16_t *)x, gamma, beta, mean, invstd,
-                              (uint16_t *)y);
+                              (uint16_t *)y, 0);
     else
-        bn_forward_apply_f32(ex, n, c, hw, x, gamma, beta, mean, invstd, y);
+        bn_forward_apply_f32(ex, n, c, hw, x, gamma, beta, mean, invstd, y, 0);
+}
+
+void sl_cpu_batchnorm_relu_forward_apply(const sl_exec *ex, int n, int c, int hw, const float *x,
+                                         const float *gamma, const float *beta, const float *mean,
+                                         const float *invstd, float *y)
+{
+    bn_forward_apply_f32(ex, n, c, hw, x, gamma, beta, mean, invstd, y, 1);
 }
 
 void sl_cpu_batchnorm_forward_infer(const sl_exec *ex, int n, int c, int hw, const float *x,
@@ -94,10 +113,20 @@ void sl_cpu_batchnorm_backward(const sl_exec *ex, int n, int c, int hw, const fl
                                float *dbeta, int frozen, void *ws)
 {
     if (ex->bf16)
-        bn_backward_bf16(ex, n, c, hw, (const uint16_t *)x, (const uint16_t *)dy, gamma,
+        bn_backward_bf16(ex, n, c, hw, (const uint16_t *)x, (const uint16_t *)dy, gamma, NULL,
                          save_mean, save_invstd, (uint16_t *)dx, accumulate, dgamma, dbeta, frozen,
-                         ws);
+                         ws, 0);
     else
-        bn_backward_f32(ex, n, c, hw, x, dy, gamma, save_mean, save_invstd, dx, accumulate,
-                        dgamma, dbeta, frozen, ws);
+        bn_backward_f32(ex, n, c, hw, x, dy, gamma, NULL, save_mean, save_invstd, dx, accumulate,
+                        dgamma, dbeta, frozen, ws, 0);
+}
+
+void sl_cpu_batchnorm_relu_backward(const sl_exec *ex, int n, int c, int hw, const float *x,
+                                    const float *dy, const float *gamma, const float *beta,
+                                    const float *save_mean, const float *save_invstd, float *dx,
+                                    int accumulate, float *dgamma, float *dbeta, int frozen,
+                                    void *ws)
+{
+    bn_backward_f32(ex, n, c, hw, x, dy, gamma, beta, save_mean, save_invstd, dx, accumulate,
+                    dgamma, dbeta, frozen, ws, 1);
 }

@@ -30,28 +30,48 @@ static void BN_FN(bn_sums)(const BN_T *x, size_t len, double lane_s[BN_LANES],
     }
 }
 
-/* sum(dy) and sum(dy * (x - mean)) of len values, in double. */
-static void BN_FN(bn_grad_sums)(const BN_T *x, const BN_T *dy, size_t len, double mean,
-                                double lane_s[BN_LANES], double lane_p[BN_LANES])
+/* A channel's constants: its statistics, gamma and beta, and whether a
+ * ReLU is joined after it (batchnorm_relu_*). */
+typedef struct BN_FN(bn_chan) {
+    float mean, invstd, gamma, beta;
+    int relu;
+} BN_FN(bn_chan);
+
+/* The gradient at BatchNorm's output of the value at x: dy, or dy at the
+ * joined ReLU's output through its rule (sl_bn_relu_dy). */
+static inline float BN_FN(bn_dy)(const BN_FN(bn_chan) * k, BN_T dy, BN_T x)
 {
+    float d = BN_LD(dy);
+    return k->relu ? sl_bn_relu_dy(d, BN_LD(x), k->mean, k->invstd, k->gamma, k->beta) : d;
+}
+
+/* sum(dy) and sum(dy * (x - mean)) of len values, in double (dy by
+ * bn_dy). */
+static void BN_FN(bn_grad_sums)(const BN_T *x, const BN_T *dy, size_t len,
+                                const BN_FN(bn_chan) * k, double lane_s[BN_LANES],
+                                double lane_p[BN_LANES])
+{
+    double mean = (double)k->mean;
     size_t j = 0;
     for (; j + BN_LANES <= len; j += BN_LANES) {
         for (int u = 0; u < BN_LANES; u++) {
-            lane_s[u] += (double)BN_LD(dy[j + u]);
-            lane_p[u] += sl_bn_dy_xc(BN_LD(dy[j + u]), BN_LD(x[j + u]), mean);
+            float d = BN_FN(bn_dy)(k, dy[j + u], x[j + u]);
+            lane_s[u] += (double)d;
+            lane_p[u] += sl_bn_dy_xc(d, BN_LD(x[j + u]), mean);
         }
     }
     for (int u = 0; j < len; j++, u++) {
-        lane_s[u] += (double)BN_LD(dy[j]);
-        lane_p[u] += sl_bn_dy_xc(BN_LD(dy[j]), BN_LD(x[j]), mean);
+        float d = BN_FN(bn_dy)(k, dy[j], x[j]);
+        lane_s[u] += (double)d;
+        lane_p[u] += sl_bn_dy_xc(d, BN_LD(x[j]), mean);
     }
 }
 
 /* y = sl_bn_normalise(x) over channel ch of every image: train, apply and
- * infer must agree. */
+ * infer must agree; with relu, y = sl_bn_relu_out(x) (the ReLU joined). */
 static void BN_FN(bn_normalise_channel)(int n, int c, size_t hw, int ch, const BN_T *x,
                                         const float *gamma, const float *beta, float mean,
-                                        float invstd, BN_T *y)
+                                        float invstd, BN_T *y, int relu)
 {
     float gm = sl_bn_gamma(gamma, ch);
     float bt = sl_bn_beta(beta, ch);
@@ -59,15 +79,20 @@ static void BN_FN(bn_normalise_channel)(int n, int c, size_t hw, int ch, const B
         size_t base = ((size_t)i * c + ch) * hw;
         const BN_T *xp = x + base;
         BN_T *yp = y + base;
-        for (size_t j = 0; j < hw; j++)
-            yp[j] = BN_ST(sl_bn_normalise(BN_LD(xp[j]), mean, invstd, gm, bt));
+        if (relu)
+            for (size_t j = 0; j < hw; j++)
+                yp[j] = BN_ST(sl_bn_relu_out(BN_LD(xp[j]), mean, invstd, gm, bt));
+        else
+            for (size_t j = 0; j < hw; j++)
+                yp[j] = BN_ST(sl_bn_normalise(BN_LD(xp[j]), mean, invstd, gm, bt));
     }
 }
 
 static void BN_FN(bn_forward_train)(const sl_exec *ex, int n, int c, int hw, const BN_T *x,
                                     const float *gamma, const float *beta, BN_T *y,
                                     float *save_mean, float *save_invstd, float *running_mean,
-                                    float *running_var, float momentum, float eps, void *ws)
+                                    float *running_var, float momentum, float eps, void *ws,
+                                    int relu)
 {
     (void)ws; /* the sums live on the stack */
     size_t count = (size_t)n * (size_t)hw;
@@ -85,18 +110,18 @@ static void BN_FN(bn_forward_train)(const sl_exec *ex, int n, int c, int hw, con
         if (running_mean)
             sl_bn_running_update(&running_mean[ch], &running_var[ch], m, var, (double)count,
                                  momentum);
-        BN_FN(bn_normalise_channel)(n, c, (size_t)hw, ch, x, gamma, beta, m, invstd, y);
+        BN_FN(bn_normalise_channel)(n, c, (size_t)hw, ch, x, gamma, beta, m, invstd, y, relu);
     });
 }
 
 static void BN_FN(bn_forward_apply)(const sl_exec *ex, int n, int c, int hw, const BN_T *x,
                                     const float *gamma, const float *beta, const float *mean,
-                                    const float *invstd, BN_T *y)
+                                    const float *invstd, BN_T *y, int relu)
 {
     int par = (double)n * hw * c >= CPU_PAR_MIN;
     SL_PARALLEL_FOR(cpu_threads(ex), par, (int ch = 0; ch < c; ch++), {
         BN_FN(bn_normalise_channel)(n, c, (size_t)hw, ch, x, gamma, beta, mean[ch], invstd[ch],
-                                    y);
+                                    y, relu);
     });
 }
 
@@ -113,7 +138,7 @@ static void BN_FN(bn_forward_infer)(const sl_exec *ex, int n, int c, int hw, con
             save_invstd[ch] = invstd;
         }
         BN_FN(bn_normalise_channel)(n, c, (size_t)hw, ch, x, gamma, beta, running_mean[ch],
-                                    invstd, y);
+                                    invstd, y, 0);
     });
 }
 
@@ -122,21 +147,24 @@ static void BN_FN(bn_forward_infer)(const sl_exec *ex, int n, int c, int hw, con
  *   dx = gamma * invstd * (dy - sum(dy) / M - xhat * sum(dy * xhat) / M),
  * or, frozen (mean and invstd constants), dx = gamma * invstd * dy.
  * The sums come first, so dx may alias dy (each dy read before its dx is
- * written). */
+ * written). With relu, dy is the gradient at the joined ReLU's output
+ * (bn_dy). */
 static void BN_FN(bn_backward)(const sl_exec *ex, int n, int c, int hw, const BN_T *x,
-                               const BN_T *dy, const float *gamma, const float *save_mean,
-                               const float *save_invstd, BN_T *dx, int accumulate, float *dgamma,
-                               float *dbeta, int frozen, void *ws)
+                               const BN_T *dy, const float *gamma, const float *beta,
+                               const float *save_mean, const float *save_invstd, BN_T *dx,
+                               int accumulate, float *dgamma, float *dbeta, int frozen, void *ws,
+                               int relu)
 {
     (void)ws; /* the sums live on the stack */
     size_t count = (size_t)n * (size_t)hw;
     int par = (double)count * c >= CPU_PAR_MIN;
     SL_PARALLEL_FOR(cpu_threads(ex), par, (int ch = 0; ch < c; ch++), {
         float mean = save_mean[ch], invstd = save_invstd[ch];
+        BN_FN(bn_chan) k = {mean, invstd, sl_bn_gamma(gamma, ch), sl_bn_beta(beta, ch), relu};
         double ls[BN_LANES] = {0}, lp[BN_LANES] = {0};
         for (int i = 0; i < n; i++) {
             size_t base = ((size_t)i * c + ch) * hw;
-            BN_FN(bn_grad_sums)(x + base, dy + base, (size_t)hw, (double)mean, ls, lp);
+            BN_FN(bn_grad_sums)(x + base, dy + base, (size_t)hw, &k, ls, lp);
         }
         double sum_dy = bn_lanes_total(ls);
         double sum_dy_xhat = bn_lanes_total(lp) * (double)invstd;
@@ -155,12 +183,13 @@ static void BN_FN(bn_backward)(const sl_exec *ex, int n, int c, int hw, const BN
             BN_T *dp = dx + base;
             if (accumulate) {
                 for (int j = 0; j < hw; j++)
-                    dp[j] = BN_ST(BN_LD(dp[j]) + sl_bn_dx(BN_LD(xp[j]), BN_LD(gp[j]), mean,
+                    dp[j] = BN_ST(BN_LD(dp[j]) + sl_bn_dx(BN_LD(xp[j]),
+                                                          BN_FN(bn_dy)(&k, gp[j], xp[j]), mean,
                                                           invstd, scale, mean_dy, mean_dy_xhat));
             } else {
                 for (int j = 0; j < hw; j++)
-                    dp[j] = BN_ST(sl_bn_dx(BN_LD(xp[j]), BN_LD(gp[j]), mean, invstd, scale,
-                                           mean_dy, mean_dy_xhat));
+                    dp[j] = BN_ST(sl_bn_dx(BN_LD(xp[j]), BN_FN(bn_dy)(&k, gp[j], xp[j]), mean,
+                                           invstd, scale, mean_dy, mean_dy_xhat));
             }
         }
     });

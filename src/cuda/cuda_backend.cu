@@ -367,7 +367,8 @@ extern "C" sl_status sl_cuda_backend_create(int gpu, int deterministic, int tf32
      * its backward's means to its input gradient: then three kernels
      * each; the same bits either way) and SL_CUDA_XENT_BLOCKS (a
      * classifier's loss a block per row: then a thread per row; other
-     * sums) */
+     * sums) and SL_CUDA_BN_RELU (BatchNorm and the in-place ReLU after it
+     * as one step each way: then two; the same bits either way) */
     b->bf16_kernels = (env_off("SL_CUDA_BF16_GEMM") ? 0u : (unsigned)SL_BF16_GEMM) |
                       (env_off("SL_CUDA_BF16_KERNELS")
                            ? 0u
@@ -375,6 +376,11 @@ extern "C" sl_status sl_cuda_backend_create(int gpu, int deterministic, int tf32
                                         SL_BF16_GELU | SL_BF16_ATTENTION));
     if (env_off("SL_CUDA_LT"))
         b->gemm_bias = NULL;
+    if (env_off("SL_CUDA_BN_RELU")) {
+        b->batchnorm_relu_forward_train = NULL;
+        b->batchnorm_relu_forward_apply = NULL;
+        b->batchnorm_relu_backward = NULL;
+    }
     s->flash_fused = !env_off("SL_CUDA_FLASH");
     s->flash_mma = !env_off("SL_CUDA_FLASH_MMA");
     s->ln_regs = !env_off("SL_CUDA_LN_REGS");

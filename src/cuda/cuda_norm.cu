@@ -170,18 +170,38 @@ static __global__ void bn_stat_final(int c, int parts, double count, const doubl
                         save_invstd, running_mean, running_var, momentum);
 }
 
-/* One plane's y = sl_bn_normalise(x) with its channel's constants. */
+/* BatchNorm's output, and with RELU the ReLU's after it (batchnorm_relu_*:
+ * the ReLU's own element rule on the normalised value). */
+template <bool RELU>
+static __device__ inline float bn_out(float x, float m, float is, float g, float b)
+{
+    return RELU ? sl_bn_relu_out(x, m, is, g, b) : sl_bn_normalise(x, m, is, g, b);
+}
+
+/* The gradient at BatchNorm's output: dy itself, or with RELU dy at the
+ * ReLU's output through the ReLU's rule on the output recomputed from x
+ * (sl_bn_relu_dy), so no read of that output. */
+template <bool RELU>
+static __device__ inline float bn_dy(float dy, float x, float m, float is, float g, float b)
+{
+    return RELU ? sl_bn_relu_dy(dy, x, m, is, g, b) : dy;
+}
+
+/* One plane's y = bn_out(x) with its channel's constants. */
+template <bool RELU>
 static __device__ inline void normalise_plane(size_t plane, int hw, const float *x, float *y,
                                               float m, float is, float g, float b)
 {
     const float *xp = x + plane * (size_t)hw;
     float *yp = y + plane * (size_t)hw;
     PLANE_VALUES(j, hw)
-    yp[j] = sl_bn_normalise(xp[j], m, is, g, b);
+    yp[j] = bn_out<RELU>(xp[j], m, is, g, b);
 }
 
 /* y = sl_bn_normalise(x), the expression of train, apply and infer on both
- * devices; invstd from var when var is not NULL (eval). */
+ * devices (then ReLU's with RELU); invstd from var when var is not NULL
+ * (eval). */
+template <bool RELU>
 static __global__ void bn_apply(size_t planes, int c, int hw, const float *x, const float *gamma,
                                 const float *beta, const float *mean, const float *invstd,
                                 const float *var, float eps, float *y)
@@ -191,7 +211,8 @@ static __global__ void bn_apply(size_t planes, int c, int hw, const float *x, co
         /* the plane's channel and constants once, not per value */
         int ch = (int)(plane % (size_t)c);
         float m = mean[ch], is = var ? sl_bn_running_invstd(var[ch], eps) : invstd[ch];
-        normalise_plane(plane, hw, x, y, m, is, sl_bn_gamma(gamma, ch), sl_bn_beta(beta, ch));
+        normalise_plane<RELU>(plane, hw, x, y, m, is, sl_bn_gamma(gamma, ch),
+                              sl_bn_beta(beta, ch));
     }
 }
 
@@ -204,6 +225,7 @@ static __global__ void bn_apply(size_t planes, int c, int hw, const float *x, co
  * writes, and one launch a layer fewer: bn_stat_final ran on one or a few
  * blocks for 6 us (the stem, ncu 2026-11-24), a ResNet-152 step has 155
  * of them. */
+template <bool RELU>
 static __global__ void bn_train_apply(size_t planes, int c, int hw, int parts, double count,
                                       const double *partials, const float *x,
                                       const float *gamma, const float *beta, float *save_mean,
@@ -217,20 +239,21 @@ static __global__ void bn_train_apply(size_t planes, int c, int hw, int parts, d
         if (channel_writer(plane, c))
             channel_stats_store(st, ch, count, save_mean, save_invstd, running_mean, running_var,
                                 momentum);
-        normalise_plane(plane, hw, x, y, st.mean, st.invstd, sl_bn_gamma(gamma, ch),
-                        sl_bn_beta(beta, ch));
+        normalise_plane<RELU>(plane, hw, x, y, st.mean, st.invstd, sl_bn_gamma(gamma, ch),
+                              sl_bn_beta(beta, ch));
     }
 }
 
 static void launch_apply(sl_cuda_state *s, int n, int c, int hw, const float *x,
                          const float *gamma, const float *beta, const float *mean,
-                         const float *invstd, const float *var, float eps, float *y)
+                         const float *invstd, const float *var, float eps, float *y,
+                         bool relu = false)
 {
     size_t planes = (size_t)n * c;
     dim3 grid, block;
     sl_cuda_plane_grid(planes, hw, &grid, &block);
-    bn_apply<<<grid, block, 0, s->stream>>>(planes, c, hw, x, gamma, beta, mean, invstd, var, eps,
-                                            y);
+    (relu ? bn_apply<true> : bn_apply<false>)<<<grid, block, 0, s->stream>>>(
+        planes, c, hw, x, gamma, beta, mean, invstd, var, eps, y);
     SL_CUDA_LAUNCHED(s);
 }
 
@@ -242,12 +265,10 @@ extern "C" size_t sl_cuda_batchnorm_forward_workspace_bytes(const sl_backend *be
     return sl_bn_grid_partials_bytes(n, c, hw);
 }
 
-extern "C" void sl_cuda_batchnorm_forward_train(const sl_exec *ex, int n, int c, int hw,
-                                                const float *x, const float *gamma,
-                                                const float *beta, float *y, float *save_mean,
-                                                float *save_invstd, float *running_mean,
-                                                float *running_var, float momentum, float eps,
-                                                void *ws)
+static void forward_train(const sl_exec *ex, int n, int c, int hw, const float *x,
+                          const float *gamma, const float *beta, float *y, float *save_mean,
+                          float *save_invstd, float *running_mean, float *running_var,
+                          float momentum, float eps, void *ws, bool relu)
 {
     sl_cuda_state *s = sl_cuda_ex(ex);
     sl_bn_grid g = sl_bn_grid_for(n, c, hw);
@@ -259,10 +280,9 @@ extern "C" void sl_cuda_batchnorm_forward_train(const sl_exec *ex, int n, int c,
         size_t planes = (size_t)n * c;
         dim3 grid, block;
         sl_cuda_plane_grid(planes, hw, &grid, &block);
-        bn_train_apply<<<grid, block, 0, s->stream>>>(planes, c, hw, g.parts, (double)n * hw,
-                                                      partials, x, gamma, beta, save_mean,
-                                                      save_invstd, running_mean, running_var,
-                                                      momentum, eps, y);
+        (relu ? bn_train_apply<true> : bn_train_apply<false>)<<<grid, block, 0, s->stream>>>(
+            planes, c, hw, g.parts, (double)n * hw, partials, x, gamma, beta, save_mean,
+            save_invstd, running_mean, running_var, momentum, eps, y);
         SL_CUDA_LAUNCHED(s);
         return;
     }
@@ -270,7 +290,29 @@ extern "C" void sl_cuda_batchnorm_forward_train(const sl_exec *ex, int n, int c,
                                                            save_mean, save_invstd, running_mean,
                                                            running_var, momentum, eps);
     SL_CUDA_LAUNCHED(s);
-    launch_apply(s, n, c, hw, x, gamma, beta, save_mean, save_invstd, NULL, 0.0f, y);
+    launch_apply(s, n, c, hw, x, gamma, beta, save_mean, save_invstd, NULL, 0.0f, y, relu);
+}
+
+extern "C" void sl_cuda_batchnorm_forward_train(const sl_exec *ex, int n, int c, int hw,
+                                                const float *x, const float *gamma,
+                                                const float *beta, float *y, float *save_mean,
+                                                float *save_invstd, float *running_mean,
+                                                float *running_var, float momentum, float eps,
+                                                void *ws)
+{
+    forward_train(ex, n, c, hw, x, gamma, beta, y, save_mean, save_invstd, running_mean,
+                  running_var, momentum, eps, ws, false);
+}
+
+extern "C" void sl_cuda_batchnorm_relu_forward_train(const sl_exec *ex, int n, int c, int hw,
+                                                     const float *x, const float *gamma,
+                                                     const float *beta, float *y,
+                                                     float *save_mean, float *save_invstd,
+                                                     float *running_mean, float *running_var,
+                                                     float momentum, float eps, void *ws)
+{
+    forward_train(ex, n, c, hw, x, gamma, beta, y, save_mean, save_invstd, running_mean,
+                  running_var, momentum, eps, ws, true);
 }
 
 extern "C" void sl_cuda_batchnorm_forward_apply(const sl_exec *ex, int n, int c, int hw,
@@ -279,6 +321,14 @@ extern "C" void sl_cuda_batchnorm_forward_apply(const sl_exec *ex, int n, int c,
                                                 const float *invstd, float *y)
 {
     launch_apply(sl_cuda_ex(ex), n, c, hw, x, gamma, beta, mean, invstd, NULL, 0.0f, y);
+}
+
+extern "C" void sl_cuda_batchnorm_relu_forward_apply(const sl_exec *ex, int n, int c, int hw,
+                                                     const float *x, const float *gamma,
+                                                     const float *beta, const float *mean,
+                                                     const float *invstd, float *y)
+{
+    launch_apply(sl_cuda_ex(ex), n, c, hw, x, gamma, beta, mean, invstd, NULL, 0.0f, y, true);
 }
 
 /* Frozen BatchNorm: the running statistics as the saved ones, invstd by
@@ -311,17 +361,25 @@ extern "C" void sl_cuda_batchnorm_forward_infer(const sl_exec *ex, int n, int c,
     launch_apply(s, n, c, hw, x, gamma, beta, running_mean, NULL, running_var, eps, y);
 }
 
-/* Partial sums of dy and dy * (x - mean), in the order of bn_stat_parts. */
+/* Partial sums of dy and dy * (x - mean), in the order of bn_stat_parts
+ * (dy through the ReLU's rule with RELU, bn_dy). */
+template <bool RELU>
 static __global__ void __launch_bounds__(BN_THREADS)
     bn_grad_parts(int n, int c, int hw, sl_bn_grid g, const float *x, const float *dy,
-                  const float *mean, double *partials)
+                  const float *gamma, const float *beta, const float *mean,
+                  const float *invstd, double *partials)
 {
     __shared__ double sa[BN_THREADS], sb[BN_THREADS];
-    double mu = mean[blockIdx.x / (unsigned)g.parts];
+    int ch = (int)(blockIdx.x / (unsigned)g.parts);
+    float m = mean[ch];
+    float is = RELU ? invstd[ch] : 0.0f, gm = RELU ? sl_bn_gamma(gamma, ch) : 0.0f;
+    float bt = RELU ? sl_bn_beta(beta, ch) : 0.0f;
+    double mu = m;
     double s = 0.0, p = 0.0;
     for_part_values(n, c, hw, g, [&](size_t k) {
-        s += (double)dy[k];
-        p += sl_bn_dy_xc(dy[k], x[k], mu);
+        float d = bn_dy<RELU>(dy[k], x[k], m, is, gm, bt);
+        s += (double)d;
+        p += sl_bn_dy_xc(d, x[k], mu);
     });
     block_pair_sum(s, p, sa, sb);
     if (threadIdx.x == 0) {
@@ -373,27 +431,34 @@ static __global__ void bn_grad_final(int c, int parts, double count, const doubl
     channel_param_grads(gr, ch, dgamma, dbeta);
 }
 
-/* One plane's input gradient with its channel's constants. */
+/* One plane's input gradient with its channel's constants (g and b:
+ * gamma and beta, which the RELU mask reads). */
+template <bool RELU>
 static __device__ inline void dx_plane(size_t plane, int hw, const float *x, const float *dy,
-                                       float m, float is, float scale, float mdy, float mdyx,
-                                       float *dx, int accumulate)
+                                       float m, float is, float g, float b, float mdy,
+                                       float mdyx, float *dx, int accumulate)
 {
     size_t base = plane * (size_t)hw;
+    float scale = g * is;
     PLANE_VALUES(j, hw)
-    sl_put(&dx[base + j], sl_bn_dx(x[base + j], dy[base + j], m, is, scale, mdy, mdyx),
-           accumulate);
+    {
+        float xv = x[base + j];
+        float d = bn_dy<RELU>(dy[base + j], xv, m, is, g, b);
+        sl_put(&dx[base + j], sl_bn_dx(xv, d, m, is, scale, mdy, mdyx), accumulate);
+    }
 }
 
+template <bool RELU>
 static __global__ void bn_dx(size_t planes, int c, int hw, const float *x, const float *dy,
-                             const float *gamma, const float *mean, const float *invstd,
-                             const float *means, float *dx, int accumulate)
+                             const float *gamma, const float *beta, const float *mean,
+                             const float *invstd, const float *means, float *dx, int accumulate)
 {
     PLANES(plane, planes)
     {
         int ch = (int)(plane % (size_t)c);
-        float m = mean[ch], is = invstd[ch];
-        float scale = sl_bn_gamma(gamma, ch) * is;
-        dx_plane(plane, hw, x, dy, m, is, scale, means[ch], means[c + ch], dx, accumulate);
+        dx_plane<RELU>(plane, hw, x, dy, mean[ch], invstd[ch], sl_bn_gamma(gamma, ch),
+                       RELU ? sl_bn_beta(beta, ch) : 0.0f, means[ch], means[c + ch], dx,
+                       accumulate);
     }
 }
 
@@ -402,11 +467,12 @@ static __global__ void bn_dx(size_t planes, int c, int hw, const float *x, const
  * bn_grad_final's channel_grad (the same floats in every block), and the
  * block of the channel's first plane (channel_writer) adds the parameter
  * gradients. */
+template <bool RELU>
 static __global__ void bn_final_dx(size_t planes, int c, int hw, int parts, double count,
                                    const double *partials, const float *x, const float *dy,
-                                   const float *gamma, const float *mean, const float *invstd,
-                                   int frozen, float *dx, int accumulate, float *dgamma,
-                                   float *dbeta)
+                                   const float *gamma, const float *beta, const float *mean,
+                                   const float *invstd, int frozen, float *dx, int accumulate,
+                                   float *dgamma, float *dbeta)
 {
     PLANES(plane, planes)
     {
@@ -415,8 +481,8 @@ static __global__ void bn_final_dx(size_t planes, int c, int hw, int parts, doub
         bn_grad gr = channel_grad(partials, ch, parts, count, is, frozen);
         if (channel_writer(plane, c))
             channel_param_grads(gr, ch, dgamma, dbeta);
-        dx_plane(plane, hw, x, dy, m, is, sl_bn_gamma(gamma, ch) * is, gr.mdy, gr.mdyx, dx,
-                 accumulate);
+        dx_plane<RELU>(plane, hw, x, dy, m, is, sl_bn_gamma(gamma, ch),
+                       RELU ? sl_bn_beta(beta, ch) : 0.0f, gr.mdy, gr.mdyx, dx, accumulate);
     }
 }
 
@@ -429,27 +495,26 @@ extern "C" size_t sl_cuda_batchnorm_backward_workspace_bytes(const sl_backend *b
     return sl_bn_grid_partials_bytes(n, c, hw) + 2 * (size_t)c * sizeof(float);
 }
 
-extern "C" void sl_cuda_batchnorm_backward(const sl_exec *ex, int n, int c, int hw, const float *x,
-                                           const float *dy, const float *gamma,
-                                           const float *save_mean, const float *save_invstd,
-                                           float *dx, int accumulate, float *dgamma, float *dbeta,
-                                           int frozen, void *ws)
+static void backward(const sl_exec *ex, int n, int c, int hw, const float *x, const float *dy,
+                     const float *gamma, const float *beta, const float *save_mean,
+                     const float *save_invstd, float *dx, int accumulate, float *dgamma,
+                     float *dbeta, int frozen, void *ws, bool relu)
 {
     sl_cuda_state *s = sl_cuda_ex(ex);
     sl_bn_grid g = sl_bn_grid_for(n, c, hw);
     double *partials = (double *)ws; /* planned: backward_workspace_bytes */
     float *means = (float *)((char *)ws + sl_bn_grid_partials_bytes(n, c, hw));
-    bn_grad_parts<<<(unsigned)c * (unsigned)g.parts, BN_THREADS, 0, s->stream>>>(
-        n, c, hw, g, x, dy, save_mean, partials);
+    unsigned blocks = (unsigned)c * (unsigned)g.parts;
+    (relu ? bn_grad_parts<true> : bn_grad_parts<false>)<<<blocks, BN_THREADS, 0, s->stream>>>(
+        n, c, hw, g, x, dy, gamma, beta, save_mean, save_invstd, partials);
     SL_CUDA_LAUNCHED(s);
     if (s->bn_fused && dx && n > 0 && hw > 0) {
         size_t planes = (size_t)n * c;
         dim3 grid, block;
         sl_cuda_plane_grid(planes, hw, &grid, &block);
-        bn_final_dx<<<grid, block, 0, s->stream>>>(planes, c, hw, g.parts, (double)n * hw,
-                                                   partials, x, dy, gamma, save_mean,
-                                                   save_invstd, frozen, dx, accumulate, dgamma,
-                                                   dbeta);
+        (relu ? bn_final_dx<true> : bn_final_dx<false>)<<<grid, block, 0, s->stream>>>(
+            planes, c, hw, g.parts, (double)n * hw, partials, x, dy, gamma, beta, save_mean,
+            save_invstd, frozen, dx, accumulate, dgamma, dbeta);
         SL_CUDA_LAUNCHED(s);
         return;
     }
@@ -462,7 +527,28 @@ extern "C" void sl_cuda_batchnorm_backward(const sl_exec *ex, int n, int c, int 
     size_t planes = (size_t)n * c;
     dim3 grid, block;
     sl_cuda_plane_grid(planes, hw, &grid, &block);
-    bn_dx<<<grid, block, 0, s->stream>>>(planes, c, hw, x, dy, gamma, save_mean, save_invstd,
-                                         means, dx, accumulate);
+    (relu ? bn_dx<true> : bn_dx<false>)<<<grid, block, 0, s->stream>>>(
+        planes, c, hw, x, dy, gamma, beta, save_mean, save_invstd, means, dx, accumulate);
     SL_CUDA_LAUNCHED(s);
+}
+
+extern "C" void sl_cuda_batchnorm_backward(const sl_exec *ex, int n, int c, int hw, const float *x,
+                                           const float *dy, const float *gamma,
+                                           const float *save_mean, const float *save_invstd,
+                                           float *dx, int accumulate, float *dgamma, float *dbeta,
+                                           int frozen, void *ws)
+{
+    backward(ex, n, c, hw, x, dy, gamma, NULL, save_mean, save_invstd, dx, accumulate, dgamma,
+             dbeta, frozen, ws, false);
+}
+
+extern "C" void sl_cuda_batchnorm_relu_backward(const sl_exec *ex, int n, int c, int hw,
+                                                const float *x, const float *dy,
+                                                const float *gamma, const float *beta,
+                                                const float *save_mean, const float *save_invstd,
+                                                float *dx, int accumulate, float *dgamma,
+                                                float *dbeta, int frozen, void *ws)
+{
+    backward(ex, n, c, hw, x, dy, gamma, beta, save_mean, save_invstd, dx, accumulate, dgamma,
+             dbeta, frozen, ws, true);
 }

@@ -67,6 +67,14 @@ float sl_bn_rescaled_momentum_runs(float m, int runs)
     return 1.0f - (float)pow(1.0 - (double)m, 1.0 / runs);
 }
 
+/* relu_after on a path the backend has no joined op for (evaluation,
+ * frozen statistics): the ReLU's own op on the output, in place. */
+static void relu_tail(const sl_exec *e, const sl_fwd_args *a)
+{
+    if (a->relu_after)
+        e->be->relu_forward(e, sl_shape_count(a->out), a->y, a->y);
+}
+
 static void bn_forward(sl_layer *l, const sl_exec *ex, const sl_fwd_args *a)
 {
     batchnorm2d *bn = (batchnorm2d *)l;
@@ -78,35 +86,35 @@ static void bn_forward(sl_layer *l, const sl_exec *ex, const sl_fwd_args *a)
     float *mean = a->saved ? (float *)a->saved + c0 : NULL;
     float *invstd = mean ? mean + bn->channels : NULL;
     sl_exec e = sl_exec_for(ex, a->bf16);
+    const sl_backend *be = ex->be;
+    /* the executor sets relu_after only where the backend joins them */
+    int relu = a->relu_after;
 
     if (a->pass == SL_PASS_EVAL) {
-        ex->be->batchnorm_forward_infer(&e, s.n, s.c, hw, a->x[0], gamma, beta, rmean, rvar,
-                                        bn->eps, a->y, NULL, NULL);
+        be->batchnorm_forward_infer(&e, s.n, s.c, hw, a->x[0], gamma, beta, rmean, rvar, bn->eps,
+                                    a->y, NULL, NULL);
+        relu_tail(&e, a);
         return;
     }
     if (bn->frozen && a->pass == SL_PASS_TRAIN) {
-        ex->be->batchnorm_forward_infer(&e, s.n, s.c, hw, a->x[0], gamma, beta, rmean, rvar,
-                                        bn->eps, a->y, mean, invstd);
+        be->batchnorm_forward_infer(&e, s.n, s.c, hw, a->x[0], gamma, beta, rmean, rvar, bn->eps,
+                                    a->y, mean, invstd);
+        relu_tail(&e, a);
         return;
     }
-    if (bn->frozen) { /* re-forward: the saved running statistics, no rescale */
-        ex->be->batchnorm_forward_apply(&e, s.n, s.c, hw, a->x[0], gamma, beta, mean, invstd, a->y);
+    /* the re-forward (frozen: the saved running statistics, no rescale) */
+    if (bn->frozen || (a->pass == SL_PASS_REFORWARD && !a->bn_rescale_momentum)) {
+        (relu ? be->batchnorm_relu_forward_apply
+              : be->batchnorm_forward_apply)(&e, s.n, s.c, hw, a->x[0], gamma, beta, mean, invstd,
+                                             a->y);
         return;
     }
-    if (a->bn_rescale_momentum) {
-        ex->be->batchnorm_forward_train(&e, s.n, s.c, hw, a->x[0], gamma, beta, a->y, mean, invstd,
-                                        rmean, rvar,
-                                        sl_bn_rescaled_momentum_runs(bn->momentum,
-                                                                     a->bn_rescale_momentum),
-                                        bn->eps, a->ws);
-        return;
-    }
-    if (a->pass == SL_PASS_REFORWARD) {
-        ex->be->batchnorm_forward_apply(&e, s.n, s.c, hw, a->x[0], gamma, beta, mean, invstd, a->y);
-        return;
-    }
-    ex->be->batchnorm_forward_train(&e, s.n, s.c, hw, a->x[0], gamma, beta, a->y, mean, invstd,
-                                    rmean, rvar, bn->momentum, bn->eps, a->ws);
+    float momentum = a->bn_rescale_momentum
+                         ? sl_bn_rescaled_momentum_runs(bn->momentum, a->bn_rescale_momentum)
+                         : bn->momentum;
+    (relu ? be->batchnorm_relu_forward_train
+          : be->batchnorm_forward_train)(&e, s.n, s.c, hw, a->x[0], gamma, beta, a->y, mean,
+                                         invstd, rmean, rvar, momentum, bn->eps, a->ws);
 }
 
 static void bn_backward(sl_layer *l, const sl_exec *ex, const sl_bwd_args *a)
@@ -115,11 +123,16 @@ static void bn_backward(sl_layer *l, const sl_exec *ex, const sl_bwd_args *a)
     sl_shape s = a->in[0];
     int c0 = a->first_channel; /* a chunk of channels: from c0 */
     const float *mean = (const float *)a->saved + c0, *invstd = mean + bn->channels;
+    const float *gamma = l->params[BN_WEIGHT].data + c0;
+    float *dgamma = l->params[BN_WEIGHT].grad + c0, *dbeta = l->params[BN_BIAS].grad + c0;
     sl_exec e = sl_exec_for(ex, a->bf16);
-    ex->be->batchnorm_backward(&e, s.n, s.c, s.h * s.w, a->x[0], a->dy,
-                               l->params[BN_WEIGHT].data + c0, mean, invstd, a->dx[0],
-                               a->accumulate[0], l->params[BN_WEIGHT].grad + c0,
-                               l->params[BN_BIAS].grad + c0, bn->frozen, a->ws);
+    if (a->relu_after) /* dy at the ReLU's output; set only where the backend joins them */
+        ex->be->batchnorm_relu_backward(&e, s.n, s.c, s.h * s.w, a->x[0], a->dy, gamma,
+                                        l->params[BN_BIAS].data + c0, mean, invstd, a->dx[0],
+                                        a->accumulate[0], dgamma, dbeta, bn->frozen, a->ws);
+    else
+        ex->be->batchnorm_backward(&e, s.n, s.c, s.h * s.w, a->x[0], a->dy, gamma, mean, invstd,
+                                   a->dx[0], a->accumulate[0], dgamma, dbeta, bn->frozen, a->ws);
 }
 
 static int bn_native_bf16(const sl_layer *l, const sl_backend *be, int n_in, const sl_shape *in,
@@ -138,7 +151,7 @@ static int bn_out_channels(const sl_layer *l, int in_c)
 const sl_layer_ops sl_batchnorm2d_ops = {
     .type = "BatchNorm2d",
     .flags = SL_LAYER_NEEDS_INPUT | SL_LAYER_BWD_INPLACE | SL_LAYER_SAVED_KEPT |
-             SL_LAYER_CHANNEL_CHUNKS | SL_LAYER_PLANAR_INPUT,
+             SL_LAYER_CHANNEL_CHUNKS | SL_LAYER_PLANAR_INPUT | SL_LAYER_JOINS_RELU,
     .infer = bn_infer,
     .forward = bn_forward,
     .backward = bn_backward,

@@ -74,10 +74,13 @@ enum {
                                         concatenation, Linear's flattening): the shape
                                         pass refuses an NHWC input where the layout
                                         matters (sl_shape_planar) */
-    SL_LAYER_ROWS_INPUT = 1u << 12    /* it reads its inputs as rows of channels, NHWC
+    SL_LAYER_ROWS_INPUT = 1u << 12,   /* it reads its inputs as rows of channels, NHWC
                                         (LayerNorm, attention, Conv1D): the shape pass
                                         refuses an NCHW input where the layout matters
                                         (sl_shape_rows); its output is NHWC */
+    SL_LAYER_JOINS_RELU = 1u << 13    /* it honours relu_after (BatchNorm): the
+                                        executor may run an in-place ReLU after it as
+                                        part of it (sl_program_joins_relu) */
 };
 
 typedef enum sl_init {
@@ -131,6 +134,8 @@ typedef struct sl_fwd_args {
                                     first_channel + in[0].c) of `channels`
                                     (SL_LAYER_CHANNEL_CHUNKS; else 0 and in[0].c) */
     int bf16; /* x and y are bf16 storage (a layer whose native_bf16 said so) */
+    int relu_after; /* SL_LAYER_JOINS_RELU: y gets relu of the layer's output (the
+                       in-place ReLU after it, whose step the executor skips) */
 } sl_fwd_args;
 
 typedef struct sl_bwd_args {
@@ -148,6 +153,9 @@ typedef struct sl_bwd_args {
     int first_image, images;     /* as in sl_fwd_args */
     int first_channel, channels; /* as in sl_fwd_args */
     int bf16; /* x, y, dy and dx are bf16 storage, as in sl_fwd_args */
+    int relu_after; /* SL_LAYER_JOINS_RELU: dy is the gradient at the output of
+                       the in-place ReLU after the layer (its backward skipped);
+                       the layer applies the ReLU's rule itself */
 } sl_bwd_args;
 
 typedef struct sl_layer sl_layer;
@@ -251,6 +259,10 @@ sl_status sl_elementwise_infer(const sl_layer *l, const sl_backend *be, int n_in
 
 /* out_channels of a layer that keeps its input's channels. */
 int sl_same_channels(const sl_layer *l, int in_c);
+
+/* ReLU's operations: the executor joins a ReLU to the layer before it
+ * (SL_LAYER_JOINS_RELU) by this identity. */
+extern const sl_layer_ops sl_relu_ops;
 
 /* Primitive joins used by composites (no parameters). */
 

@@ -2,6 +2,8 @@
  * relu.c — ReLU (layers stage). Runs in place when nothing later reads its
  * input (ReLU after BatchNorm: BN's backward reads BN's input, not its
  * output); its backward reads only its own output, and dx may overwrite dy.
+ * After a BatchNorm, in place, the executor may run it inside BatchNorm's
+ * steps instead (SL_LAYER_JOINS_RELU, sl_program_joins_relu).
  */
 #include "layers/layer.h"
 
@@ -27,7 +29,7 @@ static int relu_native_bf16(const sl_layer *l, const sl_backend *be, int n_in, c
     return sl_native_bf16_if(be, SL_BF16_RELU);
 }
 
-static const sl_layer_ops relu_ops = {
+const sl_layer_ops sl_relu_ops = {
     .type = "ReLU",
     .flags = SL_LAYER_NEEDS_OUTPUT | SL_LAYER_FWD_INPLACE | SL_LAYER_BWD_INPLACE |
              SL_LAYER_ROW_CHUNKS,
@@ -42,6 +44,6 @@ sl_layer *sl_relu(void)
 {
     sl_layer *l = sl_alloc(sizeof *l, "a ReLU layer");
     if (l)
-        sl_layer_init(l, &relu_ops);
+        sl_layer_init(l, &sl_relu_ops);
     return l;
 }
