@@ -109,9 +109,10 @@
 # bits; written 2026-11-27 without a GPU), SL_CUDA_COL_PARTS=off (the
 # bias and LayerNorm parameter gradients by column tiles instead of
 # column parts joined in thread-block clusters; other sums, written
-# 2026-11-27 without a GPU), SL_CUDA_BN_FUSED=off (BatchNorm's final
-# sums in kernels of their own instead of inside its normalise and input
-# gradient, the same bits), SL_CUDA_XENT_BLOCKS=off (a classifier's loss
+# 2026-11-27 without a GPU), SL_CUDA_BN_FUSED=on (BatchNorm's final
+# sums inside its normalise and input gradient instead of in kernels of
+# their own, the same bits; off by default since 2026-11-27-e, 1.4 %
+# slower on ResNet-152), SL_CUDA_XENT_BLOCKS=off (a classifier's loss
 # a thread per row instead of a block per row; other sums; both written
 # 2026-11-27, the fourth session, without a GPU), SL_CUDA_BN_RELU=off
 # (BatchNorm and the in-place ReLU after it as two steps each way instead

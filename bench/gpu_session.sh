@@ -66,8 +66,8 @@ export OUT=$dir
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64:/usr/local/cuda/lib:${LD_LIBRARY_PATH:-}
 t0=$SECONDS
 left() { echo $((${DEADLINE:-470} - (SECONDS - t0))); }
-SWITCHES="SL_CUDA_CONV_API=legacy SL_CUDA_BN_RELU=off SL_CUDA_BN_FUSED=off SL_CUDA_XENT_BLOCKS=off SL_CUDA_XENT_STAGED=off SL_CUDA_COL_PARTS=off SL_CUDA_LN_REGS=off SL_CUDA_FLASH_DROPOUT=off SL_CUDA_FLASH_MMA=off SL_CUDA_FLASH_BF16=off SL_CUDA_FLASH=off SL_CUDA_LT=off SL_CUDA_LT_WORKSPACE_MIB=0 SL_CUDA_BF16_GEMM=off SL_CUDA_BF16_KERNELS=off"
-AB_SWITCHES="SL_CUDA_BN_RELU=off SL_CUDA_BN_FUSED=off SL_CUDA_XENT_BLOCKS=off"
+SWITCHES="SL_CUDA_CONV_API=legacy SL_CUDA_BN_RELU=off SL_CUDA_XENT_BLOCKS=off SL_CUDA_XENT_STAGED=off SL_CUDA_COL_PARTS=off SL_CUDA_LN_REGS=off SL_CUDA_FLASH_DROPOUT=off SL_CUDA_FLASH_MMA=off SL_CUDA_FLASH_BF16=off SL_CUDA_FLASH=off SL_CUDA_LT=off SL_CUDA_LT_WORKSPACE_MIB=0 SL_CUDA_BF16_GEMM=off SL_CUDA_BF16_KERNELS=off"
+AB_SWITCHES="SL_CUDA_BN_RELU=off SL_CUDA_BN_FUSED=on SL_CUDA_XENT_BLOCKS=off"
 build="build-gpu"
 switches() { [ -s "$dir/switches.txt" ] && cat "$dir/switches.txt"; }
 # runs "$@" with the kept switches (VAR=VALUE words) in its environment
@@ -182,7 +182,7 @@ stage_bf16() {
 }
 
 stage_resnet() {
-  with_switches SL_GPU_ROUNDS=3 SL_GPU_STEPS=20 SL_RESNET_TF32="on off" \
+  with_switches SL_GPU_ROUNDS=3 SL_GPU_STEPS=20 SL_RESNET_TF32="${SL_RESNET_TF32:-on off}" \
     SL_RESNET_SCHEDULES="none sqrt" SL_RESNET_BUDGET_S=$(($(left) - 30)) \
     timeout $(($(left) - 10)) bench/gpu.sh "$build" resnet table > "$dir/session-resnet.txt" 2>&1
   grep -E "target" "$dir/session-resnet.txt" | tail -8

@@ -283,6 +283,13 @@ static int env_off(const char *name)
     return v && (strcmp(v, "off") == 0 || strcmp(v, "0") == 0);
 }
 
+/* 1 when environment variable name is "on" or "1". */
+static int env_on(const char *name)
+{
+    const char *v = getenv(name);
+    return v && (strcmp(v, "on") == 0 || strcmp(v, "1") == 0);
+}
+
 /* The table of every instance, impl and name aside. */
 static sl_backend table_of(void)
 {
@@ -363,9 +370,10 @@ extern "C" sl_status sl_cuda_backend_create(int gpu, int deterministic, int tf32
      * passes over global memory; the same bits either way) and
      * SL_CUDA_COL_PARTS (the bias and LayerNorm parameter gradients as
      * column parts joined in clusters: then column tiles; other sums) and
-     * SL_CUDA_BN_FUSED (BatchNorm's statistics joined to its normalise and
-     * its backward's means to its input gradient: then three kernels
-     * each; the same bits either way) and SL_CUDA_XENT_BLOCKS (a
+     * SL_CUDA_BN_FUSED (=on, off by default: BatchNorm's statistics
+     * joined to its normalise and its backward's means to its input
+     * gradient, instead of three kernels each; the same bits either way)
+     * and SL_CUDA_XENT_BLOCKS (a
      * classifier's loss a block per row: then a thread per row; other
      * sums) and SL_CUDA_BN_RELU (BatchNorm and the in-place ReLU after it
      * as one step each way: then two; the same bits either way) */
@@ -384,7 +392,7 @@ extern "C" sl_status sl_cuda_backend_create(int gpu, int deterministic, int tf32
     s->flash_fused = !env_off("SL_CUDA_FLASH");
     s->flash_mma = !env_off("SL_CUDA_FLASH_MMA");
     s->ln_regs = !env_off("SL_CUDA_LN_REGS");
-    s->bn_fused = !env_off("SL_CUDA_BN_FUSED");
+    s->bn_fused = env_on("SL_CUDA_BN_FUSED");
     s->xent_blocks = !env_off("SL_CUDA_XENT_BLOCKS");
     s->flash_bf16 = !env_off("SL_CUDA_FLASH_BF16");
     const char *conv_api = getenv("SL_CUDA_CONV_API");

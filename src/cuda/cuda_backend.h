@@ -49,7 +49,8 @@ int sl_cuda_ln_regs(const sl_backend *be);
 
 /* Whether this instance's BatchNorm joins its statistics to the
  * normalise, and its backward's means to the input gradient, in one
- * kernel each (1), or runs three kernels each (0: SL_CUDA_BN_FUSED=off).
+ * kernel each (1: SL_CUDA_BN_FUSED=on), or runs three kernels each (0,
+ * the default).
  * 0 in a build without CUDA. */
 int sl_cuda_bn_fused(const sl_backend *be);
 

@@ -45,7 +45,8 @@ typedef struct sl_cuda_state {
     int ln_regs;       /* LayerNorm's forward and input gradient from registers; off: their
                           loops (SL_CUDA_LN_REGS) */
     int bn_fused;      /* BatchNorm's final sums inside its normalise and its input
-                          gradient; off: a kernel of their own (SL_CUDA_BN_FUSED) */
+                          gradient (SL_CUDA_BN_FUSED=on); off (default): a
+                          kernel of their own */
     int xent_blocks;   /* a classifier's loss a block per row; off: a thread per row
                           (SL_CUDA_XENT_BLOCKS) */
     int flash_bf16;    /* its bf16 products for bf16 activations; off: TF32 on widened

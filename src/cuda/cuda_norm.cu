@@ -24,13 +24,16 @@
  *      64, ..., 1, each step one add per pair, barriers between) and
  *      writes the pair of partial sums to partials[(ch * parts + p) * 2].
  *   3. Parts 0, 1, ... of a channel are added in order and the element
- *      rules applied: by every block of the normalise (or of the input
- *      gradient) for its own plane's channel, the block of the channel's
- *      first plane writing the statistics (the default, SL_CUDA_BN_FUSED);
- *      or by a second kernel, one thread per channel, before the
- *      normalise (SL_CUDA_BN_FUSED=off, no images or values, a backward
- *      without an input gradient). The same adds in the same order
- *      either way, so the same bits.
+ *      rules applied: by a second kernel, one thread per channel, before
+ *      the normalise (the default; also with no images or values, or a
+ *      backward without an input gradient); or (SL_CUDA_BN_FUSED=on) by
+ *      every block of the normalise (or of the input gradient) for its
+ *      own plane's channel, the block of the channel's first plane
+ *      writing the statistics. The same adds in the same order either
+ *      way, so the same bits. The fused kernels save a launch a pass but
+ *      every block re-adds its channel's parts: on an H100 ResNet-152's
+ *      step (TF32 off) was 1.4 % slower with them (2026-11-27-e), so
+ *      they are off by default.
  * No atomics and no dependence on which block runs first: every add has
  * fixed operands in a fixed order, so the statistics are the same bits on
  * every call. The training forward's normalise and the re-forward's are
@@ -217,7 +220,7 @@ static __global__ void bn_apply(size_t planes, int c, int hw, const float *x, co
 }
 
 /* The training forward's statistics and normalise in one kernel (the
- * switch bn_fused, on by default): every block of a plane adds its
+ * switch bn_fused, SL_CUDA_BN_FUSED=on): every block of a plane adds its
  * channel's parts itself with bn_stat_final's channel_stats (the same
  * floats in every block and in bn_stat_final), and the block of the
  * channel's first plane (channel_writer) writes the saved statistics and
