@@ -346,7 +346,9 @@ if has profile; then
   took profile
   # BatchNorm's share of the profiled step (its statistics and normalise,
   # forward, re-forward and backward), from sl_net_profile's entries: the
-  # figure issue 25's BatchNorm kernels are judged by.
+  # figure issue 25's BatchNorm kernels are judged by. Since 2026-11-27-e
+  # it holds the ReLUs joined to BatchNorm too (SL_CUDA_BN_RELU=off for
+  # the share as before).
   python3 - "$out/profile.jsonl" <<'PY' | tee "$out/batchnorm_share.txt"
 import json, sys
 for line in open(sys.argv[1]):

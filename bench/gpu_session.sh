@@ -17,8 +17,8 @@
 #           (switches.txt), else the two fused-attention switches together,
 #           otherwise all of them. Logs: gputests.log,
 #           diag-*.log.
-#   ab      each switch of the float step's paths not yet timed
-#           (AB_SWITCHES) in turn against none, 3 interleaved rounds of 6
+#   ab      each switch of AB_SWITCHES (the environment's, else the
+#           three timed in 2026-11-27-e) in turn against none, 3 interleaved rounds of 6
 #           steps, on the workload its path runs: the convolution,
 #           BatchNorm and classifier-loss switches (SL_CUDA_CONV_*,
 #           SL_CUDA_BN_*, SL_CUDA_XENT_BLOCKS) on ours none, ResNet-152
@@ -52,6 +52,11 @@
 #   rkernels  gpu.sh rkernels: one ResNet-152 step (none, TF32 off) kernel
 #           by kernel under ncu (ncu_resnet.txt), where BatchNorm, ReLU and
 #           the loss stand beside cuDNN's convolutions
+#   det     gpu.sh det: ResNet-152 b16, TF32 off, ours none and sqrt with
+#           cuDNN free to pick non-deterministic algorithms, PyTorch plain
+#           and checkpointed held to deterministic ones (det.jsonl): what
+#           determinism costs each side where ours is 1.1x PyTorch plain
+#           (2026-11-27-e), about a minute
 #   shakespeare  gpu.sh shakespeare (needs data/ carried)
 # DEADLINE (seconds, default 470) bounds the whole call: each stage gets
 # what is left. OUT (the device tool's) receives gpu-session.tgz; the logs
@@ -67,7 +72,7 @@ export LD_LIBRARY_PATH=/usr/local/cuda/lib64:/usr/local/cuda/lib:${LD_LIBRARY_PA
 t0=$SECONDS
 left() { echo $((${DEADLINE:-470} - (SECONDS - t0))); }
 SWITCHES="SL_CUDA_CONV_API=legacy SL_CUDA_BN_RELU=off SL_CUDA_XENT_BLOCKS=off SL_CUDA_XENT_STAGED=off SL_CUDA_COL_PARTS=off SL_CUDA_LN_REGS=off SL_CUDA_FLASH_DROPOUT=off SL_CUDA_FLASH_MMA=off SL_CUDA_FLASH_BF16=off SL_CUDA_FLASH=off SL_CUDA_LT=off SL_CUDA_LT_WORKSPACE_MIB=0 SL_CUDA_BF16_GEMM=off SL_CUDA_BF16_KERNELS=off"
-AB_SWITCHES="SL_CUDA_BN_RELU=off SL_CUDA_BN_FUSED=on SL_CUDA_XENT_BLOCKS=off"
+AB_SWITCHES=${AB_SWITCHES:-"SL_CUDA_BN_RELU=off SL_CUDA_BN_FUSED=on SL_CUDA_XENT_BLOCKS=off"}
 build="build-gpu"
 switches() { [ -s "$dir/switches.txt" ] && cat "$dir/switches.txt"; }
 # runs "$@" with the kept switches (VAR=VALUE words) in its environment
@@ -209,16 +214,23 @@ stage_rkernels() {
 
 stage_tests-all() { stage_tests all; }
 
+stage_det() {
+  with_switches timeout $(($(left) > 10 ? $(left) - 5 : 5)) \
+    bench/gpu.sh "$build" det > "$dir/session-det.txt" 2>&1
+  grep -o '"side":"[a-z]*"\|"schedule":"[a-z]*"\|"mode":"[a-z:0-9]*"\|"it_per_s":[0-9.]*' \
+    "$dir/det.jsonl" 2>/dev/null | paste -sd' ' | sed 's/ "side"/\n"side"/g'
+}
+
 stage_shakespeare() {
   with_switches SL_SHAKESPEARE_TIMEOUT_S=$(($(left) - 10)) \
     bench/gpu.sh "$build" shakespeare > "$dir/session-shakespeare.txt" 2>&1
   tail -15 "$dir/session-shakespeare.txt"
 }
 
-[ $# -gt 0 ] || { echo "usage: bench/gpu_session.sh STAGE... (tests tests-all ab f32 bf16 resnet detail rprofile rkernels shakespeare)" >&2; exit 2; }
+[ $# -gt 0 ] || { echo "usage: bench/gpu_session.sh STAGE... (tests tests-all ab f32 bf16 resnet det detail rprofile rkernels shakespeare)" >&2; exit 2; }
 for stage in "$@"; do
   case "$stage" in
-    tests | tests-all | ab | f32 | bf16 | resnet | detail | rprofile | rkernels | shakespeare) ;;
+    tests | tests-all | ab | f32 | bf16 | resnet | det | detail | rprofile | rkernels | shakespeare) ;;
     *) echo "gpu_session.sh: unknown stage '$stage'" >&2; exit 2 ;;
   esac
 done

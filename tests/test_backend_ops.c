@@ -21,7 +21,8 @@
  * over global memory) are held to the same bits; its two traversals of
  * the column sums (column parts in clusters, column tiles) are each
  * checked against the CPU; its LayerNorm with rows in registers is held to
- * the bits of its loops.
+ * the bits of its loops. BatchNorm joined to the ReLU after it is held to
+ * the bits of the two ops on every backend (the CPU here too).
  */
 #define _POSIX_C_SOURCE 200809L /* setenv */
 #include <check.h>
@@ -36,7 +37,7 @@
 #include "cuda/cuda_backend.h"
 #include "harness.h"
 
-enum { DEV_PTRS = 48 };
+enum { DEV_PTRS = 96 };
 typedef struct dev {
     const sl_backend *be;
     sl_exec ex;
@@ -73,7 +74,7 @@ static void dev_release(dev *d)
 }
 
 /* Outputs of one op on one device, host copies. */
-#define MAX_OUT 24
+#define MAX_OUT 40
 typedef struct outputs {
     float *v[MAX_OUT];
     size_t n[MAX_OUT];
@@ -845,6 +846,89 @@ static void op_batchnorm_shapes(dev *d, outputs *o)
     batchnorm_case(d, o, 5, 9, 100, 0, 0, 0, 90);
 }
 
+/* BatchNorm then ReLU on n x c x hw, joined (the batchnorm_relu_* ops)
+ * or apart (BatchNorm's ops and ReLU's): the training forward, the
+ * re-forward with the saved statistics, and the backward from dy at the
+ * ReLU's output, with dx written or added, over dy (in place) or not,
+ * frozen statistics or the batch's. Channel 1 holds one value (variance 0:
+ * every normalised value beta's, beta 0, gamma negative: the ReLU's edge
+ * at 0 and -0) and, with nan, channel 2 a NaN (the devices' NaNs may
+ * differ in payload: no comparison across devices takes it). */
+static void batchnorm_relu_case(dev *d, outputs *o, int joined, int nan, int BN, int BC, int HW,
+                                int accumulate, int frozen, int in_place, uint64_t seed)
+{
+    size_t nx = (size_t)BN * BC * HW;
+    float *hx = host_normal(nx, seed, 2.0f), *hg = host_normal((size_t)BC, seed + 1, 1.0f);
+    float *hb = host_normal((size_t)BC, seed + 2, 1.0f);
+    ck_assert(BC >= 3);
+    for (int i = 0; i < BN; i++)
+        for (int j = 0; j < HW; j++)
+            hx[((size_t)i * BC + 1) * HW + j] = 0.75f;
+    if (nan)
+        hx[2 * (size_t)HW + 1] = NAN;
+    hg[1] = -fabsf(hg[1]);
+    hb[1] = 0.0f;
+    float *x = dev_up(d, hx, nx * sizeof(float)), *g = dev_up(d, hg, (size_t)BC * sizeof(float));
+    float *b = dev_up(d, hb, (size_t)BC * sizeof(float));
+    free(hx);
+    free(hg);
+    free(hb);
+    float *dy = dev_normal(d, nx, seed + 3, 1.0f);
+    float *stats = dev_alloc(d, 2 * (size_t)BC * sizeof(float));
+    float *run = dev_normal(d, 2 * (size_t)BC, seed + 4, 0.5f);
+    float *y = dev_alloc(d, nx * sizeof(float)), *y2 = dev_alloc(d, nx * sizeof(float));
+    float *dx = in_place ? dy
+                : accumulate ? dev_normal(d, nx, seed + 5, 1.0f)
+                             : dev_alloc(d, nx * sizeof(float));
+    float *dg = dev_normal(d, (size_t)BC, seed + 6, 1.0f);
+    float *dbeta = dev_normal(d, (size_t)BC, seed + 7, 1.0f);
+    void *fws = bn_ws(d, d->be->batchnorm_forward_workspace_bytes, BN, BC, HW);
+    void *bws = bn_ws(d, d->be->batchnorm_backward_workspace_bytes, BN, BC, HW);
+    const sl_backend *be = d->be;
+    const sl_exec *ex = &d->ex;
+    if (joined) {
+        be->batchnorm_relu_forward_train(ex, BN, BC, HW, x, g, b, y, stats, stats + BC, run,
+                                         run + BC, 0.1f, 1e-5f, fws);
+        be->batchnorm_relu_forward_apply(ex, BN, BC, HW, x, g, b, stats, stats + BC, y2);
+        be->batchnorm_relu_backward(ex, BN, BC, HW, x, dy, g, b, stats, stats + BC, dx,
+                                    accumulate, dg, dbeta, frozen, bws);
+    } else {
+        be->batchnorm_forward_train(ex, BN, BC, HW, x, g, b, y, stats, stats + BC, run, run + BC,
+                                    0.1f, 1e-5f, fws);
+        be->relu_forward(ex, nx, y, y);
+        be->batchnorm_forward_apply(ex, BN, BC, HW, x, g, b, stats, stats + BC, y2);
+        be->relu_forward(ex, nx, y2, y2);
+        /* the ReLU's gradient over dy, in place, as the plan runs it */
+        be->relu_backward(ex, nx, y, dy, dy, 0);
+        be->batchnorm_backward(ex, BN, BC, HW, x, dy, g, stats, stats + BC, dx, accumulate, dg,
+                               dbeta, frozen, bws);
+    }
+    ck_assert(be->sync(ex) == SL_OK);
+    out_add(o, d, y, nx);
+    out_add(o, d, y2, nx);
+    out_add(o, d, stats, 2 * (size_t)BC);
+    out_add(o, d, run, 2 * (size_t)BC);
+    out_add(o, d, dx, nx);
+    out_add(o, d, dg, (size_t)BC);
+    out_add(o, d, dbeta, (size_t)BC);
+}
+
+/* The cases: the batch's statistics, dx written; frozen, dx added; dx
+ * over dy; the stem's few channels of many values; planes narrower than
+ * a warp. */
+static void batchnorm_relu_cases(dev *d, outputs *o, int joined, int nan)
+{
+    batchnorm_relu_case(d, o, joined, nan, 8, 12, 49, 0, 0, 0, 100);
+    batchnorm_relu_case(d, o, joined, nan, 4, 5, 30, 1, 1, 0, 110);
+    batchnorm_relu_case(d, o, joined, nan, 6, 7, 36, 0, 0, 1, 120);
+    batchnorm_relu_case(d, o, joined, nan, 16, 4, 3136, 1, 0, 0, 130);
+    batchnorm_relu_case(d, o, joined, nan, 3, 40, 7, 0, 0, 1, 140);
+}
+
+static void op_batchnorm_relu_joined(dev *d, outputs *o) { batchnorm_relu_cases(d, o, 1, 1); }
+static void op_batchnorm_relu_apart(dev *d, outputs *o) { batchnorm_relu_cases(d, o, 0, 1); }
+static void op_batchnorm_relu_finite(dev *d, outputs *o) { batchnorm_relu_cases(d, o, 1, 0); }
+
 static void op_pool(dev *d, outputs *o)
 {
     sl_pool_desc p = {3, 5, 13, 13, 7, 7, 3, 3, 2, 2, 1, 1};
@@ -1187,6 +1271,68 @@ START_TEST(test_batchnorm_fused_equals_kernels)
 }
 END_TEST
 
+/* BatchNorm joined to the ReLU after it gives the two ops' bits, value
+ * for value (NaNs, the ReLU's edge at 0 and -0 included), on the CPU and,
+ * with a GPU, on its default kernels and its fused ones
+ * (SL_CUDA_BN_FUSED=on); the GPU's joined ops against the CPU's within
+ * BatchNorm's tolerance. */
+START_TEST(test_batchnorm_relu_joined_equals_apart)
+{
+    sl_backend *cpu_be = NULL, *gpu = gpu_or_null(), *fused = NULL;
+    ck_assert_int_eq(sl_cpu_backend_create(1, &cpu_be), SL_OK);
+    if (gpu) {
+        ck_assert_int_eq(setenv("SL_CUDA_BN_FUSED", "on", 1), 0);
+        ck_assert_int_eq(sl_cuda_backend_create(0, 1, 0, &fused), SL_OK);
+        unsetenv("SL_CUDA_BN_FUSED");
+        ck_assert(sl_cuda_bn_fused(fused) && !sl_cuda_bn_fused(gpu));
+    }
+    const sl_backend *bes[3] = {cpu_be, gpu, fused};
+    const char *names[3] = {"CPU", "GPU", "GPU, fused finals"};
+    for (int k = 0; k < 3; k++) {
+        if (!bes[k]) {
+            printf("batchnorm + relu joined, %s: SKIPPED (no usable GPU)\n", names[k]);
+            continue;
+        }
+        ck_assert_msg(sl_backend_joins_bn_relu(bes[k]), "%s has no batchnorm_relu_* ops",
+                      names[k]);
+        check_same_bits("batchnorm + relu", op_batchnorm_relu_joined, bes[k], bes[k], "");
+        outputs out[2];
+        memset(out, 0, sizeof out);
+        op_fn ops[2] = {op_batchnorm_relu_joined, op_batchnorm_relu_apart};
+        for (int j = 0; j < 2; j++) {
+            dev g = {bes[k], {bes[k], 1, 0}, {0}, 0};
+            ops[j](&g, &out[j]);
+            dev_release(&g);
+        }
+        ck_assert_int_eq(out[0].count, out[1].count);
+        int nans = 0, zeros = 0;
+        for (int i = 0; i < out[0].count; i++) {
+            ck_assert_msg(memcmp(out[0].v[i], out[1].v[i], out[0].n[i] * sizeof(float)) == 0,
+                          "%s: output %d joined and apart differ", names[k], i);
+            for (size_t e = 0; e < out[0].n[i]; e++) {
+                nans += isnan(out[0].v[i][e]);
+                zeros += out[0].v[i][e] == 0.0f;
+            }
+        }
+        ck_assert_msg(nans > 0 && zeros > 0, "%s: the cases reach no NaN (%d) or zero (%d)",
+                      names[k], nans, zeros);
+        printf("batchnorm + relu, %s: joined and apart the same bits over %d outputs (%d NaNs, "
+               "%d zeros)\n", names[k], out[0].count, nans, zeros);
+        out_free(&out[0]);
+        out_free(&out[1]);
+    }
+    /* per case: y, y re-forwarded, the statistics, the running ones, dx,
+     * dgamma, dbeta: BatchNorm's tolerances (test_ops_gpu_vs_cpu) */
+#define BN_RELU_TOL 1e-5, 1e-5, 1e-6, 1e-6, 1e-5, 1e-5, 1e-5
+    const double tol[] = {BN_RELU_TOL, BN_RELU_TOL, BN_RELU_TOL, BN_RELU_TOL, BN_RELU_TOL};
+#undef BN_RELU_TOL
+    check_op("batchnorm + relu, joined", op_batchnorm_relu_finite, gpu, tol);
+    sl_backend_destroy(fused);
+    sl_backend_destroy(gpu);
+    sl_backend_destroy(cpu_be);
+}
+END_TEST
+
 /* A classifier's loss a thread per row (SL_CUDA_XENT_BLOCKS=off, the
  * escape from the block per row) against the CPU too. */
 START_TEST(test_classifier_loss_thread_rows)
@@ -1272,6 +1418,7 @@ int main(void)
     tcase_add_test(tc, test_layernorm_registers_equal_loops);
     tcase_add_test(tc, test_lm_xent_staged_equals_passes);
     tcase_add_test(tc, test_batchnorm_fused_equals_kernels);
+    tcase_add_test(tc, test_batchnorm_relu_joined_equals_apart);
     tcase_add_test(tc, test_classifier_loss_thread_rows);
     suite_add_tcase(s, tc);
     return th_run_suite(s) ? EXIT_FAILURE : EXIT_SUCCESS;

@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "checkpoint/pipeline.h"
 #include "cpu/cpu.h"
 #include "net/net.h"
 #include "harness.h"
@@ -43,6 +44,7 @@ static sl_net *build(sl_context *ctx, const char *model, int res, sl_schedule sc
 
 static int g_most_forwards; /* of the last train() */
 static int g_keeps_conv;    /* the last train()'s schedule keeps some unit's conv outputs only */
+static int g_joins;         /* the last train()'s program's BatchNorm-ReLU joins */
 
 /* Three training steps; records losses, then copies every tensor and the
  * last gradients. Checks the measured arena peak against the plan. */
@@ -59,6 +61,10 @@ static void train(const char *model, int res, int batch, sl_schedule schedule, s
         *planned_total = rep.total;
     g_most_forwards = th_most_forwards(net);
     const sl_segments *seg = &net->cache[SL_MODE_TRAIN].seg;
+    const sl_run_cache *c = &net->cache[SL_MODE_TRAIN];
+    g_joins = 0;
+    for (int k = 0; k < c->prog.n_steps; k++)
+        g_joins += sl_program_joins_relu(&net->graph, &c->sh, &c->prog, &c->plan, k);
     g_keeps_conv = 0;
     for (int a = 0; a < seg->n_actions; a++)
         g_keeps_conv |= seg->actions[a].kind == SL_ACT_FWD && seg->actions[a].keep == SL_KEEP_CONV;
@@ -92,11 +98,14 @@ static void check_model(const char *model, int res, int batch)
     uint64_t plain_total, total;
     sl_cpu_bn_relu_force(0); /* the reference: BatchNorm and ReLU apart */
     train(model, res, batch, SL_SCHEDULE_NONE, &plain, &plain_total);
-    sl_cpu_bn_relu_force(-1);
+    sl_cpu_bn_relu_force(1);
     sl_schedule fixed[3] = {SL_SCHEDULE_SQRT, SL_SCHEDULE_SEGMENTS(2), SL_SCHEDULE_SEGMENTS(5)};
     const char *names[3] = {"sqrt", "k=2", "k=5"};
     for (int i = 0; i < 3; i++) {
         train(model, res, batch, fixed[i], &other, &total);
+        /* VGG-A has no BatchNorm */
+        ck_assert_msg(g_joins > 0 || strcmp(model, "vgg-a") == 0, "%s %s: no BatchNorm-ReLU join",
+                      model, names[i]);
         char what[64];
         snprintf(what, sizeof what, "%s %s", model, names[i]);
         assert_identical(&plain, &other, what);
@@ -138,6 +147,7 @@ static void check_model(const char *model, int res, int batch)
            ops_budget / 1048576.0, plain_total / 1048576.0, multilevel,
            keeps_conv ? "keeps" : "keeps no");
     snapshot_free(&plain);
+    sl_cpu_bn_relu_force(-1);
 }
 
 START_TEST(test_checkpoint_bit_identical_resnet20) { check_model("resnet20", 32, 8); }

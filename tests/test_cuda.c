@@ -843,21 +843,17 @@ START_TEST(test_cuda_conv_geometry_cudnn_cannot_run_fails_the_plan)
 }
 END_TEST
 
-/* TF32 off and on: both plan (every convolution's engine accepted in the
- * math type it will run in) and train two steps; off, the network stays
- * within 1e-3 of the CPU after them. */
-/* One step of ResNet-20 under s on the GPU: how many steps of its
- * training program the executor joins (sl_program_joins_relu, where the
+/* ResNet-20's training program under s, planned on the GPU: how many of
+ * its steps the executor joins (sl_program_joins_relu, where the
  * backend has the batchnorm_relu_* ops), forward and backward. */
 static void cuda_joins(sl_schedule s, int joins[2])
 {
     sl_context *ctx = cuda_context(42);
     sl_net *net = cuda_net(ctx, s, "resnet20");
-    float x[TRAIN_FLOATS];
-    train_step_cuda(net, x, 0);
-    const sl_backend *be = ctx->backend;
-    int can = be->batchnorm_relu_forward_train && be->batchnorm_relu_forward_apply &&
-              be->batchnorm_relu_backward;
+    sl_memory_report rep; /* plans the step */
+    ck_assert_msg(sl_net_memory_report(net, g_train_shape, SL_MODE_TRAIN, &rep) == SL_OK, "%s",
+                  sl_last_error());
+    int can = sl_backend_joins_bn_relu(ctx->backend);
     const sl_run_cache *c = &net->cache[SL_MODE_TRAIN];
     joins[0] = joins[1] = 0;
     for (int k = 0; can && k < c->prog.n_steps; k++)
@@ -906,6 +902,9 @@ START_TEST(test_cuda_bn_relu_joined_equals_apart)
 }
 END_TEST
 
+/* TF32 off and on: both plan (every convolution's engine accepted in the
+ * math type it will run in) and train two steps; off, the network stays
+ * within 1e-3 of the CPU after them. */
 START_TEST(test_cuda_tf32_off_and_on_both_plan_and_train)
 {
     th_params ref;

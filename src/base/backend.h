@@ -248,7 +248,8 @@ typedef struct sl_attention_desc {
      * the gradient at the ReLU's output, masked by sl_relu_grad_of on the                     \
      * normalised value recomputed from x, the saved statistics, gamma and                     \
      * beta (what the ReLU's backward reads from its output, so the same                       \
-     * bits as the two layers' ops one after the other). */                                    \
+     * bits as the two layers' ops one after the other). Float activations                     \
+     * only: the executor joins no step on bf16 storage (ex->bf16 is 0). */                    \
     OPT(void, batchnorm_relu_forward_train,                                                    \
         (const sl_exec *ex, int n, int c, int hw, const float *x, const float *gamma,          \
          const float *beta, float *y, float *save_mean, float *save_invstd,                    \
@@ -516,6 +517,23 @@ struct sl_exec {
     int threads;
     int bf16;
 };
+
+/* Whether be joins BatchNorm and the ReLU after it: it has all three
+ * batchnorm_relu_* ops (the executor's test, sl_program_joins_relu). */
+static inline int sl_backend_joins_bn_relu(const sl_backend *be)
+{
+    return be->batchnorm_relu_forward_train && be->batchnorm_relu_forward_apply &&
+           be->batchnorm_relu_backward;
+}
+
+/* Takes the batchnorm_relu_* ops from an instance's table (its switch
+ * says keep BatchNorm and ReLU apart). */
+static inline void sl_backend_drop_bn_relu(sl_backend *be)
+{
+    be->batchnorm_relu_forward_train = NULL;
+    be->batchnorm_relu_forward_apply = NULL;
+    be->batchnorm_relu_backward = NULL;
+}
 
 /* Frees a backend instance (NULL is fine). */
 static inline void sl_backend_destroy(sl_backend *be)

@@ -323,9 +323,7 @@ void sl_execute(const sl_graph *g, const sl_shapes *sh, const sl_program *p, con
     if (!p->values[0].external)
         ex->be->upload(ex, ptr(&r, 0), io->input, p->values[0].bytes);
     /* BatchNorm and the ReLU after it as one step where the backend can */
-    const sl_backend *be = ex->be;
-    int can_join = be->batchnorm_relu_forward_train && be->batchnorm_relu_forward_apply &&
-                   be->batchnorm_relu_backward;
+    int can_join = sl_backend_joins_bn_relu(ex->be);
     int skip = 0, relu_after = 0; /* step s: a forward ReLU joined to s - 1; a
                                      backward given the backward ReLU at s - 1 */
     for (int s = 0; s < p->n_steps; s++) {

@@ -112,11 +112,8 @@ sl_status sl_cpu_backend_create(int threads, sl_backend **out)
         return SL_ERR_NOMEM;
     *be = sl_cpu_table;
     be->bf16_kernels = bf16_kernels();
-    if (!bn_relu_joined()) {
-        be->batchnorm_relu_forward_train = NULL;
-        be->batchnorm_relu_forward_apply = NULL;
-        be->batchnorm_relu_backward = NULL;
-    }
+    if (!bn_relu_joined())
+        sl_backend_drop_bn_relu(be);
     sl_cpu_state *s;
     sl_status st = sl_cpu_state_create(threads, &s);
     if (st != SL_OK) {

@@ -37,34 +37,74 @@ typedef struct BN_FN(bn_chan) {
     int relu;
 } BN_FN(bn_chan);
 
-/* The gradient at BatchNorm's output of the value at x: dy, or dy at the
- * joined ReLU's output through its rule (sl_bn_relu_dy). */
-static inline float BN_FN(bn_dy)(const BN_FN(bn_chan) * k, BN_T dy, BN_T x)
+/* The gradient at BatchNorm's output of the value at x: dy, or with relu
+ * dy at the joined ReLU's output through its rule (sl_bn_relu_dy). The
+ * loops below pass relu as a constant, so each has a loop per case and
+ * the plain one computes nothing of the ReLU's. */
+static inline __attribute__((always_inline)) float
+BN_FN(bn_dy)(const BN_FN(bn_chan) * k, int relu, BN_T dy, BN_T x)
 {
     float d = BN_LD(dy);
-    return k->relu ? sl_bn_relu_dy(d, BN_LD(x), k->mean, k->invstd, k->gamma, k->beta) : d;
+    return relu ? sl_bn_relu_dy(d, BN_LD(x), k->mean, k->invstd, k->gamma, k->beta) : d;
 }
 
 /* sum(dy) and sum(dy * (x - mean)) of len values, in double (dy by
  * bn_dy). */
-static void BN_FN(bn_grad_sums)(const BN_T *x, const BN_T *dy, size_t len,
-                                const BN_FN(bn_chan) * k, double lane_s[BN_LANES],
-                                double lane_p[BN_LANES])
+static inline __attribute__((always_inline)) void
+BN_FN(bn_grad_sums_of)(const BN_T *x, const BN_T *dy, size_t len, const BN_FN(bn_chan) * k,
+                       int relu, double lane_s[BN_LANES], double lane_p[BN_LANES])
 {
     double mean = (double)k->mean;
     size_t j = 0;
     for (; j + BN_LANES <= len; j += BN_LANES) {
         for (int u = 0; u < BN_LANES; u++) {
-            float d = BN_FN(bn_dy)(k, dy[j + u], x[j + u]);
+            float d = BN_FN(bn_dy)(k, relu, dy[j + u], x[j + u]);
             lane_s[u] += (double)d;
             lane_p[u] += sl_bn_dy_xc(d, BN_LD(x[j + u]), mean);
         }
     }
     for (int u = 0; j < len; j++, u++) {
-        float d = BN_FN(bn_dy)(k, dy[j], x[j]);
+        float d = BN_FN(bn_dy)(k, relu, dy[j], x[j]);
         lane_s[u] += (double)d;
         lane_p[u] += sl_bn_dy_xc(d, BN_LD(x[j]), mean);
     }
+}
+
+static void BN_FN(bn_grad_sums)(const BN_T *x, const BN_T *dy, size_t len,
+                                const BN_FN(bn_chan) * k, double lane_s[BN_LANES],
+                                double lane_p[BN_LANES])
+{
+    if (k->relu)
+        BN_FN(bn_grad_sums_of)(x, dy, len, k, 1, lane_s, lane_p);
+    else
+        BN_FN(bn_grad_sums_of)(x, dy, len, k, 0, lane_s, lane_p);
+}
+
+/* One plane's input gradient (dp (+)= sl_bn_dx), dy by bn_dy. */
+static inline __attribute__((always_inline)) void
+BN_FN(bn_dx_plane_of)(const BN_T *xp, const BN_T *gp, BN_T *dp, int hw, const BN_FN(bn_chan) * k,
+                      int relu, int accumulate, float scale, float mean_dy, float mean_dy_xhat)
+{
+    if (accumulate) {
+        for (int j = 0; j < hw; j++)
+            dp[j] = BN_ST(BN_LD(dp[j]) + sl_bn_dx(BN_LD(xp[j]), BN_FN(bn_dy)(k, relu, gp[j], xp[j]),
+                                                  k->mean, k->invstd, scale, mean_dy,
+                                                  mean_dy_xhat));
+    } else {
+        for (int j = 0; j < hw; j++)
+            dp[j] = BN_ST(sl_bn_dx(BN_LD(xp[j]), BN_FN(bn_dy)(k, relu, gp[j], xp[j]), k->mean,
+                                   k->invstd, scale, mean_dy, mean_dy_xhat));
+    }
+}
+
+static void BN_FN(bn_dx_plane)(const BN_T *xp, const BN_T *gp, BN_T *dp, int hw,
+                               const BN_FN(bn_chan) * k, int accumulate, float scale,
+                               float mean_dy, float mean_dy_xhat)
+{
+    if (k->relu)
+        BN_FN(bn_dx_plane_of)(xp, gp, dp, hw, k, 1, accumulate, scale, mean_dy, mean_dy_xhat);
+    else
+        BN_FN(bn_dx_plane_of)(xp, gp, dp, hw, k, 0, accumulate, scale, mean_dy, mean_dy_xhat);
 }
 
 /* y = sl_bn_normalise(x) over channel ch of every image: train, apply and
@@ -179,18 +219,8 @@ static void BN_FN(bn_backward)(const sl_exec *ex, int n, int c, int hw, const BN
         sl_bn_grad_means(sum_dy, sum_dy_xhat, (double)count, frozen, &mean_dy, &mean_dy_xhat);
         for (int i = 0; i < n; i++) {
             size_t base = ((size_t)i * c + ch) * hw;
-            const BN_T *xp = x + base, *gp = dy + base;
-            BN_T *dp = dx + base;
-            if (accumulate) {
-                for (int j = 0; j < hw; j++)
-                    dp[j] = BN_ST(BN_LD(dp[j]) + sl_bn_dx(BN_LD(xp[j]),
-                                                          BN_FN(bn_dy)(&k, gp[j], xp[j]), mean,
-                                                          invstd, scale, mean_dy, mean_dy_xhat));
-            } else {
-                for (int j = 0; j < hw; j++)
-                    dp[j] = BN_ST(sl_bn_dx(BN_LD(xp[j]), BN_FN(bn_dy)(&k, gp[j], xp[j]), mean,
-                                           invstd, scale, mean_dy, mean_dy_xhat));
-            }
+            BN_FN(bn_dx_plane)(x + base, dy + base, dx + base, hw, &k, accumulate, scale, mean_dy,
+                               mean_dy_xhat);
         }
     });
 }

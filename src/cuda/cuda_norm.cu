@@ -43,6 +43,14 @@
  * The partial sums live in the planned workspace
  * (batchnorm_*_workspace_bytes): the backend allocates nothing.
  *
+ * BatchNorm joined to the ReLU after it (batchnorm_relu_*, the executor's
+ * joins): the same kernels with RELU true. The normalise writes
+ * sl_bn_relu_out; the backward's sums and input gradient take dy through
+ * sl_bn_relu_dy, the ReLU's rule on the output recomputed from x, the
+ * saved statistics, gamma and beta, so the ReLU's output is never read
+ * (its storage may already hold something else) and the bits are those
+ * of BatchNorm's kernels after the ReLU's.
+ *
  * bn_apply, bn_dx and their fused twins (bn_train_apply, bn_final_dx)
  * index by channel planes: block x takes plane n * c
  * (its channel and constants read once per plane, not per value), block y
@@ -391,8 +399,6 @@ static __global__ void __launch_bounds__(BN_THREADS)
     }
 }
 
-/* Per channel: the means of dy and dy * xhat into means[2c] (zero when
- * frozen); parameter gradients accumulate. */
 /* Channel ch's sums of dy and dy * xhat from its parts, and the means
  * bn_dx takes (sl_bn_grad_means): what bn_grad_final and bn_final_dx both
  * compute. */
