@@ -796,6 +796,22 @@ static void *bn_ws(dev *d, size_t (*fn)(const sl_backend *, int, int, int), int 
     return b ? dev_alloc(d, b) : NULL;
 }
 
+/* A BatchNorm case's outputs, in the order of BatchNorm's tolerances:
+ * y, the saved statistics, the running ones, dx, dgamma, dbeta, and y
+ * of a second forward (inference, or the re-forward). */
+static void bn_outputs_add(outputs *o, dev *d, size_t nx, int BC, const float *y,
+                           const float *stats, const float *run, const float *dx,
+                           const float *dg, const float *dbeta, const float *y2)
+{
+    out_add(o, d, y, nx);
+    out_add(o, d, stats, 2 * (size_t)BC);
+    out_add(o, d, run, 2 * (size_t)BC);
+    out_add(o, d, dx, nx);
+    out_add(o, d, dg, (size_t)BC);
+    out_add(o, d, dbeta, (size_t)BC);
+    out_add(o, d, y2, nx);
+}
+
 /* BatchNorm's training forward, backward (dx written, or accumulated
  * with the statistics frozen, or no dx: parameter gradients alone) and
  * inference on n x c x hw. */
@@ -825,13 +841,7 @@ static void batchnorm_case(dev *d, outputs *o, int BN, int BC, int HW, int accum
                                    NULL);
     ck_assert(d->be->sync(&d->ex) == SL_OK);
     free(ones);
-    out_add(o, d, y, nx);
-    out_add(o, d, stats, 2 * (size_t)BC);
-    out_add(o, d, run, 2 * (size_t)BC);
-    out_add(o, d, dx, nx);
-    out_add(o, d, dg, (size_t)BC);
-    out_add(o, d, dbeta, (size_t)BC);
-    out_add(o, d, y2, nx);
+    bn_outputs_add(o, d, nx, BC, y, stats, run, dx, dg, dbeta, y2);
 }
 
 static void op_batchnorm(dev *d, outputs *o) { batchnorm_case(d, o, 8, 12, 49, 0, 0, 1, 60); }
@@ -904,13 +914,7 @@ static void batchnorm_relu_case(dev *d, outputs *o, int joined, int nan, int BN,
                                dbeta, frozen, bws);
     }
     ck_assert(be->sync(ex) == SL_OK);
-    out_add(o, d, y, nx);
-    out_add(o, d, y2, nx);
-    out_add(o, d, stats, 2 * (size_t)BC);
-    out_add(o, d, run, 2 * (size_t)BC);
-    out_add(o, d, dx, nx);
-    out_add(o, d, dg, (size_t)BC);
-    out_add(o, d, dbeta, (size_t)BC);
+    bn_outputs_add(o, d, nx, BC, y, stats, run, dx, dg, dbeta, y2);
 }
 
 /* The cases: the batch's statistics, dx written; frozen, dx added; dx
@@ -1321,9 +1325,9 @@ START_TEST(test_batchnorm_relu_joined_equals_apart)
         out_free(&out[0]);
         out_free(&out[1]);
     }
-    /* per case: y, y re-forwarded, the statistics, the running ones, dx,
-     * dgamma, dbeta: BatchNorm's tolerances (test_ops_gpu_vs_cpu) */
-#define BN_RELU_TOL 1e-5, 1e-5, 1e-6, 1e-6, 1e-5, 1e-5, 1e-5
+    /* per case: y, the statistics, the running ones, dx, dgamma, dbeta, y
+     * re-forwarded: BatchNorm's tolerances (test_ops_gpu_vs_cpu) */
+#define BN_RELU_TOL 1e-5, 1e-6, 1e-6, 1e-5, 1e-5, 1e-5, 1e-5
     const double tol[] = {BN_RELU_TOL, BN_RELU_TOL, BN_RELU_TOL, BN_RELU_TOL, BN_RELU_TOL};
 #undef BN_RELU_TOL
     check_op("batchnorm + relu, joined", op_batchnorm_relu_finite, gpu, tol);
