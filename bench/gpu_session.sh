@@ -18,7 +18,8 @@
 #           otherwise all of them. Logs: gputests.log,
 #           diag-*.log.
 #   ab      each switch of AB_SWITCHES (the environment's, else the
-#           three timed in 2026-11-27-e) in turn against none, 3 interleaved rounds of 6
+#           CUDA graphs, not yet timed, and the three timed in
+#           2026-11-27-e) in turn against none, 3 interleaved rounds of 6
 #           steps, on the workload its path runs: the convolution,
 #           BatchNorm and classifier-loss switches (SL_CUDA_CONV_*,
 #           SL_CUDA_BN_*, SL_CUDA_XENT_BLOCKS) on ours none, ResNet-152
@@ -72,7 +73,7 @@ export LD_LIBRARY_PATH=/usr/local/cuda/lib64:/usr/local/cuda/lib:${LD_LIBRARY_PA
 t0=$SECONDS
 left() { echo $((${DEADLINE:-470} - (SECONDS - t0))); }
 SWITCHES="SL_CUDA_CONV_API=legacy SL_CUDA_BN_RELU=off SL_CUDA_XENT_BLOCKS=off SL_CUDA_XENT_STAGED=off SL_CUDA_COL_PARTS=off SL_CUDA_LN_REGS=off SL_CUDA_FLASH_DROPOUT=off SL_CUDA_FLASH_MMA=off SL_CUDA_FLASH_BF16=off SL_CUDA_FLASH=off SL_CUDA_LT=off SL_CUDA_LT_WORKSPACE_MIB=0 SL_CUDA_BF16_GEMM=off SL_CUDA_BF16_KERNELS=off"
-AB_SWITCHES=${AB_SWITCHES:-"SL_CUDA_BN_RELU=off SL_CUDA_BN_FUSED=on SL_CUDA_XENT_BLOCKS=off"}
+AB_SWITCHES=${AB_SWITCHES:-"SL_CUDA_GRAPHS=on SL_CUDA_BN_RELU=off SL_CUDA_BN_FUSED=on SL_CUDA_XENT_BLOCKS=off"}
 build="build-gpu"
 switches() { [ -s "$dir/switches.txt" ] && cat "$dir/switches.txt"; }
 # runs "$@" with the kept switches (VAR=VALUE words) in its environment
@@ -127,7 +128,7 @@ stage_tests() {
 # gpt2drop (attention dropout) or gpt2
 ab_workload() {
   case "$1" in
-    SL_CUDA_CONV_* | SL_CUDA_BN_* | SL_CUDA_XENT_BLOCKS=*) echo resnet ;;
+    SL_CUDA_CONV_* | SL_CUDA_BN_* | SL_CUDA_XENT_BLOCKS=* | SL_CUDA_GRAPHS=*) echo resnet ;;
     SL_CUDA_FLASH_DROPOUT=*) echo gpt2drop ;;
     *) echo gpt2 ;;
   esac

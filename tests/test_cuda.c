@@ -13,7 +13,8 @@
  * GPT-2 (flash attention, the chunked head) gives the CPU's step within
  * 1e-4 and checkpoints bit-identically; BatchNorm and the ReLU after it
  * joined (the default) give the bits of the two steps
- * (SL_CUDA_BN_RELU=off).
+ * (SL_CUDA_BN_RELU=off); steps recorded as CUDA graphs and replayed
+ * (SL_CUDA_GRAPHS=on) give the bits of steps queued one by one.
  */
 #define _POSIX_C_SOURCE 200809L /* setenv */
 #include <check.h>
@@ -843,6 +844,20 @@ START_TEST(test_cuda_conv_geometry_cudnn_cannot_run_fails_the_plan)
 }
 END_TEST
 
+/* Two runs of one training that must agree: b's arena as planned, and
+ * as a's; every tensor and gradient of both the same bits (both freed). */
+static void assert_same_training(const char *what, th_params *a, const sl_memory_report *ra,
+                                 th_params *b, const sl_memory_report *rb)
+{
+    ck_assert_msg(rb->arena_bytes == ra->arena_bytes && rb->arena_measured == rb->arena_bytes,
+                  "%s: arena %llu (measured %llu), the other run's %llu", what,
+                  (unsigned long long)rb->arena_bytes, (unsigned long long)rb->arena_measured,
+                  (unsigned long long)ra->arena_bytes);
+    th_params_assert_identical(a, b, what);
+    th_params_free(a);
+    th_params_free(b);
+}
+
 /* ResNet-20's training program under s, planned on the GPU: how many of
  * its steps the executor joins (sl_program_joins_relu, where the
  * backend has the batchnorm_relu_* ops), forward and backward. */
@@ -887,17 +902,52 @@ START_TEST(test_cuda_bn_relu_joined_equals_apart)
         cuda_joins(s[k], on);
         ck_assert_msg(off[0] == 0 && off[1] == 0 && on[0] > 0 && on[1] > 0,
                       "%s: joins off %d/%d, on %d/%d", names[k], off[0], off[1], on[0], on[1]);
-        ck_assert_msg(rj.arena_bytes == ra.arena_bytes && rj.arena_measured == rj.arena_bytes,
-                      "%s: arena joined %llu (measured %llu), apart %llu", names[k],
-                      (unsigned long long)rj.arena_bytes, (unsigned long long)rj.arena_measured,
-                      (unsigned long long)ra.arena_bytes);
         char what[64];
         snprintf(what, sizeof what, "resnet20 %s joined vs apart", names[k]);
-        th_params_assert_identical(&apart, &joined, what);
-        th_params_free(&apart);
-        th_params_free(&joined);
+        assert_same_training(what, &apart, &ra, &joined, &rj);
         printf("resnet20 %s: %d forward and %d backward BatchNorm-ReLU joins give the bits of "
                "the two steps\n", names[k], on[0], on[1]);
+    }
+}
+END_TEST
+
+/* Steps recorded once as CUDA graphs and replayed (SL_CUDA_GRAPHS=on)
+ * against the same steps queued kernel by kernel: three SGD steps of
+ * ResNet-20 under none and sqrt give the same bits (the first step runs
+ * eagerly, the second records and launches, the third replays), and the
+ * arena measured is the plan. */
+START_TEST(test_cuda_graphs_give_eager_bits)
+{
+    sl_schedule s[2] = {SL_SCHEDULE_NONE, SL_SCHEDULE_SQRT};
+    const char *names[2] = {"none", "sqrt"};
+    for (int k = 0; k < 2; k++) {
+        th_params eager, replayed;
+        sl_memory_report re, rg;
+        unsetenv("SL_CUDA_GRAPHS");
+        train_cuda("resnet20", s[k], &eager, &re);
+        ck_assert_int_eq(setenv("SL_CUDA_GRAPHS", "on", 1), 0);
+        sl_context *ctx = cuda_context(42);
+        unsetenv("SL_CUDA_GRAPHS");
+        ck_assert_msg(ctx->backend->graph_begin != NULL, "SL_CUDA_GRAPHS=on left no graph ops");
+        sl_net *net = cuda_net(ctx, s[k], "resnet20");
+        float losses[3];
+        th_train_steps(net, g_train_shape, 3, g_perturb, losses);
+        const sl_graph_cache *gc = &net->cache[SL_MODE_TRAIN].graphs;
+        int ranges = gc->n, replays = gc->replays, recorded = 0;
+        for (int r = 0; r < gc->n; r++)
+            recorded += gc->exec[r] != NULL;
+        ck_assert(sl_net_memory_report(net, g_train_shape, SL_MODE_TRAIN, &rg) == SL_OK);
+        th_params_capture(net, &replayed);
+        sl_net_free(net);
+        sl_context_free(ctx);
+        ck_assert_msg(ranges > 0 && recorded == ranges && replays >= ranges,
+                      "%s: %d ranges, %d recorded, %d replays", names[k], ranges, recorded,
+                      replays);
+        char what[64];
+        snprintf(what, sizeof what, "resnet20 %s replayed vs eager", names[k]);
+        assert_same_training(what, &eager, &re, &replayed, &rg);
+        printf("resnet20 %s: %d graph ranges recorded, %d replays, the eager bits\n", names[k],
+               ranges, replays);
     }
 }
 END_TEST
@@ -977,6 +1027,7 @@ int main(void)
     tcase_add_test(tc, test_cuda_conv_geometry_cudnn_cannot_run_fails_the_plan);
     tcase_add_test(tc, test_cuda_tf32_off_and_on_both_plan_and_train);
     tcase_add_test(tc, test_cuda_bn_relu_joined_equals_apart);
+    tcase_add_test(tc, test_cuda_graphs_give_eager_bits);
     tcase_add_test(tc, test_cuda_gpt2_matches_cpu_and_checkpoints_bit_identical);
     tcase_add_test(tc, test_cuda_gpt2_tf32_fused_attention_checkpoints_bit_identical);
     tcase_add_test(tc, test_cuda_bf16_gpt2_kernels_give_the_copies_bits);

@@ -11,7 +11,14 @@
  *  - BatchNorm and the in-place ReLU after it joined into one step each way
  *    (sl_program_joins_relu, the CPU's batchnorm_relu_* ops) give the bits
  *    of the two steps: the reference runs with the joins off, every
- *    schedule with them on, and the chains do join some pairs both ways.
+ *    schedule with them on, and the chains do join some pairs both ways;
+ *  - the program's graph ranges (what a GPU records once and replays) are
+ *    maximal runs of two or more forward, re-forward and backward steps
+ *    of layers that queue the same work every run, disjoint and in order;
+ *    and where a backend cannot record (its graph_begin refuses: the
+ *    CPU runs kernels as they are queued, so it cannot stand in for a
+ *    recording itself) the executor runs the ranges' steps one by one:
+ *    the same bits, one attempt a range, none in the first run.
  */
 #include <check.h>
 #include <math.h>
@@ -19,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/base.h"
 #include "checkpoint/pipeline.h"
 #include "cpu/cpu.h"
 #include "net/net.h"
@@ -86,9 +94,59 @@ typedef struct result {
     float logits[4 * 5];
 } result;
 
+/* Ranges of program p: the invariants of sl_program_graph_ranges. */
+static int graphable(const sl_graph *g, const sl_program *p, int s)
+{
+    const sl_step *st = &p->steps[s];
+    return (st->kind == SL_STEP_FWD || st->kind == SL_STEP_REFWD || st->kind == SL_STEP_BWD) &&
+           (g->nodes[st->node].layer->ops->flags & SL_LAYER_GRAPH_SAFE);
+}
+
+static int assert_graph_ranges(const sl_graph *g, const sl_program *p)
+{
+    int lo[SL_GRAPH_RANGES], hi[SL_GRAPH_RANGES];
+    int n = sl_program_graph_ranges(g, p, lo, hi, SL_GRAPH_RANGES);
+    int bad = 0, last = 0;
+    for (int k = 0; k < n; k++) {
+        bad |= lo[k] < last || hi[k] - lo[k] < 2 || hi[k] > p->n_steps;
+        for (int s = lo[k]; s < hi[k] && !bad; s++)
+            bad |= !graphable(g, p, s);
+        /* maximal: the steps around it are not graphable */
+        bad |= (lo[k] > 0 && graphable(g, p, lo[k] - 1)) ||
+               (hi[k] < p->n_steps && graphable(g, p, hi[k]));
+        last = hi[k];
+    }
+    ck_assert_msg(!bad, "graph ranges of a %d-step program break their invariants", p->n_steps);
+    return n;
+}
+
+/* A backend that cannot start a recording: the executor must run every
+ * range's steps itself. */
+static int g_fake_graphs, g_begins;
+static int g_repeat; /* run() computes the gradients twice more (dropout draws anew) */
+static int fake_begin(const sl_exec *ex) { (void)ex; return g_begins++, 1; }
+static void *fake_end(const sl_exec *ex)
+{
+    (void)ex;
+    ck_abort_msg("a recording that never began was ended");
+    return NULL;
+}
+static void fake_launch(const sl_exec *ex, void *graph)
+{
+    (void)ex, (void)graph;
+    ck_abort_msg("a graph that was never made was launched");
+}
+static void fake_free(const sl_backend *be, void *graph) { (void)be, (void)graph; }
+
 static void run(uint64_t seed, sl_schedule schedule, int poison, result *out)
 {
     sl_context *ctx = th_context(seed);
+    if (g_fake_graphs) {
+        ctx->backend->graph_begin = fake_begin;
+        ctx->backend->graph_end = fake_end;
+        ctx->backend->graph_launch = fake_launch;
+        ctx->backend->graph_free = fake_free;
+    }
     sl_net *net = NULL;
     ck_assert(sl_sublinear(ctx, 3, schedule, &net) == SL_OK);
     int size = random_chain(net, seed);
@@ -101,6 +159,15 @@ static void run(uint64_t seed, sl_schedule schedule, int poison, result *out)
     sl_step_result r;
     ck_assert_msg(sl_net_compute_gradients(net, x, shape, labels, &r) == SL_OK, "%s",
                   sl_last_error());
+    /* with fake graphs: the second run tries to record each range, the
+     * third no more */
+    int ranges = assert_graph_ranges(&net->graph, &net->cache[SL_MODE_TRAIN].prog);
+    for (int again = 0; g_repeat && again < 2; again++) {
+        int begins = g_begins;
+        ck_assert_msg(sl_net_compute_gradients(net, x, shape, labels, &r) == SL_OK, "%s",
+                      sl_last_error());
+        ck_assert_int_eq(g_begins - begins, g_fake_graphs && again == 0 && !poison ? ranges : 0);
+    }
     out->loss = r.loss;
     const sl_program *p = &net->cache[SL_MODE_TRAIN].prog;
     out->joins[0] = out->joins[1] = 0;
@@ -156,6 +223,37 @@ static uint64_t least_budget(uint64_t seed, uint64_t *plain)
     return least;
 }
 
+/* Graph ranges, and the executor's way round a recording refused: on
+ * every schedule of the random chains, the bits of the plain reference. */
+START_TEST(test_planner_graph_ranges_and_failed_recordings)
+{
+    int chains = getenv("SL_TEST_QUICK") ? 6 : 16;
+    g_begins = 0;
+    g_repeat = 1;
+    for (int c = 0; c < chains; c++) {
+        uint64_t seed = 2000 + (uint64_t)c;
+        result ref, got;
+        g_fake_graphs = 0;
+        run(seed, SL_SCHEDULE_NONE, 0, &ref);
+        g_fake_graphs = 1;
+        sl_schedule schedules[3] = {SL_SCHEDULE_NONE, SL_SCHEDULE_SQRT, SL_SCHEDULE_SEGMENTS(3)};
+        for (int s = 0; s < 3; s++) {
+            run(seed, schedules[s], 0, &got);
+            int same = memcmp(&ref.loss, &got.loss, sizeof ref.loss) == 0;
+            for (int i = 0; i < ref.n; i++)
+                if (ref.grad[i])
+                    same &= memcmp(ref.grad[i], got.grad[i], ref.count[i] * sizeof(float)) == 0;
+            ck_assert_msg(same, "chain %d schedule %d: failed recordings change the run", c, s);
+            result_free(&got);
+        }
+        result_free(&ref);
+    }
+    g_fake_graphs = g_repeat = 0;
+    printf("planner: %d recordings refused, each range then run step by step\n", g_begins);
+    ck_assert_int_gt(g_begins, 0);
+}
+END_TEST
+
 START_TEST(test_planner_random_chains)
 {
     int chains = getenv("SL_TEST_QUICK") ? 12 : 40;
@@ -205,6 +303,7 @@ int main(void)
     TCase *tc = tcase_create("properties");
     tcase_set_timeout(tc, 600);
     tcase_add_test(tc, test_planner_random_chains);
+    tcase_add_test(tc, test_planner_graph_ranges_and_failed_recordings);
     suite_add_tcase(s, tc);
     int failed = th_run_suite(s);
     return failed ? EXIT_FAILURE : EXIT_SUCCESS;

@@ -151,7 +151,18 @@ typedef struct sl_attention_desc {
     OPT(size_t, device_free_bytes, (const sl_backend *be, size_t *total))                      \
     /* The native stream kernels are queued on (a cudaStream_t), for custom                    \
      * layers' own kernels. NULL on the CPU. */                                                \
-    OPT(void *, native_stream, (const sl_backend *be))
+    OPT(void *, native_stream, (const sl_backend *be))                                         \
+    /* Graphs of queued work (CUDA graphs; NULL where nothing is captured):                    \
+     * graph_begin starts recording the instance's queue (0, or nonzero                        \
+     * when it cannot); until graph_end, kernels queued are recorded, not                      \
+     * run. graph_end stops and returns the recording made runnable, or NULL                   \
+     * when the capture failed (the failure forgotten: the caller queues                       \
+     * the same work again, unrecorded). graph_launch queues a recording's                     \
+     * work; graph_free frees one. */                                                          \
+    OPT(int, graph_begin, (const sl_exec *ex))                                                 \
+    OPT(void *, graph_end, (const sl_exec *ex))                                                \
+    OPT(void, graph_launch, (const sl_exec *ex, void *graph))                                  \
+    OPT(void, graph_free, (const sl_backend *be, void *graph))
 
 /* SL_BACKEND_OPS: the kernels. */
 #define SL_BACKEND_OPS(REQ, OPT)                                                               \

@@ -311,75 +311,188 @@ static void poison_dead(const sl_program *p, const sl_plan *pl, char *arena, int
             memset(arena + pl->offset[v], 0xff, sl_align_up(p->values[v].bytes));
 }
 
+int sl_program_graph_ranges(const sl_graph *g, const sl_program *p, int *lo, int *hi, int cap)
+{
+    int n = 0;
+    for (int s = 0; s < p->n_steps;) {
+        int e = s;
+        while (e < p->n_steps) {
+            const sl_step *st = &p->steps[e];
+            if ((st->kind != SL_STEP_FWD && st->kind != SL_STEP_REFWD && st->kind != SL_STEP_BWD) ||
+                !(g->nodes[st->node].layer->ops->flags & SL_LAYER_GRAPH_SAFE))
+                break;
+            e++;
+        }
+        if (e - s >= 2 && n < cap) {
+            lo[n] = s;
+            hi[n] = e;
+            n++;
+        }
+        s = e > s ? e : s + 1;
+    }
+    return n;
+}
+
+void sl_graph_cache_clear(sl_graph_cache *gc)
+{
+    for (int k = 0; k < SL_GRAPH_RANGES; k++) {
+        if (gc->exec[k] && gc->be && gc->be->graph_free)
+            gc->be->graph_free(gc->be, gc->exec[k]);
+        gc->exec[k] = NULL;
+        gc->failed[k] = 0;
+    }
+    gc->touched = 0;
+    gc->runs = 0;
+}
+
+/* What one run carries from step to step. */
+typedef struct run_state {
+    int grads_zeroed;
+    int skip, relu_after; /* step s: a forward ReLU joined to s - 1; a backward given
+                             the backward ReLU at s - 1 */
+    int can_join;         /* BatchNorm and the ReLU after it as one step (the backend can) */
+    int poison;
+} run_state;
+
+static void run_step(runner *r, const sl_graph *g, const sl_shapes *sh, sl_context *ctx,
+                     const sl_exec *ex, sl_run_io *io, run_state *rs, int s)
+{
+    const sl_program *p = r->p;
+    const sl_plan *pl = r->pl;
+    const sl_step *st = &p->steps[s];
+    int join = rs->can_join && !rs->skip && !rs->relu_after &&
+               sl_program_joins_relu(g, sh, p, pl, s);
+    /* Before the first write of a parameter gradient: a backward, or
+     * the loss of a language-model head (it adds its weight's). */
+    if (!rs->grads_zeroed && p->mode == SL_MODE_TRAIN &&
+        (st->kind == SL_STEP_BWD || st->kind == SL_STEP_LOSS)) {
+        if (!io->keep_grads && !p->pgrad_flags) /* accumulating micro-batches */
+            zero_param_grads(g, ex);
+        rs->grads_zeroed = 1;
+    }
+    bind_param_grads(r, g, st, ex);
+    switch (st->kind) {
+    case SL_STEP_FWD:
+    case SL_STEP_REFWD:
+        if (!rs->skip)
+            run_layer_step(r, g, sh, st, ctx, ex, join);
+        break;
+    case SL_STEP_LOSS: {
+        sl_shape ls = sh->tensor[g->n_nodes];
+        if (g->head) {
+            run_head(r, g, sh, st, ex, io);
+            break;
+        }
+        if (io->logits_out)
+            ex->be->download(ex, io->logits_out, ptr(r, st->y), p->values[st->y].bytes);
+        if (io->dy_in)
+            ex->be->upload(ex, ptr(r, st->dy), io->dy_in, sl_shape_count(ls) * sizeof(float));
+        else
+            ex->be->softmax_xent(ex, ls.n, ls.c * ls.h * ls.w, ptr(r, st->y), io->labels,
+                                 ptr(r, st->dy), &io->loss, &io->correct, ptr(r, st->ws));
+        break;
+    }
+    case SL_STEP_BWD:
+        if (!join) /* joined: the ReLU's backward runs in the next step's */
+            run_layer_step(r, g, sh, st, ctx, ex, rs->relu_after);
+        break;
+    case SL_STEP_UPDATE:
+        if (io->update)
+            io->update(io->update_user, st->node);
+        break;
+    case SL_STEP_REDUCE:
+        if (io->reduce)
+            io->reduce(io->reduce_user, st->node, st->pgrad >= 0 ? ptr(r, st->pgrad) : NULL,
+                       st->prev_node, st->prev_pgrad >= 0 ? ptr(r, st->prev_pgrad) : NULL);
+        break;
+    }
+    rs->skip = join && st->kind != SL_STEP_BWD;
+    rs->relu_after = join && st->kind == SL_STEP_BWD;
+    if (rs->poison)
+        poison_dead(p, pl, r->arena, s);
+    if (io->after_step)
+        io->after_step(io->after_step_user, s);
+}
+
+/* Whether graph range k holds a backward step (the first of a training
+ * run zeroes the gradients first, which stays outside recordings). */
+static int has_backward(const sl_program *p, const sl_graph_cache *gc, int k)
+{
+    for (int s = gc->lo[k]; s < gc->hi[k]; s++)
+        if (p->steps[s].kind == SL_STEP_BWD)
+            return 1;
+    return 0;
+}
+
+/* Graph range k of io->graphs at step lo[k]: replays its recording, or
+ * records it (from the cache's second run on) and replays that; 1 when
+ * the range's work is queued, 0 when the caller must queue its steps
+ * itself (not recorded yet, or recording failed). No range holds the
+ * first gradient write (the caller checks) or half of a joined pair
+ * (joins pair layer steps, and a range holds every such step around it). */
+static int run_range(runner *r, const sl_graph *g, const sl_shapes *sh, sl_context *ctx,
+                     const sl_exec *ex, sl_run_io *io, run_state *rs, int k)
+{
+    sl_graph_cache *gc = io->graphs;
+    const sl_backend *be = ex->be;
+    if (!gc->exec[k]) {
+        if (gc->failed[k] || gc->runs < 1 || be->graph_begin(ex)) {
+            gc->failed[k] |= gc->runs >= 1;
+            return 0;
+        }
+        run_state before = *rs;
+        size_t touched = r->touched;
+        for (int s = gc->lo[k]; s < gc->hi[k]; s++)
+            run_step(r, g, sh, ctx, ex, io, rs, s);
+        gc->exec[k] = be->graph_end(ex);
+        gc->be = be;
+        if (!gc->exec[k]) { /* nothing ran: the caller queues the steps */
+            gc->failed[k] = 1;
+            *rs = before;
+            r->touched = touched;
+            return 0;
+        }
+        if (r->touched > gc->touched)
+            gc->touched = r->touched;
+    } else {
+        rs->skip = rs->relu_after = 0; /* no join leaves a range */
+        if (gc->touched > r->touched)
+            r->touched = gc->touched;
+        gc->replays++;
+    }
+    be->graph_launch(ex, gc->exec[k]);
+    return 1;
+}
+
 void sl_execute(const sl_graph *g, const sl_shapes *sh, const sl_program *p, const sl_plan *pl,
                 char *arena, sl_context *ctx, const sl_exec *ex, sl_run_io *io)
 {
     runner r = {p, pl, arena, io->input, 0};
-    int grads_zeroed = 0;
-    int poison = io->poison && ex->be->host_memory;
-    if (poison)
+    run_state rs = {0, 0, 0, sl_backend_joins_bn_relu(ex->be), io->poison && ex->be->host_memory};
+    if (rs.poison)
         memset(arena, 0xff, pl->arena_bytes);
     /* Value 0 is the input: on a device backend it lives in the arena. */
     if (!p->values[0].external)
         ex->be->upload(ex, ptr(&r, 0), io->input, p->values[0].bytes);
-    /* BatchNorm and the ReLU after it as one step where the backend can */
-    int can_join = sl_backend_joins_bn_relu(ex->be);
-    int skip = 0, relu_after = 0; /* step s: a forward ReLU joined to s - 1; a
-                                     backward given the backward ReLU at s - 1 */
-    for (int s = 0; s < p->n_steps; s++) {
-        const sl_step *st = &p->steps[s];
-        int join = can_join && !skip && !relu_after && sl_program_joins_relu(g, sh, p, pl, s);
-        /* Before the first write of a parameter gradient: a backward, or
-         * the loss of a language-model head (it adds its weight's). */
-        if (!grads_zeroed && p->mode == SL_MODE_TRAIN &&
-            (st->kind == SL_STEP_BWD || st->kind == SL_STEP_LOSS)) {
-            if (!io->keep_grads && !p->pgrad_flags) /* accumulating micro-batches */
-                zero_param_grads(g, ex);
-            grads_zeroed = 1;
+    sl_graph_cache *gc = io->graphs;
+    if (gc && (!ex->be->graph_begin || io->after_step || io->update || io->reduce || rs.poison ||
+               p->pgrad_flags))
+        gc = NULL;
+    int k = 0; /* the next graph range */
+    for (int s = 0; s < p->n_steps;) {
+        while (gc && k < gc->n && gc->lo[k] < s)
+            k++;
+        if (gc && k < gc->n && gc->lo[k] == s && !rs.skip && !rs.relu_after &&
+            (rs.grads_zeroed || p->mode != SL_MODE_TRAIN || !has_backward(p, gc, k)) &&
+            run_range(&r, g, sh, ctx, ex, io, &rs, k)) {
+            s = gc->hi[k];
+            continue;
         }
-        bind_param_grads(&r, g, st, ex);
-        switch (st->kind) {
-        case SL_STEP_FWD:
-        case SL_STEP_REFWD:
-            if (!skip)
-                run_layer_step(&r, g, sh, st, ctx, ex, join);
-            break;
-        case SL_STEP_LOSS: {
-            sl_shape ls = sh->tensor[g->n_nodes];
-            if (g->head) {
-                run_head(&r, g, sh, st, ex, io);
-                break;
-            }
-            if (io->logits_out)
-                ex->be->download(ex, io->logits_out, ptr(&r, st->y), p->values[st->y].bytes);
-            if (io->dy_in)
-                ex->be->upload(ex, ptr(&r, st->dy), io->dy_in, sl_shape_count(ls) * sizeof(float));
-            else
-                ex->be->softmax_xent(ex, ls.n, ls.c * ls.h * ls.w, ptr(&r, st->y), io->labels,
-                                     ptr(&r, st->dy), &io->loss, &io->correct, ptr(&r, st->ws));
-            break;
-        }
-        case SL_STEP_BWD:
-            if (!join) /* joined: the ReLU's backward runs in the next step's */
-                run_layer_step(&r, g, sh, st, ctx, ex, relu_after);
-            break;
-        case SL_STEP_UPDATE:
-            if (io->update)
-                io->update(io->update_user, st->node);
-            break;
-        case SL_STEP_REDUCE:
-            if (io->reduce)
-                io->reduce(io->reduce_user, st->node, st->pgrad >= 0 ? ptr(&r, st->pgrad) : NULL,
-                           st->prev_node, st->prev_pgrad >= 0 ? ptr(&r, st->prev_pgrad) : NULL);
-            break;
-        }
-        skip = join && st->kind != SL_STEP_BWD;
-        relu_after = join && st->kind == SL_STEP_BWD;
-        if (poison)
-            poison_dead(p, pl, arena, s);
-        if (io->after_step)
-            io->after_step(io->after_step_user, s);
+        run_step(&r, g, sh, ctx, ex, io, &rs, s);
+        s++;
     }
+    if (gc)
+        gc->runs++;
     if (io->logits_out && p->mode == SL_MODE_INFER && !g->head)
         ex->be->download(ex, io->logits_out, ptr(&r, p->logits), p->values[p->logits].bytes);
     if (io->dx_out && p->input_grad >= 0)

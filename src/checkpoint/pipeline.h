@@ -244,6 +244,32 @@ sl_status sl_plan_lifetimes(const sl_graph *g, const sl_program *p, int reuse, s
 
 /* ---------------- execute ---------------- */
 
+/* Runs of steps a device may record once and replay (CUDA graphs): each
+ * range [lo, hi) of a program's steps is forward, re-forward or backward
+ * steps of layers whose kernels take nothing that changes from run to
+ * run (SL_LAYER_GRAPH_SAFE: no dropout counter, no host-side work per
+ * run), two steps at least, never a loss, update or reduce step. */
+enum { SL_GRAPH_RANGES = 8 };
+typedef struct sl_graph_cache {
+    const sl_backend *be; /* whose graph_free frees exec */
+    uint64_t key;         /* what the recordings point into (sl_net's arena,
+                             parameters and gradients): another key, new ones */
+    int n;                /* ranges */
+    int lo[SL_GRAPH_RANGES], hi[SL_GRAPH_RANGES];
+    void *exec[SL_GRAPH_RANGES]; /* a recording, or NULL (not yet, or failed) */
+    int failed[SL_GRAPH_RANGES]; /* recording failed once: run eagerly */
+    size_t touched;       /* the arena high-water mark of the recorded run */
+    int runs;             /* runs seen: the first runs eagerly (lazy set-ups) */
+    int replays;          /* ranges replayed (tests) */
+} sl_graph_cache;
+
+/* The ranges of program p that may be recorded, into lo[] / hi[] (at most
+ * cap); returns how many. A pure function of the graph and the program. */
+int sl_program_graph_ranges(const sl_graph *g, const sl_program *p, int *lo, int *hi, int cap);
+
+/* Frees a cache's recordings (its ranges kept). */
+void sl_graph_cache_clear(sl_graph_cache *gc);
+
 typedef struct sl_run_io {
     const float *input; /* caller's input (external value): floats, or int32
                            token ids where input_dtype says so */
@@ -272,6 +298,11 @@ typedef struct sl_run_io {
      * none), then wait for prev_node's (-1: none). */
     void (*reduce)(void *user, int node, float *grads, int prev_node, float *prev_grads);
     void *reduce_user;
+    /* Recordings of the program's graph ranges (NULL: every step queued
+     * one by one): the executor records a range on the second run with
+     * this cache and replays it after, when the backend has graph_* ops and
+     * no hook (after_step, update, reduce) or poison is set. */
+    sl_graph_cache *graphs;
 } sl_run_io;
 
 /* Whether steps s and s + 1 of p, planned by pl, run as one step on a

@@ -154,6 +154,61 @@ static size_t sl_cuda_device_free_bytes(const sl_backend *be, size_t *total)
 /* Custom layers queue their own kernels on the instance's stream. */
 static void *sl_cuda_native_stream(const sl_backend *be) { return (void *)sl_cuda_of(be)->stream; }
 
+/* CUDA graphs of a run of program steps (the executor's graph ranges):
+ * the stream captured in thread-local mode (another thread's CUDA calls
+ * are not drawn in), instantiated once, replayed by cudaGraphLaunch. */
+static int sl_cuda_graph_begin(const sl_exec *ex)
+{
+    sl_cuda_state *s = sl_cuda_ex(ex);
+    {
+        /* a failure already kept stays for the sync: graph_end's
+         * forgetting covers only what the recording's calls report */
+        std::lock_guard<std::mutex> lock(s->error_lock);
+        if (s->error_set)
+            return 1;
+    }
+    sl_cuda_bind(s);
+    if (cudaStreamBeginCapture(s->stream, cudaStreamCaptureModeThreadLocal) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return 1;
+    }
+    return 0;
+}
+
+static void *sl_cuda_graph_end(const sl_exec *ex)
+{
+    sl_cuda_state *s = sl_cuda_ex(ex);
+    cudaGraph_t g = NULL;
+    cudaGraphExec_t x = NULL;
+    cudaError_t e = cudaStreamEndCapture(s->stream, &g);
+    if (e == cudaSuccess && g)
+        e = cudaGraphInstantiate(&x, g, 0);
+    if (g)
+        cudaGraphDestroy(g);
+    if (e != cudaSuccess || !x) {
+        /* nothing ran: forget what the recorded calls reported, the
+         * caller queues them again */
+        (void)cudaGetLastError();
+        (void)sl_cuda_take_error(s);
+        return NULL;
+    }
+    return (void *)x;
+}
+
+static void sl_cuda_graph_launch(const sl_exec *ex, void *graph)
+{
+    sl_cuda_state *s = sl_cuda_ex(ex);
+    SL_CUDA_CHECK(s, cudaGraphLaunch((cudaGraphExec_t)graph, s->stream));
+}
+
+static void sl_cuda_graph_free(const sl_backend *be, void *graph)
+{
+    if (!graph)
+        return;
+    sl_cuda_bind(sl_cuda_of(be));
+    cudaGraphExecDestroy((cudaGraphExec_t)graph);
+}
+
 static void state_free(sl_cuda_state *s)
 {
     if (!s)
@@ -307,6 +362,10 @@ static sl_backend table_of(void)
     b->wait = sl_cuda_wait;
     b->device_free_bytes = sl_cuda_device_free_bytes;
     b->native_stream = sl_cuda_native_stream;
+    b->graph_begin = sl_cuda_graph_begin;
+    b->graph_end = sl_cuda_graph_end;
+    b->graph_launch = sl_cuda_graph_launch;
+    b->graph_free = sl_cuda_graph_free;
 #define SL_CUDA_ENTRY(ret, member, params) b->member = sl_cuda_##member;
     SL_BACKEND_OPS(SL_CUDA_ENTRY, SL_CUDA_ENTRY)
 #undef SL_CUDA_ENTRY
@@ -377,7 +436,9 @@ extern "C" sl_status sl_cuda_backend_create(int gpu, int deterministic, int tf32
      * SL_CUDA_BN_FUSED=on (BatchNorm's statistics joined to its normalise
      * and its backward's means to its input gradient, instead of three
      * kernels each; the same bits; off by default, 1.4 % slower on an
-     * H100, 2026-11-27-e) */
+     * H100, 2026-11-27-e) and SL_CUDA_GRAPHS=on (runs of layer steps
+     * captured once as CUDA graphs and replayed; the same kernels, so
+     * the same bits; written without a GPU) */
     b->bf16_kernels = (env_off("SL_CUDA_BF16_GEMM") ? 0u : (unsigned)SL_BF16_GEMM) |
                       (env_off("SL_CUDA_BF16_KERNELS")
                            ? 0u
@@ -387,6 +448,12 @@ extern "C" sl_status sl_cuda_backend_create(int gpu, int deterministic, int tf32
         b->gemm_bias = NULL;
     if (env_off("SL_CUDA_BN_RELU"))
         sl_backend_drop_bn_relu(b);
+    if (!env_on("SL_CUDA_GRAPHS")) { /* opt-in until a GPU run has timed them */
+        b->graph_begin = NULL;
+        b->graph_end = NULL;
+        b->graph_launch = NULL;
+        b->graph_free = NULL;
+    }
     s->flash_fused = !env_off("SL_CUDA_FLASH");
     s->flash_mma = !env_off("SL_CUDA_FLASH_MMA");
     s->ln_regs = !env_off("SL_CUDA_LN_REGS");

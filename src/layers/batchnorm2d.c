@@ -151,7 +151,8 @@ static int bn_out_channels(const sl_layer *l, int in_c)
 const sl_layer_ops sl_batchnorm2d_ops = {
     .type = "BatchNorm2d",
     .flags = SL_LAYER_NEEDS_INPUT | SL_LAYER_BWD_INPLACE | SL_LAYER_SAVED_KEPT |
-             SL_LAYER_CHANNEL_CHUNKS | SL_LAYER_PLANAR_INPUT | SL_LAYER_JOINS_RELU,
+             SL_LAYER_CHANNEL_CHUNKS | SL_LAYER_PLANAR_INPUT | SL_LAYER_JOINS_RELU |
+             SL_LAYER_GRAPH_SAFE,
     .infer = bn_infer,
     .forward = bn_forward,
     .backward = bn_backward,

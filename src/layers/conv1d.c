@@ -107,7 +107,7 @@ static int conv1d_out_channels(const sl_layer *l, int in_c)
 static const sl_layer_ops conv1d_ops = {
     .type = "Conv1D",
     .flags = SL_LAYER_NEEDS_INPUT | SL_LAYER_COMPUTE_BOUND | SL_LAYER_ROW_CHUNKS |
-             SL_LAYER_ROWS_INPUT,
+             SL_LAYER_ROWS_INPUT | SL_LAYER_GRAPH_SAFE,
     .infer = conv1d_infer,
     .forward = conv1d_forward,
     .backward = conv1d_backward,

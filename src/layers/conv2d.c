@@ -114,7 +114,8 @@ static int conv_out_channels(const sl_layer *l, int in_c)
 
 static const sl_layer_ops conv_ops = {
     .type = "Conv2d",
-    .flags = SL_LAYER_NEEDS_INPUT | SL_LAYER_COMPUTE_BOUND | SL_LAYER_PLANAR_INPUT,
+    .flags = SL_LAYER_NEEDS_INPUT | SL_LAYER_COMPUTE_BOUND | SL_LAYER_PLANAR_INPUT |
+             SL_LAYER_GRAPH_SAFE,
     .infer = conv_infer,
     .forward = conv_forward,
     .backward = conv_backward,

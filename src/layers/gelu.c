@@ -44,7 +44,7 @@ static int gelu_native_bf16(const sl_layer *l, const sl_backend *be, int n_in, c
 
 static const sl_layer_ops gelu_ops = {
     .type = "GELU",
-    .flags = SL_LAYER_NEEDS_INPUT | SL_LAYER_BWD_INPLACE | SL_LAYER_ROW_CHUNKS,
+    .flags = SL_LAYER_NEEDS_INPUT | SL_LAYER_BWD_INPLACE | SL_LAYER_ROW_CHUNKS | SL_LAYER_GRAPH_SAFE,
     .infer = gelu_infer,
     .forward = gelu_forward,
     .backward = gelu_backward,

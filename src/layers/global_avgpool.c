@@ -34,7 +34,7 @@ static void gap_backward(sl_layer *l, const sl_exec *ex, const sl_bwd_args *a)
 
 static const sl_layer_ops gap_ops = {
     .type = "GlobalAvgPool2d",
-    .flags = SL_LAYER_PLANAR_INPUT,
+    .flags = SL_LAYER_PLANAR_INPUT | SL_LAYER_GRAPH_SAFE,
     .infer = gap_infer,
     .forward = gap_forward,
     .backward = gap_backward,
@@ -86,7 +86,7 @@ static int flatten_channels(const sl_layer *l, int in_c)
 
 static const sl_layer_ops flatten_ops = {
     .type = "Flatten",
-    .flags = SL_LAYER_VIEW | SL_LAYER_FWD_INPLACE | SL_LAYER_BWD_INPLACE,
+    .flags = SL_LAYER_VIEW | SL_LAYER_FWD_INPLACE | SL_LAYER_BWD_INPLACE | SL_LAYER_GRAPH_SAFE,
     .infer = flatten_infer,
     .forward = flatten_forward,
     .backward = flatten_backward,

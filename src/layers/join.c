@@ -46,7 +46,7 @@ static int add_native_bf16(const sl_layer *l, const sl_backend *be, int n_in, co
 
 static const sl_layer_ops add_ops = {
     .type = "Add",
-    .flags = SL_LAYER_FWD_INPLACE | SL_LAYER_BWD_INPLACE | SL_LAYER_ROW_CHUNKS,
+    .flags = SL_LAYER_FWD_INPLACE | SL_LAYER_BWD_INPLACE | SL_LAYER_ROW_CHUNKS | SL_LAYER_GRAPH_SAFE,
     .infer = add_infer,
     .forward = add_forward,
     .backward = add_backward,
@@ -106,7 +106,7 @@ static void concat_backward(sl_layer *l, const sl_exec *ex, const sl_bwd_args *a
 
 static const sl_layer_ops concat_ops = {
     .type = "Concat",
-    .flags = SL_LAYER_PLANAR_INPUT,
+    .flags = SL_LAYER_PLANAR_INPUT | SL_LAYER_GRAPH_SAFE,
     .infer = concat_infer,
     .forward = concat_forward,
     .backward = concat_backward,

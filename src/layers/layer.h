@@ -78,9 +78,14 @@ enum {
                                         (LayerNorm, attention, Conv1D): the shape pass
                                         refuses an NCHW input where the layout matters
                                         (sl_shape_rows); its output is NHWC */
-    SL_LAYER_JOINS_RELU = 1u << 13    /* it honours relu_after (BatchNorm): the
+    SL_LAYER_JOINS_RELU = 1u << 13,   /* it honours relu_after (BatchNorm): the
                                         executor may run an in-place ReLU after it as
                                         part of it (sl_program_joins_relu) */
+    SL_LAYER_GRAPH_SAFE = 1u << 14    /* its forward and backward queue the same work on
+                                        the same pointers every run (no dropout counter,
+                                        nothing computed on the host from the run's
+                                        data): a device may record and replay them
+                                        (sl_program_graph_ranges) */
 };
 
 typedef enum sl_init {

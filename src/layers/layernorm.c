@@ -79,7 +79,7 @@ static int layernorm_out_channels(const sl_layer *l, int in_c)
 
 static const sl_layer_ops layernorm_ops = {
     .type = "LayerNorm",
-    .flags = SL_LAYER_NEEDS_INPUT | SL_LAYER_BWD_INPLACE | SL_LAYER_ROWS_INPUT,
+    .flags = SL_LAYER_NEEDS_INPUT | SL_LAYER_BWD_INPLACE | SL_LAYER_ROWS_INPUT | SL_LAYER_GRAPH_SAFE,
     .infer = layernorm_infer,
     .forward = layernorm_forward,
     .backward = layernorm_backward,

@@ -103,7 +103,7 @@ static int linear_out_channels(const sl_layer *l, int in_c)
 static const sl_layer_ops linear_ops = {
     .type = "Linear",
     .flags = SL_LAYER_NEEDS_INPUT | SL_LAYER_COMPUTE_BOUND | SL_LAYER_BATCH_CHUNKS |
-             SL_LAYER_PLANAR_INPUT,
+             SL_LAYER_PLANAR_INPUT | SL_LAYER_GRAPH_SAFE,
     .infer = linear_infer,
     .forward = linear_forward,
     .backward = linear_backward,

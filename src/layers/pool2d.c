@@ -62,7 +62,7 @@ static void pool_backward(sl_layer *l, const sl_exec *ex, const sl_bwd_args *a)
 
 static const sl_layer_ops maxpool_ops = {
     .type = "MaxPool2d",
-    .flags = SL_LAYER_PLANAR_INPUT,
+    .flags = SL_LAYER_PLANAR_INPUT | SL_LAYER_GRAPH_SAFE,
     .infer = pool_infer,
     .forward = pool_forward,
     .backward = pool_backward,
@@ -71,7 +71,7 @@ static const sl_layer_ops maxpool_ops = {
 
 static const sl_layer_ops avgpool_ops = {
     .type = "AvgPool2d",
-    .flags = SL_LAYER_PLANAR_INPUT,
+    .flags = SL_LAYER_PLANAR_INPUT | SL_LAYER_GRAPH_SAFE,
     .infer = pool_infer,
     .forward = pool_forward,
     .backward = pool_backward,

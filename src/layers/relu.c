@@ -32,7 +32,7 @@ static int relu_native_bf16(const sl_layer *l, const sl_backend *be, int n_in, c
 const sl_layer_ops sl_relu_ops = {
     .type = "ReLU",
     .flags = SL_LAYER_NEEDS_OUTPUT | SL_LAYER_FWD_INPLACE | SL_LAYER_BWD_INPLACE |
-             SL_LAYER_ROW_CHUNKS,
+             SL_LAYER_ROW_CHUNKS | SL_LAYER_GRAPH_SAFE,
     .infer = sl_elementwise_infer,
     .forward = relu_forward,
     .backward = relu_backward,

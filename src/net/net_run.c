@@ -89,6 +89,44 @@ sl_status sl_net_prepare(sl_net *net, sl_shape input, sl_mode mode)
 
 /* Every label names a class of the network's output (or, under a language
  * model head, is its ignore index). */
+/* FNV-1a over the bytes of a pointer. */
+static uint64_t mix_ptr(uint64_t h, const void *ptr)
+{
+    uintptr_t v = (uintptr_t)ptr;
+    for (size_t i = 0; i < sizeof v; i++) {
+        h ^= (uint64_t)((v >> (8 * i)) & 0xff);
+        h *= 1099511628211ull;
+    }
+    return h;
+}
+
+/* The recordings of plan c's graph ranges (SL_CUDA_GRAPHS=on: the
+ * backend's graph_* ops), or NULL where the backend records nothing.
+ * A recording holds the arena's and the parameters' and gradients'
+ * addresses: when any of them moved since (a new arena, parameters
+ * loaded into new memory), the recordings are made anew. */
+static sl_graph_cache *run_graphs(sl_net *net, sl_run_cache *c, const sl_exec *ex)
+{
+    if (!ex->be->graph_begin)
+        return NULL;
+    sl_graph_cache *gc = &c->graphs;
+    if (!c->graph_ranges) {
+        gc->n = sl_program_graph_ranges(&net->graph, &c->prog, gc->lo, gc->hi, SL_GRAPH_RANGES);
+        c->graph_ranges = 1;
+    }
+    uint64_t key = mix_ptr(1469598103934665603ull, net->arena);
+    for (int i = 0; i < net->graph.n_nodes; i++) {
+        const sl_layer *l = net->graph.nodes[i].layer;
+        for (int k = 0; k < l->n_params; k++)
+            key = mix_ptr(mix_ptr(key, l->params[k].data), l->params[k].grad);
+    }
+    if (gc->key != key) {
+        sl_graph_cache_clear(gc);
+        gc->key = key;
+    }
+    return gc;
+}
+
 static sl_status check_labels(const sl_net *net, const sl_run_cache *c, const int *labels,
                               int samples, const char *fn)
 {
@@ -177,6 +215,7 @@ sl_status sl_net_run(sl_net *net, const float *x, sl_shape shape, sl_mode mode, 
         io->reduce_user = comm->user;
     }
     sl_profile_begin_run(net, &c->prog, &ex, io);
+    io->graphs = run_graphs(net, c, &ex);
     net->ctx->callback_status = SL_OK;
     sl_execute(&net->graph, &c->sh, &c->prog, &c->plan, net->arena, net->ctx, &ex, io);
     /* A failing custom layer's rank still ran every step, so its
