@@ -911,6 +911,41 @@ START_TEST(test_cuda_bn_relu_joined_equals_apart)
 }
 END_TEST
 
+/* Three SGD steps of ResNet-20 under s (train_cuda's) on an instance made
+ * with SL_CUDA_GRAPHS=on (the environment as it was after), its graph
+ * ranges recorded and replayed, or (record 0) its graph ops taken away:
+ * every step queued kernel by kernel on the same instance settings. */
+static void train_graphs(sl_schedule s, int record, th_params *out, sl_memory_report *rep,
+                         int *ranges, int *recorded, int *replays)
+{
+    const char *was = getenv("SL_CUDA_GRAPHS");
+    char saved[16] = "";
+    if (was)
+        snprintf(saved, sizeof saved, "%s", was);
+    ck_assert_int_eq(setenv("SL_CUDA_GRAPHS", "on", 1), 0);
+    sl_context *ctx = cuda_context(42);
+    if (was)
+        setenv("SL_CUDA_GRAPHS", saved, 1);
+    else
+        unsetenv("SL_CUDA_GRAPHS");
+    ck_assert_msg(ctx->backend->graph_begin != NULL, "SL_CUDA_GRAPHS=on left no graph ops");
+    if (!record)
+        ctx->backend->graph_begin = NULL;
+    sl_net *net = cuda_net(ctx, s, "resnet20");
+    float losses[3];
+    th_train_steps(net, g_train_shape, 3, g_perturb, losses);
+    const sl_graph_cache *gc = &net->cache[SL_MODE_TRAIN].graphs;
+    *ranges = gc->n;
+    *replays = gc->replays;
+    *recorded = 0;
+    for (int r = 0; r < gc->n; r++)
+        *recorded += gc->exec[r] != NULL;
+    ck_assert(sl_net_memory_report(net, g_train_shape, SL_MODE_TRAIN, rep) == SL_OK);
+    th_params_capture(net, out);
+    sl_net_free(net);
+    sl_context_free(ctx);
+}
+
 /* Steps recorded once as CUDA graphs and replayed (SL_CUDA_GRAPHS=on)
  * against the same steps queued kernel by kernel: three SGD steps of
  * ResNet-20 under none and sqrt give the same bits (the first step runs
@@ -923,23 +958,10 @@ START_TEST(test_cuda_graphs_give_eager_bits)
     for (int k = 0; k < 2; k++) {
         th_params eager, replayed;
         sl_memory_report re, rg;
-        unsetenv("SL_CUDA_GRAPHS");
-        train_cuda("resnet20", s[k], &eager, &re);
-        ck_assert_int_eq(setenv("SL_CUDA_GRAPHS", "on", 1), 0);
-        sl_context *ctx = cuda_context(42);
-        unsetenv("SL_CUDA_GRAPHS");
-        ck_assert_msg(ctx->backend->graph_begin != NULL, "SL_CUDA_GRAPHS=on left no graph ops");
-        sl_net *net = cuda_net(ctx, s[k], "resnet20");
-        float losses[3];
-        th_train_steps(net, g_train_shape, 3, g_perturb, losses);
-        const sl_graph_cache *gc = &net->cache[SL_MODE_TRAIN].graphs;
-        int ranges = gc->n, replays = gc->replays, recorded = 0;
-        for (int r = 0; r < gc->n; r++)
-            recorded += gc->exec[r] != NULL;
-        ck_assert(sl_net_memory_report(net, g_train_shape, SL_MODE_TRAIN, &rg) == SL_OK);
-        th_params_capture(net, &replayed);
-        sl_net_free(net);
-        sl_context_free(ctx);
+        int ranges, recorded, replays, none_recorded, none_replays;
+        train_graphs(s[k], 0, &eager, &re, &ranges, &none_recorded, &none_replays);
+        ck_assert_int_eq(none_recorded + none_replays, 0);
+        train_graphs(s[k], 1, &replayed, &rg, &ranges, &recorded, &replays);
         ck_assert_msg(ranges > 0 && recorded == ranges && replays >= ranges,
                       "%s: %d ranges, %d recorded, %d replays", names[k], ranges, recorded,
                       replays);

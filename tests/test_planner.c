@@ -157,8 +157,10 @@ static void run(uint64_t seed, sl_schedule schedule, int poison, result *out)
     th_fill_normal(x, n, seed, 1.0f);
     int labels[4] = {0, 1, 2, 4};
     sl_step_result r;
+    int begins0 = g_begins;
     ck_assert_msg(sl_net_compute_gradients(net, x, shape, labels, &r) == SL_OK, "%s",
                   sl_last_error());
+    ck_assert_int_eq(g_begins, begins0); /* the first run records nothing */
     /* with fake graphs: the second run tries to record each range, the
      * third no more */
     int ranges = assert_graph_ranges(&net->graph, &net->cache[SL_MODE_TRAIN].prog);

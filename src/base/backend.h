@@ -153,12 +153,13 @@ typedef struct sl_attention_desc {
      * layers' own kernels. NULL on the CPU. */                                                \
     OPT(void *, native_stream, (const sl_backend *be))                                         \
     /* Graphs of queued work (CUDA graphs; NULL where nothing is captured):                    \
-     * graph_begin starts recording the instance's queue (0, or nonzero                        \
-     * when it cannot); until graph_end, kernels queued are recorded, not                      \
-     * run. graph_end stops and returns the recording made runnable, or NULL                   \
-     * when the capture failed (the failure forgotten: the caller queues                       \
-     * the same work again, unrecorded). graph_launch queues a recording's                     \
-     * work; graph_free frees one. */                                                          \
+     * graph_begin starts recording the instance's queue (0; 1 when it                        \
+     * never can, 2 when not now: a failure is kept for the next sync);                        \
+     * until graph_end, kernels queued are recorded, not run. graph_end                        \
+     * stops and returns the recording made runnable, or NULL when the                         \
+     * capture or a call recorded failed (the failure forgotten: the caller                    \
+     * queues the same work again, unrecorded, and meets it again if it is                     \
+     * real). graph_launch queues a recording's work; graph_free frees one. */                 \
     OPT(int, graph_begin, (const sl_exec *ex))                                                 \
     OPT(void *, graph_end, (const sl_exec *ex))                                                \
     OPT(void, graph_launch, (const sl_exec *ex, void *graph))                                  \

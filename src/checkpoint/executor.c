@@ -436,8 +436,11 @@ static int run_range(runner *r, const sl_graph *g, const sl_shapes *sh, sl_conte
     sl_graph_cache *gc = io->graphs;
     const sl_backend *be = ex->be;
     if (!gc->exec[k]) {
-        if (gc->failed[k] || gc->runs < 1 || be->graph_begin(ex)) {
-            gc->failed[k] |= gc->runs >= 1;
+        if (gc->failed[k] || gc->runs < 1)
+            return 0;
+        int refused = be->graph_begin(ex);
+        if (refused) { /* 1: never; 2: not in this run */
+            gc->failed[k] = refused == 1;
             return 0;
         }
         run_state before = *rs;

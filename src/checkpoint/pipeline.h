@@ -248,8 +248,10 @@ sl_status sl_plan_lifetimes(const sl_graph *g, const sl_program *p, int reuse, s
  * range [lo, hi) of a program's steps is forward, re-forward or backward
  * steps of layers whose kernels take nothing that changes from run to
  * run (SL_LAYER_GRAPH_SAFE: no dropout counter, no host-side work per
- * run), two steps at least, never a loss, update or reduce step. */
-enum { SL_GRAPH_RANGES = 8 };
+ * run: a layer whose host state changes what it queues, as freezing
+ * BatchNorm does, has its network's recordings cleared), two steps at
+ * least, never a loss, update or reduce step. */
+enum { SL_GRAPH_RANGES = 64 }; /* ranges past these run step by step */
 typedef struct sl_graph_cache {
     const sl_backend *be; /* whose graph_free frees exec */
     uint64_t key;         /* what the recordings point into (sl_net's arena,

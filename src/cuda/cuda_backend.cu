@@ -155,8 +155,20 @@ static size_t sl_cuda_device_free_bytes(const sl_backend *be, size_t *total)
 static void *sl_cuda_native_stream(const sl_backend *be) { return (void *)sl_cuda_of(be)->stream; }
 
 /* CUDA graphs of a run of program steps (the executor's graph ranges):
- * the stream captured in thread-local mode (another thread's CUDA calls
- * are not drawn in), instantiated once, replayed by cudaGraphLaunch. */
+ * the stream captured in thread-local mode (which only decides whose
+ * unsafe calls are refused: work any thread queues on the stream is drawn
+ * in, so graphs rely on the rule of one thread at a time per context),
+ * instantiated once, replayed by cudaGraphLaunch. The instances that
+ * record give cuBLAS the cuBLASLt workspace (sl_cuda_backend_create), so
+ * no GEMM asks for memory of its own while recorded. */
+
+/* Forgets a failure the instance kept (a recording's, which never ran). */
+static void forget_error(sl_cuda_state *s)
+{
+    std::lock_guard<std::mutex> lock(s->error_lock);
+    s->error_set = 0;
+    s->error_text[0] = '\0';
+}
 static int sl_cuda_graph_begin(const sl_exec *ex)
 {
     sl_cuda_state *s = sl_cuda_ex(ex);
@@ -165,7 +177,7 @@ static int sl_cuda_graph_begin(const sl_exec *ex)
          * forgetting covers only what the recording's calls report */
         std::lock_guard<std::mutex> lock(s->error_lock);
         if (s->error_set)
-            return 1;
+            return 2;
     }
     sl_cuda_bind(s);
     if (cudaStreamBeginCapture(s->stream, cudaStreamCaptureModeThreadLocal) != cudaSuccess) {
@@ -185,11 +197,20 @@ static void *sl_cuda_graph_end(const sl_exec *ex)
         e = cudaGraphInstantiate(&x, g, 0);
     if (g)
         cudaGraphDestroy(g);
-    if (e != cudaSuccess || !x) {
+    int failed;
+    {
+        /* a call that failed while recorded (graph_begin saw none kept)
+         * left its work out of the recording */
+        std::lock_guard<std::mutex> lock(s->error_lock);
+        failed = s->error_set;
+    }
+    if (e != cudaSuccess || !x || failed) {
         /* nothing ran: forget what the recorded calls reported, the
          * caller queues them again */
+        if (x)
+            cudaGraphExecDestroy(x);
         (void)cudaGetLastError();
-        (void)sl_cuda_take_error(s);
+        forget_error(s);
         return NULL;
     }
     return (void *)x;
@@ -207,6 +228,7 @@ static void sl_cuda_graph_free(const sl_backend *be, void *graph)
         return;
     sl_cuda_bind(sl_cuda_of(be));
     cudaGraphExecDestroy((cudaGraphExec_t)graph);
+    (void)cudaGetLastError(); /* not a kernel's failure */
 }
 
 static void state_free(sl_cuda_state *s)
@@ -453,6 +475,10 @@ extern "C" sl_status sl_cuda_backend_create(int gpu, int deterministic, int tf32
         b->graph_end = NULL;
         b->graph_launch = NULL;
         b->graph_free = NULL;
+    } else if (s->lt_ws_bytes > 0 &&
+               cublasSetWorkspace(s->cublas, s->lt_ws, s->lt_ws_bytes) != CUBLAS_STATUS_SUCCESS) {
+        sl_backend_destroy(b);
+        return sl_set_error(SL_ERR_UNSUPPORTED, "CUDA backend: cublasSetWorkspace failed");
     }
     s->flash_fused = !env_off("SL_CUDA_FLASH");
     s->flash_mma = !env_off("SL_CUDA_FLASH_MMA");

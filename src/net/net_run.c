@@ -87,8 +87,6 @@ sl_status sl_net_prepare(sl_net *net, sl_shape input, sl_mode mode)
     return sl_net_ready(net, input, mode, input_grad, "sl_net_prepare", &c);
 }
 
-/* Every label names a class of the network's output (or, under a language
- * model head, is its ignore index). */
 /* FNV-1a over the bytes of a pointer. */
 static uint64_t mix_ptr(uint64_t h, const void *ptr)
 {
@@ -103,9 +101,11 @@ static uint64_t mix_ptr(uint64_t h, const void *ptr)
 /* The recordings of plan c's graph ranges (SL_CUDA_GRAPHS=on: the
  * backend's graph_* ops), or NULL where the backend records nothing.
  * A recording holds the arena's and the parameters' and gradients'
- * addresses: when any of them moved since (a new arena, parameters
+ * addresses (and the caller's input's, where the steps read it in place):
+ * when any of them moved since (a new arena, parameters
  * loaded into new memory), the recordings are made anew. */
-static sl_graph_cache *run_graphs(sl_net *net, sl_run_cache *c, const sl_exec *ex)
+static sl_graph_cache *run_graphs(sl_net *net, sl_run_cache *c, const sl_exec *ex,
+                                  const float *x)
 {
     if (!ex->be->graph_begin)
         return NULL;
@@ -115,6 +115,8 @@ static sl_graph_cache *run_graphs(sl_net *net, sl_run_cache *c, const sl_exec *e
         c->graph_ranges = 1;
     }
     uint64_t key = mix_ptr(1469598103934665603ull, net->arena);
+    if (c->prog.values[0].external) /* the steps read the caller's input where it is */
+        key = mix_ptr(key, x);
     for (int i = 0; i < net->graph.n_nodes; i++) {
         const sl_layer *l = net->graph.nodes[i].layer;
         for (int k = 0; k < l->n_params; k++)
@@ -127,6 +129,8 @@ static sl_graph_cache *run_graphs(sl_net *net, sl_run_cache *c, const sl_exec *e
     return gc;
 }
 
+/* Every label names a class of the network's output (or, under a language
+ * model head, is its ignore index). */
 static sl_status check_labels(const sl_net *net, const sl_run_cache *c, const int *labels,
                               int samples, const char *fn)
 {
@@ -215,7 +219,7 @@ sl_status sl_net_run(sl_net *net, const float *x, sl_shape shape, sl_mode mode, 
         io->reduce_user = comm->user;
     }
     sl_profile_begin_run(net, &c->prog, &ex, io);
-    io->graphs = run_graphs(net, c, &ex);
+    io->graphs = run_graphs(net, c, &ex, x);
     net->ctx->callback_status = SL_OK;
     sl_execute(&net->graph, &c->sh, &c->prog, &c->plan, net->arena, net->ctx, &ex, io);
     /* A failing custom layer's rank still ran every step, so its
@@ -363,6 +367,9 @@ sl_status sl_net_set_batchnorm_frozen(sl_net *net, int frozen, int *count)
         n += sl_batchnorm2d_set_frozen(net->graph.nodes[i].layer, frozen);
     if (count)
         *count = n;
+    /* a frozen BatchNorm queues other kernels: recordings are stale */
+    for (int m = 0; m < 2 && n > 0; m++)
+        sl_graph_cache_clear(&net->cache[m].graphs);
     return SL_OK;
 }
 
