@@ -98,8 +98,7 @@ typedef struct result {
 static int graphable(const sl_graph *g, const sl_program *p, int s)
 {
     const sl_step *st = &p->steps[s];
-    return (st->kind == SL_STEP_FWD || st->kind == SL_STEP_REFWD || st->kind == SL_STEP_BWD) &&
-           (g->nodes[st->node].layer->ops->flags & SL_LAYER_GRAPH_SAFE);
+    return sl_step_runs_layer(st) && (g->nodes[st->node].layer->ops->flags & SL_LAYER_GRAPH_SAFE);
 }
 
 static int assert_graph_ranges(const sl_graph *g, const sl_program *p)

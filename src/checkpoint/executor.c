@@ -285,8 +285,7 @@ int sl_program_joins_relu(const sl_graph *g, const sl_shapes *sh, const sl_progr
     if (s < 0 || s + 1 >= p->n_steps)
         return 0;
     const sl_step *a = &p->steps[s], *b = &p->steps[s + 1];
-    if (a->kind != b->kind || (a->kind != SL_STEP_FWD && a->kind != SL_STEP_REFWD &&
-                               a->kind != SL_STEP_BWD))
+    if (a->kind != b->kind || !sl_step_runs_layer(a))
         return 0;
     int fwd = a->kind != SL_STEP_BWD;
     const sl_step *layer = fwd ? a : b, *relu = fwd ? b : a;
@@ -318,7 +317,7 @@ int sl_program_graph_ranges(const sl_graph *g, const sl_program *p, int *lo, int
         int e = s;
         while (e < p->n_steps) {
             const sl_step *st = &p->steps[e];
-            if ((st->kind != SL_STEP_FWD && st->kind != SL_STEP_REFWD && st->kind != SL_STEP_BWD) ||
+            if (!sl_step_runs_layer(st) ||
                 !(g->nodes[st->node].layer->ops->flags & SL_LAYER_GRAPH_SAFE))
                 break;
             e++;

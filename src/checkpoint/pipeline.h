@@ -172,6 +172,12 @@ typedef struct sl_step {
     sl_chunk_unit f_unit;
 } sl_step;
 
+/* Whether a step runs a layer (forward, re-forward or backward). */
+static inline int sl_step_runs_layer(const sl_step *st)
+{
+    return st->kind == SL_STEP_FWD || st->kind == SL_STEP_REFWD || st->kind == SL_STEP_BWD;
+}
+
 /* What the float copies of one mixed-precision step of a layer that runs
  * in chunks of images may total (one image at least), unless the shapes
  * say otherwise (sl_shapes.f32_copy_bytes). */
@@ -269,7 +275,8 @@ typedef struct sl_graph_cache {
  * cap); returns how many. A pure function of the graph and the program. */
 int sl_program_graph_ranges(const sl_graph *g, const sl_program *p, int *lo, int *hi, int cap);
 
-/* Frees a cache's recordings (its ranges kept). */
+/* Frees a cache's recordings (its ranges kept: sl_program_graph_ranges
+ * when the program is planned, net_plan.c). */
 void sl_graph_cache_clear(sl_graph_cache *gc);
 
 typedef struct sl_run_io {

@@ -586,7 +586,7 @@ static void add_f32_copies(builder *b)
 {
     for (int i = 0; i < b->p->n_steps && !b->failed; i++) {
         sl_step *s = &b->p->steps[i];
-        if (s->kind != SL_STEP_FWD && s->kind != SL_STEP_REFWD && s->kind != SL_STEP_BWD)
+        if (!sl_step_runs_layer(s))
             continue;
         unsigned flags = b->g->nodes[s->node].layer->ops->flags;
         if (s->kind != SL_STEP_BWD && (flags & SL_LAYER_VIEW))

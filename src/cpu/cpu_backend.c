@@ -62,6 +62,16 @@ static const sl_backend sl_cpu_table = {
 #undef SL_CPU_ENTRY
 };
 
+/* A switch of new backends: a test's forced value (0 or 1; -1: none),
+ * else on unless environment variable name is "off" or "0". */
+static int switch_on(int forced, const char *name)
+{
+    if (forced >= 0)
+        return forced;
+    const char *v = getenv(name);
+    return !(v && (strcmp(v, "off") == 0 || strcmp(v, "0") == 0));
+}
+
 /* The kernel families that take bf16 activations (all of them unless
  * SL_CPU_BF16_KERNELS=off, or a test's sl_cpu_bf16_kernels_force(0): then
  * a bf16 network's BatchNorm, ReLU, adds, LayerNorm, GELU, attention and
@@ -78,11 +88,7 @@ void sl_cpu_bf16_kernels_mask(unsigned families) { g_bf16_mask = families; }
 
 static unsigned bf16_kernels(void)
 {
-    int on = g_bf16_forced;
-    if (on < 0) {
-        const char *v = getenv("SL_CPU_BF16_KERNELS");
-        on = !(v && (strcmp(v, "off") == 0 || strcmp(v, "0") == 0));
-    }
+    int on = switch_on(g_bf16_forced, "SL_CPU_BF16_KERNELS");
     /* GEMMs on bf16 operands where oneDNN has bf16 dot products to run them */
     return on ? (SL_BF16_RELU | SL_BF16_ADD | SL_BF16_BATCHNORM | SL_BF16_LAYERNORM |
                  SL_BF16_GELU | SL_BF16_ATTENTION | (sl_cpu_has_bf16_dot() ? SL_BF16_GEMM : 0)) &
@@ -97,14 +103,6 @@ static int g_bn_relu_forced = -1;
 
 void sl_cpu_bn_relu_force(int on) { g_bn_relu_forced = on < 0 ? -1 : on != 0; }
 
-static int bn_relu_joined(void)
-{
-    if (g_bn_relu_forced >= 0)
-        return g_bn_relu_forced;
-    const char *v = getenv("SL_CPU_BN_RELU");
-    return !(v && (strcmp(v, "off") == 0 || strcmp(v, "0") == 0));
-}
-
 sl_status sl_cpu_backend_create(int threads, sl_backend **out)
 {
     sl_backend *be = sl_alloc(sizeof *be, "a CPU backend");
@@ -112,7 +110,7 @@ sl_status sl_cpu_backend_create(int threads, sl_backend **out)
         return SL_ERR_NOMEM;
     *be = sl_cpu_table;
     be->bf16_kernels = bf16_kernels();
-    if (!bn_relu_joined())
+    if (!switch_on(g_bn_relu_forced, "SL_CPU_BN_RELU"))
         sl_backend_drop_bn_relu(be);
     sl_cpu_state *s;
     sl_status st = sl_cpu_state_create(threads, &s);

@@ -624,7 +624,6 @@ void sl_run_cache_release(sl_run_cache *c)
 {
     sl_graph_cache_clear(&c->graphs);
     memset(&c->graphs, 0, sizeof c->graphs);
-    c->graph_ranges = 0;
     sl_plan_release(&c->plan);
     sl_program_release(&c->prog);
     sl_segments_release(&c->seg);

@@ -26,7 +26,6 @@ typedef struct sl_run_cache {
     sl_program prog;
     sl_plan plan;
     sl_graph_cache graphs; /* CUDA graphs of its ranges (net_run.c, SL_CUDA_GRAPHS=on) */
-    int graph_ranges;      /* graphs' ranges found (1) */
 } sl_run_cache;
 
 

@@ -110,10 +110,6 @@ static sl_graph_cache *run_graphs(sl_net *net, sl_run_cache *c, const sl_exec *e
     if (!ex->be->graph_begin)
         return NULL;
     sl_graph_cache *gc = &c->graphs;
-    if (!c->graph_ranges) {
-        gc->n = sl_program_graph_ranges(&net->graph, &c->prog, gc->lo, gc->hi, SL_GRAPH_RANGES);
-        c->graph_ranges = 1;
-    }
     uint64_t key = mix_ptr(1469598103934665603ull, net->arena);
     if (c->prog.values[0].external) /* the steps read the caller's input where it is */
         key = mix_ptr(key, x);
