@@ -11,7 +11,8 @@
  * convolutions); --profile adds one more profiled step and prints where its
  * time went by layer type and pass. Prints one JSON line, with the device's
  * name, the cuDNN / cuBLAS versions the process loaded and the cuDNN API
- * its convolutions used ("conv_api"). bench/gpu.sh
+ * its convolutions used ("conv_api"), with SL_CUDA_CONV_TUNE's value
+ * ("conv_tune": whether their engines were timed). bench/gpu.sh
  * runs it for every schedule beside PyTorch.
  */
 #define _POSIX_C_SOURCE 200809L
@@ -182,7 +183,9 @@ static void print_json(const options *o, const sl_memory_report *r, double *dt,
            median > 0 ? 1.0 / median : 0.0);
     if (!o->cpu) {
         bench_print_gpu_json(o->gpu); /* the device, the cuDNN / cuBLAS versions loaded */
-        printf("\"conv_api\":\"%s\",", conv_api());
+        const char *tune = getenv("SL_CUDA_CONV_TUNE"); /* engines timed (cuda_conv.cu) */
+        printf("\"conv_api\":\"%s\",\"conv_tune\":\"%s\",", conv_api(),
+               tune && *tune ? tune : "off");
     } else { /* the CPU model, what its kernels dispatch to, the threads */
         bench_print_machine_json();
         printf("\"threads\":%d,", threads);

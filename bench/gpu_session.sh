@@ -17,9 +17,9 @@
 #           (switches.txt), else the two fused-attention switches together,
 #           otherwise all of them. Logs: gputests.log,
 #           diag-*.log.
-#   ab      each switch of AB_SWITCHES (the environment's, else the
-#           CUDA graphs, not yet timed, and the three timed in
-#           2026-11-27-e) in turn against none, 3 interleaved rounds of 6
+#   ab      each switch of AB_SWITCHES (the environment's, else the two
+#           not yet timed: convolution engines timed, SL_CUDA_CONV_TUNE,
+#           and CUDA graphs) in turn against none, 3 interleaved rounds of 6
 #           steps, on the workload its path runs: the convolution,
 #           BatchNorm and classifier-loss switches (SL_CUDA_CONV_*,
 #           SL_CUDA_BN_*, SL_CUDA_XENT_BLOCKS) on ours none, ResNet-152
@@ -43,7 +43,9 @@
 #           when SL_GPT2_LLMC names
 #           llm.c's train_gpt2cu (built by the user: the project holds none
 #           of it), llm.c
-#   resnet  gpu.sh resnet, TF32 on and off, none and sqrt, 3 rounds
+#   resnet  gpu.sh resnet, TF32 on and off (SL_RESNET_TF32), none and
+#           sqrt, 3 rounds; ours with whatever SL_CUDA_* the environment
+#           sets (SL_CUDA_CONV_TUNE=on: the table with engines timed)
 #   detail  gpu.sh kdetail: ncu's reasons for the kernels below the
 #           memory's pace (LayerNorm's backward first) and for the bf16
 #           attention's dK/dV kernel, seven ncu processes of at most 25 s
@@ -73,7 +75,7 @@ export LD_LIBRARY_PATH=/usr/local/cuda/lib64:/usr/local/cuda/lib:${LD_LIBRARY_PA
 t0=$SECONDS
 left() { echo $((${DEADLINE:-470} - (SECONDS - t0))); }
 SWITCHES="SL_CUDA_CONV_API=legacy SL_CUDA_BN_RELU=off SL_CUDA_XENT_BLOCKS=off SL_CUDA_XENT_STAGED=off SL_CUDA_COL_PARTS=off SL_CUDA_LN_REGS=off SL_CUDA_FLASH_DROPOUT=off SL_CUDA_FLASH_MMA=off SL_CUDA_FLASH_BF16=off SL_CUDA_FLASH=off SL_CUDA_LT=off SL_CUDA_LT_WORKSPACE_MIB=0 SL_CUDA_BF16_GEMM=off SL_CUDA_BF16_KERNELS=off"
-AB_SWITCHES=${AB_SWITCHES:-"SL_CUDA_GRAPHS=on SL_CUDA_BN_RELU=off SL_CUDA_BN_FUSED=on SL_CUDA_XENT_BLOCKS=off"}
+AB_SWITCHES=${AB_SWITCHES:-"SL_CUDA_CONV_TUNE=on SL_CUDA_GRAPHS=on"}
 build="build-gpu"
 switches() { [ -s "$dir/switches.txt" ] && cat "$dir/switches.txt"; }
 # runs "$@" with the kept switches (VAR=VALUE words) in its environment

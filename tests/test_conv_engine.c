@@ -94,7 +94,8 @@ START_TEST(test_engine_workspace_cap_is_inclusive)
 }
 END_TEST
 
-/* Every combination of the five notes (and a bit no note uses), both
+/* Every combination of the five notes and runtime compilation (which no
+ * rule refuses: tuning alone looks at it), both
  * settings and three workspaces, against the rule stated as a table:
  * which notes each kind of instance forbids. */
 START_TEST(test_engine_rule_over_every_combination)
@@ -126,6 +127,70 @@ START_TEST(test_engine_rule_over_every_combination)
 }
 END_TEST
 
+/* Tuning takes the fastest engine, unless an earlier one in the
+ * heuristics' order is within the margin of it. */
+START_TEST(test_engine_tuning_takes_the_fastest_or_an_earlier_near_one)
+{
+    const float clear[] = {1.00f, 0.50f, 0.80f};
+    ck_assert_int_eq(sl_engine_pick_timed(clear, 3, 0.03f), 1);
+    const float near[] = {0.51f, 0.50f, 0.80f}; /* 2 % slower: kept */
+    ck_assert_int_eq(sl_engine_pick_timed(near, 3, 0.03f), 0);
+    ck_assert_int_eq(sl_engine_pick_timed(near, 3, 0.01f), 1);
+    ck_assert_int_eq(sl_engine_pick_timed(near, 3, 0.0f), 1);
+    ck_assert_int_eq(sl_engine_pick_timed(near, 3, -1.0f), 1); /* no margin below 0 */
+    /* the earliest of several within the margin, not the nearest */
+    const float several[] = {0.70f, 0.515f, 0.505f, 0.50f};
+    ck_assert_int_eq(sl_engine_pick_timed(several, 4, 0.03f), 1);
+    /* an equal time later in the order never displaces an earlier one */
+    const float equal[] = {0.90f, 0.50f, 0.50f};
+    ck_assert_int_eq(sl_engine_pick_timed(equal, 3, 0.0f), 1);
+    const float one[] = {2.0f};
+    ck_assert_int_eq(sl_engine_pick_timed(one, 1, 0.03f), 0);
+    const float zero[] = {0.0f, 0.0f}; /* a time too short to see */
+    ck_assert_int_eq(sl_engine_pick_timed(zero, 2, 0.03f), 0);
+}
+END_TEST
+
+/* An engine that failed to run (a negative, infinite or NaN time) is
+ * never taken, nor is its time the one the margin is measured from;
+ * none ran: -1. */
+START_TEST(test_engine_tuning_skips_engines_that_failed)
+{
+    const float inf = 1.0f / 0.0f;
+    const float nan = 0.0f / 0.0f;
+    const float failed_first[] = {-1.0f, 0.9f, 0.5f};
+    ck_assert_int_eq(sl_engine_pick_timed(failed_first, 3, 0.03f), 2);
+    const float odd[] = {nan, inf, 0.6f, -inf, 0.61f};
+    ck_assert_int_eq(sl_engine_pick_timed(odd, 5, 0.03f), 2);
+    const float nan_fastest[] = {0.8f, nan, 0.79f};
+    ck_assert_int_eq(sl_engine_pick_timed(nan_fastest, 3, 0.03f), 0);
+    const float none[] = {-1.0f, nan, inf};
+    ck_assert_int_eq(sl_engine_pick_timed(none, 3, 0.03f), -1);
+    ck_assert_int_eq(sl_engine_pick_timed(none, 0, 0.03f), -1);
+}
+END_TEST
+
+/* SL_CUDA_CONV_TUNE's values: off by default, "on" for 8 engines, a
+ * count from 2 to 64, anything else refused. */
+START_TEST(test_engine_tune_count_reads_the_switch)
+{
+    ck_assert_int_eq(sl_engine_tune_count(NULL), 0);
+    ck_assert_int_eq(sl_engine_tune_count(""), 0);
+    ck_assert_int_eq(sl_engine_tune_count("0"), 0);
+    ck_assert_int_eq(sl_engine_tune_count("off"), 0);
+    ck_assert_int_eq(sl_engine_tune_count("on"), 8);
+    ck_assert_int_eq(sl_engine_tune_count("1"), 8);
+    ck_assert_int_eq(sl_engine_tune_count("2"), 2);
+    ck_assert_int_eq(sl_engine_tune_count("16"), 16);
+    ck_assert_int_eq(sl_engine_tune_count("64"), 64);
+    static const char *const bad[] = {"65", "640", "99999999999999999999", "-3", "on ", "yes",
+                                      "ON", "2x", " 4", "of", "offf", "00x"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
+        ck_assert_msg(sl_engine_tune_count(bad[i]) == -1, "\"%s\" read as %d", bad[i],
+                      sl_engine_tune_count(bad[i]));
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("conv_engine");
@@ -137,6 +202,9 @@ int main(void)
     tcase_add_test(tc, test_engine_needing_reordered_data_never_runs);
     tcase_add_test(tc, test_engine_workspace_cap_is_inclusive);
     tcase_add_test(tc, test_engine_rule_over_every_combination);
+    tcase_add_test(tc, test_engine_tuning_takes_the_fastest_or_an_earlier_near_one);
+    tcase_add_test(tc, test_engine_tuning_skips_engines_that_failed);
+    tcase_add_test(tc, test_engine_tune_count_reads_the_switch);
     suite_add_tcase(s, tc);
     return th_run_suite(s) ? EXIT_FAILURE : EXIT_SUCCESS;
 }

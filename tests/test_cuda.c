@@ -24,6 +24,7 @@
 #include <string.h>
 
 #include "checkpoint/pipeline.h"
+#include "cuda/cuda_backend.h"
 #include "net/net.h"
 #include "harness.h"
 
@@ -974,6 +975,83 @@ START_TEST(test_cuda_graphs_give_eager_bits)
 }
 END_TEST
 
+/* SL_CUDA_CONV_TUNE=on: each convolution pass's engine timed among the
+ * allowed ones. On one instance (the choice is made once per geometry
+ * and instance), ResNet-20 trained three SGD steps under none, sqrt and
+ * segments:5 gives the same bits with the arena as planned, passes were
+ * tuned, and with TF32 off the run stays within 1e-3 of the CPU's.
+ * A value the switch does not know refuses the instance, naming it. */
+START_TEST(test_cuda_conv_tuning_keeps_schedules_bit_identical)
+{
+    const char *was = getenv("SL_CUDA_CONV_TUNE");
+    char saved[32] = "";
+    if (was)
+        snprintf(saved, sizeof saved, "%s", was);
+    ck_assert_int_eq(setenv("SL_CUDA_CONV_TUNE", "yes", 1), 0);
+    sl_context_options o = sl_context_defaults();
+    o.device = SL_DEVICE_CUDA;
+    sl_context *bad = NULL;
+    ck_assert(sl_context_create(&o, &bad) != SL_OK && bad == NULL);
+    ck_assert_msg(strstr(sl_last_error(), "SL_CUDA_CONV_TUNE") != NULL, "%s", sl_last_error());
+    ck_assert_int_eq(setenv("SL_CUDA_CONV_TUNE", "on", 1), 0);
+    sl_context *ctx = cuda_context(42);
+    if (was)
+        setenv("SL_CUDA_CONV_TUNE", saved, 1);
+    else
+        unsetenv("SL_CUDA_CONV_TUNE");
+
+    th_params ref;
+    {
+        sl_context *cpu = th_context(42);
+        sl_net *net = cuda_net(cpu, SL_SCHEDULE_NONE, "resnet20");
+        float losses[3];
+        th_train_steps(net, g_train_shape, 3, g_perturb, losses);
+        th_params_capture(net, &ref);
+        sl_net_free(net);
+        sl_context_free(cpu);
+    }
+    sl_schedule s[3] = {SL_SCHEDULE_NONE, SL_SCHEDULE_SQRT, SL_SCHEDULE_SEGMENTS(5)};
+    const char *names[3] = {"none", "sqrt", "segments:5"};
+    th_params plain;
+    sl_memory_report plain_r;
+    for (int k = 0; k < 3; k++) {
+        sl_net *net = cuda_net(ctx, s[k], "resnet20");
+        float losses[3];
+        th_train_steps(net, g_train_shape, 3, g_perturb, losses);
+        sl_memory_report r;
+        ck_assert(sl_net_memory_report(net, g_train_shape, SL_MODE_TRAIN, &r) == SL_OK);
+        ck_assert_msg(r.arena_bytes == r.arena_measured, "%s: planned %llu measured %llu",
+                      names[k], (unsigned long long)r.arena_bytes,
+                      (unsigned long long)r.arena_measured);
+        th_params got;
+        th_params_capture(net, &got);
+        sl_net_free(net);
+        if (k == 0) {
+            double e = 0;
+            for (int i = 0; i < ref.n; i++)
+                e = fmax(e, th_rel_err(got.data[i], ref.data[i], ref.count[i]));
+            ck_assert_msg(e <= 1e-3, "tuned engines, TF32 off: %g from the CPU", e);
+            printf("tuned engines: within %.2e of the CPU after three steps\n", e);
+            plain = got;
+            plain_r = r;
+            continue;
+        }
+        char what[64];
+        snprintf(what, sizeof what, "resnet20 %s tuned vs none tuned", names[k]);
+        ck_assert_msg(r.outputs < plain_r.outputs, "%s", what);
+        th_params_assert_identical(&plain, &got, what);
+        th_params_free(&got);
+    }
+    int tuned = sl_cuda_conv_tuned_passes(ctx->backend);
+    ck_assert_msg(tuned > 0, "no convolution pass was tuned");
+    printf("resnet20: %d convolution passes tuned; none, sqrt and segments:5 the same bits\n",
+           tuned);
+    th_params_free(&plain);
+    th_params_free(&ref);
+    sl_context_free(ctx);
+}
+END_TEST
+
 /* TF32 off and on: both plan (every convolution's engine accepted in the
  * math type it will run in) and train two steps; off, the network stays
  * within 1e-3 of the CPU after them. */
@@ -1050,6 +1128,7 @@ int main(void)
     tcase_add_test(tc, test_cuda_tf32_off_and_on_both_plan_and_train);
     tcase_add_test(tc, test_cuda_bn_relu_joined_equals_apart);
     tcase_add_test(tc, test_cuda_graphs_give_eager_bits);
+    tcase_add_test(tc, test_cuda_conv_tuning_keeps_schedules_bit_identical);
     tcase_add_test(tc, test_cuda_gpt2_matches_cpu_and_checkpoints_bit_identical);
     tcase_add_test(tc, test_cuda_gpt2_tf32_fused_attention_checkpoints_bit_identical);
     tcase_add_test(tc, test_cuda_bf16_gpt2_kernels_give_the_copies_bits);

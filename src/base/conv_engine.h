@@ -29,6 +29,10 @@ enum {
     /* Wants its filter or bias reordered into int8x32 first: data this
      * library never prepares. */
     SL_ENGINE_NEEDS_REORDERED_DATA = 1u << 4,
+    /* Compiled at run time when its plan is made (seconds, not
+     * microseconds): never a rule's reason, but tuning times such an
+     * engine only where it is the first allowed one. */
+    SL_ENGINE_RUNTIME_COMPILED = 1u << 5,
 };
 
 /* What one backend instance allows. */
@@ -62,6 +66,49 @@ static inline const char *sl_engine_refusal(unsigned notes, size_t workspace_byt
     if (workspace_bytes > r->workspace_cap)
         return "workspace over the cap";
     return NULL;
+}
+
+/* Engine tuning (SL_CUDA_CONV_TUNE): the heuristics' allowed engines
+ * for a pass, timed on the GPU, are ms[0..n) in the heuristics' order (a
+ * time that is negative, infinite or NaN: that engine failed to run).
+ * Taken: the first whose time is within `margin` (a fraction: 0.03 is
+ * 3 %) of the fastest's, so that near-equal times keep the heuristics'
+ * order and timing noise alone rarely changes the choice between two
+ * processes; -1 when none ran. */
+static inline int sl_engine_pick_timed(const float *ms, int n, float margin)
+{
+    int best = -1;
+    for (int i = 0; i < n; i++)
+        if (ms[i] >= 0.0f && ms[i] <= 3.4e38f && (best < 0 || ms[i] < ms[best]))
+            best = i;
+    if (best < 0)
+        return -1;
+    const float limit = ms[best] * (1.0f + (margin > 0.0f ? margin : 0.0f));
+    for (int i = 0; i < best; i++)
+        if (ms[i] >= 0.0f && ms[i] <= limit)
+            return i;
+    return best;
+}
+
+/* The most engines tuning times per pass: SL_CUDA_CONV_TUNE's value v
+ * ("on" or "1": 8; "off", "0", empty or NULL: 0, no tuning; a count from
+ * 2 to 64: that many), or -1 when v is none of these (the backend then
+ * refuses to start, naming the variable). */
+static inline int sl_engine_tune_count(const char *v)
+{
+    if (!v || !*v || (v[0] == '0' && !v[1]))
+        return 0;
+    if ((v[0] == 'o' && v[1] == 'n' && !v[2]) || (v[0] == '1' && !v[1]))
+        return 8;
+    if (v[0] == 'o' && v[1] == 'f' && v[2] == 'f' && !v[3])
+        return 0;
+    int n = 0;
+    for (const char *c = v; *c; c++) {
+        if (*c < '0' || *c > '9' || n > 64)
+            return -1;
+        n = n * 10 + (*c - '0');
+    }
+    return n >= 2 && n <= 64 ? n : -1;
 }
 
 #endif

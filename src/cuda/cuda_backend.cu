@@ -17,6 +17,7 @@
 
 extern "C" {
 #include "base/base.h"
+#include "base/conv_engine.h"
 }
 
 static void *sl_cuda_alloc(const sl_backend *be, size_t bytes, const char *what)
@@ -408,6 +409,10 @@ extern "C" void *sl_cuda_backend_stream(const sl_backend *be)
 extern "C" int sl_cuda_ln_regs(const sl_backend *be) { return sl_cuda_of(be)->ln_regs; }
 extern "C" int sl_cuda_bn_fused(const sl_backend *be) { return sl_cuda_of(be)->bn_fused; }
 extern "C" int sl_cuda_xent_blocks(const sl_backend *be) { return sl_cuda_of(be)->xent_blocks; }
+extern "C" int sl_cuda_conv_tuned_passes(const sl_backend *be)
+{
+    return sl_cuda_conv_tuned(sl_cuda_of(be));
+}
 
 extern "C" int sl_cuda_column_parts(const sl_backend *be, const char **why)
 {
@@ -458,9 +463,12 @@ extern "C" sl_status sl_cuda_backend_create(int gpu, int deterministic, int tf32
      * SL_CUDA_BN_FUSED=on (BatchNorm's statistics joined to its normalise
      * and its backward's means to its input gradient, instead of three
      * kernels each; the same bits; off by default, 1.4 % slower on an
-     * H100, 2026-11-27-e) and SL_CUDA_GRAPHS=on (runs of layer steps
+     * H100, 2026-11-27-e), SL_CUDA_GRAPHS=on (runs of layer steps
      * captured once as CUDA graphs and replayed; the same kernels, so
-     * the same bits; written without a GPU) */
+     * the same bits; written without a GPU) and SL_CUDA_CONV_TUNE=on or
+     * a count (each convolution pass's engine timed among the allowed
+     * ones, as cudnn.benchmark does; cuda_conv.cu; written without a
+     * GPU) */
     b->bf16_kernels = (env_off("SL_CUDA_BF16_GEMM") ? 0u : (unsigned)SL_BF16_GEMM) |
                       (env_off("SL_CUDA_BF16_KERNELS")
                            ? 0u
@@ -488,6 +496,15 @@ extern "C" sl_status sl_cuda_backend_create(int gpu, int deterministic, int tf32
     s->flash_bf16 = !env_off("SL_CUDA_FLASH_BF16");
     const char *conv_api = getenv("SL_CUDA_CONV_API");
     s->conv_legacy = conv_api && strcmp(conv_api, "legacy") == 0;
+    const char *tune = getenv("SL_CUDA_CONV_TUNE");
+    s->conv_tune = sl_engine_tune_count(tune);
+    if (s->conv_tune < 0) {
+        sl_backend_destroy(b);
+        return sl_set_error(SL_ERR_INVALID_ARG,
+                            "CUDA backend: SL_CUDA_CONV_TUNE=\"%s\" is not on, off, 0, 1 or a "
+                            "count of engines from 2 to 64",
+                            tune);
+    }
     s->flash_dropout = !env_off("SL_CUDA_FLASH_DROPOUT");
     s->xent_staged = !env_off("SL_CUDA_XENT_STAGED");
     s->col_parts_why = env_off("SL_CUDA_COL_PARTS") ? "SL_CUDA_COL_PARTS=off"

@@ -59,6 +59,12 @@ int sl_cuda_bn_fused(const sl_backend *be);
  * build without CUDA. */
 int sl_cuda_xent_blocks(const sl_backend *be);
 
+/* How many convolution passes of this instance took their engine by
+ * timing (SL_CUDA_CONV_TUNE, cuda_conv.cu) so far: 0 with tuning off,
+ * and for passes with one allowed engine or timing that could not run.
+ * 0 in a build without CUDA. */
+int sl_cuda_conv_tuned_passes(const sl_backend *be);
+
 #ifdef __cplusplus
 }
 #endif

@@ -53,6 +53,9 @@ typedef struct sl_cuda_state {
                           tiles (SL_CUDA_FLASH_BF16) */
     int conv_legacy;   /* convolutions through cuDNN's legacy _v7 algorithm choice instead
                           of its graph API's engine heuristics (SL_CUDA_CONV_API=legacy) */
+    int conv_tune;     /* the most engines timed per convolution pass (0: none, the
+                          heuristics' first allowed; SL_CUDA_CONV_TUNE, cuda_conv.cu) */
+    int conv_tuned;    /* passes whose engine timing took (under the cache's lock) */
     int flash_dropout; /* attention dropout in its mma.sync kernels; off: dropout takes
                           the chunked path (SL_CUDA_FLASH_DROPOUT) */
     int xent_staged;   /* the language model's loss with its rows staged in shared memory;
@@ -250,6 +253,8 @@ SL_BACKEND_OPS(SL_CUDA_DECLARE, SL_CUDA_DECLARE)
 
 /* Frees the instance's descriptors and cache (NULL is fine). */
 void sl_cuda_conv_cache_free(struct sl_cuda_conv_cache *c);
+/* How many passes took their engine by timing (SL_CUDA_CONV_TUNE). */
+int sl_cuda_conv_tuned(sl_cuda_state *s);
 
 /* cuda_flash.cu: causal attention fused into TF32 tiles, for flash mode,
  * head size 64, TF32 allowed, dropout only in its mma.sync kernels

@@ -32,6 +32,21 @@
  * SL_CUDA_CONV_LOG=1 prints each geometry's choice to stderr: per pass
  * the engine, its knobs and notes, the heuristics mode and workspace, or
  * the legacy algorithm and why the graph API was not used.
+ *
+ * SL_CUDA_CONV_TUNE=on (or a count from 2 to 64; 8 for "on") times the
+ * allowed engines instead of taking the heuristics' first, as
+ * cudnn.benchmark does: when a geometry is first planned, up to that many
+ * distinct allowed configurations of heuristics A and B run on scratch
+ * operands of its shapes (allocated and freed then, with the largest
+ * candidate's workspace), and base/conv_engine.h's sl_engine_pick_timed
+ * takes the fastest, or an earlier one within 3 % of it. The same rules
+ * filter the candidates (a deterministic instance times deterministic
+ * engines only), and the choice is still made once per geometry, so
+ * every run and re-forward of the instance repeats its bits. What
+ * changes: the choice depends on timings, so two processes may take
+ * different engines and so differ in the last bits; off by default. The
+ * log (SL_CUDA_CONV_LOG=1) gives each pass's time, the fastest's and the
+ * heuristics' first.
  */
 #include <mutex>
 #include <new>
@@ -75,6 +90,7 @@ struct sl_conv_entry {
     sl_cuda_conv_tensors graph;
     sl_cuda_conv_plan plan[SLOT_COUNT];
     char fallback[SLOT_COUNT][320];
+    char tune_note[128]; /* why tuning did not run for this geometry ("": it ran, or was off) */
     size_t ws[3]; /* per pass, the most any of its slots needs: what is planned */
     bool ok;
     char why[256]; /* why build_into failed (this geometry's own reason) */
@@ -202,6 +218,56 @@ static bool legacy_choose(sl_cuda_state *s, const sl_conv_desc *d, sl_conv_entry
     return true;
 }
 
+/* Frees what tuning_begin allocated (after the queue's last use of it:
+ * cudaFree waits for the device). */
+static void tuning_end(sl_cuda_conv_tuning *t)
+{
+    void *ptr[3] = {t->x, t->w, t->y};
+    for (int i = 0; i < 3; i++)
+        if (ptr[i])
+            cudaFree(ptr[i]);
+    memset(t, 0, sizeof *t);
+}
+
+/* Scratch operands of geometry d for engine tuning (SL_CUDA_CONV_TUNE)
+ * into *t, filled with small floats; t->candidates stays 0, and note says
+ * why, when tuning cannot run now: the queue is being captured into a
+ * CUDA graph (no allocation or wait may happen in it), or memory is
+ * short. Plan time only: the operands are freed by tuning_end before
+ * the entry is used, so the planned peak is untouched. */
+static void tuning_begin(sl_cuda_state *s, const sl_conv_desc *d, sl_cuda_conv_tuning *t,
+                         char *note, size_t len)
+{
+    cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+    if (cudaStreamIsCapturing(s->stream, &capturing) != cudaSuccess ||
+        capturing != cudaStreamCaptureStatusNone) {
+        (void)cudaGetLastError();
+        snprintf(note, len, "not tuned: asked while the queue was being captured");
+        return;
+    }
+    const size_t bytes[3] = {
+        (size_t)d->n * (size_t)d->c * (size_t)d->h * (size_t)d->w * sizeof(float),
+        (size_t)d->k * (size_t)(d->c / d->groups) * (size_t)d->kh * (size_t)d->kw * sizeof(float),
+        (size_t)d->n * (size_t)d->k * (size_t)d->oh * (size_t)d->ow * sizeof(float)};
+    void **ptr[3] = {&t->x, &t->w, &t->y};
+    for (int i = 0; i < 3; i++) {
+        cudaError_t e = cudaMalloc(ptr[i], bytes[i]);
+        /* 0x3c in every byte: 0.0116 in every float, finite however many
+         * times the accumulating passes add to it */
+        if (e == cudaSuccess)
+            e = cudaMemsetAsync(*ptr[i], 0x3c, bytes[i], s->stream);
+        if (e != cudaSuccess) {
+            *ptr[i] = NULL;
+            (void)cudaGetLastError();
+            snprintf(note, len, "not tuned: scratch operands of %zu B: %s", bytes[i],
+                     cudaGetErrorString(e));
+            tuning_end(t);
+            return;
+        }
+    }
+    t->candidates = s->conv_tune;
+}
+
 /* Each slot's plan through the graph API; a slot none passes for is
  * marked for its pass's legacy algorithm (needs_legacy), with the reason
  * kept for the log. */
@@ -211,6 +277,9 @@ static void graph_choose(sl_cuda_state *s, const sl_conv_desc *d, sl_conv_entry 
     const sl_engine_rules rules = {s->deterministic, s->tf32, kWorkspaceCap};
     char why[sizeof e.fallback[0]];
     bool tensors = sl_cuda_conv_tensors_make(d, &e.graph, why, sizeof why);
+    sl_cuda_conv_tuning tuning = {0, NULL, NULL, NULL};
+    if (tensors && s->conv_tune > 1)
+        tuning_begin(s, d, &tuning, e.tune_note, sizeof e.tune_note);
     for (int i = 0; i < SLOT_COUNT; i++) {
         sl_engine_rules r = rules;
         /* dx += plans no more workspace than dx = (one legacy algorithm
@@ -219,11 +288,15 @@ static void graph_choose(sl_cuda_state *s, const sl_conv_desc *d, sl_conv_entry 
         if (i == SLOT_BWD_DATA_ADD && e.plan[SLOT_BWD_DATA].plan)
             r.workspace_cap = e.plan[SLOT_BWD_DATA].ws_bytes;
         if (tensors && sl_cuda_conv_plan_make(s, &e.graph, kSlotPass[i], kSlotBeta[i], &r,
-                                              &e.plan[i], why, sizeof why))
+                                              tuning.candidates ? &tuning : NULL, &e.plan[i],
+                                              why, sizeof why)) {
+            s->conv_tuned += e.plan[i].tuned;
             continue;
+        }
         snprintf(e.fallback[i], sizeof e.fallback[i], "%s", why);
         needs_legacy[kSlotPass[i]] = true;
     }
+    tuning_end(&tuning);
 }
 
 static bool build_into(sl_cuda_state *s, const sl_conv_desc *d, sl_conv_entry &e)
@@ -370,6 +443,8 @@ static void log_entry(const sl_cuda_state *s, const sl_conv_entry *e)
                    math_name(math_of(e->conv[p])), e->legacy_ws[p],
                    e->fallback[i][0] ? ", graph API: " : "", e->fallback[i]);
     }
+    if (e->tune_note[0])
+        append(text, sizeof text, &used, "; %s", e->tune_note);
     fprintf(stderr, "sublinear cuda conv n%d c%d %dx%d k%d %dx%d s%d p%d g%d (%s API): %s\n",
             d->n, d->c, d->h, d->w, d->k, d->kh, d->kw, d->sh, d->ph, d->groups, api, text);
 }
@@ -442,6 +517,19 @@ static const sl_conv_entry *lookup(sl_cuda_state *s, const sl_conv_desc *d)
     if (!e)
         sl_cuda_record(s, __FILE__, __LINE__, "convolution", why);
     return e;
+}
+
+int sl_cuda_conv_tuned(sl_cuda_state *s)
+{
+    sl_cuda_conv_cache *c;
+    {
+        std::lock_guard<std::mutex> g(s->error_lock);
+        c = s->conv_cache;
+    }
+    if (!c)
+        return 0;
+    std::lock_guard<std::mutex> g(c->lock);
+    return s->conv_tuned;
 }
 
 static const float kOne = 1.0f, kZero = 0.0f;

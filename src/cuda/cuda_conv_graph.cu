@@ -238,7 +238,7 @@ static const note_map kBehaviour[] = {
      "reorder-filter"},
     {CUDNN_BEHAVIOR_NOTE_REQUIRES_BIAS_INT8x32_REORDER, SL_ENGINE_NEEDS_REORDERED_DATA,
      "reorder-bias"},
-    {CUDNN_BEHAVIOR_NOTE_RUNTIME_COMPILATION, 0, "runtime-compiled"},
+    {CUDNN_BEHAVIOR_NOTE_RUNTIME_COMPILATION, SL_ENGINE_RUNTIME_COMPILED, "runtime-compiled"},
 };
 
 static void add_note(engine_info *e, int note, const note_map *map, size_t n)
@@ -344,9 +344,11 @@ struct tally {
 } // namespace
 
 /* Tries configuration cfg: true when it is taken into p (p->cfg, p->plan,
- * p->ws_bytes, p->how); otherwise its refusal goes into the tally. */
+ * p->ws_bytes, p->how); otherwise its refusal goes into the tally. An
+ * engine compiled at run time is refused where it would only be another
+ * candidate for tuning (`extra`): making its plan costs seconds. */
 static bool try_config(sl_cuda_state *s, desc_t cfg, const char *mode, const sl_engine_rules *r,
-                       sl_cuda_conv_plan *p, tally *t)
+                       bool extra, sl_cuda_conv_plan *p, tally *t)
 {
     t->offered++;
     engine_info e;
@@ -357,6 +359,8 @@ static bool try_config(sl_cuda_state *s, desc_t cfg, const char *mode, const sl_
         return false;
     }
     const char *no = sl_engine_refusal(e.notes, 0, r);
+    if (!no && extra && (e.notes & SL_ENGINE_RUNTIME_COMPILED))
+        no = "compiled at run time: not timed beside the first";
     if (no) {
         say(t->last, sizeof t->last, "engine %lld:%s: %s", (long long)e.index, e.names, no);
         return false;
@@ -385,21 +389,38 @@ static bool try_config(sl_cuda_state *s, desc_t cfg, const char *mode, const sl_
         destroy(&plan);
         return false;
     }
-    char knobs[96];
-    describe_knobs(cfg, knobs, sizeof knobs);
+    describe_knobs(cfg, p->knobs, sizeof p->knobs);
     p->plan = plan;
     p->cfg = cfg;
     p->ws_bytes = (size_t)ws;
     p->engine = e.index;
-    say(p->how, sizeof p->how, "engine %lld%s%s (heuristics %s, %zu B)", (long long)e.index, knobs,
-        e.names, mode, p->ws_bytes);
+    say(p->how, sizeof p->how, "engine %lld%s%s (heuristics %s, %zu B)", (long long)e.index,
+        p->knobs, e.names, mode, p->ws_bytes);
     return true;
 }
 
-/* The configurations of heuristics `mode` in order, the first that
- * passes taken into p; false when none does (or the mode has none). */
-static bool try_mode(sl_cuda_state *s, cudnnBackendHeurMode_t mode, const char *name,
-                     const sl_engine_rules *r, sl_cuda_conv_plan *p, tally *t)
+/* The configurations taken so far for one pass: each a plan with only
+ * plan, cfg, ws_bytes, engine, knobs and how set (the operation and its
+ * graph stay the pass's own), at most cap of them. */
+namespace { /* this file's own: no external symbols */
+struct picks {
+    sl_cuda_conv_plan *c;
+    int n, cap;
+};
+} // namespace
+
+/* Two configurations that run the same engine with the same knobs (heuristics
+ * A and B often offer the same ones). */
+static bool same_engine(const sl_cuda_conv_plan *a, const sl_cuda_conv_plan *b)
+{
+    return a->engine == b->engine && strcmp(a->knobs, b->knobs) == 0;
+}
+
+/* The configurations of heuristics `mode` over `graph` in order, those
+ * that pass (and run an engine and knobs not taken yet) appended to k
+ * until it holds k->cap. */
+static void try_mode(sl_cuda_state *s, cudnnBackendHeurMode_t mode, const char *name,
+                     const sl_engine_rules *r, desc_t graph, picks *k, tally *t)
 {
     desc_t heur = NULL, *cfgs = NULL;
     int64_t count = 0, got = 0, made = 0;
@@ -407,8 +428,7 @@ static bool try_mode(sl_cuda_state *s, cudnnBackendHeurMode_t mode, const char *
     steps c = {why, sizeof why, true};
     STEP(c, cudnnBackendCreateDescriptor(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR, &heur),
          "creating the heuristics descriptor");
-    SET(c, heur, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1,
-        &p->graph);
+    SET(c, heur, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &graph);
     SET(c, heur, CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &mode);
     STEP(c, cudnnBackendFinalize(heur), "finalizing the heuristics descriptor");
     STEP(c,
@@ -427,22 +447,133 @@ static bool try_mode(sl_cuda_state *s, cudnnBackendHeurMode_t mode, const char *
              cudnnBackendGetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS,
                                       CUDNN_TYPE_BACKEND_DESCRIPTOR, count, &got, cfgs),
              "reading the heuristics' results");
-    bool taken = false;
-    for (int64_t i = 0; c.ok && !taken && i < got && i < count; i++)
-        if ((taken = try_config(s, cfgs[i], name, r, p, t)))
-            cfgs[i] = NULL; /* now p's */
-    if (!c.ok && t->offered == 0) /* the mode itself failed, and no engine's refusal is kept */
+    int offered = t->offered;
+    for (int64_t i = 0; c.ok && k->n < k->cap && i < got && i < count; i++) {
+        sl_cuda_conv_plan *slot = &k->c[k->n];
+        if (!try_config(s, cfgs[i], name, r, k->n > 0, slot, t))
+            continue;
+        cfgs[i] = NULL; /* now the slot's */
+        bool seen = false;
+        for (int j = 0; j < k->n && !seen; j++)
+            seen = same_engine(&k->c[j], slot);
+        if (seen)
+            sl_cuda_conv_plan_free(slot);
+        else
+            k->n++;
+    }
+    if (!c.ok && t->offered == offered && k->n == 0) /* the mode itself failed */
         say(t->last, sizeof t->last, "heuristics %s: %s", name, why);
     for (int64_t i = 0; i < made; i++)
         destroy(&cfgs[i]);
     free(cfgs);
     destroy(&heur);
-    return taken;
+}
+
+/* Runs plan p over the operands (a variant pack made for the call):
+ * false with c's reason when cuDNN refuses. */
+static bool execute(sl_cuda_state *s, const sl_cuda_conv_plan *p, const void *x_like,
+                    const void *w_like, const void *y_like, void *workspace, steps &c)
+{
+    void *ptrs[3] = {(void *)x_like, (void *)w_like, (void *)y_like};
+    static const int64_t uids[3] = {UID_X, UID_W, UID_Y};
+    desc_t pack = NULL;
+    STEP(c, cudnnBackendCreateDescriptor(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, &pack),
+         "creating a variant pack");
+    SET(c, pack, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, 3, uids);
+    SET(c, pack, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, 3, ptrs);
+    SET(c, pack, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &workspace);
+    STEP(c, cudnnBackendFinalize(pack), "finalizing the variant pack");
+    STEP(c, cudnnBackendExecute(s->cudnn, p->plan, pack), "cudnnBackendExecute");
+    destroy(&pack);
+    return c.ok;
+}
+
+/* How many times each candidate runs while timed (after one untimed run),
+ * and how close to the fastest an earlier candidate must be to be kept. */
+enum { TUNE_RUNS = 5, TUNE_MAX = 64 };
+static const float kTuneMargin = 0.03f;
+
+/* Times the n (<= TUNE_MAX) candidates c over tune's operands on the
+ * instance's stream; the index sl_engine_pick_timed takes (0 when timing
+ * was not possible; *tuned says which), with note (len bytes) saying what the timing found
+ * for the log. A failure the device keeps (a fault) is recorded in s for
+ * the next sync; a candidate cuDNN refuses to run is left out. */
+static int time_candidates(sl_cuda_state *s, const sl_cuda_conv_tuning *tune,
+                           const sl_cuda_conv_plan *c, int n, int *tuned, char *note, size_t len)
+{
+    float ms[TUNE_MAX];
+    size_t ws_bytes = 0;
+    for (int i = 0; i < n; i++) {
+        ms[i] = -1.0f;
+        if (c[i].ws_bytes > ws_bytes)
+            ws_bytes = c[i].ws_bytes;
+    }
+    void *ws = NULL;
+    cudaEvent_t a = NULL, b = NULL;
+    const char *failed = NULL;
+    cudaError_t e = cudaSuccess;
+    if (ws_bytes && (e = cudaMalloc(&ws, ws_bytes)) != cudaSuccess)
+        failed = "allocating the largest workspace";
+    else if ((e = cudaEventCreate(&a)) != cudaSuccess || (e = cudaEventCreate(&b)) != cudaSuccess)
+        failed = "creating the timing events";
+    else if ((e = cudaStreamSynchronize(s->stream)) != cudaSuccess)
+        failed = "waiting for the queue";
+    for (int i = 0; i < n && !failed; i++) {
+        char why[200];
+        steps st = {why, sizeof why, true};
+        if (!execute(s, &c[i], tune->x, tune->w, tune->y, ws, st))
+            continue; /* refused by cuDNN (nothing queued): left out */
+        bool ok = cudaEventRecord(a, s->stream) == cudaSuccess;
+        for (int r = 0; r < TUNE_RUNS && ok; r++)
+            ok = execute(s, &c[i], tune->x, tune->w, tune->y, ws, st);
+        ok = cudaEventRecord(b, s->stream) == cudaSuccess && ok;
+        if ((e = cudaEventSynchronize(b)) != cudaSuccess) {
+            failed = "running a candidate";
+            break;
+        }
+        float total = 0.0f;
+        if (ok && cudaEventElapsedTime(&total, a, b) == cudaSuccess)
+            ms[i] = total / TUNE_RUNS;
+        (void)cudaGetLastError();
+    }
+    if (failed && e != cudaSuccess && e != cudaErrorMemoryAllocation) {
+        /* a fault stays with the context: the next sync must say so */
+        char text[160];
+        say(text, sizeof text, "%s while tuning: %s", failed, cudaGetErrorString(e));
+        sl_cuda_record(s, __FILE__, __LINE__, "convolution engine tuning", text);
+    }
+    (void)cudaGetLastError();
+    if (b)
+        cudaEventDestroy(b);
+    if (a)
+        cudaEventDestroy(a);
+    if (ws)
+        cudaFree(ws);
+    if (failed) {
+        say(note, len, "; not tuned: %s failed (%s)", failed, cudaGetErrorString(e));
+        return 0;
+    }
+    int take = sl_engine_pick_timed(ms, n, kTuneMargin);
+    if (take < 0) {
+        say(note, len, "; not tuned: none of the %d candidates ran", n);
+        return 0;
+    }
+    int ran = 0, fastest = take;
+    for (int i = 0; i < n; i++) {
+        ran += ms[i] >= 0.0f;
+        if (ms[i] >= 0.0f && ms[i] < ms[fastest])
+            fastest = i;
+    }
+    *tuned = 1;
+    say(note, len, "; tuned: %.3f ms, candidate %d of %d timed (fastest %.3f ms, heuristics' first %s%.3f ms)",
+        ms[take], take + 1, ran, ms[fastest], ms[0] >= 0.0f ? "" : "failed, ",
+        ms[0] >= 0.0f ? ms[0] : 0.0f);
+    return take;
 }
 
 bool sl_cuda_conv_plan_make(sl_cuda_state *s, const sl_cuda_conv_tensors *t, sl_conv_pass pass,
-                            float beta, const sl_engine_rules *r, sl_cuda_conv_plan *p, char *why,
-                            size_t why_len)
+                            float beta, const sl_engine_rules *r, const sl_cuda_conv_tuning *tune,
+                            sl_cuda_conv_plan *p, char *why, size_t why_len)
 {
     static const struct {
         cudnnBackendHeurMode_t mode;
@@ -455,15 +586,46 @@ bool sl_cuda_conv_plan_make(sl_cuda_state *s, const sl_cuda_conv_tensors *t, sl_
         sl_cuda_conv_plan_free(p);
         return false;
     }
+    int cap = tune && tune->candidates > 1 ? tune->candidates : 1;
+    if (cap > TUNE_MAX)
+        cap = TUNE_MAX;
+    picks k = {(sl_cuda_conv_plan *)calloc((size_t)cap, sizeof(sl_cuda_conv_plan)), 0, cap};
+    if (!k.c) {
+        say(why, why_len, "out of memory choosing an engine for the %s pass", kOps[pass].name);
+        sl_cuda_conv_plan_free(p);
+        return false;
+    }
     tally tl = {0, "cuDNN offered none"};
-    for (size_t m = 0; m < sizeof kModes / sizeof *kModes; m++)
-        if (try_mode(s, kModes[m].mode, kModes[m].name, r, p, &tl))
-            return true;
-    say(why, why_len,
-        "none of the %d engine configurations cuDNN offered for the %s pass can be used (last: %s)",
-        tl.offered, kOps[pass].name, tl.last);
-    sl_cuda_conv_plan_free(p);
-    return false;
+    for (size_t m = 0; m < sizeof kModes / sizeof *kModes && k.n < k.cap; m++) {
+        if (kModes[m].mode == CUDNN_HEUR_MODE_FALLBACK && k.n > 0)
+            break; /* the fallback list only where A and B have nothing */
+        try_mode(s, kModes[m].mode, kModes[m].name, r, p->graph, &k, &tl);
+    }
+    if (k.n == 0) {
+        say(why, why_len,
+            "none of the %d engine configurations cuDNN offered for the %s pass can be used "
+            "(last: %s)",
+            tl.offered, kOps[pass].name, tl.last);
+        free(k.c);
+        sl_cuda_conv_plan_free(p);
+        return false;
+    }
+    char note[160] = "";
+    int tuned = 0;
+    int take = k.n > 1 ? time_candidates(s, tune, k.c, k.n, &tuned, note, sizeof note) : 0;
+    sl_cuda_conv_plan *won = &k.c[take];
+    p->plan = won->plan;
+    p->cfg = won->cfg;
+    p->ws_bytes = won->ws_bytes;
+    p->engine = won->engine;
+    memcpy(p->knobs, won->knobs, sizeof p->knobs);
+    p->tuned = tuned;
+    say(p->how, sizeof p->how, "%s%s", won->how, note);
+    memset(won, 0, sizeof *won); /* now p's */
+    for (int i = 0; i < k.n; i++)
+        sl_cuda_conv_plan_free(&k.c[i]);
+    free(k.c);
+    return true;
 }
 
 void sl_cuda_conv_plan_free(sl_cuda_conv_plan *p)
@@ -479,28 +641,19 @@ void sl_cuda_conv_plan_run(sl_cuda_state *s, const sl_cuda_conv_tensors *t,
                            const sl_cuda_conv_plan *p, const void *x_like, const void *w_like,
                            const void *y_like, void *workspace)
 {
-    void *ptrs[3] = {(void *)x_like, (void *)w_like, (void *)y_like};
-    static const int64_t uids[3] = {UID_X, UID_W, UID_Y};
+    const void *ptrs[3] = {x_like, w_like, y_like};
+    static const char uids[3] = {(char)UID_X, (char)UID_W, (char)UID_Y};
     for (int i = 0; i < 3; i++)
         if ((uintptr_t)ptrs[i] % (uintptr_t)t->align[i]) {
             char text[128];
             say(text, sizeof text, "operand %c at %p is not %lld-byte aligned as its plan assumed",
-                (char)uids[i], ptrs[i], (long long)t->align[i]);
+                uids[i], ptrs[i], (long long)t->align[i]);
             sl_cuda_record(s, __FILE__, __LINE__, "convolution (cuDNN graph API)", text);
             return;
         }
     char why[256];
     steps c = {why, sizeof why, true};
-    desc_t pack = NULL;
-    STEP(c, cudnnBackendCreateDescriptor(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, &pack),
-         "creating a variant pack");
-    SET(c, pack, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, 3, uids);
-    SET(c, pack, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, 3, ptrs);
-    SET(c, pack, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &workspace);
-    STEP(c, cudnnBackendFinalize(pack), "finalizing the variant pack");
-    STEP(c, cudnnBackendExecute(s->cudnn, p->plan, pack), "cudnnBackendExecute");
-    destroy(&pack);
-    if (!c.ok) {
+    if (!execute(s, p, x_like, w_like, y_like, workspace, c)) {
         char what[96];
         say(what, sizeof what, "convolution (cuDNN graph API, engine %lld)", (long long)p->engine);
         sl_cuda_record(s, __FILE__, __LINE__, what, why);

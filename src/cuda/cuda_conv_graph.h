@@ -35,8 +35,24 @@ typedef struct sl_cuda_conv_plan {
     cudnnBackendDescriptor_t op, graph, cfg, plan;
     size_t ws_bytes;
     int64_t engine; /* cuDNN's global engine index */
-    char how[256];  /* "engine 12 [k2=3 k13=1] tensor-core (heuristics A, 4096 B)" */
+    char knobs[96]; /* " [k2=3 k13=1]": its knob choices (with engine, what tells two apart) */
+    int tuned;      /* 1: taken by timing among several (SL_CUDA_CONV_TUNE) */
+    char how[320];  /* "engine 12 [k2=3 k13=1] tensor-core (heuristics A, 4096 B)" */
 } sl_cuda_conv_plan;
+
+/* Engine tuning (SL_CUDA_CONV_TUNE): instead of the first allowed engine,
+ * up to `candidates` allowed configurations of heuristics A and B (the
+ * fallback list only where they have none), each distinct engine and
+ * knobs once, are timed on the instance's stream over scratch operands of
+ * the geometry's shapes (x, w, y: device memory the caller owns, their
+ * contents any floats), and base/conv_engine.h's sl_engine_pick_timed
+ * takes one. The workspace for the timing is allocated here for the
+ * largest candidate and freed before returning. The queue must not be
+ * being captured into a CUDA graph. */
+typedef struct sl_cuda_conv_tuning {
+    int candidates;
+    void *x, *w, *y;
+} sl_cuda_conv_tuning;
 
 /* The tensors of geometry d into *t; false with a reason in why (why_len
  * bytes) when cuDNN refuses one, with nothing left made. */
@@ -49,12 +65,14 @@ void sl_cuda_conv_tensors_free(sl_cuda_conv_tensors *t);
  * result overwrites, 1: it is added), from the first engine configuration
  * of cuDNN's heuristics (mode A, then B, then the fallback list) that
  * rules r allow (base/conv_engine.h), that finalizes into a plan on the
- * instance's handle and whose workspace the cap allows. False, with why
- * (the last refusal and how many engines were offered), when none does;
- * nothing is then left made. */
+ * instance's handle and whose workspace the cap allows; with tune (NULL:
+ * none), the one tuning takes among several such (when timing is not
+ * possible, the first, and p->how says why). False, with why (the last
+ * refusal and how many engines were offered), when none passes; nothing
+ * is then left made. */
 bool sl_cuda_conv_plan_make(sl_cuda_state *s, const sl_cuda_conv_tensors *t, sl_conv_pass pass,
-                            float beta, const sl_engine_rules *r, sl_cuda_conv_plan *p, char *why,
-                            size_t why_len);
+                            float beta, const sl_engine_rules *r, const sl_cuda_conv_tuning *tune,
+                            sl_cuda_conv_plan *p, char *why, size_t why_len);
 /* Releases what p holds (a zeroed p is fine) and zeroes it. */
 void sl_cuda_conv_plan_free(sl_cuda_conv_plan *p);
 
