@@ -19,7 +19,8 @@
 #           diag-*.log.
 #   ab      each switch of AB_SWITCHES (the environment's, else the two
 #           not yet timed: convolution engines timed, SL_CUDA_CONV_TUNE,
-#           and CUDA graphs) in turn against none, 3 interleaved rounds of 6
+#           and CUDA graphs, on ResNet and on GPT-2) in turn against none,
+#           3 interleaved rounds of 6
 #           steps, on the workload its path runs: the convolution,
 #           BatchNorm and classifier-loss switches (SL_CUDA_CONV_*,
 #           SL_CUDA_BN_*, SL_CUDA_XENT_BLOCKS) on ours none, ResNet-152
@@ -75,7 +76,7 @@ export LD_LIBRARY_PATH=/usr/local/cuda/lib64:/usr/local/cuda/lib:${LD_LIBRARY_PA
 t0=$SECONDS
 left() { echo $((${DEADLINE:-470} - (SECONDS - t0))); }
 SWITCHES="SL_CUDA_CONV_API=legacy SL_CUDA_BN_RELU=off SL_CUDA_XENT_BLOCKS=off SL_CUDA_XENT_STAGED=off SL_CUDA_COL_PARTS=off SL_CUDA_LN_REGS=off SL_CUDA_FLASH_DROPOUT=off SL_CUDA_FLASH_MMA=off SL_CUDA_FLASH_BF16=off SL_CUDA_FLASH=off SL_CUDA_LT=off SL_CUDA_LT_WORKSPACE_MIB=0 SL_CUDA_BF16_GEMM=off SL_CUDA_BF16_KERNELS=off"
-AB_SWITCHES=${AB_SWITCHES:-"SL_CUDA_CONV_TUNE=on SL_CUDA_GRAPHS=on"}
+AB_SWITCHES=${AB_SWITCHES:-"SL_CUDA_CONV_TUNE=on SL_CUDA_GRAPHS=on SL_CUDA_GRAPHS=on@gpt2"}
 build="build-gpu"
 switches() { [ -s "$dir/switches.txt" ] && cat "$dir/switches.txt"; }
 # runs "$@" with the kept switches (VAR=VALUE words) in its environment
@@ -133,9 +134,11 @@ stage_tests() {
 }
 
 # the workload whose time switch $1 changes: resnet (convolutions, BatchNorm),
-# gpt2drop (attention dropout) or gpt2
+# gpt2drop (attention dropout) or gpt2; a switch written VAR=VALUE@WORKLOAD
+# names its own (SL_CUDA_GRAPHS=on@gpt2: the graphs on GPT-2's step)
 ab_workload() {
   case "$1" in
+    *@*) echo "${1##*@}" ;;
     SL_CUDA_CONV_* | SL_CUDA_BN_* | SL_CUDA_XENT_BLOCKS=* | SL_CUDA_GRAPHS=*) echo resnet ;;
     SL_CUDA_FLASH_DROPOUT=*) echo gpt2drop ;;
     *) echo gpt2 ;;
@@ -146,7 +149,7 @@ ab_workload() {
 # measure ("ms_step":N or "it_per_s":N), its stderr to ab-$2-<switch>.log
 ab_run() {
   local cmd key log="$dir/ab-$2-${1%%=*}.log" sw=()
-  [ "$1" = none ] || sw=("$1")
+  [ "$1" = none ] || sw=("${1%@*}")
   if [ "$2" = resnet ]; then
     cmd=("$build/bench/bench_gpu" --schedule none --steps 6) key=it_per_s
   else

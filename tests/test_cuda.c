@@ -975,6 +975,77 @@ START_TEST(test_cuda_graphs_give_eager_bits)
 }
 END_TEST
 
+/* The GPT-2 part of the graphs' check: three AdamW steps of a 3-layer
+ * GPT-2 without dropout under s, on an instance made with
+ * SL_CUDA_GRAPHS=on, recorded and replayed (record 1) or queued kernel by
+ * kernel (0); the losses, every tensor and gradient into out. */
+static void gpt2_graphs(sl_schedule s, int record, float losses[3], th_params *out, int *ranges,
+                        int *replays)
+{
+    enum { B = 2, T = 48, V = 300 };
+    const char *was = getenv("SL_CUDA_GRAPHS");
+    char saved[16] = "";
+    if (was)
+        snprintf(saved, sizeof saved, "%s", was);
+    ck_assert_int_eq(setenv("SL_CUDA_GRAPHS", "on", 1), 0);
+    sl_context *ctx = cuda_context(43);
+    if (was)
+        setenv("SL_CUDA_GRAPHS", saved, 1);
+    else
+        unsetenv("SL_CUDA_GRAPHS");
+    if (!record)
+        ctx->backend->graph_begin = NULL;
+    sl_net *net = gpt2_net(ctx, 0.0f, s);
+    sl_optimizer_options o = sl_optimizer_adamw(1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f);
+    ck_assert(sl_net_set_optimizer(net, &o) == SL_OK);
+    int32_t ids[B * T], targets[B * T];
+    for (int step = 0; step < 3; step++) {
+        gpt2_tokens(ids, targets, B * T, V);
+        for (int i = 0; i < B * T; i++)
+            ids[i] = (ids[i] + 7 * step) % V; /* each step its own tokens */
+        sl_step_result r;
+        ck_assert_msg(sl_net_train_step_tokens(net, ids, targets, B, T, &r) == SL_OK, "%s",
+                      sl_last_error());
+        losses[step] = r.loss;
+    }
+    const sl_graph_cache *gc = &net->cache[SL_MODE_TRAIN].graphs;
+    *ranges = gc->n;
+    *replays = gc->replays;
+    th_params_capture(net, out);
+    sl_net_free(net);
+    sl_context_free(ctx);
+}
+
+/* GPT-2 without dropout has its blocks in graph ranges (attention
+ * included): replayed, three AdamW steps under none and sqrt give the
+ * eager losses and bits. */
+START_TEST(test_cuda_gpt2_graphs_give_eager_bits)
+{
+    sl_schedule s[2] = {SL_SCHEDULE_NONE, SL_SCHEDULE_SQRT};
+    const char *names[2] = {"none", "sqrt"};
+    for (int k = 0; k < 2; k++) {
+        float eager_loss[3], replay_loss[3];
+        th_params eager, replayed;
+        int ranges, replays, eager_ranges, eager_replays;
+        gpt2_graphs(s[k], 0, eager_loss, &eager, &eager_ranges, &eager_replays);
+        ck_assert_int_eq(eager_replays, 0);
+        gpt2_graphs(s[k], 1, replay_loss, &replayed, &ranges, &replays);
+        ck_assert_msg(ranges > 0 && replays >= ranges, "gpt2 %s: %d ranges, %d replays",
+                      names[k], ranges, replays);
+        char what[64];
+        snprintf(what, sizeof what, "gpt2 %s replayed vs eager", names[k]);
+        ck_assert_msg(memcmp(eager_loss, replay_loss, sizeof eager_loss) == 0,
+                      "%s: losses %a %a %a vs %a %a %a", what, eager_loss[0], eager_loss[1],
+                      eager_loss[2], replay_loss[0], replay_loss[1], replay_loss[2]);
+        th_params_assert_identical(&eager, &replayed, what);
+        th_params_free(&eager);
+        th_params_free(&replayed);
+        printf("gpt2 %s: %d graph ranges, %d replays, the eager losses and bits\n", names[k],
+               ranges, replays);
+    }
+}
+END_TEST
+
 /* SL_CUDA_CONV_TUNE=on: each convolution pass's engine timed among the
  * allowed ones. On one instance (the choice is made once per geometry
  * and instance), ResNet-20 trained three SGD steps under none, sqrt and
@@ -1129,6 +1200,7 @@ int main(void)
     tcase_add_test(tc, test_cuda_bn_relu_joined_equals_apart);
     tcase_add_test(tc, test_cuda_graphs_give_eager_bits);
     tcase_add_test(tc, test_cuda_conv_tuning_keeps_schedules_bit_identical);
+    tcase_add_test(tc, test_cuda_gpt2_graphs_give_eager_bits);
     tcase_add_test(tc, test_cuda_gpt2_matches_cpu_and_checkpoints_bit_identical);
     tcase_add_test(tc, test_cuda_gpt2_tf32_fused_attention_checkpoints_bit_identical);
     tcase_add_test(tc, test_cuda_bf16_gpt2_kernels_give_the_copies_bits);

@@ -20,7 +20,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "checkpoint/pipeline.h"
 #include "harness.h"
+#include "net/net.h"
 
 #define B 2
 #define T 32
@@ -348,6 +350,75 @@ START_TEST(test_learns)
 }
 END_TEST
 
+/* What a device may record of a GPT-2 training step (CUDA graphs,
+ * sl_program_graph_ranges, planned on the CPU like any plan): without
+ * dropout, attention queues the same work every run, so every block's
+ * forward, re-forward and backward steps lie in ranges, and the steps
+ * left out are the token embedding's and the LM head's (each does work
+ * on the host from the run's tokens); with dropout, no attention or
+ * dropout step is in a range (each run draws a new mask). Flash and
+ * plain attention, schedules none and sqrt. */
+START_TEST(test_graph_ranges_cover_the_blocks_without_dropout)
+{
+    sl_schedule sched[2] = {SL_SCHEDULE_NONE, SL_SCHEDULE_SQRT};
+    for (int drop = 0; drop < 2; drop++)
+        for (int flash = 0; flash < 2; flash++)
+            for (int k = 0; k < 2; k++) {
+                sl_context *ctx = th_context(5);
+                sl_gpt2_config cfg = small_config(drop ? 0.1f : 0.0f, flash);
+                sl_net *net = th_gpt2(ctx, &cfg, sched[k]);
+                int32_t ids[B * T], targets[B * T];
+                fill_tokens(ids, targets, cfg.vocab, 9, 1);
+                sl_step_result r;
+                ck_assert_msg(sl_net_compute_gradients_tokens(net, ids, targets, B, T, &r) ==
+                                  SL_OK,
+                              "%s", sl_last_error());
+                const sl_run_cache *c = &net->cache[SL_MODE_TRAIN];
+                ck_assert(c->valid);
+                const sl_program *p = &c->prog;
+                char *in = calloc((size_t)p->n_steps, 1);
+                for (int g = 0; g < c->graphs.n; g++)
+                    for (int s = c->graphs.lo[g]; s < c->graphs.hi[g]; s++)
+                        in[s] = 1;
+                int attention = 0, attention_in = 0, outside = 0, bad = 0;
+                char what[96] = "";
+                for (int s = 0; s < p->n_steps; s++) {
+                    const sl_step *st = &p->steps[s];
+                    if (!sl_step_runs_layer(st))
+                        continue;
+                    const char *type = net->graph.nodes[st->node].layer->ops->type;
+                    int is_attention = strcmp(type, "CausalAttention") == 0;
+                    int random = is_attention || strcmp(type, "Dropout") == 0;
+                    attention += is_attention;
+                    attention_in += is_attention && in[s];
+                    outside += !in[s];
+                    /* with dropout a step between two drawing ones may stand
+                     * alone (a range is two steps at least) */
+                    int wrong = drop ? random && in[s]
+                                     : !in[s] && strcmp(type, "Embedding") != 0 &&
+                                           strncmp(type, "LMHead", 6) != 0;
+                    if (wrong && !bad) {
+                        bad = 1;
+                        snprintf(what, sizeof what, "step %d (%s) %s", s, type,
+                                 in[s] ? "in a range" : "left out of the ranges");
+                    }
+                }
+                ck_assert_msg(!bad, "dropout %d flash %d schedule %d: %s", drop, flash, k, what);
+                ck_assert_int_gt(attention, 0);
+                if (drop)
+                    ck_assert_int_eq(attention_in, 0);
+                else
+                    ck_assert_int_eq(attention_in, attention);
+                if (!drop && !flash)
+                    printf("gpt2 %s: %d graph ranges, %d layer steps outside them\n",
+                           k ? "sqrt" : "none", c->graphs.n, outside);
+                free(in);
+                sl_net_free(net);
+                sl_context_free(ctx);
+            }
+}
+END_TEST
+
 START_TEST(test_errors)
 {
     sl_context *ctx = th_context(29);
@@ -384,6 +455,7 @@ int main(void)
     tcase_add_test(t, test_flash_and_chunks);
     tcase_add_test(t, test_learns);
     tcase_add_test(t, test_errors);
+    tcase_add_test(t, test_graph_ranges_cover_the_blocks_without_dropout);
     suite_add_tcase(s, t);
     return th_run_suite(s) ? EXIT_FAILURE : EXIT_SUCCESS;
 }

@@ -134,27 +134,27 @@ static int attention_out_channels(const sl_layer *l, int in_c)
     return at->channels;
 }
 
-static const sl_layer_ops flash_ops = {
-    .type = "CausalAttention",
-    .flags = SL_LAYER_NEEDS_INPUT | SL_LAYER_NEEDS_OUTPUT | SL_LAYER_COMPUTE_BOUND |
-             SL_LAYER_BATCH_CHUNKS | SL_LAYER_ROWS_INPUT,
-    .infer = attention_infer,
-    .forward = attention_forward,
-    .backward = attention_backward,
-    .native_bf16 = attention_native_bf16,
-    .out_channels = attention_out_channels,
-};
-
-static const sl_layer_ops plain_ops = {
-    .type = "CausalAttention",
-    .flags = SL_LAYER_NEEDS_INPUT | SL_LAYER_COMPUTE_BOUND | SL_LAYER_BATCH_CHUNKS |
-             SL_LAYER_ROWS_INPUT,
-    .infer = attention_infer,
-    .forward = attention_forward,
-    .backward = attention_backward,
-    .native_bf16 = attention_native_bf16,
-    .out_channels = attention_out_channels,
-};
+#define ATTENTION_OPS(name, extra_flags)                                                         \
+    static const sl_layer_ops name = {                                                         \
+        .type = "CausalAttention",                                                             \
+        .flags = SL_LAYER_NEEDS_INPUT | SL_LAYER_COMPUTE_BOUND | SL_LAYER_BATCH_CHUNKS |       \
+                 SL_LAYER_ROWS_INPUT | (extra_flags),                                          \
+        .infer = attention_infer,                                                              \
+        .forward = attention_forward,                                                          \
+        .backward = attention_backward,                                                        \
+        .native_bf16 = attention_native_bf16,                                                  \
+        .out_channels = attention_out_channels,                                                \
+    };
+/* Flash mode's backward reads the forward's output; plain mode's does not.
+ * Without dropout every run queues the same work on the same pointers
+ * (the seed is the context's, the counter unused), so a device may record
+ * and replay it (SL_LAYER_GRAPH_SAFE); with dropout each TRAIN forward
+ * takes a new counter range. */
+ATTENTION_OPS(flash_ops, SL_LAYER_NEEDS_OUTPUT)
+ATTENTION_OPS(plain_ops, 0u)
+ATTENTION_OPS(flash_ops_nodrop, SL_LAYER_NEEDS_OUTPUT | SL_LAYER_GRAPH_SAFE)
+ATTENTION_OPS(plain_ops_nodrop, SL_LAYER_GRAPH_SAFE)
+#undef ATTENTION_OPS
 
 sl_layer *sl_causal_attention(int channels, int heads, float dropout_p, int flash)
 {
@@ -179,7 +179,9 @@ sl_layer *sl_causal_attention(int channels, int heads, float dropout_p, int flas
     attention *at = sl_alloc(sizeof *at, "a CausalAttention layer");
     if (!at)
         return NULL;
-    sl_layer_init(&at->base, flash ? &flash_ops : &plain_ops);
+    const sl_layer_ops *ops = dropout_p > 0.0f ? (flash ? &flash_ops : &plain_ops)
+                                               : (flash ? &flash_ops_nodrop : &plain_ops_nodrop);
+    sl_layer_init(&at->base, ops);
     at->channels = channels;
     at->heads = heads;
     at->flash = flash != 0;
