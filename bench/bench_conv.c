@@ -334,7 +334,7 @@ int main(int argc, char **argv)
     sl_backend *cpu;
     if (sl_cpu_backend_create(o.threads, &cpu) != SL_OK)
         return 1;
-    sl_exec ex = {cpu, o.threads, 0};
+    sl_exec ex = {cpu, o.threads, 0, NULL};
     for (int i = 0; g_bf16 && i < g_nshapes; i++) {
         sl_conv_desc d = desc_of(&g_shapes[i], o.batch);
         if (!cpu->conv2d_native_bf16(cpu, &d)) {

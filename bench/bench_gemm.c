@@ -87,7 +87,7 @@ int main(int argc, char **argv)
     sl_backend *be;
     if (sl_cpu_backend_create(threads, &be) != SL_OK)
         return 1;
-    sl_exec ex = {be, threads, 0};
+    sl_exec ex = {be, threads, 0, NULL};
     double gflops[N_SHAPES][2];
     bench_load load;
     bench_load_start(&load);

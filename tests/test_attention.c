@@ -392,12 +392,12 @@ START_TEST(test_backward_accumulates)
 {
     sl_backend *be = NULL;
     ck_assert_int_eq(sl_cpu_backend_create(2, &be), SL_OK);
-    sl_exec ex = {be, 2, 0};
+    sl_exec ex = {be, 2, 0, NULL};
     int b = 2, t = 150, c = 16, heads = 2;
     inputs in = make_inputs(b, t, c, 41);
     size_t nx = (size_t)b * t * 3 * c, ny = (size_t)b * t * c;
     for (int flash = 0; flash <= 1; flash++) {
-        sl_attention_desc d = {b, t, heads, c / heads, flash, 0.1f, 5, 0, 0, 0};
+        sl_attention_desc d = {b, t, heads, c / heads, flash, 0.1f, 5, 0, 0, 0, NULL};
         size_t saved_n = (size_t)b * heads * t * (flash ? 1 : (size_t)t);
         size_t ws = be->attention_workspace_bytes(be, &d, 0);
         size_t ws_b = be->attention_workspace_bytes(be, &d, 1);
@@ -449,7 +449,7 @@ START_TEST(test_bf16_gives_the_copies_bits)
     int b = 2, t = 150, c = 16, heads = 2;
     inputs in = make_inputs(b, t, c, 51);
     size_t nx = (size_t)b * t * 3 * c, ny = (size_t)b * t * c, ns = (size_t)b * heads * t;
-    sl_attention_desc d = {b, t, heads, c / heads, 1, 0.1f, 5, 0, 0, 0};
+    sl_attention_desc d = {b, t, heads, c / heads, 1, 0.1f, 5, 0, 0, 0, NULL};
     ck_assert(be->attention_native_bf16(be, &d));
     sl_attention_desc d16 = d;
     d16.bf16 = 1;
@@ -473,7 +473,7 @@ START_TEST(test_bf16_gives_the_copies_bits)
     th_bf16_round_all(dy16, in.dy, ny);
     th_bf16_widen_all(xf, x16, nx);
     th_bf16_widen_all(dyf, dy16, ny);
-    sl_exec ex = {be, 2, 0}, ex16 = {be, 2, 1};
+    sl_exec ex = {be, 2, 0, NULL}, ex16 = {be, 2, 1, NULL};
     /* the copies: float kernels on widened values, then rounded */
     be->attention_forward(&ex, &d, xf, yf, lse, w);
     uint16_t *yr = malloc(ny * 2);

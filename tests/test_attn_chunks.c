@@ -481,7 +481,7 @@ static void check_against_cpu(const sl_backend *cpu, int n, int heads, int t, in
                               float p, size_t scratch)
 {
     sl_attention_desc d = desc_of(n, heads, t, hd, flash, p);
-    sl_exec ex = {cpu, 2, 0};
+    sl_exec ex = {cpu, 2, 0, NULL};
     size_t c = (size_t)heads * hd, rows = (size_t)n * t;
     size_t nq = rows * 3 * c, ny = rows * c;
     size_t ns = flash ? (size_t)n * heads * t : (size_t)n * heads * t * t;

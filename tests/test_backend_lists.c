@@ -41,7 +41,7 @@ typedef struct device_set {
 static void set_alloc(device_set *d, const sl_backend *be)
 {
     d->be = be;
-    d->ex = (sl_exec){be, 1, 0};
+    d->ex = (sl_exec){be, 1, 0, NULL};
     d->total = 0;
     for (int i = 0; i < N_SPANS; i++) {
         d->off[i] = d->total;
@@ -193,7 +193,7 @@ static void check_squares(const sl_backend *be)
  * than their room holds, by count and by bytes. */
 static void check_transfers(const sl_backend *be)
 {
-    sl_exec ex = {be, 1, 0};
+    sl_exec ex = {be, 1, 0, NULL};
     const size_t sizes[4] = {1000, 300000, 5000, (size_t)20 << 20}; /* floats */
     for (int k = 0; k < 4; k++) {
         size_t n = sizes[k];

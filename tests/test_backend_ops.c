@@ -149,7 +149,7 @@ static void check_op_n(const char *name, op_fn op, const sl_backend *gpu, const 
 {
     sl_backend *cpu_be = NULL;
     ck_assert_int_eq(sl_cpu_backend_create(1, &cpu_be), SL_OK);
-    dev c = {cpu_be, {cpu_be, 1, 0}, {0}, 0};
+    dev c = {cpu_be, {cpu_be, 1, 0, NULL}, {0}, 0};
     outputs oc;
     memset(&oc, 0, sizeof oc);
     op(&c, &oc);
@@ -165,7 +165,7 @@ static void check_op_n(const char *name, op_fn op, const sl_backend *gpu, const 
     outputs og[2];
     memset(og, 0, sizeof og);
     for (int r = 0; r < 2; r++) {
-        dev g = {gpu, {gpu, 1, 0}, {0}, 0};
+        dev g = {gpu, {gpu, 1, 0, NULL}, {0}, 0};
         op(&g, &og[r]);
         dev_release(&g);
     }
@@ -1213,7 +1213,7 @@ static void check_same_bits(const char *name, op_fn op, const sl_backend *a, con
     outputs out[2];
     memset(out, 0, sizeof out);
     for (int k = 0; k < 2; k++) {
-        dev g = {k ? b : a, {k ? b : a, 1, 0}, {0}, 0};
+        dev g = {k ? b : a, {k ? b : a, 1, 0, NULL}, {0}, 0};
         op(&g, &out[k]);
         dev_release(&g);
     }
@@ -1304,7 +1304,7 @@ START_TEST(test_batchnorm_relu_joined_equals_apart)
         memset(out, 0, sizeof out);
         op_fn ops[2] = {op_batchnorm_relu_joined, op_batchnorm_relu_apart};
         for (int j = 0; j < 2; j++) {
-            dev g = {bes[k], {bes[k], 1, 0}, {0}, 0};
+            dev g = {bes[k], {bes[k], 1, 0, NULL}, {0}, 0};
             ops[j](&g, &out[j]);
             dev_release(&g);
         }

@@ -164,6 +164,10 @@ START_TEST(test_engine_tuning_skips_engines_that_failed)
     ck_assert_int_eq(sl_engine_pick_timed(odd, 5, 0.03f), 2);
     const float nan_fastest[] = {0.8f, nan, 0.79f};
     ck_assert_int_eq(sl_engine_pick_timed(nan_fastest, 3, 0.03f), 0);
+    /* however wide the margin, a failed time is never taken */
+    const float wide[] = {inf, 0.5f};
+    ck_assert_int_eq(sl_engine_pick_timed(wide, 2, inf), 1);
+    ck_assert_int_eq(sl_engine_pick_timed(wide, 2, 3.4e38f), 1);
     const float none[] = {-1.0f, nan, inf};
     ck_assert_int_eq(sl_engine_pick_timed(none, 3, 0.03f), -1);
     ck_assert_int_eq(sl_engine_pick_timed(none, 0, 0.03f), -1);
@@ -184,7 +188,8 @@ START_TEST(test_engine_tune_count_reads_the_switch)
     ck_assert_int_eq(sl_engine_tune_count("16"), 16);
     ck_assert_int_eq(sl_engine_tune_count("64"), 64);
     static const char *const bad[] = {"65", "640", "99999999999999999999", "-3", "on ", "yes",
-                                      "ON", "2x", " 4", "of", "offf", "00x"};
+                                      "ON", "2x", " 4", "of", "offf", "00x", "00", "01", "02",
+                                      "+4", "4.0"};
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
         ck_assert_msg(sl_engine_tune_count(bad[i]) == -1, "\"%s\" read as %d", bad[i],
                       sl_engine_tune_count(bad[i]));

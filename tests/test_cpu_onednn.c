@@ -77,7 +77,7 @@ static float *copy_of(const float *src, size_t n)
 static void run_passes(sl_backend *be, const sl_conv_desc *d, const float *x, const float *w,
                        const float *dy, const float *base_dx, const float *base_dw, results *r)
 {
-    sl_exec ex = {be, THREADS, 0};
+    sl_exec ex = {be, THREADS, 0, NULL};
     size_t ws = 0;
     for (int pass = 0; pass < 3; pass++) {
         size_t b = be->conv2d_workspace_bytes(be, d, (sl_conv_pass)pass);
@@ -297,7 +297,7 @@ START_TEST(test_onednn_bf16_passes)
     sl_cpu_kernels_force(0, 1);
     sl_backend *be;
     ck_assert_int_eq(sl_cpu_backend_create(THREADS, &be), SL_OK);
-    sl_exec ex = {be, THREADS, 0};
+    sl_exec ex = {be, THREADS, 0, NULL};
     /* the float geometries, a pointwise one (1x1 stays on im2col in
      * float), and one whose weights outweigh its activations (ResNet's last
      * stage), whose backward filter runs in chunks of images */
@@ -406,7 +406,7 @@ START_TEST(test_onednn_bf16_gemm)
     sl_backend *be;
     ck_assert_int_eq(sl_cpu_backend_create(THREADS, &be), SL_OK);
     ck_assert(be->bf16_kernels & SL_BF16_GEMM);
-    sl_exec ex = {be, THREADS, 0};
+    sl_exec ex = {be, THREADS, 0, NULL};
     enum { M = 67, N = 45, K = 130 };
     uint16_t *a = bf16_normal((size_t)M * K, 11, 1.0f), *b = bf16_normal((size_t)K * N, 12, 1.0f);
     float *bias = malloc(N * sizeof *bias), *c0 = malloc((size_t)M * N * sizeof *c0);
@@ -475,7 +475,7 @@ START_TEST(test_onednn_bf16_gemm)
     for (size_t i = 0; i < (size_t)M * N; i++)
         wide[i] = sl_bf16_widen(h0[i]);
     be->bias_backward(&ex, M, N, wide, db);
-    sl_exec e16 = {be, THREADS, 0};
+    sl_exec e16 = {be, THREADS, 0, NULL};
     e16.bf16 = 1;
     be->bias_backward(&e16, M, N, (const float *)(const void *)h0, db16);
     ck_assert(!memcmp(db, db16, N * sizeof *db));

@@ -79,7 +79,7 @@ static void host_case_make(const sl_backend *cpu, const shape *s, host_case *h)
     th_fill_normal(h->qkv, h->nq, 11 + (uint64_t)s->t, 1.0f);
     th_fill_normal(h->dy, h->ny, 12 + (uint64_t)s->t, 1.0f);
     th_fill_normal(h->start, h->nq, 13, 1.0f);
-    sl_exec ex = {cpu, 8, 0};
+    sl_exec ex = {cpu, 8, 0, NULL};
     size_t wf = cpu->attention_workspace_bytes(cpu, &d, 0),
            wb = cpu->attention_workspace_bytes(cpu, &d, 1);
     void *ws = malloc((wf > wb ? wf : wb) + 64);
@@ -120,7 +120,7 @@ static float *dev_alloc(const sl_backend *be, size_t floats, size_t shift)
 static void device_run_do(const sl_backend *be, const shape *s, const host_case *h, size_t shift,
                           device_run *r)
 {
-    sl_exec ex = {be, 1, 0};
+    sl_exec ex = {be, 1, 0, NULL};
     sl_attention_desc d = desc_of(s, s->p);
     size_t wf = be->attention_workspace_bytes(be, &d, 0), wb = be->attention_workspace_bytes(be, &d, 1);
     size_t wsf = ((wf > wb ? wf : wb) + sizeof(float) - 1) / sizeof(float);
@@ -234,7 +234,7 @@ static void check_shape(const sl_backend *gpu, int variant, const shape *s, cons
  * run repeats the first's bits. */
 static void check_bf16(const sl_backend *be, const shape *s, const host_case *h, int bf16_products)
 {
-    sl_exec ex = {be, 1, 0}, ex16 = {be, 1, 1};
+    sl_exec ex = {be, 1, 0, NULL}, ex16 = {be, 1, 1, NULL};
     sl_attention_desc d = desc_of(s, s->p), d16 = d;
     d16.bf16 = 1;
     ck_assert(be->attention_native_bf16 && be->attention_native_bf16(be, &d16));
@@ -450,7 +450,7 @@ static void gpt2_small_attention(float p)
             printf("SKIPPED: no usable CUDA device: %s\n", sl_last_error());
             break;
         }
-        sl_exec ex = {be, 1, bf16};
+        sl_exec ex = {be, 1, bf16, NULL};
         const sl_attention_desc *dd = bf16 ? &d16 : &d;
         size_t wf = be->attention_workspace_bytes(be, dd, 0),
                wb = be->attention_workspace_bytes(be, dd, 1);

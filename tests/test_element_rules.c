@@ -313,7 +313,7 @@ START_TEST(test_cpu_optimizer_loops_equal_the_element_rules)
     }
     sl_backend *be = NULL;
     ck_assert_int_eq(sl_cpu_backend_create(2, &be), SL_OK);
-    sl_exec ex = {be, 2, 0};
+    sl_exec ex = {be, 2, 0, NULL};
     for (int decoupled = 0; decoupled < 2; decoupled++) {
         be->adam_update(&ex, N, w[0], g, m[0], v[0], 1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, decoupled,
                         7, 0.5f);

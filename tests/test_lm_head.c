@@ -454,7 +454,7 @@ START_TEST(test_bf16_products)
         ck_assert(ws);
         /* scratch is not zero: a device's layout must zero w16's padding */
         memset(ws, 0x7f, ws_bytes);
-        sl_exec ex = {&dev, 2, 0};
+        sl_exec ex = {&dev, 2, 0, NULL};
         float loss, none;
         int hits, counted, nh, nc;
         sl_lm_head_run(&head, &ex, R, h, labels, dh, NULL, ws, &loss, &hits, &counted, 1);

@@ -270,7 +270,7 @@ START_TEST(test_sum_squares_matches_double)
 {
     sl_backend *be = NULL;
     ck_assert(sl_cpu_backend_create(2, &be) == SL_OK);
-    sl_exec ex = {be, 2, 0};
+    sl_exec ex = {be, 2, 0, NULL};
     const size_t sizes[] = {1, 7, 1024, 1025, 40000, 100003};
     double slots[SL_SUM_SQUARES_SLOTS], total_ref = 0.0;
     memset(slots, 0, sizeof slots);
@@ -505,7 +505,7 @@ START_TEST(test_grad_scale_kernels)
 {
     sl_backend *be = NULL;
     ck_assert(sl_cpu_backend_create(2, &be) == SL_OK);
-    sl_exec ex = {be, 2, 0};
+    sl_exec ex = {be, 2, 0, NULL};
     enum { N = 50000 }; /* above the CPU's threading threshold */
     static float w0[N], g[N], gs[N], w[2][N], m[2][N], v[2][N];
     th_fill_normal(w0, N, 1, 1.0f);

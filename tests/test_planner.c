@@ -94,25 +94,27 @@ typedef struct result {
     float logits[4 * 5];
 } result;
 
-/* Ranges of program p: the invariants of sl_program_graph_ranges. */
-static int graphable(const sl_graph *g, const sl_program *p, int s)
+/* Ranges of program p: the invariants of sl_program_graph_ranges, with
+ * steps of drawing layers allowed where draws says so. */
+static int graphable(const sl_graph *g, const sl_program *p, int draws, int s)
 {
     const sl_step *st = &p->steps[s];
-    return sl_step_runs_layer(st) && (g->nodes[st->node].layer->ops->flags & SL_LAYER_GRAPH_SAFE);
+    unsigned flags = sl_step_runs_layer(st) ? g->nodes[st->node].layer->ops->flags : 0;
+    return (flags & SL_LAYER_GRAPH_SAFE) || (draws && (flags & SL_LAYER_GRAPH_DRAWS));
 }
 
-static int assert_graph_ranges(const sl_graph *g, const sl_program *p)
+static int assert_graph_ranges(const sl_graph *g, const sl_program *p, int draws)
 {
     int lo[SL_GRAPH_RANGES], hi[SL_GRAPH_RANGES];
-    int n = sl_program_graph_ranges(g, p, lo, hi, SL_GRAPH_RANGES);
+    int n = sl_program_graph_ranges(g, p, draws, lo, hi, SL_GRAPH_RANGES);
     int bad = 0, last = 0;
     for (int k = 0; k < n; k++) {
         bad |= lo[k] < last || hi[k] - lo[k] < 2 || hi[k] > p->n_steps;
         for (int s = lo[k]; s < hi[k] && !bad; s++)
-            bad |= !graphable(g, p, s);
+            bad |= !graphable(g, p, draws, s);
         /* maximal: the steps around it are not graphable */
-        bad |= (lo[k] > 0 && graphable(g, p, lo[k] - 1)) ||
-               (hi[k] < p->n_steps && graphable(g, p, hi[k]));
+        bad |= (lo[k] > 0 && graphable(g, p, draws, lo[k] - 1)) ||
+               (hi[k] < p->n_steps && graphable(g, p, draws, hi[k]));
         last = hi[k];
     }
     ck_assert_msg(!bad, "graph ranges of a %d-step program break their invariants", p->n_steps);
@@ -145,6 +147,9 @@ static void run(uint64_t seed, sl_schedule schedule, int poison, result *out)
         ctx->backend->graph_end = fake_end;
         ctx->backend->graph_launch = fake_launch;
         ctx->backend->graph_free = fake_free;
+        /* every other chain as a device whose ranges hold dropout too (its
+         * counter slot allocated before the refusal, and freed) */
+        ctx->backend->counter_delta = (int)(seed & 1);
     }
     sl_net *net = NULL;
     ck_assert(sl_sublinear(ctx, 3, schedule, &net) == SL_OK);
@@ -162,7 +167,8 @@ static void run(uint64_t seed, sl_schedule schedule, int poison, result *out)
     ck_assert_int_eq(g_begins, begins0); /* the first run records nothing */
     /* with fake graphs: the second run tries to record each range, the
      * third no more */
-    int ranges = assert_graph_ranges(&net->graph, &net->cache[SL_MODE_TRAIN].prog);
+    int ranges = assert_graph_ranges(&net->graph, &net->cache[SL_MODE_TRAIN].prog,
+                                     ctx->backend->counter_delta);
     for (int again = 0; g_repeat && again < 2; again++) {
         int begins = g_begins;
         ck_assert_msg(sl_net_compute_gradients(net, x, shape, labels, &r) == SL_OK, "%s",
@@ -255,6 +261,116 @@ START_TEST(test_planner_graph_ranges_and_failed_recordings)
 }
 END_TEST
 
+/* A backend that "records" (nothing: the CPU runs each kernel as it is
+ * queued) and whose launches queue nothing: what a replay leaves on the
+ * host, the context's counter, the counter slot and the redraws, can be
+ * checked against eager runs, though the arena's values cannot. */
+static int g_launches;
+static int rec_begin(const sl_exec *ex)
+{
+    ck_assert_msg(ex->counter_delta != NULL, "a drawing range recorded without the slot");
+    return 0;
+}
+static void *rec_end(const sl_exec *ex)
+{
+    (void)ex;
+    return malloc(1);
+}
+static void rec_launch(const sl_exec *ex, void *graph) { (void)ex, (void)graph, g_launches++; }
+static void rec_free(const sl_backend *be, void *graph) { (void)be, free(graph); }
+
+/* conv, BatchNorm, ReLU, dropout, conv, ReLU, dropout and a classifier on
+ * ctx, as one range each way where dropout may be recorded. */
+static sl_net *drawing_chain(sl_context *ctx, sl_schedule schedule)
+{
+    sl_net *net = NULL;
+    ck_assert(sl_sublinear(ctx, 3, schedule, &net) == SL_OK);
+    ck_assert(sl_net_add(net, "c1", sl_conv2d(3, 6, 3, 1, 1)) == SL_OK);
+    ck_assert(sl_net_add(net, "b1", sl_batchnorm2d(6)) == SL_OK);
+    ck_assert(sl_net_add(net, "r1", sl_relu()) == SL_OK);
+    ck_assert(sl_net_add(net, "d1", sl_dropout(0.3f)) == SL_OK);
+    ck_assert(sl_net_add(net, "c2", sl_conv2d(6, 6, 3, 1, 1)) == SL_OK);
+    ck_assert(sl_net_add(net, "r2", sl_relu()) == SL_OK);
+    ck_assert(sl_net_add(net, "d2", sl_dropout(0.2f)) == SL_OK);
+    th_add_classifier(net, 5);
+    return net;
+}
+
+/* Ranges that hold dropout, replayed: at every replay each drawing TRAIN
+ * forward in them is redrawn on the host in step order, so the context's
+ * counter after each run is the eager run's, and the slot holds the
+ * run's start less the recording run's (the offset the recorded kernels
+ * add). Under none and sqrt (whose re-forwards redraw nothing). */
+START_TEST(test_planner_replayed_draws_keep_the_counters)
+{
+    enum { RUNS = 5 };
+    sl_schedule schedules[2] = {SL_SCHEDULE_NONE, SL_SCHEDULE_SQRT};
+    float x[4 * 3 * 8 * 8];
+    th_fill_normal(x, sizeof x / sizeof *x, 3, 1.0f);
+    int labels[4] = {0, 1, 2, 4};
+    sl_shape shape = sl_shape_nchw(4, 3, 8, 8);
+    for (int k = 0; k < 2; k++) {
+        uint64_t eager[RUNS + 1];
+        sl_step_result r;
+        {
+            sl_context *ctx = th_context(11);
+            sl_net *net = drawing_chain(ctx, schedules[k]);
+            eager[0] = ctx->dropout_counter;
+            for (int i = 0; i < RUNS; i++) {
+                ck_assert(sl_net_compute_gradients(net, x, shape, labels, &r) == SL_OK);
+                eager[i + 1] = ctx->dropout_counter;
+            }
+            ck_assert_msg(eager[1] > eager[0], "the chain draws nothing");
+            sl_net_free(net);
+            sl_context_free(ctx);
+        }
+        sl_context *ctx = th_context(11);
+        ctx->backend->graph_begin = rec_begin;
+        ctx->backend->graph_end = rec_end;
+        ctx->backend->graph_launch = rec_launch;
+        ctx->backend->graph_free = rec_free;
+        ctx->backend->counter_delta = 1;
+        sl_net *net = drawing_chain(ctx, schedules[k]);
+        g_launches = 0;
+        ck_assert_uint_eq(ctx->dropout_counter, eager[0]);
+        const sl_graph_cache *gc = &net->cache[SL_MODE_TRAIN].graphs;
+        int redraws_a_run = -1;
+        for (int i = 0; i < RUNS; i++) {
+            int before = gc->redraws;
+            ck_assert_msg(sl_net_compute_gradients(net, x, shape, labels, &r) == SL_OK, "%s",
+                          sl_last_error());
+            ck_assert_msg(ctx->dropout_counter == eager[i + 1],
+                          "schedule %d run %d: counter %llu, eager %llu", k, i,
+                          (unsigned long long)ctx->dropout_counter,
+                          (unsigned long long)eager[i + 1]);
+            if (i == 0) {
+                /* planned now: the ranges hold both dropouts' forwards */
+                const sl_program *p = &net->cache[SL_MODE_TRAIN].prog;
+                ck_assert_int_gt(assert_graph_ranges(&net->graph, p, 1), 0);
+                redraws_a_run = 0;
+                for (int g = 0; g < gc->n; g++)
+                    for (int s = gc->lo[g]; s < gc->hi[g]; s++)
+                        redraws_a_run += p->steps[s].kind == SL_STEP_FWD &&
+                                         p->steps[s].pass == SL_PASS_TRAIN &&
+                                         strcmp(net->graph.nodes[p->steps[s].node].layer->ops->type,
+                                                "Dropout") == 0;
+                ck_assert_int_eq(redraws_a_run, 2);
+            }
+            /* run 1 is eager, run 2 records (its own draws), later ones redraw */
+            ck_assert_int_eq(gc->redraws - before, i >= 2 ? redraws_a_run : 0);
+            if (i >= 1) {
+                ck_assert_ptr_nonnull(gc->slot);
+                ck_assert_uint_eq(*gc->slot, eager[i] - eager[1]);
+                ck_assert_uint_eq(gc->slot_value, eager[i] - eager[1]);
+            }
+        }
+        ck_assert_int_eq(g_launches, gc->n * (RUNS - 1));
+        sl_net_free(net);
+        sl_context_free(ctx);
+    }
+}
+END_TEST
+
 START_TEST(test_planner_random_chains)
 {
     int chains = getenv("SL_TEST_QUICK") ? 12 : 40;
@@ -305,6 +421,7 @@ int main(void)
     tcase_set_timeout(tc, 600);
     tcase_add_test(tc, test_planner_random_chains);
     tcase_add_test(tc, test_planner_graph_ranges_and_failed_recordings);
+    tcase_add_test(tc, test_planner_replayed_draws_keep_the_counters);
     suite_add_tcase(s, tc);
     int failed = th_run_suite(s);
     return failed ? EXIT_FAILURE : EXIT_SUCCESS;

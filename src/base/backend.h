@@ -105,6 +105,8 @@ typedef struct sl_attention_desc {
                            attention on the backend's own bf16 kernels,
                            SL_BF16_ATTENTION; the call's ex->bf16 says the same),
                            and the workspace is asked for that; 0: float */
+    const uint64_t *counter_delta; /* the call's sl_exec.counter_delta (NULL: none),
+                                      added to counter where the backend honours it */
 } sl_attention_desc;
 
 /*
@@ -513,6 +515,10 @@ struct sl_backend {
     int host_memory;
     /* SL_BF16_* families that honour sl_exec.bf16 (0: none). */
     unsigned bf16_kernels;
+    /* 1 when its random kernels honour sl_exec.counter_delta (a device
+     * that records work: then the steps of layers that draw may be
+     * recorded too, SL_LAYER_GRAPH_DRAWS). */
+    int counter_delta;
     /* The instance's own state (NULL on the CPU). */
     void *impl;
     /* Members documented in the two lists above. */
@@ -528,6 +534,13 @@ struct sl_exec {
     const sl_backend *be;
     int threads;
     int bf16;
+    /* NULL, or (where be->counter_delta) a uint64 in the backend's memory
+     * that the random kernels of this call (dropout_forward, _backward,
+     * attention's dropout, random_uniform) add to the Philox counter they
+     * are given, read when they run: work recorded once (CUDA graphs) then
+     * draws each replay's own masks from the counters of the recording
+     * run plus that run's offset (executor.c). */
+    const uint64_t *counter_delta;
 };
 
 /* Whether be joins BatchNorm and the ReLU after it: it has all three

@@ -85,15 +85,16 @@ static inline int sl_engine_pick_timed(const float *ms, int n, float margin)
         return -1;
     const float limit = ms[best] * (1.0f + (margin > 0.0f ? margin : 0.0f));
     for (int i = 0; i < best; i++)
-        if (ms[i] >= 0.0f && ms[i] <= limit)
+        if (ms[i] >= 0.0f && ms[i] <= 3.4e38f && ms[i] <= limit)
             return i;
     return best;
 }
 
 /* The most engines tuning times per pass: SL_CUDA_CONV_TUNE's value v
  * ("on" or "1": 8; "off", "0", empty or NULL: 0, no tuning; a count from
- * 2 to 64: that many), or -1 when v is none of these (the backend then
- * refuses to start, naming the variable). */
+ * 2 to 64 in decimal without leading zeros: that many), or -1 when v is
+ * none of these (the backend then refuses to start, naming the
+ * variable). */
 static inline int sl_engine_tune_count(const char *v)
 {
     if (!v || !*v || (v[0] == '0' && !v[1]))
@@ -102,6 +103,8 @@ static inline int sl_engine_tune_count(const char *v)
         return 8;
     if (v[0] == 'o' && v[1] == 'f' && v[2] == 'f' && !v[3])
         return 0;
+    if (v[0] == '0')
+        return -1; /* "0" alone is off; "02" is not a count */
     int n = 0;
     for (const char *c = v; *c; c++) {
         if (*c < '0' || *c > '9' || n > 64)

@@ -88,7 +88,7 @@ sl_status sl_cost_model_measure_backend(const sl_backend *be, int threads, sl_co
         be->free(be, x);
         return SL_ERR_NOMEM;
     }
-    sl_exec ex = {be, threads, 0};
+    sl_exec ex = {be, threads, 0, NULL};
     be->fill(&ex, 3 * gemm_floats, 0.5f, a);
     be->fill(&ex, 2 * (size_t)COPY_FLOATS, 0.25f, x);
     double gemm = 1e30, copy = 1e30;

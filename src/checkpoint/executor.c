@@ -310,18 +310,23 @@ static void poison_dead(const sl_program *p, const sl_plan *pl, char *arena, int
             memset(arena + pl->offset[v], 0xff, sl_align_up(p->values[v].bytes));
 }
 
-int sl_program_graph_ranges(const sl_graph *g, const sl_program *p, int *lo, int *hi, int cap)
+int sl_step_graphable(const sl_graph *g, const sl_program *p, int draws, int s)
+{
+    const sl_step *st = &p->steps[s];
+    if (!sl_step_runs_layer(st))
+        return 0;
+    unsigned flags = g->nodes[st->node].layer->ops->flags;
+    return (flags & SL_LAYER_GRAPH_SAFE) || (draws && (flags & SL_LAYER_GRAPH_DRAWS));
+}
+
+int sl_program_graph_ranges(const sl_graph *g, const sl_program *p, int draws, int *lo, int *hi,
+                            int cap)
 {
     int n = 0;
     for (int s = 0; s < p->n_steps;) {
         int e = s;
-        while (e < p->n_steps) {
-            const sl_step *st = &p->steps[e];
-            if (!sl_step_runs_layer(st) ||
-                !(g->nodes[st->node].layer->ops->flags & SL_LAYER_GRAPH_SAFE))
-                break;
+        while (e < p->n_steps && sl_step_graphable(g, p, draws, e))
             e++;
-        }
         if (e - s >= 2 && n < cap) {
             lo[n] = s;
             hi[n] = e;
@@ -342,6 +347,14 @@ void sl_graph_cache_clear(sl_graph_cache *gc)
     }
     gc->touched = 0;
     gc->runs = 0;
+}
+
+void sl_graph_cache_release(sl_graph_cache *gc)
+{
+    sl_graph_cache_clear(gc);
+    if (gc->slot && gc->be)
+        gc->be->free(gc->be, gc->slot);
+    memset(gc, 0, sizeof *gc);
 }
 
 /* What one run carries from step to step. */
@@ -423,44 +436,99 @@ static int has_backward(const sl_program *p, const sl_graph_cache *gc, int k)
     return 0;
 }
 
-/* Graph range k of io->graphs at step lo[k]: replays its recording, or
- * records it (from the cache's second run on) and replays that; 1 when
- * the range's work is queued, 0 when the caller must queue its steps
- * itself (not recorded yet, or recording failed). No range holds the
- * first gradient write (the caller checks) or half of a joined pair
- * (joins pair layer steps, and a range holds every such step around it). */
+/* Whether step s runs a layer that draws (SL_LAYER_GRAPH_DRAWS). */
+static int step_draws(const sl_graph *g, const sl_program *p, int s)
+{
+    return sl_step_runs_layer(&p->steps[s]) &&
+           (g->nodes[p->steps[s].node].layer->ops->flags & SL_LAYER_GRAPH_DRAWS);
+}
+
+/* Whether graph range k runs a layer that draws (its recording reads the
+ * counter offset). */
+static int range_draws(const sl_graph *g, const sl_program *p, const sl_graph_cache *gc, int k)
+{
+    for (int s = gc->lo[k]; s < gc->hi[k]; s++)
+        if (step_draws(g, p, s))
+            return 1;
+    return 0;
+}
+
+/* Graph range k of io->graphs at step lo[k] of a run that began at
+ * counter run_base: replays its recording, or records it (from the
+ * cache's second run on) and replays that; 1 when the range's work is
+ * queued, 0 when the caller must queue its steps itself (not recorded
+ * yet, or recording failed). No range holds the first gradient write
+ * (the caller checks) or half of a joined pair (joins pair layer steps,
+ * and a range holds every such step around it). A range with drawing
+ * layers is recorded reading the cache's counter slot, which is set to
+ * run_base minus the recording run's before each launch (when it
+ * changed); at a replay, their TRAIN forwards' draws are done again on
+ * the host (redraw), in step order. */
 static int run_range(runner *r, const sl_graph *g, const sl_shapes *sh, sl_context *ctx,
-                     const sl_exec *ex, sl_run_io *io, run_state *rs, int k)
+                     const sl_exec *ex, sl_run_io *io, run_state *rs, int k, uint64_t run_base)
 {
     sl_graph_cache *gc = io->graphs;
     const sl_backend *be = ex->be;
+    const sl_program *p = r->p;
+    int draws = range_draws(g, p, gc, k);
     if (!gc->exec[k]) {
         if (gc->failed[k] || gc->runs < 1)
             return 0;
-        int refused = be->graph_begin(ex);
+        sl_exec rec = *ex;
+        if (draws) {
+            if (!gc->slot) {
+                gc->slot = be->alloc(be, sizeof(uint64_t), "the graphs' counter offset");
+                gc->be = be;
+                gc->slot_set = 0;
+            }
+            if (!gc->slot) { /* out of device memory: this range runs step by step */
+                gc->failed[k] = 1;
+                return 0;
+            }
+            rec.counter_delta = gc->slot;
+        }
+        int refused = be->graph_begin(&rec);
         if (refused) { /* 1: never; 2: not in this run */
             gc->failed[k] = refused == 1;
             return 0;
         }
         run_state before = *rs;
         size_t touched = r->touched;
+        uint64_t counter = ctx->dropout_counter;
         for (int s = gc->lo[k]; s < gc->hi[k]; s++)
-            run_step(r, g, sh, ctx, ex, io, rs, s);
-        gc->exec[k] = be->graph_end(ex);
+            run_step(r, g, sh, ctx, &rec, io, rs, s);
+        gc->exec[k] = be->graph_end(&rec);
         gc->be = be;
         if (!gc->exec[k]) { /* nothing ran: the caller queues the steps */
             gc->failed[k] = 1;
             *rs = before;
             r->touched = touched;
+            ctx->dropout_counter = counter; /* the steps run again, drawing again */
             return 0;
         }
+        gc->base[k] = run_base;
         if (r->touched > gc->touched)
             gc->touched = r->touched;
     } else {
         rs->skip = rs->relu_after = 0; /* no join leaves a range */
         if (gc->touched > r->touched)
             r->touched = gc->touched;
+        for (int s = gc->lo[k]; draws && s < gc->hi[k]; s++)
+            if (step_draws(g, p, s) && p->steps[s].kind == SL_STEP_FWD &&
+                p->steps[s].pass == SL_PASS_TRAIN) {
+                sl_layer *l = g->nodes[p->steps[s].node].layer;
+                l->ops->redraw(l, ctx);
+                gc->redraws++;
+            }
         gc->replays++;
+    }
+    if (draws) {
+        uint64_t delta = run_base - gc->base[k]; /* modulo 2^64, as the kernels add it */
+        if (!gc->slot_set || gc->slot_value != delta) {
+            be->upload(ex, gc->slot, &delta, sizeof delta);
+            gc->slot_value = delta;
+            gc->slot_set = 1;
+        }
     }
     be->graph_launch(ex, gc->exec[k]);
     return 1;
@@ -477,6 +545,7 @@ void sl_execute(const sl_graph *g, const sl_shapes *sh, const sl_program *p, con
     if (!p->values[0].external)
         ex->be->upload(ex, ptr(&r, 0), io->input, p->values[0].bytes);
     sl_graph_cache *gc = io->graphs;
+    const uint64_t run_base = ctx->dropout_counter; /* drawing ranges' offsets count from it */
     if (gc && (!ex->be->graph_begin || io->after_step || io->update || io->reduce || rs.poison ||
                p->pgrad_flags))
         gc = NULL;
@@ -486,7 +555,7 @@ void sl_execute(const sl_graph *g, const sl_shapes *sh, const sl_program *p, con
             k++;
         if (gc && k < gc->n && gc->lo[k] == s && !rs.skip && !rs.relu_after &&
             (rs.grads_zeroed || p->mode != SL_MODE_TRAIN || !has_backward(p, gc, k)) &&
-            run_range(&r, g, sh, ctx, ex, io, &rs, k)) {
+            run_range(&r, g, sh, ctx, ex, io, &rs, k, run_base)) {
             s = gc->hi[k];
             continue;
         }

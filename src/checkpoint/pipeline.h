@@ -255,29 +255,59 @@ sl_status sl_plan_lifetimes(const sl_graph *g, const sl_program *p, int reuse, s
  * steps of layers whose kernels take nothing that changes from run to
  * run (SL_LAYER_GRAPH_SAFE: no dropout counter, no host-side work per
  * run: a layer whose host state changes what it queues, as freezing
- * BatchNorm does, has its network's recordings cleared), two steps at
- * least, never a loss, update or reduce step. */
+ * BatchNorm does, has its network's recordings cleared) or, where the
+ * backend offsets its random kernels' counters on the device
+ * (be->counter_delta), of layers that draw (SL_LAYER_GRAPH_DRAWS), two
+ * steps at least, never a loss, update or reduce step.
+ *
+ * Drawing in a recording: a TRAIN forward takes counter blocks from the
+ * context at a fixed place in each run (the same steps draw the same
+ * amounts in the same order), so a kernel recorded in a run that began
+ * at counter R, given counter R + o, must draw from B + o in a run that
+ * began at B. Such a range is recorded with sl_exec.counter_delta
+ * pointing at the cache's device slot, which holds B - R (written before
+ * the range is launched, when it changed), and at each replay the
+ * executor calls its drawing layers' redraw (sl_layer_ops) in step order,
+ * so that their host state and the context's counter are what running
+ * the steps would have left. */
 enum { SL_GRAPH_RANGES = 64 }; /* ranges past these run step by step */
 typedef struct sl_graph_cache {
-    const sl_backend *be; /* whose graph_free frees exec */
+    const sl_backend *be; /* whose graph_free frees exec (and free the slot) */
     uint64_t key;         /* what the recordings point into (sl_net's arena,
                              parameters and gradients): another key, new ones */
     int n;                /* ranges */
     int lo[SL_GRAPH_RANGES], hi[SL_GRAPH_RANGES];
     void *exec[SL_GRAPH_RANGES]; /* a recording, or NULL (not yet, or failed) */
     int failed[SL_GRAPH_RANGES]; /* recording failed once: run eagerly */
+    uint64_t base[SL_GRAPH_RANGES]; /* the context's counter when the run that
+                                       recorded it began */
+    uint64_t *slot;       /* the counter offset (device memory; NULL until a
+                             range that draws is recorded) */
+    uint64_t slot_value;  /* what it holds, once slot_set */
+    int slot_set;
     size_t touched;       /* the arena high-water mark of the recorded run */
     int runs;             /* runs seen: the first runs eagerly (lazy set-ups) */
     int replays;          /* ranges replayed (tests) */
+    int redraws;          /* redraw calls at replays (tests) */
 } sl_graph_cache;
 
 /* The ranges of program p that may be recorded, into lo[] / hi[] (at most
- * cap); returns how many. A pure function of the graph and the program. */
-int sl_program_graph_ranges(const sl_graph *g, const sl_program *p, int *lo, int *hi, int cap);
+ * cap); returns how many. draws: the backend offsets its counters on the
+ * device (be->counter_delta), so steps of SL_LAYER_GRAPH_DRAWS layers may
+ * be in ranges too. A pure function of the graph, the program and draws. */
+int sl_program_graph_ranges(const sl_graph *g, const sl_program *p, int draws, int *lo, int *hi,
+                            int cap);
 
-/* Frees a cache's recordings (its ranges kept: sl_program_graph_ranges
- * when the program is planned, net_plan.c). */
+/* Whether step s of p runs a layer a range may hold (the test
+ * sl_program_graph_ranges applies to each step). */
+int sl_step_graphable(const sl_graph *g, const sl_program *p, int draws, int s);
+
+/* Frees a cache's recordings (its ranges and slot kept:
+ * sl_program_graph_ranges when the program is planned, net_plan.c). */
 void sl_graph_cache_clear(sl_graph_cache *gc);
+
+/* sl_graph_cache_clear, then frees the slot and zeroes the cache. */
+void sl_graph_cache_release(sl_graph_cache *gc);
 
 typedef struct sl_run_io {
     const float *input; /* caller's input (external value): floats, or int32

@@ -110,6 +110,7 @@ struct chunk_rows {
     size_t slab;
     float scale;
     uint64_t counter; /* the dropout mask's first block */
+    const uint64_t *delta; /* added to it on the device (sl_exec.counter_delta), or NULL */
 };
 
 static chunk_rows chunk_rows_of(const sl_attn_layout &L, const sl_attention_desc *d, int ci,
@@ -124,6 +125,7 @@ static chunk_rows chunk_rows_of(const sl_attn_layout &L, const sl_attention_desc
     c.slab = L.slab;
     c.scale = sl_attn_scale(d->d);
     c.counter = d->counter;
+    c.delta = d->counter_delta;
     c.bh0 = d->bh0;
     return c;
 }
@@ -152,7 +154,7 @@ static __global__ void softmax_rows(chunk_rows c, float *scores, float *saved, i
         float sf = (float)sum;
         __syncwarp(); /* every lane's reads of s above come before the quads' writes */
         float *p = saved && !flash ? saved + ((size_t)bh * c.t + i) * c.t : NULL;
-        row_quads(sl_attn_element(c.bh0 + bh, c.t, i, 0), c.keys, valid, m, c.counter,
+        row_quads(sl_attn_element(c.bh0 + bh, c.t, i, 0), c.keys, valid, m, sl_cuda_counter(c.counter, c.delta),
                   [&](int j, bool causal, float f) {
                       float pj = causal ? sl_attn_exp(sl_attn_logit(s[j], c.scale), mx) / sf : 0.0f;
                       if (p)
@@ -190,13 +192,13 @@ static __global__ void grad_rows(chunk_rows c, float *scores, float *grads, cons
             di = rowsum[ri];
         } else {
             double acc = 0.0;
-            row_quads(e_row, valid, valid, m, c.counter, [&](int j, bool causal, float f) {
+            row_quads(e_row, valid, valid, m, sl_cuda_counter(c.counter, c.delta), [&](int j, bool causal, float f) {
                 (void)causal;
                 acc += (double)(g[j] * f) * p[j];
             });
             di = (float)sl_cuda_warp_sum(acc);
         }
-        row_quads(e_row, c.keys, valid, m, c.counter, [&](int j, bool causal, float f) {
+        row_quads(e_row, c.keys, valid, m, sl_cuda_counter(c.counter, c.delta), [&](int j, bool causal, float f) {
             if (causal) {
                 float pj = flash ? sl_attn_exp(sl_attn_logit(s[j], c.scale), lse) : p[j];
                 s[j] = pj * f;

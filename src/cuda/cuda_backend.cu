@@ -375,6 +375,7 @@ static sl_backend table_of(void)
     sl_backend *b = &t;
     b->name = "cuda";
     b->host_memory = 0;
+    b->counter_delta = 1; /* dropout, attention's dropout, random_uniform */
     b->destroy = sl_cuda_destroy;
     b->alloc = sl_cuda_alloc;
     b->free = sl_cuda_free;

@@ -251,6 +251,14 @@ static inline void sl_cuda_plane_grid(size_t planes, int len, dim3 *grid, dim3 *
 SL_BACKEND_OPS(SL_CUDA_DECLARE, SL_CUDA_DECLARE)
 #undef SL_CUDA_DECLARE
 
+/* A random kernel's Philox counter: the one it was given, plus the
+ * call's offset in device memory where it has one (sl_exec.counter_delta:
+ * work recorded once draws each replay's own mask), read when it runs. */
+static __device__ inline uint64_t sl_cuda_counter(uint64_t counter, const uint64_t *delta)
+{
+    return delta ? counter + *delta : counter;
+}
+
 /* Frees the instance's descriptors and cache (NULL is fine). */
 void sl_cuda_conv_cache_free(struct sl_cuda_conv_cache *c);
 /* How many passes took their engine by timing (SL_CUDA_CONV_TUNE). */

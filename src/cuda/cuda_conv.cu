@@ -252,12 +252,13 @@ static void tuning_begin(sl_cuda_state *s, const sl_conv_desc *d, sl_cuda_conv_t
     void **ptr[3] = {&t->x, &t->w, &t->y};
     for (int i = 0; i < 3; i++) {
         cudaError_t e = cudaMalloc(ptr[i], bytes[i]);
+        if (e != cudaSuccess)
+            *ptr[i] = NULL;
         /* 0x3c in every byte: 0.0116 in every float, finite however many
          * times the accumulating passes add to it */
-        if (e == cudaSuccess)
+        else
             e = cudaMemsetAsync(*ptr[i], 0x3c, bytes[i], s->stream);
         if (e != cudaSuccess) {
-            *ptr[i] = NULL;
             (void)cudaGetLastError();
             snprintf(note, len, "not tuned: scratch operands of %zu B: %s", bytes[i],
                      cudaGetErrorString(e));

@@ -413,7 +413,8 @@ struct picks {
  * A and B often offer the same ones). */
 static bool same_engine(const sl_cuda_conv_plan *a, const sl_cuda_conv_plan *b)
 {
-    return a->engine == b->engine && strcmp(a->knobs, b->knobs) == 0;
+    /* knobs that could not be read ("") tell nothing: both are kept */
+    return a->engine == b->engine && a->knobs[0] && strcmp(a->knobs, b->knobs) == 0;
 }
 
 /* The configurations of heuristics `mode` over `graph` in order, those
@@ -469,10 +470,10 @@ static void try_mode(sl_cuda_state *s, cudnnBackendHeurMode_t mode, const char *
     destroy(&heur);
 }
 
-/* Runs plan p over the operands (a variant pack made for the call):
- * false with c's reason when cuDNN refuses. */
-static bool execute(sl_cuda_state *s, const sl_cuda_conv_plan *p, const void *x_like,
-                    const void *w_like, const void *y_like, void *workspace, steps &c)
+/* A variant pack of the operands and workspace (NULL with c's reason
+ * when cuDNN refuses one). */
+static desc_t make_pack(const void *x_like, const void *w_like, const void *y_like,
+                        void *workspace, steps &c)
 {
     void *ptrs[3] = {(void *)x_like, (void *)w_like, (void *)y_like};
     static const int64_t uids[3] = {UID_X, UID_W, UID_Y};
@@ -483,6 +484,17 @@ static bool execute(sl_cuda_state *s, const sl_cuda_conv_plan *p, const void *x_
     SET(c, pack, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, 3, ptrs);
     SET(c, pack, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &workspace);
     STEP(c, cudnnBackendFinalize(pack), "finalizing the variant pack");
+    if (!c.ok)
+        destroy(&pack);
+    return pack;
+}
+
+/* Runs plan p over the operands (a variant pack made for the call):
+ * false with c's reason when cuDNN refuses. */
+static bool execute(sl_cuda_state *s, const sl_cuda_conv_plan *p, const void *x_like,
+                    const void *w_like, const void *y_like, void *workspace, steps &c)
+{
+    desc_t pack = make_pack(x_like, w_like, y_like, workspace, c);
     STEP(c, cudnnBackendExecute(s->cudnn, p->plan, pack), "cudnnBackendExecute");
     destroy(&pack);
     return c.ok;
@@ -518,14 +530,21 @@ static int time_candidates(sl_cuda_state *s, const sl_cuda_conv_tuning *tune,
         failed = "creating the timing events";
     else if ((e = cudaStreamSynchronize(s->stream)) != cudaSuccess)
         failed = "waiting for the queue";
+    char why[200];
+    steps st = {why, sizeof why, true};
+    /* one pack for every candidate (the same operands and workspace), made
+     * before the timing: the runs between the events queue work only */
+    desc_t pack = failed ? NULL : make_pack(tune->x, tune->w, tune->y, ws, st);
+    if (!failed && !pack)
+        failed = "making the variant pack";
     for (int i = 0; i < n && !failed; i++) {
-        char why[200];
-        steps st = {why, sizeof why, true};
-        if (!execute(s, &c[i], tune->x, tune->w, tune->y, ws, st))
-            continue; /* refused by cuDNN (nothing queued): left out */
+        if (!STEP(st, cudnnBackendExecute(s->cudnn, c[i].plan, pack), "cudnnBackendExecute")) {
+            st.ok = true; /* refused by cuDNN (nothing queued): left out */
+            continue;
+        }
         bool ok = cudaEventRecord(a, s->stream) == cudaSuccess;
         for (int r = 0; r < TUNE_RUNS && ok; r++)
-            ok = execute(s, &c[i], tune->x, tune->w, tune->y, ws, st);
+            ok = cudnnBackendExecute(s->cudnn, c[i].plan, pack) == CUDNN_STATUS_SUCCESS;
         ok = cudaEventRecord(b, s->stream) == cudaSuccess && ok;
         if ((e = cudaEventSynchronize(b)) != cudaSuccess) {
             failed = "running a candidate";
@@ -536,13 +555,18 @@ static int time_candidates(sl_cuda_state *s, const sl_cuda_conv_tuning *tune,
             ms[i] = total / TUNE_RUNS;
         (void)cudaGetLastError();
     }
-    if (failed && e != cudaSuccess && e != cudaErrorMemoryAllocation) {
-        /* a fault stays with the context: the next sync must say so */
+    destroy(&pack);
+    /* a fault stays with the context (a second read still returns it):
+     * the next sync must say so; anything else (memory short, an event
+     * not made) only ends the tuning of this pass */
+    (void)cudaGetLastError();
+    cudaError_t fault = cudaGetLastError();
+    if (fault != cudaSuccess) {
         char text[160];
-        say(text, sizeof text, "%s while tuning: %s", failed, cudaGetErrorString(e));
+        say(text, sizeof text, "%s while tuning: %s", failed ? failed : "tuning",
+            cudaGetErrorString(fault));
         sl_cuda_record(s, __FILE__, __LINE__, "convolution engine tuning", text);
     }
-    (void)cudaGetLastError();
     if (b)
         cudaEventDestroy(b);
     if (a)
@@ -550,7 +574,8 @@ static int time_candidates(sl_cuda_state *s, const sl_cuda_conv_tuning *tune,
     if (ws)
         cudaFree(ws);
     if (failed) {
-        say(note, len, "; not tuned: %s failed (%s)", failed, cudaGetErrorString(e));
+        say(note, len, "; not tuned: %s failed (%s)", failed,
+            e != cudaSuccess ? cudaGetErrorString(e) : why);
         return 0;
     }
     int take = sl_engine_pick_timed(ms, n, kTuneMargin);

@@ -60,9 +60,11 @@ extern "C" void sl_cuda_relu_backward(const sl_exec *ex, size_t count, const flo
 
 /* One thread per Philox block of four elements, as the CPU's loop. */
 static __global__ void dropout_mask_k(size_t blocks, size_t n, const float *src, float *dst,
-                                      uint64_t counter, sl_dropout_mask m, int accumulate)
+                                      uint64_t counter, const uint64_t *delta, sl_dropout_mask m,
+                                      int accumulate)
 {
-    GRID_STRIDE(b, blocks) sl_dropout_block(&m, counter, b, n, src, dst, accumulate);
+    const uint64_t c = sl_cuda_counter(counter, delta);
+    GRID_STRIDE(b, blocks) sl_dropout_block(&m, c, b, n, src, dst, accumulate);
 }
 
 static void apply_mask(const sl_exec *ex, size_t count, const float *src, float *dst, float p,
@@ -70,7 +72,7 @@ static void apply_mask(const sl_exec *ex, size_t count, const float *src, float 
 {
     size_t blocks = (count + 3) / 4;
     SL_CUDA_LAUNCH(ex, dropout_mask_k, blocks, blocks, count, src, dst, counter,
-                   sl_dropout_mask_of(p, seed), accumulate);
+                   ex->counter_delta, sl_dropout_mask_of(p, seed), accumulate);
 }
 
 extern "C" void sl_cuda_dropout_forward(const sl_exec *ex, size_t count, const float *x, float *y,
@@ -88,9 +90,11 @@ extern "C" void sl_cuda_dropout_backward(const sl_exec *ex, size_t count, const 
 
 /* One thread per Philox block b0 + k, as the CPU's loop. */
 static __global__ void uniform_k(size_t blocks, uint64_t b0, size_t n, uint64_t counter,
-                                 uint64_t first, sl_dropout_mask m, float *dst)
+                                 const uint64_t *delta, uint64_t first, sl_dropout_mask m,
+                                 float *dst)
 {
-    GRID_STRIDE(k, blocks) sl_uniform_block(&m, counter, b0 + k, first, n, dst);
+    const uint64_t c = sl_cuda_counter(counter, delta);
+    GRID_STRIDE(k, blocks) sl_uniform_block(&m, c, b0 + k, first, n, dst);
 }
 
 extern "C" void sl_cuda_random_uniform(const sl_exec *ex, size_t count, uint64_t seed,
@@ -100,7 +104,7 @@ extern "C" void sl_cuda_random_uniform(const sl_exec *ex, size_t count, uint64_t
         return;
     uint64_t b0 = first / 4, b1 = (first + count - 1) / 4;
     size_t blocks = (size_t)(b1 - b0 + 1);
-    SL_CUDA_LAUNCH(ex, uniform_k, blocks, blocks, b0, count, counter, first,
+    SL_CUDA_LAUNCH(ex, uniform_k, blocks, blocks, b0, count, counter, ex->counter_delta, first,
                    sl_dropout_mask_of(0.0f, seed), dst);
 }
 

@@ -809,6 +809,7 @@ static __device__ inline float quad_sum(float x)
 struct flash_drop {
     sl_dropout_mask m;
     uint64_t counter; /* the mask's first block */
+    const uint64_t *delta; /* added to it on the device (sl_exec.counter_delta), or NULL */
     int bh0;          /* pairs before this call's in the mask */
 };
 
@@ -943,7 +944,7 @@ static __global__ void __launch_bounds__(FL_THREADS, FM_FWD_BLOCKS)
         key_tile_step<VEC, T, true>(Ks, Vs, pk, pv, k, v, A.w3, j0, last, t);
         uint32_t mine = 0u; /* this lane's dropout word of the tile */
         if constexpr (DROP)
-            mine = sl_drop_q_word(&dr.m, dr.counter, dr.bh0 + bh, t, i0 + warp * 16, j0, lane);
+            mine = sl_drop_q_word(&dr.m, sl_cuda_counter(dr.counter, dr.delta), dr.bh0 + bh, t, i0 + warp * 16, j0, lane);
         mma_xyt(s, Qw, Ks, lane);
         bool full = j0 + FL_TILE - 1 <= i0 && j0 + FL_TILE <= t; /* no key past a query or t */
         if constexpr (DROP)
@@ -1059,7 +1060,7 @@ static __global__ void __launch_bounds__(FL_THREADS, FM_BWD_BLOCKS)
         }
         uint32_t mine = 0u; /* this lane's dropout word of the tile */
         if constexpr (DROP)
-            mine = sl_drop_k_word(&dr.m, dr.counter, dr.bh0 + bh, t, key_of_row, i0, lane);
+            mine = sl_drop_k_word(&dr.m, sl_cuda_counter(dr.counter, dr.delta), dr.bh0 + bh, t, key_of_row, i0, lane);
         acc_t st, dpt; /* S^T and dP^T: the warp's keys x 64 queries */
         mma_xyt(st, Kw, Qs, lane);
         mma_xyt(dpt, Vw, Os, lane);
@@ -1125,7 +1126,7 @@ static __global__ void __launch_bounds__(FL_THREADS, FM_BWD_BLOCKS)
         key_tile_step<VEC, T, true>(Ks, Vs, pk, pv, k, v, A.w3, j0, last, t); /* also publishes lse_s, d_s */
         uint32_t mine = 0u; /* this lane's dropout word of the tile */
         if constexpr (DROP)
-            mine = sl_drop_q_word(&dr.m, dr.counter, dr.bh0 + bh, t, i0 + warp * 16, j0, lane);
+            mine = sl_drop_q_word(&dr.m, sl_cuda_counter(dr.counter, dr.delta), dr.bh0 + bh, t, i0 + warp * 16, j0, lane);
         acc_t sf, dpf; /* S and dP: the warp's queries x 64 keys */
         mma_xyt(sf, Qw, Ks, lane);
         mma_xyt(dpf, Ow, Vs, lane);
@@ -1390,7 +1391,7 @@ static __global__ void __launch_bounds__(FL_THREADS, F16_FWD_BLOCKS)
         }
         uint32_t mine = 0u; /* this lane's dropout word of the tile */
         if constexpr (DROP)
-            mine = sl_drop_q_word(&dr.m, dr.counter, dr.bh0 + bh, t, i0 + warp * 16, j0, lane);
+            mine = sl_drop_q_word(&dr.m, sl_cuda_counter(dr.counter, dr.delta), dr.bh0 + bh, t, i0 + warp * 16, j0, lane);
         mma16_xyt(s, qa, Ks, lane);
         bool full = j0 + FL_TILE - 1 <= i0 && j0 + FL_TILE <= t;
         if constexpr (DROP)
@@ -1462,7 +1463,7 @@ static __global__ void __launch_bounds__(FL_THREADS, F16_BWD_BLOCKS)
         }
         uint32_t mine = 0u; /* this lane's dropout word of the tile */
         if constexpr (DROP)
-            mine = sl_drop_k_word(&dr.m, dr.counter, dr.bh0 + bh, t, key_of_row, i0, lane);
+            mine = sl_drop_k_word(&dr.m, sl_cuda_counter(dr.counter, dr.delta), dr.bh0 + bh, t, key_of_row, i0, lane);
         acc_t st, dpt;
         mma16_xyt_rows(st, Ks, warp * 16, Qs, lane);
         mma16_xyt_rows(dpt, Vs, warp * 16, Os, lane);
@@ -1532,7 +1533,7 @@ static __global__ void __launch_bounds__(FL_THREADS, F16_BWD_BLOCKS)
         }
         uint32_t mine = 0u; /* this lane's dropout word of the tile */
         if constexpr (DROP)
-            mine = sl_drop_q_word(&dr.m, dr.counter, dr.bh0 + bh, t, i0 + warp * 16, j0, lane);
+            mine = sl_drop_q_word(&dr.m, sl_cuda_counter(dr.counter, dr.delta), dr.bh0 + bh, t, i0 + warp * 16, j0, lane);
         acc_t sf, dpf;
         mma16_xyt_rows(sf, Qs, warp * 16, Ks, lane);
         mma16_xyt_rows(dpf, Os, warp * 16, Vs, lane);
@@ -1596,6 +1597,7 @@ static flash_drop drop_of(const sl_attention_desc *d)
     flash_drop dr;
     dr.m = sl_dropout_mask_of(d->p, d->seed);
     dr.counter = d->counter;
+    dr.delta = d->counter_delta;
     dr.bh0 = d->bh0;
     return dr;
 }

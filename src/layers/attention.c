@@ -21,6 +21,7 @@ typedef struct attention {
     int channels, heads, flash;
     float p;
     uint64_t counter; /* of the last TRAIN forward */
+    uint64_t blocks;  /* the counter blocks it took */
 } attention;
 
 /* bf16: the call's activations are bf16 (a layer whose native_bf16 said
@@ -39,6 +40,7 @@ static sl_attention_desc attention_desc(const attention *at, sl_shape in, float 
     d.counter = at->counter;
     d.bh0 = first_image * at->heads;
     d.bf16 = bf16;
+    d.counter_delta = NULL;
     return d;
 }
 
@@ -82,10 +84,12 @@ static void attention_forward(sl_layer *l, const sl_exec *ex, const sl_fwd_args 
     if (a->pass == SL_PASS_TRAIN && p > 0.0f && a->first_image == 0) {
         int images = a->images > 0 ? a->images : a->in[0].n;
         uint64_t count = (uint64_t)images * at->heads * a->in[0].h * a->in[0].h;
+        at->blocks = (count + 3) / 4; /* one Philox block per 4 elements */
         at->counter = a->ctx->dropout_counter;
-        a->ctx->dropout_counter += (count + 3) / 4; /* one Philox block per 4 elements */
+        a->ctx->dropout_counter += at->blocks;
     }
     sl_attention_desc d = attention_desc(at, a->in[0], p, a->ctx, a->first_image, a->bf16);
+    d.counter_delta = ex->counter_delta;
     float *saved = a->pass == SL_PASS_EVAL ? NULL : a->saved;
     sl_exec e = sl_exec_for(ex, a->bf16);
     ex->be->attention_forward(&e, &d, a->x[0], a->y, saved, a->ws);
@@ -97,6 +101,7 @@ static void attention_backward(sl_layer *l, const sl_exec *ex, const sl_bwd_args
     if (!a->dx[0])
         return;
     sl_attention_desc d = attention_desc(at, a->in[0], at->p, a->ctx, a->first_image, a->bf16);
+    d.counter_delta = ex->counter_delta;
     sl_exec e = sl_exec_for(ex, a->bf16);
     ex->be->attention_backward(&e, &d, a->x[0], a->y, a->dy, a->saved, a->dx[0],
                                a->accumulate[0], a->ws);
@@ -134,6 +139,14 @@ static int attention_out_channels(const sl_layer *l, int in_c)
     return at->channels;
 }
 
+/* The TRAIN forward's draw again, nothing queued (dropout_redraw's). */
+static void attention_redraw(sl_layer *l, sl_context *ctx)
+{
+    attention *at = (attention *)l;
+    at->counter = ctx->dropout_counter;
+    ctx->dropout_counter += at->blocks;
+}
+
 #define ATTENTION_OPS(name, extra_flags)                                                         \
     static const sl_layer_ops name = {                                                         \
         .type = "CausalAttention",                                                             \
@@ -144,14 +157,16 @@ static int attention_out_channels(const sl_layer *l, int in_c)
         .backward = attention_backward,                                                        \
         .native_bf16 = attention_native_bf16,                                                  \
         .out_channels = attention_out_channels,                                                \
+        .redraw = attention_redraw,                                                            \
     };
 /* Flash mode's backward reads the forward's output; plain mode's does not.
  * Without dropout every run queues the same work on the same pointers
  * (the seed is the context's, the counter unused), so a device may record
  * and replay it (SL_LAYER_GRAPH_SAFE); with dropout each TRAIN forward
- * takes a new counter range. */
-ATTENTION_OPS(flash_ops, SL_LAYER_NEEDS_OUTPUT)
-ATTENTION_OPS(plain_ops, 0u)
+ * takes a new counter range (SL_LAYER_GRAPH_DRAWS: recorded where the
+ * backend offsets its counters on the device, redrawn at each replay). */
+ATTENTION_OPS(flash_ops, SL_LAYER_NEEDS_OUTPUT | SL_LAYER_GRAPH_DRAWS)
+ATTENTION_OPS(plain_ops, SL_LAYER_GRAPH_DRAWS)
 ATTENTION_OPS(flash_ops_nodrop, SL_LAYER_NEEDS_OUTPUT | SL_LAYER_GRAPH_SAFE)
 ATTENTION_OPS(plain_ops_nodrop, SL_LAYER_GRAPH_SAFE)
 #undef ATTENTION_OPS
@@ -187,5 +202,6 @@ sl_layer *sl_causal_attention(int channels, int heads, float dropout_p, int flas
     at->flash = flash != 0;
     at->p = dropout_p;
     at->counter = 0;
+    at->blocks = 0;
     return &at->base;
 }

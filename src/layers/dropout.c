@@ -12,6 +12,7 @@ typedef struct dropout {
     sl_layer base;
     float p;
     uint64_t counter; /* of the last TRAIN forward */
+    uint64_t blocks;  /* the counter blocks it took */
 } dropout;
 
 static void dropout_forward(sl_layer *l, const sl_exec *ex, const sl_fwd_args *a)
@@ -24,8 +25,9 @@ static void dropout_forward(sl_layer *l, const sl_exec *ex, const sl_fwd_args *a
         return;
     }
     if (a->pass == SL_PASS_TRAIN) {
+        d->blocks = (count + 3) / 4; /* one Philox block per 4 elements */
         d->counter = a->ctx->dropout_counter;
-        a->ctx->dropout_counter += (count + 3) / 4; /* one Philox block per 4 elements */
+        a->ctx->dropout_counter += d->blocks;
     }
     ex->be->dropout_forward(ex, count, a->x[0], a->y, d->p, a->ctx->seed, d->counter);
 }
@@ -44,9 +46,29 @@ static void dropout_backward(sl_layer *l, const sl_exec *ex, const sl_bwd_args *
                              a->accumulate[0]);
 }
 
+/* The TRAIN forward's draw again, nothing queued (its kernel replayed
+ * from a recording with the run's counter offset). */
+static void dropout_redraw(sl_layer *l, sl_context *ctx)
+{
+    dropout *d = (dropout *)l;
+    d->counter = ctx->dropout_counter;
+    ctx->dropout_counter += d->blocks;
+}
+
+/* p > 0 draws each TRAIN forward; p == 0 is a copy (or nothing in place). */
 static const sl_layer_ops dropout_ops = {
     .type = "Dropout",
-    .flags = SL_LAYER_FWD_INPLACE | SL_LAYER_BWD_INPLACE,
+    .flags = SL_LAYER_FWD_INPLACE | SL_LAYER_BWD_INPLACE | SL_LAYER_GRAPH_DRAWS,
+    .infer = sl_elementwise_infer,
+    .forward = dropout_forward,
+    .backward = dropout_backward,
+    .out_channels = sl_same_channels,
+    .redraw = dropout_redraw,
+};
+
+static const sl_layer_ops identity_ops = {
+    .type = "Dropout",
+    .flags = SL_LAYER_FWD_INPLACE | SL_LAYER_BWD_INPLACE | SL_LAYER_GRAPH_SAFE,
     .infer = sl_elementwise_infer,
     .forward = dropout_forward,
     .backward = dropout_backward,
@@ -62,8 +84,9 @@ sl_layer *sl_dropout(float p)
     dropout *d = sl_alloc(sizeof *d, "a Dropout layer");
     if (!d)
         return NULL;
-    sl_layer_init(&d->base, &dropout_ops);
+    sl_layer_init(&d->base, p > 0.0f ? &dropout_ops : &identity_ops);
     d->p = p;
     d->counter = 0;
+    d->blocks = 0;
     return &d->base;
 }

@@ -81,11 +81,16 @@ enum {
     SL_LAYER_JOINS_RELU = 1u << 13,   /* it honours relu_after (BatchNorm): the
                                         executor may run an in-place ReLU after it as
                                         part of it (sl_program_joins_relu) */
-    SL_LAYER_GRAPH_SAFE = 1u << 14    /* its forward and backward queue the same work on
+    SL_LAYER_GRAPH_SAFE = 1u << 14,   /* its forward and backward queue the same work on
                                         the same pointers every run (no dropout counter,
                                         nothing computed on the host from the run's
                                         data): a device may record and replay them
                                         (sl_program_graph_ranges) */
+    SL_LAYER_GRAPH_DRAWS = 1u << 15   /* as GRAPH_SAFE, but its TRAIN forward takes a
+                                        Philox counter range from the context (dropout):
+                                        recorded where the backend honours
+                                        sl_exec.counter_delta, the executor calling its
+                                        redraw op at each replay of that forward */
 };
 
 typedef enum sl_init {
@@ -189,6 +194,12 @@ typedef struct sl_layer_ops {
     /* Output channels for in_c input channels, or -1 with an error set. */
     int (*out_channels)(const sl_layer *l, int in_c);
     void (*destroy)(sl_layer *l); /* frees the type's own fields; may be NULL */
+    /* SL_LAYER_GRAPH_DRAWS layers: what its last TRAIN forward did to the
+     * counters, done again without queuing anything (the forward's
+     * kernels replayed from a recording): the same number of counter
+     * blocks taken at ctx's current counter, which the layer keeps for
+     * its re-forwards and backward. */
+    void (*redraw)(sl_layer *l, sl_context *ctx);
 } sl_layer_ops;
 
 struct sl_layer {

@@ -609,7 +609,7 @@ sl_status sl_net_check_training(const sl_net *net, const char *fn)
 
 sl_exec sl_net_exec(const sl_net *net)
 {
-    sl_exec ex = {net->ctx->backend, sl_context_threads(net->ctx), 0};
+    sl_exec ex = {net->ctx->backend, sl_context_threads(net->ctx), 0, NULL};
     return ex;
 }
 
@@ -622,8 +622,7 @@ sl_cost_model sl_net_cost_model(const sl_net *net)
 
 void sl_run_cache_release(sl_run_cache *c)
 {
-    sl_graph_cache_clear(&c->graphs);
-    memset(&c->graphs, 0, sizeof c->graphs);
+    sl_graph_cache_release(&c->graphs);
     sl_plan_release(&c->plan);
     sl_program_release(&c->prog);
     sl_segments_release(&c->seg);

@@ -68,8 +68,10 @@ sl_status sl_net_plan_cached(sl_net *net, sl_shape input, sl_mode mode, int inpu
     if (st == SL_OK)
         st = sl_plan_build(&net->graph, &fresh.prog, !net->no_reuse, &fresh.plan);
     if (st == SL_OK) /* what a device may record of it (SL_CUDA_GRAPHS=on) */
-        fresh.graphs.n = sl_program_graph_ranges(&net->graph, &fresh.prog, fresh.graphs.lo,
-                                                 fresh.graphs.hi, SL_GRAPH_RANGES);
+        fresh.graphs.n = sl_program_graph_ranges(&net->graph, &fresh.prog,
+                                                 net->ctx->backend->counter_delta,
+                                                 fresh.graphs.lo, fresh.graphs.hi,
+                                                 SL_GRAPH_RANGES);
     if (st != SL_OK) {
         sl_run_cache_release(&fresh);
         return st;
