@@ -19,7 +19,8 @@
 #           diag-*.log.
 #   ab      each switch of AB_SWITCHES (the environment's, else the two
 #           not yet timed: convolution engines timed, SL_CUDA_CONV_TUNE,
-#           and CUDA graphs, on ResNet and on GPT-2) in turn against none,
+#           and CUDA graphs, on ResNet and on GPT-2 without and with
+#           dropout) in turn against none,
 #           3 interleaved rounds of 6
 #           steps, on the workload its path runs: the convolution,
 #           BatchNorm and classifier-loss switches (SL_CUDA_CONV_*,
@@ -76,7 +77,7 @@ export LD_LIBRARY_PATH=/usr/local/cuda/lib64:/usr/local/cuda/lib:${LD_LIBRARY_PA
 t0=$SECONDS
 left() { echo $((${DEADLINE:-470} - (SECONDS - t0))); }
 SWITCHES="SL_CUDA_CONV_API=legacy SL_CUDA_BN_RELU=off SL_CUDA_XENT_BLOCKS=off SL_CUDA_XENT_STAGED=off SL_CUDA_COL_PARTS=off SL_CUDA_LN_REGS=off SL_CUDA_FLASH_DROPOUT=off SL_CUDA_FLASH_MMA=off SL_CUDA_FLASH_BF16=off SL_CUDA_FLASH=off SL_CUDA_LT=off SL_CUDA_LT_WORKSPACE_MIB=0 SL_CUDA_BF16_GEMM=off SL_CUDA_BF16_KERNELS=off"
-AB_SWITCHES=${AB_SWITCHES:-"SL_CUDA_CONV_TUNE=on SL_CUDA_GRAPHS=on SL_CUDA_GRAPHS=on@gpt2"}
+AB_SWITCHES=${AB_SWITCHES:-"SL_CUDA_CONV_TUNE=on SL_CUDA_GRAPHS=on SL_CUDA_GRAPHS=on@gpt2 SL_CUDA_GRAPHS=on@gpt2drop"}
 build="build-gpu"
 switches() { [ -s "$dir/switches.txt" ] && cat "$dir/switches.txt"; }
 # runs "$@" with the kept switches (VAR=VALUE words) in its environment

@@ -912,6 +912,32 @@ START_TEST(test_cuda_bn_relu_joined_equals_apart)
 }
 END_TEST
 
+/* A CUDA context made with environment variable var set to value (the
+ * environment as it was after, a value of up to 63 characters kept). */
+static sl_context *cuda_context_env(const char *var, const char *value, uint64_t seed, int tf32)
+{
+    const char *was = getenv(var);
+    char saved[64] = "";
+    if (was)
+        snprintf(saved, sizeof saved, "%s", was);
+    ck_assert_int_eq(setenv(var, value, 1), 0);
+    sl_context *ctx = cuda_context_math(seed, tf32);
+    if (was)
+        setenv(var, saved, 1);
+    else
+        unsetenv(var);
+    return ctx;
+}
+
+/* How many of a cache's graph ranges hold a recording. */
+static int ranges_recorded(const sl_graph_cache *gc)
+{
+    int recorded = 0;
+    for (int r = 0; r < gc->n; r++)
+        recorded += gc->exec[r] != NULL;
+    return recorded;
+}
+
 /* Three SGD steps of `model` under s (train_cuda's) on an instance made
  * with SL_CUDA_GRAPHS=on (the environment as it was after), its graph
  * ranges recorded and replayed, or (record 0) its graph ops taken away:
@@ -919,16 +945,7 @@ END_TEST
 static void train_graphs(const char *model, sl_schedule s, int record, th_params *out,
                          sl_memory_report *rep, int *ranges, int *recorded, int *replays)
 {
-    const char *was = getenv("SL_CUDA_GRAPHS");
-    char saved[16] = "";
-    if (was)
-        snprintf(saved, sizeof saved, "%s", was);
-    ck_assert_int_eq(setenv("SL_CUDA_GRAPHS", "on", 1), 0);
-    sl_context *ctx = cuda_context(42);
-    if (was)
-        setenv("SL_CUDA_GRAPHS", saved, 1);
-    else
-        unsetenv("SL_CUDA_GRAPHS");
+    sl_context *ctx = cuda_context_env("SL_CUDA_GRAPHS", "on", 42, 0);
     ck_assert_msg(ctx->backend->graph_begin != NULL, "SL_CUDA_GRAPHS=on left no graph ops");
     if (!record)
         ctx->backend->graph_begin = NULL;
@@ -938,9 +955,7 @@ static void train_graphs(const char *model, sl_schedule s, int record, th_params
     const sl_graph_cache *gc = &net->cache[SL_MODE_TRAIN].graphs;
     *ranges = gc->n;
     *replays = gc->replays;
-    *recorded = 0;
-    for (int r = 0; r < gc->n; r++)
-        *recorded += gc->exec[r] != NULL;
+    *recorded = ranges_recorded(gc);
     ck_assert(sl_net_memory_report(net, g_train_shape, SL_MODE_TRAIN, rep) == SL_OK);
     th_params_capture(net, out);
     sl_net_free(net);
@@ -987,16 +1002,7 @@ static void gpt2_graphs(sl_schedule s, float dropout, int tf32, int record, floa
                         th_params *out, int *ranges, int *replays, int *redraws)
 {
     enum { B = 2, T = 48, V = 300 };
-    const char *was = getenv("SL_CUDA_GRAPHS");
-    char saved[16] = "";
-    if (was)
-        snprintf(saved, sizeof saved, "%s", was);
-    ck_assert_int_eq(setenv("SL_CUDA_GRAPHS", "on", 1), 0);
-    sl_context *ctx = cuda_context_math(43, tf32);
-    if (was)
-        setenv("SL_CUDA_GRAPHS", saved, 1);
-    else
-        unsetenv("SL_CUDA_GRAPHS");
+    sl_context *ctx = cuda_context_env("SL_CUDA_GRAPHS", "on", 43, tf32);
     ck_assert_msg(ctx->backend->graph_begin != NULL, "SL_CUDA_GRAPHS=on left no graph ops");
     if (!record)
         ctx->backend->graph_begin = NULL;
@@ -1017,9 +1023,7 @@ static void gpt2_graphs(sl_schedule s, float dropout, int tf32, int record, floa
     *ranges = gc->n;
     *replays = gc->replays;
     *redraws = gc->redraws;
-    int recorded = 0;
-    for (int r = 0; r < gc->n; r++)
-        recorded += gc->exec[r] != NULL;
+    int recorded = ranges_recorded(gc);
     ck_assert_msg(recorded == (record ? gc->n : 0), "%d of %d ranges recorded", recorded, gc->n);
     th_params_capture(net, out);
     sl_net_free(net);
@@ -1075,7 +1079,7 @@ END_TEST
 START_TEST(test_cuda_conv_tuning_keeps_schedules_bit_identical)
 {
     const char *was = getenv("SL_CUDA_CONV_TUNE");
-    char saved[32] = "";
+    char saved[64] = "";
     if (was)
         snprintf(saved, sizeof saved, "%s", was);
     ck_assert_int_eq(setenv("SL_CUDA_CONV_TUNE", "yes", 1), 0);
@@ -1084,12 +1088,11 @@ START_TEST(test_cuda_conv_tuning_keeps_schedules_bit_identical)
     sl_context *bad = NULL;
     ck_assert(sl_context_create(&o, &bad) != SL_OK && bad == NULL);
     ck_assert_msg(strstr(sl_last_error(), "SL_CUDA_CONV_TUNE") != NULL, "%s", sl_last_error());
-    ck_assert_int_eq(setenv("SL_CUDA_CONV_TUNE", "on", 1), 0);
-    sl_context *ctx = cuda_context(42);
     if (was)
         setenv("SL_CUDA_CONV_TUNE", saved, 1);
     else
         unsetenv("SL_CUDA_CONV_TUNE");
+    sl_context *ctx = cuda_context_env("SL_CUDA_CONV_TUNE", "on", 42, 0);
 
     th_params ref;
     {
