@@ -31,6 +31,7 @@
 #include "cpu/cpu.h"
 #include "net/net.h"
 #include "harness.h"
+#include "sublinear/custom.h"
 
 /* A random chain of layers and blocks ending in pool, flatten, fc; returns
  * the input size. */
@@ -263,24 +264,27 @@ END_TEST
 
 /* A backend that "records" (nothing: the CPU runs each kernel as it is
  * queued) and whose launches queue nothing: what a replay leaves on the
- * host, the context's counter, the counter slot and the redraws, can be
- * checked against eager runs, though the arena's values cannot. */
-static int g_launches;
+ * host, the context's counter, each dropout layer's counter, the counter
+ * slot and the redraws, can be checked against eager runs, though the
+ * arena's values cannot. g_rec_refuse: the begin call (counted from 1)
+ * that answers "not now"; g_rec_fail: the end call that fails. */
+static int g_launches, g_rec_begins, g_rec_ends, g_rec_refuse, g_rec_fail;
 static int rec_begin(const sl_exec *ex)
 {
     ck_assert_msg(ex->counter_delta != NULL, "a drawing range recorded without the slot");
-    return 0;
+    return ++g_rec_begins == g_rec_refuse ? 2 : 0;
 }
 static void *rec_end(const sl_exec *ex)
 {
     (void)ex;
-    return malloc(1);
+    return ++g_rec_ends == g_rec_fail ? NULL : malloc(1);
 }
 static void rec_launch(const sl_exec *ex, void *graph) { (void)ex, (void)graph, g_launches++; }
 static void rec_free(const sl_backend *be, void *graph) { (void)be, free(graph); }
 
-/* conv, BatchNorm, ReLU, dropout, conv, ReLU, dropout and a classifier on
- * ctx, as one range each way where dropout may be recorded. */
+/* conv, BatchNorm, ReLU, dropout, conv, ReLU, dropout, conv, ReLU,
+ * dropout and a classifier on ctx: one range each way where dropout may
+ * be recorded. */
 static sl_net *drawing_chain(sl_context *ctx, sl_schedule schedule)
 {
     sl_net *net = NULL;
@@ -292,82 +296,246 @@ static sl_net *drawing_chain(sl_context *ctx, sl_schedule schedule)
     ck_assert(sl_net_add(net, "c2", sl_conv2d(6, 6, 3, 1, 1)) == SL_OK);
     ck_assert(sl_net_add(net, "r2", sl_relu()) == SL_OK);
     ck_assert(sl_net_add(net, "d2", sl_dropout(0.2f)) == SL_OK);
+    ck_assert(sl_net_add(net, "c3", sl_conv2d(6, 6, 3, 1, 1)) == SL_OK);
+    ck_assert(sl_net_add(net, "r3", sl_relu()) == SL_OK);
+    ck_assert(sl_net_add(net, "d3", sl_dropout(0.1f)) == SL_OK);
     th_add_classifier(net, 5);
     return net;
 }
 
+/* How many of a cache's ranges hold a recording. */
+static int ranges_made(const sl_graph_cache *gc)
+{
+    int n = 0;
+    for (int k = 0; k < gc->n; k++)
+        n += gc->exec[k] != NULL;
+    return n;
+}
+
+enum { DRAW_RUNS = 5, DRAW_LAYERS = 3 };
+
+/* The context's counter after each run, and each dropout layer's. */
+typedef struct draw_trace {
+    uint64_t ctx[DRAW_RUNS + 1];
+    uint64_t layer[DRAW_RUNS][DRAW_LAYERS];
+} draw_trace;
+
+static void dropout_counters(const sl_net *net, uint64_t out[DRAW_LAYERS])
+{
+    int n = 0;
+    for (int i = 0; i < net->graph.n_nodes; i++) {
+        const sl_layer *l = net->graph.nodes[i].layer;
+        if (strcmp(l->ops->type, "Dropout") == 0) {
+            ck_assert_int_lt(n, DRAW_LAYERS);
+            out[n++] = sl_dropout_counter(l);
+        }
+    }
+    ck_assert_int_eq(n, DRAW_LAYERS);
+}
+
 /* Ranges that hold dropout, replayed: at every replay each drawing TRAIN
  * forward in them is redrawn on the host in step order, so the context's
- * counter after each run is the eager run's, and the slot holds the
- * run's start less the recording run's (the offset the recorded kernels
- * add). Under none and sqrt (whose re-forwards redraw nothing). */
+ * counter and every dropout layer's after each run are the eager run's,
+ * and the slot holds the run's start less that of the run that recorded
+ * the range launched last (the offset its kernels add). Under none and
+ * sqrt (whose re-forwards, in the backward's range, redraw nothing), with
+ * every range recorded in the second run (variant 0), the backward's
+ * range put off to the third ("not now", 1), and the forward's recording
+ * failing (2: its steps then run, and draw, eagerly). */
 START_TEST(test_planner_replayed_draws_keep_the_counters)
 {
-    enum { RUNS = 5 };
     sl_schedule schedules[2] = {SL_SCHEDULE_NONE, SL_SCHEDULE_SQRT};
     float x[4 * 3 * 8 * 8];
     th_fill_normal(x, sizeof x / sizeof *x, 3, 1.0f);
     int labels[4] = {0, 1, 2, 4};
     sl_shape shape = sl_shape_nchw(4, 3, 8, 8);
     for (int k = 0; k < 2; k++) {
-        uint64_t eager[RUNS + 1];
+        draw_trace eager;
         sl_step_result r;
         {
             sl_context *ctx = th_context(11);
             sl_net *net = drawing_chain(ctx, schedules[k]);
-            eager[0] = ctx->dropout_counter;
-            for (int i = 0; i < RUNS; i++) {
+            eager.ctx[0] = ctx->dropout_counter;
+            for (int i = 0; i < DRAW_RUNS; i++) {
                 ck_assert(sl_net_compute_gradients(net, x, shape, labels, &r) == SL_OK);
-                eager[i + 1] = ctx->dropout_counter;
+                eager.ctx[i + 1] = ctx->dropout_counter;
+                dropout_counters(net, eager.layer[i]);
             }
-            ck_assert_msg(eager[1] > eager[0], "the chain draws nothing");
+            ck_assert_msg(eager.ctx[1] > eager.ctx[0], "the chain draws nothing");
             sl_net_free(net);
             sl_context_free(ctx);
         }
-        sl_context *ctx = th_context(11);
-        ctx->backend->graph_begin = rec_begin;
-        ctx->backend->graph_end = rec_end;
-        ctx->backend->graph_launch = rec_launch;
-        ctx->backend->graph_free = rec_free;
-        ctx->backend->counter_delta = 1;
-        sl_net *net = drawing_chain(ctx, schedules[k]);
-        g_launches = 0;
-        ck_assert_uint_eq(ctx->dropout_counter, eager[0]);
-        const sl_graph_cache *gc = &net->cache[SL_MODE_TRAIN].graphs;
-        int redraws_a_run = -1;
-        for (int i = 0; i < RUNS; i++) {
-            int before = gc->redraws;
-            ck_assert_msg(sl_net_compute_gradients(net, x, shape, labels, &r) == SL_OK, "%s",
-                          sl_last_error());
-            ck_assert_msg(ctx->dropout_counter == eager[i + 1],
-                          "schedule %d run %d: counter %llu, eager %llu", k, i,
-                          (unsigned long long)ctx->dropout_counter,
-                          (unsigned long long)eager[i + 1]);
-            if (i == 0) {
-                /* planned now: the ranges hold both dropouts' forwards */
-                const sl_program *p = &net->cache[SL_MODE_TRAIN].prog;
-                ck_assert_int_gt(assert_graph_ranges(&net->graph, p, 1), 0);
-                redraws_a_run = 0;
-                for (int g = 0; g < gc->n; g++)
-                    for (int s = gc->lo[g]; s < gc->hi[g]; s++)
-                        redraws_a_run += p->steps[s].kind == SL_STEP_FWD &&
-                                         p->steps[s].pass == SL_PASS_TRAIN &&
-                                         strcmp(net->graph.nodes[p->steps[s].node].layer->ops->type,
-                                                "Dropout") == 0;
-                ck_assert_int_eq(redraws_a_run, 2);
+        for (int v = 0; v < 3; v++) {
+            sl_context *ctx = th_context(11);
+            ctx->backend->graph_begin = rec_begin;
+            ctx->backend->graph_end = rec_end;
+            ctx->backend->graph_launch = rec_launch;
+            ctx->backend->graph_free = rec_free;
+            ctx->backend->counter_delta = 1;
+            sl_net *net = drawing_chain(ctx, schedules[k]);
+            g_launches = g_rec_begins = g_rec_ends = 0;
+            g_rec_refuse = v == 1 ? 2 : 0; /* the second range: the backward's */
+            g_rec_fail = v == 2 ? 1 : 0;   /* the first: the forward's */
+            ck_assert_uint_eq(ctx->dropout_counter, eager.ctx[0]);
+            const sl_graph_cache *gc = &net->cache[SL_MODE_TRAIN].graphs;
+            int fwd = -1, bwd = -1, refwd_in = 0;
+            for (int i = 0; i < DRAW_RUNS; i++) {
+                int before = gc->redraws;
+                ck_assert_msg(sl_net_compute_gradients(net, x, shape, labels, &r) == SL_OK, "%s",
+                              sl_last_error());
+                ck_assert_msg(ctx->dropout_counter == eager.ctx[i + 1],
+                              "schedule %d variant %d run %d: counter %llu, eager %llu", k, v, i,
+                              (unsigned long long)ctx->dropout_counter,
+                              (unsigned long long)eager.ctx[i + 1]);
+                uint64_t layers[DRAW_LAYERS];
+                dropout_counters(net, layers);
+                for (int d = 0; d < DRAW_LAYERS; d++)
+                    ck_assert_msg(layers[d] == eager.layer[i][d],
+                                  "schedule %d variant %d run %d: dropout %d counter %llu, eager "
+                                  "%llu",
+                                  k, v, i, d, (unsigned long long)layers[d],
+                                  (unsigned long long)eager.layer[i][d]);
+                if (i == 0) { /* planned now: one range each way, dropout in both */
+                    const sl_program *p = &net->cache[SL_MODE_TRAIN].prog;
+                    ck_assert_int_eq(assert_graph_ranges(&net->graph, p, 1), 2);
+                    ck_assert_int_eq(gc->n, 2);
+                    int drawn = 0;
+                    for (int g = 0; g < gc->n; g++)
+                        for (int s = gc->lo[g]; s < gc->hi[g]; s++) {
+                            const sl_step *st = &p->steps[s];
+                            int is_dropout =
+                                strcmp(net->graph.nodes[st->node].layer->ops->type, "Dropout") == 0;
+                            if (st->kind == SL_STEP_BWD)
+                                bwd = g;
+                            else if (st->kind == SL_STEP_FWD)
+                                fwd = g;
+                            drawn += is_dropout && st->kind == SL_STEP_FWD &&
+                                     st->pass == SL_PASS_TRAIN;
+                            refwd_in += is_dropout && st->kind == SL_STEP_REFWD;
+                        }
+                    ck_assert_int_eq(drawn, DRAW_LAYERS);
+                    ck_assert_msg(fwd == 0 && bwd == 1, "ranges: forward %d, backward %d", fwd,
+                                  bwd);
+                    /* sqrt re-forwards a dropout inside the backward's range */
+                    ck_assert_int_eq(refwd_in > 0, k == 1);
+                }
+                /* run 1 is eager, run 2 records (its own draws), later ones
+                 * replay and redraw, unless the forward's recording failed */
+                ck_assert_int_eq(gc->redraws - before, v != 2 && i >= 2 ? DRAW_LAYERS : 0);
             }
-            /* run 1 is eager, run 2 records (its own draws), later ones redraw */
-            ck_assert_int_eq(gc->redraws - before, i >= 2 ? redraws_a_run : 0);
-            if (i >= 1) {
-                ck_assert_ptr_nonnull(gc->slot);
-                ck_assert_uint_eq(*gc->slot, eager[i] - eager[1]);
-                ck_assert_uint_eq(gc->slot_value, eager[i] - eager[1]);
-            }
+            /* which run recorded each range: its start counter is the base */
+            ck_assert_int_eq(gc->exec[fwd] != NULL, v != 2);
+            ck_assert_ptr_nonnull(gc->exec[bwd]);
+            if (v != 2)
+                ck_assert_uint_eq(gc->base[fwd], eager.ctx[1]);
+            ck_assert_uint_eq(gc->base[bwd], eager.ctx[v == 1 ? 2 : 1]);
+            /* the last launch of the last run was the backward's */
+            ck_assert_ptr_nonnull(gc->slot);
+            ck_assert_uint_eq(*gc->slot, eager.ctx[DRAW_RUNS - 1] - gc->base[bwd]);
+            ck_assert_uint_eq(gc->slot_value, *gc->slot);
+            int expect = v == 0 ? 2 * (DRAW_RUNS - 1) : v == 1 ? 2 * (DRAW_RUNS - 1) - 1
+                                                                : DRAW_RUNS - 1;
+            ck_assert_int_eq(g_launches, expect);
+            sl_net_free(net);
+            sl_context_free(ctx);
         }
-        ck_assert_int_eq(g_launches, gc->n * (RUNS - 1));
+    }
+    g_rec_refuse = g_rec_fail = 0;
+}
+END_TEST
+
+/* An identity custom layer (host memory: the CPU). */
+static sl_status same_shape(const void *c, int n_in, const sl_shape *in, sl_custom_sizes *out)
+{
+    (void)c, (void)n_in;
+    out->out = in[0];
+    return SL_OK;
+}
+static sl_status copy_forward(const sl_custom_forward_args *a)
+{
+    memcpy(a->y, a->x[0], sl_shape_count(a->out) * sizeof(float));
+    return SL_OK;
+}
+static sl_status copy_backward(const sl_custom_backward_args *a)
+{
+    memcpy(a->dx[0], a->dy, sl_shape_count(a->out) * sizeof(float));
+    return SL_OK;
+}
+
+/* A network with a custom layer records no drawing step even where the
+ * backend could (a custom layer's random numbers need not come in the
+ * same amounts every run); without one, its dropout is in a range. */
+START_TEST(test_planner_custom_layers_keep_draws_unrecorded)
+{
+    static const sl_custom_type copy = {
+        .name = "Copy", .shape = same_shape, .forward = copy_forward, .backward = copy_backward,
+    };
+    for (int custom = 0; custom < 2; custom++) {
+        sl_context *ctx = th_context(5);
+        ctx->backend->graph_begin = fake_begin; /* refuses: every step runs as it is */
+        ctx->backend->graph_end = fake_end;
+        ctx->backend->graph_launch = fake_launch;
+        ctx->backend->graph_free = fake_free;
+        ctx->backend->counter_delta = 1;
+        sl_net *net = drawing_chain(ctx, SL_SCHEDULE_NONE);
+        if (custom)
+            ck_assert(sl_net_add(net, "copy", sl_custom_layer(&copy, NULL, 0, NULL, 0)) ==
+                      SL_OK);
+        sl_memory_report r;
+        ck_assert_msg(sl_net_memory_report(net, sl_shape_nchw(4, 3, 8, 8), SL_MODE_TRAIN, &r) ==
+                          SL_OK,
+                      "%s", sl_last_error());
+        const sl_run_cache *c = &net->cache[SL_MODE_TRAIN];
+        int dropout_in = 0;
+        for (int g = 0; g < c->graphs.n; g++)
+            for (int s = c->graphs.lo[g]; s < c->graphs.hi[g]; s++)
+                dropout_in += strcmp(net->graph.nodes[c->prog.steps[s].node].layer->ops->type,
+                                     "Dropout") == 0;
+        ck_assert_int_gt(c->graphs.n, 0);
+        if (custom)
+            ck_assert_int_eq(dropout_in, 0);
+        else
+            ck_assert_int_gt(dropout_in, 0);
         sl_net_free(net);
         sl_context_free(ctx);
     }
+}
+END_TEST
+
+/* The dropout seed is a recorded kernel argument: a new seed (as a
+ * snapshot loaded into the context sets) drops the recordings, and the
+ * run after runs every step as it is. */
+START_TEST(test_planner_new_seed_drops_recordings)
+{
+    float x[4 * 3 * 8 * 8];
+    th_fill_normal(x, sizeof x / sizeof *x, 3, 1.0f);
+    int labels[4] = {0, 1, 2, 4};
+    sl_shape shape = sl_shape_nchw(4, 3, 8, 8);
+    sl_context *ctx = th_context(11);
+    ctx->backend->graph_begin = rec_begin;
+    ctx->backend->graph_end = rec_end;
+    ctx->backend->graph_launch = rec_launch;
+    ctx->backend->graph_free = rec_free;
+    ctx->backend->counter_delta = 1;
+    sl_net *net = drawing_chain(ctx, SL_SCHEDULE_NONE);
+    g_launches = g_rec_begins = g_rec_ends = g_rec_refuse = g_rec_fail = 0;
+    sl_step_result r;
+    for (int i = 0; i < 3; i++)
+        ck_assert(sl_net_compute_gradients(net, x, shape, labels, &r) == SL_OK);
+    const sl_graph_cache *gc = &net->cache[SL_MODE_TRAIN].graphs;
+    ck_assert_int_eq(ranges_made(gc), gc->n);
+    int launches = g_launches;
+    ck_assert(sl_net_compute_gradients(net, x, shape, labels, &r) == SL_OK);
+    ck_assert_int_eq(g_launches, launches + gc->n); /* the same seed: replayed */
+    ctx->seed ^= 0x9e3779b97f4a7c15ull;
+    launches = g_launches;
+    ck_assert(sl_net_compute_gradients(net, x, shape, labels, &r) == SL_OK);
+    ck_assert_int_eq(g_launches, launches);
+    ck_assert_int_eq(ranges_made(gc), 0);
+    ck_assert(sl_net_compute_gradients(net, x, shape, labels, &r) == SL_OK);
+    ck_assert_int_eq(ranges_made(gc), gc->n); /* recorded anew with the new seed */
+    sl_net_free(net);
+    sl_context_free(ctx);
 }
 END_TEST
 
@@ -422,6 +590,8 @@ int main(void)
     tcase_add_test(tc, test_planner_random_chains);
     tcase_add_test(tc, test_planner_graph_ranges_and_failed_recordings);
     tcase_add_test(tc, test_planner_replayed_draws_keep_the_counters);
+    tcase_add_test(tc, test_planner_custom_layers_keep_draws_unrecorded);
+    tcase_add_test(tc, test_planner_new_seed_drops_recordings);
     suite_add_tcase(s, tc);
     int failed = th_run_suite(s);
     return failed ? EXIT_FAILURE : EXIT_SUCCESS;

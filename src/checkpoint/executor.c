@@ -315,8 +315,9 @@ int sl_step_graphable(const sl_graph *g, const sl_program *p, int draws, int s)
     const sl_step *st = &p->steps[s];
     if (!sl_step_runs_layer(st))
         return 0;
-    unsigned flags = g->nodes[st->node].layer->ops->flags;
-    return (flags & SL_LAYER_GRAPH_SAFE) || (draws && (flags & SL_LAYER_GRAPH_DRAWS));
+    const sl_layer_ops *ops = g->nodes[st->node].layer->ops;
+    return (ops->flags & SL_LAYER_GRAPH_SAFE) ||
+           (draws && (ops->flags & SL_LAYER_GRAPH_DRAWS) && ops->redraw);
 }
 
 int sl_program_graph_ranges(const sl_graph *g, const sl_program *p, int draws, int *lo, int *hi,
@@ -436,10 +437,11 @@ static int has_backward(const sl_program *p, const sl_graph_cache *gc, int k)
     return 0;
 }
 
-/* Whether step s runs a layer that draws (SL_LAYER_GRAPH_DRAWS). */
+/* Whether step s of a training program runs a layer that draws
+ * (SL_LAYER_GRAPH_DRAWS; evaluation draws nothing). */
 static int step_draws(const sl_graph *g, const sl_program *p, int s)
 {
-    return sl_step_runs_layer(&p->steps[s]) &&
+    return p->mode == SL_MODE_TRAIN && sl_step_runs_layer(&p->steps[s]) &&
            (g->nodes[p->steps[s].node].layer->ops->flags & SL_LAYER_GRAPH_DRAWS);
 }
 

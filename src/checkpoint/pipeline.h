@@ -257,8 +257,10 @@ sl_status sl_plan_lifetimes(const sl_graph *g, const sl_program *p, int reuse, s
  * run: a layer whose host state changes what it queues, as freezing
  * BatchNorm does, has its network's recordings cleared) or, where the
  * backend offsets its random kernels' counters on the device
- * (be->counter_delta), of layers that draw (SL_LAYER_GRAPH_DRAWS), two
- * steps at least, never a loss, update or reduce step.
+ * (be->counter_delta) and no custom layer draws a number of its own
+ * choosing (net_plan.c), of layers that draw (SL_LAYER_GRAPH_DRAWS), two
+ * steps at least, never a loss, update or reduce step. The recordings
+ * are keyed on the context's seed too (net_run.c).
  *
  * Drawing in a recording: a TRAIN forward takes counter blocks from the
  * context at a fixed place in each run (the same steps draw the same

@@ -75,6 +75,11 @@ static const sl_layer_ops identity_ops = {
     .out_channels = sl_same_channels,
 };
 
+uint64_t sl_dropout_counter(const sl_layer *l)
+{
+    return l->ops == &dropout_ops ? ((const dropout *)l)->counter : 0;
+}
+
 sl_layer *sl_dropout(float p)
 {
     if (!(p >= 0.0f && p < 1.0f)) {

@@ -291,6 +291,10 @@ float sl_bn_rescaled_momentum_runs(float m, int runs);
 /* Freezes (1) or unfreezes (0) a BatchNorm2d layer (see batchnorm2d.c);
  * returns 0 and does nothing when l is not one. */
 int sl_batchnorm2d_set_frozen(sl_layer *l, int frozen);
+/* The counter a Dropout layer with p > 0 keeps for its re-forwards and
+ * backward (its last TRAIN forward's, or redraw's); 0 when l is not one.
+ * For tests. */
+uint64_t sl_dropout_counter(const sl_layer *l);
 
 /* Sets the standard deviation of a Conv1D layer's N(0, std^2) weight
  * initialisation (GPT-2's residual projections use 0.02 / sqrt(2 n_layer));

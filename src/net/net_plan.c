@@ -12,7 +12,23 @@
 #include <string.h>
 
 #include "checkpoint/schedule.h"
+#include "layers/custom.h"
 #include "net/net.h"
+
+/* Whether drawing layers' steps may be recorded (sl_program_graph_ranges'
+ * draws): the backend offsets its random kernels' counters on the device,
+ * and every run of the network draws the same counter blocks in the same
+ * order, which a custom layer's random numbers (as many as its callback
+ * asks for, run by run) do not promise. */
+static int draws_recordable(const sl_net *net)
+{
+    if (!net->ctx->backend->counter_delta)
+        return 0;
+    for (int i = 0; i < net->graph.n_nodes; i++)
+        if (sl_custom_is(net->graph.nodes[i].layer))
+            return 0;
+    return 1;
+}
 
 /* Bytes outside the arena in training: parameters, gradients (unless they
  * are arena values: update in backward), optimizer. */
@@ -68,8 +84,7 @@ sl_status sl_net_plan_cached(sl_net *net, sl_shape input, sl_mode mode, int inpu
     if (st == SL_OK)
         st = sl_plan_build(&net->graph, &fresh.prog, !net->no_reuse, &fresh.plan);
     if (st == SL_OK) /* what a device may record of it (SL_CUDA_GRAPHS=on) */
-        fresh.graphs.n = sl_program_graph_ranges(&net->graph, &fresh.prog,
-                                                 net->ctx->backend->counter_delta,
+        fresh.graphs.n = sl_program_graph_ranges(&net->graph, &fresh.prog, draws_recordable(net),
                                                  fresh.graphs.lo, fresh.graphs.hi,
                                                  SL_GRAPH_RANGES);
     if (st != SL_OK) {

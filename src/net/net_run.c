@@ -87,23 +87,29 @@ sl_status sl_net_prepare(sl_net *net, sl_shape input, sl_mode mode)
     return sl_net_ready(net, input, mode, input_grad, "sl_net_prepare", &c);
 }
 
-/* FNV-1a over the bytes of a pointer. */
-static uint64_t mix_ptr(uint64_t h, const void *ptr)
+/* FNV-1a over the bytes of a 64-bit value. */
+static uint64_t mix_u64(uint64_t h, uint64_t v)
 {
-    uintptr_t v = (uintptr_t)ptr;
     for (size_t i = 0; i < sizeof v; i++) {
-        h ^= (uint64_t)((v >> (8 * i)) & 0xff);
+        h ^= (v >> (8 * i)) & 0xff;
         h *= 1099511628211ull;
     }
     return h;
 }
 
+/* mix_u64 over a pointer's bits. */
+static uint64_t mix_ptr(uint64_t h, const void *ptr)
+{
+    return mix_u64(h, (uint64_t)(uintptr_t)ptr);
+}
+
 /* The recordings of plan c's graph ranges (SL_CUDA_GRAPHS=on: the
  * backend's graph_* ops), or NULL where the backend records nothing.
  * A recording holds the arena's and the parameters' and gradients'
- * addresses (and the caller's input's, where the steps read it in place):
- * when any of them moved since (a new arena, parameters
- * loaded into new memory), the recordings are made anew. */
+ * addresses (and the caller's input's, where the steps read it in place)
+ * and the context's dropout seed: when any of them changed since (a new
+ * arena, parameters loaded into new memory, a snapshot's seed), the
+ * recordings are made anew. */
 static sl_graph_cache *run_graphs(sl_net *net, sl_run_cache *c, const sl_exec *ex,
                                   const float *x)
 {
@@ -111,6 +117,9 @@ static sl_graph_cache *run_graphs(sl_net *net, sl_run_cache *c, const sl_exec *e
         return NULL;
     sl_graph_cache *gc = &c->graphs;
     uint64_t key = mix_ptr(1469598103934665603ull, net->arena);
+    /* the dropout masks' Philox key is a recorded kernel argument: a new
+     * seed (a snapshot loaded into the context) needs new recordings */
+    key = mix_u64(key, net->ctx->seed);
     if (c->prog.values[0].external) /* the steps read the caller's input where it is */
         key = mix_ptr(key, x);
     for (int i = 0; i < net->graph.n_nodes; i++) {
