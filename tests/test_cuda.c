@@ -929,15 +929,6 @@ static sl_context *cuda_context_env(const char *var, const char *value, uint64_t
     return ctx;
 }
 
-/* How many of a cache's graph ranges hold a recording. */
-static int ranges_recorded(const sl_graph_cache *gc)
-{
-    int recorded = 0;
-    for (int r = 0; r < gc->n; r++)
-        recorded += gc->exec[r] != NULL;
-    return recorded;
-}
-
 /* Three SGD steps of `model` under s (train_cuda's) on an instance made
  * with SL_CUDA_GRAPHS=on (the environment as it was after), its graph
  * ranges recorded and replayed, or (record 0) its graph ops taken away:
@@ -955,7 +946,7 @@ static void train_graphs(const char *model, sl_schedule s, int record, th_params
     const sl_graph_cache *gc = &net->cache[SL_MODE_TRAIN].graphs;
     *ranges = gc->n;
     *replays = gc->replays;
-    *recorded = ranges_recorded(gc);
+    *recorded = sl_graph_cache_recorded(gc);
     ck_assert(sl_net_memory_report(net, g_train_shape, SL_MODE_TRAIN, rep) == SL_OK);
     th_params_capture(net, out);
     sl_net_free(net);
@@ -1025,7 +1016,7 @@ static void gpt2_graphs(sl_schedule s, float dropout, int tf32, int record, floa
     *ranges = gc->n;
     *replays = gc->replays;
     *redraws = gc->redraws;
-    int recorded = ranges_recorded(gc);
+    int recorded = sl_graph_cache_recorded(gc);
     ck_assert_msg(recorded == (record ? gc->n : 0), "%d of %d ranges recorded", recorded, gc->n);
     th_params_capture(net, out);
     sl_net_free(net);

@@ -140,17 +140,46 @@ static void fake_launch(const sl_exec *ex, void *graph)
 }
 static void fake_free(const sl_backend *be, void *graph) { (void)be, (void)graph; }
 
+/* A backend that "records" (nothing: the CPU runs each kernel as it is
+ * queued) and whose launches queue nothing: what a replay leaves on the
+ * host, the context's counter, each dropout layer's counter, the counter
+ * slot and the redraws, can be checked against eager runs, though the
+ * arena's values cannot. g_rec_refuse: the begin call (counted from 1)
+ * that answers "not now"; g_rec_fail: the end call that fails. */
+static int g_launches, g_rec_begins, g_rec_ends, g_rec_refuse, g_rec_fail;
+static int rec_begin(const sl_exec *ex)
+{
+    ck_assert_msg(ex->counter_delta != NULL, "a drawing range recorded without the slot");
+    return ++g_rec_begins == g_rec_refuse ? 2 : 0;
+}
+static void *rec_end(const sl_exec *ex)
+{
+    (void)ex;
+    return ++g_rec_ends == g_rec_fail ? NULL : malloc(1);
+}
+static void rec_launch(const sl_exec *ex, void *graph) { (void)ex, (void)graph, g_launches++; }
+static void rec_free(const sl_backend *be, void *graph) { (void)be, free(graph); }
+
+/* ctx's backend as a device that graphs work: one whose recordings are
+ * refused (fake_*) or made of nothing (rec_*), offsetting its counters on
+ * the device (drawing layers may be recorded) where draws says so. */
+static void fake_device(sl_context *ctx, int records, int draws)
+{
+    sl_backend *be = ctx->backend;
+    be->graph_begin = records ? rec_begin : fake_begin;
+    be->graph_end = records ? rec_end : fake_end;
+    be->graph_launch = records ? rec_launch : fake_launch;
+    be->graph_free = records ? rec_free : fake_free;
+    be->counter_delta = draws;
+}
+
 static void run(uint64_t seed, sl_schedule schedule, int poison, result *out)
 {
     sl_context *ctx = th_context(seed);
     if (g_fake_graphs) {
-        ctx->backend->graph_begin = fake_begin;
-        ctx->backend->graph_end = fake_end;
-        ctx->backend->graph_launch = fake_launch;
-        ctx->backend->graph_free = fake_free;
         /* every other chain as a device whose ranges hold dropout too (its
          * counter slot allocated before the refusal, and freed) */
-        ctx->backend->counter_delta = (int)(seed & 1);
+        fake_device(ctx, 0, (int)(seed & 1));
     }
     sl_net *net = NULL;
     ck_assert(sl_sublinear(ctx, 3, schedule, &net) == SL_OK);
@@ -262,25 +291,6 @@ START_TEST(test_planner_graph_ranges_and_failed_recordings)
 }
 END_TEST
 
-/* A backend that "records" (nothing: the CPU runs each kernel as it is
- * queued) and whose launches queue nothing: what a replay leaves on the
- * host, the context's counter, each dropout layer's counter, the counter
- * slot and the redraws, can be checked against eager runs, though the
- * arena's values cannot. g_rec_refuse: the begin call (counted from 1)
- * that answers "not now"; g_rec_fail: the end call that fails. */
-static int g_launches, g_rec_begins, g_rec_ends, g_rec_refuse, g_rec_fail;
-static int rec_begin(const sl_exec *ex)
-{
-    ck_assert_msg(ex->counter_delta != NULL, "a drawing range recorded without the slot");
-    return ++g_rec_begins == g_rec_refuse ? 2 : 0;
-}
-static void *rec_end(const sl_exec *ex)
-{
-    (void)ex;
-    return ++g_rec_ends == g_rec_fail ? NULL : malloc(1);
-}
-static void rec_launch(const sl_exec *ex, void *graph) { (void)ex, (void)graph, g_launches++; }
-static void rec_free(const sl_backend *be, void *graph) { (void)be, free(graph); }
 
 /* conv, BatchNorm, ReLU, dropout, conv, ReLU, dropout, conv, ReLU,
  * dropout and a classifier on ctx: one range each way where dropout may
@@ -301,15 +311,6 @@ static sl_net *drawing_chain(sl_context *ctx, sl_schedule schedule)
     ck_assert(sl_net_add(net, "d3", sl_dropout(0.1f)) == SL_OK);
     th_add_classifier(net, 5);
     return net;
-}
-
-/* How many of a cache's ranges hold a recording. */
-static int ranges_made(const sl_graph_cache *gc)
-{
-    int n = 0;
-    for (int k = 0; k < gc->n; k++)
-        n += gc->exec[k] != NULL;
-    return n;
 }
 
 enum { DRAW_RUNS = 5, DRAW_LAYERS = 3 };
@@ -367,11 +368,7 @@ START_TEST(test_planner_replayed_draws_keep_the_counters)
         }
         for (int v = 0; v < 3; v++) {
             sl_context *ctx = th_context(11);
-            ctx->backend->graph_begin = rec_begin;
-            ctx->backend->graph_end = rec_end;
-            ctx->backend->graph_launch = rec_launch;
-            ctx->backend->graph_free = rec_free;
-            ctx->backend->counter_delta = 1;
+            fake_device(ctx, 1, 1);
             sl_net *net = drawing_chain(ctx, schedules[k]);
             g_launches = g_rec_begins = g_rec_ends = 0;
             g_rec_refuse = v == 1 ? 2 : 0; /* the second range: the backward's */
@@ -472,11 +469,7 @@ START_TEST(test_planner_custom_layers_keep_draws_unrecorded)
     };
     for (int custom = 0; custom < 2; custom++) {
         sl_context *ctx = th_context(5);
-        ctx->backend->graph_begin = fake_begin; /* refuses: every step runs as it is */
-        ctx->backend->graph_end = fake_end;
-        ctx->backend->graph_launch = fake_launch;
-        ctx->backend->graph_free = fake_free;
-        ctx->backend->counter_delta = 1;
+        fake_device(ctx, 0, 1); /* refuses: every step runs as it is */
         sl_net *net = drawing_chain(ctx, SL_SCHEDULE_NONE);
         if (custom)
             ck_assert(sl_net_add(net, "copy", sl_custom_layer(&copy, NULL, 0, NULL, 0)) ==
@@ -512,18 +505,14 @@ START_TEST(test_planner_new_seed_drops_recordings)
     int labels[4] = {0, 1, 2, 4};
     sl_shape shape = sl_shape_nchw(4, 3, 8, 8);
     sl_context *ctx = th_context(11);
-    ctx->backend->graph_begin = rec_begin;
-    ctx->backend->graph_end = rec_end;
-    ctx->backend->graph_launch = rec_launch;
-    ctx->backend->graph_free = rec_free;
-    ctx->backend->counter_delta = 1;
+    fake_device(ctx, 1, 1);
     sl_net *net = drawing_chain(ctx, SL_SCHEDULE_NONE);
     g_launches = g_rec_begins = g_rec_ends = g_rec_refuse = g_rec_fail = 0;
     sl_step_result r;
     for (int i = 0; i < 3; i++)
         ck_assert(sl_net_compute_gradients(net, x, shape, labels, &r) == SL_OK);
     const sl_graph_cache *gc = &net->cache[SL_MODE_TRAIN].graphs;
-    ck_assert_int_eq(ranges_made(gc), gc->n);
+    ck_assert_int_eq(sl_graph_cache_recorded(gc), gc->n);
     int launches = g_launches;
     ck_assert(sl_net_compute_gradients(net, x, shape, labels, &r) == SL_OK);
     ck_assert_int_eq(g_launches, launches + gc->n); /* the same seed: replayed */
@@ -531,9 +520,9 @@ START_TEST(test_planner_new_seed_drops_recordings)
     launches = g_launches;
     ck_assert(sl_net_compute_gradients(net, x, shape, labels, &r) == SL_OK);
     ck_assert_int_eq(g_launches, launches);
-    ck_assert_int_eq(ranges_made(gc), 0);
+    ck_assert_int_eq(sl_graph_cache_recorded(gc), 0);
     ck_assert(sl_net_compute_gradients(net, x, shape, labels, &r) == SL_OK);
-    ck_assert_int_eq(ranges_made(gc), gc->n); /* recorded anew with the new seed */
+    ck_assert_int_eq(sl_graph_cache_recorded(gc), gc->n); /* recorded anew with the new seed */
     sl_net_free(net);
     sl_context_free(ctx);
 }

@@ -311,6 +311,15 @@ void sl_graph_cache_clear(sl_graph_cache *gc);
 /* sl_graph_cache_clear, then frees the slot and zeroes the cache. */
 void sl_graph_cache_release(sl_graph_cache *gc);
 
+/* How many of a cache's ranges hold a recording (tests). */
+static inline int sl_graph_cache_recorded(const sl_graph_cache *gc)
+{
+    int n = 0;
+    for (int k = 0; k < gc->n; k++)
+        n += gc->exec[k] != NULL;
+    return n;
+}
+
 typedef struct sl_run_io {
     const float *input; /* caller's input (external value): floats, or int32
                            token ids where input_dtype says so */

@@ -20,8 +20,7 @@ typedef struct attention {
     sl_layer base;
     int channels, heads, flash;
     float p;
-    uint64_t counter; /* of the last TRAIN forward */
-    uint64_t blocks;  /* the counter blocks it took */
+    sl_draw draw; /* of the last TRAIN forward */
 } attention;
 
 /* bf16: the call's activations are bf16 (a layer whose native_bf16 said
@@ -37,7 +36,7 @@ static sl_attention_desc attention_desc(const attention *at, sl_shape in, float 
     d.flash = at->flash;
     d.p = p;
     d.seed = ctx ? ctx->seed : 0;
-    d.counter = at->counter;
+    d.counter = at->draw.counter;
     d.bh0 = first_image * at->heads;
     d.bf16 = bf16;
     d.counter_delta = NULL;
@@ -84,9 +83,7 @@ static void attention_forward(sl_layer *l, const sl_exec *ex, const sl_fwd_args 
     if (a->pass == SL_PASS_TRAIN && p > 0.0f && a->first_image == 0) {
         int images = a->images > 0 ? a->images : a->in[0].n;
         uint64_t count = (uint64_t)images * at->heads * a->in[0].h * a->in[0].h;
-        at->blocks = (count + 3) / 4; /* one Philox block per 4 elements */
-        at->counter = a->ctx->dropout_counter;
-        a->ctx->dropout_counter += at->blocks;
+        sl_draw_take(&at->draw, a->ctx, (count + 3) / 4); /* one Philox block per 4 elements */
     }
     sl_attention_desc d = attention_desc(at, a->in[0], p, a->ctx, a->first_image, a->bf16);
     d.counter_delta = ex->counter_delta;
@@ -143,8 +140,7 @@ static int attention_out_channels(const sl_layer *l, int in_c)
 static void attention_redraw(sl_layer *l, sl_context *ctx)
 {
     attention *at = (attention *)l;
-    at->counter = ctx->dropout_counter;
-    ctx->dropout_counter += at->blocks;
+    sl_draw_take(&at->draw, ctx, at->draw.blocks);
 }
 
 #define ATTENTION_OPS(name, extra_flags)                                                         \
@@ -201,7 +197,6 @@ sl_layer *sl_causal_attention(int channels, int heads, float dropout_p, int flas
     at->heads = heads;
     at->flash = flash != 0;
     at->p = dropout_p;
-    at->counter = 0;
-    at->blocks = 0;
+    at->draw = (sl_draw){0, 0};
     return &at->base;
 }

@@ -11,8 +11,7 @@
 typedef struct dropout {
     sl_layer base;
     float p;
-    uint64_t counter; /* of the last TRAIN forward */
-    uint64_t blocks;  /* the counter blocks it took */
+    sl_draw draw; /* of the last TRAIN forward */
 } dropout;
 
 static void dropout_forward(sl_layer *l, const sl_exec *ex, const sl_fwd_args *a)
@@ -24,12 +23,9 @@ static void dropout_forward(sl_layer *l, const sl_exec *ex, const sl_fwd_args *a
             ex->be->copy(ex, count, a->x[0], a->y, 0);
         return;
     }
-    if (a->pass == SL_PASS_TRAIN) {
-        d->blocks = (count + 3) / 4; /* one Philox block per 4 elements */
-        d->counter = a->ctx->dropout_counter;
-        a->ctx->dropout_counter += d->blocks;
-    }
-    ex->be->dropout_forward(ex, count, a->x[0], a->y, d->p, a->ctx->seed, d->counter);
+    if (a->pass == SL_PASS_TRAIN)
+        sl_draw_take(&d->draw, a->ctx, (count + 3) / 4); /* one Philox block per 4 elements */
+    ex->be->dropout_forward(ex, count, a->x[0], a->y, d->p, a->ctx->seed, d->draw.counter);
 }
 
 static void dropout_backward(sl_layer *l, const sl_exec *ex, const sl_bwd_args *a)
@@ -42,7 +38,7 @@ static void dropout_backward(sl_layer *l, const sl_exec *ex, const sl_bwd_args *
         ex->be->copy(ex, count, a->dy, a->dx[0], a->accumulate[0]);
         return;
     }
-    ex->be->dropout_backward(ex, count, a->dy, a->dx[0], d->p, a->ctx->seed, d->counter,
+    ex->be->dropout_backward(ex, count, a->dy, a->dx[0], d->p, a->ctx->seed, d->draw.counter,
                              a->accumulate[0]);
 }
 
@@ -51,8 +47,7 @@ static void dropout_backward(sl_layer *l, const sl_exec *ex, const sl_bwd_args *
 static void dropout_redraw(sl_layer *l, sl_context *ctx)
 {
     dropout *d = (dropout *)l;
-    d->counter = ctx->dropout_counter;
-    ctx->dropout_counter += d->blocks;
+    sl_draw_take(&d->draw, ctx, d->draw.blocks);
 }
 
 /* p > 0 draws each TRAIN forward; p == 0 is a copy (or nothing in place). */
@@ -77,7 +72,7 @@ static const sl_layer_ops identity_ops = {
 
 uint64_t sl_dropout_counter(const sl_layer *l)
 {
-    return l->ops == &dropout_ops ? ((const dropout *)l)->counter : 0;
+    return l->ops == &dropout_ops ? ((const dropout *)l)->draw.counter : 0;
 }
 
 sl_layer *sl_dropout(float p)
@@ -91,7 +86,6 @@ sl_layer *sl_dropout(float p)
         return NULL;
     sl_layer_init(&d->base, p > 0.0f ? &dropout_ops : &identity_ops);
     d->p = p;
-    d->counter = 0;
-    d->blocks = 0;
+    d->draw = (sl_draw){0, 0};
     return &d->base;
 }

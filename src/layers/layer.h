@@ -212,6 +212,24 @@ struct sl_layer {
     sl_layer **children; /* owned */
 };
 
+/* What a layer that draws dropout masks keeps of its last TRAIN
+ * forward's draw: the first Philox counter block it took from the
+ * context and how many (its re-forwards and backward redraw the same
+ * mask from them). */
+typedef struct sl_draw {
+    uint64_t counter, blocks;
+} sl_draw;
+
+/* Takes `blocks` counter blocks from ctx into d: a TRAIN forward's draw,
+ * or (blocks = d->blocks) the same draw again where a recording replays
+ * the forward's kernels (the layer's redraw op). */
+static inline void sl_draw_take(sl_draw *d, sl_context *ctx, uint64_t blocks)
+{
+    d->blocks = blocks;
+    d->counter = ctx->dropout_counter;
+    ctx->dropout_counter += blocks;
+}
+
 /* The exec a layer's kernels get for one call: ex, with its activations
  * bf16 when the call's args say so (a layer whose native_bf16 said yes). */
 static inline sl_exec sl_exec_for(const sl_exec *ex, int bf16)
