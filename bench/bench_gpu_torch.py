@@ -95,10 +95,13 @@ def main():
     ap.add_argument("--tf32", action="store_true", help="TF32 on for convolutions and matmuls")
     ap.add_argument("--deterministic", action="store_true",
                     help="cuDNN's deterministic algorithms only (as sublinear runs by default)")
+    ap.add_argument("--benchmark", action="store_true",
+                    help="cudnn.benchmark: each convolution's algorithm timed on first use "
+                         "(as sublinear's SL_CUDA_CONV_TUNE=on)")
     a = ap.parse_args()
     torch.backends.cudnn.allow_tf32 = a.tf32
     torch.backends.cuda.matmul.allow_tf32 = a.tf32
-    torch.backends.cudnn.benchmark = False
+    torch.backends.cudnn.benchmark = a.benchmark
     torch.backends.cudnn.deterministic = a.deterministic
     mode = f"checkpoint:{a.segments}" if a.segments else "plain"
     if a.max_batch:
@@ -118,7 +121,7 @@ def main():
     print(json.dumps(dict({"side": "pytorch", "mode": mode, "batch": a.batch, "max_allocated": peak,
                            "max_reserved": reserved, "device_drop": drop, "it_per_s": round(its, 4),
                            "tf32": a.tf32, "deterministic": a.deterministic,
-                           "torch": torch.__version__}, **gpu_libs.describe(torch))))
+                           "benchmark": a.benchmark, "torch": torch.__version__}, **gpu_libs.describe(torch))))
 
 
 if __name__ == "__main__":

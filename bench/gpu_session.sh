@@ -17,10 +17,9 @@
 #           (switches.txt), else the two fused-attention switches together,
 #           otherwise all of them. Logs: gputests.log,
 #           diag-*.log.
-#   ab      each switch of AB_SWITCHES (the environment's, else the two
-#           not yet timed: convolution engines timed, SL_CUDA_CONV_TUNE,
-#           and CUDA graphs, on ResNet and on GPT-2 without and with
-#           dropout) in turn against none,
+#   ab      each switch of AB_SWITCHES (the environment's, else CUDA
+#           graphs turned off, on ResNet and on GPT-2) in turn against
+#           none,
 #           3 interleaved rounds of 6
 #           steps, on the workload its path runs: the convolution,
 #           BatchNorm and classifier-loss switches (SL_CUDA_CONV_*,
@@ -37,6 +36,11 @@
 #           and wmma.
 #   f32     gpu.sh gpt2 (3 interleaved rounds, within what is left) and
 #           kernels (ncu)
+#   fp32    ResNet-152 b16 TF32 off under each side's algorithm rules:
+#           ours deterministic (the default), non-deterministic, and
+#           non-deterministic with engines timed (none and sqrt) beside
+#           PyTorch plain with its heuristics and with cudnn.benchmark,
+#           3 interleaved rounds (fp32.jsonl, fp32.txt: medians, ratios)
 #   bf16    gpu.sh gpt2 with SL_GPT2_PRECISION=bf16, B=8 T=1024, ours none,
 #           sqrt (planned at about 0.5x llm.c's peak: the memory target
 #           at a small recompute), least:0.02 (2% above the least peak:
@@ -77,7 +81,7 @@ export LD_LIBRARY_PATH=/usr/local/cuda/lib64:/usr/local/cuda/lib:${LD_LIBRARY_PA
 t0=$SECONDS
 left() { echo $((${DEADLINE:-470} - (SECONDS - t0))); }
 SWITCHES="SL_CUDA_CONV_API=legacy SL_CUDA_BN_RELU=off SL_CUDA_XENT_BLOCKS=off SL_CUDA_XENT_STAGED=off SL_CUDA_COL_PARTS=off SL_CUDA_LN_REGS=off SL_CUDA_FLASH_DROPOUT=off SL_CUDA_FLASH_MMA=off SL_CUDA_FLASH_BF16=off SL_CUDA_FLASH=off SL_CUDA_LT=off SL_CUDA_LT_WORKSPACE_MIB=0 SL_CUDA_BF16_GEMM=off SL_CUDA_BF16_KERNELS=off"
-AB_SWITCHES=${AB_SWITCHES:-"SL_CUDA_CONV_TUNE=on SL_CUDA_GRAPHS=on SL_CUDA_GRAPHS=on@gpt2 SL_CUDA_GRAPHS=on@gpt2drop"}
+AB_SWITCHES=${AB_SWITCHES:-"SL_CUDA_GRAPHS=off SL_CUDA_GRAPHS=off@gpt2"}
 build="build-gpu"
 switches() { [ -s "$dir/switches.txt" ] && cat "$dir/switches.txt"; }
 # runs "$@" with the kept switches (VAR=VALUE words) in its environment
@@ -234,16 +238,66 @@ stage_det() {
     "$dir/det.jsonl" 2>/dev/null | paste -sd' ' | sed 's/ "side"/\n"side"/g'
 }
 
+# the FP32 target (ResNet-152 b16 224², TF32 off, ours none <= 1.0x
+# PyTorch plain) under each side's algorithm rules, 3 interleaved rounds
+# of 10 steps: ours with deterministic engines (the default), free to take
+# non-deterministic ones, and those timed (SL_CUDA_CONV_TUNE=on; sqrt
+# too); PyTorch plain with its heuristics (its default, non-deterministic
+# algorithms allowed) and with cudnn.benchmark. fp32.jsonl, fp32.txt
+fp32_cfgs=("ours-det none" "ours-nondet none --nondeterministic"
+           "ours-nondet-tuned none --nondeterministic" "ours-nondet-tuned sqrt --nondeterministic"
+           "torch-plain 0" "torch-plain-benchmark 0 --benchmark")
+stage_fp32() {
+  local round c variant arg extra tune segs
+  segs=$(python3 -c 'import math; print(math.ceil(math.sqrt(57)))')
+  for round in 1 2 3; do
+    for c in "${fp32_cfgs[@]}"; do
+      [ "$(left)" -gt 30 ] || break 2
+      read -r variant arg extra <<<"$c"
+      tune=()
+      [ "${variant%-tuned}" = "$variant" ] || tune=(SL_CUDA_CONV_TUNE=on)
+      if [ "${variant%%-*}" = ours ]; then
+        with_switches ${tune[@]+"${tune[@]}"} timeout 60 "$build/bench/bench_gpu" \
+          --schedule "$arg" --steps 10 ${extra:+$extra} 2>"$dir/fp32-$variant-$arg.log"
+      else
+        timeout 60 "${PYTHON:-python3}" bench/bench_gpu_torch.py --segments "$arg" \
+          --steps 10 ${extra:+$extra} 2>"$dir/fp32-$variant.log"
+      fi | sed "s/^{/{\"round\":$round,\"variant\":\"$variant\",/" | tee -a "$dir/fp32.jsonl" |
+        grep -o '"variant":"[a-z0-9-]*"\|"schedule":"[a-z]*"\|"it_per_s": *[0-9.]*' | paste -sd' '
+    done
+  done
+  python3 - "$dir/fp32.jsonl" <<'PY' | tee "$dir/fp32.txt"
+import json, statistics, sys
+runs = {}
+for line in open(sys.argv[1]):
+    r = json.loads(line)
+    key = (r["variant"], r.get("schedule", "plain"))
+    runs.setdefault(key, []).append(1000.0 / r["it_per_s"])
+med = {k: statistics.median(v) for k, v in runs.items()}
+for k, v in runs.items():
+    print(f"{k[0]:24s} {k[1]:6s} median {med[k]:6.1f} ms/step, range {min(v):.1f}-{max(v):.1f}, "
+          f"{len(v)} rounds")
+base = med.get(("torch-plain", "plain"))
+for k in med:
+    if base and k[0].startswith("ours"):
+        print(f"{k[0]} {k[1]} / PyTorch plain (heuristics): {med[k] / base:.3f}")
+bench = med.get(("torch-plain-benchmark", "plain"))
+tuned = med.get(("ours-nondet-tuned", "none"))
+if bench and tuned:
+    print(f"ours-nondet-tuned none / PyTorch plain with cudnn.benchmark: {tuned / bench:.3f}")
+PY
+}
+
 stage_shakespeare() {
   with_switches SL_SHAKESPEARE_TIMEOUT_S=$(($(left) - 10)) \
     bench/gpu.sh "$build" shakespeare > "$dir/session-shakespeare.txt" 2>&1
   tail -15 "$dir/session-shakespeare.txt"
 }
 
-[ $# -gt 0 ] || { echo "usage: bench/gpu_session.sh STAGE... (tests tests-all ab f32 bf16 resnet det detail rprofile rkernels shakespeare)" >&2; exit 2; }
+[ $# -gt 0 ] || { echo "usage: bench/gpu_session.sh STAGE... (tests tests-all ab f32 fp32 bf16 resnet det detail rprofile rkernels shakespeare)" >&2; exit 2; }
 for stage in "$@"; do
   case "$stage" in
-    tests | tests-all | ab | f32 | bf16 | resnet | det | detail | rprofile | rkernels | shakespeare) ;;
+    tests | tests-all | ab | f32 | fp32 | bf16 | resnet | det | detail | rprofile | rkernels | shakespeare) ;;
     *) echo "gpu_session.sh: unknown stage '$stage'" >&2; exit 2 ;;
   esac
 done

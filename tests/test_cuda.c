@@ -912,15 +912,16 @@ START_TEST(test_cuda_bn_relu_joined_equals_apart)
 }
 END_TEST
 
-/* A CUDA context made with environment variable var set to value (the
- * environment as it was after, a value of up to 63 characters kept). */
+/* A CUDA context made with environment variable var set to value, or
+ * unset where value is NULL (the environment as it was after, a value of
+ * up to 63 characters kept). */
 static sl_context *cuda_context_env(const char *var, const char *value, uint64_t seed, int tf32)
 {
     const char *was = getenv(var);
     char saved[64] = "";
     if (was)
         snprintf(saved, sizeof saved, "%s", was);
-    ck_assert_int_eq(setenv(var, value, 1), 0);
+    ck_assert_int_eq(value ? setenv(var, value, 1) : unsetenv(var), 0);
     sl_context *ctx = cuda_context_math(seed, tf32);
     if (was)
         setenv(var, saved, 1);
@@ -953,14 +954,23 @@ static void train_graphs(const char *model, sl_schedule s, int record, th_params
     sl_context_free(ctx);
 }
 
-/* Steps recorded once as CUDA graphs and replayed (SL_CUDA_GRAPHS=on)
- * against the same steps queued kernel by kernel: three SGD steps of
+/* CUDA graphs are on by default and off with SL_CUDA_GRAPHS=off. Steps
+ * recorded once as CUDA graphs and replayed (SL_CUDA_GRAPHS=on) against the same steps queued kernel by kernel: three SGD steps of
  * ResNet-20, and of ResNet-56 with dropout (its masks drawn at the
  * recording's counters plus the slot's offset), under none and sqrt give
  * the same bits (the first step runs eagerly, the second records and
  * launches, the third replays), and the arena measured is the plan. */
 START_TEST(test_cuda_graphs_give_eager_bits)
 {
+    /* on by default, SL_CUDA_GRAPHS=off takes the graph ops away */
+    sl_context *dflt = cuda_context_env("SL_CUDA_GRAPHS", NULL, 42, 0);
+    sl_context *off = cuda_context_env("SL_CUDA_GRAPHS", "off", 42, 0);
+    ck_assert_msg(dflt->backend->graph_begin && dflt->backend->graph_launch,
+                  "CUDA graphs are not on by default");
+    ck_assert_msg(!off->backend->graph_begin && !off->backend->graph_launch,
+                  "SL_CUDA_GRAPHS=off left graph ops");
+    sl_context_free(dflt);
+    sl_context_free(off);
     sl_schedule s[2] = {SL_SCHEDULE_NONE, SL_SCHEDULE_SQRT};
     const char *names[2] = {"none", "sqrt"};
     const char *models[2] = {"resnet20", "resnet56-dropout"};

@@ -25,7 +25,7 @@ typedef struct sl_run_cache {
     sl_segments seg;
     sl_program prog;
     sl_plan plan;
-    sl_graph_cache graphs; /* CUDA graphs of its ranges (net_run.c, SL_CUDA_GRAPHS=on) */
+    sl_graph_cache graphs; /* CUDA graphs of its ranges (net_run.c) */
 } sl_run_cache;
 
 

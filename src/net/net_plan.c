@@ -83,7 +83,7 @@ sl_status sl_net_plan_cached(sl_net *net, sl_shape input, sl_mode mode, int inpu
                               &fresh.prog);
     if (st == SL_OK)
         st = sl_plan_build(&net->graph, &fresh.prog, !net->no_reuse, &fresh.plan);
-    if (st == SL_OK) /* what a device may record of it (SL_CUDA_GRAPHS=on) */
+    if (st == SL_OK) /* what a device may record of it (CUDA's graphs) */
         fresh.graphs.n = sl_program_graph_ranges(&net->graph, &fresh.prog, draws_recordable(net),
                                                  fresh.graphs.lo, fresh.graphs.hi,
                                                  SL_GRAPH_RANGES);

@@ -103,8 +103,9 @@ static uint64_t mix_ptr(uint64_t h, const void *ptr)
     return mix_u64(h, (uint64_t)(uintptr_t)ptr);
 }
 
-/* The recordings of plan c's graph ranges (SL_CUDA_GRAPHS=on: the
- * backend's graph_* ops), or NULL where the backend records nothing.
+/* The recordings of plan c's graph ranges (the backend's graph_* ops:
+ * CUDA's, unless SL_CUDA_GRAPHS=off), or NULL where the backend records
+ * nothing.
  * A recording holds the arena's and the parameters' and gradients'
  * addresses (and the caller's input's, where the steps read it in place)
  * and the context's dropout seed: when any of them changed since (a new
