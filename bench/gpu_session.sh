@@ -17,8 +17,8 @@
 #           (switches.txt), else the two fused-attention switches together,
 #           otherwise all of them. Logs: gputests.log,
 #           diag-*.log.
-#   ab      each switch of AB_SWITCHES (the environment's, else CUDA
-#           graphs turned off, on ResNet and on GPT-2) in turn against
+#   ab      each switch of AB_SWITCHES (the environment's, else the 1x1
+#           filter gradients' cuBLAS GEMMs turned off) in turn against
 #           none,
 #           3 interleaved rounds of 6
 #           steps, on the workload its path runs: the convolution,
@@ -37,10 +37,11 @@
 #   f32     gpu.sh gpt2 (3 interleaved rounds, within what is left) and
 #           kernels (ncu)
 #   fp32    ResNet-152 b16 TF32 off under each side's algorithm rules:
-#           ours deterministic (the default), non-deterministic, and
-#           non-deterministic with engines timed (none and sqrt) beside
-#           PyTorch plain with its heuristics and with cudnn.benchmark,
-#           3 interleaved rounds (fp32.jsonl, fp32.txt: medians, ratios)
+#           ours deterministic (the default; with cuDNN's 1x1 filter
+#           gradients; on PyTorch's cuDNN), non-deterministic (with the
+#           GEMMs; with engines timed, none and sqrt) beside PyTorch
+#           plain with its heuristics and with cudnn.benchmark, 3
+#           interleaved rounds (fp32.jsonl, fp32.txt: medians, ratios)
 #   bf16    gpu.sh gpt2 with SL_GPT2_PRECISION=bf16, B=8 T=1024, ours none,
 #           sqrt (planned at about 0.5x llm.c's peak: the memory target
 #           at a small recompute), least:0.02 (2% above the least peak:
@@ -80,8 +81,8 @@ export OUT=$dir
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64:/usr/local/cuda/lib:${LD_LIBRARY_PATH:-}
 t0=$SECONDS
 left() { echo $((${DEADLINE:-470} - (SECONDS - t0))); }
-SWITCHES="SL_CUDA_CONV_API=legacy SL_CUDA_BN_RELU=off SL_CUDA_XENT_BLOCKS=off SL_CUDA_XENT_STAGED=off SL_CUDA_COL_PARTS=off SL_CUDA_LN_REGS=off SL_CUDA_FLASH_DROPOUT=off SL_CUDA_FLASH_MMA=off SL_CUDA_FLASH_BF16=off SL_CUDA_FLASH=off SL_CUDA_LT=off SL_CUDA_LT_WORKSPACE_MIB=0 SL_CUDA_BF16_GEMM=off SL_CUDA_BF16_KERNELS=off"
-AB_SWITCHES=${AB_SWITCHES:-"SL_CUDA_GRAPHS=off SL_CUDA_GRAPHS=off@gpt2"}
+SWITCHES="SL_CUDA_CONV_GEMM=off SL_CUDA_CONV_API=legacy SL_CUDA_BN_RELU=off SL_CUDA_XENT_BLOCKS=off SL_CUDA_XENT_STAGED=off SL_CUDA_COL_PARTS=off SL_CUDA_LN_REGS=off SL_CUDA_FLASH_DROPOUT=off SL_CUDA_FLASH_MMA=off SL_CUDA_FLASH_BF16=off SL_CUDA_FLASH=off SL_CUDA_LT=off SL_CUDA_LT_WORKSPACE_MIB=0 SL_CUDA_BF16_GEMM=off SL_CUDA_BF16_KERNELS=off"
+AB_SWITCHES=${AB_SWITCHES:-"SL_CUDA_CONV_GEMM=off"}
 build="build-gpu"
 switches() { [ -s "$dir/switches.txt" ] && cat "$dir/switches.txt"; }
 # runs "$@" with the kept switches (VAR=VALUE words) in its environment
@@ -240,30 +241,49 @@ stage_det() {
 
 # the FP32 target (ResNet-152 b16 224², TF32 off, ours none <= 1.0x
 # PyTorch plain) under each side's algorithm rules, 3 interleaved rounds
-# of 10 steps: ours with deterministic engines (the default), free to take
-# non-deterministic ones, and those timed (SL_CUDA_CONV_TUNE=on; sqrt
-# too); PyTorch plain with its heuristics (its default, non-deterministic
-# algorithms allowed) and with cudnn.benchmark. fp32.jsonl, fp32.txt
-fp32_cfgs=("ours-det none" "ours-nondet none --nondeterministic"
-           "ours-nondet-tuned none --nondeterministic" "ours-nondet-tuned sqrt --nondeterministic"
-           "torch-plain 0" "torch-plain-benchmark 0 --benchmark")
+# of 10 steps: ours with deterministic engines (the default: 1x1 filter
+# gradients as cuBLAS GEMMs), the same with cuDNN for those too
+# (SL_CUDA_CONV_GEMM=off) and on PyTorch's cuDNN (9.19 in its wheel
+# beside the system's 9.14, 2026-11-28), free to take non-deterministic
+# engines, with the GEMMs there too (SL_CUDA_CONV_GEMM=all), and with the
+# engines timed (SL_CUDA_CONV_TUNE=on; sqrt too); PyTorch plain with its
+# heuristics (its default, non-deterministic algorithms allowed) and with
+# cudnn.benchmark. Each entry: variant, schedule (or segments), the
+# environment (VAR=VALUE words joined by commas, or -), flags.
+# fp32.jsonl, fp32.txt
+fp32_cfgs=("ours-det none - " "ours-det-cudnn none SL_CUDA_CONV_GEMM=off "
+           "ours-det-cudnn919 none LD_LIBRARY_PATH=@torchcudnn "
+           "ours-nondet none - --nondeterministic"
+           "ours-nondet-gemm none SL_CUDA_CONV_GEMM=all --nondeterministic"
+           "ours-nondet-tuned none SL_CUDA_CONV_TUNE=on --nondeterministic"
+           "ours-nondet-tuned sqrt SL_CUDA_CONV_TUNE=on --nondeterministic"
+           "torch-plain 0 - " "torch-plain-benchmark 0 - --benchmark")
 stage_fp32() {
-  local round c variant arg extra tune segs
-  segs=$(python3 -c 'import math; print(math.ceil(math.sqrt(57)))')
+  local round c variant arg envs extra torchcudnn
+  # the cuDNN in PyTorch's wheel (its lib folder), where there is one
+  torchcudnn=$("${PYTHON:-python3}" -c 'import nvidia.cudnn, os; print(os.path.join(list(nvidia.cudnn.__path__)[0], "lib"))' 2>/dev/null)
   for round in 1 2 3; do
     for c in "${fp32_cfgs[@]}"; do
       [ "$(left)" -gt 30 ] || break 2
-      read -r variant arg extra <<<"$c"
-      tune=()
-      [ "${variant%-tuned}" = "$variant" ] || tune=(SL_CUDA_CONV_TUNE=on)
+      read -r variant arg envs extra <<<"$c"
+      local env_words=()
+      if [ "$envs" != - ]; then
+        [ "$envs" = "LD_LIBRARY_PATH=@torchcudnn" ] && {
+          [ -n "$torchcudnn" ] || continue
+          envs="LD_LIBRARY_PATH=$torchcudnn:$LD_LIBRARY_PATH"
+        }
+        IFS=, read -ra env_words <<<"$envs"
+      fi
       if [ "${variant%%-*}" = ours ]; then
-        with_switches ${tune[@]+"${tune[@]}"} timeout 60 "$build/bench/bench_gpu" \
-          --schedule "$arg" --steps 10 ${extra:+$extra} 2>"$dir/fp32-$variant-$arg.log"
+        with_switches ${env_words[@]+"${env_words[@]}"} SL_CUDA_CONV_LOG=1 timeout 60 \
+          "$build/bench/bench_gpu" --schedule "$arg" --steps 10 ${extra:+$extra} \
+          2>"$dir/fp32-$variant-$arg.log"
       else
         timeout 60 "${PYTHON:-python3}" bench/bench_gpu_torch.py --segments "$arg" \
           --steps 10 ${extra:+$extra} 2>"$dir/fp32-$variant.log"
       fi | sed "s/^{/{\"round\":$round,\"variant\":\"$variant\",/" | tee -a "$dir/fp32.jsonl" |
-        grep -o '"variant":"[a-z0-9-]*"\|"schedule":"[a-z]*"\|"it_per_s": *[0-9.]*' | paste -sd' '
+        grep -o '"variant":"[a-z0-9-]*"\|"schedule":"[a-z]*"\|"cudnn":[0-9]*\|"it_per_s": *[0-9.]*' |
+        paste -sd' '
     done
   done
   python3 - "$dir/fp32.jsonl" <<'PY' | tee "$dir/fp32.txt"

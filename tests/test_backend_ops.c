@@ -32,6 +32,7 @@
 #include <string.h>
 
 #include "base/backend.h"
+#include "base/conv_gemm.h"
 #include "base/element.h"
 #include "cpu/cpu.h"
 #include "cuda/cuda_backend.h"
@@ -790,6 +791,38 @@ static void op_conv(dev *d, outputs *o)
     out_add(o, d, db, (size_t)c.k);
 }
 
+/* 1x1 convolutions of stride 1, whose filter gradient a deterministic
+ * CUDA instance takes as cuBLAS GEMMs (base/conv_gemm.h): 3 images of
+ * 23 x 23 pixels, 20 -> 12 channels (the pixels cut into 8 pieces, the
+ * last shorter, on any GPU of 12 or more multiprocessors), and 20 images
+ * of 2 x 2 pixels, 1024 -> 1024 channels (4 MiB of partials an image:
+ * two groups, of 16 and 4). Each: y, dx (accumulated), dw (accumulated),
+ * dbias. */
+static void op_conv1x1(dev *d, outputs *o)
+{
+    const sl_conv_desc cs[2] = {{3, 20, 23, 23, 12, 23, 23, 1, 1, 1, 1, 0, 0, 1, 1, 1, 0},
+                                {20, 1024, 2, 2, 1024, 2, 2, 1, 1, 1, 1, 0, 0, 1, 1, 1, 0}};
+    for (int i = 0; i < 2; i++) {
+        const sl_conv_desc *c = &cs[i];
+        size_t nx = (size_t)c->n * c->c * c->h * c->w, ny = (size_t)c->n * c->k * c->oh * c->ow;
+        size_t nw = (size_t)c->k * c->c;
+        uint64_t sd = 60 + 10 * (uint64_t)i;
+        float *x = dev_normal(d, nx, sd, 1.0f), *w = dev_normal(d, nw, sd + 1, 0.2f);
+        float *bias = dev_normal(d, (size_t)c->k, sd + 2, 1.0f);
+        float *dy = dev_normal(d, ny, sd + 3, 1.0f), *y = dev_alloc(d, ny * sizeof(float));
+        float *dx = dev_normal(d, nx, sd + 4, 1.0f), *dw = dev_normal(d, nw, sd + 5, 1.0f);
+        float *db = dev_normal(d, (size_t)c->k, sd + 6, 1.0f);
+        d->be->conv2d_forward(&d->ex, c, x, w, bias, y, conv_ws(d, c, SL_CONV_FWD));
+        d->be->conv2d_backward_data(&d->ex, c, w, dy, dx, 1, conv_ws(d, c, SL_CONV_BWD_DATA));
+        d->be->conv2d_backward_filter(&d->ex, c, x, dy, dw, db,
+                                      conv_ws(d, c, SL_CONV_BWD_FILTER));
+        out_add(o, d, y, ny);
+        out_add(o, d, dx, nx);
+        out_add(o, d, dw, nw);
+        out_add(o, d, db, (size_t)c->k);
+    }
+}
+
 static void *bn_ws(dev *d, size_t (*fn)(const sl_backend *, int, int, int), int n, int c, int hw)
 {
     size_t b = fn ? fn(d->be, n, c, hw) : 0;
@@ -1143,6 +1176,15 @@ START_TEST(test_ops_gpu_vs_cpu)
     /* cuDNN against im2col / oneDNN: y, dx (accumulated), dw, dbias */
     const double conv_tol[] = {1e-5, 1e-5, 1e-5, 1e-5};
     check_op("conv2d (grouped, strided)", op_conv, gpu, conv_tol);
+    /* the filter gradient as cuBLAS GEMMs and an ordered sum (FP32) */
+    const double conv1x1_tol[] = {1e-5, 1e-5, 1e-5, 1e-5, 1e-5, 1e-5, 1e-5, 1e-5};
+    check_op("conv2d 1x1 (filter GEMMs)", op_conv1x1, gpu, conv1x1_tol);
+    if (gpu) { /* both, unless a diagnosis turned them off (SL_CUDA_CONV_GEMM=off) */
+        int want = sl_conv_gemm_mode(getenv("SL_CUDA_CONV_GEMM")) > 0 ? 2 : 0;
+        ck_assert_msg(sl_cuda_conv_gemm_geometries(gpu) == want,
+                      "%d 1x1 geometries took the filter GEMMs, not %d",
+                      sl_cuda_conv_gemm_geometries(gpu), want);
+    }
     /* y, the saved statistics, the running ones, dx, dgamma, dbeta, y (eval) */
 #define BN_TOL 1e-5, 1e-6, 1e-6, 1e-5, 1e-5, 1e-5, 1e-6
     const double bn_tol[] = {BN_TOL};

@@ -3,12 +3,14 @@
  * engine its heuristics offer for a float convolution (base/conv_engine.h),
  * checked on the CPU: no GPU runs here, so what the graph-API path may
  * pick is proved here, note by note and over every combination of notes
- * and instance settings.
+ * and instance settings. Also the cut of a 1x1 convolution's filter
+ * gradient into cuBLAS GEMMs (base/conv_gemm.h).
  */
 #include <check.h>
 #include <stdlib.h>
 
 #include "base/conv_engine.h"
+#include "base/conv_gemm.h"
 #include "harness.h"
 
 static const size_t kCap = (size_t)512 << 20;
@@ -196,6 +198,137 @@ START_TEST(test_engine_tune_count_reads_the_switch)
 }
 END_TEST
 
+/* Which geometries have their filter gradient as GEMMs: float 1x1 of
+ * stride 1, no padding, one group, and nothing else. */
+START_TEST(test_conv_gemm_takes_only_plain_1x1)
+{
+    /* n c h w  k oh ow  kh kw sh sw ph pw dh dw  groups bf16 */
+    const sl_conv_desc ok = {16, 256, 14, 14, 1024, 14, 14, 1, 1, 1, 1, 0, 0, 1, 1, 1, 0};
+    ck_assert(sl_conv_gemm_applies(&ok));
+    sl_conv_desc d = ok;
+    d.dh = d.dw = 2; /* moot for 1x1 */
+    ck_assert(sl_conv_gemm_applies(&d));
+    sl_conv_desc bad[9];
+    for (int i = 0; i < 9; i++)
+        bad[i] = ok;
+    bad[0].kh = bad[0].kw = 3, bad[0].ph = bad[0].pw = 1;
+    bad[1].kw = 3, bad[1].pw = 1;
+    bad[2].sh = bad[2].sw = 2, bad[2].oh = bad[2].ow = 7;
+    bad[3].sw = 2, bad[3].ow = 7;
+    bad[4].ph = bad[4].pw = 1, bad[4].oh = bad[4].ow = 16;
+    bad[5].groups = 2;
+    bad[6].bf16 = 1;
+    bad[7].n = 0;
+    bad[8].k = 0;
+    for (int i = 0; i < 9; i++)
+        ck_assert_msg(!sl_conv_gemm_applies(&bad[i]), "case %d taken", i);
+}
+END_TEST
+
+/* ResNet-152 b16 on an H100's 132 multiprocessors: the first stage's
+ * 64 x 64 products over 3136 pixels are cut into 32 pieces of 100, the
+ * third stage's 1024 x 256 over 196 into 2 of 100, the last stage's
+ * 2048 x 512 (64 MiB of partials for 16 images: the cap) not at all,
+ * and 32 images of it go in two groups. */
+START_TEST(test_conv_gemm_split_of_resnet152)
+{
+    const size_t cap = (size_t)64 << 20;
+    sl_conv_gemm_split sp;
+    ck_assert(sl_conv_gemm_plan(16, 64, 64, 3136, 132, cap, &sp));
+    ck_assert_int_eq(sp.chunks, 32);
+    ck_assert_int_eq(sp.chunk, 100);
+    ck_assert_int_eq(sp.group, 16);
+    ck_assert_int_eq(sp.groups, 1);
+    ck_assert_uint_eq(sp.workspace_bytes, (size_t)16 * 32 * 64 * 64 * 4);
+    ck_assert(sl_conv_gemm_plan(16, 256, 1024, 196, 132, cap, &sp));
+    ck_assert_int_eq(sp.chunks, 2);
+    ck_assert_int_eq(sp.chunk, 100);
+    ck_assert(sl_conv_gemm_plan(16, 512, 2048, 49, 132, cap, &sp));
+    ck_assert_int_eq(sp.chunks, 1);
+    ck_assert_int_eq(sp.chunk, 49);
+    ck_assert_int_eq(sp.group, 16);
+    ck_assert_uint_eq(sp.workspace_bytes, cap);
+    ck_assert(sl_conv_gemm_plan(32, 512, 2048, 49, 132, cap, &sp));
+    ck_assert_int_eq(sp.group, 16);
+    ck_assert_int_eq(sp.groups, 2);
+    /* one image's partial past the cap: no split, out untouched */
+    sl_conv_gemm_split before = sp;
+    ck_assert(!sl_conv_gemm_plan(1, 4096, 4097, 1, 132, cap, &sp));
+    ck_assert_mem_eq(&sp, &before, sizeof sp);
+}
+END_TEST
+
+/* Over many shapes, device sizes and caps: the pieces cover the pixels
+ * exactly (none empty), start 16-byte aligned when there are several,
+ * number at most 32 and keep 64 pixels at least; the partials fit the
+ * cap and a group holds as many images as fit (all where they do); a
+ * product alone on the device is cut until it fills twice its
+ * multiprocessors or a piece would get too short. */
+START_TEST(test_conv_gemm_split_invariants)
+{
+    const int ns[] = {1, 2, 3, 8, 16, 33, 438};
+    const int chans[] = {1, 3, 64, 127, 129, 256, 2048};
+    const int hws[] = {1, 3, 4, 49, 127, 128, 196, 784, 3136, 12544, 50176};
+    const int sms[] = {1, 8, 132};
+    const size_t caps[] = {(size_t)1 << 10, (size_t)1 << 20, (size_t)64 << 20};
+    int cases = 0, cut = 0, grouped = 0;
+    for (size_t a = 0; a < sizeof ns / sizeof *ns; a++)
+        for (size_t b = 0; b < sizeof chans / sizeof *chans; b++)
+            for (size_t b2 = 0; b2 < sizeof chans / sizeof *chans; b2 += 2)
+                for (size_t h = 0; h < sizeof hws / sizeof *hws; h++)
+                    for (size_t m = 0; m < sizeof sms / sizeof *sms; m++)
+                        for (size_t q = 0; q < sizeof caps / sizeof *caps; q++) {
+                            int n = ns[a], k = chans[b], c = chans[b2], hw = hws[h];
+                            size_t cap = caps[q], part = (size_t)k * c * sizeof(float);
+                            sl_conv_gemm_split sp;
+                            int got = sl_conv_gemm_plan(n, k, c, hw, sms[m], cap, &sp);
+                            ck_assert_int_eq(got, part <= cap);
+                            if (!got)
+                                continue;
+                            cases++;
+                            ck_assert(sp.chunks >= 1 && sp.chunks <= 32 && sp.chunk >= 1);
+                            ck_assert((long long)(sp.chunks - 1) * sp.chunk < hw);
+                            ck_assert((long long)sp.chunks * sp.chunk >= hw);
+                            if (sp.chunks > 1) {
+                                cut++;
+                                ck_assert_int_eq(sp.chunk % 4, 0);
+                                ck_assert_int_ge(sp.chunk, 64);
+                            }
+                            ck_assert(sp.group >= 1 && sp.group <= n);
+                            ck_assert_int_eq(sp.groups, (n + sp.group - 1) / sp.group);
+                            size_t per = (size_t)sp.chunks * part;
+                            ck_assert_uint_eq(sp.workspace_bytes, (size_t)sp.group * per);
+                            ck_assert_uint_le(sp.workspace_bytes, cap);
+                            if (sp.group < n) {
+                                grouped++;
+                                ck_assert_uint_gt((size_t)(sp.group + 1) * per, cap);
+                            }
+                            long long tiles = (long long)((k + 127) / 128) * ((c + 127) / 128);
+                            if (sp.chunks == 1 && 32 * part <= cap && hw >= 128)
+                                ck_assert_msg(tiles * n >= 2LL * sms[m], "n %d k %d c %d hw %d "
+                                              "sms %d left uncut", n, k, c, hw, sms[m]);
+                        }
+    ck_assert(cases > 1000 && cut > 100 && grouped > 100);
+}
+END_TEST
+
+/* SL_CUDA_CONV_GEMM's values: deterministic instances by default, "all",
+ * "off", anything else refused. */
+START_TEST(test_conv_gemm_mode_reads_the_switch)
+{
+    ck_assert_int_eq(sl_conv_gemm_mode(NULL), 1);
+    ck_assert_int_eq(sl_conv_gemm_mode(""), 1);
+    ck_assert_int_eq(sl_conv_gemm_mode("on"), 1);
+    ck_assert_int_eq(sl_conv_gemm_mode("1"), 1);
+    ck_assert_int_eq(sl_conv_gemm_mode("all"), 2);
+    ck_assert_int_eq(sl_conv_gemm_mode("off"), 0);
+    ck_assert_int_eq(sl_conv_gemm_mode("0"), 0);
+    static const char *const bad[] = {"ON", "yes", "2", "al", "all ", "of", "-1"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
+        ck_assert_msg(sl_conv_gemm_mode(bad[i]) == -1, "\"%s\" read", bad[i]);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("conv_engine");
@@ -210,6 +343,10 @@ int main(void)
     tcase_add_test(tc, test_engine_tuning_takes_the_fastest_or_an_earlier_near_one);
     tcase_add_test(tc, test_engine_tuning_skips_engines_that_failed);
     tcase_add_test(tc, test_engine_tune_count_reads_the_switch);
+    tcase_add_test(tc, test_conv_gemm_takes_only_plain_1x1);
+    tcase_add_test(tc, test_conv_gemm_split_of_resnet152);
+    tcase_add_test(tc, test_conv_gemm_split_invariants);
+    tcase_add_test(tc, test_conv_gemm_mode_reads_the_switch);
     suite_add_tcase(s, tc);
     return th_run_suite(s) ? EXIT_FAILURE : EXIT_SUCCESS;
 }

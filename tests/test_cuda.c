@@ -930,6 +930,26 @@ static sl_context *cuda_context_env(const char *var, const char *value, uint64_t
     return ctx;
 }
 
+/* With environment variable var set to value, a CUDA context is refused
+ * and the message names var (the environment as it was after). */
+static void assert_env_refused(const char *var, const char *value)
+{
+    const char *was = getenv(var);
+    char saved[64] = "";
+    if (was)
+        snprintf(saved, sizeof saved, "%s", was);
+    ck_assert_int_eq(setenv(var, value, 1), 0);
+    sl_context_options o = sl_context_defaults();
+    o.device = SL_DEVICE_CUDA;
+    sl_context *bad = NULL;
+    ck_assert(sl_context_create(&o, &bad) != SL_OK && bad == NULL);
+    ck_assert_msg(strstr(sl_last_error(), var) != NULL, "%s", sl_last_error());
+    if (was)
+        setenv(var, saved, 1);
+    else
+        unsetenv(var);
+}
+
 /* Three SGD steps of `model` under s (train_cuda's) on an instance made
  * with SL_CUDA_GRAPHS=on (the environment as it was after), its graph
  * ranges recorded and replayed, or (record 0) its graph ops taken away:
@@ -1081,20 +1101,7 @@ END_TEST
  * A value the switch does not know refuses the instance, naming it. */
 START_TEST(test_cuda_conv_tuning_keeps_schedules_bit_identical)
 {
-    const char *was = getenv("SL_CUDA_CONV_TUNE");
-    char saved[64] = "";
-    if (was)
-        snprintf(saved, sizeof saved, "%s", was);
-    ck_assert_int_eq(setenv("SL_CUDA_CONV_TUNE", "yes", 1), 0);
-    sl_context_options o = sl_context_defaults();
-    o.device = SL_DEVICE_CUDA;
-    sl_context *bad = NULL;
-    ck_assert(sl_context_create(&o, &bad) != SL_OK && bad == NULL);
-    ck_assert_msg(strstr(sl_last_error(), "SL_CUDA_CONV_TUNE") != NULL, "%s", sl_last_error());
-    if (was)
-        setenv("SL_CUDA_CONV_TUNE", saved, 1);
-    else
-        unsetenv("SL_CUDA_CONV_TUNE");
+    assert_env_refused("SL_CUDA_CONV_TUNE", "yes");
     sl_context *ctx = cuda_context_env("SL_CUDA_CONV_TUNE", "on", 42, 0);
 
     th_params ref;
@@ -1150,6 +1157,73 @@ START_TEST(test_cuda_conv_tuning_keeps_schedules_bit_identical)
     th_params_free(&plain);
     th_params_free(&ref);
     sl_context_free(ctx);
+}
+END_TEST
+
+/* Three SGD steps of `model` under s on ctx: the parameters into out,
+ * the memory report into rep. */
+static void train3(sl_context *ctx, sl_schedule s, const char *model, th_params *out,
+                   sl_memory_report *rep)
+{
+    sl_net *net = cuda_net(ctx, s, model);
+    float losses[3];
+    th_train_steps(net, g_train_shape, 3, g_perturb, losses);
+    if (rep)
+        ck_assert(sl_net_memory_report(net, g_train_shape, SL_MODE_TRAIN, rep) == SL_OK);
+    th_params_capture(net, out);
+    sl_net_free(net);
+}
+
+/* The largest relative error of a's tensors against b's. */
+static double params_err(const th_params *a, const th_params *b)
+{
+    double e = 0;
+    for (int i = 0; i < b->n; i++)
+        e = fmax(e, th_rel_err(a->data[i], b->data[i], b->count[i]));
+    return e;
+}
+
+/* 1x1 filter gradients as cuBLAS GEMMs (SL_CUDA_CONV_GEMM, on by default
+ * in a deterministic instance): ResNet-50 (bottlenecks: 1x1 convolutions
+ * of stride 1) trained three SGD steps stays within 1e-3 of the CPU,
+ * sqrt gives none's bits with the arena as planned, geometries took the
+ * GEMMs; with the switch off none do, and the run is within 1e-3 of the
+ * GEMMs' run. An unknown value refuses the instance, naming it. */
+START_TEST(test_cuda_conv_gemm_filters_keep_schedules_bit_identical)
+{
+    assert_env_refused("SL_CUDA_CONV_GEMM", "yes");
+    th_params ref, none, sqrt_p, off;
+    sl_memory_report rn, rs;
+    sl_context *cpu = th_context(42);
+    train3(cpu, SL_SCHEDULE_NONE, "resnet50", &ref, NULL);
+    sl_context_free(cpu);
+    sl_context *ctx = cuda_context_env("SL_CUDA_CONV_GEMM", NULL, 42, 0);
+    train3(ctx, SL_SCHEDULE_NONE, "resnet50", &none, &rn);
+    train3(ctx, SL_SCHEDULE_SQRT, "resnet50", &sqrt_p, &rs);
+    int gemms = sl_cuda_conv_gemm_geometries(ctx->backend);
+    sl_context_free(ctx);
+    ck_assert_msg(gemms > 0, "no 1x1 geometry took the filter GEMMs");
+    double e = params_err(&none, &ref);
+    ck_assert_msg(e <= 1e-3, "filter GEMMs: %g from the CPU", e);
+    ck_assert_msg(rs.arena_bytes == rs.arena_measured && rn.arena_bytes == rn.arena_measured,
+                  "arena planned %llu / %llu, measured %llu / %llu",
+                  (unsigned long long)rn.arena_bytes, (unsigned long long)rs.arena_bytes,
+                  (unsigned long long)rn.arena_measured, (unsigned long long)rs.arena_measured);
+    ck_assert(rs.outputs < rn.outputs);
+    th_params_assert_identical(&none, &sqrt_p, "resnet50 sqrt vs none, filter GEMMs");
+    sl_context *cudnn = cuda_context_env("SL_CUDA_CONV_GEMM", "off", 42, 0);
+    train3(cudnn, SL_SCHEDULE_NONE, "resnet50", &off, NULL);
+    ck_assert_int_eq(sl_cuda_conv_gemm_geometries(cudnn->backend), 0);
+    sl_context_free(cudnn);
+    double e_off = params_err(&none, &off);
+    ck_assert_msg(e_off <= 1e-3, "filter GEMMs: %g from cuDNN's", e_off);
+    printf("resnet50: %d geometries' filter gradients as GEMMs, within %.2e of the CPU and "
+           "%.2e of cuDNN's; sqrt the bits of none\n",
+           gemms, e, e_off);
+    th_params_free(&ref);
+    th_params_free(&none);
+    th_params_free(&sqrt_p);
+    th_params_free(&off);
 }
 END_TEST
 
@@ -1231,6 +1305,7 @@ int main(void)
     tcase_add_test(tc, test_cuda_graphs_give_eager_bits);
     tcase_add_test(tc, test_cuda_conv_tuning_keeps_schedules_bit_identical);
     tcase_add_test(tc, test_cuda_gpt2_graphs_give_eager_bits);
+    tcase_add_test(tc, test_cuda_conv_gemm_filters_keep_schedules_bit_identical);
     tcase_add_test(tc, test_cuda_gpt2_matches_cpu_and_checkpoints_bit_identical);
     tcase_add_test(tc, test_cuda_gpt2_tf32_fused_attention_checkpoints_bit_identical);
     tcase_add_test(tc, test_cuda_bf16_gpt2_kernels_give_the_copies_bits);

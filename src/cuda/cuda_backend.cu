@@ -18,6 +18,7 @@
 extern "C" {
 #include "base/base.h"
 #include "base/conv_engine.h"
+#include "base/conv_gemm.h"
 }
 
 static void *sl_cuda_alloc(const sl_backend *be, size_t bytes, const char *what)
@@ -333,6 +334,10 @@ static sl_status state_create(int gpu, int deterministic, int tf32, sl_cuda_stat
     if (cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, gpu) != cudaSuccess)
         (void)cudaGetLastError();
     s->smem_optin = optin > 0 ? (size_t)optin : 0;
+    int sms = 0;
+    if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, gpu) != cudaSuccess)
+        (void)cudaGetLastError();
+    s->sms = sms > 0 ? sms : 1;
     s->lt_ws_bytes = lt_workspace_bytes();
     if (ok && s->lt_ws_bytes &&
         (step = "allocating cuBLASLt's workspace", cudaMalloc(&s->lt_ws, s->lt_ws_bytes) != cudaSuccess)) {
@@ -414,6 +419,10 @@ extern "C" int sl_cuda_conv_tuned_passes(const sl_backend *be)
 {
     return sl_cuda_conv_tuned(sl_cuda_of(be));
 }
+extern "C" int sl_cuda_conv_gemm_geometries(const sl_backend *be)
+{
+    return sl_cuda_conv_gemm_filters(sl_cuda_of(be));
+}
 
 extern "C" int sl_cuda_column_parts(const sl_backend *be, const char **why)
 {
@@ -460,11 +469,14 @@ extern "C" sl_status sl_cuda_backend_create(int gpu, int deterministic, int tf32
      * tiles; other sums), SL_CUDA_XENT_BLOCKS (a classifier's loss a block
      * per row: then a thread per row; other sums), SL_CUDA_BN_RELU
      * (BatchNorm and the in-place ReLU after it as one step each way:
-     * then two; the same bits either way) and SL_CUDA_GRAPHS (runs of
+     * then two; the same bits either way), SL_CUDA_GRAPHS (runs of
      * layer steps captured once as CUDA graphs and replayed: then queued
      * kernel by kernel every run; the same kernels, so the same bits;
      * 2.5 % of ResNet-152's step and 0.8 % of GPT-2's on an H100,
-     * 2026-11-28). Two switches turn a path on:
+     * 2026-11-28) and SL_CUDA_CONV_GEMM (1x1 filter gradients as cuBLAS
+     * GEMMs in a deterministic instance, base/conv_gemm.h: then cuDNN's
+     * engines; "all" takes them in every instance; written without a
+     * GPU). Two switches turn a path on:
      * SL_CUDA_BN_FUSED=on (BatchNorm's statistics joined to its normalise
      * and its backward's means to its input gradient, instead of three
      * kernels each; the same bits; off by default, 1.4 % slower on an
@@ -508,6 +520,13 @@ extern "C" sl_status sl_cuda_backend_create(int gpu, int deterministic, int tf32
                             "CUDA backend: SL_CUDA_CONV_TUNE=\"%s\" is not on, off, 0, 1 or a "
                             "count of engines from 2 to 64",
                             tune);
+    }
+    const char *gemm = getenv("SL_CUDA_CONV_GEMM");
+    s->conv_gemm = sl_conv_gemm_mode(gemm);
+    if (s->conv_gemm < 0) {
+        sl_backend_destroy(b);
+        return sl_set_error(SL_ERR_INVALID_ARG,
+                            "CUDA backend: SL_CUDA_CONV_GEMM=\"%s\" is not on, all or off", gemm);
     }
     s->flash_dropout = !env_off("SL_CUDA_FLASH_DROPOUT");
     s->xent_staged = !env_off("SL_CUDA_XENT_STAGED");

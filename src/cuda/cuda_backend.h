@@ -65,6 +65,12 @@ int sl_cuda_xent_blocks(const sl_backend *be);
  * 0 in a build without CUDA. */
 int sl_cuda_conv_tuned_passes(const sl_backend *be);
 
+/* How many convolution geometries this instance has built so far whose
+ * filter gradient runs as cuBLAS GEMMs (1x1, stride 1, no padding;
+ * SL_CUDA_CONV_GEMM, base/conv_gemm.h) instead of cuDNN. 0 in a build
+ * without CUDA. */
+int sl_cuda_conv_gemm_geometries(const sl_backend *be);
+
 #ifdef __cplusplus
 }
 #endif

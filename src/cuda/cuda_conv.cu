@@ -47,6 +47,16 @@
  * different engines and so differ in the last bits; off by default. The
  * log (SL_CUDA_CONV_LOG=1) gives each pass's time, the fastest's and the
  * heuristics' first.
+ *
+ * A 1x1 convolution of stride 1 without padding has its filter gradient
+ * computed as cuBLAS's strided-batched GEMMs, one product per image (and
+ * piece of its pixels), whose partials an ordered sum adds into dW
+ * (base/conv_gemm.h: why, and how the work is cut): in deterministic
+ * instances by default, where cuDNN's deterministic engines for that
+ * pass run far below the GPU's pace; SL_CUDA_CONV_GEMM=all in every
+ * instance, =off never. The partials are the pass's workspace, planned
+ * like an engine's; the products run in the instance's math (TF32 where
+ * allowed).
  */
 #include <mutex>
 #include <new>
@@ -55,10 +65,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/conv_gemm.h"
 #include "cuda/cuda_common.h"
 #include "cuda/cuda_conv_graph.h"
 
 static const size_t kWorkspaceCap = (size_t)512 << 20; /* bytes one conv may ask for */
+/* the most partials a 1x1 filter gradient's GEMMs may plan: the size of
+ * cuDNN's own workspaces for those passes (17-78 MB on ResNet-152 b16) */
+static const size_t kGemmPartialCap = (size_t)64 << 20;
 
 /* The ways a pass is run: the backward-data pass has two, by beta (0:
  * dx is written, 1: added to); the filter gradient is always added to. */
@@ -91,6 +105,10 @@ struct sl_conv_entry {
     sl_cuda_conv_plan plan[SLOT_COUNT];
     char fallback[SLOT_COUNT][320];
     char tune_note[128]; /* why tuning did not run for this geometry ("": it ran, or was off) */
+    /* the filter gradient as cuBLAS GEMMs (gemm_filter; base/conv_gemm.h),
+     * instead of plan[SLOT_BWD_FILTER] or the legacy algorithm */
+    bool gemm_filter;
+    sl_conv_gemm_split gemm;
     size_t ws[3]; /* per pass, the most any of its slots needs: what is planned */
     bool ok;
     char why[256]; /* why build_into failed (this geometry's own reason) */
@@ -282,6 +300,8 @@ static void graph_choose(sl_cuda_state *s, const sl_conv_desc *d, sl_conv_entry 
     if (tensors && s->conv_tune > 1)
         tuning_begin(s, d, &tuning, e.tune_note, sizeof e.tune_note);
     for (int i = 0; i < SLOT_COUNT; i++) {
+        if (i == SLOT_BWD_FILTER && e.gemm_filter)
+            continue; /* cuBLAS's */
         sl_engine_rules r = rules;
         /* dx += plans no more workspace than dx = (one legacy algorithm
          * served both): the planner reserves the larger of the two for
@@ -315,7 +335,10 @@ static bool build_into(sl_cuda_state *s, const sl_conv_desc *d, sl_conv_entry &e
                                            1, 1));
     BUILD_CHECK(cudnnSetFilter4dDescriptor(e.w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, d->k,
                                            d->c / d->groups, d->kh, d->kw));
-    bool needs_legacy[3] = {true, true, true};
+    e.gemm_filter = s->conv_gemm > (s->deterministic ? 0 : 1) && sl_conv_gemm_applies(d) &&
+                    sl_conv_gemm_plan(d->n, d->k, d->c, d->h * d->w, s->sms, kGemmPartialCap,
+                                      &e.gemm);
+    bool needs_legacy[3] = {true, true, !e.gemm_filter};
     if (!s->conv_legacy) {
         needs_legacy[0] = needs_legacy[1] = needs_legacy[2] = false;
         graph_choose(s, d, e, needs_legacy);
@@ -343,7 +366,9 @@ static bool build_into(sl_cuda_state *s, const sl_conv_desc *d, sl_conv_entry &e
     }
     for (int i = 0; i < SLOT_COUNT; i++) {
         int p = kSlotPass[i];
-        size_t need = e.plan[i].plan ? e.plan[i].ws_bytes : e.legacy_ws[p];
+        size_t need = i == SLOT_BWD_FILTER && e.gemm_filter ? e.gemm.workspace_bytes
+                      : e.plan[i].plan                      ? e.plan[i].ws_bytes
+                                                            : e.legacy_ws[p];
         if (need > e.ws[p])
             e.ws[p] = need;
     }
@@ -437,7 +462,12 @@ static void log_entry(const sl_cuda_state *s, const sl_conv_entry *e)
     for (int i = 0; i < SLOT_COUNT; i++) {
         int p = kSlotPass[i];
         append(text, sizeof text, &used, "%s%s ", i ? "; " : "", kSlotName[i]);
-        if (e->plan[i].plan)
+        if (i == SLOT_BWD_FILTER && e->gemm_filter)
+            append(text, sizeof text, &used,
+                   "cuBLAS GEMMs (%s): %d group(s) of %d images, %d piece(s) of %d pixels, %zu B",
+                   s->tf32 ? "TF32" : "FP32", e->gemm.groups, e->gemm.group, e->gemm.chunks,
+                   e->gemm.chunk, e->gemm.workspace_bytes);
+        else if (e->plan[i].plan)
             append(text, sizeof text, &used, "%s", e->plan[i].how);
         else
             append(text, sizeof text, &used, "legacy algo %d (%s, %zu B)%s%s", legacy_algo(e, p),
@@ -518,6 +548,22 @@ static const sl_conv_entry *lookup(sl_cuda_state *s, const sl_conv_desc *d)
     if (!e)
         sl_cuda_record(s, __FILE__, __LINE__, "convolution", why);
     return e;
+}
+
+int sl_cuda_conv_gemm_filters(sl_cuda_state *s)
+{
+    sl_cuda_conv_cache *c;
+    {
+        std::lock_guard<std::mutex> g(s->error_lock);
+        c = s->conv_cache;
+    }
+    if (!c)
+        return 0;
+    std::lock_guard<std::mutex> g(c->lock);
+    int n = 0;
+    for (int i = 0; i < c->count; i++)
+        n += c->entries[i]->ok && c->entries[i]->gemm_filter;
+    return n;
 }
 
 int sl_cuda_conv_tuned(sl_cuda_state *s)
@@ -613,6 +659,52 @@ extern "C" void sl_cuda_conv2d_backward_data(const sl_exec *ex, const sl_conv_de
                                                        accumulate ? &kOne : &kZero, e->x, dx));
 }
 
+/* dw[i] += part[0][i] + part[1][i] + ... + part[parts - 1][i], in that
+ * order (parts of kc floats each): the same sums every run. */
+static __global__ void sum_parts_k(size_t kc, int parts, const float *__restrict__ part,
+                                   float *__restrict__ dw)
+{
+    GRID_STRIDE(i, kc)
+    {
+        float acc = part[i];
+        for (int j = 1; j < parts; j++)
+            acc += part[(size_t)j * kc + i];
+        dw[i] += acc;
+    }
+}
+
+/* The filter gradient of 1x1 geometry d (e->gemm) as batched GEMMs:
+ * for each group of images, for each piece of the pixels, one product
+ * per image into the partials (piece-major), then their ordered sum
+ * added into dw. Row-major dW_i[k x c] = dY_i[k x hw] X_i[c x hw]^T is
+ * column-major C[c x k] = op(A) B with A the column-major hw x c view of
+ * X_i (transposed) and B the hw x k view of dY_i. */
+static void gemm_filter(sl_cuda_state *s, const sl_conv_desc *d, const sl_conv_gemm_split &g,
+                        const float *x, const float *dy, float *dw, float *part)
+{
+    const int hw = d->h * d->w;
+    const size_t kc = (size_t)d->k * (size_t)d->c;
+    const float one = 1.0f, zero = 0.0f;
+    const cublasComputeType_t math =
+        s->tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F_PEDANTIC;
+    for (int n0 = 0; n0 < d->n; n0 += g.group) {
+        const int images = d->n - n0 < g.group ? d->n - n0 : g.group;
+        const float *xs = x + (size_t)n0 * d->c * hw, *dys = dy + (size_t)n0 * d->k * hw;
+        for (int piece = 0; piece < g.chunks; piece++) {
+            const int p0 = piece * g.chunk;
+            const int len = hw - p0 < g.chunk ? hw - p0 : g.chunk;
+            SL_CUBLAS_CHECK(s, cublasGemmStridedBatchedEx(
+                                   s->cublas, CUBLAS_OP_T, CUBLAS_OP_N, d->c, d->k, len, &one,
+                                   xs + p0, CUDA_R_32F, hw, (long long)d->c * hw, dys + p0,
+                                   CUDA_R_32F, hw, (long long)d->k * hw, &zero,
+                                   part + (size_t)piece * images * kc, CUDA_R_32F, d->c,
+                                   (long long)kc, images, math, CUBLAS_GEMM_DEFAULT));
+        }
+        sum_parts_k<<<sl_cuda_blocks(kc), 256, 0, s->stream>>>(kc, images * g.chunks, part, dw);
+        SL_CUDA_LAUNCHED(s);
+    }
+}
+
 extern "C" void sl_cuda_conv2d_backward_filter(const sl_exec *ex, const sl_conv_desc *d,
                                                const void *x, const void *dy, float *dw,
                                                float *dbias, void *ws)
@@ -622,7 +714,9 @@ extern "C" void sl_cuda_conv2d_backward_filter(const sl_exec *ex, const sl_conv_
     if (!e)
         return;
     const sl_cuda_conv_plan *p = &e->plan[SLOT_BWD_FILTER];
-    if (p->plan)
+    if (e->gemm_filter)
+        gemm_filter(s, d, e->gemm, (const float *)x, (const float *)dy, dw, (float *)ws);
+    else if (p->plan)
         sl_cuda_conv_plan_run(s, &e->graph, p, x, dw, dy, ws);
     else
         SL_CUDNN_CHECK(s, cudnnConvolutionBackwardFilter(s->cudnn, &kOne, e->x, x, e->y, dy,

@@ -63,3 +63,9 @@ int sl_cuda_conv_tuned_passes(const sl_backend *be)
     (void)be;
     return 0;
 }
+
+int sl_cuda_conv_gemm_geometries(const sl_backend *be)
+{
+    (void)be;
+    return 0;
+}
