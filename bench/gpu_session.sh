@@ -243,8 +243,9 @@ stage_det() {
 # PyTorch plain) under each side's algorithm rules, 3 interleaved rounds
 # of 10 steps: ours with deterministic engines (the default: 1x1 filter
 # gradients as cuBLAS GEMMs), the same with cuDNN for those too
-# (SL_CUDA_CONV_GEMM=off) and on PyTorch's cuDNN (9.19 in its wheel
-# beside the system's 9.14, 2026-11-28), free to take non-deterministic
+# (SL_CUDA_CONV_GEMM=off), both again on PyTorch's cuDNN (9.19 in its
+# wheel beside the system's 9.14, 2026-11-28: the JSON's "cudnn" says
+# which one ran), free to take non-deterministic
 # engines, with the GEMMs there too (SL_CUDA_CONV_GEMM=all), and with the
 # engines timed (SL_CUDA_CONV_TUNE=on; sqrt too); PyTorch plain with its
 # heuristics (its default, non-deterministic algorithms allowed) and with
@@ -253,6 +254,7 @@ stage_det() {
 # fp32.jsonl, fp32.txt
 fp32_cfgs=("ours-det none - " "ours-det-cudnn none SL_CUDA_CONV_GEMM=off "
            "ours-det-cudnn919 none LD_LIBRARY_PATH=@torchcudnn "
+           "ours-det-cudnn-cudnn919 none SL_CUDA_CONV_GEMM=off,LD_LIBRARY_PATH=@torchcudnn "
            "ours-nondet none - --nondeterministic"
            "ours-nondet-gemm none SL_CUDA_CONV_GEMM=all --nondeterministic"
            "ours-nondet-tuned none SL_CUDA_CONV_TUNE=on --nondeterministic"
@@ -268,10 +270,10 @@ stage_fp32() {
       read -r variant arg envs extra <<<"$c"
       local env_words=()
       if [ "$envs" != - ]; then
-        [ "$envs" = "LD_LIBRARY_PATH=@torchcudnn" ] && {
-          [ -n "$torchcudnn" ] || continue
-          envs="LD_LIBRARY_PATH=$torchcudnn:$LD_LIBRARY_PATH"
-        }
+        if [ "${envs#*@torchcudnn}" != "$envs" ]; then
+          [ -n "$torchcudnn" ] || continue # no PyTorch cuDNN here: the variant is left out
+          envs=${envs//@torchcudnn/$torchcudnn:$LD_LIBRARY_PATH}
+        fi
         IFS=, read -ra env_words <<<"$envs"
       fi
       if [ "${variant%%-*}" = ours ]; then
@@ -282,7 +284,7 @@ stage_fp32() {
         timeout 60 "${PYTHON:-python3}" bench/bench_gpu_torch.py --segments "$arg" \
           --steps 10 ${extra:+$extra} 2>"$dir/fp32-$variant.log"
       fi | sed "s/^{/{\"round\":$round,\"variant\":\"$variant\",/" | tee -a "$dir/fp32.jsonl" |
-        grep -o '"variant":"[a-z0-9-]*"\|"schedule":"[a-z]*"\|"cudnn":[0-9]*\|"it_per_s": *[0-9.]*' |
+        grep -o '"variant":"[a-z0-9-]*"\|"schedule":"[a-z]*"\|"cudnn": *[0-9]*\|"it_per_s": *[0-9.]*' |
         paste -sd' '
     done
   done

@@ -794,7 +794,7 @@ static void op_conv(dev *d, outputs *o)
 /* 1x1 convolutions of stride 1, whose filter gradient a deterministic
  * CUDA instance takes as cuBLAS GEMMs (base/conv_gemm.h): 3 images of
  * 23 x 23 pixels, 20 -> 12 channels (the pixels cut into 8 pieces, the
- * last shorter, on any GPU of 12 or more multiprocessors), and 20 images
+ * last shorter, on any GPU of 7 or more multiprocessors), and 20 images
  * of 2 x 2 pixels, 1024 -> 1024 channels (4 MiB of partials an image:
  * two groups, of 16 and 4). Each: y, dx (accumulated), dw (accumulated),
  * dbias. */

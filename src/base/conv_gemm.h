@@ -17,8 +17,9 @@
  *
  * so the filter gradient is cuBLAS's strided-batched GEMM over the
  * images (one product each, into a partial of k x c floats) followed by
- * an ordered sum of the partials into dW: the same sums in the same
- * order every run, whatever the stream does, so the bits repeat.
+ * a sum of the partials into dW in a fixed order (segments of 16
+ * partials, then the segments): the same sums in the same order every
+ * run, whatever the stream does, so the bits repeat.
  *
  * Where k x c is small and hw long (ResNet's first stage: 64 x 64 over
  * 3136 pixels), one product per image leaves most of the GPU idle, so
@@ -46,7 +47,7 @@ typedef struct sl_conv_gemm_split {
     int chunks;             /* pieces of the hw pixels, each a batched GEMM */
     int chunk;              /* pixels per piece (a multiple of 4 where hw allows; the last
                                piece may be shorter) */
-    size_t workspace_bytes; /* group * chunks * k * c floats of partials */
+    size_t workspace_bytes; /* the partials: group * chunks * k * c floats, in bytes */
 } sl_conv_gemm_split;
 
 /* 1 where geometry d's filter gradient is a product per image: a float
@@ -66,7 +67,8 @@ static inline int sl_conv_gemm_applies(const sl_conv_desc *d)
  * products (estimated as 128 x 128 output tiles per image and piece)
  * would not fill twice the multiprocessors, a piece keeps at least 64
  * pixels and there are at most 32 pieces; pieces start at multiples of 4
- * pixels (16-byte aligned rows for cuBLAS). Pieces are dropped again
+ * pixels (16-byte aligned where hw is a multiple of 4, as in ResNet's
+ * planes). Pieces are dropped again
  * where their partials would not fit for one image; then as many images
  * go in a group as the cap holds. */
 static inline int sl_conv_gemm_plan(int n, int k, int c, int hw, int sms, size_t cap,

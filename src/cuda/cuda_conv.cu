@@ -659,15 +659,44 @@ extern "C" void sl_cuda_conv2d_backward_data(const sl_exec *ex, const sl_conv_de
                                                        accumulate ? &kOne : &kZero, e->x, dx));
 }
 
-/* dw[i] += part[0][i] + part[1][i] + ... + part[parts - 1][i], in that
- * order (parts of kc floats each): the same sums every run. */
-static __global__ void sum_parts_k(size_t kc, int parts, const float *__restrict__ part,
-                                   float *__restrict__ dw)
+/* The partials are summed in two fixed levels, so that a few thousand
+ * threads do not each walk hundreds of partials in turn (ResNet's first
+ * stage: 4096 values, 512 partials): segments of kSegment consecutive
+ * partials first, each into its first partial, in order; then the
+ * segments' sums, in order, added into dw. The same adds in the same
+ * order every run. */
+enum { kSegment = 16 };
+
+/* part[s * kSegment][i] = part[s * kSegment][i] + ... (the segment's
+ * partials in order), for every segment s of `parts` partials of kc
+ * floats (the last segment may be shorter). */
+static __global__ void sum_segments_k(size_t kc, int parts, float *part)
+{
+    const size_t segments = ((size_t)parts + kSegment - 1) / kSegment;
+    GRID_STRIDE(t, segments * kc)
+    {
+        const size_t s = t / kc, i = t - s * kc;
+        float *p = part + s * kSegment * kc + i;
+        const int len = parts - (int)(s * kSegment) < kSegment ? parts - (int)(s * kSegment)
+                                                                : kSegment;
+        float acc = p[0];
+#pragma unroll 4
+        for (int j = 1; j < len; j++)
+            acc += p[(size_t)j * kc];
+        p[0] = acc;
+    }
+}
+
+/* dw[i] += part[0][i] + part[stride][i] + part[2 stride][i] + ..., in
+ * that order, over the `parts` partials of kc floats (stride 1: every
+ * partial; kSegment: the segments' sums). */
+static __global__ void add_parts_k(size_t kc, int parts, int stride, const float *part, float *dw)
 {
     GRID_STRIDE(i, kc)
     {
         float acc = part[i];
-        for (int j = 1; j < parts; j++)
+#pragma unroll 4
+        for (int j = stride; j < parts; j += stride)
             acc += part[(size_t)j * kc + i];
         dw[i] += acc;
     }
@@ -675,8 +704,8 @@ static __global__ void sum_parts_k(size_t kc, int parts, const float *__restrict
 
 /* The filter gradient of 1x1 geometry d (e->gemm) as batched GEMMs:
  * for each group of images, for each piece of the pixels, one product
- * per image into the partials (piece-major), then their ordered sum
- * added into dw. Row-major dW_i[k x c] = dY_i[k x hw] X_i[c x hw]^T is
+ * per image into the partials (piece-major), then their sum in two fixed
+ * levels added into dw. Row-major dW_i[k x c] = dY_i[k x hw] X_i[c x hw]^T is
  * column-major C[c x k] = op(A) B with A the column-major hw x c view of
  * X_i (transposed) and B the hw x k view of dY_i. */
 static void gemm_filter(sl_cuda_state *s, const sl_conv_desc *d, const sl_conv_gemm_split &g,
@@ -700,7 +729,15 @@ static void gemm_filter(sl_cuda_state *s, const sl_conv_desc *d, const sl_conv_g
                                    part + (size_t)piece * images * kc, CUDA_R_32F, d->c,
                                    (long long)kc, images, math, CUBLAS_GEMM_DEFAULT));
         }
-        sum_parts_k<<<sl_cuda_blocks(kc), 256, 0, s->stream>>>(kc, images * g.chunks, part, dw);
+        const int parts = images * g.chunks;
+        int stride = 1;
+        if (parts > kSegment) {
+            const size_t segments = ((size_t)parts + kSegment - 1) / kSegment;
+            sum_segments_k<<<sl_cuda_blocks(segments * kc), 256, 0, s->stream>>>(kc, parts, part);
+            SL_CUDA_LAUNCHED(s);
+            stride = kSegment;
+        }
+        add_parts_k<<<sl_cuda_blocks(kc), 256, 0, s->stream>>>(kc, parts, stride, part, dw);
         SL_CUDA_LAUNCHED(s);
     }
 }

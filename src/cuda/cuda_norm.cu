@@ -87,8 +87,8 @@ static __device__ void block_pair_sum(double a, double b, double *sa, double *sb
  * caller's f(k) adds the value at flat index k to its accumulators, in
  * this order for each thread: image by image, and within an image j,
  * j + 256, ... Where a slice is no longer than the block (a thread has at
- * most one value per image: ResNet's planes of 7² to 28² with their 16 x
- * 1 parts), four images are taken per step, their f calls written one
+ * most one value per image: ResNet's planes of 7² and 14², one part of
+ * 16 images a channel), four images are taken per step, their f calls written one
  * after the other so that their loads are in flight together; the
  * f calls, and so the adds, come in the same order as one image at a
  * time. A thread with one load in flight at a time waited for DRAM 16
