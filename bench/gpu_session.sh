@@ -18,7 +18,9 @@
 #           otherwise all of them. Logs: gputests.log,
 #           diag-*.log.
 #   ab      each switch of AB_SWITCHES (the environment's, else the 1x1
-#           filter gradients' cuBLAS GEMMs turned off) in turn against
+#           filter gradients' cuBLAS GEMMs turned off, TF32 off and on:
+#           workload resnettf32 is ResNet's with --tf32, and BatchNorm's
+#           four values a thread turned off) in turn against
 #           none,
 #           3 interleaved rounds of 6
 #           steps, on the workload its path runs: the convolution,
@@ -81,8 +83,8 @@ export OUT=$dir
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64:/usr/local/cuda/lib:${LD_LIBRARY_PATH:-}
 t0=$SECONDS
 left() { echo $((${DEADLINE:-470} - (SECONDS - t0))); }
-SWITCHES="SL_CUDA_CONV_GEMM=off SL_CUDA_CONV_API=legacy SL_CUDA_BN_RELU=off SL_CUDA_XENT_BLOCKS=off SL_CUDA_XENT_STAGED=off SL_CUDA_COL_PARTS=off SL_CUDA_LN_REGS=off SL_CUDA_FLASH_DROPOUT=off SL_CUDA_FLASH_MMA=off SL_CUDA_FLASH_BF16=off SL_CUDA_FLASH=off SL_CUDA_LT=off SL_CUDA_LT_WORKSPACE_MIB=0 SL_CUDA_BF16_GEMM=off SL_CUDA_BF16_KERNELS=off"
-AB_SWITCHES=${AB_SWITCHES:-"SL_CUDA_CONV_GEMM=off"}
+SWITCHES="SL_CUDA_CONV_GEMM=off SL_CUDA_BN_VEC=off SL_CUDA_CONV_API=legacy SL_CUDA_BN_RELU=off SL_CUDA_XENT_BLOCKS=off SL_CUDA_XENT_STAGED=off SL_CUDA_COL_PARTS=off SL_CUDA_LN_REGS=off SL_CUDA_FLASH_DROPOUT=off SL_CUDA_FLASH_MMA=off SL_CUDA_FLASH_BF16=off SL_CUDA_FLASH=off SL_CUDA_LT=off SL_CUDA_LT_WORKSPACE_MIB=0 SL_CUDA_BF16_GEMM=off SL_CUDA_BF16_KERNELS=off"
+AB_SWITCHES=${AB_SWITCHES:-"SL_CUDA_CONV_GEMM=off SL_CUDA_BN_VEC=off SL_CUDA_CONV_GEMM=off@resnettf32"}
 build="build-gpu"
 switches() { [ -s "$dir/switches.txt" ] && cat "$dir/switches.txt"; }
 # runs "$@" with the kept switches (VAR=VALUE words) in its environment
@@ -156,8 +158,9 @@ ab_workload() {
 ab_run() {
   local cmd key log="$dir/ab-$2-${1%%=*}.log" sw=()
   [ "$1" = none ] || sw=("${1%@*}")
-  if [ "$2" = resnet ]; then
+  if [ "$2" = resnet ] || [ "$2" = resnettf32 ]; then
     cmd=("$build/bench/bench_gpu" --schedule none --steps 6) key=it_per_s
+    [ "$2" = resnettf32 ] && cmd+=(--tf32)
   else
     cmd=("$build/bench/bench_gpt2" --batch 8 --seq 1024 --steps 6 --device cuda --tf32
          --threads 16 --json) key=ms_step
@@ -170,7 +173,7 @@ ab_run() {
 stage_ab() {
   local round workload sw ran
   for round in 1 2 3; do
-    for workload in gpt2 gpt2drop resnet; do
+    for workload in gpt2 gpt2drop resnet resnettf32; do
       ran=0
       for sw in $AB_SWITCHES; do
         [ "$(ab_workload "$sw")" = "$workload" ] || continue

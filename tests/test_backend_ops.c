@@ -881,12 +881,14 @@ static void op_batchnorm(dev *d, outputs *o) { batchnorm_case(d, o, 8, 12, 49, 0
 
 /* The stem's few channels of many values (a channel's sums in several
  * parts), planes narrower than a warp, dx accumulated with frozen
- * statistics, and no dx. */
+ * statistics, no dx, and ResNet's 14² planes with dx accumulated (four
+ * values a thread on the GPU). */
 static void op_batchnorm_shapes(dev *d, outputs *o)
 {
     batchnorm_case(d, o, 16, 4, 3136, 0, 0, 1, 70);
     batchnorm_case(d, o, 3, 300, 7, 1, 1, 1, 80);
     batchnorm_case(d, o, 5, 9, 100, 0, 0, 0, 90);
+    batchnorm_case(d, o, 6, 10, 196, 1, 0, 1, 95);
 }
 
 /* BatchNorm then ReLU on n x c x hw, joined (the batchnorm_relu_* ops)
@@ -1188,7 +1190,7 @@ START_TEST(test_ops_gpu_vs_cpu)
     /* y, the saved statistics, the running ones, dx, dgamma, dbeta, y (eval) */
 #define BN_TOL 1e-5, 1e-6, 1e-6, 1e-5, 1e-5, 1e-5, 1e-6
     const double bn_tol[] = {BN_TOL};
-    const double bn_shape_tol[] = {BN_TOL, BN_TOL, BN_TOL};
+    const double bn_shape_tol[] = {BN_TOL, BN_TOL, BN_TOL, BN_TOL};
 #undef BN_TOL
     check_op("batchnorm", op_batchnorm, gpu, bn_tol);
     check_op("batchnorm shapes", op_batchnorm_shapes, gpu, bn_shape_tol);

@@ -469,7 +469,10 @@ extern "C" sl_status sl_cuda_backend_create(int gpu, int deterministic, int tf32
      * tiles; other sums), SL_CUDA_XENT_BLOCKS (a classifier's loss a block
      * per row: then a thread per row; other sums), SL_CUDA_BN_RELU
      * (BatchNorm and the in-place ReLU after it as one step each way:
-     * then two; the same bits either way), SL_CUDA_GRAPHS (runs of
+     * then two; the same bits either way), SL_CUDA_BN_VEC (BatchNorm's
+     * normalise and input gradient four values a thread where hw is a
+     * multiple of 4: then one; the same bits; written without a GPU),
+     * SL_CUDA_GRAPHS (runs of
      * layer steps captured once as CUDA graphs and replayed: then queued
      * kernel by kernel every run; the same kernels, so the same bits;
      * 2.5 % of ResNet-152's step and 0.8 % of GPT-2's on an H100,
@@ -509,6 +512,7 @@ extern "C" sl_status sl_cuda_backend_create(int gpu, int deterministic, int tf32
     s->ln_regs = !env_off("SL_CUDA_LN_REGS");
     s->bn_fused = env_on("SL_CUDA_BN_FUSED");
     s->xent_blocks = !env_off("SL_CUDA_XENT_BLOCKS");
+    s->bn_vec = !env_off("SL_CUDA_BN_VEC");
     s->flash_bf16 = !env_off("SL_CUDA_FLASH_BF16");
     const char *conv_api = getenv("SL_CUDA_CONV_API");
     s->conv_legacy = conv_api && strcmp(conv_api, "legacy") == 0;

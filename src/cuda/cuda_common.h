@@ -49,6 +49,8 @@ typedef struct sl_cuda_state {
                           kernel of their own */
     int xent_blocks;   /* a classifier's loss a block per row; off: a thread per row
                           (SL_CUDA_XENT_BLOCKS) */
+    int bn_vec;        /* BatchNorm's normalise and input gradient four values at a time
+                          where hw allows; off: one (SL_CUDA_BN_VEC, cuda_norm.cu) */
     int flash_bf16;    /* its bf16 products for bf16 activations; off: TF32 on widened
                           tiles (SL_CUDA_FLASH_BF16) */
     int conv_legacy;   /* convolutions through cuDNN's legacy _v7 algorithm choice instead
