@@ -550,7 +550,10 @@ static const sl_conv_entry *lookup(sl_cuda_state *s, const sl_conv_desc *d)
     return e;
 }
 
-int sl_cuda_conv_gemm_filters(sl_cuda_state *s)
+/* f(cache) under the cache's lock, or 0 where the instance has no cache
+ * yet: the counters the tests read. */
+template <typename F>
+static int count_in_cache(sl_cuda_state *s, F f)
 {
     sl_cuda_conv_cache *c;
     {
@@ -560,23 +563,22 @@ int sl_cuda_conv_gemm_filters(sl_cuda_state *s)
     if (!c)
         return 0;
     std::lock_guard<std::mutex> g(c->lock);
-    int n = 0;
-    for (int i = 0; i < c->count; i++)
-        n += c->entries[i]->ok && c->entries[i]->gemm_filter;
-    return n;
+    return f(c);
+}
+
+int sl_cuda_conv_gemm_filters(sl_cuda_state *s)
+{
+    return count_in_cache(s, [](const sl_cuda_conv_cache *c) {
+        int n = 0;
+        for (int i = 0; i < c->count; i++)
+            n += c->entries[i]->ok && c->entries[i]->gemm_filter;
+        return n;
+    });
 }
 
 int sl_cuda_conv_tuned(sl_cuda_state *s)
 {
-    sl_cuda_conv_cache *c;
-    {
-        std::lock_guard<std::mutex> g(s->error_lock);
-        c = s->conv_cache;
-    }
-    if (!c)
-        return 0;
-    std::lock_guard<std::mutex> g(c->lock);
-    return s->conv_tuned;
+    return count_in_cache(s, [s](const sl_cuda_conv_cache *) { return s->conv_tuned; });
 }
 
 static const float kOne = 1.0f, kZero = 0.0f;
