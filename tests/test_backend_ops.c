@@ -1319,6 +1319,20 @@ START_TEST(test_batchnorm_fused_equals_kernels)
 }
 END_TEST
 
+/* BatchNorm's normalise and input gradient four values a thread (float4,
+ * where a plane's size is a multiple of 4) against one (SL_CUDA_BN_VEC=
+ * off): the same element rules, so the same bits, joined to the ReLU
+ * or not, dx written or added, in place or not. */
+START_TEST(test_batchnorm_vec_equals_scalar)
+{
+    const named_op ops[] = {{"batchnorm", op_batchnorm},
+                            {"batchnorm shapes", op_batchnorm_shapes},
+                            {"batchnorm + relu, joined", op_batchnorm_relu_finite}};
+    check_switch_same_bits("SL_CUDA_BN_VEC", sl_cuda_bn_vec, "float4 and one value a thread",
+                           ops, sizeof ops / sizeof ops[0]);
+}
+END_TEST
+
 /* BatchNorm joined to the ReLU after it gives the two ops' bits, value
  * for value (NaNs, the ReLU's edge at 0 and -0 included), on the CPU and,
  * with a GPU, on its default kernels and its fused ones
@@ -1466,6 +1480,7 @@ int main(void)
     tcase_add_test(tc, test_layernorm_registers_equal_loops);
     tcase_add_test(tc, test_lm_xent_staged_equals_passes);
     tcase_add_test(tc, test_batchnorm_fused_equals_kernels);
+    tcase_add_test(tc, test_batchnorm_vec_equals_scalar);
     tcase_add_test(tc, test_batchnorm_relu_joined_equals_apart);
     tcase_add_test(tc, test_classifier_loss_thread_rows);
     suite_add_tcase(s, tc);

@@ -414,6 +414,7 @@ extern "C" void *sl_cuda_backend_stream(const sl_backend *be)
 
 extern "C" int sl_cuda_ln_regs(const sl_backend *be) { return sl_cuda_of(be)->ln_regs; }
 extern "C" int sl_cuda_bn_fused(const sl_backend *be) { return sl_cuda_of(be)->bn_fused; }
+extern "C" int sl_cuda_bn_vec(const sl_backend *be) { return sl_cuda_of(be)->bn_vec; }
 extern "C" int sl_cuda_xent_blocks(const sl_backend *be) { return sl_cuda_of(be)->xent_blocks; }
 extern "C" int sl_cuda_conv_tuned_passes(const sl_backend *be)
 {

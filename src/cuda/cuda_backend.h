@@ -54,6 +54,11 @@ int sl_cuda_ln_regs(const sl_backend *be);
  * 0 in a build without CUDA. */
 int sl_cuda_bn_fused(const sl_backend *be);
 
+/* Whether this instance's BatchNorm normalise and input gradient take
+ * four values a thread where a plane allows (1) or one (0:
+ * SL_CUDA_BN_VEC=off). 0 in a build without CUDA. */
+int sl_cuda_bn_vec(const sl_backend *be);
+
 /* Whether this instance's classifier loss (softmax_xent) takes a block
  * per row (1) or a thread per row (0: SL_CUDA_XENT_BLOCKS=off). 0 in a
  * build without CUDA. */

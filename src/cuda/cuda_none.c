@@ -52,6 +52,12 @@ int sl_cuda_bn_fused(const sl_backend *be)
     return 0;
 }
 
+int sl_cuda_bn_vec(const sl_backend *be)
+{
+    (void)be;
+    return 0;
+}
+
 int sl_cuda_xent_blocks(const sl_backend *be)
 {
     (void)be;
