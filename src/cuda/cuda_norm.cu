@@ -325,6 +325,8 @@ static void launch_apply(sl_cuda_state *s, int n, int c, int hw, const float *x,
                          const float *invstd, const float *var, float eps, float *y,
                          bool relu = false)
 {
+    if (n <= 0 || c <= 0 || hw <= 0)
+        return; /* no values, and no empty block to launch */
     size_t planes = (size_t)n * c;
     dim3 grid, block;
     if (vec_ok(s, hw, x, y)) {
@@ -638,8 +640,8 @@ static void backward(const sl_exec *ex, int n, int c, int hw, const float *x, co
                                                            save_invstd, frozen, means, dgamma,
                                                            dbeta);
     SL_CUDA_LAUNCHED(s);
-    if (!dx)
-        return;
+    if (!dx || n <= 0 || hw <= 0)
+        return; /* no values, and no empty block to launch */
     size_t planes = (size_t)n * c;
     dim3 grid, block;
     if (vec_ok(s, hw, x, dy, dx)) {
