@@ -271,20 +271,38 @@ static void train_step_cuda(sl_net *net, float *x, int step)
 
 static float g_perturb; /* train_cuda: each input value times 1 +- this */
 
-/* Three SGD steps under a schedule (train_step_cuda's data, through the
- * harness's th_train_steps, which can move the input by g_perturb); every
- * tensor and gradient, read back, into out, and the memory report after
- * them (planned and measured arena). */
-static void train_cuda(const char *model, sl_schedule s, th_params *out, sl_memory_report *rep)
+/* Three SGD steps of `model` under s on ctx (train_step_cuda's data,
+ * through the harness's th_train_steps, which can move the input by
+ * g_perturb): every tensor and gradient, read back, into out, and the
+ * memory report after them (planned and measured arena) into rep where
+ * it is not NULL. */
+static void train3(sl_context *ctx, sl_schedule s, const char *model, th_params *out,
+                   sl_memory_report *rep)
 {
-    sl_context *ctx = cuda_context(42);
     sl_net *net = cuda_net(ctx, s, model);
     float losses[3];
     th_train_steps(net, g_train_shape, 3, g_perturb, losses);
-    ck_assert(sl_net_memory_report(net, g_train_shape, SL_MODE_TRAIN, rep) == SL_OK);
+    if (rep)
+        ck_assert(sl_net_memory_report(net, g_train_shape, SL_MODE_TRAIN, rep) == SL_OK);
     th_params_capture(net, out);
     sl_net_free(net);
+}
+
+/* train3 on a fresh CUDA context of seed 42. */
+static void train_cuda(const char *model, sl_schedule s, th_params *out, sl_memory_report *rep)
+{
+    sl_context *ctx = cuda_context(42);
+    train3(ctx, s, model, out, rep);
     sl_context_free(ctx);
+}
+
+/* The largest relative error of a's tensors against b's. */
+static double params_err(const th_params *a, const th_params *b)
+{
+    double e = 0;
+    for (int i = 0; i < b->n; i++)
+        e = fmax(e, th_rel_err(a->data[i], b->data[i], b->count[i]));
+    return e;
 }
 
 /* The smallest feasible budget of a model on the GPU (its workspaces are
@@ -1105,35 +1123,22 @@ START_TEST(test_cuda_conv_tuning_keeps_schedules_bit_identical)
     sl_context *ctx = cuda_context_env("SL_CUDA_CONV_TUNE", "on", 42, 0);
 
     th_params ref;
-    {
-        sl_context *cpu = th_context(42);
-        sl_net *net = cuda_net(cpu, SL_SCHEDULE_NONE, "resnet20");
-        float losses[3];
-        th_train_steps(net, g_train_shape, 3, g_perturb, losses);
-        th_params_capture(net, &ref);
-        sl_net_free(net);
-        sl_context_free(cpu);
-    }
+    sl_context *cpu = th_context(42);
+    train3(cpu, SL_SCHEDULE_NONE, "resnet20", &ref, NULL);
+    sl_context_free(cpu);
     sl_schedule s[3] = {SL_SCHEDULE_NONE, SL_SCHEDULE_SQRT, SL_SCHEDULE_SEGMENTS(5)};
     const char *names[3] = {"none", "sqrt", "segments:5"};
     th_params plain;
     sl_memory_report plain_r;
     for (int k = 0; k < 3; k++) {
-        sl_net *net = cuda_net(ctx, s[k], "resnet20");
-        float losses[3];
-        th_train_steps(net, g_train_shape, 3, g_perturb, losses);
         sl_memory_report r;
-        ck_assert(sl_net_memory_report(net, g_train_shape, SL_MODE_TRAIN, &r) == SL_OK);
+        th_params got;
+        train3(ctx, s[k], "resnet20", &got, &r);
         ck_assert_msg(r.arena_bytes == r.arena_measured, "%s: planned %llu measured %llu",
                       names[k], (unsigned long long)r.arena_bytes,
                       (unsigned long long)r.arena_measured);
-        th_params got;
-        th_params_capture(net, &got);
-        sl_net_free(net);
         if (k == 0) {
-            double e = 0;
-            for (int i = 0; i < ref.n; i++)
-                e = fmax(e, th_rel_err(got.data[i], ref.data[i], ref.count[i]));
+            double e = params_err(&got, &ref);
             ck_assert_msg(e <= 1e-3, "tuned engines, TF32 off: %g from the CPU", e);
             printf("tuned engines: within %.2e of the CPU after three steps\n", e);
             plain = got;
@@ -1159,29 +1164,6 @@ START_TEST(test_cuda_conv_tuning_keeps_schedules_bit_identical)
     sl_context_free(ctx);
 }
 END_TEST
-
-/* Three SGD steps of `model` under s on ctx: the parameters into out,
- * the memory report into rep. */
-static void train3(sl_context *ctx, sl_schedule s, const char *model, th_params *out,
-                   sl_memory_report *rep)
-{
-    sl_net *net = cuda_net(ctx, s, model);
-    float losses[3];
-    th_train_steps(net, g_train_shape, 3, g_perturb, losses);
-    if (rep)
-        ck_assert(sl_net_memory_report(net, g_train_shape, SL_MODE_TRAIN, rep) == SL_OK);
-    th_params_capture(net, out);
-    sl_net_free(net);
-}
-
-/* The largest relative error of a's tensors against b's. */
-static double params_err(const th_params *a, const th_params *b)
-{
-    double e = 0;
-    for (int i = 0; i < b->n; i++)
-        e = fmax(e, th_rel_err(a->data[i], b->data[i], b->count[i]));
-    return e;
-}
 
 /* 1x1 filter gradients as cuBLAS GEMMs (SL_CUDA_CONV_GEMM, on by default
  * in a deterministic instance): ResNet-50 (bottlenecks: 1x1 convolutions
@@ -1261,9 +1243,7 @@ START_TEST(test_cuda_tf32_off_and_on_both_plan_and_train)
             train_step_cuda(net, x, step);
         th_params got;
         th_params_capture(net, &got);
-        double e = 0;
-        for (int i = 0; i < ref.n; i++)
-            e = fmax(e, th_rel_err(got.data[i], ref.data[i], ref.count[i]));
+        double e = params_err(&got, &ref);
         printf("TF32 %s: parameters after two steps within %.2e of the CPU\n", tf32 ? "on" : "off",
                e);
         if (!tf32)

@@ -103,7 +103,8 @@ static __device__ void for_part_values(int n, int c, int hw, sl_bn_grid g, F f)
     int q = p / g.slices, s = p - q * g.slices;
     int lo = s * g.slice_len;
     int hi = lo + g.slice_len < hw ? lo + g.slice_len : hw;
-    const size_t step = (size_t)g.image_groups * (size_t)c * (size_t)hw; /* to the part's next image */
+    /* from one of the part's images to its next */
+    const size_t step = (size_t)g.image_groups * (size_t)c * (size_t)hw;
     size_t base = ((size_t)q * c + ch) * (size_t)hw;
     int img = q;
     if (hi - lo <= BN_THREADS) {
@@ -547,8 +548,8 @@ static __global__ void bn_dx(size_t planes, int c, int hw, const float *x, const
 }
 
 /* bn_dx four values at a time (vec_ok: hw a multiple of 4, x, dy and dx
- * 16-byte aligned): the same element rules and sl_put's add, value by
- * value, so the same bits. */
+ * 16-byte aligned): the same element rules and sl_put, value by value
+ * (on the four old values where accumulating), so the same bits. */
 template <bool RELU>
 static __global__ void bn_dx4(size_t planes, int c, int hw4, const float4 *x, const float4 *dy,
                               const float *gamma, const float *beta, const float *mean,
@@ -563,18 +564,16 @@ static __global__ void bn_dx4(size_t planes, int c, int hw4, const float4 *x, co
         size_t base = plane * (size_t)hw4;
         PLANE_VALUES(j, hw4)
         {
-            float4 xv = x[base + j], d = dy[base + j], o;
-            o.x = sl_bn_dx(xv.x, bn_dy<RELU>(d.x, xv.x, m, is, g, b), m, is, scale, mdy, mdyx);
-            o.y = sl_bn_dx(xv.y, bn_dy<RELU>(d.y, xv.y, m, is, g, b), m, is, scale, mdy, mdyx);
-            o.z = sl_bn_dx(xv.z, bn_dy<RELU>(d.z, xv.z, m, is, g, b), m, is, scale, mdy, mdyx);
-            o.w = sl_bn_dx(xv.w, bn_dy<RELU>(d.w, xv.w, m, is, g, b), m, is, scale, mdy, mdyx);
-            if (accumulate) {
-                float4 old = dx[base + j];
-                o.x = old.x + o.x;
-                o.y = old.y + o.y;
-                o.z = old.z + o.z;
-                o.w = old.w + o.w;
-            }
+            /* dx_plane's rule for one value */
+            auto rule = [&](float xv, float dv) {
+                return sl_bn_dx(xv, bn_dy<RELU>(dv, xv, m, is, g, b), m, is, scale, mdy, mdyx);
+            };
+            float4 xv = x[base + j], d = dy[base + j];
+            float4 o = accumulate ? dx[base + j] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+            sl_put(&o.x, rule(xv.x, d.x), accumulate);
+            sl_put(&o.y, rule(xv.y, d.y), accumulate);
+            sl_put(&o.z, rule(xv.z, d.z), accumulate);
+            sl_put(&o.w, rule(xv.w, d.w), accumulate);
             dx[base + j] = o;
         }
     }
