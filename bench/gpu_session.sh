@@ -18,9 +18,10 @@
 #           otherwise all of them. Logs: gputests.log,
 #           diag-*.log.
 #   ab      each switch of AB_SWITCHES (the environment's, else the 1x1
-#           filter gradients' cuBLAS GEMMs turned off, TF32 off and on:
-#           workload resnettf32 is ResNet's with --tf32, and BatchNorm's
-#           four values a thread turned off) in turn against
+#           backward passes' cuBLAS GEMMs turned off, TF32 off and on:
+#           workload resnettf32 is ResNet's with --tf32; the strided
+#           ones alone turned off; and BatchNorm's four values a thread
+#           turned off) in turn against
 #           none,
 #           3 interleaved rounds of 6
 #           steps, on the workload its path runs: the convolution,
@@ -83,8 +84,8 @@ export OUT=$dir
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64:/usr/local/cuda/lib:${LD_LIBRARY_PATH:-}
 t0=$SECONDS
 left() { echo $((${DEADLINE:-470} - (SECONDS - t0))); }
-SWITCHES="SL_CUDA_CONV_GEMM=off SL_CUDA_BN_VEC=off SL_CUDA_CONV_API=legacy SL_CUDA_BN_RELU=off SL_CUDA_XENT_BLOCKS=off SL_CUDA_XENT_STAGED=off SL_CUDA_COL_PARTS=off SL_CUDA_LN_REGS=off SL_CUDA_FLASH_DROPOUT=off SL_CUDA_FLASH_MMA=off SL_CUDA_FLASH_BF16=off SL_CUDA_FLASH=off SL_CUDA_LT=off SL_CUDA_LT_WORKSPACE_MIB=0 SL_CUDA_BF16_GEMM=off SL_CUDA_BF16_KERNELS=off"
-AB_SWITCHES=${AB_SWITCHES:-"SL_CUDA_CONV_GEMM=off SL_CUDA_BN_VEC=off SL_CUDA_CONV_GEMM=off@resnettf32"}
+SWITCHES="SL_CUDA_CONV_GEMM=off SL_CUDA_CONV_GEMM_STRIDED=off SL_CUDA_BN_VEC=off SL_CUDA_CONV_API=legacy SL_CUDA_BN_RELU=off SL_CUDA_XENT_BLOCKS=off SL_CUDA_XENT_STAGED=off SL_CUDA_COL_PARTS=off SL_CUDA_LN_REGS=off SL_CUDA_FLASH_DROPOUT=off SL_CUDA_FLASH_MMA=off SL_CUDA_FLASH_BF16=off SL_CUDA_FLASH=off SL_CUDA_LT=off SL_CUDA_LT_WORKSPACE_MIB=0 SL_CUDA_BF16_GEMM=off SL_CUDA_BF16_KERNELS=off"
+AB_SWITCHES=${AB_SWITCHES:-"SL_CUDA_CONV_GEMM=off SL_CUDA_CONV_GEMM_STRIDED=off SL_CUDA_BN_VEC=off SL_CUDA_CONV_GEMM=off@resnettf32"}
 build="build-gpu"
 switches() { [ -s "$dir/switches.txt" ] && cat "$dir/switches.txt"; }
 # runs "$@" with the kept switches (VAR=VALUE words) in its environment
@@ -245,7 +246,8 @@ stage_det() {
 # the FP32 target (ResNet-152 b16 224², TF32 off, ours none <= 1.0x
 # PyTorch plain) under each side's algorithm rules, 3 interleaved rounds
 # of 10 steps: ours with deterministic engines (the default: 1x1 filter
-# gradients as cuBLAS GEMMs), the same with cuDNN for those too
+# gradients and strided 1x1 input gradients as cuBLAS GEMMs), the same
+# with cuDNN for those too
 # (SL_CUDA_CONV_GEMM=off), both again on PyTorch's cuDNN (9.19 in its
 # wheel beside the system's 9.14, 2026-11-28: the JSON's "cudnn" says
 # which one ran), free to take non-deterministic

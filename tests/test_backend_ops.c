@@ -791,18 +791,29 @@ static void op_conv(dev *d, outputs *o)
     out_add(o, d, db, (size_t)c.k);
 }
 
-/* 1x1 convolutions of stride 1, whose filter gradient a deterministic
- * CUDA instance takes as cuBLAS GEMMs (base/conv_gemm.h): 3 images of
- * 23 x 23 pixels, 20 -> 12 channels (the pixels cut into 8 pieces, the
- * last shorter, on any GPU of 7 or more multiprocessors), and 20 images
- * of 2 x 2 pixels, 1024 -> 1024 channels (4 MiB of partials an image:
- * two groups, of 16 and 4). Each: y, dx (accumulated), dw (accumulated),
- * dbias. */
+/* 1x1 convolutions without padding, whose filter gradient (and, where
+ * strided, input gradient) a deterministic CUDA instance takes as cuBLAS
+ * GEMMs (base/conv_gemm.h): 3 images of 23 x 23 pixels, 20 -> 12
+ * channels (the pixels cut into 8 pieces, the last shorter, on any GPU
+ * of 7 or more multiprocessors); 20 images of 2 x 2 pixels, 1024 -> 1024
+ * channels (4 MiB of partials an image: two groups, of 16 and 4); the
+ * first again at stride 2 (12 x 12 points from odd sizes, cut into 2
+ * pieces); 2 images of 9 x 10 at strides 2 and 3; and 20 images of
+ * 3 x 3, 1024 -> 1024 channels at stride 2 (2 x 2 points; partials and
+ * gathered inputs pass 64 MiB: groups of 15 and 5). The input
+ * gradient's groups are left to test_conv_engine's split tests: its
+ * products pass 64 MiB only beside inputs of over 256 MB. Each: y, dx
+ * accumulated, dx written (over other values: the points between the
+ * stride's must be zeroed), dw (accumulated), dbias. */
 static void op_conv1x1(dev *d, outputs *o)
 {
-    const sl_conv_desc cs[2] = {{3, 20, 23, 23, 12, 23, 23, 1, 1, 1, 1, 0, 0, 1, 1, 1, 0},
-                                {20, 1024, 2, 2, 1024, 2, 2, 1, 1, 1, 1, 0, 0, 1, 1, 1, 0}};
-    for (int i = 0; i < 2; i++) {
+    /* n c h w  k oh ow  kh kw sh sw ph pw dh dw  groups bf16 */
+    const sl_conv_desc cs[5] = {{3, 20, 23, 23, 12, 23, 23, 1, 1, 1, 1, 0, 0, 1, 1, 1, 0},
+                                {20, 1024, 2, 2, 1024, 2, 2, 1, 1, 1, 1, 0, 0, 1, 1, 1, 0},
+                                {3, 20, 23, 23, 12, 12, 12, 1, 1, 2, 2, 0, 0, 1, 1, 1, 0},
+                                {2, 16, 9, 10, 8, 5, 4, 1, 1, 2, 3, 0, 0, 1, 1, 1, 0},
+                                {20, 1024, 3, 3, 1024, 2, 2, 1, 1, 2, 2, 0, 0, 1, 1, 1, 0}};
+    for (int i = 0; i < 5; i++) {
         const sl_conv_desc *c = &cs[i];
         size_t nx = (size_t)c->n * c->c * c->h * c->w, ny = (size_t)c->n * c->k * c->oh * c->ow;
         size_t nw = (size_t)c->k * c->c;
@@ -811,13 +822,16 @@ static void op_conv1x1(dev *d, outputs *o)
         float *bias = dev_normal(d, (size_t)c->k, sd + 2, 1.0f);
         float *dy = dev_normal(d, ny, sd + 3, 1.0f), *y = dev_alloc(d, ny * sizeof(float));
         float *dx = dev_normal(d, nx, sd + 4, 1.0f), *dw = dev_normal(d, nw, sd + 5, 1.0f);
+        float *dx2 = dev_normal(d, nx, sd + 7, 1.0f);
         float *db = dev_normal(d, (size_t)c->k, sd + 6, 1.0f);
         d->be->conv2d_forward(&d->ex, c, x, w, bias, y, conv_ws(d, c, SL_CONV_FWD));
         d->be->conv2d_backward_data(&d->ex, c, w, dy, dx, 1, conv_ws(d, c, SL_CONV_BWD_DATA));
+        d->be->conv2d_backward_data(&d->ex, c, w, dy, dx2, 0, conv_ws(d, c, SL_CONV_BWD_DATA));
         d->be->conv2d_backward_filter(&d->ex, c, x, dy, dw, db,
                                       conv_ws(d, c, SL_CONV_BWD_FILTER));
         out_add(o, d, y, ny);
         out_add(o, d, dx, nx);
+        out_add(o, d, dx2, nx);
         out_add(o, d, dw, nw);
         out_add(o, d, db, (size_t)c->k);
     }
@@ -1178,14 +1192,25 @@ START_TEST(test_ops_gpu_vs_cpu)
     /* cuDNN against im2col / oneDNN: y, dx (accumulated), dw, dbias */
     const double conv_tol[] = {1e-5, 1e-5, 1e-5, 1e-5};
     check_op("conv2d (grouped, strided)", op_conv, gpu, conv_tol);
-    /* the filter gradient as cuBLAS GEMMs and an ordered sum (FP32) */
-    const double conv1x1_tol[] = {1e-5, 1e-5, 1e-5, 1e-5, 1e-5, 1e-5, 1e-5, 1e-5};
-    check_op("conv2d 1x1 (filter GEMMs)", op_conv1x1, gpu, conv1x1_tol);
-    if (gpu) { /* both, unless a diagnosis turned them off (SL_CUDA_CONV_GEMM=off) */
-        int want = sl_conv_gemm_mode(getenv("SL_CUDA_CONV_GEMM")) > 0 ? 2 : 0;
-        ck_assert_msg(sl_cuda_conv_gemm_geometries(gpu) == want,
-                      "%d 1x1 geometries took the filter GEMMs, not %d",
-                      sl_cuda_conv_gemm_geometries(gpu), want);
+    /* the filter gradient as cuBLAS GEMMs and an ordered sum, a strided
+     * input gradient as a GEMM and a scatter (FP32): y, dx (+=), dx, dw,
+     * dbias per geometry */
+#define C1_TOL 1e-5, 1e-5, 1e-5, 1e-5, 1e-5
+    const double conv1x1_tol[] = {C1_TOL, C1_TOL, C1_TOL, C1_TOL, C1_TOL};
+#undef C1_TOL
+    check_op("conv2d 1x1 (GEMMs)", op_conv1x1, gpu, conv1x1_tol);
+    if (gpu) { /* all five and the three strided, unless a diagnosis turned them off
+                  (SL_CUDA_CONV_GEMM=off, SL_CUDA_CONV_GEMM_STRIDED=off) */
+        const char *gs = getenv("SL_CUDA_CONV_GEMM_STRIDED");
+        int on = sl_conv_gemm_mode(getenv("SL_CUDA_CONV_GEMM")) > 0;
+        int strided = on && !(gs && (strcmp(gs, "off") == 0 || strcmp(gs, "0") == 0));
+        int filters = sl_cuda_conv_gemm_geometries(gpu, SL_CONV_BWD_FILTER);
+        int datas = sl_cuda_conv_gemm_geometries(gpu, SL_CONV_BWD_DATA);
+        ck_assert_msg(filters == 2 * on + 3 * strided && datas == 3 * strided,
+                      "%d 1x1 geometries took the filter GEMMs and %d the input-gradient "
+                      "GEMMs, not %d and %d",
+                      filters, datas, 2 * on + 3 * strided, 3 * strided);
+        ck_assert_int_eq(sl_cuda_conv_gemm_geometries(gpu, SL_CONV_FWD), 0);
     }
     /* y, the saved statistics, the running ones, dx, dgamma, dbeta, y (eval) */
 #define BN_TOL 1e-5, 1e-6, 1e-6, 1e-5, 1e-5, 1e-5, 1e-6

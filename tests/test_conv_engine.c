@@ -198,29 +198,42 @@ START_TEST(test_engine_tune_count_reads_the_switch)
 }
 END_TEST
 
-/* Which geometries have their filter gradient as GEMMs: float 1x1 of
- * stride 1, no padding, one group, and nothing else. */
+/* Which geometries have their backward passes as GEMMs: float 1x1 with
+ * no padding, one group, an output of one point per stride step, and
+ * nothing else; which of them are strided. */
 START_TEST(test_conv_gemm_takes_only_plain_1x1)
 {
     /* n c h w  k oh ow  kh kw sh sw ph pw dh dw  groups bf16 */
     const sl_conv_desc ok = {16, 256, 14, 14, 1024, 14, 14, 1, 1, 1, 1, 0, 0, 1, 1, 1, 0};
     ck_assert(sl_conv_gemm_applies(&ok));
+    ck_assert(!sl_conv_gemm_strided(&ok));
     sl_conv_desc d = ok;
     d.dh = d.dw = 2; /* moot for 1x1 */
     ck_assert(sl_conv_gemm_applies(&d));
-    sl_conv_desc bad[9];
-    for (int i = 0; i < 9; i++)
+    d = ok;
+    d.sh = d.sw = 2, d.oh = d.ow = 7; /* ResNet's downsampling shortcut */
+    ck_assert(sl_conv_gemm_applies(&d) && sl_conv_gemm_strided(&d));
+    d = ok;
+    d.h = 15, d.w = 16, d.sh = 2, d.sw = 3, d.oh = 8, d.ow = 6; /* odd sizes, two strides */
+    ck_assert(sl_conv_gemm_applies(&d) && sl_conv_gemm_strided(&d));
+    d = ok;
+    d.sw = 2, d.ow = 7;
+    ck_assert(sl_conv_gemm_applies(&d) && sl_conv_gemm_strided(&d));
+    sl_conv_desc bad[11];
+    for (int i = 0; i < 11; i++)
         bad[i] = ok;
     bad[0].kh = bad[0].kw = 3, bad[0].ph = bad[0].pw = 1;
     bad[1].kw = 3, bad[1].pw = 1;
-    bad[2].sh = bad[2].sw = 2, bad[2].oh = bad[2].ow = 7;
-    bad[3].sw = 2, bad[3].ow = 7;
+    bad[2].sh = bad[2].sw = 2, bad[2].oh = bad[2].ow = 8; /* not the stride's points */
+    bad[3].sw = 2;                                         /* ow still 14 */
+    bad[10].sh = 2;                                        /* oh still 14 */
     bad[4].ph = bad[4].pw = 1, bad[4].oh = bad[4].ow = 16;
     bad[5].groups = 2;
     bad[6].bf16 = 1;
     bad[7].n = 0;
     bad[8].k = 0;
-    for (int i = 0; i < 9; i++)
+    bad[9].sh = 0;
+    for (int i = 0; i < 11; i++)
         ck_assert_msg(!sl_conv_gemm_applies(&bad[i]), "case %d taken", i);
 }
 END_TEST
@@ -239,6 +252,7 @@ START_TEST(test_conv_gemm_split_of_resnet152)
     ck_assert_int_eq(sp.chunk, 100);
     ck_assert_int_eq(sp.group, 16);
     ck_assert_int_eq(sp.groups, 1);
+    ck_assert_uint_eq(sp.gather_offset, 0);
     ck_assert_uint_eq(sp.workspace_bytes, (size_t)16 * 32 * 64 * 64 * 4);
     ck_assert(sl_conv_gemm_plan(16, 256, 1024, 196, 132, cap, &sp));
     ck_assert_int_eq(sp.chunks, 2);
@@ -258,12 +272,58 @@ START_TEST(test_conv_gemm_split_of_resnet152)
 }
 END_TEST
 
-/* Over many shapes, device sizes and caps: the pieces cover the pixels
- * exactly (none empty), start 16-byte aligned when there are several,
- * number at most 32 and keep 64 pixels at least; the partials fit the
- * cap and a group holds as many images as fit (all where they do); a
- * product alone on the device is cut until it fills twice its
- * multiprocessors or a piece would get too short. */
+/* The downsampling shortcut of ResNet-152's second stage, 256 -> 512
+ * channels from 56 x 56 to 28 x 28, b16: its filter gradient's 512 x 256
+ * products over 784 points are cut into 4 pieces of 196 and its inputs
+ * gathered (16 x 256 x 784 floats after 32 MiB of partials); its input
+ * gradient's products take 16 x 256 x 784 floats. Stride 1 has no
+ * input-gradient split, and an image past the cap none either. */
+START_TEST(test_conv_gemm_strided_split_of_resnet152)
+{
+    const size_t cap = (size_t)64 << 20;
+    /* n c h w  k oh ow  kh kw sh sw ph pw dh dw  groups bf16 */
+    const sl_conv_desc d = {16, 256, 56, 56, 512, 28, 28, 1, 1, 2, 2, 0, 0, 1, 1, 1, 0};
+    sl_conv_gemm_split sp;
+    ck_assert(sl_conv_gemm_filter_plan(&d, 132, cap, &sp));
+    ck_assert_int_eq(sp.chunks, 4);
+    ck_assert_int_eq(sp.chunk, 196);
+    ck_assert_int_eq(sp.group, 16);
+    ck_assert_int_eq(sp.groups, 1);
+    const size_t parts = (size_t)16 * 4 * 512 * 256 * 4;
+    ck_assert_uint_eq(sp.gather_offset, parts);
+    ck_assert_uint_eq(sp.workspace_bytes, parts + (size_t)16 * 256 * 784 * 4);
+    sl_conv_gemm_data_split ds;
+    ck_assert(sl_conv_gemm_data_plan(&d, cap, &ds));
+    ck_assert_int_eq(ds.group, 16);
+    ck_assert_int_eq(ds.groups, 1);
+    ck_assert_uint_eq(ds.workspace_bytes, (size_t)16 * 256 * 784 * 4);
+    /* a cap of 5 images' products: groups of 5, 5, 5 and 1 */
+    ck_assert(sl_conv_gemm_data_plan(&d, (size_t)5 * 256 * 784 * 4 + 3, &ds));
+    ck_assert_int_eq(ds.group, 5);
+    ck_assert_int_eq(ds.groups, 4);
+    ck_assert_uint_eq(ds.workspace_bytes, (size_t)5 * 256 * 784 * 4);
+    sl_conv_gemm_data_split before = ds;
+    ck_assert(!sl_conv_gemm_data_plan(&d, (size_t)256 * 784 * 4 - 1, &ds));
+    sl_conv_desc s1 = d;
+    s1.sh = s1.sw = 1, s1.oh = s1.ow = 56;
+    ck_assert(!sl_conv_gemm_data_plan(&s1, cap, &ds));
+    ck_assert(sl_conv_gemm_filter_plan(&s1, 132, cap, &sp));
+    ck_assert_uint_eq(sp.gather_offset, 0); /* stride 1: nothing gathered */
+    sl_conv_desc k3 = d;
+    k3.kh = k3.kw = 3, k3.ph = k3.pw = 1;
+    ck_assert(!sl_conv_gemm_data_plan(&k3, cap, &ds));
+    ck_assert_mem_eq(&ds, &before, sizeof ds);
+}
+END_TEST
+
+/* Over many shapes, device sizes, caps and bytes of gathered input an
+ * image: the pieces cover the pixels exactly (none empty), start
+ * 16-byte aligned when there are several, number at most 32 and keep 64
+ * pixels at least; the partials and gathered inputs fit the cap, the
+ * gathered inputs start 256-byte aligned past the partials, and a group
+ * holds as many images as fit (all where they do); a product alone on
+ * the device is cut until it fills twice its multiprocessors or a piece
+ * would get too short. */
 START_TEST(test_conv_gemm_split_invariants)
 {
     const int ns[] = {1, 2, 3, 8, 16, 33, 438};
@@ -271,44 +331,63 @@ START_TEST(test_conv_gemm_split_invariants)
     const int hws[] = {1, 3, 4, 49, 127, 128, 196, 784, 3136, 12544, 50176};
     const int sms[] = {1, 8, 132};
     const size_t caps[] = {(size_t)1 << 10, (size_t)1 << 20, (size_t)64 << 20};
-    int cases = 0, cut = 0, grouped = 0;
+    const size_t extras[] = {0, 12, 4096, (size_t)3 << 20};
+    int cases = 0, cut = 0, grouped = 0, gathered = 0;
     for (size_t a = 0; a < sizeof ns / sizeof *ns; a++)
         for (size_t b = 0; b < sizeof chans / sizeof *chans; b++)
             for (size_t b2 = 0; b2 < sizeof chans / sizeof *chans; b2 += 2)
                 for (size_t h = 0; h < sizeof hws / sizeof *hws; h++)
                     for (size_t m = 0; m < sizeof sms / sizeof *sms; m++)
-                        for (size_t q = 0; q < sizeof caps / sizeof *caps; q++) {
-                            int n = ns[a], k = chans[b], c = chans[b2], hw = hws[h];
-                            size_t cap = caps[q], part = (size_t)k * c * sizeof(float);
-                            sl_conv_gemm_split sp;
-                            int got = sl_conv_gemm_plan(n, k, c, hw, sms[m], cap, &sp);
-                            ck_assert_int_eq(got, part <= cap);
-                            if (!got)
-                                continue;
-                            cases++;
-                            ck_assert(sp.chunks >= 1 && sp.chunks <= 32 && sp.chunk >= 1);
-                            ck_assert((long long)(sp.chunks - 1) * sp.chunk < hw);
-                            ck_assert((long long)sp.chunks * sp.chunk >= hw);
-                            if (sp.chunks > 1) {
-                                cut++;
-                                ck_assert_int_eq(sp.chunk % 4, 0);
-                                ck_assert_int_ge(sp.chunk, 64);
+                        for (size_t q = 0; q < sizeof caps / sizeof *caps; q++)
+                            for (size_t x = 0; x < sizeof extras / sizeof *extras; x++) {
+                                int n = ns[a], k = chans[b], c = chans[b2], hw = hws[h];
+                                size_t cap = caps[q], extra = extras[x];
+                                size_t part = (size_t)k * c * sizeof(float);
+                                size_t pad = extra ? 256 : 0;
+                                sl_conv_gemm_split sp;
+                                int got = sl_conv_gemm_plan_extra(n, k, c, hw, sms[m], cap,
+                                                                  extra, &sp);
+                                ck_assert_int_eq(got, part + extra + pad <= cap);
+                                if (!got)
+                                    continue;
+                                cases++;
+                                ck_assert(sp.chunks >= 1 && sp.chunks <= 32 && sp.chunk >= 1);
+                                ck_assert((long long)(sp.chunks - 1) * sp.chunk < hw);
+                                ck_assert((long long)sp.chunks * sp.chunk >= hw);
+                                if (sp.chunks > 1) {
+                                    cut++;
+                                    ck_assert_int_eq(sp.chunk % 4, 0);
+                                    ck_assert_int_ge(sp.chunk, 64);
+                                }
+                                ck_assert(sp.group >= 1 && sp.group <= n);
+                                ck_assert_int_eq(sp.groups, (n + sp.group - 1) / sp.group);
+                                size_t parts = (size_t)sp.group * sp.chunks * part;
+                                if (extra) {
+                                    gathered++;
+                                    ck_assert_uint_eq(sp.gather_offset % 256, 0);
+                                    ck_assert(sp.gather_offset >= parts &&
+                                              sp.gather_offset < parts + 256);
+                                    ck_assert_uint_eq(sp.workspace_bytes,
+                                                      sp.gather_offset + sp.group * extra);
+                                } else {
+                                    ck_assert_uint_eq(sp.gather_offset, 0);
+                                    ck_assert_uint_eq(sp.workspace_bytes, parts);
+                                }
+                                ck_assert_uint_le(sp.workspace_bytes, cap);
+                                size_t per = (size_t)sp.chunks * part + extra;
+                                if (sp.group < n) {
+                                    grouped++;
+                                    ck_assert_uint_gt((size_t)(sp.group + 1) * per + pad, cap);
+                                }
+                                long long tiles =
+                                    (long long)((k + 127) / 128) * ((c + 127) / 128);
+                                if (sp.chunks == 1 && 32 * part + extra + pad <= cap &&
+                                    hw >= 128)
+                                    ck_assert_msg(tiles * n >= 2LL * sms[m],
+                                                  "n %d k %d c %d hw %d sms %d left uncut", n,
+                                                  k, c, hw, sms[m]);
                             }
-                            ck_assert(sp.group >= 1 && sp.group <= n);
-                            ck_assert_int_eq(sp.groups, (n + sp.group - 1) / sp.group);
-                            size_t per = (size_t)sp.chunks * part;
-                            ck_assert_uint_eq(sp.workspace_bytes, (size_t)sp.group * per);
-                            ck_assert_uint_le(sp.workspace_bytes, cap);
-                            if (sp.group < n) {
-                                grouped++;
-                                ck_assert_uint_gt((size_t)(sp.group + 1) * per, cap);
-                            }
-                            long long tiles = (long long)((k + 127) / 128) * ((c + 127) / 128);
-                            if (sp.chunks == 1 && 32 * part <= cap && hw >= 128)
-                                ck_assert_msg(tiles * n >= 2LL * sms[m], "n %d k %d c %d hw %d "
-                                              "sms %d left uncut", n, k, c, hw, sms[m]);
-                        }
-    ck_assert(cases > 1000 && cut > 100 && grouped > 100);
+    ck_assert(cases > 1000 && cut > 100 && grouped > 100 && gathered > 1000);
 }
 END_TEST
 
@@ -345,6 +424,7 @@ int main(void)
     tcase_add_test(tc, test_engine_tune_count_reads_the_switch);
     tcase_add_test(tc, test_conv_gemm_takes_only_plain_1x1);
     tcase_add_test(tc, test_conv_gemm_split_of_resnet152);
+    tcase_add_test(tc, test_conv_gemm_strided_split_of_resnet152);
     tcase_add_test(tc, test_conv_gemm_split_invariants);
     tcase_add_test(tc, test_conv_gemm_mode_reads_the_switch);
     suite_add_tcase(s, tc);

@@ -1165,12 +1165,14 @@ START_TEST(test_cuda_conv_tuning_keeps_schedules_bit_identical)
 }
 END_TEST
 
-/* 1x1 filter gradients as cuBLAS GEMMs (SL_CUDA_CONV_GEMM, on by default
+/* 1x1 backward passes as cuBLAS GEMMs (SL_CUDA_CONV_GEMM, on by default
  * in a deterministic instance): ResNet-50 (bottlenecks: 1x1 convolutions
- * of stride 1) trained three SGD steps stays within 1e-3 of the CPU,
- * sqrt gives none's bits with the arena as planned, geometries took the
- * GEMMs; with the switch off none do, and the run is within 1e-3 of the
- * GEMMs' run. An unknown value refuses the instance, naming it. */
+ * of stride 1, and of stride 2 in the downsampling shortcuts) trained
+ * three SGD steps stays within 1e-3 of the CPU, sqrt gives none's bits
+ * with the arena as planned, geometries took the filter GEMMs and the
+ * strided ones the input-gradient GEMMs; with the switch off none do,
+ * and the run is within 1e-3 of the GEMMs' run. An unknown value
+ * refuses the instance, naming it. */
 START_TEST(test_cuda_conv_gemm_filters_keep_schedules_bit_identical)
 {
     assert_env_refused("SL_CUDA_CONV_GEMM", "yes");
@@ -1182,9 +1184,11 @@ START_TEST(test_cuda_conv_gemm_filters_keep_schedules_bit_identical)
     sl_context *ctx = cuda_context_env("SL_CUDA_CONV_GEMM", NULL, 42, 0);
     train3(ctx, SL_SCHEDULE_NONE, "resnet50", &none, &rn);
     train3(ctx, SL_SCHEDULE_SQRT, "resnet50", &sqrt_p, &rs);
-    int gemms = sl_cuda_conv_gemm_geometries(ctx->backend);
+    int gemms = sl_cuda_conv_gemm_geometries(ctx->backend, SL_CONV_BWD_FILTER);
+    int datas = sl_cuda_conv_gemm_geometries(ctx->backend, SL_CONV_BWD_DATA);
     sl_context_free(ctx);
     ck_assert_msg(gemms > 0, "no 1x1 geometry took the filter GEMMs");
+    ck_assert_msg(datas > 0, "no strided 1x1 geometry took the input-gradient GEMMs");
     double e = params_err(&none, &ref);
     ck_assert_msg(e <= 1e-3, "filter GEMMs: %g from the CPU", e);
     ck_assert_msg(rs.arena_bytes == rs.arena_measured && rn.arena_bytes == rn.arena_measured,
@@ -1195,13 +1199,14 @@ START_TEST(test_cuda_conv_gemm_filters_keep_schedules_bit_identical)
     th_params_assert_identical(&none, &sqrt_p, "resnet50 sqrt vs none, filter GEMMs");
     sl_context *cudnn = cuda_context_env("SL_CUDA_CONV_GEMM", "off", 42, 0);
     train3(cudnn, SL_SCHEDULE_NONE, "resnet50", &off, NULL);
-    ck_assert_int_eq(sl_cuda_conv_gemm_geometries(cudnn->backend), 0);
+    ck_assert_int_eq(sl_cuda_conv_gemm_geometries(cudnn->backend, SL_CONV_BWD_FILTER), 0);
+    ck_assert_int_eq(sl_cuda_conv_gemm_geometries(cudnn->backend, SL_CONV_BWD_DATA), 0);
     sl_context_free(cudnn);
     double e_off = params_err(&none, &off);
     ck_assert_msg(e_off <= 1e-3, "filter GEMMs: %g from cuDNN's", e_off);
-    printf("resnet50: %d geometries' filter gradients as GEMMs, within %.2e of the CPU and "
-           "%.2e of cuDNN's; sqrt the bits of none\n",
-           gemms, e, e_off);
+    printf("resnet50: %d geometries' filter gradients and %d input gradients as GEMMs, within "
+           "%.2e of the CPU and %.2e of cuDNN's; sqrt the bits of none\n",
+           gemms, datas, e, e_off);
     th_params_free(&ref);
     th_params_free(&none);
     th_params_free(&sqrt_p);

@@ -420,9 +420,9 @@ extern "C" int sl_cuda_conv_tuned_passes(const sl_backend *be)
 {
     return sl_cuda_conv_tuned(sl_cuda_of(be));
 }
-extern "C" int sl_cuda_conv_gemm_geometries(const sl_backend *be)
+extern "C" int sl_cuda_conv_gemm_geometries(const sl_backend *be, sl_conv_pass pass)
 {
-    return sl_cuda_conv_gemm_filters(sl_cuda_of(be));
+    return sl_cuda_conv_gemm_count(sl_cuda_of(be), pass);
 }
 
 extern "C" int sl_cuda_column_parts(const sl_backend *be, const char **why)
@@ -477,10 +477,12 @@ extern "C" sl_status sl_cuda_backend_create(int gpu, int deterministic, int tf32
      * layer steps captured once as CUDA graphs and replayed: then queued
      * kernel by kernel every run; the same kernels, so the same bits;
      * 2.5 % of ResNet-152's step and 0.8 % of GPT-2's on an H100,
-     * 2026-11-28) and SL_CUDA_CONV_GEMM (1x1 filter gradients as cuBLAS
-     * GEMMs in a deterministic instance, base/conv_gemm.h: then cuDNN's
-     * engines; "all" takes them in every instance; written without a
-     * GPU). Two switches turn a path on:
+     * 2026-11-28), SL_CUDA_CONV_GEMM (1x1 filter gradients, and strided
+     * 1x1 input gradients, as cuBLAS GEMMs in a deterministic instance,
+     * base/conv_gemm.h: then cuDNN's engines; "all" takes them in every
+     * instance; written without a GPU) and SL_CUDA_CONV_GEMM_STRIDED
+     * (strided 1x1 geometries among them: then stride 1 only). Two
+     * switches turn a path on:
      * SL_CUDA_BN_FUSED=on (BatchNorm's statistics joined to its normalise
      * and its backward's means to its input gradient, instead of three
      * kernels each; the same bits; off by default, 1.4 % slower on an
@@ -533,6 +535,7 @@ extern "C" sl_status sl_cuda_backend_create(int gpu, int deterministic, int tf32
         return sl_set_error(SL_ERR_INVALID_ARG,
                             "CUDA backend: SL_CUDA_CONV_GEMM=\"%s\" is not on, all or off", gemm);
     }
+    s->conv_gemm_strided = !env_off("SL_CUDA_CONV_GEMM_STRIDED");
     s->flash_dropout = !env_off("SL_CUDA_FLASH_DROPOUT");
     s->xent_staged = !env_off("SL_CUDA_XENT_STAGED");
     s->col_parts_why = env_off("SL_CUDA_COL_PARTS") ? "SL_CUDA_COL_PARTS=off"

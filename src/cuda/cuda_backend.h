@@ -71,10 +71,11 @@ int sl_cuda_xent_blocks(const sl_backend *be);
 int sl_cuda_conv_tuned_passes(const sl_backend *be);
 
 /* How many convolution geometries this instance has built so far whose
- * filter gradient runs as cuBLAS GEMMs (1x1, stride 1, no padding;
- * SL_CUDA_CONV_GEMM, base/conv_gemm.h) instead of cuDNN. 0 in a build
- * without CUDA. */
-int sl_cuda_conv_gemm_geometries(const sl_backend *be);
+ * `pass` runs as cuBLAS GEMMs instead of cuDNN (SL_CUDA_CONV_GEMM,
+ * base/conv_gemm.h): SL_CONV_BWD_FILTER, 1x1 without padding;
+ * SL_CONV_BWD_DATA, those of them strided; SL_CONV_FWD, none. 0 in a
+ * build without CUDA. */
+int sl_cuda_conv_gemm_geometries(const sl_backend *be, sl_conv_pass pass);
 
 #ifdef __cplusplus
 }

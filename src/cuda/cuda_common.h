@@ -58,8 +58,10 @@ typedef struct sl_cuda_state {
     int conv_tune;     /* the most engines timed per convolution pass (0: none, the
                           heuristics' first allowed; SL_CUDA_CONV_TUNE, cuda_conv.cu) */
     int conv_tuned;    /* passes whose engine timing took (under the cache's lock) */
-    int conv_gemm;     /* 1x1 filter gradients as cuBLAS GEMMs: 0 never, 1 in a deterministic
+    int conv_gemm;     /* 1x1 backward passes as cuBLAS GEMMs: 0 never, 1 in a deterministic
                           instance, 2 always (SL_CUDA_CONV_GEMM, base/conv_gemm.h) */
+    int conv_gemm_strided; /* strided 1x1 geometries too; off: stride 1 only
+                              (SL_CUDA_CONV_GEMM_STRIDED) */
     int sms;           /* the device's multiprocessors (how the GEMMs are cut) */
     int flash_dropout; /* attention dropout in its mma.sync kernels; off: dropout takes
                           the chunked path (SL_CUDA_FLASH_DROPOUT) */
@@ -268,9 +270,9 @@ static __device__ inline uint64_t sl_cuda_counter(uint64_t counter, const uint64
 void sl_cuda_conv_cache_free(struct sl_cuda_conv_cache *c);
 /* How many passes took their engine by timing (SL_CUDA_CONV_TUNE). */
 int sl_cuda_conv_tuned(sl_cuda_state *s);
-/* How many geometries have their filter gradient as cuBLAS GEMMs
+/* How many geometries have their `pass` as cuBLAS GEMMs
  * (SL_CUDA_CONV_GEMM, base/conv_gemm.h). */
-int sl_cuda_conv_gemm_filters(sl_cuda_state *s);
+int sl_cuda_conv_gemm_count(sl_cuda_state *s, sl_conv_pass pass);
 
 /* cuda_flash.cu: causal attention fused into TF32 tiles, for flash mode,
  * head size 64, TF32 allowed, dropout only in its mma.sync kernels

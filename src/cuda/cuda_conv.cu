@@ -48,15 +48,19 @@
  * log (SL_CUDA_CONV_LOG=1) gives each pass's time, the fastest's and the
  * heuristics' first.
  *
- * A 1x1 convolution of stride 1 without padding has its filter gradient
- * computed as cuBLAS's strided-batched GEMMs, one product per image (and
- * piece of its pixels), whose partials an ordered sum adds into dW
- * (base/conv_gemm.h: why, and how the work is cut): in deterministic
- * instances by default, where cuDNN's deterministic engines for that
- * pass run far below the GPU's pace; SL_CUDA_CONV_GEMM=all in every
- * instance, =off never. The partials are the pass's workspace, planned
- * like an engine's; the products run in the instance's math (TF32 where
- * allowed).
+ * A 1x1 convolution without padding has its filter gradient computed
+ * as cuBLAS's strided-batched GEMMs, one product per image (and piece of
+ * its pixels; a strided one's input gathered at the stride's points
+ * first), whose partials an ordered sum adds into dW; a strided one has
+ * its input gradient as one batched GEMM per group of images, scattered
+ * onto the stride's points (base/conv_gemm.h: why, and how the work is
+ * cut). In deterministic instances by default, where cuDNN's
+ * deterministic engines for those passes run far below the GPU's pace;
+ * SL_CUDA_CONV_GEMM=all in every instance, =off never;
+ * SL_CUDA_CONV_GEMM_STRIDED=off keeps strided geometries on cuDNN. The
+ * partials, gathered inputs and products are the pass's workspace,
+ * planned like an engine's; the GEMMs run in the instance's math (TF32
+ * where allowed).
  */
 #include <mutex>
 #include <new>
@@ -70,8 +74,9 @@
 #include "cuda/cuda_conv_graph.h"
 
 static const size_t kWorkspaceCap = (size_t)512 << 20; /* bytes one conv may ask for */
-/* the most partials a 1x1 filter gradient's GEMMs may plan: the size of
- * cuDNN's own workspaces for those passes (17-78 MB on ResNet-152 b16) */
+/* the most workspace a 1x1 backward pass's GEMMs may plan (partials,
+ * gathered inputs, products): the size of cuDNN's own workspaces for
+ * those passes (17-78 MB on ResNet-152 b16) */
 static const size_t kGemmPartialCap = (size_t)64 << 20;
 
 /* The ways a pass is run: the backward-data pass has two, by beta (0:
@@ -106,13 +111,22 @@ struct sl_conv_entry {
     char fallback[SLOT_COUNT][320];
     char tune_note[128]; /* why tuning did not run for this geometry ("": it ran, or was off) */
     /* the filter gradient as cuBLAS GEMMs (gemm_filter; base/conv_gemm.h),
-     * instead of plan[SLOT_BWD_FILTER] or the legacy algorithm */
-    bool gemm_filter;
+     * instead of plan[SLOT_BWD_FILTER] or the legacy algorithm; a strided
+     * geometry's input gradient likewise (gemm_data), instead of
+     * plan[SLOT_BWD_DATA] and plan[SLOT_BWD_DATA_ADD] */
+    bool gemm_filter, gemm_data;
     sl_conv_gemm_split gemm;
+    sl_conv_gemm_data_split gemm_d;
     size_t ws[3]; /* per pass, the most any of its slots needs: what is planned */
     bool ok;
     char why[256]; /* why build_into failed (this geometry's own reason) */
 };
+
+/* Whether slot i of e runs as cuBLAS GEMMs rather than through cuDNN. */
+static bool slot_gemm(const sl_conv_entry &e, int i)
+{
+    return i == SLOT_BWD_FILTER ? e.gemm_filter : i != SLOT_FWD && e.gemm_data;
+}
 
 /* The math types an algorithm may run in. Without tf32, FMA math only:
  * cuDNN's default math lets FP32 use TF32 tensor cores on sm_80+, so an
@@ -300,7 +314,7 @@ static void graph_choose(sl_cuda_state *s, const sl_conv_desc *d, sl_conv_entry 
     if (tensors && s->conv_tune > 1)
         tuning_begin(s, d, &tuning, e.tune_note, sizeof e.tune_note);
     for (int i = 0; i < SLOT_COUNT; i++) {
-        if (i == SLOT_BWD_FILTER && e.gemm_filter)
+        if (slot_gemm(e, i))
             continue; /* cuBLAS's */
         sl_engine_rules r = rules;
         /* dx += plans no more workspace than dx = (one legacy algorithm
@@ -335,10 +349,11 @@ static bool build_into(sl_cuda_state *s, const sl_conv_desc *d, sl_conv_entry &e
                                            1, 1));
     BUILD_CHECK(cudnnSetFilter4dDescriptor(e.w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, d->k,
                                            d->c / d->groups, d->kh, d->kw));
-    e.gemm_filter = s->conv_gemm > (s->deterministic ? 0 : 1) && sl_conv_gemm_applies(d) &&
-                    sl_conv_gemm_plan(d->n, d->k, d->c, d->h * d->w, s->sms, kGemmPartialCap,
-                                      &e.gemm);
-    bool needs_legacy[3] = {true, true, !e.gemm_filter};
+    const bool gemms = s->conv_gemm > (s->deterministic ? 0 : 1) && sl_conv_gemm_applies(d) &&
+                       (s->conv_gemm_strided || !sl_conv_gemm_strided(d));
+    e.gemm_filter = gemms && sl_conv_gemm_filter_plan(d, s->sms, kGemmPartialCap, &e.gemm);
+    e.gemm_data = gemms && sl_conv_gemm_data_plan(d, kGemmPartialCap, &e.gemm_d);
+    bool needs_legacy[3] = {true, !e.gemm_data, !e.gemm_filter};
     if (!s->conv_legacy) {
         needs_legacy[0] = needs_legacy[1] = needs_legacy[2] = false;
         graph_choose(s, d, e, needs_legacy);
@@ -367,6 +382,7 @@ static bool build_into(sl_cuda_state *s, const sl_conv_desc *d, sl_conv_entry &e
     for (int i = 0; i < SLOT_COUNT; i++) {
         int p = kSlotPass[i];
         size_t need = i == SLOT_BWD_FILTER && e.gemm_filter ? e.gemm.workspace_bytes
+                      : slot_gemm(e, i)                     ? e.gemm_d.workspace_bytes
                       : e.plan[i].plan                      ? e.plan[i].ws_bytes
                                                             : e.legacy_ws[p];
         if (need > e.ws[p])
@@ -464,9 +480,16 @@ static void log_entry(const sl_cuda_state *s, const sl_conv_entry *e)
         append(text, sizeof text, &used, "%s%s ", i ? "; " : "", kSlotName[i]);
         if (i == SLOT_BWD_FILTER && e->gemm_filter)
             append(text, sizeof text, &used,
-                   "cuBLAS GEMMs (%s): %d group(s) of %d images, %d piece(s) of %d pixels, %zu B",
-                   s->tf32 ? "TF32" : "FP32", e->gemm.groups, e->gemm.group, e->gemm.chunks,
-                   e->gemm.chunk, e->gemm.workspace_bytes);
+                   "cuBLAS GEMMs (%s%s): %d group(s) of %d images, %d piece(s) of %d pixels, "
+                   "%zu B",
+                   s->tf32 ? "TF32" : "FP32", e->gemm.gather_offset ? ", input gathered" : "",
+                   e->gemm.groups, e->gemm.group, e->gemm.chunks, e->gemm.chunk,
+                   e->gemm.workspace_bytes);
+        else if (slot_gemm(*e, i))
+            append(text, sizeof text, &used,
+                   "cuBLAS GEMMs (%s) scattered: %d group(s) of %d images, %zu B",
+                   s->tf32 ? "TF32" : "FP32", e->gemm_d.groups, e->gemm_d.group,
+                   e->gemm_d.workspace_bytes);
         else if (e->plan[i].plan)
             append(text, sizeof text, &used, "%s", e->plan[i].how);
         else
@@ -566,12 +589,15 @@ static int count_in_cache(sl_cuda_state *s, F f)
     return f(c);
 }
 
-int sl_cuda_conv_gemm_filters(sl_cuda_state *s)
+int sl_cuda_conv_gemm_count(sl_cuda_state *s, sl_conv_pass pass)
 {
-    return count_in_cache(s, [](const sl_cuda_conv_cache *c) {
+    const int slot = pass == SL_CONV_BWD_FILTER ? SLOT_BWD_FILTER
+                     : pass == SL_CONV_BWD_DATA ? SLOT_BWD_DATA
+                                                : SLOT_FWD;
+    return count_in_cache(s, [slot](const sl_cuda_conv_cache *c) {
         int n = 0;
         for (int i = 0; i < c->count; i++)
-            n += c->entries[i]->ok && c->entries[i]->gemm_filter;
+            n += c->entries[i]->ok && slot_gemm(*c->entries[i], slot);
         return n;
     });
 }
@@ -643,6 +669,75 @@ extern "C" void sl_cuda_conv2d_forward(const sl_exec *ex, const sl_conv_desc *d,
         SL_CUDNN_CHECK(s, cudnnAddTensor(s->cudnn, &kOne, e->bias, bias, &kOne, e->y, y));
 }
 
+/* The 1x1 GEMMs' math: the instance's (TF32 where allowed, else FP32
+ * without TF32 or split tricks). */
+static cublasComputeType_t gemm_math(const sl_cuda_state *s)
+{
+    return s->tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F_PEDANTIC;
+}
+
+/* For `planes` planes of h x w (the images' channels, consecutive in
+ * both): xs[plane][p] = x[plane][oy * sh][ox * sw], p = oy * ow + ox over
+ * the oh x ow points of the stride. */
+static __global__ void gather_k(size_t planes, int h, int w, int oh, int ow, int sh, int sw,
+                                const float *x, float *xs)
+{
+    const int ohw = oh * ow;
+    GRID_STRIDE(t, planes * ohw)
+    {
+        const size_t plane = t / ohw;
+        const int p = (int)(t - plane * ohw), oy = p / ow, ox = p - oy * ow;
+        xs[t] = x[plane * h * w + (size_t)oy * sh * w + (size_t)ox * sw];
+    }
+}
+
+/* For `planes` planes of h x w: at the stride's points dx[plane][y][x]
+ * = t[plane][y / sh][x / sw] (added to dx where accumulate), elsewhere 0
+ * (left alone where accumulate). */
+static __global__ void scatter_k(size_t planes, int h, int w, int oh, int ow, int sh, int sw,
+                                 const float *t, float *dx, int accumulate)
+{
+    const int hw = h * w;
+    GRID_STRIDE(i, planes * hw)
+    {
+        const size_t plane = i / hw;
+        const int q = (int)(i - plane * hw), y = q / w, x = q - y * w;
+        if (y % sh == 0 && x % sw == 0) {
+            const float v = t[plane * oh * ow + (size_t)(y / sh) * ow + x / sw];
+            dx[i] = accumulate ? dx[i] + v : v;
+        } else if (!accumulate) {
+            dx[i] = 0.0f;
+        }
+    }
+}
+
+/* The input gradient of strided 1x1 geometry d (e->gemm_d): for each
+ * group of images, T_i[c x ohw] = W^T dY_i as one batched GEMM into the
+ * workspace t, scattered onto dx. Row-major T_i is column-major
+ * C[ohw x c] = A op(B), A the column-major ohw x k view of dY_i and B
+ * the column-major c x k view of W (transposed; the same for every
+ * image: batch stride 0). */
+static void gemm_data(sl_cuda_state *s, const sl_conv_desc *d, const sl_conv_gemm_data_split &g,
+                      const float *w, const float *dy, float *dx, int accumulate, float *t)
+{
+    const int ohw = d->oh * d->ow;
+    const float one = 1.0f, zero = 0.0f;
+    for (int n0 = 0; n0 < d->n; n0 += g.group) {
+        const int images = d->n - n0 < g.group ? d->n - n0 : g.group;
+        SL_CUBLAS_CHECK(s, cublasGemmStridedBatchedEx(
+                               s->cublas, CUBLAS_OP_N, CUBLAS_OP_T, ohw, d->c, d->k, &one,
+                               dy + (size_t)n0 * d->k * ohw, CUDA_R_32F, ohw,
+                               (long long)d->k * ohw, w, CUDA_R_32F, d->c, 0LL, &zero, t,
+                               CUDA_R_32F, ohw, (long long)d->c * ohw, images, gemm_math(s),
+                               CUBLAS_GEMM_DEFAULT));
+        const size_t planes = (size_t)images * d->c;
+        scatter_k<<<sl_cuda_blocks(planes * d->h * d->w), 256, 0, s->stream>>>(
+            planes, d->h, d->w, d->oh, d->ow, d->sh, d->sw, t,
+            dx + (size_t)n0 * d->c * d->h * d->w, accumulate);
+        SL_CUDA_LAUNCHED(s);
+    }
+}
+
 extern "C" void sl_cuda_conv2d_backward_data(const sl_exec *ex, const sl_conv_desc *d,
                                              const float *w, const void *dy, void *dx,
                                              int accumulate, void *ws)
@@ -652,7 +747,9 @@ extern "C" void sl_cuda_conv2d_backward_data(const sl_exec *ex, const sl_conv_de
     if (!e)
         return;
     const sl_cuda_conv_plan *p = &e->plan[accumulate ? SLOT_BWD_DATA_ADD : SLOT_BWD_DATA];
-    if (p->plan)
+    if (e->gemm_data)
+        gemm_data(s, d, e->gemm_d, w, (const float *)dy, (float *)dx, accumulate, (float *)ws);
+    else if (p->plan)
         sl_cuda_conv_plan_run(s, &e->graph, p, dx, w, dy, ws);
     else
         SL_CUDNN_CHECK(s, cudnnConvolutionBackwardData(s->cudnn, &kOne, e->w, w, e->y, dy,
@@ -705,31 +802,39 @@ static __global__ void add_parts_k(size_t kc, int parts, int stride, const float
 }
 
 /* The filter gradient of 1x1 geometry d (e->gemm) as batched GEMMs:
- * for each group of images, for each piece of the pixels, one product
- * per image into the partials (piece-major), then their sum in two fixed
- * levels added into dw. Row-major dW_i[k x c] = dY_i[k x hw] X_i[c x hw]^T is
- * column-major C[c x k] = op(A) B with A the column-major hw x c view of
- * X_i (transposed) and B the hw x k view of dY_i. */
+ * for each group of images (a strided geometry's inputs gathered at the
+ * stride's points into the workspace after the partials), for each
+ * piece of the output's pixels, one product per image into the
+ * partials (piece-major), then their sum in two fixed levels added into
+ * dw. Row-major dW_i[k x c] = dY_i[k x ohw] X_i[c x ohw]^T is
+ * column-major C[c x k] = op(A) B with A the column-major ohw x c view
+ * of X_i (transposed) and B the ohw x k view of dY_i. */
 static void gemm_filter(sl_cuda_state *s, const sl_conv_desc *d, const sl_conv_gemm_split &g,
                         const float *x, const float *dy, float *dw, float *part)
 {
-    const int hw = d->h * d->w;
+    const int hw = d->h * d->w, ohw = d->oh * d->ow;
     const size_t kc = (size_t)d->k * (size_t)d->c;
     const float one = 1.0f, zero = 0.0f;
-    const cublasComputeType_t math =
-        s->tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F_PEDANTIC;
+    float *gathered = g.gather_offset ? (float *)((char *)part + g.gather_offset) : NULL;
     for (int n0 = 0; n0 < d->n; n0 += g.group) {
         const int images = d->n - n0 < g.group ? d->n - n0 : g.group;
-        const float *xs = x + (size_t)n0 * d->c * hw, *dys = dy + (size_t)n0 * d->k * hw;
+        const float *xs = x + (size_t)n0 * d->c * hw, *dys = dy + (size_t)n0 * d->k * ohw;
+        if (gathered) {
+            const size_t planes = (size_t)images * d->c;
+            gather_k<<<sl_cuda_blocks(planes * ohw), 256, 0, s->stream>>>(
+                planes, d->h, d->w, d->oh, d->ow, d->sh, d->sw, xs, gathered);
+            SL_CUDA_LAUNCHED(s);
+            xs = gathered;
+        }
         for (int piece = 0; piece < g.chunks; piece++) {
             const int p0 = piece * g.chunk;
-            const int len = hw - p0 < g.chunk ? hw - p0 : g.chunk;
+            const int len = ohw - p0 < g.chunk ? ohw - p0 : g.chunk;
             SL_CUBLAS_CHECK(s, cublasGemmStridedBatchedEx(
                                    s->cublas, CUBLAS_OP_T, CUBLAS_OP_N, d->c, d->k, len, &one,
-                                   xs + p0, CUDA_R_32F, hw, (long long)d->c * hw, dys + p0,
-                                   CUDA_R_32F, hw, (long long)d->k * hw, &zero,
+                                   xs + p0, CUDA_R_32F, ohw, (long long)d->c * ohw, dys + p0,
+                                   CUDA_R_32F, ohw, (long long)d->k * ohw, &zero,
                                    part + (size_t)piece * images * kc, CUDA_R_32F, d->c,
-                                   (long long)kc, images, math, CUBLAS_GEMM_DEFAULT));
+                                   (long long)kc, images, gemm_math(s), CUBLAS_GEMM_DEFAULT));
         }
         const int parts = images * g.chunks;
         int stride = 1;

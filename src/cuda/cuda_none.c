@@ -70,8 +70,9 @@ int sl_cuda_conv_tuned_passes(const sl_backend *be)
     return 0;
 }
 
-int sl_cuda_conv_gemm_geometries(const sl_backend *be)
+int sl_cuda_conv_gemm_geometries(const sl_backend *be, sl_conv_pass pass)
 {
     (void)be;
+    (void)pass;
     return 0;
 }
