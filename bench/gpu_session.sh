@@ -20,8 +20,9 @@
 #   ab      each switch of AB_SWITCHES (the environment's, else the 1x1
 #           backward passes' cuBLAS GEMMs turned off, TF32 off and on:
 #           workload resnettf32 is ResNet's with --tf32; the strided
-#           ones alone turned off; and BatchNorm's four values a thread
-#           turned off) in turn against
+#           ones alone turned off; the stride-1 forwards and input
+#           gradients taken to cuBLAS too, TF32 off and on; and
+#           BatchNorm's four values a thread turned off) in turn against
 #           none,
 #           3 interleaved rounds of 6
 #           steps, on the workload its path runs: the convolution,
@@ -85,7 +86,7 @@ export LD_LIBRARY_PATH=/usr/local/cuda/lib64:/usr/local/cuda/lib:${LD_LIBRARY_PA
 t0=$SECONDS
 left() { echo $((${DEADLINE:-470} - (SECONDS - t0))); }
 SWITCHES="SL_CUDA_CONV_GEMM=off SL_CUDA_CONV_GEMM_STRIDED=off SL_CUDA_BN_VEC=off SL_CUDA_CONV_API=legacy SL_CUDA_BN_RELU=off SL_CUDA_XENT_BLOCKS=off SL_CUDA_XENT_STAGED=off SL_CUDA_COL_PARTS=off SL_CUDA_LN_REGS=off SL_CUDA_FLASH_DROPOUT=off SL_CUDA_FLASH_MMA=off SL_CUDA_FLASH_BF16=off SL_CUDA_FLASH=off SL_CUDA_LT=off SL_CUDA_LT_WORKSPACE_MIB=0 SL_CUDA_BF16_GEMM=off SL_CUDA_BF16_KERNELS=off"
-AB_SWITCHES=${AB_SWITCHES:-"SL_CUDA_CONV_GEMM=off SL_CUDA_CONV_GEMM_STRIDED=off SL_CUDA_BN_VEC=off SL_CUDA_CONV_GEMM=off@resnettf32"}
+AB_SWITCHES=${AB_SWITCHES:-"SL_CUDA_CONV_GEMM=off SL_CUDA_CONV_GEMM_STRIDED=off SL_CUDA_CONV_GEMM_FWD=on SL_CUDA_BN_VEC=off SL_CUDA_CONV_GEMM=off@resnettf32 SL_CUDA_CONV_GEMM_FWD=on@resnettf32"}
 build="build-gpu"
 switches() { [ -s "$dir/switches.txt" ] && cat "$dir/switches.txt"; }
 # runs "$@" with the kept switches (VAR=VALUE words) in its environment
@@ -246,24 +247,26 @@ stage_det() {
 # the FP32 target (ResNet-152 b16 224², TF32 off, ours none <= 1.0x
 # PyTorch plain) under each side's algorithm rules, 3 interleaved rounds
 # of 10 steps: ours with deterministic engines (the default: 1x1 filter
-# gradients and strided 1x1 input gradients as cuBLAS GEMMs), the same
-# with cuDNN for those too
-# (SL_CUDA_CONV_GEMM=off), both again on PyTorch's cuDNN (9.19 in its
-# wheel beside the system's 9.14, 2026-11-28: the JSON's "cudnn" says
-# which one ran), free to take non-deterministic
-# engines, with the GEMMs there too (SL_CUDA_CONV_GEMM=all), and with the
-# engines timed (SL_CUDA_CONV_TUNE=on; sqrt too); PyTorch plain with its
+# gradients and strided 1x1 input gradients as cuBLAS GEMMs), with the
+# stride-1 1x1 forwards and input gradients as GEMMs too
+# (SL_CUDA_CONV_GEMM_FWD=on), the same with cuDNN for all of them
+# (SL_CUDA_CONV_GEMM=off), the default again on PyTorch's cuDNN (9.19 in
+# its wheel beside the system's 9.14, 2026-11-28: the JSON's "cudnn" says
+# which one ran), free to take non-deterministic engines, with the GEMMs
+# there too (SL_CUDA_CONV_GEMM=all, with and without
+# SL_CUDA_CONV_GEMM_FWD=on), and with the
+# engines timed (SL_CUDA_CONV_TUNE=on); PyTorch plain with its
 # heuristics (its default, non-deterministic algorithms allowed) and with
 # cudnn.benchmark. Each entry: variant, schedule (or segments), the
 # environment (VAR=VALUE words joined by commas, or -), flags.
 # fp32.jsonl, fp32.txt
-fp32_cfgs=("ours-det none - " "ours-det-cudnn none SL_CUDA_CONV_GEMM=off "
+fp32_cfgs=("ours-det none - " "ours-det-gemmfwd none SL_CUDA_CONV_GEMM_FWD=on "
+           "ours-det-cudnn none SL_CUDA_CONV_GEMM=off "
            "ours-det-cudnn919 none LD_LIBRARY_PATH=@torchcudnn "
-           "ours-det-cudnn-cudnn919 none SL_CUDA_CONV_GEMM=off,LD_LIBRARY_PATH=@torchcudnn "
            "ours-nondet none - --nondeterministic"
            "ours-nondet-gemm none SL_CUDA_CONV_GEMM=all --nondeterministic"
+           "ours-nondet-gemmfwd none SL_CUDA_CONV_GEMM=all,SL_CUDA_CONV_GEMM_FWD=on --nondeterministic"
            "ours-nondet-tuned none SL_CUDA_CONV_TUNE=on --nondeterministic"
-           "ours-nondet-tuned sqrt SL_CUDA_CONV_TUNE=on --nondeterministic"
            "torch-plain 0 - " "torch-plain-benchmark 0 - --benchmark")
 stage_fp32() {
   local round c variant arg envs extra torchcudnn

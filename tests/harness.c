@@ -455,6 +455,12 @@ void th_switches_off(th_switches *s, const char *const *names, int n, unsigned o
     }
 }
 
+int th_env_off(const char *name)
+{
+    const char *v = getenv(name);
+    return v && (strcmp(v, "off") == 0 || strcmp(v, "0") == 0);
+}
+
 void th_switches_restore(th_switches *s)
 {
     for (int k = 0; k < s->n; k++) {

@@ -145,4 +145,8 @@ typedef struct th_switches {
 void th_switches_off(th_switches *s, const char *const *names, int n, unsigned off);
 void th_switches_restore(th_switches *s);
 
+/* 1 where environment variable name is "off" or "0": a switch turned off
+ * (a GPU session's diagnosis sets one to see whether its path fails). */
+int th_env_off(const char *name);
+
 #endif

@@ -837,6 +837,14 @@ static void op_conv1x1(dev *d, outputs *o)
     }
 }
 
+/* op_conv1x1's tolerances: the filter gradient as cuBLAS GEMMs and an
+ * ordered sum, a strided input gradient as a GEMM and a scatter, against
+ * im2col / oneDNN (FP32: other orders of sums): y, dx (+=), dx, dw,
+ * dbias per geometry. */
+#define C1_TOL 1e-5, 1e-5, 1e-5, 1e-5, 1e-5
+static const double conv1x1_tol[] = {C1_TOL, C1_TOL, C1_TOL, C1_TOL, C1_TOL};
+#undef C1_TOL
+
 static void *bn_ws(dev *d, size_t (*fn)(const sl_backend *, int, int, int), int n, int c, int hw)
 {
     size_t b = fn ? fn(d->be, n, c, hw) : 0;
@@ -1192,18 +1200,11 @@ START_TEST(test_ops_gpu_vs_cpu)
     /* cuDNN against im2col / oneDNN: y, dx (accumulated), dw, dbias */
     const double conv_tol[] = {1e-5, 1e-5, 1e-5, 1e-5};
     check_op("conv2d (grouped, strided)", op_conv, gpu, conv_tol);
-    /* the filter gradient as cuBLAS GEMMs and an ordered sum, a strided
-     * input gradient as a GEMM and a scatter (FP32): y, dx (+=), dx, dw,
-     * dbias per geometry */
-#define C1_TOL 1e-5, 1e-5, 1e-5, 1e-5, 1e-5
-    const double conv1x1_tol[] = {C1_TOL, C1_TOL, C1_TOL, C1_TOL, C1_TOL};
-#undef C1_TOL
     check_op("conv2d 1x1 (GEMMs)", op_conv1x1, gpu, conv1x1_tol);
     if (gpu) { /* all five and the three strided, unless a diagnosis turned them off
                   (SL_CUDA_CONV_GEMM=off, SL_CUDA_CONV_GEMM_STRIDED=off) */
-        const char *gs = getenv("SL_CUDA_CONV_GEMM_STRIDED");
         int on = sl_conv_gemm_mode(getenv("SL_CUDA_CONV_GEMM")) > 0;
-        int strided = on && !(gs && (strcmp(gs, "off") == 0 || strcmp(gs, "0") == 0));
+        int strided = on && !th_env_off("SL_CUDA_CONV_GEMM_STRIDED");
         int filters = sl_cuda_conv_gemm_geometries(gpu, SL_CONV_BWD_FILTER);
         int datas = sl_cuda_conv_gemm_geometries(gpu, SL_CONV_BWD_DATA);
         ck_assert_msg(filters == 2 * on + 3 * strided && datas == 3 * strided,
@@ -1314,6 +1315,33 @@ static void check_switch_same_bits(const char *var, int (*on)(const sl_backend *
     sl_backend_destroy(off);
     sl_backend_destroy(gpu);
 }
+
+/* With SL_CUDA_CONV_GEMM_FWD=on every pass of op_conv1x1's geometries
+ * runs on cuBLAS: the forward and input gradient of the two of stride 1
+ * as batched GEMMs in place, beside the filter gradients and strided
+ * input gradients. Against the CPU within the same tolerances, two runs
+ * the same bits. */
+START_TEST(test_conv1x1_forward_gemms)
+{
+    if (sl_conv_gemm_mode(getenv("SL_CUDA_CONV_GEMM")) == 0) {
+        printf("SL_CUDA_CONV_GEMM=off is set: the forward GEMMs are SKIPPED\n");
+        return;
+    }
+    ck_assert_int_eq(setenv("SL_CUDA_CONV_GEMM_FWD", "on", 1), 0);
+    sl_backend *gpu = gpu_or_null();
+    unsetenv("SL_CUDA_CONV_GEMM_FWD");
+    check_op("conv2d 1x1 (every pass GEMMs)", op_conv1x1, gpu, conv1x1_tol);
+    if (!gpu)
+        return;
+    int strided = !th_env_off("SL_CUDA_CONV_GEMM_STRIDED");
+    int fwd = sl_cuda_conv_gemm_geometries(gpu, SL_CONV_FWD);
+    int data = sl_cuda_conv_gemm_geometries(gpu, SL_CONV_BWD_DATA);
+    int filter = sl_cuda_conv_gemm_geometries(gpu, SL_CONV_BWD_FILTER);
+    ck_assert_msg(fwd == 2 && data == 2 + 3 * strided && filter == 2 + 3 * strided,
+                  "GEMMs for %d forwards, %d input and %d filter gradients", fwd, data, filter);
+    sl_backend_destroy(gpu);
+}
+END_TEST
 
 /* LayerNorm's forward and input gradient with a row in registers and by
  * their loops (SL_CUDA_LN_REGS=off): the same sums in the same order, so
@@ -1506,6 +1534,7 @@ int main(void)
     tcase_add_test(tc, test_lm_xent_staged_equals_passes);
     tcase_add_test(tc, test_batchnorm_fused_equals_kernels);
     tcase_add_test(tc, test_batchnorm_vec_equals_scalar);
+    tcase_add_test(tc, test_conv1x1_forward_gemms);
     tcase_add_test(tc, test_batchnorm_relu_joined_equals_apart);
     tcase_add_test(tc, test_classifier_loss_thread_rows);
     suite_add_tcase(s, tc);

@@ -276,8 +276,9 @@ END_TEST
  * channels from 56 x 56 to 28 x 28, b16: its filter gradient's 512 x 256
  * products over 784 points are cut into 4 pieces of 196 and its inputs
  * gathered (16 x 256 x 784 floats after 32 MiB of partials); its input
- * gradient's products take 16 x 256 x 784 floats. Stride 1 has no
- * input-gradient split, and an image past the cap none either. */
+ * gradient's products take 16 x 256 x 784 floats. At stride 1 the input
+ * gradient is one group writing dX itself; an image past the cap, or a
+ * 3x3 geometry, has no split. */
 START_TEST(test_conv_gemm_strided_split_of_resnet152)
 {
     const size_t cap = (size_t)64 << 20;
@@ -304,9 +305,14 @@ START_TEST(test_conv_gemm_strided_split_of_resnet152)
     ck_assert_uint_eq(ds.workspace_bytes, (size_t)5 * 256 * 784 * 4);
     sl_conv_gemm_data_split before = ds;
     ck_assert(!sl_conv_gemm_data_plan(&d, (size_t)256 * 784 * 4 - 1, &ds));
+    ck_assert_mem_eq(&ds, &before, sizeof ds);
     sl_conv_desc s1 = d;
     s1.sh = s1.sw = 1, s1.oh = s1.ow = 56;
-    ck_assert(!sl_conv_gemm_data_plan(&s1, cap, &ds));
+    ck_assert(sl_conv_gemm_data_plan(&s1, 1, &ds)); /* dX itself: any cap */
+    ck_assert_int_eq(ds.group, 16);
+    ck_assert_int_eq(ds.groups, 1);
+    ck_assert_uint_eq(ds.workspace_bytes, 0);
+    before = ds;
     ck_assert(sl_conv_gemm_filter_plan(&s1, 132, cap, &sp));
     ck_assert_uint_eq(sp.gather_offset, 0); /* stride 1: nothing gathered */
     sl_conv_desc k3 = d;

@@ -902,8 +902,7 @@ static void cuda_joins(sl_schedule s, int joins[2])
  * after three steps under none and sqrt, and the joined runs do join. */
 START_TEST(test_cuda_bn_relu_joined_equals_apart)
 {
-    const char *was = getenv("SL_CUDA_BN_RELU");
-    if (was && (strcmp(was, "off") == 0 || strcmp(was, "0") == 0)) {
+    if (th_env_off("SL_CUDA_BN_RELU")) {
         printf("SL_CUDA_BN_RELU=off in the environment: joined and apart not compared\n");
         return;
     }
@@ -1171,9 +1170,12 @@ END_TEST
  * three SGD steps stays within 1e-3 of the CPU, sqrt gives none's bits
  * with the arena as planned, geometries took the filter GEMMs and the
  * strided ones the input-gradient GEMMs; with the switch off none do,
- * and the run is within 1e-3 of the GEMMs' run. An unknown value
- * refuses the instance, naming it. */
-START_TEST(test_cuda_conv_gemm_filters_keep_schedules_bit_identical)
+ * and the run is within 1e-3 of the GEMMs' run. With
+ * SL_CUDA_CONV_GEMM_FWD=on the stride-1 forwards and input gradients
+ * are GEMMs too: within 1e-3 of the CPU, and sqrt (whose re-forwards
+ * run those GEMMs again) gives none's bits. An unknown value refuses
+ * the instance, naming it. */
+START_TEST(test_cuda_conv_gemms_keep_schedules_bit_identical)
 {
     assert_env_refused("SL_CUDA_CONV_GEMM", "yes");
     th_params ref, none, sqrt_p, off;
@@ -1188,7 +1190,8 @@ START_TEST(test_cuda_conv_gemm_filters_keep_schedules_bit_identical)
     int datas = sl_cuda_conv_gemm_geometries(ctx->backend, SL_CONV_BWD_DATA);
     sl_context_free(ctx);
     ck_assert_msg(gemms > 0, "no 1x1 geometry took the filter GEMMs");
-    ck_assert_msg(datas > 0, "no strided 1x1 geometry took the input-gradient GEMMs");
+    ck_assert_msg(datas > 0 || th_env_off("SL_CUDA_CONV_GEMM_STRIDED"),
+                  "no strided 1x1 geometry took the input-gradient GEMMs");
     double e = params_err(&none, &ref);
     ck_assert_msg(e <= 1e-3, "filter GEMMs: %g from the CPU", e);
     ck_assert_msg(rs.arena_bytes == rs.arena_measured && rn.arena_bytes == rn.arena_measured,
@@ -1207,6 +1210,22 @@ START_TEST(test_cuda_conv_gemm_filters_keep_schedules_bit_identical)
     printf("resnet50: %d geometries' filter gradients and %d input gradients as GEMMs, within "
            "%.2e of the CPU and %.2e of cuDNN's; sqrt the bits of none\n",
            gemms, datas, e, e_off);
+    th_params fwd_none, fwd_sqrt;
+    sl_context *fwd = cuda_context_env("SL_CUDA_CONV_GEMM_FWD", "on", 42, 0);
+    train3(fwd, SL_SCHEDULE_NONE, "resnet50", &fwd_none, NULL);
+    train3(fwd, SL_SCHEDULE_SQRT, "resnet50", &fwd_sqrt, NULL);
+    int fwds = sl_cuda_conv_gemm_geometries(fwd->backend, SL_CONV_FWD);
+    sl_context_free(fwd);
+    ck_assert_msg(fwds > 0 || th_env_off("SL_CUDA_CONV_GEMM"),
+                  "no 1x1 geometry took the forward GEMMs");
+    double e_fwd = params_err(&fwd_none, &ref);
+    ck_assert_msg(e_fwd <= 1e-3, "forward GEMMs: %g from the CPU", e_fwd);
+    th_params_assert_identical(&fwd_none, &fwd_sqrt, "resnet50 sqrt vs none, forward GEMMs");
+    printf("resnet50, SL_CUDA_CONV_GEMM_FWD=on: %d forwards as GEMMs, within %.2e of the CPU; "
+           "sqrt the bits of none\n",
+           fwds, e_fwd);
+    th_params_free(&fwd_none);
+    th_params_free(&fwd_sqrt);
     th_params_free(&ref);
     th_params_free(&none);
     th_params_free(&sqrt_p);
@@ -1290,7 +1309,7 @@ int main(void)
     tcase_add_test(tc, test_cuda_graphs_give_eager_bits);
     tcase_add_test(tc, test_cuda_conv_tuning_keeps_schedules_bit_identical);
     tcase_add_test(tc, test_cuda_gpt2_graphs_give_eager_bits);
-    tcase_add_test(tc, test_cuda_conv_gemm_filters_keep_schedules_bit_identical);
+    tcase_add_test(tc, test_cuda_conv_gemms_keep_schedules_bit_identical);
     tcase_add_test(tc, test_cuda_gpt2_matches_cpu_and_checkpoints_bit_identical);
     tcase_add_test(tc, test_cuda_gpt2_tf32_fused_attention_checkpoints_bit_identical);
     tcase_add_test(tc, test_cuda_bf16_gpt2_kernels_give_the_copies_bits);

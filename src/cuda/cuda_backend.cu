@@ -481,8 +481,11 @@ extern "C" sl_status sl_cuda_backend_create(int gpu, int deterministic, int tf32
      * 1x1 input gradients, as cuBLAS GEMMs in a deterministic instance,
      * base/conv_gemm.h: then cuDNN's engines; "all" takes them in every
      * instance; written without a GPU) and SL_CUDA_CONV_GEMM_STRIDED
-     * (strided 1x1 geometries among them: then stride 1 only). Two
-     * switches turn a path on:
+     * (strided 1x1 geometries among them: then stride 1 only). Three
+     * switches turn a path on: SL_CUDA_CONV_GEMM_FWD=on (the forward and
+     * input gradient of stride-1 1x1 convolutions as cuBLAS GEMMs too,
+     * where the GEMMs are taken; cuda_conv.cu; written without a GPU, to
+     * be timed),
      * SL_CUDA_BN_FUSED=on (BatchNorm's statistics joined to its normalise
      * and its backward's means to its input gradient, instead of three
      * kernels each; the same bits; off by default, 1.4 % slower on an
@@ -536,6 +539,7 @@ extern "C" sl_status sl_cuda_backend_create(int gpu, int deterministic, int tf32
                             "CUDA backend: SL_CUDA_CONV_GEMM=\"%s\" is not on, all or off", gemm);
     }
     s->conv_gemm_strided = !env_off("SL_CUDA_CONV_GEMM_STRIDED");
+    s->conv_gemm_fwd = env_on("SL_CUDA_CONV_GEMM_FWD");
     s->flash_dropout = !env_off("SL_CUDA_FLASH_DROPOUT");
     s->xent_staged = !env_off("SL_CUDA_XENT_STAGED");
     s->col_parts_why = env_off("SL_CUDA_COL_PARTS") ? "SL_CUDA_COL_PARTS=off"

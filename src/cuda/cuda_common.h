@@ -62,6 +62,8 @@ typedef struct sl_cuda_state {
                           instance, 2 always (SL_CUDA_CONV_GEMM, base/conv_gemm.h) */
     int conv_gemm_strided; /* strided 1x1 geometries too; off: stride 1 only
                               (SL_CUDA_CONV_GEMM_STRIDED) */
+    int conv_gemm_fwd; /* the forward and input gradient of stride-1 1x1 geometries too;
+                          off by default (SL_CUDA_CONV_GEMM_FWD=on) */
     int sms;           /* the device's multiprocessors (how the GEMMs are cut) */
     int flash_dropout; /* attention dropout in its mma.sync kernels; off: dropout takes
                           the chunked path (SL_CUDA_FLASH_DROPOUT) */

@@ -57,7 +57,10 @@
  * cut). In deterministic instances by default, where cuDNN's
  * deterministic engines for those passes run far below the GPU's pace;
  * SL_CUDA_CONV_GEMM=all in every instance, =off never;
- * SL_CUDA_CONV_GEMM_STRIDED=off keeps strided geometries on cuDNN. The
+ * SL_CUDA_CONV_GEMM_STRIDED=off keeps strided geometries on cuDNN;
+ * SL_CUDA_CONV_GEMM_FWD=on (off by default, to be timed) takes the
+ * forward and the input gradient of stride-1 1x1 geometries to cuBLAS
+ * too, one batched GEMM over the images each, written in place. The
  * partials, gathered inputs and products are the pass's workspace,
  * planned like an engine's; the GEMMs run in the instance's math (TF32
  * where allowed).
@@ -113,8 +116,10 @@ struct sl_conv_entry {
     /* the filter gradient as cuBLAS GEMMs (gemm_filter; base/conv_gemm.h),
      * instead of plan[SLOT_BWD_FILTER] or the legacy algorithm; a strided
      * geometry's input gradient likewise (gemm_data), instead of
-     * plan[SLOT_BWD_DATA] and plan[SLOT_BWD_DATA_ADD] */
-    bool gemm_filter, gemm_data;
+     * plan[SLOT_BWD_DATA] and plan[SLOT_BWD_DATA_ADD]; with
+     * SL_CUDA_CONV_GEMM_FWD=on a stride-1 geometry's forward (gemm_fwd)
+     * and input gradient (gemm_data) too */
+    bool gemm_filter, gemm_data, gemm_fwd;
     sl_conv_gemm_split gemm;
     sl_conv_gemm_data_split gemm_d;
     size_t ws[3]; /* per pass, the most any of its slots needs: what is planned */
@@ -125,7 +130,7 @@ struct sl_conv_entry {
 /* Whether slot i of e runs as cuBLAS GEMMs rather than through cuDNN. */
 static bool slot_gemm(const sl_conv_entry &e, int i)
 {
-    return i == SLOT_BWD_FILTER ? e.gemm_filter : i != SLOT_FWD && e.gemm_data;
+    return i == SLOT_FWD ? e.gemm_fwd : i == SLOT_BWD_FILTER ? e.gemm_filter : e.gemm_data;
 }
 
 /* The math types an algorithm may run in. Without tf32, FMA math only:
@@ -349,11 +354,14 @@ static bool build_into(sl_cuda_state *s, const sl_conv_desc *d, sl_conv_entry &e
                                            1, 1));
     BUILD_CHECK(cudnnSetFilter4dDescriptor(e.w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, d->k,
                                            d->c / d->groups, d->kh, d->kw));
+    const bool strided = sl_conv_gemm_strided(d);
     const bool gemms = s->conv_gemm > (s->deterministic ? 0 : 1) && sl_conv_gemm_applies(d) &&
-                       (s->conv_gemm_strided || !sl_conv_gemm_strided(d));
+                       (s->conv_gemm_strided || !strided);
     e.gemm_filter = gemms && sl_conv_gemm_filter_plan(d, s->sms, kGemmPartialCap, &e.gemm);
-    e.gemm_data = gemms && sl_conv_gemm_data_plan(d, kGemmPartialCap, &e.gemm_d);
-    bool needs_legacy[3] = {true, !e.gemm_data, !e.gemm_filter};
+    e.gemm_data = gemms && (strided || s->conv_gemm_fwd) &&
+                  sl_conv_gemm_data_plan(d, kGemmPartialCap, &e.gemm_d);
+    e.gemm_fwd = gemms && !strided && s->conv_gemm_fwd;
+    bool needs_legacy[3] = {!e.gemm_fwd, !e.gemm_data, !e.gemm_filter};
     if (!s->conv_legacy) {
         needs_legacy[0] = needs_legacy[1] = needs_legacy[2] = false;
         graph_choose(s, d, e, needs_legacy);
@@ -381,10 +389,11 @@ static bool build_into(sl_cuda_state *s, const sl_conv_desc *d, sl_conv_entry &e
     }
     for (int i = 0; i < SLOT_COUNT; i++) {
         int p = kSlotPass[i];
-        size_t need = i == SLOT_BWD_FILTER && e.gemm_filter ? e.gemm.workspace_bytes
-                      : slot_gemm(e, i)                     ? e.gemm_d.workspace_bytes
-                      : e.plan[i].plan                      ? e.plan[i].ws_bytes
-                                                            : e.legacy_ws[p];
+        size_t need = !slot_gemm(e, i)        ? (e.plan[i].plan ? e.plan[i].ws_bytes
+                                                                 : e.legacy_ws[p])
+                      : i == SLOT_BWD_FILTER ? e.gemm.workspace_bytes
+                      : i == SLOT_FWD        ? 0
+                                             : e.gemm_d.workspace_bytes;
         if (need > e.ws[p])
             e.ws[p] = need;
     }
@@ -485,11 +494,13 @@ static void log_entry(const sl_cuda_state *s, const sl_conv_entry *e)
                    s->tf32 ? "TF32" : "FP32", e->gemm.gather_offset ? ", input gathered" : "",
                    e->gemm.groups, e->gemm.group, e->gemm.chunks, e->gemm.chunk,
                    e->gemm.workspace_bytes);
+        else if (i == SLOT_FWD && e->gemm_fwd)
+            append(text, sizeof text, &used, "cuBLAS GEMM (%s) over %d images, in place",
+                   s->tf32 ? "TF32" : "FP32", d->n);
         else if (slot_gemm(*e, i))
-            append(text, sizeof text, &used,
-                   "cuBLAS GEMMs (%s) scattered: %d group(s) of %d images, %zu B",
-                   s->tf32 ? "TF32" : "FP32", e->gemm_d.groups, e->gemm_d.group,
-                   e->gemm_d.workspace_bytes);
+            append(text, sizeof text, &used, "cuBLAS GEMMs (%s)%s: %d group(s) of %d images, %zu B",
+                   s->tf32 ? "TF32" : "FP32", e->gemm_d.workspace_bytes ? " scattered" : ", in place",
+                   e->gemm_d.groups, e->gemm_d.group, e->gemm_d.workspace_bytes);
         else if (e->plan[i].plan)
             append(text, sizeof text, &used, "%s", e->plan[i].how);
         else
@@ -651,6 +662,30 @@ extern "C" int sl_cuda_conv2d_native_bf16(const sl_backend *be, const sl_conv_de
     return 0;
 }
 
+/* The 1x1 GEMMs' math: the instance's (TF32 where allowed, else FP32
+ * without TF32 or split tricks). */
+static cublasComputeType_t gemm_math(const sl_cuda_state *s)
+{
+    return s->tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F_PEDANTIC;
+}
+
+/* The forward of stride-1 1x1 geometry d (e->gemm_fwd): Y_i[k x hw] =
+ * W X_i for every image in one batched GEMM, in place. Row-major Y_i is
+ * column-major C[hw x k] = A B, A the column-major hw x c view of X_i
+ * and B the column-major c x k view of W (the same for every image:
+ * batch stride 0). */
+static void gemm_forward(sl_cuda_state *s, const sl_conv_desc *d, const float *x, const float *w,
+                         float *y)
+{
+    const int hw = d->h * d->w;
+    const float one = 1.0f, zero = 0.0f;
+    SL_CUBLAS_CHECK(s, cublasGemmStridedBatchedEx(
+                           s->cublas, CUBLAS_OP_N, CUBLAS_OP_N, hw, d->k, d->c, &one, x,
+                           CUDA_R_32F, hw, (long long)d->c * hw, w, CUDA_R_32F, d->c, 0LL, &zero,
+                           y, CUDA_R_32F, hw, (long long)d->k * hw, d->n, gemm_math(s),
+                           CUBLAS_GEMM_DEFAULT));
+}
+
 extern "C" void sl_cuda_conv2d_forward(const sl_exec *ex, const sl_conv_desc *d, const void *x,
                                        const float *w, const float *bias, void *y, void *ws)
 {
@@ -659,7 +694,9 @@ extern "C" void sl_cuda_conv2d_forward(const sl_exec *ex, const sl_conv_desc *d,
     if (!e)
         return;
     const sl_cuda_conv_plan *p = &e->plan[SLOT_FWD];
-    if (p->plan)
+    if (e->gemm_fwd)
+        gemm_forward(s, d, (const float *)x, w, (float *)y);
+    else if (p->plan)
         sl_cuda_conv_plan_run(s, &e->graph, p, x, w, y, ws);
     else
         SL_CUDNN_CHECK(s, cudnnConvolutionForward(s->cudnn, &kOne, e->x, x, e->w, w,
@@ -667,13 +704,6 @@ extern "C" void sl_cuda_conv2d_forward(const sl_exec *ex, const sl_conv_desc *d,
                                                   e->ws[SL_CONV_FWD], &kZero, e->y, y));
     if (bias)
         SL_CUDNN_CHECK(s, cudnnAddTensor(s->cudnn, &kOne, e->bias, bias, &kOne, e->y, y));
-}
-
-/* The 1x1 GEMMs' math: the instance's (TF32 where allowed, else FP32
- * without TF32 or split tricks). */
-static cublasComputeType_t gemm_math(const sl_cuda_state *s)
-{
-    return s->tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F_PEDANTIC;
 }
 
 /* For `planes` planes of h x w (the images' channels, consecutive in
@@ -711,9 +741,10 @@ static __global__ void scatter_k(size_t planes, int h, int w, int oh, int ow, in
     }
 }
 
-/* The input gradient of strided 1x1 geometry d (e->gemm_d): for each
- * group of images, T_i[c x ohw] = W^T dY_i as one batched GEMM into the
- * workspace t, scattered onto dx. Row-major T_i is column-major
+/* The input gradient of 1x1 geometry d (e->gemm_d): for each group of
+ * images, T_i[c x ohw] = W^T dY_i as one batched GEMM, into the
+ * workspace t and scattered onto dx where d is strided, else into dx
+ * itself (added to it where accumulate). Row-major T_i is column-major
  * C[ohw x c] = A op(B), A the column-major ohw x k view of dY_i and B
  * the column-major c x k view of W (transposed; the same for every
  * image: batch stride 0). */
@@ -721,19 +752,23 @@ static void gemm_data(sl_cuda_state *s, const sl_conv_desc *d, const sl_conv_gem
                       const float *w, const float *dy, float *dx, int accumulate, float *t)
 {
     const int ohw = d->oh * d->ow;
+    const bool direct = !sl_conv_gemm_strided(d);
     const float one = 1.0f, zero = 0.0f;
     for (int n0 = 0; n0 < d->n; n0 += g.group) {
         const int images = d->n - n0 < g.group ? d->n - n0 : g.group;
+        float *dxs = dx + (size_t)n0 * d->c * d->h * d->w;
         SL_CUBLAS_CHECK(s, cublasGemmStridedBatchedEx(
                                s->cublas, CUBLAS_OP_N, CUBLAS_OP_T, ohw, d->c, d->k, &one,
                                dy + (size_t)n0 * d->k * ohw, CUDA_R_32F, ohw,
-                               (long long)d->k * ohw, w, CUDA_R_32F, d->c, 0LL, &zero, t,
-                               CUDA_R_32F, ohw, (long long)d->c * ohw, images, gemm_math(s),
+                               (long long)d->k * ohw, w, CUDA_R_32F, d->c, 0LL,
+                               direct && accumulate ? &one : &zero, direct ? dxs : t, CUDA_R_32F,
+                               ohw, (long long)d->c * ohw, images, gemm_math(s),
                                CUBLAS_GEMM_DEFAULT));
+        if (direct)
+            continue;
         const size_t planes = (size_t)images * d->c;
         scatter_k<<<sl_cuda_blocks(planes * d->h * d->w), 256, 0, s->stream>>>(
-            planes, d->h, d->w, d->oh, d->ow, d->sh, d->sw, t,
-            dx + (size_t)n0 * d->c * d->h * d->w, accumulate);
+            planes, d->h, d->w, d->oh, d->ow, d->sh, d->sw, t, dxs, accumulate);
         SL_CUDA_LAUNCHED(s);
     }
 }
