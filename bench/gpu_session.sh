@@ -41,11 +41,13 @@
 #   f32     gpu.sh gpt2 (3 interleaved rounds, within what is left) and
 #           kernels (ncu)
 #   fp32    ResNet-152 b16 TF32 off under each side's algorithm rules:
-#           ours deterministic (the default; with cuDNN's 1x1 filter
-#           gradients; on PyTorch's cuDNN), non-deterministic (with the
-#           GEMMs; with engines timed, none and sqrt) beside PyTorch
-#           plain with its heuristics and with cudnn.benchmark, 3
-#           interleaved rounds (fp32.jsonl, fp32.txt: medians, ratios)
+#           ours deterministic (the default: 1x1 backward passes as
+#           cuBLAS GEMMs; with the stride-1 forwards and input gradients
+#           as GEMMs too; with cuDNN for all of them; on PyTorch's cuDNN),
+#           non-deterministic (alone; with the GEMMs; with the forward
+#           GEMMs too; with engines timed) beside PyTorch plain with its
+#           heuristics and with cudnn.benchmark, 3 interleaved rounds
+#           (fp32.jsonl, fp32.txt: medians, ratios)
 #   bf16    gpu.sh gpt2 with SL_GPT2_PRECISION=bf16, B=8 T=1024, ours none,
 #           sqrt (planned at about 0.5x llm.c's peak: the memory target
 #           at a small recompute), least:0.02 (2% above the least peak:
@@ -85,7 +87,7 @@ export OUT=$dir
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64:/usr/local/cuda/lib:${LD_LIBRARY_PATH:-}
 t0=$SECONDS
 left() { echo $((${DEADLINE:-470} - (SECONDS - t0))); }
-SWITCHES="SL_CUDA_CONV_GEMM=off SL_CUDA_CONV_GEMM_STRIDED=off SL_CUDA_BN_VEC=off SL_CUDA_CONV_API=legacy SL_CUDA_BN_RELU=off SL_CUDA_XENT_BLOCKS=off SL_CUDA_XENT_STAGED=off SL_CUDA_COL_PARTS=off SL_CUDA_LN_REGS=off SL_CUDA_FLASH_DROPOUT=off SL_CUDA_FLASH_MMA=off SL_CUDA_FLASH_BF16=off SL_CUDA_FLASH=off SL_CUDA_LT=off SL_CUDA_LT_WORKSPACE_MIB=0 SL_CUDA_BF16_GEMM=off SL_CUDA_BF16_KERNELS=off"
+SWITCHES="SL_CUDA_CONV_GEMM_FWD=off SL_CUDA_CONV_GEMM_STRIDED=off SL_CUDA_CONV_GEMM=off SL_CUDA_BN_VEC=off SL_CUDA_CONV_API=legacy SL_CUDA_BN_RELU=off SL_CUDA_XENT_BLOCKS=off SL_CUDA_XENT_STAGED=off SL_CUDA_COL_PARTS=off SL_CUDA_LN_REGS=off SL_CUDA_FLASH_DROPOUT=off SL_CUDA_FLASH_MMA=off SL_CUDA_FLASH_BF16=off SL_CUDA_FLASH=off SL_CUDA_LT=off SL_CUDA_LT_WORKSPACE_MIB=0 SL_CUDA_BF16_GEMM=off SL_CUDA_BF16_KERNELS=off"
 AB_SWITCHES=${AB_SWITCHES:-"SL_CUDA_CONV_GEMM=off SL_CUDA_CONV_GEMM_STRIDED=off SL_CUDA_CONV_GEMM_FWD=on SL_CUDA_BN_VEC=off SL_CUDA_CONV_GEMM=off@resnettf32 SL_CUDA_CONV_GEMM_FWD=on@resnettf32"}
 build="build-gpu"
 switches() { [ -s "$dir/switches.txt" ] && cat "$dir/switches.txt"; }

@@ -461,6 +461,12 @@ int th_env_off(const char *name)
     return v && (strcmp(v, "off") == 0 || strcmp(v, "0") == 0);
 }
 
+int th_env_on(const char *name)
+{
+    const char *v = getenv(name);
+    return v && (strcmp(v, "on") == 0 || strcmp(v, "1") == 0);
+}
+
 void th_switches_restore(th_switches *s)
 {
     for (int k = 0; k < s->n; k++) {

@@ -148,5 +148,7 @@ void th_switches_restore(th_switches *s);
 /* 1 where environment variable name is "off" or "0": a switch turned off
  * (a GPU session's diagnosis sets one to see whether its path fails). */
 int th_env_off(const char *name);
+/* 1 where environment variable name is "on" or "1". */
+int th_env_on(const char *name);
 
 #endif

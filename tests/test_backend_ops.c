@@ -801,20 +801,23 @@ static void op_conv(dev *d, outputs *o)
  * pieces); 2 images of 9 x 10 at strides 2 and 3; and 20 images of
  * 3 x 3, 1024 -> 1024 channels at stride 2 (2 x 2 points; partials and
  * gathered inputs pass 64 MiB: groups of 15 and 5). The input
- * gradient's groups are left to test_conv_engine's split tests: its
- * products pass 64 MiB only beside inputs of over 256 MB. Each: y, dx
- * accumulated, dx written (over other values: the points between the
- * stride's must be zeroed), dw (accumulated), dbias. */
+ * gradient's products pass 64 MiB only beside inputs of over 256 MB:
+ * test_conv1x1_small_cap cuts them into groups under a cap of 16 KiB.
+ * Each: y, dx accumulated, dx written (over other values: the points
+ * between the stride's must be zeroed), dw (accumulated), dbias. */
+enum { CONV1X1_GEOMS = 5 };
+/* n c h w  k oh ow  kh kw sh sw ph pw dh dw  groups bf16 */
+static const sl_conv_desc conv1x1_geoms[CONV1X1_GEOMS] = {
+    {3, 20, 23, 23, 12, 23, 23, 1, 1, 1, 1, 0, 0, 1, 1, 1, 0},
+    {20, 1024, 2, 2, 1024, 2, 2, 1, 1, 1, 1, 0, 0, 1, 1, 1, 0},
+    {3, 20, 23, 23, 12, 12, 12, 1, 1, 2, 2, 0, 0, 1, 1, 1, 0},
+    {2, 16, 9, 10, 8, 5, 4, 1, 1, 2, 3, 0, 0, 1, 1, 1, 0},
+    {20, 1024, 3, 3, 1024, 2, 2, 1, 1, 2, 2, 0, 0, 1, 1, 1, 0}};
+
 static void op_conv1x1(dev *d, outputs *o)
 {
-    /* n c h w  k oh ow  kh kw sh sw ph pw dh dw  groups bf16 */
-    const sl_conv_desc cs[5] = {{3, 20, 23, 23, 12, 23, 23, 1, 1, 1, 1, 0, 0, 1, 1, 1, 0},
-                                {20, 1024, 2, 2, 1024, 2, 2, 1, 1, 1, 1, 0, 0, 1, 1, 1, 0},
-                                {3, 20, 23, 23, 12, 12, 12, 1, 1, 2, 2, 0, 0, 1, 1, 1, 0},
-                                {2, 16, 9, 10, 8, 5, 4, 1, 1, 2, 3, 0, 0, 1, 1, 1, 0},
-                                {20, 1024, 3, 3, 1024, 2, 2, 1, 1, 2, 2, 0, 0, 1, 1, 1, 0}};
-    for (int i = 0; i < 5; i++) {
-        const sl_conv_desc *c = &cs[i];
+    for (int i = 0; i < CONV1X1_GEOMS; i++) {
+        const sl_conv_desc *c = &conv1x1_geoms[i];
         size_t nx = (size_t)c->n * c->c * c->h * c->w, ny = (size_t)c->n * c->k * c->oh * c->ow;
         size_t nw = (size_t)c->k * c->c;
         uint64_t sd = 60 + 10 * (uint64_t)i;
@@ -834,6 +837,43 @@ static void op_conv1x1(dev *d, outputs *o)
         out_add(o, d, dx2, nx);
         out_add(o, d, dw, nw);
         out_add(o, d, db, (size_t)c->k);
+    }
+}
+
+/* How many of op_conv1x1's geometries a deterministic CUDA instance
+ * made with SL_CUDA_CONV_GEMM_FWD=on (fwd_on) or not and a GEMM
+ * workspace cap of `cap` bytes takes `pass` of as GEMMs, with
+ * SL_CUDA_CONV_GEMM and SL_CUDA_CONV_GEMM_STRIDED as the environment has
+ * them (a GPU session's diagnosis may turn them off): base/conv_gemm.h's
+ * rules, which test_conv_engine checks on the CPU. */
+static int conv1x1_gemms_expected(sl_conv_pass pass, int fwd_on, size_t cap)
+{
+    const int mode = sl_conv_gemm_mode(getenv("SL_CUDA_CONV_GEMM"));
+    const int strided_on = !th_env_off("SL_CUDA_CONV_GEMM_STRIDED");
+    int n = 0;
+    for (int i = 0; i < CONV1X1_GEOMS; i++) {
+        const sl_conv_desc *d = &conv1x1_geoms[i];
+        if (!(sl_conv_gemm_passes(d, mode, 1, strided_on, fwd_on) >> pass & 1u))
+            continue;
+        sl_conv_gemm_split sp;
+        sl_conv_gemm_data_split ds;
+        n += pass == SL_CONV_FWD        ? 1
+             : pass == SL_CONV_BWD_DATA ? sl_conv_gemm_data_plan(d, cap, &ds)
+                                        : sl_conv_gemm_filter_plan(d, 1, cap, &sp);
+    }
+    return n;
+}
+
+/* Asserts that instance gpu took each pass of op_conv1x1's geometries as
+ * GEMMs as conv1x1_gemms_expected says. */
+static void assert_conv1x1_gemms(const sl_backend *gpu, int fwd_on, size_t cap)
+{
+    static const char *const names[3] = {"forwards", "input gradients", "filter gradients"};
+    for (int p = SL_CONV_FWD; p <= SL_CONV_BWD_FILTER; p++) {
+        int got = sl_cuda_conv_gemm_geometries(gpu, (sl_conv_pass)p);
+        int want = conv1x1_gemms_expected((sl_conv_pass)p, fwd_on, cap);
+        ck_assert_msg(got == want, "%d 1x1 geometries took GEMMs for their %s, not %d", got,
+                      names[p], want);
     }
 }
 
@@ -1201,18 +1241,9 @@ START_TEST(test_ops_gpu_vs_cpu)
     const double conv_tol[] = {1e-5, 1e-5, 1e-5, 1e-5};
     check_op("conv2d (grouped, strided)", op_conv, gpu, conv_tol);
     check_op("conv2d 1x1 (GEMMs)", op_conv1x1, gpu, conv1x1_tol);
-    if (gpu) { /* all five and the three strided, unless a diagnosis turned them off
-                  (SL_CUDA_CONV_GEMM=off, SL_CUDA_CONV_GEMM_STRIDED=off) */
-        int on = sl_conv_gemm_mode(getenv("SL_CUDA_CONV_GEMM")) > 0;
-        int strided = on && !th_env_off("SL_CUDA_CONV_GEMM_STRIDED");
-        int filters = sl_cuda_conv_gemm_geometries(gpu, SL_CONV_BWD_FILTER);
-        int datas = sl_cuda_conv_gemm_geometries(gpu, SL_CONV_BWD_DATA);
-        ck_assert_msg(filters == 2 * on + 3 * strided && datas == 3 * strided,
-                      "%d 1x1 geometries took the filter GEMMs and %d the input-gradient "
-                      "GEMMs, not %d and %d",
-                      filters, datas, 2 * on + 3 * strided, 3 * strided);
-        ck_assert_int_eq(sl_cuda_conv_gemm_geometries(gpu, SL_CONV_FWD), 0);
-    }
+    if (gpu) /* by default: all five filter gradients, the three strided input gradients */
+        assert_conv1x1_gemms(gpu, th_env_on("SL_CUDA_CONV_GEMM_FWD"),
+                             sl_conv_gemm_cap(getenv("SL_CUDA_CONV_GEMM_CAP_KIB")));
     /* y, the saved statistics, the running ones, dx, dgamma, dbeta, y (eval) */
 #define BN_TOL 1e-5, 1e-6, 1e-6, 1e-5, 1e-5, 1e-5, 1e-6
     const double bn_tol[] = {BN_TOL};
@@ -1323,8 +1354,10 @@ static void check_switch_same_bits(const char *var, int (*on)(const sl_backend *
  * the same bits. */
 START_TEST(test_conv1x1_forward_gemms)
 {
-    if (sl_conv_gemm_mode(getenv("SL_CUDA_CONV_GEMM")) == 0) {
-        printf("SL_CUDA_CONV_GEMM=off is set: the forward GEMMs are SKIPPED\n");
+    if (sl_conv_gemm_mode(getenv("SL_CUDA_CONV_GEMM")) == 0 ||
+        th_env_off("SL_CUDA_CONV_GEMM_FWD")) {
+        printf("SL_CUDA_CONV_GEMM or SL_CUDA_CONV_GEMM_FWD is off: the forward GEMMs are "
+               "SKIPPED\n");
         return;
     }
     ck_assert_int_eq(setenv("SL_CUDA_CONV_GEMM_FWD", "on", 1), 0);
@@ -1333,12 +1366,47 @@ START_TEST(test_conv1x1_forward_gemms)
     check_op("conv2d 1x1 (every pass GEMMs)", op_conv1x1, gpu, conv1x1_tol);
     if (!gpu)
         return;
-    int strided = !th_env_off("SL_CUDA_CONV_GEMM_STRIDED");
-    int fwd = sl_cuda_conv_gemm_geometries(gpu, SL_CONV_FWD);
-    int data = sl_cuda_conv_gemm_geometries(gpu, SL_CONV_BWD_DATA);
-    int filter = sl_cuda_conv_gemm_geometries(gpu, SL_CONV_BWD_FILTER);
-    ck_assert_msg(fwd == 2 && data == 2 + 3 * strided && filter == 2 + 3 * strided,
-                  "GEMMs for %d forwards, %d input and %d filter gradients", fwd, data, filter);
+    /* both stride-1 forwards; all five input and filter gradients */
+    assert_conv1x1_gemms(gpu, 1, sl_conv_gemm_cap(getenv("SL_CUDA_CONV_GEMM_CAP_KIB")));
+    ck_assert_int_eq(sl_cuda_conv_gemm_geometries(gpu, SL_CONV_FWD), 2);
+    sl_backend_destroy(gpu);
+}
+END_TEST
+
+/* Under a GEMM workspace cap of 16 KiB (SL_CUDA_CONV_GEMM_CAP_KIB=16),
+ * op_conv1x1's strided input gradients run a GEMM and a scatter per
+ * image (the 12 x 12 case in 3 groups, the 2 x 2 one in 20) and the
+ * strided 12 x 12 filter gradient gathers and sums one image at a time,
+ * while the two geometries whose one partial passes the cap (1024 x
+ * 1024) keep cuDNN for their filter gradient: against the CPU within the
+ * same tolerances, two runs the same bits. A cap that is not a whole
+ * number of KiB refuses the instance. */
+START_TEST(test_conv1x1_small_cap)
+{
+    const size_t cap = 16 << 10;
+    sl_conv_gemm_data_split ds;
+    sl_conv_gemm_split sp;
+    ck_assert(sl_conv_gemm_data_plan(&conv1x1_geoms[2], cap, &ds) && ds.groups == 3);
+    ck_assert(sl_conv_gemm_data_plan(&conv1x1_geoms[4], cap, &ds) && ds.groups == 20);
+    ck_assert(sl_conv_gemm_filter_plan(&conv1x1_geoms[2], 132, cap, &sp) && sp.groups == 3);
+    ck_assert(!sl_conv_gemm_filter_plan(&conv1x1_geoms[4], 132, cap, &sp));
+    th_switches keep;
+    const char *var[1] = {"SL_CUDA_CONV_GEMM_CAP_KIB"};
+    th_switches_off(&keep, var, 1, 0); /* keeps what it held */
+    ck_assert_int_eq(setenv("SL_CUDA_CONV_GEMM_CAP_KIB", "16", 1), 0);
+    sl_backend *gpu = gpu_or_null();
+    if (gpu) {
+        sl_backend *bad = NULL;
+        ck_assert_int_eq(setenv("SL_CUDA_CONV_GEMM_CAP_KIB", "16k", 1), 0);
+        th_assert_error(sl_cuda_backend_create(0, 1, 0, &bad), SL_ERR_INVALID_ARG,
+                        "SL_CUDA_CONV_GEMM_CAP_KIB=\"16k\"");
+        ck_assert_ptr_null(bad);
+    }
+    th_switches_restore(&keep);
+    check_op("conv2d 1x1 (GEMMs, 16 KiB cap)", op_conv1x1, gpu, conv1x1_tol);
+    if (!gpu)
+        return;
+    assert_conv1x1_gemms(gpu, th_env_on("SL_CUDA_CONV_GEMM_FWD"), cap);
     sl_backend_destroy(gpu);
 }
 END_TEST
@@ -1535,6 +1603,7 @@ int main(void)
     tcase_add_test(tc, test_batchnorm_fused_equals_kernels);
     tcase_add_test(tc, test_batchnorm_vec_equals_scalar);
     tcase_add_test(tc, test_conv1x1_forward_gemms);
+    tcase_add_test(tc, test_conv1x1_small_cap);
     tcase_add_test(tc, test_batchnorm_relu_joined_equals_apart);
     tcase_add_test(tc, test_classifier_loss_thread_rows);
     suite_add_tcase(s, tc);

@@ -397,6 +397,58 @@ START_TEST(test_conv_gemm_split_invariants)
 }
 END_TEST
 
+/* Which passes run as GEMMs, by switch: none with the GEMMs off, or
+ * outside a deterministic instance unless "all"; the filter gradient of
+ * a stride-1 1x1 geometry, its forward and input gradient too with
+ * SL_CUDA_CONV_GEMM_FWD=on; the filter and input gradients of a strided
+ * one (never its forward), none of them with SL_CUDA_CONV_GEMM_STRIDED=
+ * off; nothing of a 3x3 geometry. */
+START_TEST(test_conv_gemm_passes_by_switch)
+{
+    /* n c h w  k oh ow  kh kw sh sw ph pw dh dw  groups bf16 */
+    const sl_conv_desc s1 = {16, 256, 14, 14, 1024, 14, 14, 1, 1, 1, 1, 0, 0, 1, 1, 1, 0};
+    const sl_conv_desc s2 = {16, 512, 28, 28, 1024, 14, 14, 1, 1, 2, 2, 0, 0, 1, 1, 1, 0};
+    const sl_conv_desc k3 = {16, 256, 14, 14, 256, 14, 14, 3, 3, 1, 1, 1, 1, 1, 1, 1, 0};
+    const unsigned F = 1u << SL_CONV_FWD, D = 1u << SL_CONV_BWD_DATA,
+                   W = 1u << SL_CONV_BWD_FILTER;
+    /* mode, deterministic, strided_on, fwd_on */
+    ck_assert_uint_eq(sl_conv_gemm_passes(&s1, 1, 1, 1, 0), W);
+    ck_assert_uint_eq(sl_conv_gemm_passes(&s1, 1, 1, 1, 1), F | D | W);
+    ck_assert_uint_eq(sl_conv_gemm_passes(&s1, 1, 1, 0, 1), F | D | W);
+    ck_assert_uint_eq(sl_conv_gemm_passes(&s1, 1, 0, 1, 1), 0);
+    ck_assert_uint_eq(sl_conv_gemm_passes(&s1, 2, 0, 1, 0), W);
+    ck_assert_uint_eq(sl_conv_gemm_passes(&s1, 2, 0, 1, 1), F | D | W);
+    ck_assert_uint_eq(sl_conv_gemm_passes(&s1, 0, 1, 1, 1), 0);
+    ck_assert_uint_eq(sl_conv_gemm_passes(&s2, 1, 1, 1, 0), D | W);
+    ck_assert_uint_eq(sl_conv_gemm_passes(&s2, 1, 1, 1, 1), D | W);
+    ck_assert_uint_eq(sl_conv_gemm_passes(&s2, 1, 1, 0, 1), 0);
+    ck_assert_uint_eq(sl_conv_gemm_passes(&s2, 2, 0, 1, 0), D | W);
+    ck_assert_uint_eq(sl_conv_gemm_passes(&s2, 1, 0, 1, 0), 0);
+    ck_assert_uint_eq(sl_conv_gemm_passes(&s2, 0, 1, 1, 0), 0);
+    for (int m = 0; m <= 2; m++)
+        for (int bits = 0; bits < 8; bits++)
+            ck_assert_uint_eq(sl_conv_gemm_passes(&k3, m, bits & 1, bits >> 1 & 1, bits >> 2), 0);
+}
+END_TEST
+
+/* SL_CUDA_CONV_GEMM_CAP_KIB: 64 MiB unset or empty, whole KiB from 1 to
+ * 4 GiB, anything else refused (0). */
+START_TEST(test_conv_gemm_cap_reads_the_switch)
+{
+    ck_assert_uint_eq(sl_conv_gemm_cap(NULL), (size_t)64 << 20);
+    ck_assert_uint_eq(sl_conv_gemm_cap(""), (size_t)64 << 20);
+    ck_assert_uint_eq(sl_conv_gemm_cap("1"), 1024);
+    ck_assert_uint_eq(sl_conv_gemm_cap("16"), 16384);
+    ck_assert_uint_eq(sl_conv_gemm_cap("65536"), (size_t)64 << 20);
+    ck_assert_uint_eq(sl_conv_gemm_cap("4194304"), (size_t)4 << 30);
+    static const char *const bad[] = {"0",   "-1",      "16k",  " 16",  "16 ",
+                                      "1.5", "4194305", "0x10", "99999999999999999999999"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
+        ck_assert_msg(sl_conv_gemm_cap(bad[i]) == 0, "\"%s\" read as %zu", bad[i],
+                      sl_conv_gemm_cap(bad[i]));
+}
+END_TEST
+
 /* SL_CUDA_CONV_GEMM's values: deterministic instances by default, "all",
  * "off", anything else refused. */
 START_TEST(test_conv_gemm_mode_reads_the_switch)
@@ -433,6 +485,8 @@ int main(void)
     tcase_add_test(tc, test_conv_gemm_strided_split_of_resnet152);
     tcase_add_test(tc, test_conv_gemm_split_invariants);
     tcase_add_test(tc, test_conv_gemm_mode_reads_the_switch);
+    tcase_add_test(tc, test_conv_gemm_passes_by_switch);
+    tcase_add_test(tc, test_conv_gemm_cap_reads_the_switch);
     suite_add_tcase(s, tc);
     return th_run_suite(s) ? EXIT_FAILURE : EXIT_SUCCESS;
 }

@@ -1210,6 +1210,14 @@ START_TEST(test_cuda_conv_gemms_keep_schedules_bit_identical)
     printf("resnet50: %d geometries' filter gradients and %d input gradients as GEMMs, within "
            "%.2e of the CPU and %.2e of cuDNN's; sqrt the bits of none\n",
            gemms, datas, e, e_off);
+    th_params_free(&none);
+    th_params_free(&sqrt_p);
+    th_params_free(&off);
+    if (th_env_off("SL_CUDA_CONV_GEMM_FWD")) { /* a GPU session's diagnosis */
+        printf("SL_CUDA_CONV_GEMM_FWD=off is set: the forward GEMMs are SKIPPED\n");
+        th_params_free(&ref);
+        return;
+    }
     th_params fwd_none, fwd_sqrt;
     sl_context *fwd = cuda_context_env("SL_CUDA_CONV_GEMM_FWD", "on", 42, 0);
     train3(fwd, SL_SCHEDULE_NONE, "resnet50", &fwd_none, NULL);
@@ -1227,9 +1235,6 @@ START_TEST(test_cuda_conv_gemms_keep_schedules_bit_identical)
     th_params_free(&fwd_none);
     th_params_free(&fwd_sqrt);
     th_params_free(&ref);
-    th_params_free(&none);
-    th_params_free(&sqrt_p);
-    th_params_free(&off);
 }
 END_TEST
 

@@ -1,5 +1,5 @@
 /*
- * conv_gemm.h — a 1x1 convolution's backward passes as batched GEMMs
+ * conv_gemm.h — a 1x1 convolution's passes as batched GEMMs
  * (run stage, CUDA backend: cuda/cuda_conv.cu). Pure rules and splits,
  * so that the CPU tests (test_conv_engine) check them without a GPU.
  *
@@ -74,19 +74,19 @@ typedef struct sl_conv_gemm_split {
                                geometries) the group's gathered inputs, group * c * ohw floats */
 } sl_conv_gemm_split;
 
-/* How the input gradient of a strided 1x1 convolution is cut: the
- * products T_i of `group` images at a time, group * c * ohw floats. */
+/* How the input gradient of a 1x1 convolution is cut: the products T_i
+ * of `group` images at a time, group * c * ohw floats of workspace where
+ * strided (none at stride 1: the products are dX itself). */
 typedef struct sl_conv_gemm_data_split {
     int group, groups;
     size_t workspace_bytes;
 } sl_conv_gemm_data_split;
 
-/* 1 where geometry d's backward passes are products per image: a float
- * 1x1 convolution without padding, one group, whose output has one
- * point per stride step of its input (oh = (h - 1) / sh + 1, likewise
- * ow; dilation is moot for 1x1). Its filter gradient then runs as
- * GEMMs; its input gradient too where it is strided
- * (sl_conv_gemm_strided). */
+/* 1 where geometry d's passes are products per image: a float 1x1
+ * convolution without padding, one group, whose output has one point
+ * per stride step of its input (oh = (h - 1) / sh + 1, likewise ow;
+ * dilation is moot for 1x1). Which of its passes run as GEMMs:
+ * sl_conv_gemm_passes. */
 static inline int sl_conv_gemm_applies(const sl_conv_desc *d)
 {
     return d->kh == 1 && d->kw == 1 && d->sh >= 1 && d->sw >= 1 && d->ph == 0 && d->pw == 0 &&
@@ -188,7 +188,7 @@ static inline int sl_conv_gemm_data_plan(const sl_conv_desc *d, size_t cap,
         return 1;
     }
     const size_t per_image = (size_t)d->c * d->oh * d->ow * sizeof(float);
-    if (per_image > cap)
+    if (per_image > cap || (size_t)d->oh * d->ow > (size_t)0x7fffffff)
         return 0;
     const size_t fit = cap / per_image;
     sl_conv_gemm_data_split sp;
@@ -212,6 +212,53 @@ static inline int sl_conv_gemm_mode(const char *v)
     if (strcmp(v, "off") == 0 || strcmp(v, "0") == 0)
         return 0;
     return -1;
+}
+
+/* Which passes of geometry d run as GEMMs, as bits 1 << sl_conv_pass, in
+ * an instance of SL_CUDA_CONV_GEMM mode `mode` (sl_conv_gemm_mode: 1 in
+ * deterministic instances only, 2 in every one), deterministic or not,
+ * with strided geometries among them (`strided_on`,
+ * SL_CUDA_CONV_GEMM_STRIDED) and the stride-1 forward and input gradient
+ * (`fwd_on`, SL_CUDA_CONV_GEMM_FWD=on): the filter gradient of every 1x1
+ * geometry (sl_conv_gemm_applies), the input gradient of the strided
+ * ones, and with fwd_on both other passes of the stride-1 ones. A pass
+ * whose split does not fit the cap stays on cuDNN even so. */
+static inline unsigned sl_conv_gemm_passes(const sl_conv_desc *d, int mode, int deterministic,
+                                           int strided_on, int fwd_on)
+{
+    if (mode <= (deterministic ? 0 : 1) || !sl_conv_gemm_applies(d))
+        return 0;
+    const int strided = sl_conv_gemm_strided(d);
+    if (strided && !strided_on)
+        return 0;
+    unsigned passes = 1u << SL_CONV_BWD_FILTER;
+    if (strided || fwd_on)
+        passes |= 1u << SL_CONV_BWD_DATA;
+    if (!strided && fwd_on)
+        passes |= 1u << SL_CONV_FWD;
+    return passes;
+}
+
+/* The default cap on a GEMM pass's workspace (partials, gathered inputs,
+ * products): the size of cuDNN's own workspaces for those passes (17-78
+ * MB on ResNet-152 b16). */
+#define SL_CONV_GEMM_CAP_DEFAULT ((size_t)64 << 20)
+
+/* SL_CUDA_CONV_GEMM_CAP_KIB's value in bytes: the default where unset or
+ * empty, else a whole number of KiB from 1 to 4194304 (4 GiB); 0 for
+ * anything else. A smaller cap cuts the images into more groups (and
+ * leaves a geometry whose one image does not fit on cuDNN). */
+static inline size_t sl_conv_gemm_cap(const char *v)
+{
+    if (!v || !*v)
+        return SL_CONV_GEMM_CAP_DEFAULT;
+    size_t kib = 0;
+    for (const char *p = v; *p; p++) {
+        if (*p < '0' || *p > '9' || kib > 4194304)
+            return 0;
+        kib = kib * 10 + (size_t)(*p - '0');
+    }
+    return kib >= 1 && kib <= 4194304 ? kib << 10 : 0;
 }
 
 #endif

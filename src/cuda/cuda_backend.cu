@@ -480,7 +480,8 @@ extern "C" sl_status sl_cuda_backend_create(int gpu, int deterministic, int tf32
      * 2026-11-28), SL_CUDA_CONV_GEMM (1x1 filter gradients, and strided
      * 1x1 input gradients, as cuBLAS GEMMs in a deterministic instance,
      * base/conv_gemm.h: then cuDNN's engines; "all" takes them in every
-     * instance; written without a GPU) and SL_CUDA_CONV_GEMM_STRIDED
+     * instance; written without a GPU; SL_CUDA_CONV_GEMM_CAP_KIB caps
+     * their workspace, 64 MiB by default) and SL_CUDA_CONV_GEMM_STRIDED
      * (strided 1x1 geometries among them: then stride 1 only). Three
      * switches turn a path on: SL_CUDA_CONV_GEMM_FWD=on (the forward and
      * input gradient of stride-1 1x1 convolutions as cuBLAS GEMMs too,
@@ -537,6 +538,15 @@ extern "C" sl_status sl_cuda_backend_create(int gpu, int deterministic, int tf32
         sl_backend_destroy(b);
         return sl_set_error(SL_ERR_INVALID_ARG,
                             "CUDA backend: SL_CUDA_CONV_GEMM=\"%s\" is not on, all or off", gemm);
+    }
+    const char *gemm_cap = getenv("SL_CUDA_CONV_GEMM_CAP_KIB");
+    s->conv_gemm_cap = sl_conv_gemm_cap(gemm_cap);
+    if (s->conv_gemm_cap == 0) {
+        sl_backend_destroy(b);
+        return sl_set_error(SL_ERR_INVALID_ARG,
+                            "CUDA backend: SL_CUDA_CONV_GEMM_CAP_KIB=\"%s\" is not a whole number "
+                            "of KiB from 1 to 4194304",
+                            gemm_cap);
     }
     s->conv_gemm_strided = !env_off("SL_CUDA_CONV_GEMM_STRIDED");
     s->conv_gemm_fwd = env_on("SL_CUDA_CONV_GEMM_FWD");

@@ -72,9 +72,12 @@ int sl_cuda_conv_tuned_passes(const sl_backend *be);
 
 /* How many convolution geometries this instance has built so far whose
  * `pass` runs as cuBLAS GEMMs instead of cuDNN (SL_CUDA_CONV_GEMM,
- * base/conv_gemm.h): SL_CONV_BWD_FILTER, 1x1 without padding;
- * SL_CONV_BWD_DATA, those of them strided; SL_CONV_FWD, none. 0 in a
- * build without CUDA. */
+ * base/conv_gemm.h's sl_conv_gemm_passes): SL_CONV_BWD_FILTER, 1x1
+ * without padding; SL_CONV_BWD_DATA, those of them strided, and with
+ * SL_CUDA_CONV_GEMM_FWD=on those of stride 1 too; SL_CONV_FWD, those of
+ * stride 1 with SL_CUDA_CONV_GEMM_FWD=on. A pass whose split would pass
+ * the workspace cap (SL_CUDA_CONV_GEMM_CAP_KIB) is not counted: it runs
+ * on cuDNN. 0 in a build without CUDA. */
 int sl_cuda_conv_gemm_geometries(const sl_backend *be, sl_conv_pass pass);
 
 #ifdef __cplusplus

@@ -58,8 +58,10 @@ typedef struct sl_cuda_state {
     int conv_tune;     /* the most engines timed per convolution pass (0: none, the
                           heuristics' first allowed; SL_CUDA_CONV_TUNE, cuda_conv.cu) */
     int conv_tuned;    /* passes whose engine timing took (under the cache's lock) */
-    int conv_gemm;     /* 1x1 backward passes as cuBLAS GEMMs: 0 never, 1 in a deterministic
-                          instance, 2 always (SL_CUDA_CONV_GEMM, base/conv_gemm.h) */
+    int conv_gemm;     /* 1x1 convolutions' passes as cuBLAS GEMMs: 0 never, 1 in a
+                          deterministic instance, 2 always (SL_CUDA_CONV_GEMM,
+                          base/conv_gemm.h: sl_conv_gemm_passes says which passes) */
+    size_t conv_gemm_cap; /* the most workspace one such pass plans (SL_CUDA_CONV_GEMM_CAP_KIB) */
     int conv_gemm_strided; /* strided 1x1 geometries too; off: stride 1 only
                               (SL_CUDA_CONV_GEMM_STRIDED) */
     int conv_gemm_fwd; /* the forward and input gradient of stride-1 1x1 geometries too;

@@ -62,8 +62,9 @@
  * forward and the input gradient of stride-1 1x1 geometries to cuBLAS
  * too, one batched GEMM over the images each, written in place. The
  * partials, gathered inputs and products are the pass's workspace,
- * planned like an engine's; the GEMMs run in the instance's math (TF32
- * where allowed).
+ * planned like an engine's, at most SL_CUDA_CONV_GEMM_CAP_KIB (64 MiB by
+ * default: more images in a group, fewer GEMMs); the GEMMs run in the
+ * instance's math (TF32 where allowed).
  */
 #include <mutex>
 #include <new>
@@ -77,10 +78,6 @@
 #include "cuda/cuda_conv_graph.h"
 
 static const size_t kWorkspaceCap = (size_t)512 << 20; /* bytes one conv may ask for */
-/* the most workspace a 1x1 backward pass's GEMMs may plan (partials,
- * gathered inputs, products): the size of cuDNN's own workspaces for
- * those passes (17-78 MB on ResNet-152 b16) */
-static const size_t kGemmPartialCap = (size_t)64 << 20;
 
 /* The ways a pass is run: the backward-data pass has two, by beta (0:
  * dx is written, 1: added to); the filter gradient is always added to. */
@@ -354,15 +351,16 @@ static bool build_into(sl_cuda_state *s, const sl_conv_desc *d, sl_conv_entry &e
                                            1, 1));
     BUILD_CHECK(cudnnSetFilter4dDescriptor(e.w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, d->k,
                                            d->c / d->groups, d->kh, d->kw));
-    const bool strided = sl_conv_gemm_strided(d);
-    const bool gemms = s->conv_gemm > (s->deterministic ? 0 : 1) && sl_conv_gemm_applies(d) &&
-                       (s->conv_gemm_strided || !strided);
-    e.gemm_filter = gemms && sl_conv_gemm_filter_plan(d, s->sms, kGemmPartialCap, &e.gemm);
-    e.gemm_data = gemms && (strided || s->conv_gemm_fwd) &&
-                  sl_conv_gemm_data_plan(d, kGemmPartialCap, &e.gemm_d);
-    e.gemm_fwd = gemms && !strided && s->conv_gemm_fwd;
+    const unsigned gemms = sl_conv_gemm_passes(d, s->conv_gemm, s->deterministic,
+                                               s->conv_gemm_strided, s->conv_gemm_fwd);
+    e.gemm_filter = (gemms >> SL_CONV_BWD_FILTER & 1u) &&
+                    sl_conv_gemm_filter_plan(d, s->sms, s->conv_gemm_cap, &e.gemm);
+    e.gemm_data = (gemms >> SL_CONV_BWD_DATA & 1u) &&
+                  sl_conv_gemm_data_plan(d, s->conv_gemm_cap, &e.gemm_d);
+    e.gemm_fwd = gemms >> SL_CONV_FWD & 1u;
     bool needs_legacy[3] = {!e.gemm_fwd, !e.gemm_data, !e.gemm_filter};
-    if (!s->conv_legacy) {
+    /* cuDNN's tensors and plans only where some pass is left to it */
+    if (!s->conv_legacy && (needs_legacy[0] || needs_legacy[1] || needs_legacy[2])) {
         needs_legacy[0] = needs_legacy[1] = needs_legacy[2] = false;
         graph_choose(s, d, e, needs_legacy);
     }
