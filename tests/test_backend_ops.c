@@ -1360,9 +1360,12 @@ START_TEST(test_conv1x1_forward_gemms)
                "SKIPPED\n");
         return;
     }
+    th_switches keep;
+    const char *var[1] = {"SL_CUDA_CONV_GEMM_FWD"};
+    th_switches_off(&keep, var, 1, 0); /* keeps what it held */
     ck_assert_int_eq(setenv("SL_CUDA_CONV_GEMM_FWD", "on", 1), 0);
     sl_backend *gpu = gpu_or_null();
-    unsetenv("SL_CUDA_CONV_GEMM_FWD");
+    th_switches_restore(&keep);
     check_op("conv2d 1x1 (every pass GEMMs)", op_conv1x1, gpu, conv1x1_tol);
     if (!gpu)
         return;

@@ -930,20 +930,14 @@ START_TEST(test_cuda_bn_relu_joined_equals_apart)
 END_TEST
 
 /* A CUDA context made with environment variable var set to value, or
- * unset where value is NULL (the environment as it was after, a value of
- * up to 63 characters kept). */
+ * unset where value is NULL (the environment as it was after). */
 static sl_context *cuda_context_env(const char *var, const char *value, uint64_t seed, int tf32)
 {
-    const char *was = getenv(var);
-    char saved[64] = "";
-    if (was)
-        snprintf(saved, sizeof saved, "%s", was);
+    th_switches keep;
+    th_switches_off(&keep, &var, 1, 0); /* keeps what var held */
     ck_assert_int_eq(value ? setenv(var, value, 1) : unsetenv(var), 0);
     sl_context *ctx = cuda_context_math(seed, tf32);
-    if (was)
-        setenv(var, saved, 1);
-    else
-        unsetenv(var);
+    th_switches_restore(&keep);
     return ctx;
 }
 
@@ -951,20 +945,15 @@ static sl_context *cuda_context_env(const char *var, const char *value, uint64_t
  * and the message names var (the environment as it was after). */
 static void assert_env_refused(const char *var, const char *value)
 {
-    const char *was = getenv(var);
-    char saved[64] = "";
-    if (was)
-        snprintf(saved, sizeof saved, "%s", was);
+    th_switches keep;
+    th_switches_off(&keep, &var, 1, 0); /* keeps what var held */
     ck_assert_int_eq(setenv(var, value, 1), 0);
     sl_context_options o = sl_context_defaults();
     o.device = SL_DEVICE_CUDA;
     sl_context *bad = NULL;
     ck_assert(sl_context_create(&o, &bad) != SL_OK && bad == NULL);
     ck_assert_msg(strstr(sl_last_error(), var) != NULL, "%s", sl_last_error());
-    if (was)
-        setenv(var, saved, 1);
-    else
-        unsetenv(var);
+    th_switches_restore(&keep);
 }
 
 /* Three SGD steps of `model` under s (train_cuda's) on an instance made

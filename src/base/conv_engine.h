@@ -90,6 +90,22 @@ static inline int sl_engine_pick_timed(const float *ms, int n, float margin)
     return best;
 }
 
+/* The value of v when it is digits alone (no sign, space or other
+ * character) and at most max; -1 otherwise, NULL and "" included. Read
+ * without overflow for any max up to LONG_MAX / 10. */
+static inline long sl_decimal_at_most(const char *v, long max)
+{
+    if (!v || !*v)
+        return -1;
+    long n = 0;
+    for (const char *c = v; *c; c++) {
+        if (*c < '0' || *c > '9' || n > max)
+            return -1;
+        n = n * 10 + (*c - '0');
+    }
+    return n <= max ? n : -1;
+}
+
 /* The most engines tuning times per pass: SL_CUDA_CONV_TUNE's value v
  * ("on" or "1": 8; "off", "0", empty or NULL: 0, no tuning; a count from
  * 2 to 64 in decimal without leading zeros: that many), or -1 when v is
@@ -105,13 +121,8 @@ static inline int sl_engine_tune_count(const char *v)
         return 0;
     if (v[0] == '0')
         return -1; /* "0" alone is off; "02" is not a count */
-    int n = 0;
-    for (const char *c = v; *c; c++) {
-        if (*c < '0' || *c > '9' || n > 64)
-            return -1;
-        n = n * 10 + (*c - '0');
-    }
-    return n >= 2 && n <= 64 ? n : -1;
+    long n = sl_decimal_at_most(v, 64);
+    return n >= 2 ? (int)n : -1;
 }
 
 #endif

@@ -60,6 +60,7 @@
 #include <string.h>
 
 #include "base/backend.h"
+#include "base/conv_engine.h"
 
 /* How the filter gradient of a 1x1 convolution is cut. */
 typedef struct sl_conv_gemm_split {
@@ -252,13 +253,8 @@ static inline size_t sl_conv_gemm_cap(const char *v)
 {
     if (!v || !*v)
         return SL_CONV_GEMM_CAP_DEFAULT;
-    size_t kib = 0;
-    for (const char *p = v; *p; p++) {
-        if (*p < '0' || *p > '9' || kib > 4194304)
-            return 0;
-        kib = kib * 10 + (size_t)(*p - '0');
-    }
-    return kib >= 1 && kib <= 4194304 ? kib << 10 : 0;
+    long kib = sl_decimal_at_most(v, 4194304);
+    return kib >= 1 ? (size_t)kib << 10 : 0;
 }
 
 #endif
